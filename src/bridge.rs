@@ -1,0 +1,126 @@
+//! The pyo3 bridge: loads the operation library (`open_codex_lib` or `--codex-lib MODULE`) into
+//! the embedded interpreter and runs one step through `execute_operation`. Calls block, so the
+//! executor makes them from `spawn_blocking`; Python releases the GIL while a step waits on a
+//! subprocess or the network, so steps can overlap.
+
+use std::ffi::CString;
+use std::path::{Path, PathBuf};
+
+use pyo3::prelude::*;
+use pyo3::types::{PyDict, PyModule};
+use serde::Deserialize;
+use serde_json::Value;
+
+use crate::error::{Error, Result};
+
+const SHIM: &str = include_str!("bridge_shim.py");
+
+/// The loaded library.
+pub struct Bridge {
+    shim: Py<PyModule>,
+    library: Py<PyAny>,
+    /// What was loaded, for messages: module, file, interpreter.
+    pub description: String,
+}
+
+/// How one call of `execute_operation` ended.
+#[derive(Debug, Clone, PartialEq, Deserialize)]
+#[serde(tag = "kind", rename_all = "snake_case")]
+pub enum CallOutcome {
+    /// The library returned a JSON-like dict (its `status` is checked by the caller).
+    Returned { result: Value },
+    /// The library raised.
+    Exception { r#type: String, message: String, traceback: String },
+    /// The library returned something that is not a JSON-like dict.
+    Garbage { message: String },
+}
+
+impl Bridge {
+    /// Starts the interpreter if needed, puts `python_dir` first on `sys.path`, and imports
+    /// `module`, which must have a callable `execute_operation`.
+    pub fn load(python_dir: Option<&Path>, module: &str) -> Result<Bridge> {
+        Python::attach(|py| -> PyResult<Bridge> {
+            if let Some(dir) = python_dir {
+                let path = py.import("sys")?.getattr("path")?;
+                path.call_method1("insert", (0, dir.to_string_lossy().to_string()))?;
+            }
+            let code = CString::new(SHIM).map_err(|e| pyo3::exceptions::PyValueError::new_err(e.to_string()))?;
+            let shim = PyModule::from_code(py, &code, c"ocflow_bridge_shim.py", c"ocflow_bridge_shim")?;
+            shim.call_method0("install")?;
+            let library = shim.call_method1("load", (module,))?;
+            let file: String = library.getattr("__file__").and_then(|f| f.extract()).unwrap_or_else(|_| "?".into());
+            let python: String = shim.call_method0("describe")?.extract()?;
+            Ok(Bridge {
+                shim: shim.unbind(),
+                library: library.unbind(),
+                description: format!("{module} from {file} ({python})"),
+            })
+        })
+        .map_err(|err| {
+            let detail = Python::attach(|py| format_error(py, &err));
+            Error::Bridge(format!(
+                "{detail}\nocflow looks for the library in --python-dir / OCFLOW_PYTHON_DIR, next to the executable, and in its source tree; a module given with --codex-lib must be importable (PYTHONPATH)"
+            ))
+        })
+    }
+
+    /// Runs one step. Everything the library prints goes to `log_path`.
+    pub fn execute(&self, instructions: &Path, llm_config: &Value, log_path: &Path) -> CallOutcome {
+        Python::attach(|py| -> PyResult<CallOutcome> {
+            let host = PyDict::new(py);
+            let text: String = self
+                .shim
+                .bind(py)
+                .call_method1(
+                    "run_step",
+                    (
+                        self.library.bind(py),
+                        instructions.to_string_lossy().to_string(),
+                        llm_config.to_string(),
+                        log_path.to_string_lossy().to_string(),
+                        host,
+                    ),
+                )?
+                .extract()?;
+            serde_json::from_str(&text).map_err(|e| pyo3::exceptions::PyValueError::new_err(e.to_string()))
+        })
+        .unwrap_or_else(|err| CallOutcome::Garbage {
+            message: format!("the bridge itself failed: {}", Python::attach(|py| format_error(py, &err))),
+        })
+    }
+
+    /// Asks the library to kill the commands it is running (its optional `cancel_all`).
+    pub fn cancel_all(&self) {
+        Python::attach(|py| {
+            let _ = self.shim.bind(py).call_method1("cancel", (self.library.bind(py),));
+        });
+    }
+}
+
+fn format_error(py: Python<'_>, err: &PyErr) -> String {
+    let traceback = err
+        .traceback(py)
+        .and_then(|tb| tb.format().ok())
+        .unwrap_or_default();
+    format!("{traceback}{err}")
+}
+
+/// Where the bundled `python/` folder is: the explicit directory, else next to the executable
+/// (or up to three levels above it, which covers `target/debug/ocflow` in a checkout), else
+/// the source tree this binary was built from.
+pub fn find_python_dir(explicit: Option<PathBuf>) -> Option<PathBuf> {
+    if explicit.is_some() {
+        return explicit;
+    }
+    let has_library = |dir: &Path| dir.join("open_codex_lib").join("__init__.py").is_file();
+    if let Ok(exe) = std::env::current_exe() {
+        for dir in exe.ancestors().skip(1).take(4) {
+            let candidate = dir.join("python");
+            if has_library(&candidate) {
+                return Some(candidate);
+            }
+        }
+    }
+    let source = Path::new(env!("CARGO_MANIFEST_DIR")).join("python");
+    has_library(&source).then_some(source)
+}

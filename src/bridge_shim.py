@@ -1,0 +1,87 @@
+"""ocflow's side of the Python bridge (embedded in the ocflow binary).
+
+Loads the operation library, runs one step with everything the step prints routed into the
+step's log (per thread, so concurrent steps keep their logs apart and ocflow's own stdout
+stays clean), and turns the outcome into JSON: a result, an exception with its full
+traceback, or a return value that is not a JSON-like dict.
+"""
+
+import importlib
+import io
+import json
+import sys
+import threading
+import traceback
+
+_local = threading.local()
+
+
+class _StepOutput(io.TextIOBase):
+    """A stream that writes to the current thread's step log, or to `fallback` outside a step."""
+
+    def __init__(self, fallback):
+        self._fallback = fallback
+
+    def _target(self):
+        return getattr(_local, "log", None) or self._fallback
+
+    def write(self, text):
+        target = self._target()
+        if target is not None:
+            target.write(text)
+        return len(text)
+
+    def flush(self):
+        target = self._target()
+        if target is not None:
+            target.flush()
+
+    def writable(self):
+        return True
+
+
+def install():
+    """Routes sys.stdout and sys.stderr through the per-step logs (once)."""
+    if not isinstance(sys.stdout, _StepOutput):
+        # Outside a step, stray prints go to stderr: stdout belongs to ocflow's --json events.
+        sys.stdout = _StepOutput(sys.__stderr__)
+        sys.stderr = _StepOutput(sys.__stderr__)
+
+
+def describe():
+    return f"Python {sys.version.split()[0]} at {sys.prefix}"
+
+
+def load(module_name):
+    module = importlib.import_module(module_name)
+    if not callable(getattr(module, "execute_operation", None)):
+        raise TypeError(f"module {module_name} ({getattr(module, '__file__', '?')}) has no callable execute_operation")
+    return module
+
+
+def run_step(module, instruction_path, llm_config_json, log_path, host_functions):
+    llm_config = json.loads(llm_config_json)
+    llm_config.update(host_functions)
+    with open(log_path, "a", encoding="utf-8", errors="replace") as log:
+        _local.log = log
+        try:
+            result = module.execute_operation(instruction_path, llm_config)
+        except BaseException as exc:  # noqa: BLE001 - SystemExit and KeyboardInterrupt fail the step too
+            text = "".join(traceback.format_exception(type(exc), exc, exc.__traceback__))
+            log.write(text)
+            return json.dumps({"kind": "exception", "type": type(exc).__name__, "message": str(exc), "traceback": text})
+        finally:
+            _local.log = None
+            log.flush()
+    if not isinstance(result, dict):
+        return json.dumps({"kind": "garbage", "message": f"execute_operation returned {type(result).__name__}, not a dict: {repr(result)[:300]}"})
+    try:
+        return json.dumps({"kind": "returned", "result": result}, allow_nan=False)
+    except (TypeError, ValueError) as exc:
+        return json.dumps({"kind": "garbage", "message": f"execute_operation returned a dict that is not JSON-like ({exc}): {repr(result)[:300]}"})
+
+
+def cancel(module):
+    cancel_all = getattr(module, "cancel_all", None)
+    if callable(cancel_all):
+        cancel_all()

@@ -1,0 +1,106 @@
+//! The command line as clap parses it: raw options, before `config` resolves them.
+
+use std::path::PathBuf;
+
+use clap::{Args, Parser, Subcommand};
+
+/// Orchestrates LLM coding flows: runs a validated flow of operations step by step through
+/// open_codex_lib, keeps the state to resume it, and hands back a diff to apply.
+#[derive(Debug, Parser)]
+#[command(name = "ocflow", version, about, long_about = None)]
+pub struct Cli {
+    #[command(flatten)]
+    pub global: GlobalArgs,
+    #[command(subcommand)]
+    pub command: Command,
+}
+
+/// Options every command takes.
+#[derive(Debug, Args)]
+pub struct GlobalArgs {
+    /// The repository the flow works on (only read until `apply`).
+    #[arg(long, global = true, value_name = "DIR", default_value = ".")]
+    pub repo: PathBuf,
+    /// Where task directories live [default: <repo>/.ocflow].
+    #[arg(long, global = true, value_name = "DIR", env = "OCFLOW_WORKSPACE")]
+    pub workspace: Option<PathBuf>,
+    /// Print events as JSON lines on stdout (for scripts and headless callers).
+    #[arg(long, global = true)]
+    pub json: bool,
+    /// Python module to drive instead of open_codex_lib (must define execute_operation).
+    #[arg(long, global = true, value_name = "MODULE", env = "OCFLOW_CODEX_LIB")]
+    pub codex_lib: Option<String>,
+    /// Directory to put first on Python's sys.path [default: the bundled python/ folder].
+    #[arg(long, global = true, value_name = "DIR", env = "OCFLOW_PYTHON_DIR")]
+    pub python_dir: Option<PathBuf>,
+}
+
+#[derive(Debug, Subcommand)]
+pub enum Command {
+    /// Run a flow: `--plan FLOW.json` executes a given flow.
+    Run(RunArgs),
+    /// Continue a flow after a crash, an interrupt or a failure.
+    Resume(ResumeArgs),
+    /// Show a flow's steps, states, attempts and timings.
+    Status(TaskArg),
+    /// Show the flow's changes as a unified diff against the repository.
+    Diff(TaskArg),
+    /// Write the flow's changes into the repository.
+    Apply(ApplyArgs),
+}
+
+#[derive(Debug, Args)]
+pub struct RunArgs {
+    /// The task, in words (names the task id; planning with an LLM is not in this build).
+    pub task: Option<String>,
+    /// Execute this flow file instead of planning.
+    #[arg(long, value_name = "FLOW.json")]
+    pub plan: Option<PathBuf>,
+    /// Id of the task directory [default: <date>-<time>-<slug of the task>].
+    #[arg(long, value_name = "ID")]
+    pub task_id: Option<String>,
+    /// Apply the changes to the repository when the flow succeeds.
+    #[arg(long)]
+    pub apply: bool,
+    #[command(flatten)]
+    pub limits: LimitArgs,
+}
+
+#[derive(Debug, Args)]
+pub struct LimitArgs {
+    /// Default time limit of a command step, in seconds (a step's timeout_seconds wins).
+    #[arg(long, value_name = "SECONDS", default_value_t = 600)]
+    pub step_timeout: u64,
+    /// Most bytes of each output stream a command step keeps.
+    #[arg(long, value_name = "BYTES", default_value_t = 1024 * 1024)]
+    pub max_output_bytes: u64,
+}
+
+#[derive(Debug, Args)]
+pub struct ResumeArgs {
+    /// Task id or task directory [default: the most recent unfinished flow].
+    pub task: Option<String>,
+    /// Run failed steps again (otherwise resume reports them and stops).
+    #[arg(long)]
+    pub retry_failed: bool,
+    /// Apply the changes to the repository when the flow succeeds.
+    #[arg(long)]
+    pub apply: bool,
+    #[command(flatten)]
+    pub limits: LimitArgs,
+}
+
+#[derive(Debug, Args)]
+pub struct TaskArg {
+    /// Task id or task directory [default: the most recent flow].
+    pub task: Option<String>,
+}
+
+#[derive(Debug, Args)]
+pub struct ApplyArgs {
+    /// Task id or task directory [default: the most recent flow].
+    pub task: Option<String>,
+    /// Overwrite files that changed in the repository since the flow read them.
+    #[arg(long)]
+    pub force: bool,
+}

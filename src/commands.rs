@@ -1,0 +1,321 @@
+//! The commands: each one resolves what it needs, does its work through the library's parts,
+//! and returns the process exit code.
+
+use std::fs;
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+
+use crate::bridge::{self, Bridge};
+use crate::cli::{ApplyArgs, Command, LimitArgs, ResumeArgs, RunArgs, TaskArg};
+use crate::config::{self, Config};
+use crate::error::{Error, IoContext, Result};
+use crate::events::{Event, Events};
+use crate::executor::{Executor, FlowOutcome, Interrupt, Settings};
+use crate::flow::Flow;
+use crate::instructions::Limits;
+use crate::journal::Journal;
+use crate::review::{self, Applied};
+use crate::staging;
+use crate::status::{self, FlowState, FlowStatus, StepState};
+use crate::validate::{self, PathRules};
+use crate::workspace::{self, TaskDir};
+
+/// Exit codes of the contract.
+pub const EXIT_OK: u8 = 0;
+pub const EXIT_FLOW_FAILED: u8 = 1;
+pub const EXIT_INTERRUPTED: u8 = 130;
+
+/// Runs one command.
+pub fn dispatch(config: &Config, command: Command) -> Result<u8> {
+    match command {
+        Command::Run(args) => with_runtime(|| run(config, args)),
+        Command::Resume(args) => with_runtime(|| resume(config, args)),
+        Command::Status(args) => status(config, args),
+        Command::Diff(args) => diff(config, args),
+        Command::Apply(args) => apply(config, args),
+    }
+}
+
+/// Runs an async command on a fresh runtime. The runtime is not waited for on the way out: a
+/// step interrupted by a signal may still be unwinding in its blocking thread.
+fn with_runtime<F: Future<Output = Result<u8>>>(command: impl FnOnce() -> F) -> Result<u8> {
+    let runtime = tokio::runtime::Builder::new_multi_thread()
+        .enable_all()
+        .build()
+        .io_context(|| "starting the async runtime".to_string())?;
+    let code = runtime.block_on(command());
+    runtime.shutdown_background();
+    code
+}
+
+async fn run(config: &Config, args: RunArgs) -> Result<u8> {
+    let Some(plan) = &args.plan else {
+        return Err(Error::Usage(
+            "this build runs given flows only: write the flow as JSON and pass it with `ocflow run --plan FLOW.json` (see examples/)".into(),
+        ));
+    };
+    let flow = read_flow(plan, args.task.as_deref(), &config.path_rules())?;
+    let bridge = load_bridge(config)?;
+    let task_id = match &args.task_id {
+        Some(id) if workspace::is_valid_task_id(id) => id.clone(),
+        Some(id) => return Err(Error::Usage(format!("--task-id {id:?}: use letters, digits, `.`, `_` and `-`, starting with a letter or digit"))),
+        None => unused_task_id(&config.workspace, &flow.task),
+    };
+    let interrupt = Interrupt::listen();
+    let task = TaskDir::new(&config.workspace, &task_id);
+    task.create()?;
+    let _lock = task.lock()?;
+    if config.default_workspace {
+        exclude_from_git(&config.repo);
+    }
+    workspace::write_json_atomic(&task.file(workspace::FLOW_FILE), &flow)?;
+    let mut flow_status = FlowStatus::new(&task_id, &flow, &config.repo);
+    flow_status.save(&task.file(workspace::STATUS_FILE))?;
+    let mut events = Events::new(Journal::open(&task.file(workspace::JOURNAL_FILE))?, config.json);
+    events.emit(Event::FlowStarted {
+        task_id: task_id.clone(),
+        task: flow.task.clone(),
+        task_dir: task.root.clone(),
+        repo: config.repo.clone(),
+        steps: flow.steps.len(),
+    })?;
+    snapshot(&task, &config.repo, &config.workspace, &mut events)?;
+    let executor = Executor::new(task, flow, flow_status, events, bridge, settings(config, &args.limits), interrupt);
+    execute(executor, args.apply).await
+}
+
+async fn resume(config: &Config, args: ResumeArgs) -> Result<u8> {
+    let task = find_task(config, args.task.as_deref(), true)?;
+    let _lock = task.lock()?;
+    let status_path = task.file(workspace::STATUS_FILE);
+    let mut flow_status = FlowStatus::load(&status_path)?;
+    let rules = PathRules { repo: flow_status.repo.clone(), forbidden: vec![flow_status.repo.join(".git"), task.root.clone()] };
+    let flow = read_flow(&task.file(workspace::FLOW_FILE), None, &rules)?;
+    if flow.steps.iter().map(|s| &s.id).ne(flow_status.steps.iter().map(|s| &s.id)) {
+        return Err(Error::BadStateFile { path: status_path, problem: "its steps do not match flow.json; one of them was edited by hand".into() });
+    }
+    if flow_status.state == FlowState::Succeeded {
+        eprintln!("ocflow: task {} already succeeded; nothing to resume. Review it with `ocflow diff {0}`.", task.task_id);
+        return Ok(EXIT_OK);
+    }
+    let failed: Vec<String> = flow_status.steps.iter().filter(|s| s.status == StepState::Failed).map(|s| s.id.clone()).collect();
+    if !failed.is_empty() && !args.retry_failed {
+        for step in flow_status.steps.iter().filter(|s| s.status == StepState::Failed) {
+            eprintln!("ocflow: step {} failed: {}", step.id, step.message.as_deref().unwrap_or("no message"));
+        }
+        eprintln!("ocflow: not resuming over failed steps; fix the cause and run `ocflow resume {} --retry-failed`", task.task_id);
+        return Ok(EXIT_FLOW_FAILED);
+    }
+    let bridge = load_bridge(config)?;
+    let interrupt = Interrupt::listen();
+    for step in &mut flow_status.steps {
+        match step.status {
+            StepState::Running => {
+                step.status = StepState::Pending;
+                step.message = Some("was running when ocflow stopped; it runs again".into());
+            }
+            StepState::Failed => step.status = StepState::Pending,
+            _ => {}
+        }
+    }
+    flow_status.save(&status_path)?;
+    let mut events = Events::new(Journal::open(&task.file(workspace::JOURNAL_FILE))?, config.json);
+    let pending = flow_status.steps.iter().filter(|s| s.status == StepState::Pending).map(|s| s.id.clone()).collect();
+    events.emit(Event::FlowResumed { task_id: task.task_id.clone(), task_dir: task.root.clone(), pending })?;
+    if !task.snapshot().is_dir() {
+        let repo = flow_status.repo.clone();
+        snapshot(&task, &repo, &config.workspace, &mut events)?;
+    }
+    staging::rebuild_final_output(&task, &flow_status)?;
+    let executor = Executor::new(task, flow, flow_status, events, bridge, settings(config, &args.limits), interrupt);
+    execute(executor, args.apply).await
+}
+
+/// Runs the executor and turns its outcome into an exit code, applying on success if asked.
+async fn execute(mut executor: Executor, apply_after: bool) -> Result<u8> {
+    match executor.run().await? {
+        FlowOutcome::Succeeded if apply_after => {
+            let changes = review::changes(&executor.task, &executor.status)?;
+            let applied = review::apply(&executor.task, &executor.status.repo, &changes, false)?;
+            record_applied(&mut executor.events, &mut executor.status, &executor.task, applied)?;
+            Ok(EXIT_OK)
+        }
+        FlowOutcome::Succeeded => Ok(EXIT_OK),
+        FlowOutcome::Failed => Ok(EXIT_FLOW_FAILED),
+        FlowOutcome::Interrupted => Ok(EXIT_INTERRUPTED),
+    }
+}
+
+fn status(config: &Config, args: TaskArg) -> Result<u8> {
+    let task = find_task(config, args.task.as_deref(), false)?;
+    let flow_status = FlowStatus::load(&task.file(workspace::STATUS_FILE))?;
+    let text = if config.json {
+        serde_json::to_string_pretty(&flow_status).unwrap_or_default() + "\n"
+    } else {
+        flow_status.render_table()
+    };
+    print_stdout(&text);
+    Ok(EXIT_OK)
+}
+
+fn diff(config: &Config, args: TaskArg) -> Result<u8> {
+    let task = find_task(config, args.task.as_deref(), false)?;
+    let flow_status = FlowStatus::load(&task.file(workspace::STATUS_FILE))?;
+    let changes = review::changes(&task, &flow_status)?;
+    if changes.is_empty() {
+        eprintln!("ocflow: task {} changed no file", task.task_id);
+    }
+    print_stdout(&review::unified_diff(&changes)?);
+    Ok(EXIT_OK)
+}
+
+fn apply(config: &Config, args: ApplyArgs) -> Result<u8> {
+    let task = find_task(config, args.task.as_deref(), false)?;
+    let _lock = task.lock()?;
+    let mut flow_status = FlowStatus::load(&task.file(workspace::STATUS_FILE))?;
+    if flow_status.state != FlowState::Succeeded {
+        return Err(Error::Usage(format!(
+            "task {} is {}, not succeeded; only a finished flow is applied. See `ocflow status {0}`, then resume it",
+            task.task_id, flow_status.state
+        )));
+    }
+    let changes = review::changes(&task, &flow_status)?;
+    let applied = review::apply(&task, &flow_status.repo, &changes, args.force)?;
+    let mut events = Events::new(Journal::open(&task.file(workspace::JOURNAL_FILE))?, config.json);
+    record_applied(&mut events, &mut flow_status, &task, applied)?;
+    Ok(EXIT_OK)
+}
+
+fn record_applied(events: &mut Events, flow_status: &mut FlowStatus, task: &TaskDir, applied: Applied) -> Result<()> {
+    match applied {
+        Applied::Written(files) => {
+            flow_status.applied_at = Some(status::now());
+            flow_status.save(&task.file(workspace::STATUS_FILE))?;
+            events.emit(Event::ChangesApplied { task_id: task.task_id.clone(), files })
+        }
+        Applied::AlreadyApplied => {
+            eprintln!("ocflow: the repository already holds the changes of task {}", task.task_id);
+            Ok(())
+        }
+        Applied::Nothing => {
+            eprintln!("ocflow: task {} changed no file; nothing to apply", task.task_id);
+            Ok(())
+        }
+    }
+}
+
+/// Reads and validates a flow file, checking its size before reading it whole.
+fn read_flow(path: &Path, default_task: Option<&str>, rules: &PathRules) -> Result<Flow> {
+    let size = fs::metadata(path).map_err(|err| Error::Usage(format!("cannot read the flow {}: {err}", path.display())))?.len();
+    if size > validate::MAX_FLOW_BYTES as u64 {
+        return Err(Error::InvalidFlow(vec![validate::Problem {
+            step: None,
+            rule: "limits",
+            message: format!("{} is {size} bytes; the limit is {}", path.display(), validate::MAX_FLOW_BYTES),
+        }]));
+    }
+    let text = fs::read_to_string(path).map_err(|err| Error::Usage(format!("cannot read the flow {}: {err}", path.display())))?;
+    validate::parse_flow(&text, default_task, rules).map_err(Error::InvalidFlow)
+}
+
+fn load_bridge(config: &Config) -> Result<Arc<Bridge>> {
+    let python_dir = bridge::find_python_dir(config.python_dir.clone());
+    Ok(Arc::new(Bridge::load(python_dir.as_deref(), &config.codex_lib)?))
+}
+
+fn settings(_config: &Config, limits: &LimitArgs) -> Settings {
+    Settings {
+        llm_config: serde_json::json!({}),
+        limits: Limits { timeout_seconds: limits.step_timeout, max_output_bytes: limits.max_output_bytes },
+    }
+}
+
+fn snapshot(task: &TaskDir, repo: &Path, workspace_dir: &Path, events: &mut Events) -> Result<()> {
+    let stats = staging::take_snapshot(repo, task, &[config::canonical_or_absolute(workspace_dir)])?;
+    fs::create_dir_all(task.final_output()).io_context(|| format!("creating {}", task.final_output().display()))?;
+    events.emit(Event::SnapshotTaken { files: stats.files, bytes: stats.bytes, duration_ms: stats.duration_ms })
+}
+
+/// A task id not yet used in the workspace.
+fn unused_task_id(workspace_dir: &Path, task: &str) -> String {
+    let base = workspace::new_task_id(task, chrono::Local::now());
+    let mut id = base.clone();
+    let mut n = 2;
+    while workspace_dir.join(&id).exists() {
+        id = format!("{base}-{n}");
+        n += 1;
+    }
+    id
+}
+
+/// Finds a task: a task directory path, a task id in the workspace, or the most recently
+/// updated flow (only unfinished ones when `unfinished`).
+fn find_task(config: &Config, arg: Option<&str>, unfinished: bool) -> Result<TaskDir> {
+    if let Some(arg) = arg {
+        let as_path = PathBuf::from(arg);
+        if as_path.join(workspace::STATUS_FILE).is_file() {
+            let root = as_path.canonicalize().io_context(|| format!("resolving {arg}"))?;
+            return TaskDir::at(root).ok_or_else(|| Error::Usage(format!("{arg} is not a task directory")));
+        }
+        let task = TaskDir::new(&config.workspace, arg);
+        if workspace::is_valid_task_id(arg) && task.file(workspace::STATUS_FILE).is_file() {
+            return Ok(task);
+        }
+        return Err(Error::Usage(format!(
+            "no task {arg:?} in the workspace {}; give a task id from there, a task directory, or --workspace",
+            config.workspace.display()
+        )));
+    }
+    let entries = fs::read_dir(&config.workspace).map_err(|_| {
+        Error::Usage(format!("no flows in {}: start one with `ocflow run`, or point --workspace at the right place", config.workspace.display()))
+    })?;
+    let mut best: Option<(String, TaskDir)> = None;
+    for entry in entries.flatten() {
+        let Some(task) = TaskDir::at(entry.path()) else { continue };
+        let Ok(flow_status) = FlowStatus::load(&task.file(workspace::STATUS_FILE)) else { continue };
+        if unfinished && flow_status.state == FlowState::Succeeded {
+            continue;
+        }
+        if best.as_ref().is_none_or(|(time, _)| flow_status.updated_at > *time) {
+            best = Some((flow_status.updated_at, task));
+        }
+    }
+    best.map(|(_, task)| task).ok_or_else(|| {
+        Error::Usage(format!(
+            "no {}flow in {}; name one with a task id",
+            if unfinished { "unfinished " } else { "" },
+            config.workspace.display()
+        ))
+    })
+}
+
+/// Adds the default workspace to the repository's `.git/info/exclude`, so it never shows up
+/// as untracked files.
+fn exclude_from_git(repo: &Path) {
+    let info = repo.join(".git").join("info");
+    if !repo.join(".git").is_dir() {
+        return;
+    }
+    let exclude = info.join("exclude");
+    let current = fs::read_to_string(&exclude).unwrap_or_default();
+    if current.lines().any(|line| line.trim() == "/.ocflow/") {
+        return;
+    }
+    let mut text = current;
+    if !text.is_empty() && !text.ends_with('\n') {
+        text.push('\n');
+    }
+    text.push_str("/.ocflow/\n");
+    if let Err(err) = fs::create_dir_all(&info).and_then(|()| fs::write(&exclude, text)) {
+        eprintln!("ocflow: warning: could not add /.ocflow/ to {}: {err}", exclude.display());
+    }
+}
+
+/// Writes command output (data, not progress) to stdout.
+#[allow(clippy::print_stdout)]
+fn print_stdout(text: &str) {
+    use std::io::Write;
+    let mut stdout = std::io::stdout().lock();
+    let _ = stdout.write_all(text.as_bytes());
+    let _ = stdout.flush();
+}

@@ -1,0 +1,449 @@
+//! The executor: walks the flow's dependency graph, prepares each step (staging, references,
+//! instructions), runs it through the bridge off the async runtime, records the outcome, and
+//! keeps `flow_status.json` and the journal true after every change. One step runs at a time;
+//! the state it keeps (per-step status, overlays by ancestry) is what parallel runs need.
+
+use std::collections::BTreeSet;
+use std::fs;
+use std::path::PathBuf;
+use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::time::Instant;
+
+use serde_json::{Map, Value, json};
+use tokio::sync::Notify;
+
+use crate::bridge::{Bridge, CallOutcome};
+use crate::error::{Error, IoContext, Result};
+use crate::events::{Event, Events};
+use crate::flow::{self, Flow, Step};
+use crate::instructions::{self, DoneStep, Limits, StepSpec};
+use crate::operations::{self, Access, ParamMeaning};
+use crate::repo_path::RepoPath;
+use crate::staging::{self, Overlay, View};
+use crate::status::{self, FlowState, FlowStatus, StepError, StepState};
+use crate::workspace::{self, TaskDir};
+
+/// How a flow ended.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum FlowOutcome {
+    Succeeded,
+    Failed,
+    Interrupted,
+}
+
+/// Set once Ctrl-C or SIGTERM arrives.
+#[derive(Default)]
+pub struct Interrupt {
+    raised: AtomicBool,
+    notify: Notify,
+}
+
+impl Interrupt {
+    /// Starts listening for SIGINT and SIGTERM.
+    pub fn listen() -> Arc<Interrupt> {
+        let interrupt = Arc::new(Interrupt::default());
+        let listener = interrupt.clone();
+        tokio::spawn(async move {
+            let terminate = async {
+                match tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate()) {
+                    Ok(mut stream) => {
+                        stream.recv().await;
+                    }
+                    Err(_) => std::future::pending::<()>().await,
+                }
+            };
+            tokio::select! {
+                _ = tokio::signal::ctrl_c() => {}
+                _ = terminate => {}
+            }
+            listener.raised.store(true, Ordering::SeqCst);
+            listener.notify.notify_waiters();
+        });
+        interrupt
+    }
+
+    pub fn is_raised(&self) -> bool {
+        self.raised.load(Ordering::SeqCst)
+    }
+
+    async fn wait(&self) {
+        loop {
+            let notified = self.notify.notified();
+            if self.is_raised() {
+                return;
+            }
+            notified.await;
+        }
+    }
+}
+
+/// Everything a step run needs besides the flow's state.
+pub struct Settings {
+    /// Passed to every operation; never contains the API key in this build.
+    pub llm_config: Value,
+    pub limits: Limits,
+}
+
+/// Runs one flow to its end (or to the first failure, or an interrupt).
+pub struct Executor {
+    pub task: TaskDir,
+    pub flow: Flow,
+    pub status: FlowStatus,
+    pub events: Events,
+    bridge: Arc<Bridge>,
+    settings: Settings,
+    interrupt: Arc<Interrupt>,
+    view: Option<View>,
+}
+
+/// A step made ready to run.
+struct Prepared {
+    instructions: PathBuf,
+    log: PathBuf,
+}
+
+impl Executor {
+    pub fn new(task: TaskDir, flow: Flow, status: FlowStatus, events: Events, bridge: Arc<Bridge>, settings: Settings, interrupt: Arc<Interrupt>) -> Executor {
+        Executor { task, flow, status, events, bridge, settings, interrupt, view: None }
+    }
+
+    /// Runs every pending step whose dependencies succeeded, in flow order, until none is
+    /// left, one fails, or an interrupt arrives. Leaves the state saved either way.
+    pub async fn run(&mut self) -> Result<FlowOutcome> {
+        self.status.state = FlowState::Running;
+        self.save()?;
+        loop {
+            if self.interrupt.is_raised() {
+                return self.interrupted(None);
+            }
+            let Some(step) = self.next_ready() else { break };
+            let attempt = self.start(&step)?;
+            let prepared = match self.prepare(&step) {
+                Ok(prepared) => prepared,
+                Err(err) => {
+                    self.finish_failed(&step, attempt, Instant::now(), "engine", None, format!("{err}"), None)?;
+                    break;
+                }
+            };
+            let started = Instant::now();
+            let bridge = self.bridge.clone();
+            let llm_config = self.settings.llm_config.clone();
+            let call = tokio::task::spawn_blocking(move || bridge.execute(&prepared.instructions, &llm_config, &prepared.log));
+            let interrupt = self.interrupt.clone();
+            let outcome = tokio::select! {
+                joined = call => joined,
+                () = interrupt.wait() => {
+                    self.bridge.cancel_all();
+                    return self.interrupted(Some(&step.id));
+                }
+            };
+            let outcome = outcome.unwrap_or_else(|err| CallOutcome::Garbage { message: format!("the step's thread failed: {err}") });
+            if !self.record(&step, attempt, started, outcome)? {
+                break;
+            }
+        }
+        self.finish_flow()
+    }
+
+    /// The first pending step (in flow order) whose dependencies all succeeded.
+    fn next_ready(&self) -> Option<Step> {
+        self.flow
+            .steps
+            .iter()
+            .find(|step| {
+                self.status.step(&step.id).is_some_and(|s| s.status == StepState::Pending)
+                    && step.depends_on.iter().all(|dep| self.status.step(dep).is_some_and(|d| d.status == StepState::Succeeded))
+            })
+            .cloned()
+    }
+
+    /// Marks the step running and counts the attempt.
+    fn start(&mut self, step: &Step) -> Result<u32> {
+        let entry = self.status.step_mut(&step.id).ok_or_else(|| missing_step(&step.id))?;
+        entry.status = StepState::Running;
+        entry.attempts += 1;
+        entry.started_at = Some(status::now());
+        entry.finished_at = None;
+        entry.duration_ms = None;
+        entry.error = None;
+        entry.message = None;
+        let attempt = entry.attempts;
+        self.save()?;
+        self.events.emit(Event::StepStarted { step: step.id.clone(), operation: step.operation.clone(), attempt })?;
+        Ok(attempt)
+    }
+
+    /// Builds the step directory: staged inputs or a synced view, resolved references, and the
+    /// instructions file.
+    fn prepare(&mut self, step: &Step) -> Result<Prepared> {
+        let spec = operations::find(&step.operation).ok_or_else(|| Error::Usage(format!("unknown operation {}", step.operation)))?;
+        let dir = self.task.step_dir(&step.id);
+        let input_dir = dir.join(workspace::INPUT_DIR);
+        let output_dir = dir.join(workspace::OUTPUT_DIR);
+        // A step that runs again starts clean; its log keeps every attempt.
+        for stale in [&input_dir, &output_dir] {
+            staging::remove_tree(stale)?;
+        }
+        let _ = fs::remove_file(dir.join(workspace::RESULT_FILE));
+        let _ = fs::remove_file(dir.join(workspace::TRACEBACK_FILE));
+        for fresh in [&input_dir, &output_dir] {
+            fs::create_dir_all(fresh).io_context(|| format!("creating {}", fresh.display()))?;
+        }
+
+        let ancestors = self.flow.ancestors(&step.id);
+        let overlay = Overlay::from_status(&self.status, Some(&ancestors));
+        let params = self.resolve_params(step)?;
+
+        let (input_files, work_dir) = match spec.access {
+            Access::Files => {
+                let staged = staging::stage_inputs(&self.task, &overlay, &instructions::staged_paths(step), &input_dir)?;
+                (staged.iter().map(|p| p.as_str().to_string()).collect(), None)
+            }
+            Access::View => {
+                if self.view.is_none() {
+                    self.view = Some(View::create(&self.task)?);
+                }
+                if let Some(view) = self.view.as_mut() {
+                    view.sync(&self.task, &overlay)?;
+                }
+                (Vec::new(), Some(format!("../{}", workspace::VIEW_DIR)))
+            }
+        };
+
+        let mut steps = Map::new();
+        for param in spec.params.iter().filter(|p| p.meaning == ParamMeaning::StepRef) {
+            if let Some(source) = step.params.get(param.name).and_then(Value::as_str) {
+                steps.insert(
+                    source.to_string(),
+                    json!({
+                        "result": format!("../{source}/{}", workspace::RESULT_FILE),
+                        "output_dir": format!("../{source}/{}", workspace::OUTPUT_DIR),
+                    }),
+                );
+            }
+        }
+        let spec_block = StepSpec {
+            version: instructions::INSTRUCTIONS_VERSION,
+            task_id: self.task.task_id.clone(),
+            task: self.flow.task.clone(),
+            step_id: step.id.clone(),
+            operation: step.operation.clone(),
+            role: step.role.clone(),
+            params,
+            input_dir: workspace::INPUT_DIR.into(),
+            output_dir: workspace::OUTPUT_DIR.into(),
+            work_dir,
+            input_files,
+            steps,
+            limits: self.settings.limits.clone(),
+        };
+        let done: Vec<DoneStep<'_>> = self
+            .flow
+            .steps
+            .iter()
+            .filter(|s| ancestors.contains(&s.id))
+            .filter_map(|s| self.status.step(&s.id))
+            .map(|s| DoneStep { id: &s.id, operation: &s.operation, message: s.message.as_deref().unwrap_or("") })
+            .collect();
+        let text = instructions::render(&spec_block, step, &done);
+        let instructions_path = dir.join(workspace::INSTRUCTIONS_FILE);
+        fs::write(&instructions_path, text).io_context(|| format!("writing {}", instructions_path.display()))?;
+        let log = dir.join(workspace::STEP_LOG_FILE);
+        let attempt = self.status.step(&step.id).map_or(1, |s| s.attempts);
+        let header = format!("=== attempt {attempt}, {} ===\n", status::now());
+        append(&log, header.as_bytes())?;
+        Ok(Prepared { instructions: instructions_path, log })
+    }
+
+    /// The step's parameters with every `@{outputs.STEP.FIELD}` replaced by that field of the
+    /// step's `result.json`; a missing field is an error naming the reference.
+    fn resolve_params(&self, step: &Step) -> Result<Map<String, Value>> {
+        let mut params = step.params.clone();
+        for (name, value) in params.iter_mut() {
+            let Some(text) = value.as_str() else { continue };
+            let resolved = flow::substitute_refs(text, |reference| {
+                let path = self.task.step_dir(&reference.step).join(workspace::RESULT_FILE);
+                let result: Value = fs::read(&path)
+                    .ok()
+                    .and_then(|bytes| serde_json::from_slice(&bytes).ok())
+                    .ok_or_else(|| format!("{} cannot be resolved: step {} has no result", reference.text, reference.step))?;
+                let mut field = &result;
+                for part in &reference.fields {
+                    field = match field {
+                        Value::Object(map) => map.get(part),
+                        Value::Array(items) => part.parse::<usize>().ok().and_then(|i| items.get(i)),
+                        _ => None,
+                    }
+                    .ok_or_else(|| format!("{} cannot be resolved: the result of step {} has no field `{part}`", reference.text, reference.step))?;
+                }
+                Ok(match field {
+                    Value::String(text) => text.clone(),
+                    other => other.to_string(),
+                })
+            })
+            .map_err(|message| Error::Usage(format!("parameter `{name}`: {message}")))?;
+            *value = Value::String(resolved);
+        }
+        Ok(params)
+    }
+
+    /// Records a finished call: outputs, result.json, status, final_output, event. Returns
+    /// whether the flow goes on.
+    fn record(&mut self, step: &Step, attempt: u32, started: Instant, outcome: CallOutcome) -> Result<bool> {
+        let dir = self.task.step_dir(&step.id);
+        let output_dir = dir.join(workspace::OUTPUT_DIR);
+        let access = operations::find(&step.operation).map_or(Access::Files, |op| op.access);
+        // A command's changes are captured even when it failed, so the view can be set back.
+        let captured = match (access, self.view.as_mut()) {
+            (Access::View, Some(view)) => Some(view.capture(&self.task, &step.id, &output_dir)?),
+            _ => None,
+        };
+        let mut result = match outcome {
+            CallOutcome::Returned { result } => result,
+            CallOutcome::Exception { r#type, message, traceback } => {
+                let file = dir.join(workspace::TRACEBACK_FILE);
+                fs::write(&file, &traceback).io_context(|| format!("writing {}", file.display()))?;
+                let text = format!("{type}: {message}", type = r#type);
+                return self.finish_failed(step, attempt, started, "exception", Some(r#type), text, Some(workspace::TRACEBACK_FILE.into())).map(|()| false);
+            }
+            CallOutcome::Garbage { message } => {
+                return self.finish_failed(step, attempt, started, "bridge", None, message, None).map(|()| false);
+            }
+        };
+        let message = result.get("message").and_then(Value::as_str).unwrap_or("").to_string();
+        let succeeded = match result.get("status").and_then(Value::as_str) {
+            Some("success") => true,
+            Some("failure") => false,
+            other => {
+                let text = format!("the library returned status {other:?}; expected \"success\" or \"failure\"");
+                return self.finish_failed(step, attempt, started, "bridge", None, text, None).map(|()| false);
+            }
+        };
+        let (output_files, deleted_files) = match captured {
+            Some(captured) => (captured.output_files, captured.deleted_files),
+            None => match self.file_step_outputs(step, &result) {
+                Ok(files) => files,
+                Err(text) => return self.finish_failed(step, attempt, started, "engine", None, text, None).map(|()| false),
+            },
+        };
+        if let Value::Object(map) = &mut result {
+            map.insert("output_files".into(), json!(output_files));
+            map.insert("deleted_files".into(), json!(deleted_files));
+        }
+        workspace::write_json_atomic(&dir.join(workspace::RESULT_FILE), &result)?;
+        if !succeeded {
+            let text = if message.is_empty() { "the step failed without a message".to_string() } else { message };
+            return self.finish_failed(step, attempt, started, "failure", None, text, None).map(|()| false);
+        }
+        let sequence = self.status.next_sequence();
+        let duration_ms = started.elapsed().as_millis() as u64;
+        let entry = self.status.step_mut(&step.id).ok_or_else(|| missing_step(&step.id))?;
+        entry.status = StepState::Succeeded;
+        entry.finished_at = Some(status::now());
+        entry.duration_ms = Some(duration_ms);
+        entry.sequence = Some(sequence);
+        entry.output_files = output_files.clone();
+        entry.deleted_files = deleted_files.clone();
+        entry.message = Some(message.clone());
+        self.save()?;
+        staging::publish(&self.task, &step.id, &output_files, &deleted_files)?;
+        self.events.emit(Event::StepFinished {
+            step: step.id.clone(),
+            operation: step.operation.clone(),
+            status: StepState::Succeeded,
+            attempt,
+            duration_ms,
+            message,
+            output_files,
+            deleted_files,
+        })?;
+        Ok(true)
+    }
+
+    /// A file step's outputs: what it left in `output/`, and the deletions it reported, which
+    /// must be files the step names.
+    fn file_step_outputs(&self, step: &Step, result: &Value) -> Result<(Vec<String>, Vec<String>), String> {
+        let output_dir = self.task.step_dir(&step.id).join(workspace::OUTPUT_DIR);
+        let outputs = staging::list_outputs(&output_dir)?;
+        let named: BTreeSet<RepoPath> = instructions::staged_paths(step).into_iter().collect();
+        let mut deleted = Vec::new();
+        for item in result.get("deleted_files").and_then(Value::as_array).into_iter().flatten() {
+            let path = item.as_str().and_then(|raw| RepoPath::parse(raw).ok()).ok_or_else(|| format!("the library reported deleting {item}, which is not a valid repository path"))?;
+            if !named.contains(&path) {
+                return Err(format!("the library reported deleting {path}, which the step does not name"));
+            }
+            deleted.push(path.as_str().to_string());
+        }
+        Ok((outputs.iter().map(|p| p.as_str().to_string()).collect(), deleted))
+    }
+
+    #[allow(clippy::too_many_arguments)]
+    fn finish_failed(&mut self, step: &Step, attempt: u32, started: Instant, kind: &str, exception_type: Option<String>, message: String, traceback_file: Option<String>) -> Result<()> {
+        let duration_ms = started.elapsed().as_millis() as u64;
+        let entry = self.status.step_mut(&step.id).ok_or_else(|| missing_step(&step.id))?;
+        entry.status = StepState::Failed;
+        entry.finished_at = Some(status::now());
+        entry.duration_ms = Some(duration_ms);
+        entry.output_files.clear();
+        entry.deleted_files.clear();
+        entry.message = Some(message.clone());
+        entry.error = Some(StepError { kind: kind.to_string(), exception_type, message: message.clone(), traceback_file });
+        self.save()?;
+        self.events.emit(Event::StepFinished {
+            step: step.id.clone(),
+            operation: step.operation.clone(),
+            status: StepState::Failed,
+            attempt,
+            duration_ms,
+            message,
+            output_files: Vec::new(),
+            deleted_files: Vec::new(),
+        })
+    }
+
+    /// Saves the state after an interrupt: the running step goes back to pending, to run again
+    /// on resume.
+    fn interrupted(&mut self, running: Option<&str>) -> Result<FlowOutcome> {
+        if let Some(entry) = running.and_then(|id| self.status.step_mut(id)) {
+            entry.status = StepState::Pending;
+            entry.message = Some("interrupted while running; it runs again on resume".into());
+        }
+        self.status.state = FlowState::Interrupted;
+        self.save()?;
+        self.events.emit(Event::FlowInterrupted { task_id: self.task.task_id.clone(), running: running.into_iter().map(str::to_string).collect() })?;
+        Ok(FlowOutcome::Interrupted)
+    }
+
+    /// Ends the flow: succeeded when every step did, failed otherwise; writes the summary.
+    fn finish_flow(&mut self) -> Result<FlowOutcome> {
+        let all_done = self.status.steps.iter().all(|s| s.status == StepState::Succeeded);
+        self.status.state = if all_done { FlowState::Succeeded } else { FlowState::Failed };
+        self.status.finished_at = Some(status::now());
+        self.save()?;
+        let summary_path = self.task.file(workspace::SUMMARY_FILE);
+        let summary = crate::summary::from_journal(&self.task, &self.status)?;
+        workspace::write_atomic(&summary_path, summary.as_bytes())?;
+        let changed_files = crate::review::changes(&self.task, &self.status)?.into_iter().map(|c| c.path.as_str().to_string()).collect();
+        self.events.emit(Event::FlowFinished { task_id: self.task.task_id.clone(), state: self.status.state, changed_files, summary: summary_path })?;
+        Ok(if all_done { FlowOutcome::Succeeded } else { FlowOutcome::Failed })
+    }
+
+    fn save(&mut self) -> Result<()> {
+        self.status.save(&self.task.file(workspace::STATUS_FILE))
+    }
+}
+
+fn missing_step(id: &str) -> Error {
+    Error::Usage(format!("step {id} is in the flow but not in flow_status.json; the task directory was edited by hand"))
+}
+
+fn append(path: &std::path::Path, bytes: &[u8]) -> Result<()> {
+    use std::io::Write;
+    fs::OpenOptions::new()
+        .create(true)
+        .append(true)
+        .open(path)
+        .and_then(|mut file| file.write_all(bytes))
+        .io_context(|| format!("writing {}", path.display()))
+}

@@ -1,0 +1,34 @@
+//! ocflow: orchestrates LLM coding flows. A flow (validated JSON) is run step by step, each
+//! step in its own directory through the Python library `open_codex_lib`, with files staged
+//! between steps, durable state for resume, and a reviewable diff at the end.
+//!
+//! `main.rs` only parses arguments and maps the result to an exit code; everything else is
+//! here, so tests can drive it directly.
+
+pub mod bridge;
+pub mod cli;
+pub mod commands;
+pub mod config;
+pub mod error;
+pub mod events;
+pub mod executor;
+pub mod flow;
+pub mod instructions;
+pub mod journal;
+pub mod operations;
+pub mod repo_path;
+pub mod review;
+pub mod staging;
+pub mod status;
+pub mod summary;
+pub mod validate;
+pub mod workspace;
+
+use cli::Cli;
+use error::Result;
+
+/// Resolves the configuration and runs the command; returns the exit code.
+pub fn run(cli: Cli) -> Result<u8> {
+    let config = config::Config::resolve(&cli.global)?;
+    commands::dispatch(&config, cli.command)
+}

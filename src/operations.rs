@@ -1,0 +1,222 @@
+//! The registry of operations a flow may use: their parameters, types and how each one touches
+//! the repository. The validator and (later) the planner's prompt are both generated from it, so
+//! they cannot drift apart.
+
+/// The JSON type a parameter must have.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum ParamType {
+    String,
+    Integer,
+    Boolean,
+}
+
+impl ParamType {
+    pub fn name(self) -> &'static str {
+        match self {
+            ParamType::String => "a string",
+            ParamType::Integer => "an integer",
+            ParamType::Boolean => "true or false",
+        }
+    }
+
+    pub fn accepts(self, value: &serde_json::Value) -> bool {
+        match self {
+            ParamType::String => value.is_string(),
+            ParamType::Integer => value.is_i64() || value.is_u64(),
+            ParamType::Boolean => value.is_boolean(),
+        }
+    }
+}
+
+/// What a parameter's value means, beyond its type.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum ParamMeaning {
+    /// Free text (content, instructions, a command).
+    Text,
+    /// A file path relative to the repository; the file is staged into the step's `input/`.
+    FilePath,
+    /// A directory path relative to the repository (`.` is the root).
+    DirPath,
+    /// The id of an earlier step this one reads from; it must be an ancestor.
+    StepRef,
+    /// A number or flag.
+    Setting,
+}
+
+/// One parameter of an operation.
+#[derive(Debug)]
+pub struct ParamSpec {
+    pub name: &'static str,
+    pub kind: ParamType,
+    pub meaning: ParamMeaning,
+    pub required: bool,
+    pub doc: &'static str,
+}
+
+/// How a step of this operation sees the repository.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Access {
+    /// Only the files named in its parameters, staged into `input/`; it writes into `output/`.
+    Files,
+    /// A full view of the repository with all earlier changes applied; what it changes there is
+    /// captured as its outputs.
+    View,
+}
+
+/// One operation of `open_codex_lib`.
+#[derive(Debug)]
+pub struct OperationSpec {
+    pub name: &'static str,
+    /// The operation this one is another name for, if any.
+    pub alias_of: Option<&'static str>,
+    pub doc: &'static str,
+    pub params: &'static [ParamSpec],
+    /// Groups of parameters of which exactly one must be given.
+    pub exactly_one_of: &'static [&'static str],
+    pub access: Access,
+    pub needs_llm: bool,
+}
+
+impl OperationSpec {
+    pub fn param(&self, name: &str) -> Option<&'static ParamSpec> {
+        self.params.iter().find(|p| p.name == name)
+    }
+}
+
+const fn param(
+    name: &'static str,
+    kind: ParamType,
+    meaning: ParamMeaning,
+    required: bool,
+    doc: &'static str,
+) -> ParamSpec {
+    ParamSpec { name, kind, meaning, required, doc }
+}
+
+use ParamMeaning::*;
+use ParamType::*;
+
+const FILE_PATH: ParamSpec = param("file_path", String, FilePath, true, "file relative to the repository root");
+const TIMEOUT: ParamSpec = param("timeout_seconds", Integer, Setting, false, "kill the command (and its children) after this many seconds");
+
+const MODIFY_PARAMS: &[ParamSpec] = &[
+    FILE_PATH,
+    param("instructions", String, Text, true, "what to change, in plain words"),
+    param("function_name", String, Text, false, "the function to rewrite, when only one changes"),
+];
+
+/// Every operation, in the order they are documented.
+pub const OPERATIONS: &[OperationSpec] = &[
+    OperationSpec {
+        name: "read_file",
+        alias_of: None,
+        doc: "read a file; its text becomes the step's `content` output",
+        params: &[FILE_PATH],
+        exactly_one_of: &[],
+        access: Access::Files,
+        needs_llm: false,
+    },
+    OperationSpec {
+        name: "write_file",
+        alias_of: None,
+        doc: "create or overwrite a file from `content`, from another step's content, or generated from `instructions`",
+        params: &[
+            FILE_PATH,
+            param("content", String, Text, false, "the whole new content"),
+            param("content_from_step", String, StepRef, false, "id of an earlier step whose content to write"),
+            param("instructions", String, Text, false, "describe the file for the LLM to write"),
+        ],
+        exactly_one_of: &["content", "content_from_step", "instructions"],
+        access: Access::Files,
+        needs_llm: false,
+    },
+    OperationSpec {
+        name: "modify_code",
+        alias_of: None,
+        doc: "rewrite a file following instructions (the LLM returns the whole new file)",
+        params: MODIFY_PARAMS,
+        exactly_one_of: &[],
+        access: Access::Files,
+        needs_llm: true,
+    },
+    OperationSpec {
+        name: "refactor_function",
+        alias_of: Some("modify_code"),
+        doc: "rewrite one function of a file following instructions",
+        params: MODIFY_PARAMS,
+        exactly_one_of: &[],
+        access: Access::Files,
+        needs_llm: true,
+    },
+    OperationSpec {
+        name: "analyze_code",
+        alias_of: None,
+        doc: "analyse a file and report findings",
+        params: &[FILE_PATH, param("query", String, Text, false, "what to look for")],
+        exactly_one_of: &[],
+        access: Access::Files,
+        needs_llm: true,
+    },
+    OperationSpec {
+        name: "execute_shell_command",
+        alias_of: None,
+        doc: "run a shell command at the repository root (with all earlier changes applied); files it changes become the step's outputs",
+        params: &[param("command", String, Text, true, "the shell command"), TIMEOUT],
+        exactly_one_of: &[],
+        access: Access::View,
+        needs_llm: false,
+    },
+    OperationSpec {
+        name: "run_tests",
+        alias_of: None,
+        doc: "run the test suite (pytest or cargo test when no command is given) and report passed/failed counts",
+        params: &[param("command", String, Text, false, "the test command"), TIMEOUT],
+        exactly_one_of: &[],
+        access: Access::View,
+        needs_llm: false,
+    },
+    OperationSpec {
+        name: "generate_summary",
+        alias_of: None,
+        doc: "write a short summary of what earlier steps did",
+        params: &[
+            param("message", String, Text, false, "the summary text, when it is already known"),
+            param("changes_from_step", String, StepRef, false, "id of the step whose changes to summarise"),
+        ],
+        exactly_one_of: &[],
+        access: Access::Files,
+        needs_llm: false,
+    },
+    OperationSpec {
+        name: "list_files",
+        alias_of: None,
+        doc: "list the repository's files under a directory",
+        params: &[
+            param("path", String, DirPath, false, "directory relative to the repository root (default `.`)"),
+            param("pattern", String, Text, false, "glob on file names, e.g. `*.py`"),
+            param("recursive", Boolean, Setting, false, "descend into subdirectories (default true)"),
+        ],
+        exactly_one_of: &[],
+        access: Access::View,
+        needs_llm: false,
+    },
+    OperationSpec {
+        name: "delete_file",
+        alias_of: None,
+        doc: "delete a file",
+        params: &[FILE_PATH],
+        exactly_one_of: &[],
+        access: Access::Files,
+        needs_llm: false,
+    },
+];
+
+/// Looks an operation up by name.
+pub fn find(name: &str) -> Option<&'static OperationSpec> {
+    OPERATIONS.iter().find(|op| op.name == name)
+}
+
+/// All operation names, for error messages.
+pub fn names() -> Vec<&'static str> {
+    OPERATIONS.iter().map(|op| op.name).collect()
+}

@@ -1,0 +1,179 @@
+//! Repository-relative paths: the lexical rules every file path in a flow must follow, and the
+//! containment check on canonical paths that keeps reads and writes inside the repository.
+
+use std::fmt;
+use std::path::{Component, Path, PathBuf};
+
+/// Longest path accepted in a flow, in bytes.
+pub const MAX_PATH_BYTES: usize = 1024;
+
+/// Directory names never staged, copied into a view, or written by a flow, at any depth.
+pub const EXCLUDED_DIR_NAMES: &[&str] = &[".git", "node_modules", ".venv", "__pycache__", ".ocflow"];
+
+/// Whether a directory called `name` inside `parent` is one that staging skips: the excluded
+/// names anywhere, and `target` where it sits beside a `Cargo.toml` (a Rust build directory).
+pub fn is_excluded_dir(parent: &Path, name: &str) -> bool {
+    EXCLUDED_DIR_NAMES.contains(&name) || (name == "target" && parent.join("Cargo.toml").is_file())
+}
+
+/// A normalised, relative path inside the repository (`/`-separated, no `.` or `..`).
+/// The empty path is the repository root.
+#[derive(Debug, Clone, PartialEq, Eq, PartialOrd, Ord, Hash, serde::Serialize, serde::Deserialize)]
+#[serde(transparent)]
+pub struct RepoPath(String);
+
+impl RepoPath {
+    /// Parses a path written in a flow. The error says what is wrong and how to fix it.
+    pub fn parse(raw: &str) -> Result<RepoPath, String> {
+        if raw.is_empty() {
+            return Err("the path is empty; give a path relative to the repository root".into());
+        }
+        if raw.len() > MAX_PATH_BYTES {
+            return Err(format!("the path is longer than {MAX_PATH_BYTES} bytes"));
+        }
+        if raw.contains('\0') {
+            return Err("the path contains a NUL byte".into());
+        }
+        if raw.starts_with('~') {
+            return Err(format!(
+                "{raw:?} starts with `~`; paths are relative to the repository root, home directories are out of reach"
+            ));
+        }
+        let mut parts = Vec::new();
+        for component in Path::new(raw).components() {
+            match component {
+                Component::Normal(part) => match part.to_str() {
+                    Some(part) => parts.push(part),
+                    None => return Err(format!("{raw:?} is not valid UTF-8")),
+                },
+                Component::CurDir => {}
+                Component::ParentDir => {
+                    return Err(format!(
+                        "{raw:?} contains `..`; write the path relative to the repository root without `..`"
+                    ));
+                }
+                Component::RootDir | Component::Prefix(_) => {
+                    return Err(format!(
+                        "{raw:?} is absolute; write it relative to the repository root"
+                    ));
+                }
+            }
+        }
+        if let Some(excluded) = parts.iter().find(|part| EXCLUDED_DIR_NAMES.contains(part)) {
+            return Err(format!(
+                "{raw:?} goes through `{excluded}`, which flows never read or write"
+            ));
+        }
+        Ok(RepoPath(parts.join("/")))
+    }
+
+    /// The repository root itself.
+    pub fn root() -> RepoPath {
+        RepoPath(String::new())
+    }
+
+    pub fn is_root(&self) -> bool {
+        self.0.is_empty()
+    }
+
+    pub fn as_str(&self) -> &str {
+        &self.0
+    }
+
+    /// This path below `base`.
+    pub fn under(&self, base: &Path) -> PathBuf {
+        if self.0.is_empty() {
+            base.to_path_buf()
+        } else {
+            base.join(&self.0)
+        }
+    }
+
+    /// Builds a path from a file found under `base` while walking a tree.
+    pub fn from_walk(base: &Path, path: &Path) -> Option<RepoPath> {
+        let relative = path.strip_prefix(base).ok()?;
+        let text = relative.to_str()?;
+        RepoPath::parse(text).ok()
+    }
+}
+
+impl fmt::Display for RepoPath {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        if self.0.is_empty() {
+            f.write_str(".")
+        } else {
+            f.write_str(&self.0)
+        }
+    }
+}
+
+/// Checks that `path`, resolved under `root` with every existing symlink followed, stays inside
+/// `root` and outside every `forbidden` directory. Containment is decided by path components of
+/// canonical paths, never by string prefix, so `/r/app-secrets` is not inside `/r/app`.
+/// `root` and `forbidden` must already be canonical.
+pub fn check_contained(root: &Path, path: &RepoPath, forbidden: &[&Path]) -> Result<(), String> {
+    let full = path.under(root);
+    // The longest existing ancestor decides where the path really goes; the rest does not exist
+    // yet and so cannot hide a symlink.
+    let mut existing = full.as_path();
+    let mut rest = Vec::new();
+    let resolved = loop {
+        match existing.canonicalize() {
+            Ok(canonical) => break canonical,
+            Err(_) => match (existing.parent(), existing.file_name()) {
+                (Some(parent), Some(name)) => {
+                    rest.push(name.to_owned());
+                    existing = parent;
+                }
+                _ => return Err(format!("{path} cannot be resolved")),
+            },
+        }
+    };
+    let resolved = rest.iter().rev().fold(resolved, |acc, name| acc.join(name));
+    if !resolved.starts_with(root) {
+        return Err(format!(
+            "{path} resolves to {}, outside the repository (a symlink points out of it)",
+            resolved.display()
+        ));
+    }
+    if let Some(dir) = forbidden.iter().find(|dir| resolved.starts_with(dir)) {
+        return Err(format!(
+            "{path} resolves into {}, which flows may not touch",
+            dir.display()
+        ));
+    }
+    Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn normalises_and_refuses() {
+        assert_eq!(RepoPath::parse("./a//b/./c.py").map(|p| p.0), Ok("a/b/c.py".into()));
+        assert_eq!(RepoPath::parse(".").map(|p| p.is_root()), Ok(true));
+        for bad in ["", "../x", "a/../../x", "/etc/passwd", "~/.ssh/id_rsa", ".git/config", "a/node_modules/x", "x\0y"] {
+            assert!(RepoPath::parse(bad).is_err(), "{bad:?} was accepted");
+        }
+    }
+
+    #[test]
+    fn containment_uses_components_and_follows_symlinks() {
+        let dir = tempfile::tempdir().unwrap();
+        let base = dir.path().canonicalize().unwrap();
+        let repo = base.join("app");
+        let secrets = base.join("app-secrets");
+        std::fs::create_dir_all(&repo).unwrap();
+        std::fs::create_dir_all(&secrets).unwrap();
+        std::os::unix::fs::symlink(&secrets, repo.join("link")).unwrap();
+        let ok = RepoPath::parse("new/dir/file.txt").unwrap();
+        assert_eq!(check_contained(&repo, &ok, &[]), Ok(()));
+        let escaping = RepoPath::parse("link/x").unwrap();
+        assert!(check_contained(&repo, &escaping, &[]).is_err());
+        let workspace = repo.join("ws");
+        std::fs::create_dir_all(&workspace).unwrap();
+        let inside_workspace = RepoPath::parse("ws/flow_status.json").unwrap();
+        assert!(check_contained(&repo, &inside_workspace, &[&workspace]).is_err());
+    }
+}

@@ -1,0 +1,159 @@
+//! Review and apply: what the flow changed compared with the snapshot it started from, as a
+//! list, as a unified diff, and written into the repository — atomically per file, and only if
+//! the repository still holds what the flow read (unless forced).
+
+use std::fs;
+use std::path::{Path, PathBuf};
+
+use crate::error::{Error, IoContext, Result};
+use crate::repo_path::RepoPath;
+use crate::staging::{Overlay, Version};
+use crate::status::FlowStatus;
+use crate::workspace::{self, TaskDir};
+
+/// One changed file.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Change {
+    pub path: RepoPath,
+    pub kind: ChangeKind,
+    /// The file with the flow's content (`None` for a deletion).
+    pub new: Option<PathBuf>,
+    /// The snapshot's file (`None` for an addition).
+    pub old: Option<PathBuf>,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum ChangeKind {
+    Added,
+    Modified,
+    Deleted,
+}
+
+/// The flow's net changes: every path whose final version differs from the snapshot.
+pub fn changes(task: &TaskDir, status: &FlowStatus) -> Result<Vec<Change>> {
+    let overlay = Overlay::from_status(status, None);
+    let base = Overlay::default();
+    let mut out = Vec::new();
+    for (path, version) in &overlay.versions {
+        let old = base.source(task, path)?;
+        let new = match version {
+            Version::Deleted => None,
+            Version::Step(_) => overlay.source(task, path)?,
+        };
+        let kind = match (&old, &new) {
+            (None, None) => continue,
+            (None, Some(_)) => ChangeKind::Added,
+            (Some(_), None) => ChangeKind::Deleted,
+            (Some(old), Some(new)) => {
+                if read(old)? == read(new)? {
+                    continue;
+                }
+                ChangeKind::Modified
+            }
+        };
+        out.push(Change { path: path.clone(), kind, new, old });
+    }
+    Ok(out)
+}
+
+fn read(path: &Path) -> Result<Vec<u8>> {
+    fs::read(path).io_context(|| format!("reading {}", path.display()))
+}
+
+fn read_optional(path: &Path) -> Result<Option<Vec<u8>>> {
+    match fs::read(path) {
+        Ok(bytes) => Ok(Some(bytes)),
+        Err(err) if err.kind() == std::io::ErrorKind::NotFound => Ok(None),
+        Err(err) => Err(err).io_context(|| format!("reading {}", path.display())),
+    }
+}
+
+/// The changes as a unified diff (`a/` is the snapshot, `b/` the flow's result).
+pub fn unified_diff(changes: &[Change]) -> Result<String> {
+    let mut out = String::new();
+    for change in changes {
+        let old = change.old.as_deref().map(read).transpose()?.unwrap_or_default();
+        let new = change.new.as_deref().map(read).transpose()?.unwrap_or_default();
+        let path = change.path.as_str();
+        let (old_name, new_name) = match change.kind {
+            ChangeKind::Added => ("/dev/null".to_string(), format!("b/{path}")),
+            ChangeKind::Deleted => (format!("a/{path}"), "/dev/null".to_string()),
+            ChangeKind::Modified => (format!("a/{path}"), format!("b/{path}")),
+        };
+        out.push_str(&format!("diff --ocflow a/{path} b/{path}\n"));
+        match (std::str::from_utf8(&old), std::str::from_utf8(&new)) {
+            (Ok(old), Ok(new)) if !old.contains('\0') && !new.contains('\0') => {
+                let diff = similar::TextDiff::from_lines(old, new);
+                out.push_str(&diff.unified_diff().context_radius(3).missing_newline_hint(true).header(&old_name, &new_name).to_string());
+            }
+            _ => out.push_str(&format!("Binary files {old_name} and {new_name} differ\n")),
+        }
+    }
+    Ok(out)
+}
+
+/// What `apply` did.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Applied {
+    /// These files were written or deleted.
+    Written(Vec<String>),
+    /// The repository already holds the flow's result.
+    AlreadyApplied,
+    /// The flow changed nothing.
+    Nothing,
+}
+
+/// Writes the changes into the repository. Refuses (listing them) when any file the flow
+/// changes differs from what the flow read, unless `force`.
+pub fn apply(task: &TaskDir, repo: &Path, changes: &[Change], force: bool) -> Result<Applied> {
+    if changes.is_empty() {
+        return Ok(Applied::Nothing);
+    }
+    let mut drifted = Vec::new();
+    let mut already = true;
+    for change in changes {
+        let current = read_optional(&change.path.under(repo))?;
+        let old = change.old.as_deref().map(read).transpose()?;
+        let new = change.new.as_deref().map(read).transpose()?;
+        if current != new {
+            already = false;
+        }
+        if current != old {
+            drifted.push(change.path.as_str().to_string());
+        }
+    }
+    if already {
+        return Ok(Applied::AlreadyApplied);
+    }
+    if !drifted.is_empty() && !force {
+        return Err(Error::Drift(drifted));
+    }
+    // Symlinks planted since the flow ran must not redirect a write out of the repository.
+    let root = repo.canonicalize().io_context(|| format!("resolving {}", repo.display()))?;
+    let mut written = Vec::new();
+    for change in changes {
+        crate::repo_path::check_contained(&root, &change.path, &[&root.join(".git"), &task.root])
+            .map_err(|problem| Error::Usage(format!("not applying: {problem}")))?;
+        let target = change.path.under(&root);
+        match &change.new {
+            Some(source) => {
+                let bytes = read(source)?;
+                if let Some(parent) = target.parent() {
+                    fs::create_dir_all(parent).io_context(|| format!("creating {}", parent.display()))?;
+                }
+                workspace::write_atomic(&target, &bytes)?;
+                if let Ok(meta) = fs::metadata(source) {
+                    let _ = fs::set_permissions(&target, meta.permissions());
+                }
+            }
+            None => match fs::remove_file(&target) {
+                Err(err) if err.kind() != std::io::ErrorKind::NotFound => {
+                    return Err(err).io_context(|| format!("deleting {}", target.display()));
+                }
+                _ => {}
+            },
+        }
+        written.push(change.path.as_str().to_string());
+    }
+    Ok(Applied::Written(written))
+}

@@ -1,0 +1,425 @@
+//! Staging: how steps see the repository without ever writing to it. The repository is copied
+//! once into the task's snapshot; a step's view of it is the snapshot overlaid with the outputs
+//! of the steps it depends on. File steps get only the files they name, in `input/`; command
+//! steps get a full view directory, kept in sync by applying only what changed, and what a
+//! command changes there is found by a stat walk and captured as the step's outputs.
+
+use std::collections::{BTreeMap, BTreeSet, HashMap};
+use std::fs;
+use std::io;
+use std::os::unix::fs::MetadataExt;
+use std::path::{Path, PathBuf};
+use std::time::{Instant, SystemTime, UNIX_EPOCH};
+
+use walkdir::WalkDir;
+
+use crate::error::{Error, IoContext, Result};
+use crate::repo_path::{self, RepoPath};
+use crate::status::FlowStatus;
+use crate::workspace::{self, TaskDir};
+
+/// What a copy of a tree contained.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct TreeStats {
+    pub files: u64,
+    pub bytes: u64,
+    pub duration_ms: u64,
+}
+
+/// Copies the repository (minus `.git`, build directories and `skip`, the workspace) into the
+/// task's snapshot. Written under a temporary name and renamed, so a snapshot that exists is
+/// complete.
+pub fn take_snapshot(repo: &Path, task: &TaskDir, skip: &[PathBuf]) -> Result<TreeStats> {
+    let target = task.snapshot();
+    let partial = task.root.join("_snapshot.partial");
+    remove_tree(&partial)?;
+    let stats = copy_tree(repo, &partial, skip)?;
+    fs::rename(&partial, &target).io_context(|| format!("renaming {} into place", partial.display()))?;
+    workspace::sync_dir(&task.root)?;
+    Ok(stats)
+}
+
+/// Copies `from` into `to` (which must not exist), skipping excluded directories and `skip`.
+/// Symlinks are copied as symlinks, never followed. Files are copied by several threads:
+/// per-file overhead, not bytes, dominates a source tree.
+pub fn copy_tree(from: &Path, to: &Path, skip: &[PathBuf]) -> Result<TreeStats> {
+    let started = Instant::now();
+    let mut files: Vec<(PathBuf, PathBuf)> = Vec::new();
+    let mut links: Vec<(PathBuf, PathBuf)> = Vec::new();
+    let walker = WalkDir::new(from).follow_links(false).into_iter().filter_entry(|entry| !is_skipped(entry, skip));
+    for entry in walker {
+        let entry = entry.map_err(|err| Error::Io { context: format!("reading {}", from.display()), source: err.into() })?;
+        let relative = entry.path().strip_prefix(from).unwrap_or(entry.path());
+        let dest = to.join(relative);
+        let kind = entry.file_type();
+        if kind.is_dir() {
+            fs::create_dir_all(&dest).io_context(|| format!("creating {}", dest.display()))?;
+        } else if kind.is_symlink() {
+            links.push((entry.path().to_path_buf(), dest));
+        } else if kind.is_file() {
+            files.push((entry.path().to_path_buf(), dest));
+        }
+    }
+    for (source, dest) in &links {
+        let target = fs::read_link(source).io_context(|| format!("reading the link {}", source.display()))?;
+        std::os::unix::fs::symlink(&target, dest).io_context(|| format!("creating the link {}", dest.display()))?;
+    }
+    let threads = std::thread::available_parallelism().map_or(2, |n| n.get()).clamp(1, 8);
+    let bytes = std::thread::scope(|scope| {
+        let workers: Vec<_> = (0..threads)
+            .map(|worker| {
+                let files = &files;
+                scope.spawn(move || -> Result<u64> {
+                    let mut bytes = 0;
+                    for (source, dest) in files.iter().skip(worker).step_by(threads) {
+                        bytes += fs::copy(source, dest).io_context(|| format!("copying {}", source.display()))?;
+                    }
+                    Ok(bytes)
+                })
+            })
+            .collect();
+        workers.into_iter().try_fold(0u64, |total, worker| match worker.join() {
+            Ok(bytes) => Ok(total + bytes?),
+            Err(_) => Err(Error::Io { context: "copying files".into(), source: io::Error::other("a copy thread panicked") }),
+        })
+    })?;
+    Ok(TreeStats { files: files.len() as u64, bytes, duration_ms: started.elapsed().as_millis() as u64 })
+}
+
+fn is_skipped(entry: &walkdir::DirEntry, skip: &[PathBuf]) -> bool {
+    if !entry.file_type().is_dir() || entry.depth() == 0 {
+        return false;
+    }
+    let name = entry.file_name().to_str().unwrap_or("");
+    let parent = entry.path().parent().unwrap_or(Path::new(""));
+    repo_path::is_excluded_dir(parent, name) || skip.iter().any(|s| s == entry.path())
+}
+
+/// Removes a directory tree if it exists.
+pub fn remove_tree(path: &Path) -> Result<()> {
+    match fs::remove_dir_all(path) {
+        Ok(()) => Ok(()),
+        Err(err) if err.kind() == io::ErrorKind::NotFound => Ok(()),
+        Err(err) => Err(err).io_context(|| format!("removing {}", path.display())),
+    }
+}
+
+/// Which version of a path a step sees, when it is not the snapshot's.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Version {
+    /// The file as the named step left it, in `<task>/<step>/output/`.
+    Step(String),
+    /// Deleted by a step.
+    Deleted,
+}
+
+/// The repository's changes as seen by one step: snapshot plus these versions.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct Overlay {
+    pub versions: BTreeMap<RepoPath, Version>,
+}
+
+impl Overlay {
+    /// The changes of the succeeded steps in `only` (all of them when `None`), applied in the
+    /// order the steps finished.
+    pub fn from_status(status: &FlowStatus, only: Option<&BTreeSet<String>>) -> Overlay {
+        let mut versions = BTreeMap::new();
+        for step in status.succeeded_in_order() {
+            if only.is_some_and(|only| !only.contains(&step.id)) {
+                continue;
+            }
+            for file in &step.output_files {
+                if let Ok(path) = RepoPath::parse(file) {
+                    versions.insert(path, Version::Step(step.id.clone()));
+                }
+            }
+            for file in &step.deleted_files {
+                if let Ok(path) = RepoPath::parse(file) {
+                    versions.insert(path, Version::Deleted);
+                }
+            }
+        }
+        Overlay { versions }
+    }
+
+    /// The file holding `path`'s content as this overlay sees it, or `None` if it does not exist.
+    /// Never leaves the task directory, even through a symlink in the snapshot.
+    pub fn source(&self, task: &TaskDir, path: &RepoPath) -> Result<Option<PathBuf>> {
+        let file = match self.versions.get(path) {
+            Some(Version::Deleted) => return Ok(None),
+            Some(Version::Step(step)) => path.under(&task.step_dir(step).join(workspace::OUTPUT_DIR)),
+            None => path.under(&task.snapshot()),
+        };
+        if fs::symlink_metadata(&file).is_err() {
+            return Ok(None);
+        }
+        let root = task.root.canonicalize().io_context(|| format!("resolving {}", task.root.display()))?;
+        match file.canonicalize() {
+            Ok(real) if real.starts_with(&root) && real.is_file() => Ok(Some(real)),
+            Ok(real) if real.starts_with(&root) => Ok(None),
+            // A dangling link or one leading out of the task: the flow cannot read it.
+            _ => Err(Error::Usage(format!("{path} is a symlink that leads outside the repository; flows do not follow it"))),
+        }
+    }
+}
+
+/// Copies the current version of each of `paths` into `input_dir`; returns those that exist.
+pub fn stage_inputs(task: &TaskDir, overlay: &Overlay, paths: &[RepoPath], input_dir: &Path) -> Result<Vec<RepoPath>> {
+    let mut staged = Vec::new();
+    for path in paths {
+        if let Some(source) = overlay.source(task, path)? {
+            let dest = path.under(input_dir);
+            copy_file(&source, &dest)?;
+            staged.push(path.clone());
+        }
+    }
+    Ok(staged)
+}
+
+/// Copies one file, creating the destination's parent directories.
+fn copy_file(source: &Path, dest: &Path) -> Result<()> {
+    if let Some(parent) = dest.parent() {
+        fs::create_dir_all(parent).io_context(|| format!("creating {}", parent.display()))?;
+    }
+    fs::copy(source, dest).io_context(|| format!("copying {} to {}", source.display(), dest.display()))?;
+    Ok(())
+}
+
+/// The files a step left in its `output/` directory. Anything but regular files and
+/// directories (a symlink, a fifo) and any path a flow may not write is an error.
+pub fn list_outputs(output_dir: &Path) -> Result<Vec<RepoPath>, String> {
+    let mut outputs = Vec::new();
+    if !output_dir.exists() {
+        return Ok(outputs);
+    }
+    for entry in WalkDir::new(output_dir).follow_links(false).min_depth(1) {
+        let entry = entry.map_err(|err| format!("cannot read {}: {err}", output_dir.display()))?;
+        let kind = entry.file_type();
+        if kind.is_dir() {
+            continue;
+        }
+        let relative = entry.path().strip_prefix(output_dir).unwrap_or(entry.path()).display().to_string();
+        if !kind.is_file() {
+            return Err(format!("the step left {relative} in output/, which is not a regular file (symlinks are not accepted)"));
+        }
+        outputs.push(RepoPath::parse(&relative).map_err(|err| format!("the step wrote output/{relative}: {err}"))?);
+    }
+    outputs.sort();
+    Ok(outputs)
+}
+
+/// Makes `final_output/` hold the latest version of every file the flow changed: copies a
+/// step's outputs there and removes what it deleted.
+pub fn publish(task: &TaskDir, step_id: &str, outputs: &[String], deletions: &[String]) -> Result<()> {
+    let final_dir = task.final_output();
+    let output_dir = task.step_dir(step_id).join(workspace::OUTPUT_DIR);
+    for file in outputs {
+        let dest = final_dir.join(file);
+        let _ = fs::remove_file(&dest);
+        copy_file(&output_dir.join(file), &dest)?;
+    }
+    for file in deletions {
+        match fs::remove_file(final_dir.join(file)) {
+            Err(err) if err.kind() != io::ErrorKind::NotFound => {
+                return Err(err).io_context(|| format!("removing final_output/{file}"));
+            }
+            _ => {}
+        }
+    }
+    Ok(())
+}
+
+/// Rebuilds `final_output/` from the recorded outputs of the succeeded steps, so that a crash
+/// between a step's status write and its publishing leaves nothing stale.
+pub fn rebuild_final_output(task: &TaskDir, status: &FlowStatus) -> Result<()> {
+    remove_tree(&task.final_output())?;
+    fs::create_dir_all(task.final_output()).io_context(|| format!("creating {}", task.final_output().display()))?;
+    let overlay = Overlay::from_status(status, None);
+    for (path, version) in &overlay.versions {
+        if let Version::Step(step) = version {
+            publish(task, step, &[path.as_str().to_string()], &[])?;
+        }
+    }
+    Ok(())
+}
+
+/// What identifies a file's state without reading it: as `git status` does.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+struct Stamp {
+    len: u64,
+    mtime_ns: i128,
+    ctime_ns: i128,
+    inode: u64,
+    mode: u32,
+}
+
+impl Stamp {
+    fn of(meta: &fs::Metadata) -> Stamp {
+        Stamp {
+            len: meta.len(),
+            mtime_ns: i128::from(meta.mtime()) * 1_000_000_000 + i128::from(meta.mtime_nsec()),
+            ctime_ns: i128::from(meta.ctime()) * 1_000_000_000 + i128::from(meta.ctime_nsec()),
+            inode: meta.ino(),
+            mode: meta.mode(),
+        }
+    }
+}
+
+/// Files whose timestamps are this close to the moment the view was last recorded are compared
+/// by content: the file-system clock is coarse, so a write right after the record could keep
+/// the same timestamps.
+const RACY_WINDOW_NS: i128 = 50_000_000;
+
+/// The full view of the repository that command steps run in: a directory kept equal to the
+/// snapshot plus the versions in `applied`.
+pub struct View {
+    root: PathBuf,
+    manifest: HashMap<RepoPath, Stamp>,
+    applied: Overlay,
+    recorded_at_ns: i128,
+}
+
+/// What a command step changed in the view.
+#[derive(Debug, Default, Clone, PartialEq, Eq)]
+pub struct Captured {
+    pub output_files: Vec<String>,
+    pub deleted_files: Vec<String>,
+    /// Paths that changed but cannot be carried (symlinks, special files).
+    pub ignored: Vec<String>,
+}
+
+impl View {
+    /// Builds a fresh view from the snapshot, replacing any left by an earlier process.
+    pub fn create(task: &TaskDir) -> Result<View> {
+        let root = task.view();
+        remove_tree(&root)?;
+        copy_tree(&task.snapshot(), &root, &[])?;
+        let mut view = View { root, manifest: HashMap::new(), applied: Overlay::default(), recorded_at_ns: 0 };
+        view.manifest = view.walk()?.into_iter().filter_map(|(path, stamp)| stamp.map(|s| (path, s))).collect();
+        view.recorded_at_ns = now_ns();
+        Ok(view)
+    }
+
+    pub fn root(&self) -> &Path {
+        &self.root
+    }
+
+    /// Makes the view show `desired`, touching only the paths where it differs from what the
+    /// view shows now.
+    pub fn sync(&mut self, task: &TaskDir, desired: &Overlay) -> Result<()> {
+        let paths: BTreeSet<RepoPath> = self.applied.versions.keys().chain(desired.versions.keys()).cloned().collect();
+        for path in paths {
+            if self.applied.versions.get(&path) == desired.versions.get(&path) {
+                continue;
+            }
+            let dest = path.under(&self.root);
+            remove_file_if_any(&dest)?;
+            if let Some(source) = desired.source(task, &path)? {
+                copy_file(&source, &dest)?;
+            }
+            self.record(&path)?;
+        }
+        self.applied = desired.clone();
+        self.recorded_at_ns = now_ns();
+        Ok(())
+    }
+
+    /// Finds what a step changed in the view with one stat walk, copies the changed files into
+    /// `output_dir`, and records them as the step's versions.
+    pub fn capture(&mut self, task: &TaskDir, step_id: &str, output_dir: &Path) -> Result<Captured> {
+        let mut captured = Captured::default();
+        let mut unseen: BTreeSet<RepoPath> = self.manifest.keys().cloned().collect();
+        for (path, stamp) in self.walk()? {
+            unseen.remove(&path);
+            let Some(stamp) = stamp else {
+                captured.ignored.push(path.as_str().to_string());
+                continue;
+            };
+            let known = self.manifest.get(&path).copied();
+            let racy = stamp.mtime_ns >= self.recorded_at_ns - RACY_WINDOW_NS || stamp.ctime_ns >= self.recorded_at_ns - RACY_WINDOW_NS;
+            if known == Some(stamp) && !racy {
+                continue;
+            }
+            let file = path.under(&self.root);
+            let meta = fs::symlink_metadata(&file).io_context(|| format!("reading {}", file.display()))?;
+            if !meta.file_type().is_file() {
+                if known != Some(stamp) {
+                    captured.ignored.push(path.as_str().to_string());
+                }
+                continue;
+            }
+            let before = self.applied.source(task, &path).ok().flatten();
+            if same_content(before.as_deref(), &file)? {
+                self.manifest.insert(path, stamp);
+                continue;
+            }
+            copy_file(&file, &path.under(output_dir))?;
+            self.manifest.insert(path.clone(), stamp);
+            self.applied.versions.insert(path.clone(), Version::Step(step_id.to_string()));
+            captured.output_files.push(path.as_str().to_string());
+        }
+        for path in unseen {
+            self.manifest.remove(&path);
+            self.applied.versions.insert(path.clone(), Version::Deleted);
+            captured.deleted_files.push(path.as_str().to_string());
+        }
+        self.recorded_at_ns = now_ns();
+        Ok(captured)
+    }
+
+    /// Every path in the view (skipping excluded directories) with its stamp; `None` for
+    /// anything that is not a regular file or a symlink already known.
+    fn walk(&self) -> Result<Vec<(RepoPath, Option<Stamp>)>> {
+        let mut out = Vec::new();
+        let walker = WalkDir::new(&self.root).follow_links(false).min_depth(1).into_iter().filter_entry(|e| !is_skipped(e, &[]));
+        for entry in walker {
+            let entry = entry.map_err(|err| Error::Io { context: format!("reading {}", self.root.display()), source: err.into() })?;
+            let kind = entry.file_type();
+            if kind.is_dir() {
+                continue;
+            }
+            let Some(path) = RepoPath::from_walk(&self.root, entry.path()) else { continue };
+            let meta = entry.metadata().map_err(|err| Error::Io { context: format!("reading {}", entry.path().display()), source: err.into() })?;
+            let stamp = if kind.is_file() || (kind.is_symlink() && self.manifest.contains_key(&path)) { Some(Stamp::of(&meta)) } else { None };
+            out.push((path, stamp));
+        }
+        Ok(out)
+    }
+
+    fn record(&mut self, path: &RepoPath) -> Result<()> {
+        match fs::symlink_metadata(path.under(&self.root)) {
+            Ok(meta) => {
+                self.manifest.insert(path.clone(), Stamp::of(&meta));
+            }
+            Err(_) => {
+                self.manifest.remove(path);
+            }
+        }
+        Ok(())
+    }
+}
+
+fn remove_file_if_any(path: &Path) -> Result<()> {
+    match fs::remove_file(path) {
+        Err(err) if err.kind() != io::ErrorKind::NotFound => Err(err).io_context(|| format!("removing {}", path.display())),
+        _ => Ok(()),
+    }
+}
+
+/// Whether `after` has exactly the content of `before` (`None`: did not exist).
+fn same_content(before: Option<&Path>, after: &Path) -> Result<bool> {
+    let Some(before) = before else { return Ok(false) };
+    let (a, b) = (fs::metadata(before), fs::metadata(after));
+    if let (Ok(a), Ok(b)) = (&a, &b)
+        && a.len() != b.len()
+    {
+        return Ok(false);
+    }
+    let left = fs::read(before).io_context(|| format!("reading {}", before.display()))?;
+    let right = fs::read(after).io_context(|| format!("reading {}", after.display()))?;
+    Ok(left == right)
+}
+
+fn now_ns() -> i128 {
+    SystemTime::now().duration_since(UNIX_EPOCH).map_or(0, |d| d.as_nanos() as i128)
+}

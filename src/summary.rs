@@ -1,0 +1,69 @@
+//! The summary for people, `summary.md`: what ran, what failed and why, what changed. Written
+//! from the status and the journal at the end of every flow.
+
+use std::fmt::Write;
+
+use crate::error::Result;
+use crate::events::Event;
+use crate::journal;
+use crate::review::{self, ChangeKind};
+use crate::status::{FlowState, FlowStatus, StepState};
+use crate::workspace::{self, TaskDir};
+
+/// Builds `summary.md` from the journal and the final status.
+pub fn from_journal(task: &TaskDir, status: &FlowStatus) -> Result<String> {
+    let (records, _) = journal::read(&task.file(workspace::JOURNAL_FILE))?;
+    let mut out = String::new();
+    let verdict = match status.state {
+        FlowState::Succeeded => "succeeded",
+        FlowState::Failed => "failed",
+        FlowState::Interrupted => "was interrupted",
+        FlowState::Running => "is still running",
+    };
+    let _ = writeln!(out, "# {}\n", if status.task.is_empty() { &status.task_id } else { &status.task });
+    let _ = writeln!(out, "The flow `{}` {verdict}.\n", status.task_id);
+
+    let _ = writeln!(out, "## Steps\n");
+    for step in &status.steps {
+        let attempts = if step.attempts > 1 { format!(", {} attempts", step.attempts) } else { String::new() };
+        let message = step.message.as_deref().unwrap_or("");
+        let _ = writeln!(out, "- `{}` {} — {}{attempts}{}", step.id, step.operation, step.status, if message.is_empty() { String::new() } else { format!(": {message}") });
+    }
+
+    let failed: Vec<_> = status.steps.iter().filter(|s| s.status == StepState::Failed).collect();
+    if !failed.is_empty() {
+        let _ = writeln!(out, "\n## Why it failed\n");
+        for step in failed {
+            let error = step.error.as_ref();
+            let _ = writeln!(out, "- `{}`: {}", step.id, error.map_or("unknown error", |e| e.message.as_str()));
+            if let Some(file) = error.and_then(|e| e.traceback_file.as_deref()) {
+                let _ = writeln!(out, "  (traceback in `{}/{file}`)", step.id);
+            }
+        }
+        let blocked: Vec<&str> = status.steps.iter().filter(|s| s.status == StepState::Pending).map(|s| s.id.as_str()).collect();
+        if !blocked.is_empty() {
+            let _ = writeln!(out, "\nNot run: {}. Fix the cause, then `ocflow resume {} --retry-failed`.", blocked.join(", "), status.task_id);
+        }
+    }
+
+    let _ = writeln!(out, "\n## Files changed\n");
+    let changes = review::changes(task, status)?;
+    if changes.is_empty() {
+        let _ = writeln!(out, "None.");
+    }
+    for change in &changes {
+        let kind = match change.kind {
+            ChangeKind::Added => "added",
+            ChangeKind::Modified => "modified",
+            ChangeKind::Deleted => "deleted",
+        };
+        let _ = writeln!(out, "- `{}` ({kind})", change.path);
+    }
+    if !changes.is_empty() {
+        let _ = writeln!(out, "\nReview with `ocflow diff {0}`, then `ocflow apply {0}`.", status.task_id);
+    }
+
+    let attempts: usize = records.iter().filter(|r| matches!(r.event, Event::StepStarted { .. })).count();
+    let _ = writeln!(out, "\n## Timeline\n\n{} journal event(s), {attempts} step attempt(s), from {} to {}.", records.len(), status.created_at, status.updated_at);
+    Ok(out)
+}

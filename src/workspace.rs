@@ -1,0 +1,199 @@
+//! The workspace on disk: where tasks live, the layout of a task directory, task ids, the
+//! per-task lock, and atomic writes of state files (temp file, fsync, rename, fsync the
+//! directory).
+
+use std::fs::{self, File, OpenOptions};
+use std::io::Write;
+use std::path::{Path, PathBuf};
+
+use serde::Serialize;
+
+use crate::error::{Error, IoContext, Result};
+
+/// Names inside a task directory. Step directories use the step id, which can never start with
+/// `_` or contain `.`, so these cannot collide with a step.
+pub const FLOW_FILE: &str = "flow.json";
+pub const STATUS_FILE: &str = "flow_status.json";
+pub const JOURNAL_FILE: &str = "journal.jsonl";
+pub const SUMMARY_FILE: &str = "summary.md";
+pub const FINAL_OUTPUT_DIR: &str = "final_output";
+pub const SNAPSHOT_DIR: &str = "_snapshot";
+pub const VIEW_DIR: &str = "_view";
+const LOCK_FILE: &str = ".lock";
+
+/// Files inside a step directory.
+pub const INSTRUCTIONS_FILE: &str = "open_codex_instructions.md";
+pub const RESULT_FILE: &str = "result.json";
+pub const STEP_LOG_FILE: &str = "step.log";
+pub const TRACEBACK_FILE: &str = "traceback.txt";
+pub const INPUT_DIR: &str = "input";
+pub const OUTPUT_DIR: &str = "output";
+
+/// One task's directory, `<workspace>/<task_id>/`.
+#[derive(Debug, Clone)]
+pub struct TaskDir {
+    pub task_id: String,
+    pub root: PathBuf,
+}
+
+impl TaskDir {
+    pub fn new(workspace: &Path, task_id: &str) -> TaskDir {
+        TaskDir { task_id: task_id.to_string(), root: workspace.join(task_id) }
+    }
+
+    /// Opens an existing task directory given as a path.
+    pub fn at(root: PathBuf) -> Option<TaskDir> {
+        let task_id = root.file_name()?.to_str()?.to_string();
+        Some(TaskDir { task_id, root })
+    }
+
+    pub fn file(&self, name: &str) -> PathBuf {
+        self.root.join(name)
+    }
+
+    pub fn step_dir(&self, step_id: &str) -> PathBuf {
+        self.root.join(step_id)
+    }
+
+    pub fn snapshot(&self) -> PathBuf {
+        self.root.join(SNAPSHOT_DIR)
+    }
+
+    pub fn view(&self) -> PathBuf {
+        self.root.join(VIEW_DIR)
+    }
+
+    pub fn final_output(&self) -> PathBuf {
+        self.root.join(FINAL_OUTPUT_DIR)
+    }
+
+    /// Creates the directory for a new task; fails if it already exists, so two runs cannot
+    /// both start the same task.
+    pub fn create(&self) -> Result<()> {
+        if let Some(parent) = self.root.parent() {
+            fs::create_dir_all(parent).io_context(|| format!("creating the workspace {}", parent.display()))?;
+        }
+        match fs::create_dir(&self.root) {
+            Ok(()) => Ok(()),
+            Err(err) if err.kind() == std::io::ErrorKind::AlreadyExists => Err(Error::Usage(format!(
+                "task {} already exists in {}; continue it with `ocflow resume {}` or choose another --task-id",
+                self.task_id,
+                self.root.display(),
+                self.task_id
+            ))),
+            Err(err) => Err(err).io_context(|| format!("creating {}", self.root.display())),
+        }
+    }
+
+    /// Takes the task's lock for as long as the returned guard lives. The lock is an OS file
+    /// lock, so it disappears with the process even after a `kill -9`.
+    pub fn lock(&self) -> Result<TaskLock> {
+        let path = self.file(LOCK_FILE);
+        let file = OpenOptions::new()
+            .create(true)
+            .truncate(false)
+            .write(true)
+            .open(&path)
+            .io_context(|| format!("opening the lock file {}", path.display()))?;
+        match file.try_lock() {
+            Ok(()) => Ok(TaskLock { _file: file }),
+            Err(fs::TryLockError::WouldBlock) => Err(Error::Locked { task_id: self.task_id.clone(), lock: path }),
+            Err(fs::TryLockError::Error(err)) => Err(err).io_context(|| format!("locking {}", path.display())),
+        }
+    }
+}
+
+/// Holds a task's lock; dropping it releases the lock.
+#[derive(Debug)]
+pub struct TaskLock {
+    _file: File,
+}
+
+/// Writes `bytes` to `path` so that readers see either the old file or the new one, never a
+/// mix, even across a crash or power loss: temp file in the same directory, fsync, rename,
+/// fsync the directory.
+pub fn write_atomic(path: &Path, bytes: &[u8]) -> Result<()> {
+    let dir = path.parent().unwrap_or(Path::new("."));
+    let context = || format!("writing {}", path.display());
+    let mut temp = tempfile::Builder::new()
+        .prefix(".tmp-")
+        .tempfile_in(dir)
+        .io_context(context)?;
+    temp.write_all(bytes).io_context(context)?;
+    temp.as_file().sync_all().io_context(context)?;
+    temp.persist(path).map_err(|err| err.error).io_context(context)?;
+    sync_dir(dir)
+}
+
+/// Serialises `value` as pretty JSON and writes it atomically.
+pub fn write_json_atomic<T: Serialize>(path: &Path, value: &T) -> Result<()> {
+    let mut bytes = serde_json::to_vec_pretty(value).map_err(|err| Error::Io {
+        context: format!("serialising {}", path.display()),
+        source: err.into(),
+    })?;
+    bytes.push(b'\n');
+    write_atomic(path, &bytes)
+}
+
+/// Makes a rename or creation inside `dir` durable.
+pub fn sync_dir(dir: &Path) -> Result<()> {
+    File::open(dir)
+        .and_then(|d| d.sync_all())
+        .io_context(|| format!("syncing the directory {}", dir.display()))
+}
+
+/// A new task id: `<YYYYMMDD>-<HHMMSS>-<slug of the task>`.
+pub fn new_task_id(task: &str, now: chrono::DateTime<chrono::Local>) -> String {
+    let slug = slugify(task);
+    let stamp = now.format("%Y%m%d-%H%M%S");
+    if slug.is_empty() { format!("{stamp}-flow") } else { format!("{stamp}-{slug}") }
+}
+
+/// Lower-case words joined by `-`, at most 40 bytes.
+fn slugify(text: &str) -> String {
+    let mut slug = String::new();
+    for word in text.split(|c: char| !c.is_ascii_alphanumeric()).filter(|w| !w.is_empty()) {
+        if slug.len() + word.len() + 1 > 40 {
+            break;
+        }
+        if !slug.is_empty() {
+            slug.push('-');
+        }
+        slug.push_str(&word.to_ascii_lowercase());
+    }
+    slug
+}
+
+/// Whether a user-given task id is safe as a directory name.
+pub fn is_valid_task_id(id: &str) -> bool {
+    let bytes = id.as_bytes();
+    !bytes.is_empty()
+        && bytes.len() <= 128
+        && bytes[0].is_ascii_alphanumeric()
+        && bytes.iter().all(|b| b.is_ascii_alphanumeric() || matches!(b, b'_' | b'-' | b'.'))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn task_ids_are_readable_and_safe() {
+        let now = chrono::Local::now();
+        let id = new_task_id("Refactor calculate_metrics in utils.py!", now);
+        assert!(id.ends_with("-refactor-calculate-metrics-in-utils-py"), "{id}");
+        assert!(is_valid_task_id(&id));
+        assert!(!is_valid_task_id("../x"));
+        assert!(!is_valid_task_id(".hidden"));
+    }
+
+    #[test]
+    fn atomic_write_replaces_whole_file() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("state.json");
+        write_atomic(&path, b"old").unwrap();
+        write_atomic(&path, b"new").unwrap();
+        assert_eq!(fs::read(&path).unwrap(), b"new");
+        assert_eq!(fs::read_dir(dir.path()).unwrap().count(), 1, "no temp file left behind");
+    }
+}

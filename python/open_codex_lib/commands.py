@@ -1,0 +1,156 @@
+"""Command operations: ``execute_shell_command`` and ``run_tests``.
+
+Both run a shell command in the step's work_dir through :mod:`.process`
+(timeout, process-group kill, output caps, scrubbed environment).
+``run_tests`` picks a default test command when none is given and adds the
+parsed test report from :mod:`.tests_report`.
+"""
+
+from __future__ import annotations
+
+import os
+
+from .instructions import Step
+from .params import optional_positive_number, optional_str, require_str
+from .paths import require_work_dir
+from .process import CommandOutcome, run_command, scrub_env
+from .results import StepError, make_result
+from .tests_report import parse_test_output
+
+PYTEST_COMMAND = "python3 -m pytest -q"
+CARGO_COMMAND = "cargo test"
+# Directories not searched for test files when choosing the default command.
+_NOT_SEARCHED = frozenset(
+    {".git", ".ocflow", ".venv", "venv", "node_modules", "target", "__pycache__", ".tox"}
+)
+_SEARCH_LIMIT = 20000
+
+
+def _run(step: Step, llm_config: dict | None, command: str) -> tuple[CommandOutcome, float]:
+    work_dir = require_work_dir(step)
+    timeout = optional_positive_number(
+        step.params, "timeout_seconds", step.limits.timeout_seconds
+    )
+    api_key = (llm_config or {}).get("api_key")
+    try:
+        outcome = run_command(
+            command,
+            cwd=work_dir,
+            timeout_seconds=timeout,
+            max_output_bytes=step.limits.max_output_bytes,
+            env=scrub_env(api_key if isinstance(api_key, str) else None),
+        )
+    except OSError as exc:
+        raise StepError(f"could not start /bin/sh in {work_dir}: {exc}") from None
+    return outcome, timeout
+
+
+def _outcome_message(outcome: CommandOutcome, timeout: float, what: str = "command") -> str:
+    if outcome.timed_out:
+        return f"{what} timed out after {timeout:g} s and was killed with its process group"
+    if outcome.cancelled:
+        return f"{what} was cancelled (ocflow is stopping) and killed with its process group"
+    if outcome.exit_code is None:
+        return f"{what} was killed by signal {outcome.signal}"
+    return f"{what} exited with code {outcome.exit_code}"
+
+
+def _outcome_fields(command: str, outcome: CommandOutcome) -> dict:
+    return {
+        "command": command,
+        "exit_code": outcome.exit_code,
+        "stdout": outcome.stdout,
+        "stderr": outcome.stderr,
+        "timed_out": outcome.timed_out,
+        "cancelled": outcome.cancelled,
+        "truncated": outcome.truncated,
+        "duration_ms": outcome.duration_ms,
+    }
+
+
+def _succeeded(outcome: CommandOutcome) -> bool:
+    return outcome.exit_code == 0 and not outcome.timed_out and not outcome.cancelled
+
+
+def execute_shell_command(step: Step, llm_config: dict | None) -> dict:
+    """Run ``params.command`` with ``/bin/sh -c`` in the work_dir."""
+    command = require_str(step.params, "command")
+    outcome, timeout = _run(step, llm_config, command)
+    status = "success" if _succeeded(outcome) else "failure"
+    return make_result(
+        step.operation,
+        status,
+        _outcome_message(outcome, timeout),
+        **_outcome_fields(command, outcome),
+    )
+
+
+def default_test_command(work_dir: str) -> tuple[str, str]:
+    """Choose ``(command, framework)`` for the repository in ``work_dir``."""
+    if _has_pytest_config(work_dir) or _has_python_tests(work_dir):
+        return PYTEST_COMMAND, "pytest"
+    if os.path.isfile(os.path.join(work_dir, "Cargo.toml")):
+        return CARGO_COMMAND, "cargo"
+    raise StepError(
+        "no test command found: give params.command (the repository has no pytest "
+        "tests or configuration and no Cargo.toml)"
+    )
+
+
+def _has_pytest_config(work_dir: str) -> bool:
+    if os.path.isfile(os.path.join(work_dir, "pytest.ini")):
+        return True
+    markers = {"pyproject.toml": "[tool.pytest", "setup.cfg": "[tool:pytest]"}
+    for name, marker in markers.items():
+        try:
+            with open(os.path.join(work_dir, name), encoding="utf-8", errors="replace") as f:
+                if marker in f.read():
+                    return True
+        except OSError:
+            continue
+    return False
+
+
+def _has_python_tests(work_dir: str) -> bool:
+    """True if a ``test_*.py`` or ``*_test.py`` file is found (bounded search)."""
+    seen = 0
+    for _directory, dirnames, filenames in os.walk(work_dir):
+        dirnames[:] = [d for d in dirnames if d not in _NOT_SEARCHED]
+        for name in filenames:
+            if name.endswith(".py") and (name.startswith("test_") or name.endswith("_test.py")):
+                return True
+        seen += len(filenames) + len(dirnames)
+        if seen > _SEARCH_LIMIT:
+            return False
+    return False
+
+
+def run_tests(step: Step, llm_config: dict | None) -> dict:
+    """Run the test command (given or detected) and report the parsed results."""
+    command = optional_str(step.params, "command")
+    if command is None or not command.strip():
+        command, _ = default_test_command(require_work_dir(step))
+    outcome, timeout = _run(step, llm_config, command)
+    report = parse_test_output(outcome.stdout + "\n" + outcome.stderr)
+    passed = _succeeded(outcome)
+    if outcome.timed_out or outcome.cancelled or outcome.exit_code is None:
+        message = _outcome_message(outcome, timeout, "test command")
+    elif report["framework"] is None:
+        message = (
+            f"test command exited with code {outcome.exit_code} "
+            "(its output was not recognised as pytest or cargo test output)"
+        )
+    else:
+        verdict = "tests passed" if passed else "tests failed"
+        message = (
+            f"{verdict}: {report['passed']} passed, {report['failed']} failed, "
+            f"{report['errors']} errors, {report['skipped']} skipped "
+            f"(exit code {outcome.exit_code})"
+        )
+    return make_result(
+        step.operation,
+        "success" if passed else "failure",
+        message,
+        tests=report,
+        **_outcome_fields(command, outcome),
+    )

@@ -1,0 +1,214 @@
+"""File operations: ``read_file``, ``write_file``, ``list_files`` and ``delete_file``.
+
+Reads come from the step's input_dir (the files the host staged), writes go to
+its output_dir, listings walk the work_dir (a full repository view).  Nothing
+here deletes files: ``delete_file`` only reports the deletion for the host to
+apply.  Every path parameter is checked with :mod:`.paths`.
+"""
+
+from __future__ import annotations
+
+import codecs
+import fnmatch
+import os
+
+from . import llm
+from .instructions import Step
+from .params import optional_bool, optional_str, require_str
+from .paths import normalize_repo_path, require_work_dir, resolve_inside
+from .results import StepError, success
+
+LIST_LIMIT = 10000
+SKIPPED_DIRS = frozenset({".git", ".ocflow"})
+WRITE_SOURCES = ("content", "content_from_step", "instructions")
+
+
+def _not_found(rel: str) -> StepError:
+    return StepError(
+        f"file not found: {rel} (the repository has no such file at this point of the flow)"
+    )
+
+
+def _staged_file(step: Step, rel: str) -> str:
+    """Real path of the regular file ``rel`` staged under input_dir."""
+    target = resolve_inside(step.input_dir, rel, "input directory")
+    if not os.path.exists(target):
+        raise _not_found(rel)
+    if not os.path.isfile(target):
+        raise StepError(f"{rel} is not a regular file: give the path of a file")
+    return target
+
+
+def read_file(step: Step, llm_config: dict | None) -> dict:
+    """Return the content of a staged file, capped at ``limits.max_output_bytes``."""
+    rel = normalize_repo_path(step.params.get("file_path"), "params.file_path")
+    target = _staged_file(step, rel)
+    cap = step.limits.max_output_bytes
+    size = os.path.getsize(target)
+    with open(target, "rb") as handle:
+        data = handle.read(cap + 1)
+    truncated = len(data) > cap
+    data = data[:cap]
+    # final=False drops a UTF-8 sequence cut in half by the cap.
+    decoder = codecs.getincrementaldecoder("utf-8")(errors="replace")
+    content = decoder.decode(data, final=not truncated)
+    message = f"read {rel} ({size} bytes)"
+    if truncated:
+        message += f", content truncated to the first {cap} bytes"
+    return success(
+        step.operation,
+        message,
+        content=content,
+        size=size,
+        binary=b"\0" in data,
+        truncated=truncated,
+    )
+
+
+def write_file(step: Step, llm_config: dict | None) -> dict:
+    """Write a file under output_dir from literal content or an earlier step."""
+    params = step.params
+    rel = normalize_repo_path(params.get("file_path"), "params.file_path")
+    given = [name for name in WRITE_SOURCES if params.get(name) is not None]
+    if len(given) != 1:
+        found = ", ".join(given) if given else "none"
+        raise StepError(
+            "write_file needs exactly one of params.content, params.content_from_step "
+            f"or params.instructions (found: {found})"
+        )
+    source = given[0]
+    if source == "content":
+        data = require_str(params, "content", non_empty=False).encode("utf-8")
+        origin = "params.content"
+    elif source == "content_from_step":
+        source_step = require_str(params, "content_from_step")
+        data, origin = content_from_step(step, source_step, rel)
+    else:
+        require_str(params, "instructions")
+        return llm.unavailable(step, llm_config, "write_file with params.instructions")
+
+    os.makedirs(step.output_dir, exist_ok=True)
+    target = resolve_inside(step.output_dir, rel, "output directory")
+    if os.path.isdir(target):
+        raise StepError(f"cannot write {rel}: a directory with that name exists in the output")
+    os.makedirs(os.path.dirname(target), exist_ok=True)
+    with open(target, "wb") as handle:
+        handle.write(data)
+    return success(
+        step.operation,
+        f"wrote {len(data)} bytes to {rel} from {origin}",
+        output_files=[rel],
+        bytes=len(data),
+    )
+
+
+def content_from_step(step: Step, source_step: str, rel: str) -> tuple[bytes, str]:
+    """Find the content an earlier step produced for ``rel``.
+
+    Tried in order: the string ``content`` of the step's result, the file
+    ``rel`` in its output dir, the only file in its output dir.  Returns the
+    bytes and a description of where they came from.
+    """
+    ref = step.steps.get(source_step)
+    if ref is None:
+        available = ", ".join(sorted(step.steps)) or "none"
+        raise StepError(
+            f"params.content_from_step names {source_step!r}, which is not an earlier step "
+            f"this step may read (available: {available})"
+        )
+    result, problem = ref.load_result()
+    if result is not None and isinstance(result.get("content"), str):
+        return result["content"].encode("utf-8"), f"the result of {source_step}"
+
+    looked = [f"a string 'content' in {ref.result} ({problem or 'it has none'})"]
+    if ref.output_dir and os.path.isdir(ref.output_dir):
+        candidate = resolve_inside(ref.output_dir, rel, f"output directory of {source_step}")
+        if os.path.isfile(candidate):
+            return _read_bytes(candidate), f"{rel} in the output of {source_step}"
+        root = os.path.realpath(ref.output_dir)
+        files, _ = walk_regular_files(root, root, limit=2)
+        if len(files) == 1:
+            only = files[0]
+            return _read_bytes(os.path.join(root, only)), f"{only} in the output of {source_step}"
+        looked.append(f"{rel} in {ref.output_dir} (absent)")
+        looked.append(
+            f"a single file in {ref.output_dir} (it holds {'none' if not files else 'several'})"
+        )
+    else:
+        looked.append(f"its output directory {ref.output_dir or '(none given)'} (absent)")
+    raise StepError(
+        f"cannot take content from step {source_step}: looked for " + "; ".join(looked)
+        + ". Give params.content, or make the step produce exactly that file"
+    )
+
+
+def _read_bytes(path: str) -> bytes:
+    with open(path, "rb") as handle:
+        return handle.read()
+
+
+def walk_regular_files(
+    root: str,
+    start: str,
+    pattern: str = "*",
+    recursive: bool = True,
+    limit: int | None = None,
+) -> tuple[list[str], bool]:
+    """List regular files under ``start`` as sorted POSIX paths relative to ``root``.
+
+    Symlinks (to files or directories) are neither listed nor followed;
+    ``.git`` and ``.ocflow`` directories are skipped; ``pattern`` is matched
+    (case-sensitively) against file names.  Stops after ``limit`` files and
+    returns ``(files, truncated)``.
+    """
+    files = []
+    pending = [start]
+    while pending:
+        directory = pending.pop()
+        try:
+            with os.scandir(directory) as scan:
+                entries = sorted(scan, key=lambda entry: entry.name)
+        except OSError:
+            continue
+        subdirs = []
+        for entry in entries:
+            if entry.is_dir(follow_symlinks=False):
+                if recursive and entry.name not in SKIPPED_DIRS:
+                    subdirs.append(entry.path)
+            elif entry.is_file(follow_symlinks=False) and fnmatch.fnmatchcase(entry.name, pattern):
+                if limit is not None and len(files) >= limit:
+                    return sorted(files), True
+                files.append(os.path.relpath(entry.path, root).replace(os.sep, "/"))
+        pending.extend(reversed(subdirs))
+    return sorted(files), False
+
+
+def list_files(step: Step, llm_config: dict | None) -> dict:
+    """List regular files of the repository view, optionally filtered by name."""
+    params = step.params
+    rel = normalize_repo_path(params.get("path", "."), "params.path", allow_root=True)
+    pattern = optional_str(params, "pattern", "*") or "*"
+    recursive = optional_bool(params, "recursive", True)
+    work_dir = require_work_dir(step)
+    root = os.path.realpath(work_dir)
+    start = resolve_inside(root, rel, "work directory")
+    if not os.path.exists(start):
+        raise StepError(f"directory not found: {rel} (the repository has no such directory)")
+    if not os.path.isdir(start):
+        raise StepError(f"{rel} is not a directory: give a directory path in params.path")
+    files, truncated = walk_regular_files(root, start, pattern, recursive, LIST_LIMIT)
+    message = f"found {len(files)} files matching {pattern!r} under {rel}"
+    if truncated:
+        message += f" (stopped at {LIST_LIMIT}; narrow params.path or params.pattern)"
+    return success(step.operation, message, files=files, count=len(files), truncated=truncated)
+
+
+def delete_file(step: Step, llm_config: dict | None) -> dict:
+    """Report a staged file for deletion; the host applies it."""
+    rel = normalize_repo_path(step.params.get("file_path"), "params.file_path")
+    _staged_file(step, rel)
+    return success(
+        step.operation,
+        f"{rel} is marked for deletion (ocflow applies it)",
+        deleted_files=[rel],
+    )

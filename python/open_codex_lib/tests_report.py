@@ -1,0 +1,155 @@
+"""Reading test counts and failures out of pytest and ``cargo test`` output.
+
+:func:`parse_test_output` returns the ``tests`` field of a ``run_tests``
+result::
+
+    {"framework": "pytest" | "cargo" | None,
+     "passed": int, "failed": int, "errors": int, "skipped": int,
+     "failures": [{"name": str, "error_type": str | None, "message": str}]}
+
+Output that matches neither format gives ``framework`` None, null counts and
+no failures.
+"""
+
+from __future__ import annotations
+
+import re
+
+# pytest: "1 failed, 3 passed, 1 skipped in 0.12s", possibly framed by "=".
+_PYTEST_SUMMARY = re.compile(
+    r"^=*\s*(?P<counts>(?:\d+ [a-z]+(?:, )?)+|no tests ran)"
+    r"(?: in [\d.]+s(?: \([\d:.]+\))?)?\s*=*\s*$"
+)
+_PYTEST_COUNT = re.compile(r"(\d+) ([a-z]+)")
+_PYTEST_PROBLEM = re.compile(r"^(?P<kind>FAILED|ERROR) (?P<name>.+?)(?: - (?P<message>.*))?$")
+_EXCEPTION_PREFIX = re.compile(r"^(?P<type>[A-Za-z_][\w.]*): (?P<message>.*)$")
+
+# cargo/libtest
+_CARGO_RESULT = re.compile(
+    r"^test result: \w+\. (\d+) passed; (\d+) failed; (\d+) ignored; (\d+) measured"
+)
+_CARGO_FAILED_TEST = re.compile(r"^test (?P<name>.+?) \.\.\. FAILED$")
+_CARGO_SECTION = re.compile(r"^---- (?P<name>.+) stdout ----$")
+_CARGO_PANIC = re.compile(r"^thread '[^']*'(?: \(\d+\))? panicked at (?P<rest>.*)$")
+_MESSAGE_LIMIT = 500
+
+
+def parse_test_output(output: str) -> dict:
+    """Parse test runner output (stdout and stderr together)."""
+    lines = output.splitlines()
+    return parse_cargo(lines) or parse_pytest(lines) or _unrecognised()
+
+
+def _unrecognised() -> dict:
+    return {
+        "framework": None,
+        "passed": None,
+        "failed": None,
+        "errors": None,
+        "skipped": None,
+        "failures": [],
+    }
+
+
+def parse_pytest(lines: list[str]) -> dict | None:
+    """Counts from pytest's last summary line, failures from FAILED/ERROR lines."""
+    summary = None
+    for line in lines:
+        match = _PYTEST_SUMMARY.match(line.strip())
+        if match and (" in " in line or "no tests ran" in line):
+            summary = match.group("counts")
+    if summary is None:
+        return None
+    counts = {"passed": 0, "failed": 0, "errors": 0, "skipped": 0}
+    for number, word in _PYTEST_COUNT.findall(summary):
+        key = {"error": "errors", "errors": "errors"}.get(word, word)
+        if key in counts:
+            counts[key] += int(number)
+
+    failures = []
+    seen = set()
+    for line in lines:
+        match = _PYTEST_PROBLEM.match(line.rstrip())
+        if not match or (match["kind"], match["name"]) in seen:
+            continue
+        seen.add((match["kind"], match["name"]))
+        error_type, message = _split_exception(match["message"] or "")
+        failures.append({"name": match["name"], "error_type": error_type, "message": message})
+    return {"framework": "pytest", **counts, "failures": failures}
+
+
+def _split_exception(text: str) -> tuple[str | None, str]:
+    """``"ValueError: boom"`` -> ("ValueError", "boom"); bare asserts are AssertionError."""
+    match = _EXCEPTION_PREFIX.match(text)
+    if match:
+        return match["type"], match["message"]
+    if text.startswith("assert"):
+        return "AssertionError", text
+    return None, text
+
+
+def parse_cargo(lines: list[str]) -> dict | None:
+    """Sum every ``test result:`` line; failures from the ``---- name stdout ----`` sections."""
+    totals = None
+    for line in lines:
+        match = _CARGO_RESULT.match(line.strip())
+        if match:
+            passed, failed, ignored, _ = (int(group) for group in match.groups())
+            totals = totals or {"passed": 0, "failed": 0, "errors": 0, "skipped": 0}
+            totals["passed"] += passed
+            totals["failed"] += failed
+            totals["skipped"] += ignored
+    if totals is None:
+        return None
+
+    messages = _cargo_panic_messages(lines)
+    names = []
+    for line in lines:
+        match = _CARGO_FAILED_TEST.match(line.strip()) or _CARGO_SECTION.match(line.strip())
+        if match and match["name"] not in names:
+            names.append(match["name"])
+    failures = [
+        {"name": name, "error_type": "panic", "message": messages.get(name, "")}
+        for name in names
+    ]
+    return {"framework": "cargo", **totals, "failures": failures}
+
+
+def _cargo_panic_messages(lines: list[str]) -> dict[str, str]:
+    """Map test name -> panic message, read from the failure output sections."""
+    messages = {}
+    current = None
+    collected: list[str] = []
+    collecting = False
+
+    def finish() -> None:
+        if current is not None and collected:
+            messages[current] = "\n".join(collected)[:_MESSAGE_LIMIT]
+
+    for line in lines:
+        section = _CARGO_SECTION.match(line.strip())
+        if section:
+            finish()
+            current, collected, collecting = section["name"], [], False
+            continue
+        if current is None:
+            continue
+        panic = _CARGO_PANIC.match(line.strip())
+        if panic and not collected:
+            rest = panic["rest"]
+            old_style = re.match(r"^'(?P<message>.*)', \S+$", rest)
+            if old_style:  # Rust < 1.73: panicked at 'message', src/lib.rs:1:2
+                collected.append(old_style["message"])
+            else:  # panicked at src/lib.rs:1:2: then the message lines
+                collecting = True
+            continue
+        if collecting:
+            if not line.strip() or line.startswith(("stack backtrace:", "note:", "failures:")):
+                collecting = False
+            else:
+                collected.append(line.rstrip())
+        elif line.strip() == "failures:":
+            finish()
+            current, collected = None, []
+    finish()
+    return messages

@@ -1,0 +1,207 @@
+"""execute_shell_command: exit codes, timeouts, output caps, leftovers, env scrubbing, cancel."""
+
+import json
+import os
+import threading
+import time
+from pathlib import Path
+
+import pytest
+from conftest import pid_alive
+
+from open_codex_lib import cancel_all, execute_operation
+from open_codex_lib.process import CappedBuffer, active_count, scrub_env
+
+
+def shell(make_step, command, llm_config=None, limits=None, **params):
+    files = make_step("execute_shell_command", {"command": command, **params},
+                      limits=limits or {"timeout_seconds": 20, "max_output_bytes": 1048576})
+    result = execute_operation(files.path, llm_config or {})
+    json.dumps(result)
+    return result
+
+
+def test_success_runs_in_work_dir_with_separate_streams(make_step):
+    result = shell(make_step, "pwd; echo to-err >&2; cat")
+    assert result["status"] == "success"
+    assert result["exit_code"] == 0
+    assert result["stdout"].splitlines()[0].endswith("/flow/_view")
+    assert result["stderr"] == "to-err\n"
+    assert result["timed_out"] is False and result["truncated"] is False
+    assert result["command"] == "pwd; echo to-err >&2; cat"
+    assert isinstance(result["duration_ms"], int)
+    assert result["message"] == "command exited with code 0"
+
+
+def test_nonzero_exit_is_failure(make_step):
+    result = shell(make_step, "echo out; exit 2")
+    assert result["status"] == "failure"
+    assert result["exit_code"] == 2
+    assert result["stdout"] == "out\n"
+    assert result["message"] == "command exited with code 2"
+
+
+def test_timeout_kills_the_process_group(make_step):
+    started = time.monotonic()
+    result = shell(make_step, "sleep 30 & echo $!; sleep 30", timeout_seconds=1)
+    elapsed = time.monotonic() - started
+    assert elapsed < 4
+    assert result["status"] == "failure"
+    assert result["timed_out"] is True
+    assert result["exit_code"] is None
+    assert result["message"] == "command timed out after 1 s and was killed with its process group"
+    child = int(result["stdout"].split()[0])
+    deadline = time.monotonic() + 2
+    while pid_alive(child) and time.monotonic() < deadline:
+        time.sleep(0.05)
+    assert not pid_alive(child)
+
+
+def test_background_leftover_does_not_hang_and_is_killed(make_step):
+    started = time.monotonic()
+    result = shell(make_step, "sleep 100 & echo $!; echo done")
+    assert time.monotonic() - started < 3
+    assert result["status"] == "success"
+    pid_text, done = result["stdout"].split()
+    assert done == "done"
+    deadline = time.monotonic() + 2
+    while pid_alive(int(pid_text)) and time.monotonic() < deadline:
+        time.sleep(0.05)
+    assert not pid_alive(int(pid_text))
+
+
+def test_large_output_is_capped_with_head_tail_and_marker(make_step):
+    cap = 65536
+    command = "head -c 3000000 /dev/zero | tr '\\0' 'a'; printf END; head -c 2000000 /dev/zero >&2"
+    result = shell(make_step, command, limits={"timeout_seconds": 20, "max_output_bytes": cap})
+    assert result["status"] == "success"
+    assert result["truncated"] is True
+    stdout = result["stdout"]
+    marker = f"\n[... {3000003 - cap} bytes truncated ...]\n"
+    assert marker in stdout
+    head, tail = stdout.split(marker)
+    assert head == "a" * (cap // 4)
+    assert len(tail) == cap - cap // 4 and tail.endswith("aaaEND")
+    assert f"[... {2000000 - cap} bytes truncated ...]" in result["stderr"]
+
+
+def test_capped_buffer_keeps_everything_under_the_cap():
+    buffer = CappedBuffer(8)
+    for chunk in (b"ab", b"cd", b"efgh"):
+        buffer.feed(chunk)
+    assert buffer.text() == "abcdefgh" and not buffer.truncated
+    buffer.feed(b"XY")
+    assert buffer.truncated
+    assert buffer.text() == "ab\n[... 2 bytes truncated ...]\nefghXY"
+
+
+def test_env_is_scrubbed(make_step, monkeypatch):
+    monkeypatch.setenv("FOO_API_KEY", "foo-secret-1")
+    monkeypatch.setenv("MY_Token_file", "t")
+    monkeypatch.setenv("INNOCENT_NAME", "sk-the-api-key")
+    monkeypatch.setenv("OCFLOW_TEST_VISIBLE", "yes")
+    result = shell(make_step, "env", llm_config={"api_key": "sk-the-api-key"})
+    names = {line.split("=", 1)[0] for line in result["stdout"].splitlines() if "=" in line}
+    assert "OCFLOW_TEST_VISIBLE" in names
+    assert "FOO_API_KEY" not in names
+    assert "MY_Token_file" not in names
+    assert "INNOCENT_NAME" not in names
+    assert os.environ["FOO_API_KEY"] == "foo-secret-1"  # the process env is untouched
+
+
+def test_scrub_env_rules():
+    env = scrub_env("k123", {"PATH": "/bin", "DB_PASSWORD": "p", "aws_credentials": "c",
+                             "GH_SECRET_X": "s", "OTHER": "k123", "EMPTY": ""})
+    assert env == {"PATH": "/bin", "EMPTY": ""}
+    assert scrub_env("", {"EMPTY": ""}) == {"EMPTY": ""}
+
+
+def test_api_key_printed_by_command_is_redacted(make_step):
+    result = shell(make_step, "echo the key is sk-abc123", llm_config={"api_key": "sk-abc123"})
+    assert result["stdout"] == "the key is [REDACTED]\n"
+    assert "sk-abc123" not in json.dumps(result)
+
+
+def test_cancel_all_from_another_thread(make_step):
+    files = make_step("execute_shell_command", {"command": "sleep 30 & echo $!; sleep 30"})
+    holder = {}
+    worker = threading.Thread(
+        target=lambda: holder.update(result=execute_operation(files.path, {}))
+    )
+    started = time.monotonic()
+    worker.start()
+    deadline = time.monotonic() + 5
+    while active_count() == 0 and time.monotonic() < deadline:
+        time.sleep(0.02)
+    time.sleep(0.2)  # let the shell start its background child
+    cancel_all()
+    worker.join(5)
+    assert not worker.is_alive()
+    assert time.monotonic() - started < 4
+    result = holder["result"]
+    assert result["status"] == "failure"
+    assert result["cancelled"] is True and result["timed_out"] is False
+    assert result["exit_code"] is None
+    assert "cancelled" in result["message"]
+    assert not pid_alive(int(result["stdout"].split()[0]))
+    assert active_count() == 0
+
+
+def test_concurrent_commands_use_their_own_work_dirs(make_step, tmp_path):
+    first = make_step("execute_shell_command", {"command": "sleep 0.5; pwd"})
+    other_view = tmp_path / "other_view"
+    other_view.mkdir()
+    second_path = tmp_path / "second.md"
+    second_path.write_text(
+        Path(first.path).read_text().replace('"../_view"', json.dumps(str(other_view)))
+    )
+    results = {}
+    threads = [
+        threading.Thread(target=lambda k=k, p=p: results.update({k: execute_operation(p, {})}))
+        for k, p in (("first", first.path), ("second", str(second_path)))
+    ]
+    started = time.monotonic()
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join(10)
+    assert time.monotonic() - started < 0.9  # they ran in parallel
+    assert results["first"]["stdout"].strip().endswith("/flow/_view")
+    assert results["second"]["stdout"].strip() == str(other_view)
+    assert os.getcwd() != str(other_view)
+
+
+@pytest.mark.parametrize(
+    "params, work_dir, expected",
+    [
+        ({}, "../_view", "missing parameter params.command"),
+        ({"command": "  "}, "../_view", "params.command is empty"),
+        ({"command": ["ls"]}, "../_view", "params.command must be a string, got list"),
+        ({"command": "true", "timeout_seconds": -1}, "../_view",
+         "params.timeout_seconds must be a positive number"),
+        ({"command": "true"}, "../missing_view",
+         "does not exist: the repository view was not prepared"),
+        ({"command": "true"}, None, "the instructions give no work_dir"),
+    ],
+)
+def test_shell_failures(make_step, params, work_dir, expected):
+    files = make_step("execute_shell_command", params, work_dir=work_dir)
+    result = execute_operation(files.path, {})
+    assert result["status"] == "failure"
+    assert expected in result["message"]
+
+
+def test_descendant_escaping_the_group_cannot_hold_us(make_step, monkeypatch):
+    from open_codex_lib import process
+
+    monkeypatch.setattr(process, "DRAIN_GRACE_SECONDS", 0.5)
+    started = time.monotonic()
+    # setsid leaves our process group, so only the bounded drain wait saves us.
+    result = shell(make_step, "setsid sh -c 'echo $$; exec sleep 30' & sleep 0.2; echo main")
+    try:
+        assert time.monotonic() - started < 2.5
+        assert result["status"] == "success"
+        assert "main" in result["stdout"]
+    finally:
+        escaped = int(result["stdout"].split()[0])
+        os.kill(escaped, 9)

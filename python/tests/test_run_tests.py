@@ -1,0 +1,216 @@
+"""run_tests: default command choice, real pytest runs, and parsing pytest / cargo output."""
+
+import json
+
+from open_codex_lib import execute_operation
+from open_codex_lib.commands import default_test_command
+from open_codex_lib.tests_report import parse_test_output
+
+PROJECT = {
+    "calc.py": "def add(a, b):\n    return a + b\n",
+    "tests/test_calc.py": (
+        "from calc import add\n\n"
+        "def test_add():\n    assert add(1, 2) == 3\n\n"
+        "def test_add_wrong():\n    assert add(1, 1) == 3\n"
+    ),
+    "pytest.ini": "[pytest]\npythonpath = .\naddopts = -p no:cacheprovider\n",
+}
+
+
+def test_real_pytest_run_with_one_failure(make_step):
+    files = make_step("run_tests", {}, work=PROJECT)
+    result = execute_operation(files.path, {})
+    json.dumps(result)
+    assert result["status"] == "failure"
+    assert result["command"] == "python3 -m pytest -q"
+    assert result["exit_code"] == 1
+    tests = result["tests"]
+    assert tests["framework"] == "pytest"
+    assert (tests["passed"], tests["failed"], tests["errors"], tests["skipped"]) == (1, 1, 0, 0)
+    assert tests["failures"] == [
+        {
+            "name": "tests/test_calc.py::test_add_wrong",
+            "error_type": "AssertionError",
+            "message": "assert 2 == 3",
+        }
+    ]
+    assert result["message"] == (
+        "tests failed: 1 passed, 1 failed, 0 errors, 0 skipped (exit code 1)"
+    )
+
+
+def test_real_pytest_run_passing_with_explicit_command(make_step):
+    files = make_step("run_tests", {"command": "python3 -m pytest -q -k 'not wrong'"}, work=PROJECT)
+    result = execute_operation(files.path, {})
+    assert result["status"] == "success"
+    assert result["tests"]["passed"] == 1
+    assert result["tests"]["failed"] == 0
+    assert result["tests"]["failures"] == []
+    assert result["message"].startswith("tests passed: 1 passed, 0 failed")
+
+
+def test_unrecognised_output(make_step):
+    files = make_step("run_tests", {"command": "echo all good"}, work={})
+    result = execute_operation(files.path, {})
+    assert result["status"] == "success"
+    assert result["tests"] == {"framework": None, "passed": None, "failed": None,
+                               "errors": None, "skipped": None, "failures": []}
+    assert "not recognised" in result["message"]
+
+
+def test_no_test_command_found(make_step):
+    result = execute_operation(make_step("run_tests", {}, work={"README.md": "x"}).path, {})
+    assert result["status"] == "failure"
+    assert result["message"].startswith("no test command found: give params.command")
+
+
+def test_run_tests_timeout(make_step):
+    files = make_step("run_tests", {"command": "sleep 10", "timeout_seconds": 0.3}, work={})
+    result = execute_operation(files.path, {})
+    assert result["status"] == "failure"
+    assert result["timed_out"] is True
+    assert result["message"] == (
+        "test command timed out after 0.3 s and was killed with its process group"
+    )
+
+
+def test_default_command_detection(tmp_path):
+    cases = {
+        "pyfile": ({"pkg/foo_test.py": ""}, "pytest"),
+        "pyproject": ({"pyproject.toml": "[tool.pytest.ini_options]\n"}, "pytest"),
+        "setupcfg": ({"setup.cfg": "[tool:pytest]\n"}, "pytest"),
+        "cargo": ({"Cargo.toml": "[package]\n", "pyproject.toml": "[project]\n"}, "cargo"),
+        "hidden": ({"node_modules/x/test_a.py": "", "Cargo.toml": ""}, "cargo"),
+    }
+    for name, (tree, framework) in cases.items():
+        root = tmp_path / name
+        for rel, content in tree.items():
+            (root / rel).parent.mkdir(parents=True, exist_ok=True)
+            (root / rel).write_text(content)
+        command, found = default_test_command(str(root))
+        assert found == framework, name
+        assert command == {"pytest": "python3 -m pytest -q", "cargo": "cargo test"}[framework]
+
+
+PYTEST_VERBOSE = """\
+============================= test session starts ==============================
+collected 5 items
+
+test_a.py .FFEs                                                          [100%]
+
+=========================== short test summary info ============================
+FAILED test_a.py::test_bad - assert 1 == 2
+FAILED test_a.py::test_val[a b] - ValueError: boom value
+ERROR test_a.py::test_err - RuntimeError: fixture broke
+ERROR tests/test_broken.py
+==== 2 failed, 1 passed, 1 skipped, 3 warnings, 2 errors in 0.02s (0:00:00) ====
+"""
+
+
+def test_parse_pytest_summary_and_failures():
+    report = parse_test_output(PYTEST_VERBOSE)
+    assert report["framework"] == "pytest"
+    assert (report["passed"], report["failed"], report["errors"], report["skipped"]) == (1, 2, 2, 1)
+    assert report["failures"] == [
+        {"name": "test_a.py::test_bad", "error_type": "AssertionError", "message": "assert 1 == 2"},
+        {"name": "test_a.py::test_val[a b]", "error_type": "ValueError", "message": "boom value"},
+        {"name": "test_a.py::test_err", "error_type": "RuntimeError", "message": "fixture broke"},
+        {"name": "tests/test_broken.py", "error_type": None, "message": ""},
+    ]
+
+
+def test_parse_pytest_no_tests():
+    report = parse_test_output("\nno tests ran in 0.01s\n")
+    assert report["framework"] == "pytest"
+    assert report["passed"] == 0 and report["failures"] == []
+
+
+CARGO_OUTPUT = """\
+   Compiling ct v0.1.0 (/tmp/ct)
+     Running unittests src/lib.rs (target/debug/deps/ct-c4066ebb79ee0019)
+
+running 4 tests
+test tests::boom ... FAILED
+test tests::bad ... FAILED
+test tests::ign ... ignored
+test tests::ok ... ok
+
+failures:
+
+---- tests::boom stdout ----
+
+thread 'tests::boom' (4162) panicked at src/lib.rs:9:25:
+kaboom here
+stack backtrace:
+   0: __rustc::rust_begin_unwind
+note: Some details are omitted, run with `RUST_BACKTRACE=full` for a verbose backtrace.
+
+---- tests::bad stdout ----
+thread 'tests::bad' panicked at src/lib.rs:8:24:
+assertion `left == right` failed
+  left: 1
+ right: 2
+note: run with `RUST_BACKTRACE=1` environment variable to display a backtrace
+
+
+failures:
+    tests::bad
+    tests::boom
+
+test result: FAILED. 1 passed; 2 failed; 1 ignored; 0 measured; 0 filtered out; finished in 0.15s
+
+     Running tests/it.rs (target/debug/deps/it-1234)
+
+running 3 tests
+test old_style ... FAILED
+test a ... ok
+test b ... ok
+
+failures:
+
+---- old_style stdout ----
+thread 'old_style' panicked at 'called `Option::unwrap()` on a `None` value', tests/it.rs:3:5
+
+failures:
+    old_style
+
+test result: FAILED. 2 passed; 1 failed; 0 ignored; 0 measured; 0 filtered out; finished in 0.00s
+
+   Doc-tests ct
+
+running 1 test
+test src/lib.rs - f (line 1) ... ok
+
+test result: ok. 1 passed; 0 failed; 2 ignored; 0 measured; 0 filtered out; finished in 0.01s
+
+error: test failed, to rerun pass `--lib`
+"""
+
+
+def test_parse_cargo_output():
+    report = parse_test_output(CARGO_OUTPUT)
+    assert report["framework"] == "cargo"
+    assert (report["passed"], report["failed"], report["errors"], report["skipped"]) == (4, 3, 0, 3)
+    assert report["failures"] == [
+        {"name": "tests::boom", "error_type": "panic", "message": "kaboom here"},
+        {
+            "name": "tests::bad",
+            "error_type": "panic",
+            "message": "assertion `left == right` failed\n  left: 1\n right: 2",
+        },
+        {
+            "name": "old_style",
+            "error_type": "panic",
+            "message": "called `Option::unwrap()` on a `None` value",
+        },
+    ]
+
+
+def test_parse_cargo_all_ok():
+    report = parse_test_output(
+        "running 5 tests\n.....\ntest result: ok. 5 passed; 0 failed; 1 ignored; 0 measured; "
+        "0 filtered out; finished in 0.00s\n"
+    )
+    assert (report["framework"], report["passed"], report["failed"], report["skipped"]) == (
+        "cargo", 5, 0, 1)
+    assert report["failures"] == []

@@ -80,7 +80,13 @@ pub fn unified_diff(changes: &[Change]) -> Result<String> {
             ChangeKind::Deleted => (format!("a/{path}"), "/dev/null".to_string()),
             ChangeKind::Modified => (format!("a/{path}"), format!("b/{path}")),
         };
-        out.push_str(&format!("diff --ocflow a/{path} b/{path}\n"));
+        // Git's headers, so `git apply` takes the diff as it is.
+        out.push_str(&format!("diff --git a/{path} b/{path}\n"));
+        match change.kind {
+            ChangeKind::Added => out.push_str("new file mode 100644\n"),
+            ChangeKind::Deleted => out.push_str("deleted file mode 100644\n"),
+            ChangeKind::Modified => {}
+        }
         match (std::str::from_utf8(&old), std::str::from_utf8(&new)) {
             (Ok(old), Ok(new)) if !old.contains('\0') && !new.contains('\0') => {
                 let diff = similar::TextDiff::from_lines(old, new);

@@ -1,0 +1,84 @@
+//! Status output, command steps' limits, and usage errors.
+
+use std::time::{Duration, Instant};
+
+use serde_json::{Value, json};
+
+use super::support::*;
+
+#[test]
+fn status_shows_a_table_and_json() {
+    let sandbox = Sandbox::new(&[]);
+    let flow = json!([
+        {"id": "hello", "operation": "write_file", "params": {"file_path": "h.txt", "content": "hi"}},
+        {"id": "boom", "operation": "execute_shell_command", "params": {"command": "exit 4"}, "depends_on": "hello"},
+        {"id": "never", "operation": "read_file", "params": {"file_path": "h.txt"}, "depends_on": "boom"}
+    ]);
+    assert_exit(&sandbox.run(&flow, "t"), 1);
+    let table = sandbox.ocflow().arg("status").output().unwrap();
+    assert_exit(&table, 0);
+    let table = stdout(&table);
+    let lines: Vec<&str> = table.lines().collect();
+    assert!(lines[0].starts_with("task t  [failed]"), "{table}");
+    let row = |id: &str| lines.iter().find(|l| l.starts_with(id)).copied().unwrap_or_default().split_whitespace().take(4).collect::<Vec<_>>().join(" ");
+    assert_eq!(row("hello"), "hello write_file succeeded 1");
+    assert_eq!(row("boom"), "boom execute_shell_command failed 1");
+    assert_eq!(row("never"), "never read_file pending 0");
+
+    let json = sandbox.ocflow().args(["--json", "status", "t"]).output().unwrap();
+    assert_exit(&json, 0);
+    let status: Value = serde_json::from_str(&stdout(&json)).unwrap();
+    assert_eq!(status["state"], json!("failed"));
+    assert_eq!(status["steps"][1]["message"], json!("command exited with code 4"));
+}
+
+#[test]
+fn a_command_that_outlives_its_timeout_is_killed_with_its_children() {
+    let sandbox = Sandbox::new(&[]);
+    let pid_file = sandbox.root().join("child.pid");
+    let flow = json!([{"id": "hang", "operation": "execute_shell_command",
+        "params": {"command": format!("sleep 300 & echo $! > {}; sleep 300", pid_file.display()), "timeout_seconds": 1}}]);
+    let started = Instant::now();
+    let output = sandbox.run(&flow, "t");
+    assert_exit(&output, 1);
+    assert!(started.elapsed() < Duration::from_secs(10), "took {:?}", started.elapsed());
+    let result = sandbox.result("t", "hang");
+    assert_eq!(result["timed_out"], json!(true));
+    let pid = std::fs::read_to_string(&pid_file).unwrap().trim().to_string();
+    std::thread::sleep(Duration::from_millis(200));
+    let state = std::fs::read_to_string(format!("/proc/{pid}/stat")).unwrap_or_default();
+    assert!(state.is_empty() || state.contains(") Z "), "the background child {pid} still runs: {state}");
+}
+
+#[test]
+fn a_command_printing_megabytes_is_capped() {
+    let sandbox = Sandbox::new(&[]);
+    let plan = sandbox.flow(&json!([{"id": "flood", "operation": "execute_shell_command", "params": {"command": "yes | head -c 5000000"}}]));
+    let output = sandbox.ocflow().args(["run", "--max-output-bytes", "100000", "--task-id", "t", "--plan"]).arg(plan).output().unwrap();
+    assert_exit(&output, 0);
+    let result = sandbox.result("t", "flood");
+    assert_eq!(result["truncated"], json!(true));
+    let kept = result["stdout"].as_str().unwrap();
+    assert!(kept.len() <= 100_200, "kept {} bytes", kept.len());
+    assert!(kept.contains("bytes truncated"), "the cut is marked");
+}
+
+#[test]
+fn run_without_a_plan_says_how_to_give_one() {
+    let sandbox = Sandbox::new(&[]);
+    let output = sandbox.ocflow().args(["run", "do something"]).output().unwrap();
+    assert_exit(&output, 2);
+    assert!(stderr(&output).contains("--plan FLOW.json"), "{}", stderr(&output));
+    assert!(!sandbox.workspace.exists());
+}
+
+#[test]
+fn a_missing_repository_or_task_is_a_clear_usage_error() {
+    let sandbox = Sandbox::new(&[]);
+    let output = std::process::Command::new(env!("CARGO_BIN_EXE_ocflow")).args(["--repo", "/no/such/dir", "status"]).output().unwrap();
+    assert_exit(&output, 2);
+    assert!(stderr(&output).contains("--repo /no/such/dir"), "{}", stderr(&output));
+    let output = sandbox.ocflow().args(["status", "ghost"]).output().unwrap();
+    assert_exit(&output, 2);
+    assert!(stderr(&output).contains("no task \"ghost\""), "{}", stderr(&output));
+}

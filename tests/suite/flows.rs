@@ -1,0 +1,177 @@
+//! Whole flows through the real binary and the real library: what lands in every file.
+
+use std::collections::BTreeMap;
+
+use pretty_assertions::assert_eq;
+use serde_json::{Value, json};
+
+use super::support::*;
+
+/// The status without the fields that change from run to run (times, paths).
+fn stable(mut status: Value) -> Value {
+    for key in ["created_at", "updated_at", "finished_at", "repo"] {
+        status.as_object_mut().unwrap().remove(key);
+    }
+    for step in status["steps"].as_array_mut().unwrap() {
+        for key in ["started_at", "finished_at", "duration_ms"] {
+            step.as_object_mut().unwrap().remove(key);
+        }
+    }
+    status
+}
+
+fn multi_step_flow() -> Value {
+    json!({
+        "version": 1,
+        "task": "write, read, count and copy",
+        "steps": [
+            {"id": "w1", "operation": "write_file", "params": {"file_path": "./notes/data.txt", "content": "alpha\nbeta\n"}},
+            {"id": "r1", "operation": "read_file", "params": {"file_path": "notes/data.txt"}, "depends_on": "w1"},
+            {"id": "sh", "operation": "execute_shell_command", "depends_on": ["w1"],
+             "params": {"command": "wc -l < notes/data.txt | tr -d ' ' > notes/count.txt && rm old.txt"}},
+            {"id": "w2", "operation": "write_file", "params": {"file_path": "copy.txt", "content_from_step": "r1"}, "depends_on": ["r1"]},
+            {"id": "sum", "operation": "generate_summary", "depends_on": ["sh", "w2"],
+             "params": {"message": "exit @{outputs.sh.exit_code}, @{outputs.r1.size} bytes read"}}
+        ]
+    })
+}
+
+#[test]
+fn multi_step_flow_leaves_every_file_as_specified() {
+    let sandbox = Sandbox::new(&[("old.txt", "old\n"), ("keep.txt", "keep\n")]);
+    let repo_before = tree(&sandbox.repo);
+    let output = sandbox.run(&multi_step_flow(), "multi");
+    assert_exit(&output, 0);
+
+    let task = sandbox.task_dir("multi");
+    assert_eq!(
+        text_tree(&task.join("final_output")),
+        BTreeMap::from([
+            ("copy.txt".to_string(), "alpha\nbeta\n".to_string()),
+            ("notes/count.txt".to_string(), "2\n".to_string()),
+            ("notes/data.txt".to_string(), "alpha\nbeta\n".to_string()),
+        ])
+    );
+    assert_eq!(tree(&sandbox.repo), repo_before, "the repository must not change before apply");
+
+    let step = |id: &str, operation: &str, sequence: u64, outputs: Value, deleted: Value, message: &str| {
+        json!({"id": id, "operation": operation, "status": "succeeded", "attempts": 1, "sequence": sequence,
+               "output_files": outputs, "deleted_files": deleted, "message": message})
+    };
+    assert_eq!(
+        stable(sandbox.status("multi")),
+        json!({
+            "version": 1, "task_id": "multi", "task": "write, read, count and copy", "revision": 1, "state": "succeeded",
+            "steps": [
+                step("w1", "write_file", 1, json!(["notes/data.txt"]), json!([]), "wrote 11 bytes to notes/data.txt from params.content"),
+                step("r1", "read_file", 2, json!([]), json!([]), "read notes/data.txt (11 bytes)"),
+                step("sh", "execute_shell_command", 3, json!(["notes/count.txt"]), json!(["old.txt"]), "command exited with code 0"),
+                step("w2", "write_file", 4, json!(["copy.txt"]), json!([]), "wrote 11 bytes to copy.txt from the result of r1"),
+                step("sum", "generate_summary", 5, json!([]), json!([]), "summary taken from params.message"),
+            ]
+        })
+    );
+
+    for id in ["w1", "r1", "sh", "w2", "sum"] {
+        let dir = task.join(id);
+        for name in ["open_codex_instructions.md", "result.json", "step.log", "input", "output"] {
+            assert!(dir.join(name).exists(), "{id}/{name} is missing");
+        }
+    }
+    assert_eq!(text_tree(&task.join("r1/input")), BTreeMap::from([("notes/data.txt".to_string(), "alpha\nbeta\n".to_string())]));
+    assert_eq!(text_tree(&task.join("w2/output")), BTreeMap::from([("copy.txt".to_string(), "alpha\nbeta\n".to_string())]));
+    assert_eq!(text_tree(&task.join("sh/output")), BTreeMap::from([("notes/count.txt".to_string(), "2\n".to_string())]));
+
+    let read = sandbox.result("multi", "r1");
+    assert_eq!((read["status"].clone(), read["content"].clone(), read["size"].clone()), (json!("success"), json!("alpha\nbeta\n"), json!(11)));
+    let shell = sandbox.result("multi", "sh");
+    assert_eq!((shell["exit_code"].clone(), shell["timed_out"].clone()), (json!(0), json!(false)));
+    assert_eq!(sandbox.result("multi", "sum")["summary"], json!("exit 0, 11 bytes read"));
+
+    let instructions = std::fs::read_to_string(task.join("w2/open_codex_instructions.md")).unwrap();
+    assert!(instructions.contains("Write `copy.txt` with the content produced by step `r1`."), "{instructions}");
+    assert!(instructions.contains("```json ocflow-step"));
+
+    let journal = std::fs::read_to_string(task.join("journal.jsonl")).unwrap();
+    let types: Vec<String> = journal.lines().map(|l| serde_json::from_str::<Value>(l).unwrap()["type"].as_str().unwrap().to_string()).collect();
+    assert_eq!(types.first().map(String::as_str), Some("flow_started"));
+    assert_eq!(types.last().map(String::as_str), Some("flow_finished"));
+    assert_eq!(types.iter().filter(|t| *t == "step_finished").count(), 5);
+
+    let summary = std::fs::read_to_string(task.join("summary.md")).unwrap();
+    assert!(summary.contains("- `old.txt` (deleted)") && summary.contains("- `copy.txt` (added)"), "{summary}");
+
+    let diff = sandbox.ocflow().args(["diff", "multi"]).output().unwrap();
+    assert_exit(&diff, 0);
+    let diff = stdout(&diff);
+    assert!(diff.contains("--- a/old.txt\n+++ /dev/null\n@@ -1 +0,0 @@\n-old\n"), "{diff}");
+    assert!(diff.contains("+++ b/notes/count.txt\n@@ -0,0 +1 @@\n+2\n"), "{diff}");
+}
+
+#[test]
+fn a_step_sees_only_the_changes_of_steps_it_depends_on() {
+    let sandbox = Sandbox::new(&[("a.txt", "original\n")]);
+    let flow = json!({"task": "isolation", "steps": [
+        {"id": "change", "operation": "write_file", "params": {"file_path": "a.txt", "content": "changed\n"}},
+        {"id": "independent", "operation": "read_file", "params": {"file_path": "a.txt"}},
+        {"id": "dependent", "operation": "read_file", "params": {"file_path": "a.txt"}, "depends_on": "change"},
+        {"id": "shell_independent", "operation": "execute_shell_command", "params": {"command": "cat a.txt"}},
+        {"id": "shell_dependent", "operation": "execute_shell_command", "params": {"command": "cat a.txt"}, "depends_on": "change"}
+    ]});
+    let output = sandbox.run(&flow, "iso");
+    assert_exit(&output, 0);
+    assert_eq!(sandbox.result("iso", "independent")["content"], json!("original\n"));
+    assert_eq!(sandbox.result("iso", "dependent")["content"], json!("changed\n"));
+    assert_eq!(sandbox.result("iso", "shell_independent")["stdout"], json!("original\n"));
+    assert_eq!(sandbox.result("iso", "shell_dependent")["stdout"], json!("changed\n"));
+}
+
+#[test]
+fn a_failing_command_fails_the_flow_and_its_changes_are_not_kept() {
+    let sandbox = Sandbox::new(&[("a.txt", "a\n")]);
+    let flow = json!({"task": "fails", "steps": [
+        {"id": "bad", "operation": "execute_shell_command", "params": {"command": "echo junk > junk.txt; exit 3"}},
+        {"id": "after", "operation": "read_file", "params": {"file_path": "a.txt"}, "depends_on": "bad"}
+    ]});
+    let output = sandbox.run(&flow, "fails");
+    assert_exit(&output, 1);
+    let status = sandbox.status("fails");
+    assert_eq!(status["state"], json!("failed"));
+    assert_eq!(sandbox.step_status("fails", "bad")["status"], json!("failed"));
+    assert_eq!(sandbox.step_status("fails", "bad")["error"]["kind"], json!("failure"));
+    assert_eq!(sandbox.step_status("fails", "after")["status"], json!("pending"));
+    assert_eq!(tree(&sandbox.task_dir("fails").join("final_output")), BTreeMap::new());
+    let summary = std::fs::read_to_string(sandbox.task_dir("fails").join("summary.md")).unwrap();
+    assert!(summary.contains("## Why it failed") && summary.contains("Not run: after"), "{summary}");
+}
+
+#[test]
+fn json_mode_prints_one_event_per_line_on_stdout() {
+    let sandbox = Sandbox::new(&[]);
+    let plan = sandbox.flow(&json!([{"id": "w", "operation": "write_file", "params": {"file_path": "x.txt", "content": "x"}}]));
+    let output = sandbox.ocflow().args(["--json", "run", "--task-id", "j", "--plan"]).arg(plan).output().unwrap();
+    assert_exit(&output, 0);
+    let events: Vec<Value> = stdout(&output).lines().map(|line| serde_json::from_str(line).unwrap()).collect();
+    let types: Vec<&str> = events.iter().map(|e| e["type"].as_str().unwrap()).collect();
+    assert_eq!(types, vec!["flow_started", "snapshot_taken", "step_started", "step_finished", "flow_finished"]);
+    assert_eq!(events[0]["task_id"], json!("j"));
+    assert_eq!(events[4]["changed_files"], json!(["x.txt"]));
+}
+
+#[test]
+fn the_bundled_example_flow_runs_on_the_sample_repository() {
+    let sandbox = Sandbox::new(&[]);
+    let sample = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("examples/sample-repo");
+    for (path, content) in tree(&sample) {
+        let file = sandbox.repo.join(path);
+        std::fs::create_dir_all(file.parent().unwrap()).unwrap();
+        std::fs::write(file, content).unwrap();
+    }
+    let plan = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("examples/refactor-flow.json");
+    let output = sandbox.ocflow().args(["run", "--task-id", "example", "--plan"]).arg(plan).output().unwrap();
+    assert_exit(&output, 0);
+    let tests = sandbox.result("example", "run_tests");
+    assert_eq!(tests["exit_code"], json!(0), "{tests}");
+    let changed: Vec<String> = text_tree(&sandbox.task_dir("example").join("final_output")).into_keys().collect();
+    assert_eq!(changed, vec!["tests/test_empty.py", "utils.py"]);
+}

@@ -1,0 +1,184 @@
+//! Crashes, interrupts, failures and concurrent runs: the state stays true and `resume`
+//! finishes the work without redoing what was done.
+
+use std::path::Path;
+use std::process::{Child, Stdio};
+use std::time::{Duration, Instant};
+
+use pretty_assertions::assert_eq;
+use serde_json::{Value, json};
+
+use super::support::*;
+
+/// A shell command that waits until `marker` exists (at most 60 s), then writes `file`.
+fn gated(marker: &Path, file: &str) -> String {
+    format!("i=0; while [ ! -f {} ] && [ $i -lt 600 ]; do sleep 0.1; i=$((i+1)); done; echo done > {file}", marker.display())
+}
+
+fn gated_flow(marker: &Path) -> Value {
+    json!({"task": "gated", "steps": [
+        {"id": "first", "operation": "write_file", "params": {"file_path": "first.txt", "content": "1\n"}},
+        {"id": "wait", "operation": "execute_shell_command", "depends_on": "first", "params": {"command": gated(marker, "waited.txt")}},
+        {"id": "last", "operation": "write_file", "depends_on": "wait", "params": {"file_path": "last.txt", "content": "3\n"}}
+    ]})
+}
+
+fn spawn_run(sandbox: &Sandbox, flow: &Value, task_id: &str) -> Child {
+    let plan = sandbox.flow(flow);
+    sandbox.ocflow().args(["run", "--task-id", task_id, "--plan"]).arg(plan).stdout(Stdio::null()).stderr(Stdio::piped()).spawn().unwrap()
+}
+
+/// Waits until the status file shows `step` running.
+fn wait_until_running(sandbox: &Sandbox, task_id: &str, step: &str) {
+    let deadline = Instant::now() + Duration::from_secs(30);
+    while Instant::now() < deadline {
+        let path = sandbox.task_dir(task_id).join("flow_status.json");
+        if let Ok(text) = std::fs::read_to_string(&path)
+            && let Ok(status) = serde_json::from_str::<Value>(&text)
+            && status["steps"].as_array().is_some_and(|steps| steps.iter().any(|s| s["id"] == step && s["status"] == "running"))
+        {
+            return;
+        }
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    panic!("step {step} never started running");
+}
+
+fn attempts(sandbox: &Sandbox, task_id: &str) -> Vec<(String, String, u64)> {
+    sandbox.status(task_id)["steps"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|s| (s["id"].as_str().unwrap().to_string(), s["status"].as_str().unwrap().to_string(), s["attempts"].as_u64().unwrap()))
+        .collect()
+}
+
+#[test]
+fn sigkill_during_a_step_then_resume_finishes_without_redoing_work() {
+    let reference = Sandbox::new(&[("a.txt", "a\n")]);
+    let marker = reference.root().join("marker");
+    std::fs::write(&marker, "").unwrap();
+    assert_exit(&reference.run(&gated_flow(&marker), "t"), 0);
+
+    let sandbox = Sandbox::new(&[("a.txt", "a\n")]);
+    let marker = sandbox.root().join("marker");
+    let mut child = spawn_run(&sandbox, &gated_flow(&marker), "t");
+    wait_until_running(&sandbox, "t", "wait");
+    child.kill().unwrap(); // SIGKILL
+    child.wait().unwrap();
+    assert_eq!(
+        attempts(&sandbox, "t"),
+        vec![("first".into(), "succeeded".into(), 1), ("wait".into(), "running".into(), 1), ("last".into(), "pending".into(), 0)]
+    );
+
+    std::fs::write(&marker, "").unwrap();
+    let output = sandbox.ocflow().arg("resume").output().unwrap();
+    assert_exit(&output, 0);
+    assert_eq!(
+        attempts(&sandbox, "t"),
+        vec![("first".into(), "succeeded".into(), 1), ("wait".into(), "succeeded".into(), 2), ("last".into(), "succeeded".into(), 1)]
+    );
+    assert_eq!(tree(&sandbox.task_dir("t").join("final_output")), tree(&reference.task_dir("t").join("final_output")));
+    assert_eq!(text_tree(&sandbox.task_dir("t").join("final_output")).len(), 3);
+    assert_eq!(tree(&sandbox.repo).len(), 1, "the repository is untouched");
+}
+
+#[test]
+fn sigterm_saves_the_state_exits_130_and_resume_continues() {
+    let sandbox = Sandbox::new(&[]);
+    let marker = sandbox.root().join("marker");
+    let child = spawn_run(&sandbox, &gated_flow(&marker), "t");
+    wait_until_running(&sandbox, "t", "wait");
+    let started = Instant::now();
+    unsafe_kill(child.id(), "TERM");
+    let output = child.wait_with_output().unwrap();
+    assert_exit(&output, 130);
+    assert!(started.elapsed() < Duration::from_secs(5), "the interrupt took {:?}", started.elapsed());
+    assert!(stderr(&output).contains("ocflow resume t"), "{}", stderr(&output));
+    assert_eq!(sandbox.status("t")["state"], json!("interrupted"));
+    assert_eq!(sandbox.step_status("t", "wait")["status"], json!("pending"));
+
+    std::fs::write(&marker, "").unwrap();
+    assert_exit(&sandbox.ocflow().args(["resume", "t"]).output().unwrap(), 0);
+    assert_eq!(sandbox.status("t")["state"], json!("succeeded"));
+    assert_eq!(sandbox.step_status("t", "first")["attempts"], json!(1));
+}
+
+/// Sends a signal with the `kill` command (the tests avoid unsafe libc calls).
+fn unsafe_kill(pid: u32, signal: &str) {
+    let status = std::process::Command::new("kill").arg(format!("-{signal}")).arg(pid.to_string()).status().unwrap();
+    assert!(status.success());
+}
+
+#[test]
+fn a_second_run_or_resume_of_a_running_task_is_refused() {
+    let sandbox = Sandbox::new(&[]);
+    let marker = sandbox.root().join("marker");
+    let child = spawn_run(&sandbox, &gated_flow(&marker), "t");
+    wait_until_running(&sandbox, "t", "wait");
+
+    let second = sandbox.ocflow().args(["resume", "t"]).output().unwrap();
+    assert_exit(&second, 2);
+    assert!(stderr(&second).contains("task t is locked by another ocflow run"), "{}", stderr(&second));
+    let third = sandbox.run(&gated_flow(&marker), "t");
+    assert_exit(&third, 2);
+    assert!(stderr(&third).contains("task t already exists"), "{}", stderr(&third));
+
+    std::fs::write(&marker, "").unwrap();
+    let first = child.wait_with_output().unwrap();
+    assert_exit(&first, 0);
+    assert_eq!(sandbox.step_status("t", "wait")["attempts"], json!(1));
+}
+
+#[test]
+fn concurrent_runs_of_one_task_let_exactly_one_proceed() {
+    let sandbox = Sandbox::new(&[]);
+    let marker = sandbox.root().join("marker");
+    std::fs::write(&marker, "").unwrap();
+    let children: Vec<Child> = (0..4).map(|_| spawn_run(&sandbox, &gated_flow(&marker), "same")).collect();
+    let mut codes: Vec<i32> = children.into_iter().map(|c| c.wait_with_output().unwrap().status.code().unwrap()).collect();
+    codes.sort();
+    assert_eq!(codes, vec![0, 2, 2, 2]);
+    assert_eq!(sandbox.status("same")["state"], json!("succeeded"));
+}
+
+#[test]
+fn resume_stops_at_a_failed_step_unless_asked_to_retry_it() {
+    let sandbox = Sandbox::new(&[]);
+    let marker = sandbox.root().join("marker");
+    let flow = json!({"task": "retry", "steps": [
+        {"id": "check", "operation": "execute_shell_command", "params": {"command": format!("test -f {}", marker.display())}},
+        {"id": "after", "operation": "write_file", "depends_on": "check", "params": {"file_path": "after.txt", "content": "ok"}}
+    ]});
+    assert_exit(&sandbox.run(&flow, "t"), 1);
+    let refused = sandbox.ocflow().args(["resume", "t"]).output().unwrap();
+    assert_exit(&refused, 1);
+    assert!(stderr(&refused).contains("--retry-failed"), "{}", stderr(&refused));
+    assert_eq!(sandbox.step_status("t", "check")["attempts"], json!(1));
+
+    std::fs::write(&marker, "").unwrap();
+    assert_exit(&sandbox.ocflow().args(["resume", "t", "--retry-failed"]).output().unwrap(), 0);
+    assert_eq!(attempts(&sandbox, "t"), vec![("check".into(), "succeeded".into(), 2), ("after".into(), "succeeded".into(), 1)]);
+}
+
+#[test]
+fn a_status_file_of_an_unknown_version_or_shape_is_refused() {
+    let sandbox = Sandbox::new(&[]);
+    let flow = json!([{"id": "w", "operation": "write_file", "params": {"file_path": "x", "content": "x"}}]);
+    let marker_flow = json!([{"id": "w", "operation": "execute_shell_command", "params": {"command": "false"}}]);
+    assert_exit(&sandbox.run(&flow, "done"), 0);
+    assert_exit(&sandbox.run(&marker_flow, "t"), 1);
+    let path = sandbox.task_dir("t").join("flow_status.json");
+    let mut status = sandbox.status("t");
+    status["version"] = json!(99);
+    std::fs::write(&path, status.to_string()).unwrap();
+    for args in [vec!["resume", "t", "--retry-failed"], vec!["status", "t"]] {
+        let output = sandbox.ocflow().args(&args).output().unwrap();
+        assert_exit(&output, 2);
+        assert!(stderr(&output).contains("status format version 99 is not supported"), "{}", stderr(&output));
+    }
+    std::fs::write(&path, "{\"version\": 1, \"steps\": \"nonsense\"}").unwrap();
+    let output = sandbox.ocflow().args(["resume", "t", "--retry-failed"]).output().unwrap();
+    assert_exit(&output, 2);
+    assert!(stderr(&output).contains("edited or damaged outside ocflow"), "{}", stderr(&output));
+}

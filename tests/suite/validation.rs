@@ -1,0 +1,148 @@
+//! Every validation rule rejects its bad flow with exit 2, one line per problem naming the step
+//! and the rule, before anything is written.
+
+use serde_json::{Value, json};
+
+use super::support::*;
+
+fn write(id: &str, path: &str) -> Value {
+    json!({"id": id, "operation": "write_file", "params": {"file_path": path, "content": "x"}})
+}
+
+/// Runs `flow` and checks it is refused with `expected` in the error and nothing created.
+#[track_caller]
+fn assert_refused(sandbox: &Sandbox, flow: &Value, expected: &[&str]) {
+    let output = sandbox.run(flow, "bad");
+    assert_exit(&output, 2);
+    let err = stderr(&output);
+    for fragment in expected {
+        assert!(err.contains(fragment), "expected {fragment:?} in:\n{err}");
+    }
+    assert!(!sandbox.workspace.exists(), "the workspace was created for an invalid flow");
+}
+
+#[test]
+fn structure_rules() {
+    let sandbox = Sandbox::new(&[("a.txt", "a")]);
+    let plan = sandbox.root().join("flow.json");
+    std::fs::write(&plan, "{not json").unwrap();
+    let output = sandbox.ocflow().args(["run", "--plan"]).arg(&plan).output().unwrap();
+    assert_exit(&output, 2);
+    assert!(stderr(&output).contains("not valid JSON"), "{}", stderr(&output));
+
+    assert_refused(&sandbox, &json!({"version": 7, "steps": [write("a", "a.txt")]}), &["unsupported flow version 7", "[version]"]);
+    assert_refused(&sandbox, &json!({"steps": []}), &["the flow has no steps"]);
+    assert_refused(&sandbox, &json!({"steps": [write("a", "x"), write("a", "y")]}), &["step a: the id is used by more than one step", "[id]"]);
+    assert_refused(&sandbox, &json!([write("bad id!", "x")]), &["ids match", "[id]"]);
+    assert_refused(&sandbox, &json!([write("final_output", "x")]), &["reserved", "[id]"]);
+    assert_refused(&sandbox, &json!([{"id": "a", "operation": "launch_rockets"}]), &["step a: unknown operation `launch_rockets`", "[operation]"]);
+    assert_refused(&sandbox, &json!([{"id": "a", "operation": "read_file", "params": {"file_path": "a.txt", "colour": "red"}}]), &["has no parameter `colour`", "[params]"]);
+    assert_refused(&sandbox, &json!([{"id": "a", "operation": "read_file"}]), &["read_file needs `file_path`", "[params]"]);
+    assert_refused(&sandbox, &json!([{"id": "a", "operation": "read_file", "params": {"file_path": 3}}]), &["`file_path` must be a string", "[params]"]);
+    assert_refused(&sandbox, &json!([{"id": "a", "operation": "execute_shell_command", "params": {"command": "true", "timeout_seconds": "soon"}}]), &["must be an integer"]);
+    assert_refused(&sandbox, &json!([{"id": "a", "operation": "write_file", "params": {"file_path": "x", "content": "1", "instructions": "2"}}]), &["exactly one of content, content_from_step, instructions"]);
+    assert_refused(&sandbox, &json!([{"id": "a", "operation": "read_file", "params": {"file_path": "a.txt"}, "priority": 1}]), &["unknown field `priority`", "[format]"]);
+}
+
+#[test]
+fn every_problem_is_reported_at_once() {
+    let sandbox = Sandbox::new(&[]);
+    let output = sandbox.run(&json!([{"id": "a", "operation": "nope"}, {"id": "b", "operation": "read_file"}]), "bad");
+    assert_exit(&output, 2);
+    let err = stderr(&output);
+    assert!(err.contains("2 problem(s)") && err.contains("step a:") && err.contains("step b:"), "{err}");
+}
+
+#[test]
+fn dependency_rules() {
+    let sandbox = Sandbox::new(&[]);
+    let with_deps = |id: &str, deps: Value| {
+        let mut step = write(id, &format!("{id}.txt"));
+        step["depends_on"] = deps;
+        step
+    };
+    assert_refused(&sandbox, &json!([with_deps("a", json!("ghost"))]), &["step a: depends_on names `ghost`, which is not a step of this flow [dependencies]"]);
+    assert_refused(&sandbox, &json!([with_deps("a", json!(["a"]))]), &["step a: the step depends on itself [dependencies]"]);
+    assert_refused(
+        &sandbox,
+        &json!([with_deps("a", json!("c")), with_deps("b", json!("a")), with_deps("c", json!("b"))]),
+        &["dependency cycle: a -> c -> b -> a", "[cycle]"],
+    );
+}
+
+#[test]
+fn reference_rules() {
+    let sandbox = Sandbox::new(&[("a.txt", "a")]);
+    let read = json!({"id": "r", "operation": "read_file", "params": {"file_path": "a.txt"}});
+    assert_refused(
+        &sandbox,
+        &json!([read, {"id": "w", "operation": "write_file", "params": {"file_path": "b.txt", "content_from_step": "r"}}]),
+        &["step w: `content_from_step` reads step `r`, which this step does not depend on; add it to depends_on [reference]"],
+    );
+    assert_refused(
+        &sandbox,
+        &json!([read, {"id": "w", "operation": "write_file", "params": {"file_path": "b.txt", "content": "@{outputs.r.content}"}}]),
+        &["@{outputs.r.content} reads step `r`, which this step does not depend on"],
+    );
+    assert_refused(
+        &sandbox,
+        &json!([{"id": "w", "operation": "write_file", "params": {"file_path": "b.txt", "content_from_step": "nowhere"}}]),
+        &["names `nowhere`, which is not a step of this flow"],
+    );
+    assert_refused(
+        &sandbox,
+        &json!([read, {"id": "w", "operation": "write_file", "depends_on": "r", "params": {"file_path": "b.txt", "content": "@{outputs.r}"}}]),
+        &["malformed reference"],
+    );
+}
+
+#[test]
+fn path_rules() {
+    let sandbox = Sandbox::new(&[("a.txt", "a")]);
+    let secrets = sandbox.root().join("repo-secrets");
+    std::fs::create_dir_all(&secrets).unwrap();
+    std::fs::write(secrets.join("key.pem"), "secret").unwrap();
+    std::os::unix::fs::symlink(&secrets, sandbox.repo.join("shortcut")).unwrap();
+    std::os::unix::fs::symlink("/etc/passwd", sandbox.repo.join("passwd")).unwrap();
+    std::fs::create_dir_all(sandbox.repo.join(".git/hooks")).unwrap();
+    for (path, expected) in [
+        ("../outside.txt", "contains `..`"),
+        ("notes/../../outside.txt", "contains `..`"),
+        ("/etc/passwd", "is absolute"),
+        ("~/.ssh/id_rsa", "starts with `~`"),
+        (".git/hooks/pre-commit", "goes through `.git`"),
+        ("lib/node_modules/x.js", "goes through `node_modules`"),
+        ("shortcut/key.pem", "outside the repository"),
+        ("passwd", "outside the repository"),
+    ] {
+        assert_refused(&sandbox, &json!([write("a", path)]), &[expected, "[path]"]);
+    }
+}
+
+#[test]
+fn a_workspace_inside_the_repository_is_out_of_reach() {
+    let sandbox = Sandbox::new(&[("a.txt", "a")]);
+    let workspace = sandbox.repo.join("flows");
+    let plan = sandbox.flow(&json!([write("a", "flows/t/flow_status.json")]));
+    let output = std::process::Command::new(env!("CARGO_BIN_EXE_ocflow"))
+        .arg("--repo")
+        .arg(&sandbox.repo)
+        .arg("--workspace")
+        .arg(&workspace)
+        .args(["run", "--plan"])
+        .arg(plan)
+        .output()
+        .unwrap();
+    assert_exit(&output, 2);
+    assert!(stderr(&output).contains("which flows may not touch"), "{}", stderr(&output));
+    assert!(!workspace.exists());
+}
+
+#[test]
+fn size_limits() {
+    let sandbox = Sandbox::new(&[]);
+    let steps: Vec<Value> = (0..1001).map(|i| write(&format!("s{i}"), "x")).collect();
+    assert_refused(&sandbox, &Value::Array(steps), &["the flow has 1001 steps; the limit is 1000", "[limits]"]);
+    let huge = "x".repeat(1024 * 1024 + 1);
+    assert_refused(&sandbox, &json!([{"id": "a", "operation": "write_file", "params": {"file_path": "x", "content": huge}}]), &["`content` is 1048577 bytes", "[limits]"]);
+}

@@ -27,7 +27,7 @@ pub struct GlobalArgs {
     /// Print events as JSON lines on stdout (for scripts and headless callers).
     #[arg(long, global = true)]
     pub json: bool,
-    /// Python module to drive instead of open_codex_lib (must define execute_operation).
+    /// Python module to drive instead of open_codex_lib (must define execute_operation) [default: open_codex_lib].
     #[arg(long, global = true, value_name = "MODULE", env = "OCFLOW_CODEX_LIB")]
     pub codex_lib: Option<String>,
     /// Directory to put first on Python's sys.path [default: the bundled python/ folder].
@@ -68,12 +68,12 @@ pub struct RunArgs {
 
 #[derive(Debug, Args)]
 pub struct LimitArgs {
-    /// Default time limit of a command step, in seconds (a step's timeout_seconds wins).
-    #[arg(long, value_name = "SECONDS", default_value_t = 600)]
-    pub step_timeout: u64,
-    /// Most bytes of each output stream a command step keeps.
-    #[arg(long, value_name = "BYTES", default_value_t = 1024 * 1024)]
-    pub max_output_bytes: u64,
+    /// Default time limit of a command step, in seconds (a step's timeout_seconds wins) [default: 600].
+    #[arg(long, value_name = "SECONDS")]
+    pub step_timeout: Option<u64>,
+    /// Most bytes of each output stream a command step keeps [default: 1048576].
+    #[arg(long, value_name = "BYTES")]
+    pub max_output_bytes: Option<u64>,
 }
 
 #[derive(Debug, Args)]

@@ -12,7 +12,6 @@ use crate::error::{Error, IoContext, Result};
 use crate::events::{Event, Events};
 use crate::executor::{Executor, FlowOutcome, Interrupt, Settings};
 use crate::flow::Flow;
-use crate::instructions::Limits;
 use crate::journal::Journal;
 use crate::review::{self, Applied};
 use crate::staging;
@@ -223,11 +222,8 @@ fn load_bridge(config: &Config) -> Result<Arc<Bridge>> {
     Ok(Arc::new(Bridge::load(python_dir.as_deref(), &config.codex_lib)?))
 }
 
-fn settings(_config: &Config, limits: &LimitArgs) -> Settings {
-    Settings {
-        llm_config: serde_json::json!({}),
-        limits: Limits { timeout_seconds: limits.step_timeout, max_output_bytes: limits.max_output_bytes },
-    }
+fn settings(config: &Config, limits: &LimitArgs) -> Settings {
+    Settings { llm_config: serde_json::json!({}), limits: config.limits(limits) }
 }
 
 fn snapshot(task: &TaskDir, repo: &Path, workspace_dir: &Path, events: &mut Events) -> Result<()> {

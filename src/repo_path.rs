@@ -90,10 +90,10 @@ impl RepoPath {
     }
 
     /// Builds a path from a file found under `base` while walking a tree.
+    /// The walk must skip excluded directories itself; a walk yields no `.` or `..`.
     pub fn from_walk(base: &Path, path: &Path) -> Option<RepoPath> {
-        let relative = path.strip_prefix(base).ok()?;
-        let text = relative.to_str()?;
-        RepoPath::parse(text).ok()
+        let text = path.strip_prefix(base).ok()?.to_str()?;
+        (!text.is_empty()).then(|| RepoPath(text.to_string()))
     }
 }
 

@@ -268,7 +268,7 @@ impl Stamp {
 /// Files whose timestamps are this close to the moment the view was last recorded are compared
 /// by content: the file-system clock is coarse, so a write right after the record could keep
 /// the same timestamps.
-const RACY_WINDOW_NS: i128 = 50_000_000;
+const RACY_WINDOW_NS: i128 = 20_000_000;
 
 /// The full view of the repository that command steps run in: a directory kept equal to the
 /// snapshot plus the versions in `applied`.
@@ -328,15 +328,18 @@ impl View {
     /// `output_dir`, and records them as the step's versions.
     pub fn capture(&mut self, task: &TaskDir, step_id: &str, output_dir: &Path) -> Result<Captured> {
         let mut captured = Captured::default();
-        let mut unseen: BTreeSet<RepoPath> = self.manifest.keys().cloned().collect();
-        for (path, stamp) in self.walk()? {
-            unseen.remove(&path);
-            let Some(stamp) = stamp else {
+        let racy_after = self.recorded_at_ns - RACY_WINDOW_NS;
+        let walked = self.walk()?;
+        let known_before = self.manifest.len();
+        let mut known_seen = 0;
+        for (path, stamp) in &walked {
+            let known = self.manifest.get(path).copied();
+            known_seen += usize::from(known.is_some());
+            let Some(stamp) = *stamp else {
                 captured.ignored.push(path.as_str().to_string());
                 continue;
             };
-            let known = self.manifest.get(&path).copied();
-            let racy = stamp.mtime_ns >= self.recorded_at_ns - RACY_WINDOW_NS || stamp.ctime_ns >= self.recorded_at_ns - RACY_WINDOW_NS;
+            let racy = stamp.mtime_ns >= racy_after || stamp.ctime_ns >= racy_after;
             if known == Some(stamp) && !racy {
                 continue;
             }
@@ -348,9 +351,9 @@ impl View {
                 }
                 continue;
             }
-            let before = self.applied.source(task, &path).ok().flatten();
+            let before = self.applied.source(task, path).ok().flatten();
             if same_content(before.as_deref(), &file)? {
-                self.manifest.insert(path, stamp);
+                self.manifest.insert(path.clone(), stamp);
                 continue;
             }
             copy_file(&file, &path.under(output_dir))?;
@@ -358,11 +361,19 @@ impl View {
             self.applied.versions.insert(path.clone(), Version::Step(step_id.to_string()));
             captured.output_files.push(path.as_str().to_string());
         }
-        for path in unseen {
-            self.manifest.remove(&path);
-            self.applied.versions.insert(path.clone(), Version::Deleted);
-            captured.deleted_files.push(path.as_str().to_string());
+        // Each walked path is looked up once, before any insertion, so fewer known paths seen
+        // than were known means something was deleted; only then look for what.
+        if known_seen < known_before {
+            let seen: std::collections::HashSet<&RepoPath> = walked.iter().map(|(path, _)| path).collect();
+            let mut gone: Vec<RepoPath> = self.manifest.keys().filter(|path| !seen.contains(path)).cloned().collect();
+            gone.sort();
+            for path in gone {
+                self.manifest.remove(&path);
+                self.applied.versions.insert(path.clone(), Version::Deleted);
+                captured.deleted_files.push(path.as_str().to_string());
+            }
         }
+        captured.output_files.sort();
         self.recorded_at_ns = now_ns();
         Ok(captured)
     }
@@ -370,7 +381,7 @@ impl View {
     /// Every path in the view (skipping excluded directories) with its stamp; `None` for
     /// anything that is not a regular file or a symlink already known.
     fn walk(&self) -> Result<Vec<(RepoPath, Option<Stamp>)>> {
-        let mut out = Vec::new();
+        let mut out = Vec::with_capacity(self.manifest.len() + 16);
         let walker = WalkDir::new(&self.root).follow_links(false).min_depth(1).into_iter().filter_entry(|e| !is_skipped(e, &[]));
         for entry in walker {
             let entry = entry.map_err(|err| Error::Io { context: format!("reading {}", self.root.display()), source: err.into() })?;

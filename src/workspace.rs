@@ -70,8 +70,8 @@ impl TaskDir {
     /// Creates the directory for a new task; fails if it already exists, so two runs cannot
     /// both start the same task.
     pub fn create(&self) -> Result<()> {
-        if let Some(parent) = self.root.parent() {
-            fs::create_dir_all(parent).io_context(|| format!("creating the workspace {}", parent.display()))?;
+        if let Some(workspace) = self.root.parent() {
+            create_workspace(workspace)?;
         }
         match fs::create_dir(&self.root) {
             Ok(()) => Ok(()),
@@ -101,6 +101,21 @@ impl TaskDir {
             Err(fs::TryLockError::Error(err)) => Err(err).io_context(|| format!("locking {}", path.display())),
         }
     }
+}
+
+/// What a new workspace starts with: `workspace-template/`, built into the binary.
+const WORKSPACE_TEMPLATE: &[(&str, &str)] = &[(crate::config::WORKSPACE_CONFIG, include_str!("../workspace-template/ocflow.toml"))];
+
+/// Creates the workspace directory if needed; a new one gets the template's files.
+pub fn create_workspace(dir: &Path) -> Result<()> {
+    if dir.is_dir() {
+        return Ok(());
+    }
+    fs::create_dir_all(dir).io_context(|| format!("creating the workspace {}", dir.display()))?;
+    for (name, content) in WORKSPACE_TEMPLATE {
+        write_atomic(&dir.join(name), content.as_bytes())?;
+    }
+    Ok(())
 }
 
 /// Holds a task's lock; dropping it releases the lock.

@@ -82,3 +82,28 @@ fn a_missing_repository_or_task_is_a_clear_usage_error() {
     assert_exit(&output, 2);
     assert!(stderr(&output).contains("no task \"ghost\""), "{}", stderr(&output));
 }
+
+#[test]
+fn a_new_workspace_gets_the_template_and_its_settings_apply_below_flags() {
+    let sandbox = Sandbox::new(&[]);
+    let flow = json!([{"id": "flood", "operation": "execute_shell_command", "params": {"command": "yes | head -c 50000"}}]);
+    assert_exit(&sandbox.run(&flow, "first"), 0);
+    let template = std::fs::read_to_string(sandbox.workspace.join("ocflow.toml")).unwrap();
+    assert!(template.contains("# max_output_bytes = 1048576"), "{template}");
+    assert_eq!(sandbox.result("first", "flood")["truncated"], json!(false));
+
+    std::fs::write(sandbox.workspace.join("ocflow.toml"), "[limits]\nmax_output_bytes = 1000\n").unwrap();
+    assert_exit(&sandbox.run(&flow, "from_file"), 0);
+    assert!(sandbox.result("from_file", "flood")["stdout"].as_str().unwrap().len() < 1200);
+
+    let plan = sandbox.flow(&flow);
+    let output = sandbox.ocflow().args(["run", "--max-output-bytes", "20000", "--task-id", "from_flag", "--plan"]).arg(plan).output().unwrap();
+    assert_exit(&output, 0);
+    let kept = sandbox.result("from_flag", "flood")["stdout"].as_str().unwrap().len();
+    assert!((19_000..21_000).contains(&kept), "kept {kept}");
+
+    std::fs::write(sandbox.workspace.join("ocflow.toml"), "[limits]\nmax_output_byte = 1000\n").unwrap();
+    let output = sandbox.ocflow().args(["status"]).output().unwrap();
+    assert_exit(&output, 2);
+    assert!(stderr(&output).contains("ocflow.toml") && stderr(&output).contains("max_output_byte"), "{}", stderr(&output));
+}

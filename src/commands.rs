@@ -77,6 +77,7 @@ async fn run(config: &Config, args: RunArgs) -> Result<u8> {
         task_dir: task.root.clone(),
         repo: config.repo.clone(),
         steps: flow.steps.len(),
+        library: bridge.description.clone(),
     })?;
     snapshot(&task, &config.repo, &config.workspace, &mut events)?;
     let executor = Executor::new(task, flow, flow_status, events, bridge, settings(config, &args.limits), interrupt);

@@ -23,6 +23,8 @@ pub enum Event {
         task_dir: PathBuf,
         repo: PathBuf,
         steps: usize,
+        /// The operation library and the Python running it.
+        library: String,
     },
     /// `ocflow resume` picks a flow up again.
     FlowResumed {

@@ -320,8 +320,12 @@ impl Executor {
                 return self.finish_failed(step, attempt, started, "bridge", None, text, None).map(|()| false);
             }
         };
+        let mut ignored_files = Vec::new();
         let (output_files, deleted_files) = match captured {
-            Some(captured) => (captured.output_files, captured.deleted_files),
+            Some(captured) => {
+                ignored_files = captured.ignored;
+                (captured.output_files, captured.deleted_files)
+            }
             None => match self.file_step_outputs(step, &result) {
                 Ok(files) => files,
                 Err(text) => return self.finish_failed(step, attempt, started, "engine", None, text, None).map(|()| false),
@@ -330,6 +334,10 @@ impl Executor {
         if let Value::Object(map) = &mut result {
             map.insert("output_files".into(), json!(output_files));
             map.insert("deleted_files".into(), json!(deleted_files));
+            if !ignored_files.is_empty() {
+                // Symlinks and special files a command made are never carried out of the view.
+                map.insert("ignored_files".into(), json!(ignored_files));
+            }
         }
         workspace::write_json_atomic(&dir.join(workspace::RESULT_FILE), &result)?;
         if !succeeded {

@@ -7,7 +7,8 @@ result::
      "passed": int, "failed": int, "errors": int, "skipped": int,
      "failures": [{"name": str, "error_type": str | None, "message": str}]}
 
-Output that matches neither format gives ``framework`` None, null counts and
+unittest output (``Ran N tests`` then ``OK`` or ``FAILED (failures=1)``) gives
+``framework`` "unittest". Output that matches none of these formats gives ``framework`` None, null counts and
 no failures.
 """
 
@@ -33,11 +34,16 @@ _CARGO_SECTION = re.compile(r"^---- (?P<name>.+) stdout ----$")
 _CARGO_PANIC = re.compile(r"^thread '[^']*'(?: \(\d+\))? panicked at (?P<rest>.*)$")
 _MESSAGE_LIMIT = 500
 
+# unittest: "Ran 3 tests in 0.001s", then "OK (skipped=1)" or "FAILED (failures=1, errors=1)".
+_UNITTEST_RAN = re.compile(r"^Ran (\d+) tests? in [\d.]+s$")
+_UNITTEST_VERDICT = re.compile(r"^(?P<verdict>OK|FAILED)(?: \((?P<details>[^)]*)\))?$")
+_UNITTEST_PROBLEM = re.compile(r"^(?P<kind>FAIL|ERROR): (?P<name>\S+) \((?P<where>[^)]*)\)")
+
 
 def parse_test_output(output: str) -> dict:
     """Parse test runner output (stdout and stderr together)."""
     lines = output.splitlines()
-    return parse_cargo(lines) or parse_pytest(lines) or _unrecognised()
+    return parse_cargo(lines) or parse_pytest(lines) or parse_unittest(lines) or _unrecognised()
 
 
 def _unrecognised() -> dict:
@@ -153,3 +159,40 @@ def _cargo_panic_messages(lines: list[str]) -> dict[str, str]:
             current, collected = None, []
     finish()
     return messages
+
+
+def parse_unittest(lines: list[str]) -> dict | None:
+    """Counts from ``Ran N tests`` and the verdict line; failures from ``FAIL:``/``ERROR:`` blocks."""
+    ran = None
+    details: dict[str, int] = {}
+    for index, line in enumerate(lines):
+        match = _UNITTEST_RAN.match(line.strip())
+        if not match:
+            continue
+        ran = int(match.group(1))
+        for later in lines[index + 1:]:
+            verdict = _UNITTEST_VERDICT.match(later.strip())
+            if verdict:
+                for part in (verdict["details"] or "").split(","):
+                    key, _, value = part.strip().partition("=")
+                    if value.isdigit():
+                        details[key] = int(value)
+                break
+    if ran is None:
+        return None
+    failed, errors, skipped = details.get("failures", 0), details.get("errors", 0), details.get("skipped", 0)
+    failures = []
+    for index, line in enumerate(lines):
+        match = _UNITTEST_PROBLEM.match(line.strip())
+        if not match:
+            continue
+        error_type, message = None, ""
+        for later in lines[index + 1:]:
+            if later.startswith(("=====", "FAIL:", "ERROR:")) or _UNITTEST_RAN.match(later.strip()):
+                break
+            exception = _EXCEPTION_PREFIX.match(later.strip())
+            if exception and not later.startswith(" "):
+                error_type, message = exception["type"], exception["message"][:_MESSAGE_LIMIT]
+        failures.append({"name": f"{match['where']}.{match['name']}" if "." not in match["where"] else match["where"], "error_type": error_type, "message": message})
+    passed = max(ran - failed - errors - skipped - details.get("expected failures", 0), 0)
+    return {"framework": "unittest", "passed": passed, "failed": failed, "errors": errors, "skipped": skipped, "failures": failures}

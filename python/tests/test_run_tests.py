@@ -214,3 +214,35 @@ def test_parse_cargo_all_ok():
     assert (report["framework"], report["passed"], report["failed"], report["skipped"]) == (
         "cargo", 5, 0, 1)
     assert report["failures"] == []
+
+
+UNITTEST_PROJECT = {
+    "calc.py": "def add(a, b):\n    return a + b\n",
+    "tests/__init__.py": "",
+    "tests/test_calc.py": (
+        "import unittest\n\nfrom calc import add\n\n\n"
+        "class AddTest(unittest.TestCase):\n"
+        "    def test_add(self):\n        self.assertEqual(add(1, 2), 3)\n\n"
+        "    def test_add_wrong(self):\n        self.assertEqual(add(1, 1), 3)\n\n"
+        "    def test_broken(self):\n        raise ValueError('boom')\n\n"
+        "    @unittest.skip('later')\n    def test_later(self):\n        pass\n"
+    ),
+}
+
+
+def test_real_unittest_run_is_counted(make_step):
+    files = make_step("run_tests", {"command": "python3 -m unittest discover -s tests -t ."}, work=UNITTEST_PROJECT)
+    result = execute_operation(files.path, {})
+    assert result["status"] == "failure"
+    tests = result["tests"]
+    assert tests["framework"] == "unittest"
+    assert (tests["passed"], tests["failed"], tests["errors"], tests["skipped"]) == (1, 1, 1, 1)
+    assert sorted(tests["failures"], key=lambda f: f["name"]) == [
+        {"name": "tests.test_calc.AddTest.test_add_wrong", "error_type": "AssertionError", "message": "2 != 3"},
+        {"name": "tests.test_calc.AddTest.test_broken", "error_type": "ValueError", "message": "boom"},
+    ]
+
+
+def test_parse_unittest_all_ok():
+    tests = parse_test_output("...\n----------------------------------------------------------------------\nRan 3 tests in 0.001s\n\nOK\n")
+    assert tests == {"framework": "unittest", "passed": 3, "failed": 0, "errors": 0, "skipped": 0, "failures": []}

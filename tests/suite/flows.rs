@@ -175,3 +175,32 @@ fn the_bundled_example_flow_runs_on_the_sample_repository() {
     let changed: Vec<String> = text_tree(&sandbox.task_dir("example").join("final_output")).into_keys().collect();
     assert_eq!(changed, vec!["tests/test_empty.py", "utils.py"]);
 }
+
+#[test]
+fn a_command_cannot_carry_symlinks_or_git_files_out_of_the_view() {
+    let sandbox = Sandbox::new(&[("a.txt", "a\n")]);
+    let flow = json!([{"id": "sneaky", "operation": "execute_shell_command", "params": {"command":
+        "mkdir -p .git/hooks && echo evil > .git/hooks/pre-commit && ln -s /etc/passwd passwd && ln -s a.txt alias && echo ok > fine.txt"}}]);
+    assert_exit(&sandbox.run(&flow, "t"), 0);
+    let result = sandbox.result("t", "sneaky");
+    assert_eq!(result["output_files"], json!(["fine.txt"]));
+    assert_eq!(result["ignored_files"], json!(["alias", "passwd"]));
+    assert_eq!(text_tree(&sandbox.task_dir("t").join("final_output")), BTreeMap::from([("fine.txt".to_string(), "ok\n".to_string())]));
+}
+
+#[test]
+fn an_instructions_file_runs_alone_with_python() {
+    let sandbox = Sandbox::new(&[("a.txt", "alone\n")]);
+    assert_exit(&sandbox.run(&json!([{"id": "r", "operation": "read_file", "params": {"file_path": "a.txt"}}]), "t"), 0);
+    let python = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("python");
+    let output = std::process::Command::new("python3")
+        .args(["-m", "open_codex_lib"])
+        .arg(sandbox.task_dir("t").join("r/open_codex_instructions.md"))
+        .env("PYTHONPATH", python)
+        .current_dir(sandbox.root())
+        .output()
+        .unwrap();
+    assert_exit(&output, 0);
+    let result: Value = serde_json::from_str(&stdout(&output)).unwrap();
+    assert_eq!((result["status"].clone(), result["content"].clone()), (json!("success"), json!("alone\n")));
+}

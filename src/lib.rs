@@ -15,6 +15,7 @@ pub mod executor;
 pub mod flow;
 pub mod instructions;
 pub mod journal;
+pub mod llm;
 pub mod operations;
 pub mod repo_path;
 pub mod review;

@@ -1,0 +1,564 @@
+//! The one LLM client: chat completions against any OpenAI-compatible endpoint through
+//! async-openai, with exactly one retry loop (ours: async-openai's is not installed), typed
+//! errors that say whether retrying can help, token accounting per purpose, and recording and
+//! replaying of every exchange. The API key lives only in this struct's memory.
+
+use std::collections::{BTreeMap, HashMap, VecDeque};
+use std::fmt;
+use std::fs::{File, OpenOptions};
+use std::io::{BufRead, BufReader, Write};
+use std::path::{Path, PathBuf};
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
+
+use async_openai::Client;
+use async_openai::config::OpenAIConfig;
+use async_openai::error::OpenAIError;
+use async_openai::middleware::HttpRequestFactory;
+use serde::{Deserialize, Serialize};
+use serde_json::{Value, json};
+
+/// An API key. It is never serialised, printed, or written anywhere.
+#[derive(Clone, Default)]
+pub struct ApiKey(String);
+
+impl ApiKey {
+    pub fn new(key: String) -> ApiKey {
+        ApiKey(key)
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.0.is_empty()
+    }
+
+    /// The key itself, for the Authorization header and for scrubbing it from step environments.
+    pub fn expose(&self) -> &str {
+        &self.0
+    }
+}
+
+impl fmt::Debug for ApiKey {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(if self.0.is_empty() { "ApiKey(none)" } else { "ApiKey(***)" })
+    }
+}
+
+/// Where and how to reach the endpoint.
+#[derive(Debug, Clone)]
+pub struct Endpoint {
+    /// The OpenAI-compatible base URL, ending in `/v1` usually.
+    pub base_url: String,
+    pub api_key: ApiKey,
+    /// Time limit of one HTTP request.
+    pub request_timeout: Duration,
+    pub retry: RetryPolicy,
+}
+
+/// The retry loop's bounds: attempts, total time, and the longest `Retry-After` honoured.
+#[derive(Debug, Clone)]
+pub struct RetryPolicy {
+    pub max_attempts: u32,
+    pub max_elapsed: Duration,
+    pub initial_backoff: Duration,
+    pub max_backoff: Duration,
+    pub retry_after_cap: Duration,
+}
+
+impl Default for RetryPolicy {
+    fn default() -> RetryPolicy {
+        RetryPolicy {
+            max_attempts: 5,
+            max_elapsed: Duration::from_secs(300),
+            initial_backoff: Duration::from_millis(500),
+            max_backoff: Duration::from_secs(8),
+            retry_after_cap: Duration::from_secs(60),
+        }
+    }
+}
+
+/// Which model answers, and how.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct ModelSettings {
+    pub model: String,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub temperature: Option<f32>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub max_tokens: Option<u32>,
+}
+
+/// One chat message.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Message {
+    pub role: String,
+    pub content: String,
+}
+
+impl Message {
+    pub fn system(content: impl Into<String>) -> Message {
+        Message { role: "system".into(), content: content.into() }
+    }
+    pub fn user(content: impl Into<String>) -> Message {
+        Message { role: "user".into(), content: content.into() }
+    }
+    pub fn assistant(content: impl Into<String>) -> Message {
+        Message { role: "assistant".into(), content: content.into() }
+    }
+}
+
+/// A chat completion to make.
+#[derive(Debug, Clone)]
+pub struct ChatRequest {
+    /// What the call is for: `planner`, `summary`, or a step id. Usage is counted per purpose.
+    pub purpose: String,
+    pub settings: ModelSettings,
+    pub messages: Vec<Message>,
+    /// Ask for a JSON object (`response_format`) where the endpoint supports it.
+    pub json: bool,
+}
+
+/// Tokens used.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Usage {
+    pub prompt_tokens: u64,
+    pub completion_tokens: u64,
+    pub total_tokens: u64,
+    /// Completed calls.
+    pub calls: u64,
+}
+
+impl Usage {
+    pub fn add(&mut self, other: &Usage) {
+        self.prompt_tokens += other.prompt_tokens;
+        self.completion_tokens += other.completion_tokens;
+        self.total_tokens += other.total_tokens;
+        self.calls += other.calls;
+    }
+
+    pub fn is_zero(&self) -> bool {
+        self.calls == 0
+    }
+}
+
+/// The model's answer.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct ChatAnswer {
+    pub content: String,
+    /// `stop`, `length` (truncated: never act on it), …
+    pub finish_reason: Option<String>,
+    pub usage: Usage,
+}
+
+impl ChatAnswer {
+    pub fn is_truncated(&self) -> bool {
+        self.finish_reason.as_deref() == Some("length")
+    }
+}
+
+/// Why a call failed. `transient()` says whether the same call may succeed later.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error("{message}")]
+pub struct LlmError {
+    pub kind: LlmErrorKind,
+    pub message: String,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum LlmErrorKind {
+    /// 429 without `insufficient_quota` (transient).
+    RateLimited,
+    /// 5xx (transient).
+    Server,
+    /// No answer within the request timeout (transient).
+    Timeout,
+    /// The connection failed (transient).
+    Connection,
+    /// The answer is not a chat completion (transient: a proxy hiccup is the usual cause).
+    BadResponse,
+    /// 429 `insufficient_quota` (permanent).
+    QuotaExceeded,
+    /// 401 or 403 (permanent).
+    Unauthorized,
+    /// 404 (permanent).
+    NotFound,
+    /// 400, 422 and other 4xx (permanent).
+    BadRequest,
+    /// A 3xx: the endpoint redirects; the key is never sent on (permanent).
+    Redirected,
+    /// Replay has no recorded answer for this request (permanent).
+    NotRecorded,
+    /// The retry budget (attempts or time) ran out (permanent for this call).
+    GaveUp,
+}
+
+impl LlmError {
+    fn new(kind: LlmErrorKind, message: impl Into<String>) -> LlmError {
+        LlmError { kind, message: message.into() }
+    }
+
+    /// Whether the same call may succeed if tried again later.
+    pub fn transient(&self) -> bool {
+        matches!(self.kind, LlmErrorKind::RateLimited | LlmErrorKind::Server | LlmErrorKind::Timeout | LlmErrorKind::Connection | LlmErrorKind::BadResponse)
+    }
+}
+
+/// The LLM as the rest of ocflow sees it.
+pub struct Llm {
+    backend: Backend,
+    usage: Mutex<BTreeMap<String, Usage>>,
+    recorder: Option<Mutex<File>>,
+    /// Cleared once the endpoint rejects `response_format`; plain prompting from then on.
+    response_format_supported: AtomicBool,
+}
+
+enum Backend {
+    Http { endpoint: Endpoint, http: reqwest::Client },
+    Replay { answers: Mutex<HashMap<String, VecDeque<ChatAnswer>>>, source: PathBuf },
+}
+
+/// One line of a recording.
+#[derive(Debug, Serialize, Deserialize)]
+struct RecordedExchange {
+    version: u32,
+    purpose: String,
+    model: String,
+    messages: Vec<Message>,
+    answer: ChatAnswer,
+}
+
+const RECORDING_VERSION: u32 = 1;
+
+impl Llm {
+    /// A client for a real endpoint. Redirects are not followed, so the key never reaches
+    /// another host.
+    pub fn connect(endpoint: Endpoint, record: Option<&Path>) -> Result<Llm, String> {
+        // reqwest is built without a default crypto provider; ring is lighter to build.
+        let _ = rustls::crypto::ring::default_provider().install_default();
+        let http = reqwest::Client::builder()
+            .timeout(endpoint.request_timeout)
+            .connect_timeout(Duration::from_secs(10).min(endpoint.request_timeout))
+            .redirect(reqwest::redirect::Policy::none())
+            .build()
+            .map_err(|err| format!("cannot build the HTTP client: {err}"))?;
+        Ok(Llm {
+            backend: Backend::Http { endpoint, http },
+            usage: Mutex::default(),
+            recorder: record.map(open_recording).transpose()?,
+            response_format_supported: AtomicBool::new(true),
+        })
+    }
+
+    /// A client that answers from a recording, without any network.
+    pub fn replay(path: &Path) -> Result<Llm, String> {
+        let file = File::open(path).map_err(|err| format!("cannot read the recording {}: {err}", path.display()))?;
+        let mut answers: HashMap<String, VecDeque<ChatAnswer>> = HashMap::new();
+        for (number, line) in BufReader::new(file).lines().enumerate() {
+            let line = line.map_err(|err| format!("cannot read {}: {err}", path.display()))?;
+            if line.trim().is_empty() {
+                continue;
+            }
+            let exchange: RecordedExchange = serde_json::from_str(&line)
+                .map_err(|err| format!("{} line {}: not a recorded exchange ({err})", path.display(), number + 1))?;
+            if exchange.version != RECORDING_VERSION {
+                return Err(format!("{} line {}: recording version {} is not supported", path.display(), number + 1, exchange.version));
+            }
+            answers.entry(request_key(&exchange.messages)).or_default().push_back(exchange.answer);
+        }
+        Ok(Llm {
+            backend: Backend::Replay { answers: Mutex::new(answers), source: path.to_path_buf() },
+            usage: Mutex::default(),
+            recorder: None,
+            response_format_supported: AtomicBool::new(true),
+        })
+    }
+
+    /// The key, to scrub it from step environments (empty when replaying).
+    pub fn api_key(&self) -> Option<&ApiKey> {
+        match &self.backend {
+            Backend::Http { endpoint, .. } => Some(&endpoint.api_key),
+            Backend::Replay { .. } => None,
+        }
+    }
+
+    /// Tokens used so far, per purpose.
+    pub fn usage(&self) -> BTreeMap<String, Usage> {
+        self.usage.lock().map(|u| u.clone()).unwrap_or_default()
+    }
+
+    /// Tokens used for one purpose.
+    pub fn usage_for(&self, purpose: &str) -> Usage {
+        self.usage.lock().ok().and_then(|u| u.get(purpose).copied()).unwrap_or_default()
+    }
+
+    /// Makes one chat completion, retrying transient failures within the policy's bounds.
+    pub async fn chat(&self, request: &ChatRequest) -> Result<ChatAnswer, LlmError> {
+        let answer = match &self.backend {
+            Backend::Replay { answers, source } => replay_answer(answers, source, request)?,
+            Backend::Http { endpoint, http } => self.chat_with_retries(endpoint, http, request).await?,
+        };
+        if let Ok(mut usage) = self.usage.lock() {
+            usage.entry(request.purpose.clone()).or_default().add(&answer.usage);
+        }
+        if let Some(recorder) = &self.recorder {
+            let exchange = RecordedExchange {
+                version: RECORDING_VERSION,
+                purpose: request.purpose.clone(),
+                model: request.settings.model.clone(),
+                messages: request.messages.clone(),
+                answer: answer.clone(),
+            };
+            if let (Ok(mut file), Ok(line)) = (recorder.lock(), serde_json::to_string(&exchange)) {
+                let _ = writeln!(file, "{line}");
+            }
+        }
+        Ok(answer)
+    }
+
+    async fn chat_with_retries(&self, endpoint: &Endpoint, http: &reqwest::Client, request: &ChatRequest) -> Result<ChatAnswer, LlmError> {
+        let policy = &endpoint.retry;
+        let started = Instant::now();
+        let mut attempt = 0;
+        loop {
+            attempt += 1;
+            let with_format = request.json && self.response_format_supported.load(Ordering::Relaxed);
+            let (error, retry_after) = match send_once(endpoint, http, request, with_format).await {
+                Ok(answer) => return Ok(answer),
+                Err((error, _)) if with_format && matches!(error.kind, LlmErrorKind::BadRequest) => {
+                    // llama.cpp and some vLLM builds reject response_format: prompt-only JSON
+                    // from now on, and this attempt does not count.
+                    self.response_format_supported.store(false, Ordering::Relaxed);
+                    attempt -= 1;
+                    continue;
+                }
+                Err((error, retry_after)) if error.transient() => (error, retry_after),
+                Err((error, _)) => return Err(error),
+            };
+            let backoff = jittered_backoff(policy, attempt);
+            let wait = match retry_after {
+                Some(asked) if asked <= policy.retry_after_cap => asked,
+                _ => backoff,
+            };
+            let elapsed = started.elapsed();
+            if attempt >= policy.max_attempts || elapsed + wait > policy.max_elapsed {
+                return Err(LlmError::new(
+                    LlmErrorKind::GaveUp,
+                    format!("gave up after {attempt} attempt(s) in {:.1} s; last error: {}", elapsed.as_secs_f64(), error.message),
+                ));
+            }
+            tokio::time::sleep(wait).await;
+        }
+    }
+}
+
+fn open_recording(path: &Path) -> Result<Mutex<File>, String> {
+    OpenOptions::new()
+        .create(true)
+        .append(true)
+        .open(path)
+        .map(Mutex::new)
+        .map_err(|err| format!("cannot open the recording {}: {err}", path.display()))
+}
+
+/// Replays match on the messages only, so a recording works whatever model is configured
+/// and whatever order parallel steps ask in.
+fn request_key(messages: &[Message]) -> String {
+    serde_json::to_string(messages).unwrap_or_default()
+}
+
+fn replay_answer(answers: &Mutex<HashMap<String, VecDeque<ChatAnswer>>>, source: &Path, request: &ChatRequest) -> Result<ChatAnswer, LlmError> {
+    let key = request_key(&request.messages);
+    let mut answers = answers.lock().map_err(|_| LlmError::new(LlmErrorKind::NotRecorded, "the recording is unusable"))?;
+    let queue = answers.get_mut(&key);
+    match queue {
+        // The last answer for a request stays available: identical requests get it again.
+        Some(queue) if queue.len() > 1 => queue.pop_front().ok_or_else(|| LlmError::new(LlmErrorKind::NotRecorded, "empty")),
+        Some(queue) if queue.len() == 1 => queue.front().cloned().ok_or_else(|| LlmError::new(LlmErrorKind::NotRecorded, "empty")),
+        _ => {
+            let last = request.messages.last().map(|m| m.content.as_str()).unwrap_or("");
+            let preview: String = last.chars().take(160).collect();
+            Err(LlmError::new(
+                LlmErrorKind::NotRecorded,
+                format!("{} has no answer for this {} request (last message begins: {preview:?}); record it again with --record", source.display(), request.purpose),
+            ))
+        }
+    }
+}
+
+/// Exponential backoff with full jitter: uniform in [0, min(max, initial × 2^(attempt-1))].
+fn jittered_backoff(policy: &RetryPolicy, attempt: u32) -> Duration {
+    let exponent = attempt.saturating_sub(1).min(20);
+    let ceiling = policy.initial_backoff.saturating_mul(1 << exponent).min(policy.max_backoff);
+    ceiling.mul_f64(rand::random::<f64>())
+}
+
+/// What the transport saw of the last response, which async-openai does not report.
+#[derive(Default)]
+struct Seen {
+    status: Option<u16>,
+    retry_after: Option<String>,
+    location: Option<String>,
+}
+
+/// One HTTP attempt. On failure, also returns the `Retry-After` the server asked for, if valid.
+async fn send_once(endpoint: &Endpoint, http: &reqwest::Client, request: &ChatRequest, with_format: bool) -> Result<ChatAnswer, (LlmError, Option<Duration>)> {
+    let seen = Arc::new(Mutex::new(Seen::default()));
+    let transport = {
+        let http = http.clone();
+        let seen = seen.clone();
+        tower::service_fn(move |factory: HttpRequestFactory| {
+            let http = http.clone();
+            let seen = seen.clone();
+            async move {
+                let built = factory.build().await?;
+                let response = http.execute(built).await.map_err(OpenAIError::Reqwest)?;
+                if let Ok(mut seen) = seen.lock() {
+                    let header = |name: &str| response.headers().get(name).and_then(|v| v.to_str().ok()).map(str::to_string);
+                    seen.status = Some(response.status().as_u16());
+                    seen.retry_after = header("retry-after");
+                    seen.location = header("location");
+                }
+                Ok::<_, OpenAIError>(response)
+            }
+        })
+    };
+    let config = OpenAIConfig::new().with_api_base(endpoint.base_url.trim_end_matches('/')).with_api_key(endpoint.api_key.expose());
+    let client = Client::with_config(config).with_http_service(transport);
+    let mut body = json!({"model": request.settings.model, "messages": request.messages, "stream": false});
+    if let Some(temperature) = request.settings.temperature {
+        body["temperature"] = json!(temperature);
+    }
+    if let Some(max_tokens) = request.settings.max_tokens {
+        body["max_tokens"] = json!(max_tokens);
+    }
+    if with_format {
+        body["response_format"] = json!({"type": "json_object"});
+    }
+    let result: Result<Value, OpenAIError> = client.chat().create_byot(body).await;
+    let (status, retry_after, location) = match seen.lock() {
+        Ok(mut seen) => (seen.status, seen.retry_after.take(), seen.location.take()),
+        Err(_) => (None, None, None),
+    };
+    let retry_after = retry_after.as_deref().and_then(parse_retry_after);
+    match result {
+        Ok(value) => parse_answer(&value).map_err(|e| (e, None)),
+        Err(error) => Err((classify(error, status, location.as_deref(), &endpoint.base_url), retry_after)),
+    }
+}
+
+/// `Retry-After` as seconds or an HTTP date; `None` for anything unusable (negative, infinite,
+/// garbage), which falls back to computed backoff.
+fn parse_retry_after(value: &str) -> Option<Duration> {
+    let value = value.trim();
+    if let Ok(seconds) = value.parse::<f64>() {
+        return (0.0..1e9).contains(&seconds).then(|| Duration::from_secs_f64(seconds));
+    }
+    let date = chrono::DateTime::parse_from_rfc2822(value).ok()?;
+    let seconds = (date.with_timezone(&chrono::Utc) - chrono::Utc::now()).num_milliseconds();
+    (seconds >= 0).then(|| Duration::from_millis(seconds as u64))
+}
+
+fn classify(error: OpenAIError, status: Option<u16>, location: Option<&str>, base_url: &str) -> LlmError {
+    use LlmErrorKind::*;
+    if let Some(code @ 300..=399) = status {
+        return LlmError::new(
+            Redirected,
+            format!("the endpoint {base_url} answered HTTP {code} redirecting to {}; ocflow does not follow redirects with your key: set the base URL to the final address", location.unwrap_or("?")),
+        );
+    }
+    match error {
+        OpenAIError::ApiError(response) => {
+            let code = response.status_code.as_u16();
+            let api = &response.api_error;
+            let detail: String = api.message.chars().take(300).collect();
+            let quota = api.code.as_deref() == Some("insufficient_quota") || api.r#type.as_deref() == Some("insufficient_quota");
+            match code {
+                429 if quota => LlmError::new(QuotaExceeded, format!("the endpoint says the quota is used up (HTTP 429 insufficient_quota): {detail}")),
+                429 => LlmError::new(RateLimited, format!("rate limited (HTTP 429): {detail}")),
+                401 | 403 => LlmError::new(
+                    Unauthorized,
+                    format!("the endpoint refused the request (HTTP {code}): check the API key (OCFLOW_API_KEY, OPENAI_API_KEY or LLM_API_KEY) and the base URL {base_url}"),
+                ),
+                404 => LlmError::new(NotFound, format!("HTTP 404 from {base_url}/chat/completions: check the base URL (it usually ends in /v1) and the model name; {detail}")),
+                408 => LlmError::new(Timeout, format!("the endpoint timed out (HTTP 408): {detail}")),
+                500..=599 => LlmError::new(Server, format!("server error (HTTP {code}): {detail}")),
+                _ => LlmError::new(BadRequest, format!("the endpoint rejected the request (HTTP {code}): {detail}")),
+            }
+        }
+        OpenAIError::Reqwest(err) if err.is_timeout() => LlmError::new(Timeout, format!("no answer from {base_url} within the request timeout")),
+        OpenAIError::Reqwest(err) if err.is_connect() => LlmError::new(Connection, format!("cannot connect to {base_url}: {}", error_chain(&err))),
+        OpenAIError::Reqwest(err) => LlmError::new(Connection, format!("HTTP error talking to {base_url}: {}", error_chain(&err))),
+        OpenAIError::JSONDeserialize(err, content) => {
+            let preview: String = content.chars().take(200).collect();
+            let code = status.map(|s| format!(" (HTTP {s})")).unwrap_or_default();
+            LlmError::new(BadResponse, format!("the endpoint's answer{code} is not a chat completion ({err}): {preview:?}"))
+        }
+        other => LlmError::new(BadResponse, format!("{other}")),
+    }
+}
+
+fn error_chain(err: &dyn std::error::Error) -> String {
+    let mut text = err.to_string();
+    let mut source = err.source();
+    while let Some(cause) = source {
+        text.push_str(": ");
+        text.push_str(&cause.to_string());
+        source = cause.source();
+    }
+    text
+}
+
+/// Reads a chat completion leniently: small self-hosted servers omit fields OpenAI sends.
+fn parse_answer(value: &Value) -> Result<ChatAnswer, LlmError> {
+    let choice = value.get("choices").and_then(|c| c.get(0));
+    let content = choice.and_then(|c| c.get("message")).and_then(|m| m.get("content")).and_then(Value::as_str);
+    let Some(content) = content else {
+        let preview: String = value.to_string().chars().take(200).collect();
+        return Err(LlmError::new(LlmErrorKind::BadResponse, format!("the answer has no choices[0].message.content: {preview}")));
+    };
+    let usage = value.get("usage");
+    let count = |name: &str| usage.and_then(|u| u.get(name)).and_then(Value::as_u64).unwrap_or(0);
+    let prompt_tokens = count("prompt_tokens");
+    let completion_tokens = count("completion_tokens");
+    let total_tokens = match count("total_tokens") {
+        0 => prompt_tokens + completion_tokens,
+        total => total,
+    };
+    Ok(ChatAnswer {
+        content: content.to_string(),
+        finish_reason: choice.and_then(|c| c.get("finish_reason")).and_then(Value::as_str).map(str::to_string),
+        usage: Usage { prompt_tokens, completion_tokens, total_tokens, calls: 1 },
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn retry_after_is_parsed_or_refused() {
+        assert_eq!(parse_retry_after("2"), Some(Duration::from_secs(2)));
+        assert_eq!(parse_retry_after("0.5"), Some(Duration::from_millis(500)));
+        for bad in ["-1", "inf", "NaN", "soon", "1e30"] {
+            assert_eq!(parse_retry_after(bad), None, "{bad}");
+        }
+        let in_three = (chrono::Utc::now() + chrono::Duration::seconds(3)).to_rfc2822();
+        let parsed = parse_retry_after(&in_three).unwrap();
+        assert!(parsed <= Duration::from_secs(3) && parsed >= Duration::from_secs(1), "{parsed:?}");
+    }
+
+    #[test]
+    fn backoff_grows_and_is_capped() {
+        let policy = RetryPolicy::default();
+        for attempt in 1..30 {
+            assert!(jittered_backoff(&policy, attempt) <= policy.max_backoff);
+        }
+        assert!(jittered_backoff(&policy, 1) <= policy.initial_backoff);
+    }
+
+    #[test]
+    fn the_key_never_shows_in_debug_output() {
+        let key = ApiKey::new("sk-canary-123".into());
+        assert_eq!(format!("{key:?}"), "ApiKey(***)");
+    }
+}

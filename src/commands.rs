@@ -9,10 +9,12 @@ use crate::bridge::{self, Bridge};
 use crate::cli::{ApplyArgs, Command, LimitArgs, ResumeArgs, RunArgs, TaskArg};
 use crate::config::{self, Config};
 use crate::error::{Error, IoContext, Result};
-use crate::events::{Event, Events};
+use crate::events::{self, Event, Events};
 use crate::executor::{Executor, FlowOutcome, Interrupt, Settings};
 use crate::flow::Flow;
 use crate::journal::Journal;
+use crate::orphans;
+use crate::repo_path::RepoPath;
 use crate::review::{self, Applied};
 use crate::staging;
 use crate::status::{self, FlowState, FlowStatus, StepState};
@@ -80,7 +82,8 @@ async fn run(config: &Config, args: RunArgs) -> Result<u8> {
         library: bridge.description.clone(),
     })?;
     snapshot(&task, &config.repo, &config.workspace, &mut events)?;
-    let executor = Executor::new(task, flow, flow_status, events, bridge, settings(config, &args.limits), interrupt);
+    let settings = settings(config, &config.repo, &config.workspace, &args.limits);
+    let executor = Executor::new(task, flow, flow_status, events, bridge, settings, interrupt);
     execute(executor, args.apply).await
 }
 
@@ -88,26 +91,38 @@ async fn resume(config: &Config, args: ResumeArgs) -> Result<u8> {
     let task = find_task(config, args.task.as_deref(), true)?;
     let _lock = task.lock()?;
     let status_path = task.file(workspace::STATUS_FILE);
-    let mut flow_status = FlowStatus::load(&status_path)?;
-    let rules = PathRules { repo: flow_status.repo.clone(), forbidden: vec![flow_status.repo.join(".git"), task.root.clone()] };
+    let workspace_dir = task.root.parent().map_or_else(|| config.workspace.clone(), Path::to_path_buf);
+    // A crash right after flow.json was written leaves no status yet: every step is pending.
+    let mut flow_status = match FlowStatus::load(&status_path) {
+        Err(_) if !status_path.exists() && task.file(workspace::FLOW_FILE).is_file() => {
+            let flow = read_flow(&task.file(workspace::FLOW_FILE), None, &config.path_rules())?;
+            FlowStatus::new(&task.task_id, &flow, &config.repo)
+        }
+        loaded => loaded?,
+    };
+    let rules = PathRules { repo: flow_status.repo.clone(), forbidden: vec![flow_status.repo.join(".git"), workspace_dir.clone()] };
     let flow = read_flow(&task.file(workspace::FLOW_FILE), None, &rules)?;
     if flow.steps.iter().map(|s| &s.id).ne(flow_status.steps.iter().map(|s| &s.id)) {
         return Err(Error::BadStateFile { path: status_path, problem: "its steps do not match flow.json; one of them was edited by hand".into() });
     }
     if flow_status.state == FlowState::Succeeded {
-        eprintln!("ocflow: task {} already succeeded; nothing to resume. Review it with `ocflow diff {0}`.", task.task_id);
+        events::say(&format!("ocflow: task {} already succeeded; nothing to resume. Review it with `ocflow diff {0}`.", task.task_id));
         return Ok(EXIT_OK);
     }
     let failed: Vec<String> = flow_status.steps.iter().filter(|s| s.status == StepState::Failed).map(|s| s.id.clone()).collect();
     if !failed.is_empty() && !args.retry_failed {
         for step in flow_status.steps.iter().filter(|s| s.status == StepState::Failed) {
-            eprintln!("ocflow: step {} failed: {}", step.id, step.message.as_deref().unwrap_or("no message"));
+            events::say(&format!("ocflow: step {} failed: {}", step.id, step.message.as_deref().unwrap_or("no message")));
         }
-        eprintln!("ocflow: not resuming over failed steps; fix the cause and run `ocflow resume {} --retry-failed`", task.task_id);
+        events::say(&format!("ocflow: not resuming over failed steps; fix the cause and run `ocflow resume {} --retry-failed`", task.task_id));
         return Ok(EXIT_FLOW_FAILED);
     }
     let bridge = load_bridge(config)?;
     let interrupt = Interrupt::listen();
+    let unfinished: Vec<String> = flow_status.steps.iter().filter(|s| s.status != StepState::Succeeded).map(|s| s.id.clone()).collect();
+    for step in orphans::stop(&task, &unfinished) {
+        events::say(&format!("ocflow: stopped the command step {step} left running when ocflow was killed"));
+    }
     for step in &mut flow_status.steps {
         match step.status {
             StepState::Running => {
@@ -122,21 +137,30 @@ async fn resume(config: &Config, args: ResumeArgs) -> Result<u8> {
     let mut events = Events::new(Journal::open(&task.file(workspace::JOURNAL_FILE))?, config.json);
     let pending = flow_status.steps.iter().filter(|s| s.status == StepState::Pending).map(|s| s.id.clone()).collect();
     events.emit(Event::FlowResumed { task_id: task.task_id.clone(), task_dir: task.root.clone(), pending })?;
+    let repo = flow_status.repo.clone();
     if !task.snapshot().is_dir() {
-        let repo = flow_status.repo.clone();
-        snapshot(&task, &repo, &config.workspace, &mut events)?;
+        snapshot(&task, &repo, &workspace_dir, &mut events)?;
     }
     staging::rebuild_final_output(&task, &flow_status)?;
-    let executor = Executor::new(task, flow, flow_status, events, bridge, settings(config, &args.limits), interrupt);
+    let settings = settings(config, &repo, &workspace_dir, &args.limits);
+    let executor = Executor::new(task, flow, flow_status, events, bridge, settings, interrupt);
     execute(executor, args.apply).await
 }
 
 /// Runs the executor and turns its outcome into an exit code, applying on success if asked.
 async fn execute(mut executor: Executor, apply_after: bool) -> Result<u8> {
-    match executor.run().await? {
+    let outcome = match executor.run().await {
+        Ok(outcome) => outcome,
+        Err(error) => {
+            executor.abandon(&error);
+            return Err(error);
+        }
+    };
+    match outcome {
         FlowOutcome::Succeeded if apply_after => {
             let changes = review::changes(&executor.task, &executor.status)?;
-            let applied = review::apply(&executor.task, &executor.status.repo, &changes, false)?;
+            let workspace_dir = executor.task.root.parent().unwrap_or(&executor.task.root).to_path_buf();
+            let applied = review::apply(&executor.status.repo, &workspace_dir, &changes, false)?;
             record_applied(&mut executor.events, &mut executor.status, &executor.task, applied)?;
             Ok(EXIT_OK)
         }
@@ -163,7 +187,7 @@ fn diff(config: &Config, args: TaskArg) -> Result<u8> {
     let flow_status = FlowStatus::load(&task.file(workspace::STATUS_FILE))?;
     let changes = review::changes(&task, &flow_status)?;
     if changes.is_empty() {
-        eprintln!("ocflow: task {} changed no file", task.task_id);
+        events::say(&format!("ocflow: task {} changed no file", task.task_id));
     }
     print_stdout(&review::unified_diff(&changes)?);
     Ok(EXIT_OK)
@@ -180,7 +204,8 @@ fn apply(config: &Config, args: ApplyArgs) -> Result<u8> {
         )));
     }
     let changes = review::changes(&task, &flow_status)?;
-    let applied = review::apply(&task, &flow_status.repo, &changes, args.force)?;
+    let workspace_dir = task.root.parent().unwrap_or(&task.root).to_path_buf();
+    let applied = review::apply(&flow_status.repo, &workspace_dir, &changes, args.force)?;
     let mut events = Events::new(Journal::open(&task.file(workspace::JOURNAL_FILE))?, config.json);
     record_applied(&mut events, &mut flow_status, &task, applied)?;
     Ok(EXIT_OK)
@@ -194,11 +219,11 @@ fn record_applied(events: &mut Events, flow_status: &mut FlowStatus, task: &Task
             events.emit(Event::ChangesApplied { task_id: task.task_id.clone(), files })
         }
         Applied::AlreadyApplied => {
-            eprintln!("ocflow: the repository already holds the changes of task {}", task.task_id);
+            events::say(&format!("ocflow: the repository already holds the changes of task {}", task.task_id));
             Ok(())
         }
         Applied::Nothing => {
-            eprintln!("ocflow: task {} changed no file; nothing to apply", task.task_id);
+            events::say(&format!("ocflow: task {} changed no file; nothing to apply", task.task_id));
             Ok(())
         }
     }
@@ -223,8 +248,13 @@ fn load_bridge(config: &Config) -> Result<Arc<Bridge>> {
     Ok(Arc::new(Bridge::load(python_dir.as_deref(), &config.codex_lib)?))
 }
 
-fn settings(config: &Config, limits: &LimitArgs) -> Settings {
-    Settings { llm_config: serde_json::json!({}), limits: config.limits(limits) }
+fn settings(config: &Config, repo: &Path, workspace_dir: &Path, limits: &LimitArgs) -> Settings {
+    Settings {
+        llm_config: serde_json::json!({}),
+        limits: config.limits(limits),
+        // The workspace as a repository path, when it lies inside the repository.
+        forbidden: RepoPath::from_walk(repo, &config::canonical_or_absolute(workspace_dir)).into_iter().collect(),
+    }
 }
 
 fn snapshot(task: &TaskDir, repo: &Path, workspace_dir: &Path, events: &mut Events) -> Result<()> {
@@ -255,7 +285,8 @@ fn find_task(config: &Config, arg: Option<&str>, unfinished: bool) -> Result<Tas
             return TaskDir::at(root).ok_or_else(|| Error::Usage(format!("{arg} is not a task directory")));
         }
         let task = TaskDir::new(&config.workspace, arg);
-        if workspace::is_valid_task_id(arg) && task.file(workspace::STATUS_FILE).is_file() {
+        let exists = task.file(workspace::STATUS_FILE).is_file() || task.file(workspace::FLOW_FILE).is_file();
+        if workspace::is_valid_task_id(arg) && exists {
             return Ok(task);
         }
         return Err(Error::Usage(format!(
@@ -304,7 +335,7 @@ fn exclude_from_git(repo: &Path) {
     }
     text.push_str("/.ocflow/\n");
     if let Err(err) = fs::create_dir_all(&info).and_then(|()| fs::write(&exclude, text)) {
-        eprintln!("ocflow: warning: could not add /.ocflow/ to {}: {err}", exclude.display());
+        events::say(&format!("ocflow: warning: could not add /.ocflow/ to {}: {err}", exclude.display()));
     }
 }
 

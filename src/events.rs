@@ -102,8 +102,15 @@ pub fn show(record: &Record, json: bool) {
             let _ = stdout.flush();
         }
     } else if let Some(line) = progress_line(&record.event) {
-        eprintln!("{line}");
+        say(&line);
     }
+}
+
+/// Writes a line for people to stderr. A closed stderr (`ocflow … 2>&1 | head -1`) must not
+/// stop a flow, so write errors are ignored.
+pub fn say(line: &str) {
+    let mut stderr = std::io::stderr().lock();
+    let _ = writeln!(stderr, "{line}");
 }
 
 /// The human progress line for an event.

@@ -83,6 +83,8 @@ pub struct Settings {
     /// Passed to every operation; never contains the API key in this build.
     pub llm_config: Value,
     pub limits: Limits,
+    /// Repository paths no step may produce: the workspace, when it lies inside the repository.
+    pub forbidden: Vec<RepoPath>,
 }
 
 /// Runs one flow to its end (or to the first failure, or an interrupt).
@@ -193,7 +195,7 @@ impl Executor {
 
         let ancestors = self.flow.ancestors(&step.id);
         let overlay = Overlay::from_status(&self.status, Some(&ancestors));
-        let params = self.resolve_params(step)?;
+        let (params, env) = self.resolve_params(step)?;
 
         let (input_files, work_dir) = match spec.access {
             Access::Files => {
@@ -202,7 +204,7 @@ impl Executor {
             }
             Access::View => {
                 if self.view.is_none() {
-                    self.view = Some(View::create(&self.task)?);
+                    self.view = Some(View::open(&self.task)?);
                 }
                 if let Some(view) = self.view.as_mut() {
                     view.sync(&self.task, &overlay)?;
@@ -237,6 +239,7 @@ impl Executor {
             input_files,
             steps,
             limits: self.settings.limits.clone(),
+            env,
         };
         let done: Vec<DoneStep<'_>> = self
             .flow
@@ -257,35 +260,51 @@ impl Executor {
     }
 
     /// The step's parameters with every `@{outputs.STEP.FIELD}` replaced by that field of the
-    /// step's `result.json`; a missing field is an error naming the reference.
-    fn resolve_params(&self, step: &Step) -> Result<Map<String, Value>> {
+    /// step's `result.json`; a missing field is an error naming the reference. In a command,
+    /// a reference becomes `${OCFLOW_REF_n}` and its value goes into the returned environment:
+    /// repository text reaches the shell as data, never as code.
+    fn resolve_params(&self, step: &Step) -> Result<(Map<String, Value>, Map<String, Value>)> {
+        let spec = operations::find(&step.operation);
         let mut params = step.params.clone();
+        let mut env = Map::new();
         for (name, value) in params.iter_mut() {
             let Some(text) = value.as_str() else { continue };
+            let is_command = spec.and_then(|s| s.param(name)).is_some_and(|p| p.meaning == ParamMeaning::Command);
             let resolved = flow::substitute_refs(text, |reference| {
-                let path = self.task.step_dir(&reference.step).join(workspace::RESULT_FILE);
-                let result: Value = fs::read(&path)
-                    .ok()
-                    .and_then(|bytes| serde_json::from_slice(&bytes).ok())
-                    .ok_or_else(|| format!("{} cannot be resolved: step {} has no result", reference.text, reference.step))?;
-                let mut field = &result;
-                for part in &reference.fields {
-                    field = match field {
-                        Value::Object(map) => map.get(part),
-                        Value::Array(items) => part.parse::<usize>().ok().and_then(|i| items.get(i)),
-                        _ => None,
-                    }
-                    .ok_or_else(|| format!("{} cannot be resolved: the result of step {} has no field `{part}`", reference.text, reference.step))?;
+                let value = self.reference_value(reference)?;
+                if !is_command {
+                    return Ok(value);
                 }
-                Ok(match field {
-                    Value::String(text) => text.clone(),
-                    other => other.to_string(),
-                })
+                let variable = format!("OCFLOW_REF_{}", env.len() + 1);
+                env.insert(variable.clone(), Value::String(value));
+                Ok(format!("${{{variable}}}"))
             })
             .map_err(|message| Error::Usage(format!("parameter `{name}`: {message}")))?;
             *value = Value::String(resolved);
         }
-        Ok(params)
+        Ok((params, env))
+    }
+
+    /// The text of a referenced result field.
+    fn reference_value(&self, reference: &flow::OutputRef) -> Result<String, String> {
+        let path = self.task.step_dir(&reference.step).join(workspace::RESULT_FILE);
+        let result: Value = fs::read(&path)
+            .ok()
+            .and_then(|bytes| serde_json::from_slice(&bytes).ok())
+            .ok_or_else(|| format!("{} cannot be resolved: step {} has no result", reference.text, reference.step))?;
+        let mut field = &result;
+        for part in &reference.fields {
+            field = match field {
+                Value::Object(map) => map.get(part),
+                Value::Array(items) => part.parse::<usize>().ok().and_then(|i| items.get(i)),
+                _ => None,
+            }
+            .ok_or_else(|| format!("{} cannot be resolved: the result of step {} has no field `{part}`", reference.text, reference.step))?;
+        }
+        Ok(match field {
+            Value::String(text) => text.clone(),
+            other => other.to_string(),
+        })
     }
 
     /// Records a finished call: outputs, result.json, status, final_output, event. Returns
@@ -296,7 +315,7 @@ impl Executor {
         let access = operations::find(&step.operation).map_or(Access::Files, |op| op.access);
         // A command's changes are captured even when it failed, so the view can be set back.
         let captured = match (access, self.view.as_mut()) {
-            (Access::View, Some(view)) => Some(view.capture(&self.task, &step.id, &output_dir)?),
+            (Access::View, Some(view)) => Some(view.capture(&self.task, &step.id, &output_dir, &self.settings.forbidden)?),
             _ => None,
         };
         let mut result = match outcome {
@@ -344,6 +363,7 @@ impl Executor {
             let text = if message.is_empty() { "the step failed without a message".to_string() } else { message };
             return self.finish_failed(step, attempt, started, "failure", None, text, None).map(|()| false);
         }
+        workspace::sync_files(&output_dir, &output_files)?;
         let sequence = self.status.next_sequence();
         let duration_ms = started.elapsed().as_millis() as u64;
         let entry = self.status.step_mut(&step.id).ok_or_else(|| missing_step(&step.id))?;
@@ -375,6 +395,10 @@ impl Executor {
         let output_dir = self.task.step_dir(&step.id).join(workspace::OUTPUT_DIR);
         let outputs = staging::list_outputs(&output_dir)?;
         let named: BTreeSet<RepoPath> = instructions::staged_paths(step).into_iter().collect();
+        // A file step writes only the files it names, all checked by validation.
+        if let Some(stray) = outputs.iter().find(|path| !named.contains(path)) {
+            return Err(format!("the library wrote {stray}, which the step does not name; a file step may only write the files in its parameters"));
+        }
         let mut deleted = Vec::new();
         for item in result.get("deleted_files").and_then(Value::as_array).into_iter().flatten() {
             let path = item.as_str().and_then(|raw| RepoPath::parse(raw).ok()).ok_or_else(|| format!("the library reported deleting {item}, which is not a valid repository path"))?;
@@ -421,6 +445,23 @@ impl Executor {
         self.save()?;
         self.events.emit(Event::FlowInterrupted { task_id: self.task.task_id.clone(), running: running.into_iter().map(str::to_string).collect() })?;
         Ok(FlowOutcome::Interrupted)
+    }
+
+    /// After an error that stopped the engine itself (disk full, permission denied): the
+    /// running step and the flow are marked failed with the reason and a summary is written,
+    /// as far as the disk still allows. Resume continues once the cause is fixed.
+    pub fn abandon(&mut self, error: &Error) {
+        let message = format!("ocflow stopped: {error}");
+        for step in self.status.steps.iter_mut().filter(|s| s.status == StepState::Running) {
+            step.status = StepState::Failed;
+            step.message = Some(message.clone());
+            step.error = Some(StepError { kind: "engine".into(), exception_type: None, message: message.clone(), traceback_file: None });
+        }
+        self.status.state = FlowState::Failed;
+        let _ = self.save();
+        if let Ok(summary) = crate::summary::from_journal(&self.task, &self.status) {
+            let _ = workspace::write_atomic(&self.task.file(workspace::SUMMARY_FILE), summary.as_bytes());
+        }
     }
 
     /// Ends the flow: succeeded when every step did, failed otherwise; writes the summary.

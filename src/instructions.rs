@@ -38,6 +38,9 @@ pub struct StepSpec {
     /// Earlier steps this one may read (`content_from_step`): their result and output dir.
     pub steps: Map<String, Value>,
     pub limits: Limits,
+    /// Environment for commands: the values of references in `command` (`OCFLOW_REF_n`).
+    #[serde(skip_serializing_if = "Map::is_empty")]
+    pub env: Map<String, Value>,
 }
 
 /// Limits the library enforces inside the step.

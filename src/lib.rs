@@ -17,6 +17,7 @@ pub mod instructions;
 pub mod journal;
 pub mod llm;
 pub mod operations;
+pub mod orphans;
 pub mod repo_path;
 pub mod review;
 pub mod staging;

@@ -9,7 +9,7 @@ fn main() -> ExitCode {
     match ocflow::run(cli) {
         Ok(code) => ExitCode::from(code),
         Err(err) => {
-            eprintln!("ocflow: error: {err:#}");
+            ocflow::events::say(&format!("ocflow: error: {err:#}"));
             ExitCode::from(err.exit_code())
         }
     }

@@ -31,8 +31,11 @@ impl ParamType {
 /// What a parameter's value means, beyond its type.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum ParamMeaning {
-    /// Free text (content, instructions, a command).
+    /// Free text (content, instructions).
     Text,
+    /// A shell command. References in it reach the command as environment variables, never
+    /// as shell code.
+    Command,
     /// A file path relative to the repository; the file is staged into the step's `input/`.
     FilePath,
     /// A directory path relative to the repository (`.` is the root).
@@ -161,7 +164,7 @@ pub const OPERATIONS: &[OperationSpec] = &[
         name: "execute_shell_command",
         alias_of: None,
         doc: "run a shell command at the repository root (with all earlier changes applied); files it changes become the step's outputs",
-        params: &[param("command", String, Text, true, "the shell command"), TIMEOUT],
+        params: &[param("command", String, Command, true, "the shell command"), TIMEOUT],
         exactly_one_of: &[],
         access: Access::View,
         needs_llm: false,
@@ -170,7 +173,7 @@ pub const OPERATIONS: &[OperationSpec] = &[
         name: "run_tests",
         alias_of: None,
         doc: "run the test suite (pytest or cargo test when no command is given) and report passed/failed counts",
-        params: &[param("command", String, Text, false, "the test command"), TIMEOUT],
+        params: &[param("command", String, Command, false, "the test command"), TIMEOUT],
         exactly_one_of: &[],
         access: Access::View,
         needs_llm: false,

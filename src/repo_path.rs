@@ -80,6 +80,11 @@ impl RepoPath {
         &self.0
     }
 
+    /// Whether this path is `dir` or lies below it (by components).
+    pub fn is_within(&self, dir: &RepoPath) -> bool {
+        dir.0.is_empty() || self.0 == dir.0 || self.0.strip_prefix(&dir.0).is_some_and(|rest| rest.starts_with('/'))
+    }
+
     /// This path below `base`.
     pub fn under(&self, base: &Path) -> PathBuf {
         if self.0.is_empty() {

@@ -60,14 +60,6 @@ fn read(path: &Path) -> Result<Vec<u8>> {
     fs::read(path).io_context(|| format!("reading {}", path.display()))
 }
 
-fn read_optional(path: &Path) -> Result<Option<Vec<u8>>> {
-    match fs::read(path) {
-        Ok(bytes) => Ok(Some(bytes)),
-        Err(err) if err.kind() == std::io::ErrorKind::NotFound => Ok(None),
-        Err(err) => Err(err).io_context(|| format!("reading {}", path.display())),
-    }
-}
-
 /// The changes as a unified diff (`a/` is the snapshot, `b/` the flow's result).
 pub fn unified_diff(changes: &[Change]) -> Result<String> {
     let mut out = String::new();
@@ -109,55 +101,88 @@ pub enum Applied {
     Nothing,
 }
 
-/// Writes the changes into the repository. Refuses (listing them) when any file the flow
-/// changes differs from what the flow read, unless `force`.
-pub fn apply(task: &TaskDir, repo: &Path, changes: &[Change], force: bool) -> Result<Applied> {
+/// What stands at a path in the repository now.
+#[derive(Debug, PartialEq, Eq)]
+enum Current {
+    Missing,
+    File(Vec<u8>),
+    /// A directory or anything else that is not a regular file.
+    Other,
+}
+
+fn current(path: &Path) -> Result<Current> {
+    match fs::symlink_metadata(path) {
+        Err(err) if err.kind() == std::io::ErrorKind::NotFound => Ok(Current::Missing),
+        Err(err) => Err(err).io_context(|| format!("reading {}", path.display())),
+        Ok(meta) if meta.is_file() => Ok(Current::File(read(path)?)),
+        Ok(_) => Ok(Current::Other),
+    }
+}
+
+/// Writes the changes into the repository. Everything is checked before anything is written:
+/// every target must stay inside the repository (outside `.git` and `workspace`) and hold what
+/// the flow read, unless `force`; then deletions go first, then files, each atomically.
+pub fn apply(repo: &Path, workspace_dir: &Path, changes: &[Change], force: bool) -> Result<Applied> {
     if changes.is_empty() {
         return Ok(Applied::Nothing);
     }
+    // Symlinks planted since the flow ran must not redirect a write out of the repository.
+    let root = repo.canonicalize().io_context(|| format!("resolving {}", repo.display()))?;
+    let workspace_dir = crate::config::canonical_or_absolute(workspace_dir);
     let mut drifted = Vec::new();
+    let mut blocked = Vec::new();
     let mut already = true;
     for change in changes {
-        let current = read_optional(&change.path.under(repo))?;
+        if let Err(problem) = crate::repo_path::check_contained(&root, &change.path, &[&root.join(".git"), &workspace_dir]) {
+            return Err(Error::Usage(format!("not applying anything: {problem}")));
+        }
+        let now = current(&change.path.under(&root))?;
         let old = change.old.as_deref().map(read).transpose()?;
         let new = change.new.as_deref().map(read).transpose()?;
-        if current != new {
+        let as_file = |bytes: Option<Vec<u8>>| bytes.map_or(Current::Missing, Current::File);
+        if now == Current::Other {
+            blocked.push(change.path.as_str().to_string());
+        }
+        if now != as_file(new) {
             already = false;
         }
-        if current != old {
+        if now != as_file(old) {
             drifted.push(change.path.as_str().to_string());
         }
     }
     if already {
         return Ok(Applied::AlreadyApplied);
     }
+    if !blocked.is_empty() {
+        return Err(Error::Usage(format!(
+            "not applying anything: a directory or special file now stands where the flow writes a file: {}; move it away first",
+            blocked.join(", ")
+        )));
+    }
     if !drifted.is_empty() && !force {
         return Err(Error::Drift(drifted));
     }
-    // Symlinks planted since the flow ran must not redirect a write out of the repository.
-    let root = repo.canonicalize().io_context(|| format!("resolving {}", repo.display()))?;
     let mut written = Vec::new();
-    for change in changes {
-        crate::repo_path::check_contained(&root, &change.path, &[&root.join(".git"), &task.root])
-            .map_err(|problem| Error::Usage(format!("not applying: {problem}")))?;
+    let (deletions, writes): (Vec<&Change>, Vec<&Change>) = changes.iter().partition(|c| c.new.is_none());
+    for change in deletions {
         let target = change.path.under(&root);
-        match &change.new {
-            Some(source) => {
-                let bytes = read(source)?;
-                if let Some(parent) = target.parent() {
-                    fs::create_dir_all(parent).io_context(|| format!("creating {}", parent.display()))?;
-                }
-                workspace::write_atomic(&target, &bytes)?;
-                if let Ok(meta) = fs::metadata(source) {
-                    let _ = fs::set_permissions(&target, meta.permissions());
-                }
+        match fs::remove_file(&target) {
+            Err(err) if err.kind() != std::io::ErrorKind::NotFound => {
+                return Err(err).io_context(|| format!("deleting {}", target.display()));
             }
-            None => match fs::remove_file(&target) {
-                Err(err) if err.kind() != std::io::ErrorKind::NotFound => {
-                    return Err(err).io_context(|| format!("deleting {}", target.display()));
-                }
-                _ => {}
-            },
+            _ => written.push(change.path.as_str().to_string()),
+        }
+    }
+    for change in writes {
+        let Some(source) = &change.new else { continue };
+        let target = change.path.under(&root);
+        let bytes = read(source)?;
+        if let Some(parent) = target.parent() {
+            fs::create_dir_all(parent).io_context(|| format!("creating {}", parent.display()))?;
+        }
+        workspace::write_atomic(&target, &bytes)?;
+        if let Ok(meta) = fs::metadata(source) {
+            let _ = fs::set_permissions(&target, meta.permissions());
         }
         written.push(change.path.as_str().to_string());
     }

@@ -34,6 +34,7 @@ pub fn take_snapshot(repo: &Path, task: &TaskDir, skip: &[PathBuf]) -> Result<Tr
     let partial = task.root.join("_snapshot.partial");
     remove_tree(&partial)?;
     let stats = copy_tree(repo, &partial, skip)?;
+    workspace::sync_file_system(&partial)?;
     fs::rename(&partial, &target).io_context(|| format!("renaming {} into place", partial.display()))?;
     workspace::sync_dir(&task.root)?;
     Ok(stats)
@@ -154,11 +155,11 @@ impl Overlay {
             return Ok(None);
         }
         let root = task.root.canonicalize().io_context(|| format!("resolving {}", task.root.display()))?;
+        // A dangling link, a directory, or a link leading out of the task: nothing a flow can
+        // read there (validation refuses such paths; this guards what changed since).
         match file.canonicalize() {
             Ok(real) if real.starts_with(&root) && real.is_file() => Ok(Some(real)),
-            Ok(real) if real.starts_with(&root) => Ok(None),
-            // A dangling link or one leading out of the task: the flow cannot read it.
-            _ => Err(Error::Usage(format!("{path} is a symlink that leads outside the repository; flows do not follow it"))),
+            _ => Ok(None),
         }
     }
 }
@@ -183,6 +184,36 @@ fn copy_file(source: &Path, dest: &Path) -> Result<()> {
     }
     fs::copy(source, dest).io_context(|| format!("copying {} to {}", source.display(), dest.display()))?;
     Ok(())
+}
+
+/// Puts a copy of `source` at `path` under `root`, whatever stands there now: a file or
+/// symlink where a directory is needed, or a directory where the file goes, is removed first
+/// (a path can change from file to directory and back within a flow).
+fn place_file(root: &Path, path: &RepoPath, source: &Path) -> Result<()> {
+    let mut current = root.to_path_buf();
+    let parts: Vec<&str> = path.as_str().split('/').collect();
+    for part in &parts[..parts.len().saturating_sub(1)] {
+        current.push(part);
+        match fs::symlink_metadata(&current) {
+            Ok(meta) if meta.is_dir() => continue,
+            Ok(_) => remove_any(&current)?,
+            Err(_) => {}
+        }
+        fs::create_dir(&current).io_context(|| format!("creating {}", current.display()))?;
+    }
+    let dest = path.under(root);
+    remove_any(&dest)?;
+    fs::copy(source, &dest).io_context(|| format!("copying {} to {}", source.display(), dest.display()))?;
+    Ok(())
+}
+
+/// Removes a file, symlink or directory tree if there is one.
+fn remove_any(path: &Path) -> Result<()> {
+    match fs::symlink_metadata(path) {
+        Ok(meta) if meta.is_dir() => remove_tree(path),
+        Ok(_) => fs::remove_file(path).io_context(|| format!("removing {}", path.display())),
+        Err(_) => Ok(()),
+    }
 }
 
 /// The files a step left in its `output/` directory. Anything but regular files and
@@ -213,18 +244,13 @@ pub fn list_outputs(output_dir: &Path) -> Result<Vec<RepoPath>, String> {
 pub fn publish(task: &TaskDir, step_id: &str, outputs: &[String], deletions: &[String]) -> Result<()> {
     let final_dir = task.final_output();
     let output_dir = task.step_dir(step_id).join(workspace::OUTPUT_DIR);
-    for file in outputs {
-        let dest = final_dir.join(file);
-        let _ = fs::remove_file(&dest);
-        copy_file(&output_dir.join(file), &dest)?;
-    }
+    // Deletions first: a deleted file may be where a directory of new outputs goes.
     for file in deletions {
-        match fs::remove_file(final_dir.join(file)) {
-            Err(err) if err.kind() != io::ErrorKind::NotFound => {
-                return Err(err).io_context(|| format!("removing final_output/{file}"));
-            }
-            _ => {}
-        }
+        remove_any(&final_dir.join(file))?;
+    }
+    for file in outputs {
+        let path = RepoPath::parse(file).map_err(|problem| Error::Usage(format!("recorded output {file}: {problem}")))?;
+        place_file(&final_dir, &path, &output_dir.join(file))?;
     }
     Ok(())
 }
@@ -295,7 +321,60 @@ impl View {
         remove_tree(&root)?;
         copy_tree(&task.snapshot(), &root, &[])?;
         let mut view = View { root, manifest: HashMap::new(), applied: Overlay::default(), recorded_at_ns: 0 };
-        view.manifest = view.walk()?.into_iter().filter_map(|(path, stamp)| stamp.map(|s| (path, s))).collect();
+        view.manifest = view.walk(true)?.into_iter().filter_map(|(path, stamp)| stamp.map(|s| (path, s))).collect();
+        view.recorded_at_ns = now_ns();
+        Ok(view)
+    }
+
+    /// Opens the task's view: an existing one (left by an earlier process, perhaps killed in the
+    /// middle of a command) is set back to the snapshot, file by file, keeping the excluded
+    /// directories — build caches, virtual environments — as an uninterrupted run keeps them.
+    pub fn open(task: &TaskDir) -> Result<View> {
+        let root = task.view();
+        if !root.is_dir() {
+            return View::create(task);
+        }
+        let snapshot = task.snapshot();
+        let walk_files = |base: &Path| -> Result<Vec<(RepoPath, fs::FileType)>> {
+            let mut found = Vec::new();
+            for entry in WalkDir::new(base).follow_links(false).min_depth(1).into_iter().filter_entry(|e| !is_skipped(e, &[])) {
+                let entry = entry.map_err(|err| Error::Io { context: format!("reading {}", base.display()), source: err.into() })?;
+                if !entry.file_type().is_dir()
+                    && let Some(path) = RepoPath::from_walk(base, entry.path())
+                {
+                    found.push((path, entry.file_type()));
+                }
+            }
+            Ok(found)
+        };
+        for (path, _) in walk_files(&root)? {
+            let (here, there) = (path.under(&root), path.under(&snapshot));
+            let same = match (fs::symlink_metadata(&here), fs::symlink_metadata(&there)) {
+                (Ok(a), Ok(b)) if a.is_symlink() && b.is_symlink() => fs::read_link(&here).ok() == fs::read_link(&there).ok(),
+                (Ok(a), Ok(b)) if a.is_file() && b.is_file() => same_content(Some(&there), &here)?,
+                _ => false,
+            };
+            if !same {
+                remove_any(&here)?;
+            }
+        }
+        for (path, kind) in walk_files(&snapshot)? {
+            let (here, there) = (path.under(&root), path.under(&snapshot));
+            if fs::symlink_metadata(&here).is_ok() {
+                continue;
+            }
+            if kind.is_symlink() {
+                let target = fs::read_link(&there).io_context(|| format!("reading the link {}", there.display()))?;
+                if let Some(parent) = here.parent() {
+                    fs::create_dir_all(parent).io_context(|| format!("creating {}", parent.display()))?;
+                }
+                std::os::unix::fs::symlink(&target, &here).io_context(|| format!("creating the link {}", here.display()))?;
+            } else {
+                place_file(&root, &path, &there)?;
+            }
+        }
+        let mut view = View { root, manifest: HashMap::new(), applied: Overlay::default(), recorded_at_ns: 0 };
+        view.manifest = view.walk(true)?.into_iter().filter_map(|(path, stamp)| stamp.map(|s| (path, s))).collect();
         view.recorded_at_ns = now_ns();
         Ok(view)
     }
@@ -313,9 +392,11 @@ impl View {
                 continue;
             }
             let dest = path.under(&self.root);
-            remove_file_if_any(&dest)?;
-            if let Some(source) = desired.source(task, &path)? {
-                copy_file(&source, &dest)?;
+            match desired.source(task, &path)? {
+                Some(source) => place_file(&self.root, &path, &source)?,
+                // A directory standing here holds other tracked paths; they are synced in turn.
+                None if dest.is_dir() && !dest.is_symlink() => {}
+                None => remove_any(&dest)?,
             }
             self.record(&path)?;
         }
@@ -326,10 +407,11 @@ impl View {
 
     /// Finds what a step changed in the view with one stat walk, copies the changed files into
     /// `output_dir`, and records them as the step's versions.
-    pub fn capture(&mut self, task: &TaskDir, step_id: &str, output_dir: &Path) -> Result<Captured> {
+    /// Paths under `forbidden` (the workspace, when inside the repository) are never captured.
+    pub fn capture(&mut self, task: &TaskDir, step_id: &str, output_dir: &Path, forbidden: &[RepoPath]) -> Result<Captured> {
         let mut captured = Captured::default();
         let racy_after = self.recorded_at_ns - RACY_WINDOW_NS;
-        let walked = self.walk()?;
+        let walked = self.walk(false)?;
         let known_before = self.manifest.len();
         let mut known_seen = 0;
         for (path, stamp) in &walked {
@@ -339,6 +421,10 @@ impl View {
                 captured.ignored.push(path.as_str().to_string());
                 continue;
             };
+            if forbidden.iter().any(|dir| path.is_within(dir)) {
+                captured.ignored.push(path.as_str().to_string());
+                continue;
+            }
             let racy = stamp.mtime_ns >= racy_after || stamp.ctime_ns >= racy_after;
             if known == Some(stamp) && !racy {
                 continue;
@@ -379,8 +465,9 @@ impl View {
     }
 
     /// Every path in the view (skipping excluded directories) with its stamp; `None` for
-    /// anything that is not a regular file or a symlink already known.
-    fn walk(&self) -> Result<Vec<(RepoPath, Option<Stamp>)>> {
+    /// anything that is not a regular file or a symlink already known (every symlink, with
+    /// `all_links`: the snapshot's own).
+    fn walk(&self, all_links: bool) -> Result<Vec<(RepoPath, Option<Stamp>)>> {
         let mut out = Vec::with_capacity(self.manifest.len() + 16);
         let walker = WalkDir::new(&self.root).follow_links(false).min_depth(1).into_iter().filter_entry(|e| !is_skipped(e, &[]));
         for entry in walker {
@@ -391,29 +478,24 @@ impl View {
             }
             let Some(path) = RepoPath::from_walk(&self.root, entry.path()) else { continue };
             let meta = entry.metadata().map_err(|err| Error::Io { context: format!("reading {}", entry.path().display()), source: err.into() })?;
-            let stamp = if kind.is_file() || (kind.is_symlink() && self.manifest.contains_key(&path)) { Some(Stamp::of(&meta)) } else { None };
+            let known_link = kind.is_symlink() && (all_links || self.manifest.contains_key(&path));
+            let stamp = if kind.is_file() || known_link { Some(Stamp::of(&meta)) } else { None };
             out.push((path, stamp));
         }
         Ok(out)
     }
 
+    /// Notes the current stamp of `path` in the manifest (which holds files and symlinks only).
     fn record(&mut self, path: &RepoPath) -> Result<()> {
         match fs::symlink_metadata(path.under(&self.root)) {
-            Ok(meta) => {
+            Ok(meta) if !meta.is_dir() => {
                 self.manifest.insert(path.clone(), Stamp::of(&meta));
             }
-            Err(_) => {
+            _ => {
                 self.manifest.remove(path);
             }
         }
         Ok(())
-    }
-}
-
-fn remove_file_if_any(path: &Path) -> Result<()> {
-    match fs::remove_file(path) {
-        Err(err) if err.kind() != io::ErrorKind::NotFound => Err(err).io_context(|| format!("removing {}", path.display())),
-        _ => Ok(()),
     }
 }
 

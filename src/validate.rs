@@ -167,8 +167,9 @@ fn read_flow(value: Value, default_task: Option<&str>, problems: &mut Problems) 
     for (index, raw) in raw_steps.into_iter().enumerate() {
         let label = format!("#{}", index + 1);
         if let Some(step) = read_step(raw, &label, problems) {
-            if !seen.insert(step.id.clone()) {
-                problems.step(&step.id, "id", "the id is used by more than one step; give each step its own id".into());
+            // Ids name directories: on a case-insensitive file system `Step1` and `step1` collide.
+            if !seen.insert(step.id.to_ascii_lowercase()) {
+                problems.step(&step.id, "id", "the id is used by more than one step (ids are compared ignoring case); give each step its own id".into());
             }
             steps.push(step);
         }
@@ -191,7 +192,7 @@ fn read_step(raw: Value, label: &str, problems: &mut Problems) -> Option<Step> {
     let name = if is_valid_id(&id) { id.clone() } else { format!("{label} ({id:?})") };
     if !is_valid_id(&id) {
         problems.step(&name, "id", "ids match [A-Za-z0-9][A-Za-z0-9_-]{0,63}".into());
-    } else if RESERVED_IDS.contains(&id.as_str()) {
+    } else if RESERVED_IDS.contains(&id.to_ascii_lowercase().as_str()) {
         problems.step(&name, "id", format!("`{id}` is reserved for the task directory; choose another id"));
     }
     let operation = match object.remove("operation") {
@@ -362,6 +363,9 @@ fn check_params(flow: &Flow, rules: &PathRules, problems: &mut Problems) -> Vec<
                 Err(message) => problems.step(&step.id, "reference", format!("`{name}`: {message}")),
             }
             match param.meaning {
+                ParamMeaning::FilePath | ParamMeaning::DirPath if text.contains("@{") => {
+                    problems.step(&step.id, "path", format!("`{name}` holds a reference; paths must be written out so they can be checked before the flow runs"));
+                }
                 ParamMeaning::FilePath | ParamMeaning::DirPath => {
                     match rules.check(text, param.meaning == ParamMeaning::DirPath) {
                         Ok(path) if path.to_string() != text => normalised.push((index, name.clone(), path.to_string())),
@@ -370,7 +374,7 @@ fn check_params(flow: &Flow, rules: &PathRules, problems: &mut Problems) -> Vec<
                     }
                 }
                 ParamMeaning::StepRef => refer(text, &format!("`{name}`"), problems),
-                ParamMeaning::Text | ParamMeaning::Setting => {}
+                ParamMeaning::Text | ParamMeaning::Command | ParamMeaning::Setting => {}
             }
         }
         for param in spec.params.iter().filter(|p| p.required) {

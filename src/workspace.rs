@@ -157,6 +157,34 @@ pub fn sync_dir(dir: &Path) -> Result<()> {
         .io_context(|| format!("syncing the directory {}", dir.display()))
 }
 
+/// Makes files (and the directories holding them) durable before the state that refers to
+/// them is saved: after a power loss a succeeded step's outputs must be whole.
+pub fn sync_files(root: &Path, relative: &[String]) -> Result<()> {
+    let mut dirs = std::collections::BTreeSet::new();
+    for file in relative {
+        let path = root.join(file);
+        File::open(&path).and_then(|f| f.sync_all()).io_context(|| format!("syncing {}", path.display()))?;
+        let mut dir = path.parent();
+        while let Some(current) = dir {
+            if !current.starts_with(root) || !dirs.insert(current.to_path_buf()) {
+                break;
+            }
+            dir = current.parent();
+        }
+    }
+    for dir in dirs {
+        sync_dir(&dir)?;
+    }
+    Ok(())
+}
+
+/// Flushes the whole file system holding `dir` (one call instead of one fsync per file, for
+/// the snapshot's thousands of files).
+pub fn sync_file_system(dir: &Path) -> Result<()> {
+    let handle = File::open(dir).io_context(|| format!("opening {}", dir.display()))?;
+    rustix::fs::syncfs(&handle).map_err(std::io::Error::from).io_context(|| format!("syncing the file system of {}", dir.display()))
+}
+
 /// A new task id: `<YYYYMMDD>-<HHMMSS>-<slug of the task>`.
 pub fn new_task_id(task: &str, now: chrono::DateTime<chrono::Local>) -> String {
     let slug = slugify(task);

@@ -17,6 +17,8 @@ from .process import CommandOutcome, run_command, scrub_env
 from .results import StepError, make_result
 from .tests_report import parse_test_output
 
+# Holds the running command's process-group id, for the host to stop it after a crash.
+PGID_FILE = ".command.pgid"
 PYTEST_COMMAND = "python3 -m pytest -q"
 CARGO_COMMAND = "cargo test"
 # Directories not searched for test files when choosing the default command.
@@ -32,13 +34,16 @@ def _run(step: Step, llm_config: dict | None, command: str) -> tuple[CommandOutc
         step.params, "timeout_seconds", step.limits.timeout_seconds
     )
     api_key = (llm_config or {}).get("api_key")
+    env = scrub_env(api_key if isinstance(api_key, str) else None)
+    env.update(step.env)
     try:
         outcome = run_command(
             command,
             cwd=work_dir,
             timeout_seconds=timeout,
             max_output_bytes=step.limits.max_output_bytes,
-            env=scrub_env(api_key if isinstance(api_key, str) else None),
+            env=env,
+            pgid_file=os.path.join(step.base_dir, PGID_FILE),
         )
     except OSError as exc:
         raise StepError(f"could not start /bin/sh in {work_dir}: {exc}") from None

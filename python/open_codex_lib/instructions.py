@@ -89,6 +89,9 @@ class Step:
     input_files: list[str] = field(default_factory=list)
     steps: dict[str, StepRef] = field(default_factory=dict)
     limits: Limits = field(default_factory=Limits)
+    # Extra environment for commands: values of @{outputs...} references, passed as data
+    # (OCFLOW_REF_n) so repository text never becomes shell code.
+    env: dict[str, str] = field(default_factory=dict)
 
 
 def extract_step_block(text: str) -> str:
@@ -192,6 +195,10 @@ def _step_from_dict(data: dict, base_dir: str, path: str) -> Step:
     if not isinstance(input_files, list) or not all(isinstance(f, str) for f in input_files):
         raise fail("field 'input_files' must be a list of path strings")
 
+    env = data.get("env") or {}
+    if not isinstance(env, dict) or not all(isinstance(k, str) and isinstance(v, str) for k, v in env.items()):
+        raise fail("field 'env' must be an object of strings")
+
     return Step(
         path=path,
         base_dir=base_dir,
@@ -208,6 +215,7 @@ def _step_from_dict(data: dict, base_dir: str, path: str) -> Step:
         input_files=list(input_files),
         steps=_parse_steps(data.get("steps"), base_dir, fail),
         limits=_parse_limits(data.get("limits"), fail),
+        env=dict(env),
     )
 
 

@@ -205,3 +205,16 @@ def test_descendant_escaping_the_group_cannot_hold_us(make_step, monkeypatch):
     finally:
         escaped = int(result["stdout"].split()[0])
         os.kill(escaped, 9)
+
+
+def test_reference_values_reach_the_command_as_data_not_code(make_step):
+    files = make_step(
+        "execute_shell_command",
+        {"command": 'printf "%s" ${OCFLOW_REF_1}'},
+        work={},
+        extra={"env": {"OCFLOW_REF_1": '"; touch pwned; echo "'}},
+    )
+    result = execute_operation(files.path, {})
+    assert result["status"] == "success", result
+    assert result["stdout"] == '";touch' + "pwned;echo" + '"'
+    assert not (files.work_dir / "pwned").exists()

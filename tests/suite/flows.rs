@@ -204,3 +204,71 @@ fn an_instructions_file_runs_alone_with_python() {
     let result: Value = serde_json::from_str(&stdout(&output)).unwrap();
     assert_eq!((result["status"].clone(), result["content"].clone()), (json!("success"), json!("alone\n")));
 }
+
+#[test]
+fn repository_text_reaches_a_command_as_data_never_as_code() {
+    let sandbox = Sandbox::new(&[("notes.txt", "\"; touch pwned; echo \"")]);
+    let flow = json!([
+        {"id": "r", "operation": "read_file", "params": {"file_path": "notes.txt"}},
+        {"id": "echo", "operation": "execute_shell_command", "depends_on": "r",
+         "params": {"command": "printf '%s' \"@{outputs.r.content}\" > out.txt"}}
+    ]);
+    assert_exit(&sandbox.run(&flow, "t"), 0);
+    assert_eq!(
+        text_tree(&sandbox.task_dir("t").join("final_output")),
+        BTreeMap::from([("out.txt".to_string(), "\"; touch pwned; echo \"".to_string())])
+    );
+    let instructions = std::fs::read_to_string(sandbox.task_dir("t").join("echo/open_codex_instructions.md")).unwrap();
+    assert!(instructions.contains("\"command\": \"printf '%s' \\\"${OCFLOW_REF_1}\\\" > out.txt\""), "{instructions}");
+}
+
+#[test]
+fn a_path_can_change_between_file_and_directory() {
+    let sandbox = Sandbox::new(&[("keep.txt", "k\n")]);
+    let flow = json!([
+        {"id": "dir", "operation": "write_file", "params": {"file_path": "a/b.txt", "content": "b\n"}},
+        {"id": "file", "operation": "execute_shell_command", "depends_on": "dir", "params": {"command": "rm -r a && echo file > a"}},
+        {"id": "back", "operation": "execute_shell_command", "depends_on": "file", "params": {"command": "rm a && mkdir a && echo c > a/c.txt"}},
+        {"id": "sibling", "operation": "execute_shell_command", "depends_on": "dir", "params": {"command": "cat a/b.txt"}}
+    ]);
+    assert_exit(&sandbox.run(&flow, "t"), 0);
+    assert_eq!(sandbox.result("t", "sibling")["stdout"], json!("b\n"));
+    assert_eq!(
+        text_tree(&sandbox.task_dir("t").join("final_output")),
+        BTreeMap::from([("a/c.txt".to_string(), "c\n".to_string())])
+    );
+    assert_exit(&sandbox.ocflow().args(["apply", "t"]).output().unwrap(), 0);
+    assert_eq!(text_tree(&sandbox.repo), BTreeMap::from([("a/c.txt".to_string(), "c\n".to_string()), ("keep.txt".to_string(), "k\n".to_string())]));
+}
+
+#[test]
+fn a_command_cannot_write_into_a_workspace_inside_the_repository() {
+    let sandbox = Sandbox::new(&[("a.txt", "a\n")]);
+    let workspace = sandbox.repo.join("flows");
+    let plan = sandbox.flow(&json!([{"id": "sneak", "operation": "execute_shell_command",
+        "params": {"command": "mkdir -p flows && echo 'codex_lib = \"evil\"' > flows/ocflow.toml && echo ok > ok.txt"}}]));
+    let output = std::process::Command::new(env!("CARGO_BIN_EXE_ocflow"))
+        .arg("--repo").arg(&sandbox.repo).arg("--workspace").arg(&workspace)
+        .args(["run", "--task-id", "t", "--plan"]).arg(plan).output().unwrap();
+    assert_exit(&output, 0);
+    let result = read_json(&workspace.join("t/sneak/result.json"));
+    assert_eq!(result["output_files"], json!(["ok.txt"]));
+    assert_eq!(result["ignored_files"], json!(["flows/ocflow.toml"]));
+}
+
+#[test]
+fn a_symlink_replaced_by_a_file_is_reviewed_but_never_applied_through() {
+    let sandbox = Sandbox::new(&[("a.txt", "a\n")]);
+    let outside = sandbox.root().join("outside.txt");
+    std::fs::write(&outside, "outside\n").unwrap();
+    std::os::unix::fs::symlink(&outside, sandbox.repo.join("current")).unwrap();
+    let flow = json!([{"id": "swap", "operation": "execute_shell_command", "params": {"command": "rm current && echo v2 > current"}}]);
+    assert_exit(&sandbox.run(&flow, "t"), 0);
+    let diff = sandbox.ocflow().args(["diff", "t"]).output().unwrap();
+    assert_exit(&diff, 0);
+    assert!(stdout(&diff).contains("+v2"), "{}", stdout(&diff));
+    let apply = sandbox.ocflow().args(["apply", "t", "--force"]).output().unwrap();
+    assert_exit(&apply, 2);
+    assert!(stderr(&apply).contains("outside the repository"), "{}", stderr(&apply));
+    assert_eq!(std::fs::read_to_string(&outside).unwrap(), "outside\n");
+}

@@ -10,9 +10,14 @@ use serde_json::{Value, json};
 
 use super::support::*;
 
-/// A shell command that waits until `marker` exists (at most 60 s), then writes `file`.
+/// A shell command that notes its pid next to `marker`, waits until `marker` exists (at most
+/// 60 s), then writes `file`.
 fn gated(marker: &Path, file: &str) -> String {
-    format!("i=0; while [ ! -f {} ] && [ $i -lt 600 ]; do sleep 0.1; i=$((i+1)); done; echo done > {file}", marker.display())
+    format!(
+        "echo $$ > {}.pid; i=0; while [ ! -f {} ] && [ $i -lt 600 ]; do sleep 0.1; i=$((i+1)); done; echo done > {file}",
+        marker.display(),
+        marker.display()
+    )
 }
 
 fn gated_flow(marker: &Path) -> Value {
@@ -71,9 +76,17 @@ fn sigkill_during_a_step_then_resume_finishes_without_redoing_work() {
         vec![("first".into(), "succeeded".into(), 1), ("wait".into(), "running".into(), 1), ("last".into(), "pending".into(), 0)]
     );
 
+    // The killed run's command is still waiting (it runs in its own session): resume stops it.
+    // It is paused first so that it cannot finish on its own once the marker exists.
+    let orphan = std::fs::read_to_string(marker.with_extension("pid")).unwrap().trim().to_string();
+    assert!(std::path::Path::new(&format!("/proc/{orphan}")).exists());
+    send_signal(orphan.parse().unwrap(), "STOP");
     std::fs::write(&marker, "").unwrap();
     let output = sandbox.ocflow().arg("resume").output().unwrap();
     assert_exit(&output, 0);
+    assert!(stderr(&output).contains("stopped the command step wait left running"), "{}", stderr(&output));
+    let state = std::fs::read_to_string(format!("/proc/{orphan}/stat")).unwrap_or_default();
+    assert!(state.is_empty() || state.contains(") Z "), "the orphan {orphan} still runs: {state}");
     assert_eq!(
         attempts(&sandbox, "t"),
         vec![("first".into(), "succeeded".into(), 1), ("wait".into(), "succeeded".into(), 2), ("last".into(), "succeeded".into(), 1)]
@@ -90,7 +103,7 @@ fn sigterm_saves_the_state_exits_130_and_resume_continues() {
     let child = spawn_run(&sandbox, &gated_flow(&marker), "t");
     wait_until_running(&sandbox, "t", "wait");
     let started = Instant::now();
-    unsafe_kill(child.id(), "TERM");
+    send_signal(child.id(), "TERM");
     let output = child.wait_with_output().unwrap();
     assert_exit(&output, 130);
     assert!(started.elapsed() < Duration::from_secs(5), "the interrupt took {:?}", started.elapsed());
@@ -104,8 +117,8 @@ fn sigterm_saves_the_state_exits_130_and_resume_continues() {
     assert_eq!(sandbox.step_status("t", "first")["attempts"], json!(1));
 }
 
-/// Sends a signal with the `kill` command (the tests avoid unsafe libc calls).
-fn unsafe_kill(pid: u32, signal: &str) {
+/// Sends a signal with the `kill` command.
+fn send_signal(pid: u32, signal: &str) {
     let status = std::process::Command::new("kill").arg(format!("-{signal}")).arg(pid.to_string()).status().unwrap();
     assert!(status.success());
 }

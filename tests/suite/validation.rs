@@ -34,6 +34,8 @@ fn structure_rules() {
     assert_refused(&sandbox, &json!({"steps": []}), &["the flow has no steps"]);
     assert_refused(&sandbox, &json!({"steps": [write("a", "x"), write("a", "y")]}), &["step a: the id is used by more than one step", "[id]"]);
     assert_refused(&sandbox, &json!([write("bad id!", "x")]), &["ids match", "[id]"]);
+    assert_refused(&sandbox, &json!([write("Step1", "x"), write("step1", "y")]), &["step step1: the id is used by more than one step (ids are compared ignoring case)"]);
+    assert_refused(&sandbox, &json!([write("Final_Output", "x")]), &["reserved", "[id]"]);
     assert_refused(&sandbox, &json!([write("final_output", "x")]), &["reserved", "[id]"]);
     assert_refused(&sandbox, &json!([{"id": "a", "operation": "launch_rockets"}]), &["step a: unknown operation `launch_rockets`", "[operation]"]);
     assert_refused(&sandbox, &json!([{"id": "a", "operation": "read_file", "params": {"file_path": "a.txt", "colour": "red"}}]), &["has no parameter `colour`", "[params]"]);
@@ -93,6 +95,11 @@ fn reference_rules() {
         &sandbox,
         &json!([read, {"id": "w", "operation": "write_file", "depends_on": "r", "params": {"file_path": "b.txt", "content": "@{outputs.r}"}}]),
         &["malformed reference"],
+    );
+    assert_refused(
+        &sandbox,
+        &json!([read, {"id": "w", "operation": "write_file", "depends_on": "r", "params": {"file_path": "@{outputs.r.content}", "content": "x"}}]),
+        &["`file_path` holds a reference; paths must be written out", "[path]"],
     );
 }
 

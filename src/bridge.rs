@@ -5,13 +5,50 @@
 
 use std::ffi::CString;
 use std::path::{Path, PathBuf};
+use std::sync::Arc;
 
 use pyo3::prelude::*;
-use pyo3::types::{PyDict, PyModule};
+use pyo3::types::{PyCFunction, PyDict, PyModule, PyTuple};
 use serde::Deserialize;
-use serde_json::Value;
+use serde_json::{Value, json};
 
 use crate::error::{Error, Result};
+use crate::llm::{ChatRequest, Llm, Message, ModelSettings};
+
+/// The LLM as the library reaches it: `llm_config["complete"]` calls back into this process,
+/// so retries, token accounting, recording and the key stay in one place.
+pub struct HostLlm {
+    pub llm: Arc<Llm>,
+    pub settings: ModelSettings,
+    pub runtime: tokio::runtime::Handle,
+}
+
+/// What the library sends through `complete`.
+#[derive(Deserialize)]
+struct CompleteCall {
+    messages: Vec<Message>,
+    #[serde(default)]
+    json: bool,
+}
+
+impl HostLlm {
+    /// One `complete` call from a step, as JSON in and out. Called on the step's own thread
+    /// (a `spawn_blocking` thread, where blocking on the runtime is allowed) with the GIL
+    /// released.
+    fn complete(&self, purpose: &str, call: &str) -> String {
+        let call: CompleteCall = match serde_json::from_str(call) {
+            Ok(call) => call,
+            Err(err) => return json!({"error": {"kind": "bad_request", "transient": false, "message": format!("complete() got {err}")}}).to_string(),
+        };
+        let request = ChatRequest { purpose: purpose.to_string(), settings: self.settings.clone(), messages: call.messages, json: call.json };
+        match self.runtime.block_on(self.llm.chat(&request)) {
+            Ok(answer) => json!({"content": answer.content, "finish_reason": answer.finish_reason, "usage": {
+                "prompt_tokens": answer.usage.prompt_tokens, "completion_tokens": answer.usage.completion_tokens, "total_tokens": answer.usage.total_tokens}})
+            .to_string(),
+            Err(error) => json!({"error": {"kind": error.kind, "transient": error.transient(), "message": error.message}}).to_string(),
+        }
+    }
+}
 
 const SHIM: &str = include_str!("bridge_shim.py");
 
@@ -64,10 +101,19 @@ impl Bridge {
         })
     }
 
-    /// Runs one step. Everything the library prints goes to `log_path`.
-    pub fn execute(&self, instructions: &Path, llm_config: &Value, log_path: &Path) -> CallOutcome {
+    /// Runs one step. Everything the library prints goes to `log_path`. With `host`, the
+    /// library gets `llm_config["complete"]`, counted under `purpose` (the step id).
+    pub fn execute(&self, instructions: &Path, llm_config: &Value, log_path: &Path, host: Option<(Arc<HostLlm>, String)>) -> CallOutcome {
         Python::attach(|py| -> PyResult<CallOutcome> {
-            let host = PyDict::new(py);
+            let host_functions = PyDict::new(py);
+            if let Some((host, purpose)) = host {
+                let complete = PyCFunction::new_closure(py, Some(c"complete_json"), None, move |args: &Bound<'_, PyTuple>, _kwargs: Option<&Bound<'_, PyDict>>| -> PyResult<String> {
+                    let call: String = args.get_item(0)?.extract()?;
+                    let (host, purpose) = (host.clone(), purpose.clone());
+                    Ok(args.py().detach(move || host.complete(&purpose, &call)))
+                })?;
+                host_functions.set_item("complete_json", complete)?;
+            }
             let text: String = self
                 .shim
                 .bind(py)
@@ -78,7 +124,7 @@ impl Bridge {
                         instructions.to_string_lossy().to_string(),
                         llm_config.to_string(),
                         log_path.to_string_lossy().to_string(),
-                        host,
+                        host_functions,
                     ),
                 )?
                 .extract()?;

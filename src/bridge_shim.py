@@ -16,6 +16,32 @@ import traceback
 _local = threading.local()
 
 
+class HostLLMError(Exception):
+    """An LLM call made through ocflow failed; `transient` says whether retrying may help."""
+
+    def __init__(self, kind, transient, message):
+        super().__init__(message)
+        self.kind = kind
+        self.transient = transient
+
+
+def _complete_from(complete_json):
+    """`llm_config["complete"]` for the library, over ocflow's JSON-in, JSON-out callback."""
+
+    def complete(messages, purpose=None, json=False):  # noqa: A002 - the contract's name
+        reply = _json_loads(complete_json(_json_dumps({"messages": messages, "json": bool(json)})))
+        error = reply.get("error")
+        if error:
+            raise HostLLMError(error.get("kind"), bool(error.get("transient")), error.get("message", "LLM call failed"))
+        return reply
+
+    return complete
+
+
+_json_loads = json.loads
+_json_dumps = json.dumps
+
+
 class _StepOutput(io.TextIOBase):
     """A stream that writes to the current thread's step log, or to `fallback` outside a step."""
 
@@ -61,7 +87,8 @@ def load(module_name):
 
 def run_step(module, instruction_path, llm_config_json, log_path, host_functions):
     llm_config = json.loads(llm_config_json)
-    llm_config.update(host_functions)
+    if "complete_json" in host_functions:
+        llm_config["complete"] = _complete_from(host_functions["complete_json"])
     with open(log_path, "a", encoding="utf-8", errors="replace") as log:
         _local.log = log
         try:

@@ -33,12 +33,26 @@ pub struct GlobalArgs {
     /// Directory to put first on Python's sys.path [default: the bundled python/ folder].
     #[arg(long, global = true, value_name = "DIR", env = "OCFLOW_PYTHON_DIR")]
     pub python_dir: Option<PathBuf>,
+    /// OpenAI-compatible endpoint, e.g. http://localhost:8000/v1 [env: OCFLOW_BASE_URL, OPENAI_BASE_URL, LLM_BASE_URL].
+    #[arg(long, global = true, value_name = "URL")]
+    pub base_url: Option<String>,
+    /// Model for planning and for the operations [env: OCFLOW_MODEL, LLM_MODEL].
+    #[arg(long, global = true, value_name = "NAME")]
+    pub model: Option<String>,
+    /// Append every LLM request and answer to FILE (JSON lines; never the key).
+    #[arg(long, global = true, value_name = "FILE", conflicts_with = "replay")]
+    pub record: Option<PathBuf>,
+    /// Answer every LLM request from a recording made with --record; no network.
+    #[arg(long, global = true, value_name = "FILE")]
+    pub replay: Option<PathBuf>,
 }
 
 #[derive(Debug, Subcommand)]
 pub enum Command {
-    /// Run a flow: `--plan FLOW.json` executes a given flow.
+    /// Plan TASK with the LLM (or take `--plan FLOW.json`), run the flow, summarise.
     Run(RunArgs),
+    /// Plan TASK with the LLM and print the validated flow on stdout.
+    Plan(PlanArgs),
     /// Continue a flow after a crash, an interrupt or a failure.
     Resume(ResumeArgs),
     /// Show a flow's steps, states, attempts and timings.
@@ -47,11 +61,22 @@ pub enum Command {
     Diff(TaskArg),
     /// Write the flow's changes into the repository.
     Apply(ApplyArgs),
+    /// Run a complete flow on a bundled sample repository with recorded LLM answers (no network, no key).
+    Demo,
+}
+
+#[derive(Debug, Args)]
+pub struct PlanArgs {
+    /// The task, in words.
+    pub task: String,
+    /// Id of the task directory where the planner's answers are kept [default: <date>-<time>-<slug>].
+    #[arg(long, value_name = "ID")]
+    pub task_id: Option<String>,
 }
 
 #[derive(Debug, Args)]
 pub struct RunArgs {
-    /// The task, in words (names the task id; planning with an LLM is not in this build).
+    /// The task, in words.
     pub task: Option<String>,
     /// Execute this flow file instead of planning.
     #[arg(long, value_name = "FLOW.json")]

@@ -5,8 +5,11 @@ use std::fs;
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
-use crate::bridge::{self, Bridge};
-use crate::cli::{ApplyArgs, Command, LimitArgs, ResumeArgs, RunArgs, TaskArg};
+use crate::bridge::{self, Bridge, HostLlm};
+use crate::llm::{Llm, LlmErrorKind};
+use crate::operations;
+use crate::planner::{PlanError, Planner};
+use crate::cli::{ApplyArgs, Command, LimitArgs, PlanArgs, ResumeArgs, RunArgs, TaskArg};
 use crate::config::{self, Config};
 use crate::error::{Error, IoContext, Result};
 use crate::events::{self, Event, Events};
@@ -30,6 +33,8 @@ pub const EXIT_INTERRUPTED: u8 = 130;
 pub fn dispatch(config: &Config, command: Command) -> Result<u8> {
     match command {
         Command::Run(args) => with_runtime(|| run(config, args)),
+        Command::Plan(args) => with_runtime(|| plan(config, args)),
+        Command::Demo => with_runtime(|| crate::demo::run(config)),
         Command::Resume(args) => with_runtime(|| resume(config, args)),
         Command::Status(args) => status(config, args),
         Command::Diff(args) => diff(config, args),
@@ -49,18 +54,29 @@ fn with_runtime<F: Future<Output = Result<u8>>>(command: impl FnOnce() -> F) -> 
     code
 }
 
-async fn run(config: &Config, args: RunArgs) -> Result<u8> {
-    let Some(plan) = &args.plan else {
-        return Err(Error::Usage(
-            "this build runs given flows only: write the flow as JSON and pass it with `ocflow run --plan FLOW.json` (see examples/)".into(),
-        ));
+pub async fn run(config: &Config, args: RunArgs) -> Result<u8> {
+    let given = match (&args.plan, &args.task) {
+        (Some(plan), _) => Some(read_flow(plan, args.task.as_deref(), &config.path_rules())?),
+        (None, Some(_)) => None,
+        (None, None) => return Err(Error::Usage("give a task, `ocflow run \"add input validation to api.py\"`, or a flow, `ocflow run --plan FLOW.json`".into())),
     };
-    let flow = read_flow(plan, args.task.as_deref(), &config.path_rules())?;
+    let llm = match &given {
+        // A given flow needs the LLM only for its LLM operations; the summary falls back.
+        Some(flow) => match (connect_llm(config)?, flow.steps.iter().find(|s| operations::step_needs_llm(&s.operation, &s.params))) {
+            (None, Some(step)) => {
+                let missing = config.require_llm().err().map(|e| e.to_string()).unwrap_or_default();
+                return Err(Error::Usage(format!("step {} ({}) needs an LLM, and {missing}", step.id, step.operation)));
+            }
+            (llm, _) => llm,
+        },
+        None => Some(connect_llm(config)?.ok_or_else(|| Error::Usage(config.require_llm().err().map(|e| e.to_string()).unwrap_or_default()))?),
+    };
     let bridge = load_bridge(config)?;
+    let task_text = given.as_ref().map_or_else(|| args.task.clone().unwrap_or_default(), |flow| flow.task.clone());
     let task_id = match &args.task_id {
         Some(id) if workspace::is_valid_task_id(id) => id.clone(),
         Some(id) => return Err(Error::Usage(format!("--task-id {id:?}: use letters, digits, `.`, `_` and `-`, starting with a letter or digit"))),
-        None => unused_task_id(&config.workspace, &flow.task),
+        None => unused_task_id(&config.workspace, &task_text),
     };
     let interrupt = Interrupt::listen();
     let task = TaskDir::new(&config.workspace, &task_id);
@@ -69,22 +85,98 @@ async fn run(config: &Config, args: RunArgs) -> Result<u8> {
     if config.default_workspace {
         exclude_from_git(&config.repo);
     }
-    workspace::write_json_atomic(&task.file(workspace::FLOW_FILE), &flow)?;
-    let mut flow_status = FlowStatus::new(&task_id, &flow, &config.repo);
-    flow_status.save(&task.file(workspace::STATUS_FILE))?;
     let mut events = Events::new(Journal::open(&task.file(workspace::JOURNAL_FILE))?, config.json);
     events.emit(Event::FlowStarted {
         task_id: task_id.clone(),
-        task: flow.task.clone(),
+        task: task_text.clone(),
         task_dir: task.root.clone(),
         repo: config.repo.clone(),
-        steps: flow.steps.len(),
         library: bridge.description.clone(),
     })?;
+    let (flow, answers) = match given {
+        Some(flow) => (flow, 0),
+        None => {
+            let llm = llm.as_deref().ok_or_else(|| Error::Usage("no LLM".into()))?;
+            let llm_config = config.require_llm()?;
+            let planner = Planner { llm, settings: &llm_config.planner, rules: &config.path_rules(), skip: &[config::canonical_or_absolute(&config.workspace)] };
+            match planner.plan(&task_text, &task.root.join(PLANNING_DIR)).await {
+                Ok(flow) => (flow, count_answers(&task.root.join(PLANNING_DIR))),
+                Err(error) => return planning_failed(&task, &task_text, &config.repo, llm, &mut events, error),
+            }
+        }
+    };
+    workspace::write_json_atomic(&task.file(workspace::FLOW_FILE), &flow)?;
+    let mut flow_status = FlowStatus::new(&task_id, &flow, &config.repo);
+    if let Some(llm) = &llm {
+        flow_status.tokens.add(&llm.usage_for("planner"));
+    }
+    flow_status.save(&task.file(workspace::STATUS_FILE))?;
+    events.emit(Event::FlowPlanned { steps: flow.steps.len(), planner_answers: answers })?;
     snapshot(&task, &config.repo, &config.workspace, &mut events)?;
-    let settings = settings(config, &config.repo, &config.workspace, &args.limits);
+    let settings = settings(config, &config.repo, &config.workspace, &args.limits, llm);
     let executor = Executor::new(task, flow, flow_status, events, bridge, settings, interrupt);
     execute(executor, args.apply).await
+}
+
+/// Where the planner's raw answers are kept in a task directory.
+const PLANNING_DIR: &str = "planning";
+
+fn count_answers(dir: &Path) -> usize {
+    fs::read_dir(dir).map_or(0, |entries| entries.flatten().filter(|e| e.file_name().to_string_lossy().ends_with(".md")).count())
+}
+
+/// Records a planning failure as a failed flow with no steps, and says why: exit 1, or exit 2
+/// when the configuration is at fault (key, URL, model).
+fn planning_failed(task: &TaskDir, task_text: &str, repo: &Path, llm: &Llm, events: &mut Events, error: PlanError) -> Result<u8> {
+    let empty = Flow { version: crate::flow::FLOW_VERSION, task: task_text.to_string(), steps: Vec::new() };
+    let mut flow_status = FlowStatus::new(&task.task_id, &empty, repo);
+    flow_status.tokens.add(&llm.usage_for("planner"));
+    flow_status.state = FlowState::Failed;
+    flow_status.message = Some(format!("planning failed: {error}"));
+    flow_status.finished_at = Some(status::now());
+    flow_status.save(&task.file(workspace::STATUS_FILE))?;
+    let summary_path = task.file(workspace::SUMMARY_FILE);
+    workspace::write_atomic(&summary_path, crate::summary::from_journal(task, &flow_status)?.as_bytes())?;
+    events.emit(Event::FlowFinished { task_id: task.task_id.clone(), state: FlowState::Failed, changed_files: Vec::new(), summary: summary_path })?;
+    events::say(&format!("ocflow: planning failed: {error}"));
+    let configuration = matches!(&error, PlanError::Llm(e) if matches!(e.kind, LlmErrorKind::Unauthorized | LlmErrorKind::NotFound | LlmErrorKind::Redirected | LlmErrorKind::QuotaExceeded));
+    Ok(if configuration { 2 } else { EXIT_FLOW_FAILED })
+}
+
+/// `ocflow plan TASK`: the validated flow on stdout; the answers kept under `_plans/`.
+async fn plan(config: &Config, args: PlanArgs) -> Result<u8> {
+    let llm = connect_llm(config)?.ok_or_else(|| Error::Usage(config.require_llm().err().map(|e| e.to_string()).unwrap_or_default()))?;
+    let llm_config = config.require_llm()?;
+    let id = match &args.task_id {
+        Some(id) if workspace::is_valid_task_id(id) => id.clone(),
+        Some(id) => return Err(Error::Usage(format!("--task-id {id:?}: use letters, digits, `.`, `_` and `-`"))),
+        None => workspace::new_task_id(&args.task, chrono::Local::now()),
+    };
+    let answers = config.workspace.join("_plans").join(&id);
+    let planner = Planner { llm: &llm, settings: &llm_config.planner, rules: &config.path_rules(), skip: &[config::canonical_or_absolute(&config.workspace)] };
+    match planner.plan(&args.task, &answers).await {
+        Ok(flow) => {
+            print_stdout(&(serde_json::to_string_pretty(&flow).unwrap_or_default() + "\n"));
+            events::say(&format!("ocflow: planned {} step(s); the model's answers are in {}", flow.steps.len(), answers.display()));
+            Ok(EXIT_OK)
+        }
+        Err(PlanError::Llm(error)) if !error.transient() && !matches!(error.kind, LlmErrorKind::GaveUp) => Err(Error::Usage(format!("planning failed: {error}"))),
+        Err(error) => {
+            events::say(&format!("ocflow: planning failed: {error}"));
+            Ok(EXIT_FLOW_FAILED)
+        }
+    }
+}
+
+/// The LLM client, when one is configured (`None` otherwise).
+fn connect_llm(config: &Config) -> Result<Option<Arc<Llm>>> {
+    let Ok(llm) = &config.llm else { return Ok(None) };
+    let client = match (&llm.replay, &llm.endpoint) {
+        (Some(recording), _) => Llm::replay(recording),
+        (None, Some(endpoint)) => Llm::connect(endpoint.clone(), llm.record.as_deref()),
+        (None, None) => return Ok(None),
+    };
+    client.map(|c| Some(Arc::new(c))).map_err(Error::Usage)
 }
 
 async fn resume(config: &Config, args: ResumeArgs) -> Result<u8> {
@@ -142,7 +234,7 @@ async fn resume(config: &Config, args: ResumeArgs) -> Result<u8> {
         snapshot(&task, &repo, &workspace_dir, &mut events)?;
     }
     staging::rebuild_final_output(&task, &flow_status)?;
-    let settings = settings(config, &repo, &workspace_dir, &args.limits);
+    let settings = settings(config, &repo, &workspace_dir, &args.limits, connect_llm(config)?);
     let executor = Executor::new(task, flow, flow_status, events, bridge, settings, interrupt);
     execute(executor, args.apply).await
 }
@@ -248,9 +340,13 @@ fn load_bridge(config: &Config) -> Result<Arc<Bridge>> {
     Ok(Arc::new(Bridge::load(python_dir.as_deref(), &config.codex_lib)?))
 }
 
-fn settings(config: &Config, repo: &Path, workspace_dir: &Path, limits: &LimitArgs) -> Settings {
+fn settings(config: &Config, repo: &Path, workspace_dir: &Path, limits: &LimitArgs, llm: Option<Arc<Llm>>) -> Settings {
+    let models = config.llm.as_ref().ok();
+    let operations = models.map(|m| m.operations.clone());
     Settings {
-        llm_config: serde_json::json!({}),
+        llm_config: operations.as_ref().map_or_else(|| serde_json::json!({}), |m| serde_json::json!({"model": m.model, "temperature": m.temperature, "max_tokens": m.max_tokens})),
+        host_llm: llm.clone().zip(operations).map(|(llm, settings)| Arc::new(HostLlm { llm, settings, runtime: tokio::runtime::Handle::current() })),
+        summary_llm: llm.zip(models.map(|m| m.planner.clone())),
         limits: config.limits(limits),
         // The workspace as a repository path, when it lies inside the repository.
         forbidden: RepoPath::from_walk(repo, &config::canonical_or_absolute(workspace_dir)).into_iter().collect(),
@@ -341,7 +437,7 @@ fn exclude_from_git(repo: &Path) {
 
 /// Writes command output (data, not progress) to stdout.
 #[allow(clippy::print_stdout)]
-fn print_stdout(text: &str) {
+pub fn print_stdout(text: &str) {
     use std::io::Write;
     let mut stdout = std::io::stdout().lock();
     let _ = stdout.write_all(text.as_bytes());

@@ -6,9 +6,12 @@ use std::path::{Path, PathBuf};
 
 use serde::Deserialize;
 
+use std::time::Duration;
+
 use crate::cli::{GlobalArgs, LimitArgs};
 use crate::error::{Error, IoContext, Result};
 use crate::instructions::Limits;
+use crate::llm::{ApiKey, Endpoint, ModelSettings, RetryPolicy};
 use crate::validate::PathRules;
 
 /// The default operation library.
@@ -32,6 +35,21 @@ pub struct Config {
     pub json: bool,
     /// What the config files say, for settings resolved per command.
     pub file: FileConfig,
+    /// The LLM settings, or why there are none (the message names what to set).
+    pub llm: std::result::Result<LlmConfig, String>,
+}
+
+/// How to reach the LLM and which models to use.
+#[derive(Debug, Clone)]
+pub struct LlmConfig {
+    /// `None` when answers come from a recording.
+    pub endpoint: Option<Endpoint>,
+    /// For planning and the final summary.
+    pub planner: ModelSettings,
+    /// For the library's LLM operations.
+    pub operations: ModelSettings,
+    pub record: Option<PathBuf>,
+    pub replay: Option<PathBuf>,
 }
 
 /// The contents of a config file. Unknown keys are errors, so a typo is not silently ignored.
@@ -42,6 +60,44 @@ pub struct FileConfig {
     pub codex_lib: Option<String>,
     #[serde(default)]
     pub limits: FileLimits,
+    #[serde(default)]
+    pub llm: FileLlm,
+}
+
+/// `[llm]` in a config file. The key is never read from a file: only from the environment.
+#[derive(Debug, Clone, Default, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct FileLlm {
+    pub base_url: Option<String>,
+    pub model: Option<String>,
+    pub request_timeout_seconds: Option<u64>,
+    pub max_attempts: Option<u32>,
+    pub max_retry_seconds: Option<u64>,
+    /// Settings for planning and summarising.
+    #[serde(default)]
+    pub planner: FileModel,
+    /// Settings for the library's LLM operations.
+    #[serde(default)]
+    pub operations: FileModel,
+}
+
+/// `[llm.planner]` / `[llm.operations]`.
+#[derive(Debug, Clone, Default, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct FileModel {
+    pub model: Option<String>,
+    pub temperature: Option<f32>,
+    pub max_tokens: Option<u32>,
+}
+
+impl FileModel {
+    fn or(self, fallback: FileModel) -> FileModel {
+        FileModel {
+            model: self.model.or(fallback.model),
+            temperature: self.temperature.or(fallback.temperature),
+            max_tokens: self.max_tokens.or(fallback.max_tokens),
+        }
+    }
 }
 
 /// `[limits]` in a config file.
@@ -70,12 +126,22 @@ impl FileConfig {
                 step_timeout_seconds: self.limits.step_timeout_seconds.or(fallback.limits.step_timeout_seconds),
                 max_output_bytes: self.limits.max_output_bytes.or(fallback.limits.max_output_bytes),
             },
+            llm: FileLlm {
+                base_url: self.llm.base_url.or(fallback.llm.base_url),
+                model: self.llm.model.or(fallback.llm.model),
+                request_timeout_seconds: self.llm.request_timeout_seconds.or(fallback.llm.request_timeout_seconds),
+                max_attempts: self.llm.max_attempts.or(fallback.llm.max_attempts),
+                max_retry_seconds: self.llm.max_retry_seconds.or(fallback.llm.max_retry_seconds),
+                planner: self.llm.planner.or(fallback.llm.planner),
+                operations: self.llm.operations.or(fallback.llm.operations),
+            },
         }
     }
 }
 
 impl Config {
-    pub fn resolve(args: &GlobalArgs) -> Result<Config> {
+    /// `api_key` comes from `secret::take_key_at_startup`, which read the environment.
+    pub fn resolve(args: &GlobalArgs, api_key: ApiKey) -> Result<Config> {
         let repo = args.repo.canonicalize().map_err(|err| {
             Error::Usage(format!("--repo {}: {err}; give the path of an existing directory", args.repo.display()))
         })?;
@@ -96,6 +162,7 @@ impl Config {
         if codex_lib.is_empty() || !codex_lib.split('.').all(|part| !part.is_empty() && part.chars().all(|c| c.is_alphanumeric() || c == '_')) {
             return Err(Error::Usage(format!("--codex-lib {codex_lib:?} is not a Python module name (like open_codex_lib or my_pkg.ops)")));
         }
+        let llm = resolve_llm(args, &file.llm, api_key)?;
         Ok(Config {
             repo,
             workspace,
@@ -104,7 +171,13 @@ impl Config {
             python_dir: args.python_dir.as_ref().map(|dir| absolute(dir)).transpose()?,
             json: args.json,
             file,
+            llm,
         })
+    }
+
+    /// The LLM settings, or a usage error saying exactly what to set.
+    pub fn require_llm(&self) -> Result<&LlmConfig> {
+        self.llm.as_ref().map_err(|missing| Error::Usage(missing.clone()))
     }
 
     /// Where flow paths may go: inside the repository, outside its `.git` and the workspace.
@@ -119,6 +192,48 @@ impl Config {
             max_output_bytes: args.max_output_bytes.or(self.file.limits.max_output_bytes).unwrap_or(DEFAULT_MAX_OUTPUT_BYTES),
         }
     }
+}
+
+/// The first non-empty environment variable of `names`.
+fn env_first(names: &[&str]) -> Option<String> {
+    names.iter().find_map(|name| std::env::var(name).ok().filter(|v| !v.trim().is_empty()))
+}
+
+/// Flags > environment > config files; `Err(message)` when no endpoint is configured.
+fn resolve_llm(args: &GlobalArgs, file: &FileLlm, api_key: ApiKey) -> Result<std::result::Result<LlmConfig, String>> {
+    let base_url = args.base_url.clone().or_else(|| env_first(&["OCFLOW_BASE_URL", "OPENAI_BASE_URL", "LLM_BASE_URL"])).or_else(|| file.base_url.clone());
+    let model = args.model.clone().or_else(|| env_first(&["OCFLOW_MODEL", "LLM_MODEL"]));
+    let replay = args.replay.as_ref().map(|p| absolute(p)).transpose()?;
+    let record = args.record.as_ref().map(|p| absolute(p)).transpose()?;
+    let settings = |section: &FileModel, max_tokens: u32| -> Option<ModelSettings> {
+        let name = model.clone().or_else(|| section.model.clone()).or_else(|| file.model.clone()).or_else(|| replay.as_ref().map(|_| "replay".to_string()))?;
+        Some(ModelSettings { model: name, temperature: Some(section.temperature.unwrap_or(0.2)), max_tokens: Some(section.max_tokens.unwrap_or(max_tokens)) })
+    };
+    let endpoint = match (&base_url, &replay) {
+        (_, Some(_)) => None,
+        (Some(url), None) => {
+            if !(url.starts_with("http://") || url.starts_with("https://")) {
+                return Err(Error::Usage(format!("the base URL {url:?} must start with http:// or https:// (for example http://localhost:8000/v1)")));
+            }
+            Some(Endpoint {
+                base_url: url.trim_end_matches('/').to_string(),
+                api_key,
+                request_timeout: Duration::from_secs(file.request_timeout_seconds.unwrap_or(120).max(1)),
+                retry: RetryPolicy {
+                    max_attempts: file.max_attempts.unwrap_or(5).max(1),
+                    max_elapsed: Duration::from_secs(file.max_retry_seconds.unwrap_or(300)),
+                    ..RetryPolicy::default()
+                },
+            })
+        }
+        (None, None) => {
+            return Ok(Err("no LLM endpoint is configured: set OCFLOW_BASE_URL (or OPENAI_BASE_URL / LLM_BASE_URL) to an OpenAI-compatible URL such as http://localhost:8000/v1, or pass --base-url URL; the key comes from OCFLOW_API_KEY (or OPENAI_API_KEY / LLM_API_KEY) and the model from OCFLOW_MODEL (or LLM_MODEL) or --model".into()));
+        }
+    };
+    let (Some(planner), Some(operations)) = (settings(&file.planner, 4096), settings(&file.operations, 8192)) else {
+        return Ok(Err("no model is configured: set OCFLOW_MODEL (or LLM_MODEL), pass --model NAME, or set model under [llm] in ocflow.toml".into()));
+    };
+    Ok(Ok(LlmConfig { endpoint, planner, operations, record, replay }))
 }
 
 fn absolute(path: &Path) -> Result<PathBuf> {

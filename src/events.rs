@@ -22,9 +22,14 @@ pub enum Event {
         /// The task directory holding every file of this flow.
         task_dir: PathBuf,
         repo: PathBuf,
-        steps: usize,
         /// The operation library and the Python running it.
         library: String,
+    },
+    /// The flow is known and validated: given as a file, or planned by the LLM.
+    FlowPlanned {
+        steps: usize,
+        /// How many answers the planner needed (0 for a given flow).
+        planner_answers: usize,
     },
     /// `ocflow resume` picks a flow up again.
     FlowResumed {
@@ -116,9 +121,9 @@ pub fn say(line: &str) {
 /// The human progress line for an event.
 fn progress_line(event: &Event) -> Option<String> {
     Some(match event {
-        Event::FlowStarted { task_id, steps, task_dir, .. } => {
-            format!("ocflow: task {task_id}: {steps} step(s), files in {}", task_dir.display())
-        }
+        Event::FlowStarted { task_id, task_dir, .. } => format!("ocflow: task {task_id}, files in {}", task_dir.display()),
+        Event::FlowPlanned { steps, planner_answers: 0 } => format!("ocflow: flow of {steps} step(s)"),
+        Event::FlowPlanned { steps, planner_answers } => format!("ocflow: planned {steps} step(s) ({planner_answers} answer(s) from the model)"),
         Event::FlowResumed { task_id, pending, .. } => {
             format!("ocflow: resuming {task_id}: {} step(s) to run", pending.len())
         }

@@ -13,7 +13,8 @@ use std::time::Instant;
 use serde_json::{Map, Value, json};
 use tokio::sync::Notify;
 
-use crate::bridge::{Bridge, CallOutcome};
+use crate::bridge::{Bridge, CallOutcome, HostLlm};
+use crate::llm::Usage;
 use crate::error::{Error, IoContext, Result};
 use crate::events::{Event, Events};
 use crate::flow::{self, Flow, Step};
@@ -80,8 +81,13 @@ impl Interrupt {
 
 /// Everything a step run needs besides the flow's state.
 pub struct Settings {
-    /// Passed to every operation; never contains the API key in this build.
+    /// Passed to every operation (model settings); never the API key.
     pub llm_config: Value,
+    /// The LLM for the library's `complete`, when one is configured.
+    pub host_llm: Option<Arc<HostLlm>>,
+    /// The LLM and model that write the final summary; without it the summary is built from
+    /// the journal.
+    pub summary_llm: Option<(Arc<crate::llm::Llm>, crate::llm::ModelSettings)>,
     pub limits: Limits,
     /// Repository paths no step may produce: the workspace, when it lies inside the repository.
     pub forbidden: Vec<RepoPath>,
@@ -131,7 +137,9 @@ impl Executor {
             let started = Instant::now();
             let bridge = self.bridge.clone();
             let llm_config = self.settings.llm_config.clone();
-            let call = tokio::task::spawn_blocking(move || bridge.execute(&prepared.instructions, &llm_config, &prepared.log));
+            let host = self.settings.host_llm.clone().map(|host| (host, step.id.clone()));
+            let tokens_before = self.step_tokens_so_far(&step.id);
+            let call = tokio::task::spawn_blocking(move || bridge.execute(&prepared.instructions, &llm_config, &prepared.log, host));
             let interrupt = self.interrupt.clone();
             let outcome = tokio::select! {
                 joined = call => joined,
@@ -141,11 +149,27 @@ impl Executor {
                 }
             };
             let outcome = outcome.unwrap_or_else(|err| CallOutcome::Garbage { message: format!("the step's thread failed: {err}") });
+            self.count_tokens(&step.id, tokens_before);
             if !self.record(&step, attempt, started, outcome)? {
                 break;
             }
         }
-        self.finish_flow()
+        self.finish_flow().await
+    }
+
+    /// Tokens the LLM has counted for a step in this process.
+    fn step_tokens_so_far(&self, step: &str) -> Usage {
+        self.settings.host_llm.as_ref().map(|host| host.llm.usage_for(step)).unwrap_or_default()
+    }
+
+    /// Adds what a step's attempt used to the step's and the flow's totals (saved with the
+    /// step's outcome).
+    fn count_tokens(&mut self, step: &str, before: Usage) {
+        let used = self.step_tokens_so_far(step).since(&before);
+        if let Some(entry) = self.status.step_mut(step) {
+            entry.tokens.add(&used);
+        }
+        self.status.tokens.add(&used);
     }
 
     /// The first pending step (in flow order) whose dependencies all succeeded.
@@ -465,13 +489,28 @@ impl Executor {
     }
 
     /// Ends the flow: succeeded when every step did, failed otherwise; writes the summary.
-    fn finish_flow(&mut self) -> Result<FlowOutcome> {
+    /// The LLM writes the summary when there is one; if that call fails, the journal-based
+    /// summary is written and the flow's result is unaffected.
+    async fn finish_flow(&mut self) -> Result<FlowOutcome> {
         let all_done = self.status.steps.iter().all(|s| s.status == StepState::Succeeded);
         self.status.state = if all_done { FlowState::Succeeded } else { FlowState::Failed };
         self.status.finished_at = Some(status::now());
         self.save()?;
         let summary_path = self.task.file(workspace::SUMMARY_FILE);
-        let summary = crate::summary::from_journal(&self.task, &self.status)?;
+        let mut summary = None;
+        if let Some((llm, settings)) = &self.settings.summary_llm {
+            let before = llm.usage_for("summary");
+            match crate::summary::with_llm(&self.task, &self.status, llm, settings).await {
+                Ok(text) => summary = Some(text),
+                Err(reason) => crate::events::say(&format!("ocflow: the LLM summary failed ({reason}); writing the summary from the journal")),
+            }
+            self.status.tokens.add(&llm.usage_for("summary").since(&before));
+            self.save()?;
+        }
+        let summary = match summary {
+            Some(text) => text,
+            None => crate::summary::from_journal(&self.task, &self.status)?,
+        };
         workspace::write_atomic(&summary_path, summary.as_bytes())?;
         let changed_files = crate::review::changes(&self.task, &self.status)?.into_iter().map(|c| c.path.as_str().to_string()).collect();
         self.events.emit(Event::FlowFinished { task_id: self.task.task_id.clone(), state: self.status.state, changed_files, summary: summary_path })?;

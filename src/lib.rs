@@ -5,10 +5,12 @@
 //! `main.rs` only parses arguments and maps the result to an exit code; everything else is
 //! here, so tests can drive it directly.
 
+pub mod answer;
 pub mod bridge;
 pub mod cli;
 pub mod commands;
 pub mod config;
+pub mod demo;
 pub mod error;
 pub mod events;
 pub mod executor;
@@ -18,8 +20,10 @@ pub mod journal;
 pub mod llm;
 pub mod operations;
 pub mod orphans;
+pub mod planner;
 pub mod repo_path;
 pub mod review;
+pub mod secret;
 pub mod staging;
 pub mod status;
 pub mod summary;
@@ -29,8 +33,9 @@ pub mod workspace;
 use cli::Cli;
 use error::Result;
 
-/// Resolves the configuration and runs the command; returns the exit code.
-pub fn run(cli: Cli) -> Result<u8> {
-    let config = config::Config::resolve(&cli.global)?;
+/// Resolves the configuration and runs the command; returns the exit code. `api_key` comes
+/// from `secret::take_key_at_startup`.
+pub fn run(cli: Cli, api_key: llm::ApiKey) -> Result<u8> {
+    let config = config::Config::resolve(&cli.global, api_key)?;
     commands::dispatch(&config, cli.command)
 }

@@ -135,6 +135,16 @@ impl Usage {
         self.calls += other.calls;
     }
 
+    /// What was used since `before` was taken (counters only grow).
+    pub fn since(&self, before: &Usage) -> Usage {
+        Usage {
+            prompt_tokens: self.prompt_tokens.saturating_sub(before.prompt_tokens),
+            completion_tokens: self.completion_tokens.saturating_sub(before.completion_tokens),
+            total_tokens: self.total_tokens.saturating_sub(before.total_tokens),
+            calls: self.calls.saturating_sub(before.calls),
+        }
+    }
+
     pub fn is_zero(&self) -> bool {
         self.calls == 0
     }

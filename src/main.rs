@@ -5,8 +5,10 @@ use std::process::ExitCode;
 use clap::Parser;
 
 fn main() -> ExitCode {
+    // First, while single-threaded: may re-execute the binary to drop the key from the environment.
+    let api_key = ocflow::secret::take_key_at_startup();
     let cli = ocflow::cli::Cli::parse();
-    match ocflow::run(cli) {
+    match ocflow::run(cli, api_key) {
         Ok(code) => ExitCode::from(code),
         Err(err) => {
             ocflow::events::say(&format!("ocflow: error: {err:#}"));

@@ -223,3 +223,25 @@ pub fn find(name: &str) -> Option<&'static OperationSpec> {
 pub fn names() -> Vec<&'static str> {
     OPERATIONS.iter().map(|op| op.name).collect()
 }
+
+/// The operations as the planner's prompt lists them, generated from this registry so the
+/// model is told exactly what the validator accepts.
+pub fn catalogue() -> std::string::String {
+    let mut out = std::string::String::new();
+    for op in OPERATIONS {
+        out.push_str(&format!("- `{}`: {}\n", op.name, op.doc));
+        for param in op.params {
+            let required = if param.required { "*" } else { "" };
+            out.push_str(&format!("    {}{} ({}): {}\n", param.name, required, param.kind.name(), param.doc));
+        }
+        if !op.exactly_one_of.is_empty() {
+            out.push_str(&format!("    give exactly one of: {}\n", op.exactly_one_of.join(", ")));
+        }
+    }
+    out
+}
+
+/// Whether a step of this operation with these parameters calls the LLM.
+pub fn step_needs_llm(operation: &str, params: &serde_json::Map<std::string::String, serde_json::Value>) -> bool {
+    find(operation).is_some_and(|op| op.needs_llm || (op.name == "write_file" && params.contains_key("instructions")))
+}

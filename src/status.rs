@@ -8,6 +8,7 @@ use serde::{Deserialize, Serialize};
 
 use crate::error::{Error, Result};
 use crate::flow::Flow;
+use crate::llm::Usage;
 use crate::workspace;
 
 /// The status file format version this build writes and reads.
@@ -34,6 +35,12 @@ pub struct FlowStatus {
     /// When `ocflow apply` last wrote the changes into the repository.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub applied_at: Option<String>,
+    /// Why the flow ended as it did, when a step's message does not say it (planning failed).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub message: Option<String>,
+    /// Tokens used by the whole flow: planning, every step, the summary.
+    #[serde(default)]
+    pub tokens: Usage,
     /// One entry per step, in flow order.
     pub steps: Vec<StepStatus>,
 }
@@ -89,6 +96,9 @@ pub struct StepStatus {
     /// Why the last attempt failed.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub error: Option<StepError>,
+    /// Tokens the step's LLM calls used, over all its attempts.
+    #[serde(default)]
+    pub tokens: Usage,
 }
 
 /// A failed attempt's error.
@@ -121,6 +131,8 @@ impl FlowStatus {
             updated_at: now,
             finished_at: None,
             applied_at: None,
+            message: None,
+            tokens: Usage::default(),
             steps: flow
                 .steps
                 .iter()
@@ -137,6 +149,7 @@ impl FlowStatus {
                     deleted_files: Vec::new(),
                     message: None,
                     error: None,
+                    tokens: Usage::default(),
                 })
                 .collect(),
         }
@@ -202,22 +215,27 @@ impl FlowStatus {
     /// A table for people: one line per step.
     pub fn render_table(&self) -> String {
         let mut out = format!(
-            "task {}  [{}]  revision {}\n{}\nrepository {}\n\n",
+            "task {}  [{}]  revision {}\n{}\nrepository {}\ntokens {} (prompt {}, completion {}) in {} LLM call(s)\n\n",
             self.task_id,
             self.state,
             self.revision,
             self.task,
-            self.repo.display()
+            self.repo.display(),
+            self.tokens.total_tokens,
+            self.tokens.prompt_tokens,
+            self.tokens.completion_tokens,
+            self.tokens.calls
         );
         let width = self.steps.iter().map(|s| s.id.len()).max().unwrap_or(4).max(4);
-        out.push_str(&format!("{:<width$}  {:<22}  {:<9}  {:>8}  {:>9}  {}\n", "STEP", "OPERATION", "STATUS", "ATTEMPTS", "TIME", "MESSAGE"));
+        out.push_str(&format!("{:<width$}  {:<22}  {:<9}  {:>8}  {:>9}  {:>7}  {}\n", "STEP", "OPERATION", "STATUS", "ATTEMPTS", "TIME", "TOKENS", "MESSAGE"));
         for step in &self.steps {
             let time = step.duration_ms.map(|ms| format!("{:.2}s", ms as f64 / 1000.0)).unwrap_or_else(|| "-".into());
             let message = step.error.as_ref().map(|e| e.message.as_str()).or(step.message.as_deref()).unwrap_or("");
             let message: String = message.lines().next().unwrap_or("").chars().take(80).collect();
+            let tokens = if step.tokens.is_zero() { "-".to_string() } else { step.tokens.total_tokens.to_string() };
             out.push_str(&format!(
-                "{:<width$}  {:<22}  {:<9}  {:>8}  {:>9}  {}\n",
-                step.id, step.operation, step.status.to_string(), step.attempts, time, message
+                "{:<width$}  {:<22}  {:<9}  {:>8}  {:>9}  {:>7}  {}\n",
+                step.id, step.operation, step.status.to_string(), step.attempts, time, tokens, message
             ));
         }
         out

@@ -6,6 +6,7 @@ use std::fmt::Write;
 use crate::error::Result;
 use crate::events::Event;
 use crate::journal;
+use crate::llm::{ChatRequest, Llm, Message, ModelSettings};
 use crate::review::{self, ChangeKind};
 use crate::status::{FlowState, FlowStatus, StepState};
 use crate::workspace::{self, TaskDir};
@@ -22,6 +23,9 @@ pub fn from_journal(task: &TaskDir, status: &FlowStatus) -> Result<String> {
     };
     let _ = writeln!(out, "# {}\n", if status.task.is_empty() { &status.task_id } else { &status.task });
     let _ = writeln!(out, "The flow `{}` {verdict}.\n", status.task_id);
+    if let Some(message) = &status.message {
+        let _ = writeln!(out, "{message}\n");
+    }
 
     let _ = writeln!(out, "## Steps\n");
     for step in &status.steps {
@@ -66,4 +70,39 @@ pub fn from_journal(task: &TaskDir, status: &FlowStatus) -> Result<String> {
     let attempts: usize = records.iter().filter(|r| matches!(r.event, Event::StepStarted { .. })).count();
     let _ = writeln!(out, "\n## Timeline\n\n{} journal event(s), {attempts} step attempt(s), from {} to {}.", records.len(), status.created_at, status.updated_at);
     Ok(out)
+}
+
+const PROMPT: &str = include_str!("../prompts/summary.md");
+
+/// Asks the LLM for the summary (the seed's summarisation prompt) from the same facts as
+/// `from_journal`: no times or ids, so the prompt of a flow is the same on every run.
+pub async fn with_llm(task: &TaskDir, status: &FlowStatus, llm: &Llm, settings: &ModelSettings) -> Result<String, String> {
+    let steps = status
+        .steps
+        .iter()
+        .map(|s| format!("- {} ({}): {}{}", s.id, s.operation, s.status, s.message.as_deref().map(|m| format!(" — {m}")).unwrap_or_default()))
+        .collect::<Vec<_>>()
+        .join("\n");
+    let changes = review::changes(task, status).map_err(|e| e.to_string())?;
+    let files = if changes.is_empty() {
+        "none".to_string()
+    } else {
+        changes.iter().map(|c| format!("- {} ({:?})", c.path, c.kind).to_lowercase()).collect::<Vec<_>>().join("\n")
+    };
+    let verdict = match status.state {
+        FlowState::Succeeded => "succeeded",
+        _ => "did not succeed",
+    };
+    let prompt = PROMPT.trim().replace("{{task}}", &status.task).replace("{{verdict}}", verdict).replace("{{steps}}", &steps).replace("{{files}}", &files);
+    let request = ChatRequest { purpose: "summary".into(), settings: settings.clone(), messages: vec![Message::user(prompt)], json: false };
+    let answer = llm.chat(&request).await.map_err(|e| e.to_string())?;
+    if answer.is_truncated() || answer.content.trim().is_empty() {
+        return Err("the model's summary was empty or cut off".into());
+    }
+    Ok(format!(
+        "# {}\n\n{}\n\n---\n\n{}",
+        if status.task.is_empty() { &status.task_id } else { &status.task },
+        answer.content.trim(),
+        from_journal(task, status).map_err(|e| e.to_string())?.split_once('\n').map_or("", |(_, rest)| rest).trim_start()
+    ))
 }

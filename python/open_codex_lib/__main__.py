@@ -4,7 +4,9 @@ Runs one step standalone (outside ocflow) and prints its result dict as JSON
 on stdout.  Exit status: 0 on success, 1 when the step failed, 2 when the
 instructions file is missing or invalid (or the result file cannot be
 written).  The LLM settings are read from the environment and kept in memory
-only; no model is called from here.
+only.  A step that needs a model gets a ``complete`` callable built from the
+optional ``openai`` package (:mod:`.standalone`); without it such a step
+fails, saying what to install or set.
 """
 
 from __future__ import annotations
@@ -18,6 +20,7 @@ from collections.abc import Mapping
 from .instructions import InstructionsError, parse_instructions
 from .operations import run_step
 from .results import failure
+from .standalone import prepare_llm_config
 
 ENV_NAMES = {
     "base_url": ("OCFLOW_BASE_URL", "OPENAI_BASE_URL", "LLM_BASE_URL"),
@@ -49,7 +52,11 @@ def main(argv: list[str] | None = None) -> int:
     except InstructionsError as exc:
         result, status = failure(exc.operation, str(exc)), 2
     else:
-        result = run_step(step, llm_config_from_env(os.environ))
+        llm_config, problem = prepare_llm_config(step, llm_config_from_env(os.environ))
+        if problem is not None:
+            result = failure(step.operation, problem)
+        else:
+            result = run_step(step, llm_config)
         status = 0 if result["status"] == "success" else 1
 
     text = json.dumps(result, indent=2, ensure_ascii=False) + "\n"

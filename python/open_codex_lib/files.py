@@ -1,9 +1,11 @@
 """File operations: ``read_file``, ``write_file``, ``list_files`` and ``delete_file``.
 
 Reads come from the step's input_dir (the files the host staged), writes go to
-its output_dir, listings walk the work_dir (a full repository view).  Nothing
-here deletes files: ``delete_file`` only reports the deletion for the host to
-apply.  Every path parameter is checked with :mod:`.paths`.
+its output_dir, listings walk the work_dir (a full repository view).
+``write_file`` with ``params.instructions`` lets the model write the file
+(see :mod:`.code_edit`).  Nothing here deletes files: ``delete_file`` only
+reports the deletion for the host to apply.  Every path parameter is checked
+with :mod:`.paths`.
 """
 
 from __future__ import annotations
@@ -12,10 +14,16 @@ import codecs
 import fnmatch
 import os
 
-from . import llm
+from . import code_edit
 from .instructions import Step
 from .params import optional_bool, optional_str, require_str
-from .paths import normalize_repo_path, require_work_dir, resolve_inside
+from .paths import (
+    normalize_repo_path,
+    output_target,
+    require_work_dir,
+    resolve_inside,
+    staged_file,
+)
 from .results import StepError, success
 
 LIST_LIMIT = 10000
@@ -23,26 +31,10 @@ SKIPPED_DIRS = frozenset({".git", ".ocflow"})
 WRITE_SOURCES = ("content", "content_from_step", "instructions")
 
 
-def _not_found(rel: str) -> StepError:
-    return StepError(
-        f"file not found: {rel} (the repository has no such file at this point of the flow)"
-    )
-
-
-def _staged_file(step: Step, rel: str) -> str:
-    """Real path of the regular file ``rel`` staged under input_dir."""
-    target = resolve_inside(step.input_dir, rel, "input directory")
-    if not os.path.exists(target):
-        raise _not_found(rel)
-    if not os.path.isfile(target):
-        raise StepError(f"{rel} is not a regular file: give the path of a file")
-    return target
-
-
 def read_file(step: Step, llm_config: dict | None) -> dict:
     """Return the content of a staged file, capped at ``limits.max_output_bytes``."""
     rel = normalize_repo_path(step.params.get("file_path"), "params.file_path")
-    target = _staged_file(step, rel)
+    target = staged_file(step, rel)
     cap = step.limits.max_output_bytes
     size = os.path.getsize(target)
     with open(target, "rb") as handle:
@@ -66,7 +58,11 @@ def read_file(step: Step, llm_config: dict | None) -> dict:
 
 
 def write_file(step: Step, llm_config: dict | None) -> dict:
-    """Write a file under output_dir from literal content or an earlier step."""
+    """Write a file under output_dir from literal content, an earlier step or the LLM.
+
+    With ``params.instructions`` the model writes the file
+    (:func:`.code_edit.generate_file`).
+    """
     params = step.params
     rel = normalize_repo_path(params.get("file_path"), "params.file_path")
     given = [name for name in WRITE_SOURCES if params.get(name) is not None]
@@ -84,14 +80,10 @@ def write_file(step: Step, llm_config: dict | None) -> dict:
         source_step = require_str(params, "content_from_step")
         data, origin = content_from_step(step, source_step, rel)
     else:
-        require_str(params, "instructions")
-        return llm.unavailable(step, llm_config, "write_file with params.instructions")
+        instructions = require_str(params, "instructions")
+        return code_edit.generate_file(step, llm_config, rel, instructions)
 
-    os.makedirs(step.output_dir, exist_ok=True)
-    target = resolve_inside(step.output_dir, rel, "output directory")
-    if os.path.isdir(target):
-        raise StepError(f"cannot write {rel}: a directory with that name exists in the output")
-    os.makedirs(os.path.dirname(target), exist_ok=True)
+    target = output_target(step, rel)
     with open(target, "wb") as handle:
         handle.write(data)
     return success(
@@ -206,7 +198,7 @@ def list_files(step: Step, llm_config: dict | None) -> dict:
 def delete_file(step: Step, llm_config: dict | None) -> dict:
     """Report a staged file for deletion; the host applies it."""
     rel = normalize_repo_path(step.params.get("file_path"), "params.file_path")
-    _staged_file(step, rel)
+    staged_file(step, rel)
     return success(
         step.operation,
         f"{rel} is marked for deletion (ocflow applies it)",

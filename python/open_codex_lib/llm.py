@@ -1,26 +1,37 @@
-"""Access to the language model the host provides, and the LLM-only operations.
+"""Calling the language model the host provides, and the prompt files.
 
 The host passes ``llm_config["complete"]``, a callable
-``complete(messages: list[dict(role, content)], purpose: str) -> dict``
-returning ``{"content": str, "finish_reason": str}``.  Without it, operations
-that need a model fail with a message telling how to run them.  The
-code-changing operations (``modify_code``/``refactor_function``,
-``analyze_code`` and ``write_file`` with ``params.instructions``) are not
-provided by this version of the library yet; they report that plainly.
+``complete(messages, purpose=None, json=False) -> dict`` where ``messages`` is
+a list of ``{"role": "system"|"user"|"assistant", "content": str}``; it returns
+``{"content": str, "finish_reason": str | None, "usage": {...token counts}}``
+and raises on failure (host errors carry ``kind`` and ``transient``).  Without
+it, operations that need a model fail with a message telling how to run them
+(``python -m open_codex_lib`` builds one from the ``openai`` package, see
+:mod:`.standalone`).
 
+A :class:`Conversation` makes the calls of one step: it saves every answer in
+the step directory as ``llm-answer-<n>.md``, counts the calls and tokens, turns
+an exception into a failure carrying ``llm_error`` (so the host can decide to
+retry), and refuses an answer cut off by the token limit
+(``finish_reason == "length"``).
+
+Prompts are editable Markdown files in ``open_codex_lib/prompts/``;
+:func:`render_prompt` fills their ``$name`` placeholders.
 ``llm_config["api_key"]`` is never written anywhere by this module.
 """
 
 from __future__ import annotations
 
-from typing import Callable
+import os
+from importlib import resources
+from string import Template
+from typing import Any, Callable
 
 from .instructions import Step
-from .params import optional_str, require_str
-from .paths import normalize_repo_path
 from .results import StepError, failure
 
-CompleteFn = Callable[[list, str], dict]
+CompleteFn = Callable[..., dict]
+USAGE_KEYS = ("prompt_tokens", "completion_tokens", "total_tokens")
 
 
 def get_complete(llm_config: dict | None) -> CompleteFn | None:
@@ -29,47 +40,134 @@ def get_complete(llm_config: dict | None) -> CompleteFn | None:
     return complete if callable(complete) else None
 
 
-def ask(complete: CompleteFn, messages: list[dict], purpose: str) -> str:
-    """Call the model and return the text of its answer.
-
-    A failing call or a malformed answer becomes a :class:`StepError`.
-    """
-    try:
-        answer = complete(messages, purpose)
-    except Exception as exc:  # the endpoint's errors are the user's to fix
-        raise StepError(
-            f"the LLM request for {purpose} failed: {type(exc).__name__}: {exc}"
-        ) from None
-    content = answer.get("content") if isinstance(answer, dict) else None
-    if not isinstance(content, str):
-        raise StepError(f"the LLM answer for {purpose} has no text content")
-    return content
-
-
-def unavailable(step: Step, llm_config: dict | None, what: str) -> dict:
-    """Failure result for an LLM-backed operation that cannot run here."""
-    if get_complete(llm_config) is None:
-        return failure(
-            step.operation,
-            f"operation {what} needs an LLM: run it from ocflow with an endpoint configured",
-        )
+def unavailable(step: Step, what: str) -> dict:
+    """Failure result for an LLM-backed operation run without a model."""
     return failure(
         step.operation,
-        f"operation {what} is not supported by this version of open_codex_lib yet: "
-        "write the change with write_file and params.content instead",
+        f"operation {what} needs an LLM: run it from ocflow with an endpoint configured",
     )
 
 
-def modify_code(step: Step, llm_config: dict | None) -> dict:
-    """``modify_code`` / ``refactor_function``: change a file following instructions."""
-    normalize_repo_path(step.params.get("file_path"), "params.file_path")
-    require_str(step.params, "instructions")
-    optional_str(step.params, "function_name")
-    return unavailable(step, llm_config, step.operation)
+def load_prompt(name: str) -> str:
+    """The text of ``prompts/<name>.md`` (read at every call, so edits apply at once)."""
+    resource = resources.files(__package__).joinpath("prompts").joinpath(f"{name}.md")
+    return resource.read_text(encoding="utf-8")
 
 
-def analyze_code(step: Step, llm_config: dict | None) -> dict:
-    """``analyze_code``: answer a question about a file."""
-    normalize_repo_path(step.params.get("file_path"), "params.file_path")
-    optional_str(step.params, "query")
-    return unavailable(step, llm_config, step.operation)
+def render_prompt(name: str, **values: str) -> str:
+    """``prompts/<name>.md`` with its ``$name`` placeholders filled, trailing space removed."""
+    return Template(load_prompt(name)).substitute(values).strip()
+
+
+class Conversation:
+    """The model calls of one step.
+
+    ``purpose`` is passed to the host with every call (the operation name).
+    :attr:`fields` gives the result fields describing the calls:
+    ``llm_calls``, ``llm_answers`` (answer file names in the step directory)
+    and ``llm_usage`` (summed token counts).
+    """
+
+    def __init__(self, step: Step, complete: CompleteFn, purpose: str, api_key: Any = None):
+        self.step = step
+        self.complete = complete
+        self.purpose = purpose
+        self.secret = api_key if isinstance(api_key, str) and api_key else None
+        self.calls = 0
+        self.answer_files: list[str] = []
+        self.usage = {key: 0 for key in USAGE_KEYS}
+
+    @property
+    def fields(self) -> dict:
+        """Result fields describing the calls made so far."""
+        return {
+            "llm_calls": self.calls,
+            "llm_answers": list(self.answer_files),
+            "llm_usage": dict(self.usage),
+        }
+
+    def saved(self) -> str:
+        """Where the answers are, for messages: ``llm-answer-1.md, ... in <step dir>``."""
+        if not self.answer_files:
+            return "no answer was saved"
+        names = ", ".join(self.answer_files)
+        return f"answers saved in {names} in {self.step.base_dir}"
+
+    def fail(self, message: str, **fields: Any) -> StepError:
+        """A :class:`StepError` carrying :attr:`fields` and ``fields``."""
+        return StepError(message, **self.fields, **fields)
+
+    def ask(self, messages: list[dict], json: bool = False) -> str:
+        """Send ``messages``; return the answer's text.
+
+        The answer is saved before anything else is done with it.  A failing
+        call, a malformed answer or a truncated one raises :class:`StepError`.
+        """
+        self.calls += 1
+        try:
+            answer = self.complete(messages, purpose=self.purpose, json=json)
+        except Exception as exc:  # the endpoint's errors are the user's to fix
+            raise self._call_error(exc) from None
+        if not isinstance(answer, dict):
+            raise self.fail(
+                f"the LLM answer for {self.purpose} is not a dict but "
+                f"{type(answer).__name__}: the host's complete callable is broken"
+            )
+        content = answer.get("content")
+        if content is None:
+            content = ""
+        if not isinstance(content, str):
+            raise self.fail(f"the LLM answer for {self.purpose} has no text content")
+        self._add_usage(answer.get("usage"))
+        name = self._save(content)
+        if answer.get("finish_reason") == "length":
+            raise self.fail(
+                f"the LLM answer for {self.purpose} was truncated at the token limit "
+                f"(finish_reason 'length', saved in {name}), so it was not used: raise "
+                "max_tokens for the model, or split the file or the task into smaller parts"
+            )
+        return content
+
+    def _call_error(self, exc: Exception) -> StepError:
+        kind = getattr(exc, "kind", None)
+        kind = kind if isinstance(kind, str) and kind else "error"
+        transient = getattr(exc, "transient", False) is True
+        detail = f"{type(exc).__name__}: {exc}"
+        advice = (
+            "the error is transient, retrying the step later may work"
+            if transient
+            else "check the model endpoint and its settings"
+        )
+        return self.fail(
+            f"the LLM request for {self.purpose} failed: {detail} (kind {kind}; {advice})",
+            llm_error={"kind": kind, "transient": transient, "message": detail},
+        )
+
+    def _add_usage(self, usage: Any) -> None:
+        if not isinstance(usage, dict):
+            return
+        for key in USAGE_KEYS:
+            value = usage.get(key)
+            if isinstance(value, int) and not isinstance(value, bool):
+                self.usage[key] += value
+
+    def _save(self, content: str) -> str:
+        name = f"llm-answer-{self.calls}.md"
+        text = content.replace(self.secret, "[REDACTED]") if self.secret else content
+        try:
+            with open(os.path.join(self.step.base_dir, name), "w", encoding="utf-8") as handle:
+                handle.write(text)
+        except OSError as exc:
+            raise self.fail(
+                f"cannot save the LLM answer as {name} in {self.step.base_dir}: {exc}"
+            ) from None
+        self.answer_files.append(name)
+        return name
+
+
+def conversation(step: Step, llm_config: dict | None, purpose: str) -> Conversation | None:
+    """A :class:`Conversation` with the host's model, or None without one."""
+    complete = get_complete(llm_config)
+    if complete is None:
+        return None
+    return Conversation(step, complete, purpose, (llm_config or {}).get("api_key"))

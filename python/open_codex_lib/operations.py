@@ -3,7 +3,9 @@
 :func:`execute_operation` parses the instructions file, runs the named
 operation and returns its result dict.  User errors (bad instructions, bad
 parameters, missing files, unknown operations, failing commands) come back as
-failure dicts; only genuine bugs raise.  The LLM API key is redacted from
+failure dicts; only genuine bugs raise.  The LLM-backed operations use only
+what ``llm_config`` gives (its ``complete`` callable); nothing here builds a
+model client.  The LLM API key is redacted from
 every string in the result before it is returned.
 """
 
@@ -11,7 +13,7 @@ from __future__ import annotations
 
 from typing import Any, Callable, Optional
 
-from . import commands, files, llm, summary
+from . import analysis, code_edit, commands, files, summary
 from .instructions import InstructionsError, Step, parse_instructions
 from .results import StepError, failure
 
@@ -25,9 +27,9 @@ OPERATIONS: dict[str, Operation] = {
     "execute_shell_command": commands.execute_shell_command,
     "run_tests": commands.run_tests,
     "generate_summary": summary.generate_summary,
-    "modify_code": llm.modify_code,
-    "refactor_function": llm.modify_code,
-    "analyze_code": llm.analyze_code,
+    "modify_code": code_edit.modify_code,
+    "refactor_function": code_edit.modify_code,
+    "analyze_code": analysis.analyze_code,
 }
 
 
@@ -52,7 +54,7 @@ def run_step(step: Step, llm_config: dict | None) -> dict:
         try:
             result = operation(step, llm_config)
         except StepError as exc:
-            result = failure(step.operation, str(exc))
+            result = failure(step.operation, str(exc), **exc.fields)
     api_key = (llm_config or {}).get("api_key")
     if isinstance(api_key, str) and api_key:
         result = redact(result, api_key)

@@ -6,7 +6,9 @@ paths, ``..`` components and empty paths; :func:`resolve_inside` joins such a
 path to a directory (input_dir, output_dir, work_dir), resolves symlinks and
 refuses the result unless it is still inside that directory, comparing path
 components rather than string prefixes.  :func:`require_work_dir` checks that a
-step that needs the full repository view has one.
+step that needs the full repository view has one.  :func:`staged_file` finds a
+file the host staged in input_dir, :func:`output_target` prepares the place of
+a file written to output_dir.
 """
 
 from __future__ import annotations
@@ -87,3 +89,29 @@ def require_work_dir(step) -> str:
             "prepared; rerun the step from ocflow"
         )
     return step.work_dir
+
+
+def staged_file(step, rel: str) -> str:
+    """Real path of the regular file ``rel`` staged under the input_dir of ``step``."""
+    target = resolve_inside(step.input_dir, rel, "input directory")
+    if not os.path.exists(target):
+        raise StepError(
+            f"file not found: {rel} (the repository has no such file at this point of the flow)"
+        )
+    if not os.path.isfile(target):
+        raise StepError(f"{rel} is not a regular file: give the path of a file")
+    return target
+
+
+def output_target(step, rel: str) -> str:
+    """Real path where ``rel`` is written under the output_dir of ``step``.
+
+    Creates output_dir and the parent directories of the file; refuses a
+    path where a directory already exists.
+    """
+    os.makedirs(step.output_dir, exist_ok=True)
+    target = resolve_inside(step.output_dir, rel, "output directory")
+    if os.path.isdir(target):
+        raise StepError(f"cannot write {rel}: a directory with that name exists in the output")
+    os.makedirs(os.path.dirname(target), exist_ok=True)
+    return target

@@ -6,6 +6,8 @@ sentence), ``output_files`` and ``deleted_files``.  Problems caused by the
 step's input (bad parameter, missing file, path escaping its directory, ...)
 are raised inside the library as :class:`StepError` and turned into a failure
 dict at the top of the dispatch; they never reach the host as exceptions.
+A :class:`StepError` may carry extra result fields (for example ``llm_calls``
+and ``llm_error`` of an LLM-backed operation) that end up in that failure dict.
 """
 
 from __future__ import annotations
@@ -16,8 +18,13 @@ from typing import Any
 class StepError(Exception):
     """A problem with the step's input; becomes a ``"failure"`` result.
 
-    The message must name the problem and, where possible, the fix.
+    The message must name the problem and, where possible, the fix.  ``fields``
+    are added to the failure result.
     """
+
+    def __init__(self, message: str, **fields: Any):
+        super().__init__(message)
+        self.fields = fields
 
 
 def make_result(operation: str | None, status: str, message: str, **fields: Any) -> dict:

@@ -64,11 +64,19 @@ fn a_command_printing_megabytes_is_capped() {
 }
 
 #[test]
-fn run_without_a_plan_says_how_to_give_one() {
+fn run_without_an_endpoint_says_what_to_set() {
     let sandbox = Sandbox::new(&[]);
     let output = sandbox.ocflow().args(["run", "do something"]).output().unwrap();
     assert_exit(&output, 2);
+    assert!(stderr(&output).contains("no LLM endpoint is configured: set OCFLOW_BASE_URL"), "{}", stderr(&output));
+    assert!(!sandbox.workspace.exists());
+    let output = sandbox.ocflow().arg("run").output().unwrap();
+    assert_exit(&output, 2);
     assert!(stderr(&output).contains("--plan FLOW.json"), "{}", stderr(&output));
+    let plan = sandbox.flow(&json!([{"id": "m", "operation": "modify_code", "params": {"file_path": "a.py", "instructions": "x"}}]));
+    let output = sandbox.ocflow().args(["run", "--plan"]).arg(plan).output().unwrap();
+    assert_exit(&output, 2);
+    assert!(stderr(&output).contains("step m (modify_code) needs an LLM, and no LLM endpoint is configured"), "{}", stderr(&output));
     assert!(!sandbox.workspace.exists());
 }
 

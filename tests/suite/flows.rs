@@ -20,6 +20,10 @@ fn stable(mut status: Value) -> Value {
     status
 }
 
+fn no_tokens() -> Value {
+    json!({"prompt_tokens": 0, "completion_tokens": 0, "total_tokens": 0, "calls": 0})
+}
+
 fn multi_step_flow() -> Value {
     json!({
         "version": 1,
@@ -56,12 +60,13 @@ fn multi_step_flow_leaves_every_file_as_specified() {
 
     let step = |id: &str, operation: &str, sequence: u64, outputs: Value, deleted: Value, message: &str| {
         json!({"id": id, "operation": operation, "status": "succeeded", "attempts": 1, "sequence": sequence,
-               "output_files": outputs, "deleted_files": deleted, "message": message})
+               "output_files": outputs, "deleted_files": deleted, "message": message, "tokens": no_tokens()})
     };
     assert_eq!(
         stable(sandbox.status("multi")),
         json!({
             "version": 1, "task_id": "multi", "task": "write, read, count and copy", "revision": 1, "state": "succeeded",
+            "tokens": no_tokens(),
             "steps": [
                 step("w1", "write_file", 1, json!(["notes/data.txt"]), json!([]), "wrote 11 bytes to notes/data.txt from params.content"),
                 step("r1", "read_file", 2, json!([]), json!([]), "read notes/data.txt (11 bytes)"),
@@ -153,9 +158,9 @@ fn json_mode_prints_one_event_per_line_on_stdout() {
     assert_exit(&output, 0);
     let events: Vec<Value> = stdout(&output).lines().map(|line| serde_json::from_str(line).unwrap()).collect();
     let types: Vec<&str> = events.iter().map(|e| e["type"].as_str().unwrap()).collect();
-    assert_eq!(types, vec!["flow_started", "snapshot_taken", "step_started", "step_finished", "flow_finished"]);
+    assert_eq!(types, vec!["flow_started", "flow_planned", "snapshot_taken", "step_started", "step_finished", "flow_finished"]);
     assert_eq!(events[0]["task_id"], json!("j"));
-    assert_eq!(events[4]["changed_files"], json!(["x.txt"]));
+    assert_eq!(events[5]["changed_files"], json!(["x.txt"]));
 }
 
 #[test]

@@ -40,7 +40,14 @@ impl Sandbox {
     pub fn ocflow(&self) -> Command {
         let mut command = Command::new(env!("CARGO_BIN_EXE_ocflow"));
         command.arg("--repo").arg(&self.repo).arg("--workspace").arg(&self.workspace);
-        command.env_remove("OCFLOW_CODEX_LIB").env_remove("OCFLOW_WORKSPACE").env_remove("OCFLOW_PYTHON_DIR");
+        for name in [
+            "OCFLOW_CODEX_LIB", "OCFLOW_WORKSPACE", "OCFLOW_PYTHON_DIR", "OCFLOW_BASE_URL", "OPENAI_BASE_URL", "LLM_BASE_URL",
+            "OCFLOW_MODEL", "LLM_MODEL", "OCFLOW_API_KEY", "OPENAI_API_KEY", "LLM_API_KEY",
+        ] {
+            command.env_remove(name);
+        }
+        // No user config file from the machine running the tests.
+        command.env("XDG_CONFIG_HOME", self.root().join("no-user-config"));
         command
     }
 

@@ -1,0 +1,255 @@
+"""The ``analyze_code`` operation: the model reviews one file and answers in JSON.
+
+The model gets the file with line numbers and is asked for ONE JSON object
+``{"summary": str, "findings": [{"line": int|null, "severity":
+"info"|"warning"|"error", "message": str}]}`` (the host is asked for JSON
+mode).  :func:`parse_json_object` reads it leniently: the object may sit in
+prose or in a ```` ```json ```` fence and may have trailing commas.
+:func:`normalize_analysis` then fixes the fields (unknown severity -> "info",
+missing summary -> "").  If no JSON object can be read the model is asked once
+more with the parse error.  The Markdown report is written to
+``<step dir>/report.md`` and, with ``params.report_path``, to the output.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+
+from . import llm
+from .code_blocks import fence_for, find_blocks
+from .code_edit import read_text
+from .instructions import Step
+from .params import optional_str
+from .paths import normalize_repo_path, output_target, staged_file
+from .results import success
+
+SEVERITIES = ("info", "warning", "error")
+DEFAULT_QUERY = "What does this file do, and what problems (bugs, risks, unclear code) does it have?"
+REPORT_FILE = "report.md"
+MAX_OBJECT_STARTS = 50  # '{' positions tried when looking for the object in prose
+
+
+class AnswerError(ValueError):
+    """The answer holds no usable JSON object; the message says why."""
+
+
+def analyze_code(step: Step, llm_config: dict | None) -> dict:
+    """Review a staged file; return ``summary``, ``findings`` and the Markdown ``report``.
+
+    Result fields: ``summary``, ``findings``, ``report``, ``report_file``
+    (absolute path of ``report.md`` in the step directory), ``output_files``
+    (``[report_path]`` when given) and the fields of
+    :attr:`.llm.Conversation.fields`.
+    """
+    params = step.params
+    rel = normalize_repo_path(params.get("file_path"), "params.file_path")
+    query = optional_str(params, "query")
+    query = query.strip() if query and query.strip() else None
+    report_path = params.get("report_path")
+    if report_path is not None:
+        report_path = normalize_repo_path(report_path, "params.report_path")
+    chat = llm.conversation(step, llm_config, step.operation)
+    if chat is None:
+        return llm.unavailable(step, step.operation)
+    source = read_text(staged_file(step, rel), rel)
+
+    numbered = number_lines(source)
+    fence = fence_for(numbered)
+    messages = [
+        {"role": "system", "content": llm.render_prompt("analyze_code_system")},
+        {"role": "user", "content": llm.render_prompt(
+            "analyze_code_user",
+            file_path=rel,
+            fence=fence,
+            numbered=numbered,
+            query=query or DEFAULT_QUERY,
+        )},
+    ]
+    answer = chat.ask(messages, json=True)
+    try:
+        data = parse_analysis(answer)
+    except AnswerError as exc:
+        retry = messages + [
+            {"role": "assistant", "content": answer},
+            {"role": "user", "content": llm.render_prompt("fix_json", problem=str(exc))},
+        ]
+        answer = chat.ask(retry, json=True)
+        try:
+            data = parse_analysis(answer)
+        except AnswerError as again:
+            raise chat.fail(
+                f"the LLM gave no usable analysis of {rel} in {chat.calls} attempts: "
+                f"{again} ({chat.saved()}): retry the step"
+            ) from None
+
+    report = render_report(rel, query, data["summary"], data["findings"])
+    secret = (llm_config or {}).get("api_key")
+    if isinstance(secret, str) and secret:
+        report = report.replace(secret, "[REDACTED]")
+    report_file = os.path.join(step.base_dir, REPORT_FILE)
+    with open(report_file, "w", encoding="utf-8") as handle:
+        handle.write(report)
+    output_files = []
+    if report_path is not None:
+        with open(output_target(step, report_path), "w", encoding="utf-8") as handle:
+            handle.write(report)
+        output_files.append(report_path)
+    count = len(data["findings"])
+    return success(
+        step.operation,
+        f"analyzed {rel}: {count} finding(s), report in {REPORT_FILE}"
+        + (f" and {report_path}" if report_path else ""),
+        output_files=output_files,
+        summary=data["summary"],
+        findings=data["findings"],
+        report=report,
+        report_file=report_file,
+        **chat.fields,
+    )
+
+
+def number_lines(source: str) -> str:
+    """``source`` with right-aligned line numbers: ``  7 | code``."""
+    lines = source.splitlines() or [""]
+    width = len(str(len(lines)))
+    return "\n".join(f"{n:>{width}} | {line}" for n, line in enumerate(lines, 1))
+
+
+def parse_analysis(text: str) -> dict:
+    """The normalised analysis in the answer ``text`` (raises :class:`AnswerError`)."""
+    data = parse_json_object(text)
+    if "summary" not in data and "findings" not in data:
+        keys = ", ".join(sorted(map(str, data))) or "none"
+        raise AnswerError(
+            f"the JSON object has no 'summary' and no 'findings' key (its keys: {keys})"
+        )
+    return normalize_analysis(data)
+
+
+def parse_json_object(text: str) -> dict:
+    """The first JSON object found in ``text``.
+
+    Tried in order: the whole text, the ```` ```json ```` (or other fenced)
+    blocks, then the text from each ``{``; each also with trailing commas
+    removed.  Raises :class:`AnswerError` with the parse error otherwise.
+    """
+    candidates = [text] + [block.content for block in find_blocks(text)]
+    first_error = None
+    for candidate in candidates:
+        for variant in (candidate, remove_trailing_commas(candidate)):
+            try:
+                value = json.loads(variant)
+            except ValueError as exc:
+                first_error = first_error or exc
+                value = _object_in_prose(variant)
+            if isinstance(value, dict):
+                return value
+    if "{" not in text:
+        raise AnswerError("the answer holds no JSON object (no '{' found)")
+    raise AnswerError(f"the JSON in the answer is invalid: {first_error}")
+
+
+def _object_in_prose(text: str) -> dict | None:
+    """The first JSON object starting at one of the ``{`` of ``text``, if any."""
+    decoder = json.JSONDecoder()
+    start = text.find("{")
+    tries = 0
+    while start != -1 and tries < MAX_OBJECT_STARTS:
+        try:
+            value, _ = decoder.raw_decode(text, start)
+        except ValueError:
+            value = None
+        if isinstance(value, dict):
+            return value
+        start = text.find("{", start + 1)
+        tries += 1
+    return None
+
+
+def remove_trailing_commas(text: str) -> str:
+    """``text`` without commas that directly precede ``}`` or ``]`` (outside strings)."""
+    out = []
+    in_string = False
+    escaped = False
+    i = 0
+    while i < len(text):
+        char = text[i]
+        if in_string:
+            if escaped:
+                escaped = False
+            elif char == "\\":
+                escaped = True
+            elif char == '"':
+                in_string = False
+        elif char == '"':
+            in_string = True
+        elif char == ",":
+            j = i + 1
+            while j < len(text) and text[j] in " \t\r\n":
+                j += 1
+            if j < len(text) and text[j] in "}]":
+                i += 1
+                continue
+        out.append(char)
+        i += 1
+    return "".join(out)
+
+
+def normalize_analysis(data: dict) -> dict:
+    """``{"summary": str, "findings": [...]}`` with every field in its expected form.
+
+    A finding given as a plain string becomes an "info" finding; findings
+    without a message are dropped; ``line`` is a positive int or None.
+    """
+    summary = data.get("summary")
+    if summary is None:
+        summary = ""
+    elif not isinstance(summary, str):
+        summary = json.dumps(summary, ensure_ascii=False)
+    raw = data.get("findings")
+    if isinstance(raw, dict):
+        raw = [raw]
+    if not isinstance(raw, list):
+        raw = []
+    findings = []
+    for item in raw:
+        if isinstance(item, str):
+            item = {"message": item}
+        if not isinstance(item, dict):
+            continue
+        message = item.get("message")
+        if not isinstance(message, str) or not message.strip():
+            continue
+        severity = item.get("severity")
+        severity = severity.strip().lower() if isinstance(severity, str) else ""
+        findings.append({
+            "line": _line_number(item.get("line")),
+            "severity": severity if severity in SEVERITIES else "info",
+            "message": message.strip(),
+        })
+    return {"summary": summary.strip(), "findings": findings}
+
+
+def _line_number(value) -> int | None:
+    if isinstance(value, bool):
+        return None
+    if isinstance(value, str) and value.strip().isdigit():
+        value = int(value.strip())
+    if isinstance(value, float) and value.is_integer():
+        value = int(value)
+    return value if isinstance(value, int) and value > 0 else None
+
+
+def render_report(rel: str, query: str | None, summary: str, findings: list[dict]) -> str:
+    """The Markdown report: title, question, summary and the findings list."""
+    lines = [f"# Analysis of {rel}", ""]
+    if query:
+        lines += [f"Question: {query}", ""]
+    lines += ["## Summary", "", summary or "(no summary given)", "", "## Findings", ""]
+    if not findings:
+        lines.append("No findings.")
+    for finding in findings:
+        where = f" (line {finding['line']})" if finding["line"] is not None else ""
+        lines.append(f"- **{finding['severity']}**{where}: {finding['message']}")
+    return "\n".join(lines) + "\n"

@@ -1,0 +1,203 @@
+"""LLM operations that write a file: ``modify_code``/``refactor_function`` and
+``write_file`` with ``params.instructions``.
+
+Both ask the model for the WHOLE content of the file in one fenced code block
+(small models make far fewer broken edits that way than with diffs or
+search/replace blocks).  The content is taken from the answer with
+:func:`.code_blocks.extract_code_block`; a Python file must also compile.
+When the answer is unusable the model is asked once more, told exactly what
+was wrong; a second unusable answer fails the step and nothing is written.
+An answer cut off at the token limit is never used (see :mod:`.llm`).
+"""
+
+from __future__ import annotations
+
+import ast
+import os
+
+from . import llm
+from .code_blocks import CodeBlockError, check_python, extract_code_block, fence_for
+from .code_blocks import is_python, language_tag
+from .instructions import Step
+from .params import optional_str, require_str
+from .paths import normalize_repo_path, output_target, resolve_inside, staged_file
+from .results import StepError, success
+
+
+def modify_code(step: Step, llm_config: dict | None) -> dict:
+    """``modify_code`` / ``refactor_function``: rewrite a staged file following instructions.
+
+    Result fields: ``output_files`` ``[file_path]``, ``changed``,
+    ``lines_before``, ``lines_after`` and the fields of
+    :attr:`.llm.Conversation.fields`.
+    """
+    params = step.params
+    rel = normalize_repo_path(params.get("file_path"), "params.file_path")
+    instructions = require_str(params, "instructions")
+    function_name = optional_str(params, "function_name")
+    if function_name is not None and not function_name.strip():
+        function_name = None
+    chat = llm.conversation(step, llm_config, step.operation)
+    if chat is None:
+        return llm.unavailable(step, step.operation)
+    original = read_text(staged_file(step, rel), rel)
+    if function_name and is_python(rel):
+        check_function_exists(original, rel, function_name)
+
+    fence = fence_for(original)
+    focus = ""
+    if function_name:
+        focus = "\n" + llm.render_prompt("modify_code_focus", function_name=function_name) + "\n"
+    messages = [
+        {"role": "system", "content": llm.render_prompt("modify_code_system")},
+        {"role": "user", "content": llm.render_prompt(
+            "modify_code_user",
+            file_path=rel,
+            fence=fence,
+            language=language_tag(rel),
+            content=original.rstrip("\n"),
+            instructions=instructions.strip(),
+            focus=focus,
+        )},
+    ]
+    new = obtain_file_content(chat, messages, rel, fence)
+    if "\r\n" in original:
+        new = new.replace("\n", "\r\n")
+    target = output_target(step, rel)
+    with open(target, "w", encoding="utf-8", newline="") as handle:
+        handle.write(new)
+    changed = new != original
+    lines_before, lines_after = len(original.splitlines()), len(new.splitlines())
+    what = f"rewrote {rel} from the LLM answer ({lines_before} -> {lines_after} lines)"
+    if not changed:
+        what = f"the LLM left {rel} unchanged"
+    return success(
+        step.operation,
+        what + retry_note(chat),
+        output_files=[rel],
+        changed=changed,
+        lines_before=lines_before,
+        lines_after=lines_after,
+        **chat.fields,
+    )
+
+
+def generate_file(step: Step, llm_config: dict | None, rel: str, instructions: str) -> dict:
+    """``write_file`` with ``params.instructions``: the model writes a new ``rel``.
+
+    A staged old version of the file, if any, is shown to the model.  Result
+    fields: ``output_files`` ``[rel]``, ``bytes`` and the fields of
+    :attr:`.llm.Conversation.fields`.
+    """
+    chat = llm.conversation(step, llm_config, step.operation)
+    if chat is None:
+        return llm.unavailable(step, "write_file with params.instructions")
+    old = None
+    candidate = resolve_inside(step.input_dir, rel, "input directory")
+    if os.path.isfile(candidate):
+        old = read_text(candidate, rel)
+    fence = fence_for(old or "")
+    context = ""
+    if old is not None:
+        context = "\n" + llm.render_prompt(
+            "write_file_context",
+            file_path=rel,
+            fence=fence,
+            language=language_tag(rel),
+            content=old.rstrip("\n"),
+        ) + "\n"
+    messages = [
+        {"role": "system", "content": llm.render_prompt("write_file_system")},
+        {"role": "user", "content": llm.render_prompt(
+            "write_file_user",
+            file_path=rel,
+            fence=fence,
+            language=language_tag(rel),
+            instructions=instructions.strip(),
+            context=context,
+        )},
+    ]
+    content = obtain_file_content(chat, messages, rel, fence)
+    data = content.encode("utf-8")
+    with open(output_target(step, rel), "wb") as handle:
+        handle.write(data)
+    return success(
+        step.operation,
+        f"wrote {len(data)} bytes to {rel} from the LLM answer" + retry_note(chat),
+        output_files=[rel],
+        bytes=len(data),
+        **chat.fields,
+    )
+
+
+def obtain_file_content(chat: llm.Conversation, messages: list[dict], rel: str, fence: str) -> str:
+    """Ask for the file; ask once more if the answer is unusable; return the content."""
+    answer = chat.ask(messages)
+    content, problem = usable_content(answer, rel)
+    if problem is None:
+        return content
+    retry = messages + [
+        {"role": "assistant", "content": answer},
+        {"role": "user", "content": llm.render_prompt(
+            "fix_code", problem=problem, file_path=rel, fence=fence, language=language_tag(rel)
+        )},
+    ]
+    answer = chat.ask(retry)
+    content, problem = usable_content(answer, rel)
+    if problem is None:
+        return content
+    raise chat.fail(
+        f"the LLM gave no usable content for {rel} in {chat.calls} attempts: {problem} "
+        f"({chat.saved()}); {rel} is left unchanged: retry the step, or make the "
+        "instructions simpler"
+    )
+
+
+def usable_content(answer: str, rel: str) -> tuple[str | None, str | None]:
+    """``(content, None)`` if ``answer`` holds valid content for ``rel``, else ``(None, problem)``."""
+    try:
+        content = extract_code_block(answer, rel)
+    except CodeBlockError as exc:
+        return None, str(exc)
+    if is_python(rel):
+        problem = check_python(content, rel)
+        if problem is not None:
+            return None, f"the code does not compile: {problem}"
+    return content, None
+
+
+def read_text(path: str, rel: str) -> str:
+    """The UTF-8 text of ``path``; a binary or non-UTF-8 file is refused."""
+    with open(path, "rb") as handle:
+        data = handle.read()
+    try:
+        text = data.decode("utf-8")
+    except UnicodeDecodeError:
+        text = None
+    if text is None or "\0" in text:
+        raise StepError(f"{rel} is not a UTF-8 text file: the LLM operations handle text files only")
+    return text
+
+
+def check_function_exists(source: str, rel: str, function_name: str) -> None:
+    """Fail early when a parsable Python file has no function or class ``function_name``.
+
+    A dotted name (``Class.method``) is looked up by its last part.
+    """
+    try:
+        tree = ast.parse(source, rel)
+    except (SyntaxError, ValueError):
+        return  # the model may be asked to fix the file; let it see it
+    kinds = (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)
+    names = sorted({node.name for node in ast.walk(tree) if isinstance(node, kinds)})
+    if function_name.split(".")[-1] not in names:
+        listed = ", ".join(names) if names else "none"
+        raise StepError(
+            f"params.function_name {function_name!r} is not defined in {rel} "
+            f"(functions and classes in it: {listed}): give one of those names"
+        )
+
+
+def retry_note(chat: llm.Conversation) -> str:
+    """A note for the message when the model had to be asked more than once."""
+    return f" (after {chat.calls} requests)" if chat.calls > 1 else ""

@@ -1,0 +1,140 @@
+"""A ``complete`` callable for standalone runs (``python -m open_codex_lib FILE``).
+
+Under ocflow the host passes ``llm_config["complete"]``.  Run alone, the
+library builds one from the optional ``openai`` package
+(``pip install openai``) with the base URL, model and API key read from the
+environment by :mod:`.__main__`.  :func:`prepare_llm_config` is the only entry
+point: it adds ``complete`` to the config when the step needs a model, or
+returns the message explaining what to install or set.
+
+The adapter has the host's contract: ``complete(messages, purpose=None,
+json=False) -> {"content", "finish_reason", "usage"}``; its errors are
+:class:`LLMCallError` with ``kind`` and ``transient``.  The API key goes only
+to the ``openai`` client, never into a message.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from .instructions import Step
+from .llm import get_complete
+
+INSTALL_HINT = "install the openai package (pip install openai) or run the step from ocflow"
+MODEL_HINT = (
+    "set OCFLOW_MODEL or LLM_MODEL to the model name (and OCFLOW_BASE_URL, OPENAI_BASE_URL "
+    "or LLM_BASE_URL for an OpenAI-compatible server)"
+)
+# Placeholder key for local OpenAI-compatible servers, which ignore it.
+NO_KEY = "not-needed"
+
+# openai exception class name -> (kind, transient)
+ERROR_KINDS = {
+    "RateLimitError": ("rate_limited", True),
+    "APITimeoutError": ("timeout", True),
+    "APIConnectionError": ("connection", True),
+    "InternalServerError": ("server_error", True),
+    "AuthenticationError": ("unauthorized", False),
+    "PermissionDeniedError": ("forbidden", False),
+    "NotFoundError": ("not_found", False),
+    "BadRequestError": ("bad_request", False),
+    "UnprocessableEntityError": ("bad_request", False),
+    "ConflictError": ("conflict", True),
+}
+
+
+class StandaloneError(Exception):
+    """No model can be used; the message says what to install or set."""
+
+
+class LLMCallError(Exception):
+    """A failed model call, with the host's ``kind`` and ``transient`` attributes."""
+
+    def __init__(self, message: str, kind: str, transient: bool):
+        super().__init__(message)
+        self.kind = kind
+        self.transient = transient
+
+
+def llm_requirement(step: Step) -> tuple[str | None, bool]:
+    """``(what, required)``: the name of the LLM use in messages, and whether it is needed.
+
+    ``generate_summary`` without a message uses a model when there is one and
+    works without it; the other LLM uses fail without one.
+    """
+    params = step.params
+    if step.operation in ("modify_code", "refactor_function", "analyze_code"):
+        return step.operation, True
+    if step.operation == "write_file" and params.get("instructions") is not None:
+        return "write_file with params.instructions", True
+    message = params.get("message")
+    if step.operation == "generate_summary" and not (isinstance(message, str) and message.strip()):
+        return step.operation, False
+    return None, False
+
+
+def prepare_llm_config(step: Step, llm_config: dict) -> tuple[dict, str | None]:
+    """``(config, None)`` ready for the step, or ``(config, failure message)``.
+
+    When the step uses a model and ``llm_config`` has no ``complete``, one is
+    built from the ``openai`` package.
+    """
+    what, required = llm_requirement(step)
+    if what is None or get_complete(llm_config) is not None:
+        return llm_config, None
+    try:
+        complete = openai_complete(llm_config, step.limits.timeout_seconds)
+    except StandaloneError as exc:
+        return llm_config, (f"operation {what} needs an LLM: {exc}" if required else None)
+    return {**llm_config, "complete": complete}, None
+
+
+def openai_complete(llm_config: dict, timeout: float | None = None):
+    """A ``complete`` callable using ``openai.OpenAI`` (raises :class:`StandaloneError`)."""
+    try:
+        import openai
+    except ImportError:
+        raise StandaloneError(INSTALL_HINT) from None
+    model = llm_config.get("model")
+    if not model:
+        raise StandaloneError(MODEL_HINT)
+    options: dict[str, Any] = {"api_key": llm_config.get("api_key") or NO_KEY}
+    if llm_config.get("base_url"):
+        options["base_url"] = llm_config["base_url"]
+    if timeout:
+        options["timeout"] = timeout
+    client = openai.OpenAI(**options)
+
+    def complete(messages: list[dict], purpose: str | None = None, json: bool = False) -> dict:
+        request: dict[str, Any] = {"model": model, "messages": messages}
+        for name in ("temperature", "max_tokens"):
+            if llm_config.get(name) is not None:
+                request[name] = llm_config[name]
+        if json:
+            request["response_format"] = {"type": "json_object"}
+        try:
+            response = client.chat.completions.create(**request)
+        except Exception as exc:
+            raise wrap_error(exc) from None
+        choice = response.choices[0]
+        usage = getattr(response, "usage", None)
+        return {
+            "content": choice.message.content or "",
+            "finish_reason": choice.finish_reason,
+            "usage": {
+                key: getattr(usage, key, 0) or 0
+                for key in ("prompt_tokens", "completion_tokens", "total_tokens")
+            },
+        }
+
+    return complete
+
+
+def wrap_error(exc: Exception) -> LLMCallError:
+    """An :class:`LLMCallError` for an exception of the ``openai`` client."""
+    name = type(exc).__name__
+    kind, transient = ERROR_KINDS.get(name, ("error", False))
+    status = getattr(exc, "status_code", None)
+    if name not in ERROR_KINDS and isinstance(status, int) and status >= 500:
+        kind, transient = "server_error", True
+    return LLMCallError(f"{name}: {exc}", kind, transient)

@@ -5,10 +5,13 @@ The layout mirrors what ocflow writes::
     flow/_view/                      work_dir (full repository view)
     flow/step1/result.json, output/  an earlier step
     flow/step2/open_codex_instructions.md, input/, output/
+
+:class:`FakeLLM` stands in for the host's ``complete`` callable.
 """
 
 from __future__ import annotations
 
+import copy
 import json
 import os
 import sys
@@ -133,3 +136,40 @@ def pid_alive(pid: int) -> bool:
         return state != "Z"
     except OSError:
         return True
+
+
+class HostError(Exception):
+    """An error like the host's ``complete`` raises: with ``kind`` and ``transient``."""
+
+    def __init__(self, message, kind="rate_limited", transient=True):
+        super().__init__(message)
+        self.kind = kind
+        self.transient = transient
+
+
+class FakeLLM:
+    """The host's ``complete(messages, purpose=None, json=False)`` with scripted answers.
+
+    Each scripted item is a string (the content, finish_reason "stop"), a
+    full answer dict, or an exception to raise.  The last item repeats when
+    the script runs out.  ``calls`` records ``{"messages", "purpose", "json"}``.
+    """
+
+    def __init__(self, *answers):
+        self.answers = list(answers) or ["ok"]
+        self.calls = []
+
+    def __call__(self, messages, purpose=None, json=False):
+        self.calls.append({"messages": copy.deepcopy(messages), "purpose": purpose, "json": json})
+        item = self.answers[min(len(self.calls), len(self.answers)) - 1]
+        if isinstance(item, Exception):
+            raise item
+        if isinstance(item, dict):
+            return item
+        usage = {"prompt_tokens": 10, "completion_tokens": 5, "total_tokens": 15}
+        return {"content": item, "finish_reason": "stop", "usage": usage}
+
+    def last_user_message(self, call=-1):
+        """Content of the last user message of a call."""
+        messages = self.calls[call]["messages"]
+        return [m for m in messages if m["role"] == "user"][-1]["content"]

@@ -1,8 +1,10 @@
+mod fake_llm;
 mod support;
 
 mod apply;
 mod bridge;
 mod commands;
 mod flows;
+mod llm;
 mod resume;
 mod validation;

@@ -1,0 +1,218 @@
+"""modify_code, refactor_function and write_file with params.instructions, with a fake LLM."""
+
+import json
+
+from conftest import FakeLLM, HostError
+
+from open_codex_lib import execute_operation
+
+ORIGINAL = "def f():\n    return 1\n\n\ndef g():\n    return 2\n"
+NEW = "def f():\n    return 10\n\n\ndef g():\n    return 2\n"
+
+
+def run(files, llm, **extra):
+    result = execute_operation(files.path, {"complete": llm, **extra})
+    json.dumps(result)  # every result must be JSON-serialisable
+    return result
+
+
+def modify_step(make_step, operation="modify_code", **params):
+    params = {"file_path": "src/utils.py", "instructions": "make f return 10", **params}
+    return make_step(operation, params, inputs={"src/utils.py": ORIGINAL})
+
+
+def test_modify_code_fenced_answer_with_prose(make_step):
+    files = modify_step(make_step)
+    llm = FakeLLM(f"Sure, here is the file:\n\n```python\n{NEW}```\n\nf now returns 10.")
+    result = run(files, llm)
+    assert result["status"] == "success", result["message"]
+    assert (files.output_dir / "src/utils.py").read_text() == NEW
+    assert result["output_files"] == ["src/utils.py"]
+    assert result["changed"] is True
+    assert result["lines_before"] == 6 and result["lines_after"] == 6
+    assert result["llm_calls"] == 1 and result["llm_answers"] == ["llm-answer-1.md"]
+    assert (files.step_dir / "llm-answer-1.md").read_text().startswith("Sure, here is")
+    assert result["message"] == "rewrote src/utils.py from the LLM answer (6 -> 6 lines)"
+    [call] = llm.calls
+    assert call["purpose"] == "modify_code" and call["json"] is False
+    system, user = call["messages"]
+    assert system["role"] == "system" and user["role"] == "user"
+    assert "```python\n" + ORIGINAL + "```" in user["content"]
+    assert "make f return 10" in user["content"]
+    assert user["content"].endswith("Write nothing after the code block.")
+    assert "$" not in user["content"]
+    assert "Change only the function" not in user["content"]
+
+
+def test_modify_code_unfenced_code_that_compiles(make_step):
+    files = modify_step(make_step)
+    result = run(files, FakeLLM(NEW.rstrip("\n")))
+    assert result["status"] == "success"
+    assert (files.output_dir / "src/utils.py").read_text() == NEW
+
+
+def test_modify_code_unchanged_answer(make_step):
+    files = modify_step(make_step)
+    result = run(files, FakeLLM(f"```python\n{ORIGINAL}\n\n```"))
+    assert result["status"] == "success"
+    assert result["changed"] is False
+    assert result["message"] == "the LLM left src/utils.py unchanged"
+    assert (files.output_dir / "src/utils.py").read_text() == ORIGINAL
+
+
+def test_modify_code_keeps_crlf_line_endings(make_step):
+    files = make_step("modify_code", {"file_path": "a.py", "instructions": "x"},
+                      inputs={"a.py": b"x = 1\r\ny = 2\r\n"})
+    result = run(files, FakeLLM("```python\nx = 1\ny = 3\n```"))
+    assert result["changed"] is True
+    assert (files.output_dir / "a.py").read_bytes() == b"x = 1\r\ny = 3\r\n"
+
+
+def test_modify_code_reasks_once_with_the_syntax_error(make_step):
+    files = modify_step(make_step)
+    bad = "```python\ndef f(:\n    return 10\n```"
+    llm = FakeLLM(bad, f"```python\n{NEW}```")
+    result = run(files, llm)
+    assert result["status"] == "success", result["message"]
+    assert len(llm.calls) == 2 and result["llm_calls"] == 2
+    assert result["message"].endswith("(after 2 requests)")
+    retry = llm.calls[1]["messages"]
+    assert [m["role"] for m in retry] == ["system", "user", "assistant", "user"]
+    assert retry[2]["content"] == bad
+    assert "SyntaxError: " in retry[3]["content"]
+    assert "(line 1: def f(:)" in retry[3]["content"]
+    assert (files.output_dir / "src/utils.py").read_text() == NEW
+    assert result["llm_answers"] == ["llm-answer-1.md", "llm-answer-2.md"]
+
+
+def test_modify_code_two_bad_answers_fail_and_write_nothing(make_step):
+    files = modify_step(make_step)
+    llm = FakeLLM("I cannot do that.", "```python\ndef f(:\n```", "```python\nx = 1\n```")
+    result = run(files, llm)
+    assert result["status"] == "failure"
+    assert len(llm.calls) == 2
+    assert "no code block found" in llm.last_user_message(1)
+    assert "SyntaxError" in result["message"]
+    assert "src/utils.py is left unchanged" in result["message"]
+    assert "llm-answer-1.md, llm-answer-2.md" in result["message"]
+    assert list(files.output_dir.iterdir()) == []
+    assert (files.step_dir / "llm-answer-1.md").read_text() == "I cannot do that."
+    assert (files.step_dir / "llm-answer-2.md").read_text() == "```python\ndef f(:\n```"
+    assert result["llm_calls"] == 2 and "output_files" in result
+    assert result["output_files"] == []
+
+
+def test_modify_code_truncated_answer_is_not_used(make_step):
+    files = modify_step(make_step)
+    llm = FakeLLM({"content": "```python\ndef f():\n    return 10\n", "finish_reason": "length",
+                   "usage": {"prompt_tokens": 100, "completion_tokens": 50,
+                             "total_tokens": 150}})
+    result = run(files, llm)
+    assert result["status"] == "failure"
+    assert "truncated" in result["message"] and "max_tokens" in result["message"]
+    assert "split the file" in result["message"]
+    assert len(llm.calls) == 1
+    assert list(files.output_dir.iterdir()) == []
+    assert (files.step_dir / "llm-answer-1.md").is_file()
+    assert result["llm_usage"]["total_tokens"] == 150
+
+
+def test_modify_code_transient_host_error(make_step):
+    files = modify_step(make_step)
+    result = run(files, FakeLLM(HostError("server busy", kind="gave_up", transient=True)))
+    assert result["status"] == "failure"
+    assert result["llm_error"]["transient"] is True
+    assert result["llm_error"]["kind"] == "gave_up"
+    assert "the LLM request for modify_code failed: HostError: server busy" in result["message"]
+    assert result["llm_calls"] == 1
+    assert list(files.output_dir.iterdir()) == []
+
+
+def test_refactor_function_prompt_names_the_function(make_step):
+    files = modify_step(make_step, "refactor_function", function_name="f")
+    llm = FakeLLM(f"```python\n{NEW}```")
+    result = run(files, llm)
+    assert result["status"] == "success"
+    assert result["operation"] == "refactor_function"
+    assert llm.calls[0]["purpose"] == "refactor_function"
+    prompt = llm.last_user_message()
+    assert "Change only the function `f`. Copy every line outside `f` unchanged." in prompt
+
+
+def test_refactor_unknown_function_fails_without_calling_llm(make_step):
+    files = modify_step(make_step, "refactor_function", function_name="Missing.h")
+    llm = FakeLLM(f"```python\n{NEW}```")
+    result = run(files, llm)
+    assert result["status"] == "failure"
+    assert "'Missing.h' is not defined in src/utils.py" in result["message"]
+    assert "(functions and classes in it: f, g)" in result["message"]
+    assert llm.calls == []
+
+
+def test_modify_code_refuses_binary_file(make_step):
+    files = make_step("modify_code", {"file_path": "a.bin", "instructions": "x"},
+                      inputs={"a.bin": b"\x00\xff"})
+    llm = FakeLLM("```\nx\n```")
+    result = run(files, llm)
+    assert result["status"] == "failure"
+    assert "not a UTF-8 text file" in result["message"]
+    assert llm.calls == []
+
+
+def test_write_file_with_instructions_generates_python(make_step):
+    files = make_step("write_file", {"file_path": "pkg/hello.py",
+                                     "instructions": "print hello"})
+    llm = FakeLLM("```python\nprint('hello')\n```")
+    result = run(files, llm)
+    assert result["status"] == "success", result["message"]
+    assert (files.output_dir / "pkg/hello.py").read_text() == "print('hello')\n"
+    assert result["output_files"] == ["pkg/hello.py"]
+    assert result["bytes"] == len("print('hello')\n")
+    assert result["llm_calls"] == 1
+    assert result["message"] == "wrote 15 bytes to pkg/hello.py from the LLM answer"
+    prompt = llm.last_user_message()
+    assert "Write the file pkg/hello.py." in prompt and "print hello" in prompt
+    assert "exists now" not in prompt
+    assert llm.calls[0]["purpose"] == "write_file"
+
+
+def test_write_file_with_instructions_shows_old_version_and_reasks(make_step):
+    files = make_step("write_file", {"file_path": "a.py", "instructions": "add g"},
+                      inputs={"a.py": "def f():\n    pass\n"})
+    llm = FakeLLM("```python\ndef g(\n```", "```python\ndef g():\n    pass\n```")
+    result = run(files, llm)
+    assert result["status"] == "success"
+    assert "The file a.py exists now" in llm.last_user_message(0)
+    assert "def f():\n    pass" in llm.last_user_message(0)
+    assert "SyntaxError" in llm.last_user_message(1)
+    assert (files.output_dir / "a.py").read_text() == "def g():\n    pass\n"
+
+
+def test_write_file_with_instructions_txt_needs_no_compile(make_step):
+    files = make_step("write_file", {"file_path": "notes.txt", "instructions": "a note"})
+    llm = FakeLLM("```text\ndef f(:  not python, and fine\n```")
+    result = run(files, llm)
+    assert result["status"] == "success"
+    assert len(llm.calls) == 1
+    assert (files.output_dir / "notes.txt").read_text() == "def f(:  not python, and fine\n"
+
+
+def test_write_file_with_instructions_two_bad_answers(make_step):
+    files = make_step("write_file", {"file_path": "a.py", "instructions": "x"})
+    result = run(files, FakeLLM("no code here, sorry"))
+    assert result["status"] == "failure"
+    assert "no code block found" in result["message"]
+    assert list(files.output_dir.iterdir()) == []
+    assert result["llm_answers"] == ["llm-answer-1.md", "llm-answer-2.md"]
+
+
+def test_api_key_never_saved_or_returned(make_step):
+    files = modify_step(make_step)
+    llm = FakeLLM("key sk-top-secret leaked, no code", HostError("bad key sk-top-secret",
+                                                                   "unauthorized", False))
+    result = run(files, llm, api_key="sk-top-secret")
+    assert result["status"] == "failure"
+    assert result["llm_error"] == {"kind": "unauthorized", "transient": False,
+                                   "message": "HostError: bad key [REDACTED]"}
+    assert "sk-top-secret" not in json.dumps(result)
+    assert "sk-top-secret" not in (files.step_dir / "llm-answer-1.md").read_text()

@@ -213,6 +213,12 @@ impl Executor {
         }
         let _ = fs::remove_file(dir.join(workspace::RESULT_FILE));
         let _ = fs::remove_file(dir.join(workspace::TRACEBACK_FILE));
+        // The library numbers its saved answers from 1 on every attempt.
+        for entry in fs::read_dir(&dir).into_iter().flatten().flatten() {
+            if entry.file_name().to_string_lossy().starts_with("llm-answer-") {
+                let _ = fs::remove_file(entry.path());
+            }
+        }
         for fresh in [&input_dir, &output_dir] {
             fs::create_dir_all(fresh).io_context(|| format!("creating {}", fresh.display()))?;
         }

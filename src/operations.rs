@@ -154,8 +154,12 @@ pub const OPERATIONS: &[OperationSpec] = &[
     OperationSpec {
         name: "analyze_code",
         alias_of: None,
-        doc: "analyse a file and report findings",
-        params: &[FILE_PATH, param("query", String, Text, false, "what to look for")],
+        doc: "analyse a file; findings in the result, a report in the step directory",
+        params: &[
+            FILE_PATH,
+            param("query", String, Text, false, "what to look for"),
+            param("report_path", String, FilePath, false, "also write the report into the repository at this path"),
+        ],
         exactly_one_of: &[],
         access: Access::Files,
         needs_llm: true,

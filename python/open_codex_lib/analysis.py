@@ -128,23 +128,28 @@ def parse_analysis(text: str) -> dict:
 
 
 def parse_json_object(text: str) -> dict:
-    """The first JSON object found in ``text``.
+    """The JSON object in ``text``.
 
-    Tried in order: the whole text, the ```` ```json ```` (or other fenced)
-    blocks, then the text from each ``{``; each also with trailing commas
-    removed.  Raises :class:`AnswerError` with the parse error otherwise.
+    Each candidate (the whole text, then each fenced block such as
+    ```` ```json ````) is tried as it is and with trailing commas removed;
+    only when none parses whole is the object looked for inside the prose
+    (trailing commas removed), from its first ``{``.  Raises :class:`AnswerError` with the parse error.
     """
     candidates = [text] + [block.content for block in find_blocks(text)]
+    variants = [v for c in candidates for v in (c, remove_trailing_commas(c))]
     first_error = None
-    for candidate in candidates:
-        for variant in (candidate, remove_trailing_commas(candidate)):
-            try:
-                value = json.loads(variant)
-            except ValueError as exc:
-                first_error = first_error or exc
-                value = _object_in_prose(variant)
-            if isinstance(value, dict):
-                return value
+    for variant in variants:
+        try:
+            value = json.loads(variant)
+        except ValueError as exc:
+            first_error = first_error or exc
+            continue
+        if isinstance(value, dict):
+            return value
+    for candidate in candidates:  # commas before } or ] are never valid JSON anyway
+        value = _object_in_prose(remove_trailing_commas(candidate))
+        if value is not None:
+            return value
     if "{" not in text:
         raise AnswerError("the answer holds no JSON object (no '{' found)")
     raise AnswerError(f"the JSON in the answer is invalid: {first_error}")

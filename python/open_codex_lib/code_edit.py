@@ -16,8 +16,14 @@ import ast
 import os
 
 from . import llm
-from .code_blocks import CodeBlockError, check_python, extract_code_block, fence_for
-from .code_blocks import is_python, language_tag
+from .code_blocks import (
+    CodeBlockError,
+    check_python,
+    extract_code_block,
+    fence_for,
+    is_python,
+    language_tag,
+)
 from .instructions import Step
 from .params import optional_str, require_str
 from .paths import normalize_repo_path, output_target, resolve_inside, staged_file

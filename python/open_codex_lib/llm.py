@@ -40,6 +40,23 @@ def get_complete(llm_config: dict | None) -> CompleteFn | None:
     return complete if callable(complete) else None
 
 
+def llm_use(step: Step) -> tuple[str | None, bool]:
+    """``(what, required)``: how ``step`` uses the model, for messages, and whether it must.
+
+    ``what`` is None for steps that never call a model.  ``generate_summary``
+    without ``params.message`` uses one when there is one and works without.
+    """
+    params = step.params
+    if step.operation in ("modify_code", "refactor_function", "analyze_code"):
+        return step.operation, True
+    if step.operation == "write_file" and params.get("instructions") is not None:
+        return "write_file with params.instructions", True
+    message = params.get("message")
+    if step.operation == "generate_summary" and not (isinstance(message, str) and message.strip()):
+        return step.operation, False
+    return None, False
+
+
 def unavailable(step: Step, what: str) -> dict:
     """Failure result for an LLM-backed operation run without a model."""
     return failure(

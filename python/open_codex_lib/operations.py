@@ -5,7 +5,8 @@ operation and returns its result dict.  User errors (bad instructions, bad
 parameters, missing files, unknown operations, failing commands) come back as
 failure dicts; only genuine bugs raise.  The LLM-backed operations use only
 what ``llm_config`` gives (its ``complete`` callable); nothing here builds a
-model client.  The LLM API key is redacted from
+model client.  Their results always carry ``llm_calls`` (0 when the step
+failed before asking the model).  The LLM API key is redacted from
 every string in the result before it is returned.
 """
 
@@ -13,7 +14,7 @@ from __future__ import annotations
 
 from typing import Any, Callable, Optional
 
-from . import analysis, code_edit, commands, files, summary
+from . import analysis, code_edit, commands, files, llm, summary
 from .instructions import InstructionsError, Step, parse_instructions
 from .results import StepError, failure
 
@@ -55,6 +56,8 @@ def run_step(step: Step, llm_config: dict | None) -> dict:
             result = operation(step, llm_config)
         except StepError as exc:
             result = failure(step.operation, str(exc), **exc.fields)
+        if llm.llm_use(step)[0] is not None:
+            result.setdefault("llm_calls", 0)  # e.g. failed before asking the model
     api_key = (llm_config or {}).get("api_key")
     if isinstance(api_key, str) and api_key:
         result = redact(result, api_key)

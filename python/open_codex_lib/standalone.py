@@ -18,7 +18,7 @@ from __future__ import annotations
 from typing import Any
 
 from .instructions import Step
-from .llm import get_complete
+from .llm import get_complete, llm_use
 
 INSTALL_HINT = "install the openai package (pip install openai) or run the step from ocflow"
 MODEL_HINT = (
@@ -56,30 +56,13 @@ class LLMCallError(Exception):
         self.transient = transient
 
 
-def llm_requirement(step: Step) -> tuple[str | None, bool]:
-    """``(what, required)``: the name of the LLM use in messages, and whether it is needed.
-
-    ``generate_summary`` without a message uses a model when there is one and
-    works without it; the other LLM uses fail without one.
-    """
-    params = step.params
-    if step.operation in ("modify_code", "refactor_function", "analyze_code"):
-        return step.operation, True
-    if step.operation == "write_file" and params.get("instructions") is not None:
-        return "write_file with params.instructions", True
-    message = params.get("message")
-    if step.operation == "generate_summary" and not (isinstance(message, str) and message.strip()):
-        return step.operation, False
-    return None, False
-
-
 def prepare_llm_config(step: Step, llm_config: dict) -> tuple[dict, str | None]:
     """``(config, None)`` ready for the step, or ``(config, failure message)``.
 
     When the step uses a model and ``llm_config`` has no ``complete``, one is
     built from the ``openai`` package.
     """
-    what, required = llm_requirement(step)
+    what, required = llm_use(step)
     if what is None or get_complete(llm_config) is not None:
         return llm_config, None
     try:

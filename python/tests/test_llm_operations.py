@@ -15,6 +15,7 @@ def test_summary_from_message(make_step):
     assert result["status"] == "success"
     assert result["summary"] == "Did it."
     assert result["output_files"] == [] and result["deleted_files"] == []
+    assert "llm_calls" not in result
     assert llm.calls == []
 
 
@@ -135,6 +136,7 @@ def test_missing_input_file_fails_without_calling_llm(make_step, operation):
     result = execute_operation(files.path, {"complete": llm})
     assert result["status"] == "failure"
     assert result["message"].startswith("file not found: utils.py")
+    assert result["llm_calls"] == 0
     assert llm.calls == []
     assert list(files.output_dir.iterdir()) == []
 

@@ -229,3 +229,92 @@ fn the_key_reaches_nothing_but_the_authorization_header() {
         assert!(!String::from_utf8_lossy(&request.body).contains(canary));
     }
 }
+
+const UTILS: &str = "def calculate_metrics(values):\n    t = 0\n    for v in values:\n        t = t + v\n    return {\"total\": t, \"mean\": t / len(values)}\n";
+const FIXED: &str = "def calculate_metrics(values):\n    \"\"\"Total and mean of values; zeros for an empty list.\"\"\"\n    if not values:\n        return {\"total\": 0, \"mean\": 0.0}\n    total = sum(values)\n    return {\"total\": total, \"mean\": total / len(values)}\n";
+
+#[test]
+fn a_planned_flow_modifies_code_runs_the_tests_and_summarises() {
+    let sandbox = Sandbox::new(&[
+        ("utils.py", UTILS),
+        ("test_utils.py", "from utils import calculate_metrics\n\ndef test_empty():\n    assert calculate_metrics([]) == {\"total\": 0, \"mean\": 0.0}\n"),
+    ]);
+    let task = "Make calculate_metrics in utils.py handle an empty list";
+    let plan = json!({"version": 1, "task": task, "steps": [
+        {"id": "read", "operation": "read_file", "params": {"file_path": "utils.py"}},
+        {"id": "fix", "operation": "modify_code", "depends_on": ["read"],
+         "params": {"file_path": "utils.py", "instructions": "return zeros for an empty list"}},
+        {"id": "test", "operation": "run_tests", "depends_on": ["fix"], "params": {"command": "python3 -m pytest -q -p no:cacheprovider"}}
+    ]});
+    let code_answer = format!("Here is the updated file:\n\n```python\n{FIXED}```\n");
+    let llm = FakeLlm::start(vec![chat(&format!("```json\n{plan}\n```")), chat(&code_answer), chat("calculate_metrics now handles an empty list; the tests pass.")]);
+    let output = sandbox
+        .ocflow()
+        .args(["--base-url", &llm.base_url(), "--model", "m", "run", "--task-id", "t", task])
+        .output()
+        .unwrap();
+    assert_exit(&output, 0);
+    assert_eq!(std::fs::read_to_string(sandbox.task_dir("t").join("final_output/utils.py")).unwrap(), FIXED);
+    assert_eq!(std::fs::read_to_string(sandbox.repo.join("utils.py")).unwrap(), UTILS, "the repository is untouched until apply");
+    let tests = sandbox.result("t", "test");
+    assert_eq!((tests["tests"]["passed"].clone(), tests["tests"]["failed"].clone()), (json!(1), json!(0)), "{tests}");
+    let bodies = llm.bodies();
+    assert_eq!(bodies.len(), 3);
+    let edit_prompt = last_user_message(&bodies[1]);
+    assert!(edit_prompt.contains(UTILS.trim_end()) && edit_prompt.contains("return zeros for an empty list"), "{edit_prompt}");
+    assert_eq!(bodies[1]["model"], json!("m"));
+    assert_eq!(sandbox.step_status("t", "fix")["tokens"]["calls"], json!(1));
+    let summary = std::fs::read_to_string(sandbox.task_dir("t").join("summary.md")).unwrap();
+    assert!(summary.contains("calculate_metrics now handles an empty list") && summary.contains("- `utils.py` (modified)"), "{summary}");
+}
+
+#[test]
+fn a_failing_summary_call_falls_back_to_the_journal_summary() {
+    let sandbox = Sandbox::new(&[]);
+    let llm = FakeLlm::start(vec![chat(&write_plan()), status(400, &json!({"error": {"message": "context too long", "type": "x", "param": null, "code": null}}).to_string())]);
+    let output = run_task(&sandbox, &llm, &[]);
+    assert_exit(&output, 0);
+    assert!(stderr(&output).contains("the LLM summary failed"), "{}", stderr(&output));
+    let summary = std::fs::read_to_string(sandbox.task_dir("t").join("summary.md")).unwrap();
+    assert!(summary.contains("The flow `t` succeeded.") && summary.contains("- `notes.txt` (added)"), "{summary}");
+}
+
+#[test]
+fn the_demo_runs_offline_from_its_recording() {
+    let sandbox = Sandbox::new(&[]);
+    let output = sandbox.ocflow().arg("demo").output().unwrap();
+    assert_exit(&output, 0);
+    let out = stdout(&output);
+    assert!(out.contains("+    \"\"\"Total, mean and variance of `values`; all zero for an empty list.\"\"\""), "{out}");
+    assert!(out.contains("calculate_metrics in `utils.py` is now readable"), "{out}");
+    assert!(stderr(&output).contains("tests passed: 2 passed, 0 failed"), "{}", stderr(&output));
+}
+
+#[test]
+fn a_recorded_run_replays_without_the_server_and_an_unknown_request_fails_clearly() {
+    let sandbox = Sandbox::new(&[]);
+    let recording = sandbox.root().join("rec.jsonl");
+    let llm = FakeLlm::start(vec![chat(&write_plan()), chat("done")]);
+    let output = sandbox
+        .ocflow()
+        .args(["--base-url", &llm.base_url(), "--model", "m", "--record"])
+        .arg(&recording)
+        .args(["run", "--task-id", "recorded", TASK])
+        .env("OPENAI_API_KEY", "sk-recorded-key")
+        .output()
+        .unwrap();
+    assert_exit(&output, 0);
+    let text = std::fs::read_to_string(&recording).unwrap();
+    assert_eq!(text.lines().count(), 2);
+    assert!(!text.contains("sk-recorded-key"));
+    drop(llm);
+
+    let replayed = sandbox.ocflow().arg("--replay").arg(&recording).args(["run", "--task-id", "replayed", TASK]).output().unwrap();
+    assert_exit(&replayed, 0);
+    assert_eq!(tree(&sandbox.task_dir("replayed").join("final_output")), tree(&sandbox.task_dir("recorded").join("final_output")));
+    assert_eq!(sandbox.status("replayed")["tokens"], sandbox.status("recorded")["tokens"]);
+
+    let other = sandbox.ocflow().arg("--replay").arg(&recording).args(["run", "--task-id", "other", "Something else entirely"]).output().unwrap();
+    assert_exit(&other, 1);
+    assert!(stderr(&other).contains("has no answer for this planner request") && stderr(&other).contains("--record"), "{}", stderr(&other));
+}

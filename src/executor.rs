@@ -426,7 +426,7 @@ impl Executor {
         let outputs = staging::list_outputs(&output_dir)?;
         let named: BTreeSet<RepoPath> = instructions::staged_paths(step).into_iter().collect();
         // A file step writes only the files it names, all checked by validation.
-        if let Some(stray) = outputs.iter().find(|path| !named.contains(path)) {
+        if let Some(stray) = outputs.iter().find(|path| !named.contains(*path)) {
             return Err(format!("the library wrote {stray}, which the step does not name; a file step may only write the files in its parameters"));
         }
         let mut deleted = Vec::new();

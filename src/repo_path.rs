@@ -102,6 +102,13 @@ impl RepoPath {
     }
 }
 
+/// Lets maps keyed by `RepoPath` be searched with a `&str`, without allocating.
+impl std::borrow::Borrow<str> for RepoPath {
+    fn borrow(&self) -> &str {
+        &self.0
+    }
+}
+
 impl fmt::Display for RepoPath {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         if self.0.is_empty() {

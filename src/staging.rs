@@ -280,6 +280,16 @@ struct Stamp {
 }
 
 impl Stamp {
+    fn of_stat(stat: &rustix::fs::Stat) -> Stamp {
+        Stamp {
+            len: stat.st_size as u64,
+            mtime_ns: i128::from(stat.st_mtime) * 1_000_000_000 + i128::from(stat.st_mtime_nsec),
+            ctime_ns: i128::from(stat.st_ctime) * 1_000_000_000 + i128::from(stat.st_ctime_nsec),
+            inode: stat.st_ino,
+            mode: stat.st_mode,
+        }
+    }
+
     fn of(meta: &fs::Metadata) -> Stamp {
         Stamp {
             len: meta.len(),
@@ -289,6 +299,50 @@ impl Stamp {
             mode: meta.mode(),
         }
     }
+}
+
+/// Calls `visit(relative path, stamp, is regular file)` for every file, symlink and special
+/// file under `root`, skipping excluded directories. Like `find`, it works relative to each
+/// directory (`openat`, `fstatat`), so no path is resolved from the root for every file.
+fn stat_walk(root: &Path, visit: &mut dyn FnMut(&str, Stamp, bool)) -> Result<()> {
+    use rustix::fs::{AtFlags, Dir, FileType, Mode, OFlags, openat, statat};
+    fn walk_dir(dir: &std::os::fd::OwnedFd, absolute: &Path, relative: &mut String, visit: &mut dyn FnMut(&str, Stamp, bool)) -> io::Result<()> {
+        for entry in Dir::read_from(dir)? {
+            let entry = entry?;
+            let Ok(name) = entry.file_name().to_str() else { continue };
+            if name == "." || name == ".." {
+                continue;
+            }
+            let mut kind = entry.file_type();
+            let stat = if kind == FileType::Directory { None } else { Some(statat(dir, name, AtFlags::SYMLINK_NOFOLLOW)?) };
+            if kind == FileType::Unknown {
+                let stat = statat(dir, name, AtFlags::SYMLINK_NOFOLLOW)?;
+                kind = FileType::from_raw_mode(stat.st_mode);
+            }
+            let length = relative.len();
+            if !relative.is_empty() {
+                relative.push('/');
+            }
+            relative.push_str(name);
+            match (kind, stat) {
+                (FileType::Directory, _) => {
+                    if !repo_path::is_excluded_dir(absolute, name) {
+                        let child = openat(dir, name, OFlags::RDONLY | OFlags::DIRECTORY | OFlags::NOFOLLOW | OFlags::CLOEXEC, Mode::empty())?;
+                        walk_dir(&child, &absolute.join(name), relative, visit)?;
+                    }
+                }
+                (_, Some(stat)) => visit(relative, Stamp::of_stat(&stat), kind == FileType::RegularFile),
+                (_, None) => {}
+            }
+            relative.truncate(length);
+        }
+        Ok(())
+    }
+    let mut open = || -> io::Result<()> {
+        let fd = rustix::fs::open(root, OFlags::RDONLY | OFlags::DIRECTORY | OFlags::CLOEXEC, Mode::empty())?;
+        walk_dir(&fd, root, &mut String::new(), visit)
+    };
+    open().io_context(|| format!("walking {}", root.display()))
 }
 
 /// Files whose timestamps are this close to the moment the view was last recorded are compared
@@ -321,7 +375,7 @@ impl View {
         remove_tree(&root)?;
         copy_tree(&task.snapshot(), &root, &[])?;
         let mut view = View { root, manifest: HashMap::new(), applied: Overlay::default(), recorded_at_ns: 0 };
-        view.manifest = view.walk(true)?.into_iter().filter_map(|(path, stamp)| stamp.map(|s| (path, s))).collect();
+        view.manifest = view.walk()?.into_iter().collect();
         view.recorded_at_ns = now_ns();
         Ok(view)
     }
@@ -374,7 +428,7 @@ impl View {
             }
         }
         let mut view = View { root, manifest: HashMap::new(), applied: Overlay::default(), recorded_at_ns: 0 };
-        view.manifest = view.walk(true)?.into_iter().filter_map(|(path, stamp)| stamp.map(|s| (path, s))).collect();
+        view.manifest = view.walk()?.into_iter().collect();
         view.recorded_at_ns = now_ns();
         Ok(view)
     }
@@ -406,52 +460,50 @@ impl View {
     }
 
     /// Finds what a step changed in the view with one stat walk, copies the changed files into
-    /// `output_dir`, and records them as the step's versions.
-    /// Paths under `forbidden` (the workspace, when inside the repository) are never captured.
+    /// `output_dir`, and records them as the step's versions. Paths under `forbidden` (the
+    /// workspace, when inside the repository) are never captured.
     pub fn capture(&mut self, task: &TaskDir, step_id: &str, output_dir: &Path, forbidden: &[RepoPath]) -> Result<Captured> {
         let mut captured = Captured::default();
         let racy_after = self.recorded_at_ns - RACY_WINDOW_NS;
-        let walked = self.walk(false)?;
         let known_before = self.manifest.len();
         let mut known_seen = 0;
-        for (path, stamp) in &walked {
+        // Only what differs leaves the walk; an unchanged tree costs no allocation per file.
+        let mut candidates: Vec<(RepoPath, Stamp, bool)> = Vec::new();
+        stat_walk(&self.root, &mut |path, stamp, is_file| {
             let known = self.manifest.get(path).copied();
             known_seen += usize::from(known.is_some());
-            let Some(stamp) = *stamp else {
-                captured.ignored.push(path.as_str().to_string());
-                continue;
-            };
-            if forbidden.iter().any(|dir| path.is_within(dir)) {
-                captured.ignored.push(path.as_str().to_string());
-                continue;
-            }
             let racy = stamp.mtime_ns >= racy_after || stamp.ctime_ns >= racy_after;
-            if known == Some(stamp) && !racy {
-                continue;
+            if known != Some(stamp) || (racy && is_file) {
+                candidates.push((RepoPath::from_walk(Path::new(""), Path::new(path)).unwrap_or_else(RepoPath::root), stamp, is_file));
             }
-            let file = path.under(&self.root);
-            let meta = fs::symlink_metadata(&file).io_context(|| format!("reading {}", file.display()))?;
-            if !meta.file_type().is_file() {
+        })?;
+        for (path, stamp, is_file) in candidates {
+            let known = self.manifest.get(&path).copied();
+            if !is_file || forbidden.iter().any(|dir| path.is_within(dir)) {
+                // Symlinks and special files a command made, and anything in the workspace,
+                // never leave the view.
                 if known != Some(stamp) {
                     captured.ignored.push(path.as_str().to_string());
                 }
                 continue;
             }
-            let before = self.applied.source(task, path).ok().flatten();
-            if same_content(before.as_deref(), &file)? {
-                self.manifest.insert(path.clone(), stamp);
-                continue;
+            let file = path.under(&self.root);
+            let before = self.applied.source(task, &path).ok().flatten();
+            if !same_content(before.as_deref(), &file)? {
+                copy_file(&file, &path.under(output_dir))?;
+                self.applied.versions.insert(path.clone(), Version::Step(step_id.to_string()));
+                captured.output_files.push(path.as_str().to_string());
             }
-            copy_file(&file, &path.under(output_dir))?;
-            self.manifest.insert(path.clone(), stamp);
-            self.applied.versions.insert(path.clone(), Version::Step(step_id.to_string()));
-            captured.output_files.push(path.as_str().to_string());
+            self.manifest.insert(path, stamp);
         }
-        // Each walked path is looked up once, before any insertion, so fewer known paths seen
-        // than were known means something was deleted; only then look for what.
+        // Fewer known paths seen than were known means something was deleted; only then walk
+        // again to find what.
         if known_seen < known_before {
-            let seen: std::collections::HashSet<&RepoPath> = walked.iter().map(|(path, _)| path).collect();
-            let mut gone: Vec<RepoPath> = self.manifest.keys().filter(|path| !seen.contains(path)).cloned().collect();
+            let mut seen = std::collections::HashSet::new();
+            stat_walk(&self.root, &mut |path, _, _| {
+                seen.insert(path.to_string());
+            })?;
+            let mut gone: Vec<RepoPath> = self.manifest.keys().filter(|path| !seen.contains(path.as_str())).cloned().collect();
             gone.sort();
             for path in gone {
                 self.manifest.remove(&path);
@@ -460,28 +512,17 @@ impl View {
             }
         }
         captured.output_files.sort();
+        captured.ignored.sort();
         self.recorded_at_ns = now_ns();
         Ok(captured)
     }
 
-    /// Every path in the view (skipping excluded directories) with its stamp; `None` for
-    /// anything that is not a regular file or a symlink already known (every symlink, with
-    /// `all_links`: the snapshot's own).
-    fn walk(&self, all_links: bool) -> Result<Vec<(RepoPath, Option<Stamp>)>> {
+    /// Every file and symlink in the view (skipping excluded directories) with its stamp.
+    fn walk(&self) -> Result<Vec<(RepoPath, Stamp)>> {
         let mut out = Vec::with_capacity(self.manifest.len() + 16);
-        let walker = WalkDir::new(&self.root).follow_links(false).min_depth(1).into_iter().filter_entry(|e| !is_skipped(e, &[]));
-        for entry in walker {
-            let entry = entry.map_err(|err| Error::Io { context: format!("reading {}", self.root.display()), source: err.into() })?;
-            let kind = entry.file_type();
-            if kind.is_dir() {
-                continue;
-            }
-            let Some(path) = RepoPath::from_walk(&self.root, entry.path()) else { continue };
-            let meta = entry.metadata().map_err(|err| Error::Io { context: format!("reading {}", entry.path().display()), source: err.into() })?;
-            let known_link = kind.is_symlink() && (all_links || self.manifest.contains_key(&path));
-            let stamp = if kind.is_file() || known_link { Some(Stamp::of(&meta)) } else { None };
-            out.push((path, stamp));
-        }
+        stat_walk(&self.root, &mut |path, stamp, _| {
+            out.push((RepoPath::from_walk(Path::new(""), Path::new(path)).unwrap_or_else(RepoPath::root), stamp));
+        })?;
         Ok(out)
     }
 

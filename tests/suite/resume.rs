@@ -49,6 +49,20 @@ fn wait_until_running(sandbox: &Sandbox, task_id: &str, step: &str) {
     panic!("step {step} never started running");
 }
 
+/// Waits until `path` exists with content (the command writes it once it has started).
+fn wait_for_file(path: &Path) -> String {
+    let deadline = Instant::now() + Duration::from_secs(30);
+    while Instant::now() < deadline {
+        if let Ok(text) = std::fs::read_to_string(path)
+            && !text.trim().is_empty()
+        {
+            return text;
+        }
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    panic!("{} never appeared", path.display());
+}
+
 fn attempts(sandbox: &Sandbox, task_id: &str) -> Vec<(String, String, u64)> {
     sandbox.status(task_id)["steps"]
         .as_array()
@@ -69,6 +83,7 @@ fn sigkill_during_a_step_then_resume_finishes_without_redoing_work() {
     let marker = sandbox.root().join("marker");
     let mut child = spawn_run(&sandbox, &gated_flow(&marker), "t");
     wait_until_running(&sandbox, "t", "wait");
+    wait_for_file(&marker.with_extension("pid"));
     child.kill().unwrap(); // SIGKILL
     child.wait().unwrap();
     assert_eq!(
@@ -78,7 +93,7 @@ fn sigkill_during_a_step_then_resume_finishes_without_redoing_work() {
 
     // The killed run's command is still waiting (it runs in its own session): resume stops it.
     // It is paused first so that it cannot finish on its own once the marker exists.
-    let orphan = std::fs::read_to_string(marker.with_extension("pid")).unwrap().trim().to_string();
+    let orphan = wait_for_file(&marker.with_extension("pid")).trim().to_string();
     assert!(std::path::Path::new(&format!("/proc/{orphan}")).exists());
     send_signal(orphan.parse().unwrap(), "STOP");
     std::fs::write(&marker, "").unwrap();

@@ -99,6 +99,12 @@ pub struct LimitArgs {
     /// Most bytes of each output stream a command step keeps [default: 1048576].
     #[arg(long, value_name = "BYTES")]
     pub max_output_bytes: Option<u64>,
+    /// Let LLM-proposed commands be destructive (rm -rf ~, git reset --hard…); refused otherwise.
+    #[arg(long)]
+    pub allow_destructive: bool,
+    /// Do not ask the LLM for a recovery strategy when a step fails: stop the flow.
+    #[arg(long)]
+    pub no_recovery: bool,
 }
 
 #[derive(Debug, Args)]

@@ -13,7 +13,7 @@ use crate::cli::{ApplyArgs, Command, LimitArgs, PlanArgs, ResumeArgs, RunArgs, T
 use crate::config::{self, Config};
 use crate::error::{Error, IoContext, Result};
 use crate::events::{self, Event, Events};
-use crate::executor::{Executor, FlowOutcome, Interrupt, Settings};
+use crate::executor::{Executor, FlowOutcome, Interrupt, RecoverySettings, Settings};
 use crate::flow::Flow;
 use crate::journal::Journal;
 use crate::orphans;
@@ -98,7 +98,8 @@ pub async fn run(config: &Config, args: RunArgs) -> Result<u8> {
         None => {
             let llm = llm.as_deref().ok_or_else(|| Error::Usage("no LLM".into()))?;
             let llm_config = config.require_llm()?;
-            let planner = Planner { llm, settings: &llm_config.planner, rules: &config.path_rules(), skip: &[config::canonical_or_absolute(&config.workspace)] };
+            let allow_destructive = args.limits.allow_destructive || config.file.recovery.allow_destructive == Some(true);
+            let planner = Planner { llm, settings: &llm_config.planner, rules: &config.path_rules(), skip: &[config::canonical_or_absolute(&config.workspace)], allow_destructive };
             match planner.plan(&task_text, &task.root.join(PLANNING_DIR)).await {
                 Ok(flow) => (flow, count_answers(&task.root.join(PLANNING_DIR))),
                 Err(error) => return planning_failed(&task, &task_text, &config.repo, llm, &mut events, error),
@@ -153,7 +154,8 @@ async fn plan(config: &Config, args: PlanArgs) -> Result<u8> {
         None => workspace::new_task_id(&args.task, chrono::Local::now()),
     };
     let answers = config.workspace.join("_plans").join(&id);
-    let planner = Planner { llm: &llm, settings: &llm_config.planner, rules: &config.path_rules(), skip: &[config::canonical_or_absolute(&config.workspace)] };
+    let allow_destructive = config.file.recovery.allow_destructive == Some(true);
+    let planner = Planner { llm: &llm, settings: &llm_config.planner, rules: &config.path_rules(), skip: &[config::canonical_or_absolute(&config.workspace)], allow_destructive };
     match planner.plan(&args.task, &answers).await {
         Ok(flow) => {
             print_stdout(&(serde_json::to_string_pretty(&flow).unwrap_or_default() + "\n"));
@@ -193,15 +195,23 @@ async fn resume(config: &Config, args: ResumeArgs) -> Result<u8> {
         loaded => loaded?,
     };
     let rules = PathRules { repo: flow_status.repo.clone(), forbidden: vec![flow_status.repo.join(".git"), workspace_dir.clone()] };
-    let flow = read_flow(&task.file(workspace::FLOW_FILE), None, &rules)?;
-    if flow.steps.iter().map(|s| &s.id).ne(flow_status.steps.iter().map(|s| &s.id)) {
-        return Err(Error::BadStateFile { path: status_path, problem: "its steps do not match flow.json; one of them was edited by hand".into() });
+    let flow = read_flow(&crate::recovery::current_flow_file(&task, flow_status.revision), None, &rules)?;
+    // Earlier revisions' steps stay in the status; every step of the flow must be there.
+    if let Some(step) = flow.steps.iter().find(|s| flow_status.step(&s.id).is_none()) {
+        return Err(Error::BadStateFile { path: status_path, problem: format!("step {} of the flow is missing; flow.json or the status was edited by hand", step.id) });
     }
     if flow_status.state == FlowState::Succeeded {
         events::say(&format!("ocflow: task {} already succeeded; nothing to resume. Review it with `ocflow diff {0}`.", task.task_id));
         return Ok(EXIT_OK);
     }
-    let failed: Vec<String> = flow_status.steps.iter().filter(|s| s.status == StepState::Failed).map(|s| s.id.clone()).collect();
+    let pending_recovery = flow_status.pending_recovery.as_ref().map(|p| p.step.clone());
+    let in_flow = |id: &str| flow.step(id).is_some();
+    let failed: Vec<String> = flow_status
+        .steps
+        .iter()
+        .filter(|s| s.status == StepState::Failed && in_flow(&s.id) && Some(&s.id) != pending_recovery.as_ref())
+        .map(|s| s.id.clone())
+        .collect();
     if !failed.is_empty() && !args.retry_failed {
         for step in flow_status.steps.iter().filter(|s| s.status == StepState::Failed) {
             events::say(&format!("ocflow: step {} failed: {}", step.id, step.message.as_deref().unwrap_or("no message")));
@@ -215,16 +225,23 @@ async fn resume(config: &Config, args: ResumeArgs) -> Result<u8> {
     for step in orphans::stop(&task, &unfinished) {
         events::say(&format!("ocflow: stopped the command step {step} left running when ocflow was killed"));
     }
+    let settings = settings(config, &flow_status.repo.clone(), &workspace_dir, &args.limits, connect_llm(config)?);
     for step in &mut flow_status.steps {
         match step.status {
             StepState::Running => {
                 step.status = StepState::Pending;
                 step.message = Some("was running when ocflow stopped; it runs again".into());
             }
-            StepState::Failed => step.status = StepState::Pending,
+            // With an LLM, --retry-failed starts a new recovery round for the failed step;
+            // without one, the step simply runs again.
+            StepState::Failed if failed.contains(&step.id) && settings.recovery.is_some() && flow_status.pending_recovery.is_none() => {
+                flow_status.pending_recovery = Some(crate::status::PendingRecovery { step: step.id.clone(), decision: None });
+            }
+            StepState::Failed if failed.contains(&step.id) => step.status = StepState::Pending,
             _ => {}
         }
     }
+    flow_status.message = None;
     flow_status.save(&status_path)?;
     let mut events = Events::new(Journal::open(&task.file(workspace::JOURNAL_FILE))?, config.json);
     let pending = flow_status.steps.iter().filter(|s| s.status == StepState::Pending).map(|s| s.id.clone()).collect();
@@ -234,7 +251,6 @@ async fn resume(config: &Config, args: ResumeArgs) -> Result<u8> {
         snapshot(&task, &repo, &workspace_dir, &mut events)?;
     }
     staging::rebuild_final_output(&task, &flow_status)?;
-    let settings = settings(config, &repo, &workspace_dir, &args.limits, connect_llm(config)?);
     let executor = Executor::new(task, flow, flow_status, events, bridge, settings, interrupt);
     execute(executor, args.apply).await
 }
@@ -346,7 +362,14 @@ fn settings(config: &Config, repo: &Path, workspace_dir: &Path, limits: &LimitAr
     Settings {
         llm_config: operations.as_ref().map_or_else(|| serde_json::json!({}), |m| serde_json::json!({"model": m.model, "temperature": m.temperature, "max_tokens": m.max_tokens})),
         host_llm: llm.clone().zip(operations).map(|(llm, settings)| Arc::new(HostLlm { llm, settings, runtime: tokio::runtime::Handle::current() })),
-        summary_llm: llm.zip(models.map(|m| m.planner.clone())),
+        summary_llm: llm.clone().zip(models.map(|m| m.planner.clone())),
+        recovery_limits: config.recovery_limits(),
+        recovery: llm.zip(models).filter(|_| !limits.no_recovery && config.file.recovery.enabled != Some(false)).map(|(llm, models)| RecoverySettings {
+            llm,
+            model: models.planner.clone(),
+            rules: PathRules { repo: repo.to_path_buf(), forbidden: vec![repo.join(".git"), config::canonical_or_absolute(workspace_dir)] },
+            allow_destructive: limits.allow_destructive || config.file.recovery.allow_destructive == Some(true),
+        }),
         limits: config.limits(limits),
         // The workspace as a repository path, when it lies inside the repository.
         forbidden: RepoPath::from_walk(repo, &config::canonical_or_absolute(workspace_dir)).into_iter().collect(),

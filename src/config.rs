@@ -62,6 +62,22 @@ pub struct FileConfig {
     pub limits: FileLimits,
     #[serde(default)]
     pub llm: FileLlm,
+    #[serde(default)]
+    pub recovery: FileRecovery,
+}
+
+/// `[recovery]` in a config file.
+#[derive(Debug, Clone, Default, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct FileRecovery {
+    /// Ask the LLM for a strategy when a step fails (default true when an LLM is configured).
+    pub enabled: Option<bool>,
+    pub max_attempts_per_step: Option<u32>,
+    pub max_revisions: Option<u32>,
+    pub max_recovery_calls: Option<u32>,
+    pub max_transient_retries: Option<u32>,
+    /// Let LLM-proposed commands be destructive (`rm -rf ~`, `git reset --hard`…).
+    pub allow_destructive: Option<bool>,
 }
 
 /// `[llm]` in a config file. The key is never read from a file: only from the environment.
@@ -135,6 +151,14 @@ impl FileConfig {
                 planner: self.llm.planner.or(fallback.llm.planner),
                 operations: self.llm.operations.or(fallback.llm.operations),
             },
+            recovery: FileRecovery {
+                enabled: self.recovery.enabled.or(fallback.recovery.enabled),
+                max_attempts_per_step: self.recovery.max_attempts_per_step.or(fallback.recovery.max_attempts_per_step),
+                max_revisions: self.recovery.max_revisions.or(fallback.recovery.max_revisions),
+                max_recovery_calls: self.recovery.max_recovery_calls.or(fallback.recovery.max_recovery_calls),
+                max_transient_retries: self.recovery.max_transient_retries.or(fallback.recovery.max_transient_retries),
+                allow_destructive: self.recovery.allow_destructive.or(fallback.recovery.allow_destructive),
+            },
         }
     }
 }
@@ -183,6 +207,18 @@ impl Config {
     /// Where flow paths may go: inside the repository, outside its `.git` and the workspace.
     pub fn path_rules(&self) -> PathRules {
         PathRules { repo: self.repo.clone(), forbidden: vec![self.repo.join(".git"), canonical_or_absolute(&self.workspace)] }
+    }
+
+    /// The recovery limits: config files, then defaults.
+    pub fn recovery_limits(&self) -> crate::recovery::Limits {
+        let defaults = crate::recovery::Limits::default();
+        let file = &self.file.recovery;
+        crate::recovery::Limits {
+            max_attempts_per_step: file.max_attempts_per_step.unwrap_or(defaults.max_attempts_per_step).max(1),
+            max_revisions: file.max_revisions.unwrap_or(defaults.max_revisions),
+            max_recovery_calls: file.max_recovery_calls.unwrap_or(defaults.max_recovery_calls),
+            max_transient_retries: file.max_transient_retries.unwrap_or(defaults.max_transient_retries),
+        }
     }
 
     /// The step limits: flags, then config files, then defaults.

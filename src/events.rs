@@ -55,6 +55,18 @@ pub enum Event {
         /// Repository-relative files the step deleted.
         deleted_files: Vec<String>,
     },
+    /// A transient failure is retried automatically after `delay_ms`.
+    StepRetrying { step: String, retry: u32, delay_ms: u64 },
+    /// The LLM chose a recovery strategy for a failed step.
+    RecoveryDecided {
+        step: String,
+        strategy: String,
+        reason: String,
+        /// The flow revision it produced, if it changed the flow.
+        revision: Option<u32>,
+    },
+    /// Recovery could not go on (a limit, the stuck rule, no valid answer); the flow fails.
+    RecoveryStopped { step: String, reason: String },
     /// The flow ended (succeeded or failed).
     FlowFinished {
         task_id: String,
@@ -142,6 +154,12 @@ fn progress_line(event: &Event) -> Option<String> {
             changed_files.len(),
             summary.display()
         ),
+        Event::StepRetrying { step, retry, delay_ms } => format!("  .. {step}: transient failure, retry {retry} in {delay_ms} ms"),
+        Event::RecoveryDecided { step, strategy, reason, revision } => {
+            let revision = revision.map(|r| format!(" (flow revision {r})")).unwrap_or_default();
+            format!("  => recovery for {step}: {strategy}{revision}: {reason}")
+        }
+        Event::RecoveryStopped { step, reason } => format!("  xx recovery for {step} stopped: {reason}"),
         Event::FlowInterrupted { task_id, .. } => {
             format!("ocflow: interrupted; state saved. Continue with `ocflow resume {task_id}`")
         }

@@ -21,6 +21,7 @@ pub mod llm;
 pub mod operations;
 pub mod orphans;
 pub mod planner;
+pub mod recovery;
 pub mod repo_path;
 pub mod review;
 pub mod secret;

@@ -101,6 +101,7 @@ use ParamType::*;
 
 const FILE_PATH: ParamSpec = param("file_path", String, FilePath, true, "file relative to the repository root");
 const TIMEOUT: ParamSpec = param("timeout_seconds", Integer, Setting, false, "kill the command (and its children) after this many seconds");
+const RETRYABLE: ParamSpec = param("retryable", Boolean, Setting, false, "a timeout is transient: run the command again automatically");
 
 const MODIFY_PARAMS: &[ParamSpec] = &[
     FILE_PATH,
@@ -168,7 +169,7 @@ pub const OPERATIONS: &[OperationSpec] = &[
         name: "execute_shell_command",
         alias_of: None,
         doc: "run a shell command at the repository root (with all earlier changes applied); files it changes become the step's outputs",
-        params: &[param("command", String, Command, true, "the shell command"), TIMEOUT],
+        params: &[param("command", String, Command, true, "the shell command"), TIMEOUT, RETRYABLE],
         exactly_one_of: &[],
         access: Access::View,
         needs_llm: false,
@@ -177,7 +178,7 @@ pub const OPERATIONS: &[OperationSpec] = &[
         name: "run_tests",
         alias_of: None,
         doc: "run the test suite (pytest or cargo test when no command is given) and report passed/failed counts",
-        params: &[param("command", String, Command, false, "the test command"), TIMEOUT],
+        params: &[param("command", String, Command, false, "the test command"), TIMEOUT, RETRYABLE],
         exactly_one_of: &[],
         access: Access::View,
         needs_llm: false,

@@ -13,6 +13,7 @@ use crate::answer;
 use crate::flow::Flow;
 use crate::llm::{ChatRequest, Llm, LlmError, Message, ModelSettings};
 use crate::operations;
+use crate::recovery;
 use crate::repo_path::{self, RepoPath};
 use crate::validate::{self, PathRules};
 
@@ -48,6 +49,8 @@ pub struct Planner<'a> {
     pub rules: &'a PathRules,
     /// Directories never listed (the workspace).
     pub skip: &'a [PathBuf],
+    /// Let planned commands be destructive (`--allow-destructive`).
+    pub allow_destructive: bool,
 }
 
 impl Planner<'_> {
@@ -65,6 +68,9 @@ impl Planner<'_> {
                 match answer::extract_json(&reply.content) {
                     Err(problem) => format!("- {problem}"),
                     Ok(extracted) => match validate::parse_flow(&extracted.json, Some(task), self.rules) {
+                        Ok(flow) if !self.allow_destructive && recovery::destructive_steps(flow.steps.iter()).is_some() => {
+                            format!("- {}", recovery::destructive_steps(flow.steps.iter()).unwrap_or_default())
+                        }
                         Ok(mut flow) => {
                             if flow.task.trim().is_empty() {
                                 flow.task = task.to_string();

@@ -7,13 +7,12 @@
 use std::collections::BTreeSet;
 use std::fmt;
 use std::fs;
-use std::path::Path;
 
 use serde::{Deserialize, Serialize};
 use serde_json::{Value, json};
 
 use crate::answer;
-use crate::flow::{FLOW_VERSION, Flow, Step};
+use crate::flow::{FLOW_VERSION, Flow};
 use crate::llm::{ChatRequest, Llm, LlmError, Message, ModelSettings};
 use crate::operations;
 use crate::status::{FlowStatus, StepState};
@@ -171,6 +170,12 @@ pub async fn decide(context: &Context<'_>, failed: &str) -> Result<Decided, Stop
     Err(Stop::NoValidAnswer { answers: MAX_ANSWERS, dir: dir.display().to_string(), problems })
 }
 
+/// The flow a decision made before a crash leads to, computed again on resume.
+pub fn redo(context: &Context<'_>, failed: &str, decision: Decision) -> Result<Decided, Vec<String>> {
+    let flow = implied_flow(context, failed, &decision)?;
+    Ok(Decided { decision, flow })
+}
+
 /// Parses an answer into a decision and the flow it implies, or the problems to show the
 /// model. A repeated strategy, an exhausted cap and `abort` are final: they are not re-asked.
 fn check(context: &Context<'_>, failed: &str, text: &str) -> Result<Decided, Vec<String>> {
@@ -179,14 +184,13 @@ fn check(context: &Context<'_>, failed: &str, text: &str) -> Result<Decided, Vec
         vec![format!("the answer must be one JSON object {{\"strategy\": \"retry\" | \"modify\" | \"alternative\" | \"skip\" | \"replan\" | \"abort\", \"reason\": \"...\", \"step\": {{...}}, \"steps\": [...]}}: {err}")]
     })?;
     let flow = implied_flow(context, failed, &decision)?;
-    if let Some(flow) = &flow {
-        if !context.allow_destructive {
-            let known: BTreeSet<&str> = context.flow.steps.iter().map(|s| s.id.as_str()).collect();
-            for step in flow.steps.iter().filter(|s| !known.contains(s.id.as_str()) || Some(*s) != context.flow.step(&s.id)) {
-                if let Some(pattern) = step.params.get("command").and_then(Value::as_str).and_then(destructive) {
-                    return Err(vec![format!("step {}: the command contains `{pattern}`, which is refused (destructive); propose something that does not destroy data", step.id)]);
-                }
-            }
+    if let Some(flow) = &flow
+        && !context.allow_destructive
+    {
+        // Only what the LLM proposes now: steps that are new or changed.
+        let proposed = flow.steps.iter().filter(|s| context.flow.step(&s.id) != Some(*s));
+        if let Some(problem) = destructive_steps(proposed) {
+            return Err(vec![problem]);
         }
     }
     Ok(Decided { decision, flow })
@@ -284,6 +288,14 @@ fn rewire(step: &mut Value, old: &str, new: &[String]) {
     let mut rewired: Vec<String> = deps.into_iter().filter(|d| d != old).collect();
     rewired.extend(new.iter().cloned());
     step["depends_on"] = json!(rewired);
+}
+
+/// The first step whose command is destructive, as a problem to show the model.
+pub fn destructive_steps<'s>(steps: impl Iterator<Item = &'s crate::flow::Step>) -> Option<String> {
+    steps.into_iter().find_map(|step| {
+        let pattern = step.params.get("command").and_then(Value::as_str).and_then(destructive)?;
+        Some(format!("step {}: the command contains `{pattern}`, which is refused (destructive); propose something that does not destroy data", step.id))
+    })
 }
 
 /// The part of a command that makes it destructive, if any. LLM-proposed commands run on the
@@ -395,11 +407,6 @@ pub fn save_revision(task: &TaskDir, flow: &Flow, revision: u32) -> crate::error
 pub fn current_flow_file(task: &TaskDir, revision: u32) -> std::path::PathBuf {
     let revision_file = task.file(&format!("flow.r{revision}.json"));
     if revision > 1 && revision_file.is_file() { revision_file } else { task.file(workspace::FLOW_FILE) }
-}
-
-/// Whether `path` exists; a tiny helper for tests of the revision files.
-pub fn has_revision(task_root: &Path, revision: u32) -> bool {
-    task_root.join(format!("flow.r{revision}.json")).is_file()
 }
 
 #[cfg(test)]

@@ -9,6 +9,7 @@ use serde::{Deserialize, Serialize};
 use crate::error::{Error, Result};
 use crate::flow::Flow;
 use crate::llm::Usage;
+use crate::recovery::{Decision, StrategyKind};
 use crate::workspace;
 
 /// The status file format version this build writes and reads.
@@ -38,6 +39,16 @@ pub struct FlowStatus {
     /// Why the flow ended as it did, when a step's message does not say it (planning failed).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub message: Option<String>,
+    /// Strategies asked of the LLM in this flow.
+    #[serde(default)]
+    pub recovery_calls: u32,
+    /// New revisions of the remaining flow made by `replan`.
+    #[serde(default)]
+    pub replans: u32,
+    /// A recovery under way: set before the LLM is asked, holding the decision once made, and
+    /// cleared when it has been carried out. A crash in between leaves it for `resume`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub pending_recovery: Option<PendingRecovery>,
     /// Tokens used by the whole flow: planning, every step, the summary.
     #[serde(default)]
     pub tokens: Usage,
@@ -99,6 +110,39 @@ pub struct StepStatus {
     /// Tokens the step's LLM calls used, over all its attempts.
     #[serde(default)]
     pub tokens: Usage,
+    /// Automatic retries after transient failures (no LLM asked).
+    #[serde(default, skip_serializing_if = "is_zero")]
+    pub auto_retries: u32,
+    /// The recovery strategies decided for this step, in order.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub recoveries: Vec<RecoveryRecord>,
+}
+
+fn is_zero(n: &u32) -> bool {
+    *n == 0
+}
+
+/// A recovery in progress.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct PendingRecovery {
+    /// The failed step.
+    pub step: String,
+    /// The decision, once the LLM has given a valid one.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub decision: Option<Decision>,
+}
+
+/// One strategy decided for a step.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct RecoveryRecord {
+    pub strategy: StrategyKind,
+    pub reason: String,
+    /// Strategy and parameters: the same twice for one step is stuck.
+    pub signature: String,
+    /// The flow revision it produced, for `modify`, `alternative` and `replan`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub revision: Option<u32>,
+    pub at: String,
 }
 
 /// A failed attempt's error.
@@ -117,6 +161,27 @@ pub struct StepError {
 }
 
 impl FlowStatus {
+    /// A pending entry for a step, as a new flow or a new revision adds it.
+    pub fn pending_step(step: &crate::flow::Step) -> StepStatus {
+        StepStatus {
+            id: step.id.clone(),
+            operation: step.operation.clone(),
+            status: StepState::Pending,
+            attempts: 0,
+            started_at: None,
+            finished_at: None,
+            duration_ms: None,
+            sequence: None,
+            output_files: Vec::new(),
+            deleted_files: Vec::new(),
+            message: None,
+            error: None,
+            tokens: Usage::default(),
+            auto_retries: 0,
+            recoveries: Vec::new(),
+        }
+    }
+
     /// The initial state of a new flow: every step pending.
     pub fn new(task_id: &str, flow: &Flow, repo: &Path) -> FlowStatus {
         let now = now();
@@ -132,26 +197,11 @@ impl FlowStatus {
             finished_at: None,
             applied_at: None,
             message: None,
+            recovery_calls: 0,
+            replans: 0,
+            pending_recovery: None,
             tokens: Usage::default(),
-            steps: flow
-                .steps
-                .iter()
-                .map(|step| StepStatus {
-                    id: step.id.clone(),
-                    operation: step.operation.clone(),
-                    status: StepState::Pending,
-                    attempts: 0,
-                    started_at: None,
-                    finished_at: None,
-                    duration_ms: None,
-                    sequence: None,
-                    output_files: Vec::new(),
-                    deleted_files: Vec::new(),
-                    message: None,
-                    error: None,
-                    tokens: Usage::default(),
-                })
-                .collect(),
+            steps: flow.steps.iter().map(FlowStatus::pending_step).collect(),
         }
     }
 

@@ -162,7 +162,7 @@ async fn plan(config: &Config, args: PlanArgs) -> Result<u8> {
             events::say(&format!("ocflow: planned {} step(s); the model's answers are in {}", flow.steps.len(), answers.display()));
             Ok(EXIT_OK)
         }
-        Err(PlanError::Llm(error)) if !error.transient() && !matches!(error.kind, LlmErrorKind::GaveUp) => Err(Error::Usage(format!("planning failed: {error}"))),
+        Err(PlanError::Llm(error)) if !error.transient() => Err(Error::Usage(format!("planning failed: {error}"))),
         Err(error) => {
             events::say(&format!("ocflow: planning failed: {error}"));
             Ok(EXIT_FLOW_FAILED)

@@ -381,7 +381,7 @@ impl Executor {
         let access = operations::find(&step.operation).map_or(Access::Files, |op| op.access);
         // A command's changes are captured even when it failed, so the view can be set back.
         let captured = match (access, self.view.as_mut()) {
-            (Access::View, Some(view)) => Some(view.capture(&self.task, &step.id, &output_dir, &self.settings.forbidden)?),
+            (Access::View, Some(view)) => Some(view.capture(&self.task, &step.id, self.status.next_sequence(), &output_dir, &self.settings.forbidden)?),
             _ => None,
         };
         let mut result = match outcome {
@@ -431,6 +431,7 @@ impl Executor {
         }
         workspace::sync_files(&output_dir, &output_files)?;
         let sequence = self.status.next_sequence();
+        self.status.last_sequence = sequence;
         let duration_ms = started.elapsed().as_millis() as u64;
         let entry = self.status.step_mut(&step.id).ok_or_else(|| missing_step(&step.id))?;
         entry.status = StepState::Succeeded;

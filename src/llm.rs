@@ -198,7 +198,8 @@ pub enum LlmErrorKind {
     Redirected,
     /// Replay has no recorded answer for this request (permanent).
     NotRecorded,
-    /// The retry budget (attempts or time) ran out (permanent for this call).
+    /// The retry budget (attempts or time) ran out on transient errors (transient: a later
+    /// call may succeed).
     GaveUp,
 }
 
@@ -209,7 +210,11 @@ impl LlmError {
 
     /// Whether the same call may succeed if tried again later.
     pub fn transient(&self) -> bool {
-        matches!(self.kind, LlmErrorKind::RateLimited | LlmErrorKind::Server | LlmErrorKind::Timeout | LlmErrorKind::Connection | LlmErrorKind::BadResponse)
+        // GaveUp only ever follows transient errors: later, the endpoint may answer again.
+        matches!(
+            self.kind,
+            LlmErrorKind::RateLimited | LlmErrorKind::Server | LlmErrorKind::Timeout | LlmErrorKind::Connection | LlmErrorKind::BadResponse | LlmErrorKind::GaveUp
+        )
     }
 }
 

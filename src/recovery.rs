@@ -158,6 +158,13 @@ pub async fn decide(context: &Context<'_>, failed: &str) -> Result<Decided, Stop
         } else {
             check(context, failed, &reply.content)
         };
+        // A limit reached is final, whatever the model would answer next.
+        if let Ok(decided) = &checked
+            && decided.decision.strategy == StrategyKind::Replan
+            && context.status.replans >= context.limits.max_revisions
+        {
+            return Err(Stop::RevisionsCap { revisions: context.status.replans });
+        }
         match checked {
             Ok(decided) => return Ok(decided),
             Err(found) => {
@@ -261,9 +268,6 @@ fn implied_flow(context: &Context<'_>, failed: &str, decision: &Decision) -> Res
             steps.extend(added);
         }
         StrategyKind::Replan => {
-            if context.status.replans >= context.limits.max_revisions {
-                return Err(vec![format!("the flow has been replanned {} time(s), the most allowed; choose another strategy or abort", context.status.replans)]);
-            }
             let added = new_steps(&decision.steps)?;
             steps.retain(|v| {
                 v.get("id").and_then(Value::as_str).and_then(|id| context.status.step(id)).is_some_and(|s| s.status == StepState::Succeeded)

@@ -38,7 +38,7 @@ pub fn changes(task: &TaskDir, status: &FlowStatus) -> Result<Vec<Change>> {
         let old = base.source(task, path)?;
         let new = match version {
             Version::Deleted => None,
-            Version::Step(_) => overlay.source(task, path)?,
+            Version::Step { .. } => overlay.source(task, path)?,
         };
         let kind = match (&old, &new) {
             (None, None) => continue,

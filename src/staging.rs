@@ -108,8 +108,9 @@ pub fn remove_tree(path: &Path) -> Result<()> {
 /// Which version of a path a step sees, when it is not the snapshot's.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum Version {
-    /// The file as the named step left it, in `<task>/<step>/output/`.
-    Step(String),
+    /// The file as the named step left it in `<task>/<step>/output/`, in the success numbered
+    /// `sequence`: a step that runs again (recovery) makes a new version of its files.
+    Step { step: String, sequence: u64 },
     /// Deleted by a step.
     Deleted,
 }
@@ -131,7 +132,7 @@ impl Overlay {
             }
             for file in &step.output_files {
                 if let Ok(path) = RepoPath::parse(file) {
-                    versions.insert(path, Version::Step(step.id.clone()));
+                    versions.insert(path, Version::Step { step: step.id.clone(), sequence: step.sequence.unwrap_or(0) });
                 }
             }
             for file in &step.deleted_files {
@@ -148,7 +149,7 @@ impl Overlay {
     pub fn source(&self, task: &TaskDir, path: &RepoPath) -> Result<Option<PathBuf>> {
         let file = match self.versions.get(path) {
             Some(Version::Deleted) => return Ok(None),
-            Some(Version::Step(step)) => path.under(&task.step_dir(step).join(workspace::OUTPUT_DIR)),
+            Some(Version::Step { step, .. }) => path.under(&task.step_dir(step).join(workspace::OUTPUT_DIR)),
             None => path.under(&task.snapshot()),
         };
         if fs::symlink_metadata(&file).is_err() {
@@ -262,7 +263,7 @@ pub fn rebuild_final_output(task: &TaskDir, status: &FlowStatus) -> Result<()> {
     fs::create_dir_all(task.final_output()).io_context(|| format!("creating {}", task.final_output().display()))?;
     let overlay = Overlay::from_status(status, None);
     for (path, version) in &overlay.versions {
-        if let Version::Step(step) = version {
+        if let Version::Step { step, .. } = version {
             publish(task, step, &[path.as_str().to_string()], &[])?;
         }
     }
@@ -462,7 +463,8 @@ impl View {
     /// Finds what a step changed in the view with one stat walk, copies the changed files into
     /// `output_dir`, and records them as the step's versions. Paths under `forbidden` (the
     /// workspace, when inside the repository) are never captured.
-    pub fn capture(&mut self, task: &TaskDir, step_id: &str, output_dir: &Path, forbidden: &[RepoPath]) -> Result<Captured> {
+    /// `sequence` is the number the step gets if it succeeds.
+    pub fn capture(&mut self, task: &TaskDir, step_id: &str, sequence: u64, output_dir: &Path, forbidden: &[RepoPath]) -> Result<Captured> {
         let mut captured = Captured::default();
         let racy_after = self.recorded_at_ns - RACY_WINDOW_NS;
         let known_before = self.manifest.len();
@@ -491,7 +493,7 @@ impl View {
             let before = self.applied.source(task, &path).ok().flatten();
             if !same_content(before.as_deref(), &file)? {
                 copy_file(&file, &path.under(output_dir))?;
-                self.applied.versions.insert(path.clone(), Version::Step(step_id.to_string()));
+                self.applied.versions.insert(path.clone(), Version::Step { step: step_id.to_string(), sequence });
                 captured.output_files.push(path.as_str().to_string());
             }
             self.manifest.insert(path, stamp);

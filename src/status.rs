@@ -39,6 +39,9 @@ pub struct FlowStatus {
     /// Why the flow ended as it did, when a step's message does not say it (planning failed).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub message: Option<String>,
+    /// The last sequence number given to a succeeded step.
+    #[serde(default)]
+    pub last_sequence: u64,
     /// Strategies asked of the LLM in this flow.
     #[serde(default)]
     pub recovery_calls: u32,
@@ -197,6 +200,7 @@ impl FlowStatus {
             finished_at: None,
             applied_at: None,
             message: None,
+            last_sequence: 0,
             recovery_calls: 0,
             replans: 0,
             pending_recovery: None,
@@ -258,8 +262,10 @@ impl FlowStatus {
     }
 
     /// The next sequence number to give a succeeded step.
+    /// Never reused, even after recovery sets a step back to pending: a sequence number
+    /// names one version of a step's outputs.
     pub fn next_sequence(&self) -> u64 {
-        self.steps.iter().filter_map(|s| s.sequence).max().map_or(1, |s| s + 1)
+        self.steps.iter().filter_map(|s| s.sequence).max().unwrap_or(0).max(self.last_sequence) + 1
     }
 
     /// A table for people: one line per step.

@@ -35,6 +35,9 @@ def _run(step: Step, llm_config: dict | None, command: str) -> tuple[CommandOutc
     )
     api_key = (llm_config or {}).get("api_key")
     env = scrub_env(api_key if isinstance(api_key, str) else None)
+    # Files in the view are replaced within the same second with the same size when a step
+    # runs again; Python's bytecode cache keys on seconds and size, so it would run stale code.
+    env["PYTHONDONTWRITEBYTECODE"] = "1"
     env.update(step.env)
     try:
         outcome = run_command(

@@ -218,3 +218,11 @@ def test_reference_values_reach_the_command_as_data_not_code(make_step):
     assert result["status"] == "success", result
     assert result["stdout"] == '";touch' + "pwned;echo" + '"'
     assert not (files.work_dir / "pwned").exists()
+
+
+def test_commands_never_write_python_bytecode(make_step):
+    # Files in the view change within a second at the same size when a step runs again; a
+    # bytecode cache keyed on seconds and size would run stale code.
+    files = make_step("execute_shell_command", {"command": 'printf "%s" "$PYTHONDONTWRITEBYTECODE"'}, work={})
+    result = execute_operation(files.path, {})
+    assert result["stdout"] == "1"

@@ -18,6 +18,8 @@ pub enum Reply {
     Raw { status: u16, body: String, headers: Vec<(&'static str, String)> },
     /// A completion that arrives only after `delay`.
     Slow { delay: Duration },
+    /// A chat completion with this content, after `delay`.
+    SlowChat { content: String, delay: Duration },
 }
 
 /// A chat completion answering `content`, with usage 100 prompt + 10 completion tokens.
@@ -57,6 +59,7 @@ impl Respond for Script {
                 template
             }
             Reply::Slow { delay } => ResponseTemplate::new(200).set_body_json(completion("late", (1, 1), "stop")).set_delay(delay),
+            Reply::SlowChat { content, delay } => ResponseTemplate::new(200).set_body_json(completion(&content, (100, 10), "stop")).set_delay(delay),
         }
     }
 }

@@ -66,7 +66,7 @@ fn multi_step_flow_leaves_every_file_as_specified() {
         stable(sandbox.status("multi")),
         json!({
             "version": 1, "task_id": "multi", "task": "write, read, count and copy", "revision": 1, "state": "succeeded",
-            "tokens": no_tokens(), "recovery_calls": 0, "replans": 0,
+            "tokens": no_tokens(), "recovery_calls": 0, "replans": 0, "last_sequence": 5,
             "steps": [
                 step("w1", "write_file", 1, json!(["notes/data.txt"]), json!([]), "wrote 11 bytes to notes/data.txt from params.content"),
                 step("r1", "read_file", 2, json!([]), json!([]), "read notes/data.txt (11 bytes)"),

@@ -6,5 +6,6 @@ mod bridge;
 mod commands;
 mod flows;
 mod llm;
+mod recovery;
 mod resume;
 mod validation;

@@ -93,6 +93,9 @@ pub struct RunArgs {
 
 #[derive(Debug, Args)]
 pub struct LimitArgs {
+    /// Steps run at the same time at most; 1 runs them one after another [default: 4].
+    #[arg(long, value_name = "N")]
+    pub jobs: Option<usize>,
     /// Default time limit of a command step, in seconds (a step's timeout_seconds wins) [default: 600].
     #[arg(long, value_name = "SECONDS")]
     pub step_timeout: Option<u64>,

@@ -137,7 +137,7 @@ fn planning_failed(task: &TaskDir, task_text: &str, repo: &Path, llm: &Llm, even
     flow_status.finished_at = Some(status::now());
     flow_status.save(&task.file(workspace::STATUS_FILE))?;
     let summary_path = task.file(workspace::SUMMARY_FILE);
-    workspace::write_atomic(&summary_path, crate::summary::from_journal(task, &flow_status)?.as_bytes())?;
+    workspace::write_atomic(&summary_path, crate::summary::from_journal(task, &flow_status, &empty)?.as_bytes())?;
     events.emit(Event::FlowFinished { task_id: task.task_id.clone(), state: FlowState::Failed, changed_files: Vec::new(), summary: summary_path })?;
     events::say(&format!("ocflow: planning failed: {error}"));
     let configuration = matches!(&error, PlanError::Llm(e) if matches!(e.kind, LlmErrorKind::Unauthorized | LlmErrorKind::NotFound | LlmErrorKind::Redirected | LlmErrorKind::QuotaExceeded));
@@ -250,7 +250,7 @@ async fn resume(config: &Config, args: ResumeArgs) -> Result<u8> {
     if !task.snapshot().is_dir() {
         snapshot(&task, &repo, &workspace_dir, &mut events)?;
     }
-    staging::rebuild_final_output(&task, &flow_status)?;
+    staging::rebuild_final_output(&task, &flow_status, &flow)?;
     let executor = Executor::new(task, flow, flow_status, events, bridge, settings, interrupt);
     execute(executor, args.apply).await
 }
@@ -266,7 +266,7 @@ async fn execute(mut executor: Executor, apply_after: bool) -> Result<u8> {
     };
     match outcome {
         FlowOutcome::Succeeded if apply_after => {
-            let changes = review::changes(&executor.task, &executor.status)?;
+            let changes = review::changes(&executor.task, &executor.status, &executor.flow)?;
             let workspace_dir = executor.task.root.parent().unwrap_or(&executor.task.root).to_path_buf();
             let applied = review::apply(&executor.status.repo, &workspace_dir, &changes, false)?;
             record_applied(&mut executor.events, &mut executor.status, &executor.task, applied)?;
@@ -293,7 +293,7 @@ fn status(config: &Config, args: TaskArg) -> Result<u8> {
 fn diff(config: &Config, args: TaskArg) -> Result<u8> {
     let task = find_task(config, args.task.as_deref(), false)?;
     let flow_status = FlowStatus::load(&task.file(workspace::STATUS_FILE))?;
-    let changes = review::changes(&task, &flow_status)?;
+    let changes = review::changes(&task, &flow_status, &current_flow(&task, &flow_status)?)?;
     if changes.is_empty() {
         events::say(&format!("ocflow: task {} changed no file", task.task_id));
     }
@@ -311,7 +311,7 @@ fn apply(config: &Config, args: ApplyArgs) -> Result<u8> {
             task.task_id, flow_status.state
         )));
     }
-    let changes = review::changes(&task, &flow_status)?;
+    let changes = review::changes(&task, &flow_status, &current_flow(&task, &flow_status)?)?;
     let workspace_dir = task.root.parent().unwrap_or(&task.root).to_path_buf();
     let applied = review::apply(&flow_status.repo, &workspace_dir, &changes, args.force)?;
     let mut events = Events::new(Journal::open(&task.file(workspace::JOURNAL_FILE))?, config.json);
@@ -335,6 +335,11 @@ fn record_applied(events: &mut Events, flow_status: &mut FlowStatus, task: &Task
             Ok(())
         }
     }
+}
+
+/// The flow of a task as its status's revision has it.
+pub fn current_flow(task: &TaskDir, flow_status: &FlowStatus) -> Result<Flow> {
+    Flow::load(&crate::recovery::current_flow_file(task, flow_status.revision))
 }
 
 /// Reads and validates a flow file, checking its size before reading it whole.
@@ -364,6 +369,7 @@ fn settings(config: &Config, repo: &Path, workspace_dir: &Path, limits: &LimitAr
         host_llm: llm.clone().zip(operations).map(|(llm, settings)| Arc::new(HostLlm { llm, settings, runtime: tokio::runtime::Handle::current() })),
         summary_llm: llm.clone().zip(models.map(|m| m.planner.clone())),
         recovery_limits: config.recovery_limits(),
+        jobs: config.jobs(limits),
         recovery: llm.zip(models).filter(|_| !limits.no_recovery && config.file.recovery.enabled != Some(false)).map(|(llm, models)| RecoverySettings {
             llm,
             model: models.planner.clone(),

@@ -19,6 +19,8 @@ pub const DEFAULT_CODEX_LIB: &str = "open_codex_lib";
 /// The config file inside a workspace.
 pub const WORKSPACE_CONFIG: &str = "ocflow.toml";
 const DEFAULT_STEP_TIMEOUT_SECONDS: u64 = 600;
+/// LLM-bound steps wait most of their time; four at once is a fair share of a small endpoint.
+const DEFAULT_JOBS: usize = 4;
 const DEFAULT_MAX_OUTPUT_BYTES: u64 = 1024 * 1024;
 
 /// Settings every command shares.
@@ -120,6 +122,7 @@ impl FileModel {
 #[derive(Debug, Clone, Default, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct FileLimits {
+    pub jobs: Option<usize>,
     pub step_timeout_seconds: Option<u64>,
     pub max_output_bytes: Option<u64>,
 }
@@ -139,6 +142,7 @@ impl FileConfig {
         FileConfig {
             codex_lib: self.codex_lib.or(fallback.codex_lib),
             limits: FileLimits {
+                jobs: self.limits.jobs.or(fallback.limits.jobs),
                 step_timeout_seconds: self.limits.step_timeout_seconds.or(fallback.limits.step_timeout_seconds),
                 max_output_bytes: self.limits.max_output_bytes.or(fallback.limits.max_output_bytes),
             },
@@ -219,6 +223,11 @@ impl Config {
             max_recovery_calls: file.max_recovery_calls.unwrap_or(defaults.max_recovery_calls),
             max_transient_retries: file.max_transient_retries.unwrap_or(defaults.max_transient_retries),
         }
+    }
+
+    /// Steps run at the same time: the flag, then config files, then 4.
+    pub fn jobs(&self, args: &LimitArgs) -> usize {
+        args.jobs.or(self.file.limits.jobs).unwrap_or(DEFAULT_JOBS).max(1)
     }
 
     /// The step limits: flags, then config files, then defaults.

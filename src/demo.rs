@@ -48,13 +48,13 @@ pub async fn run(config: &Config) -> Result<u8> {
         ..config.clone()
     };
     crate::events::say(&format!("ocflow demo: sample repository in {}, recorded answers, no network", repo.display()));
-    let args = RunArgs { task: Some(TASK.into()), plan: None, task_id: Some("demo".into()), apply: false, limits: LimitArgs { step_timeout: None, max_output_bytes: None, allow_destructive: false, no_recovery: false } };
+    let args = RunArgs { task: Some(TASK.into()), plan: None, task_id: Some("demo".into()), apply: false, limits: LimitArgs { jobs: None, step_timeout: None, max_output_bytes: None, allow_destructive: false, no_recovery: false } };
     let code = commands::run(&demo, args).await?;
     let task = TaskDir::new(&demo.workspace, "demo");
     if !demo.json {
         let summary = fs::read_to_string(task.file(workspace::SUMMARY_FILE)).unwrap_or_default();
         let status = FlowStatus::load(&task.file(workspace::STATUS_FILE))?;
-        let diff = review::unified_diff(&review::changes(&task, &status)?)?;
+        let diff = review::unified_diff(&review::changes(&task, &status, &commands::current_flow(&task, &status)?)?)?;
         commands::print_stdout(&format!("\n{summary}\n## The diff\n\n{diff}\nEverything is in {}. Try `ocflow --repo {} --workspace {} status demo`.\n", dir.display(), demo.repo.display(), demo.workspace.display()));
     }
     Ok(if code == EXIT_OK { EXIT_OK } else { code })

@@ -3,7 +3,7 @@
 //! keeps `flow_status.json` and the journal true after every change. One step runs at a time;
 //! the state it keeps (per-step status, overlays by ancestry) is what parallel runs need.
 
-use std::collections::BTreeSet;
+use std::collections::{BTreeSet, HashMap};
 use std::fs;
 use std::path::PathBuf;
 use std::sync::Arc;
@@ -12,6 +12,7 @@ use std::time::Instant;
 
 use serde_json::{Map, Value, json};
 use tokio::sync::Notify;
+use tokio::task::JoinSet;
 
 use crate::bridge::{Bridge, CallOutcome, HostLlm};
 use crate::llm::Usage;
@@ -91,6 +92,8 @@ pub struct Settings {
     pub summary_llm: Option<(Arc<crate::llm::Llm>, crate::llm::ModelSettings)>,
     /// Bounds of automatic retries and of recovery.
     pub recovery_limits: recovery::Limits,
+    /// Steps run at the same time at most (`--jobs`).
+    pub jobs: usize,
     /// What recovery needs; `None`: a failed step (after transient retries) fails the flow.
     pub recovery: Option<RecoverySettings>,
     pub limits: Limits,
@@ -126,18 +129,31 @@ pub struct Executor {
     bridge: Arc<Bridge>,
     settings: Settings,
     interrupt: Arc<Interrupt>,
-    view: Option<View>,
+    /// Views for command steps: one per command step running at the same time, reused.
+    views: Vec<View>,
+    free_views: Vec<usize>,
 }
 
 /// A step made ready to run.
 struct Prepared {
     instructions: PathBuf,
     log: PathBuf,
+    /// The view it runs in, for command steps.
+    view: Option<usize>,
+}
+
+/// A step that is running.
+struct Running {
+    step: Step,
+    attempt: u32,
+    started: Instant,
+    tokens_before: Usage,
+    view: Option<usize>,
 }
 
 impl Executor {
     pub fn new(task: TaskDir, flow: Flow, status: FlowStatus, events: Events, bridge: Arc<Bridge>, settings: Settings, interrupt: Arc<Interrupt>) -> Executor {
-        Executor { task, flow, status, events, bridge, settings, interrupt, view: None }
+        Executor { task, flow, status, events, bridge, settings, interrupt, views: Vec::new(), free_views: Vec::new() }
     }
 
     /// Runs every pending step whose dependencies succeeded, in flow order, until none is
@@ -150,47 +166,80 @@ impl Executor {
             match self.recover(&pending.step).await? {
                 Next::Continue => {}
                 Next::Stop => return self.finish_flow().await,
-                Next::Interrupted => return self.interrupted(None),
+                Next::Interrupted => return self.interrupted(&[]),
             }
         }
+        let mut running: JoinSet<CallOutcome> = JoinSet::new();
+        let mut in_flight: HashMap<tokio::task::Id, Running> = HashMap::new();
+        let mut failures: Vec<Step> = Vec::new();
         loop {
             if self.interrupt.is_raised() {
-                return self.interrupted(None);
+                return self.interrupted_all(&in_flight);
             }
-            let Some(step) = self.next_ready() else { break };
-            let attempt = self.start(&step)?;
-            let prepared = match self.prepare(&step) {
-                Ok(prepared) => prepared,
-                Err(err) => {
-                    self.finish_failed(&step, attempt, Instant::now(), "engine", None, format!("{err}"), None)?;
+            // Start every ready step, up to --jobs at once; none while a failure waits for its
+            // recovery decision.
+            while failures.is_empty() && running.len() < self.settings.jobs.max(1) {
+                let Some(step) = self.next_ready() else { break };
+                let attempt = self.start(&step)?;
+                let prepared = match self.prepare(&step) {
+                    Ok(prepared) => prepared,
+                    Err(err) => {
+                        self.finish_failed(&step, attempt, Instant::now(), "engine", None, format!("{err}"), None)?;
+                        failures.push(step);
+                        continue;
+                    }
+                };
+                let bridge = self.bridge.clone();
+                let llm_config = self.settings.llm_config.clone();
+                let host = self.settings.host_llm.clone().map(|host| (host, step.id.clone()));
+                let tokens_before = self.step_tokens_so_far(&step.id);
+                let (instructions, log) = (prepared.instructions, prepared.log);
+                let handle = running.spawn_blocking(move || bridge.execute(&instructions, &llm_config, &log, host));
+                in_flight.insert(handle.id(), Running { step, attempt, started: Instant::now(), tokens_before, view: prepared.view });
+            }
+            if running.is_empty() {
+                // Everything started has been recorded; now the failures, one at a time.
+                if failures.is_empty() {
                     break;
                 }
-            };
-            let started = Instant::now();
-            let bridge = self.bridge.clone();
-            let llm_config = self.settings.llm_config.clone();
-            let host = self.settings.host_llm.clone().map(|host| (host, step.id.clone()));
-            let tokens_before = self.step_tokens_so_far(&step.id);
-            let call = tokio::task::spawn_blocking(move || bridge.execute(&prepared.instructions, &llm_config, &prepared.log, host));
-            let interrupt = self.interrupt.clone();
-            let outcome = tokio::select! {
-                joined = call => joined,
-                () = interrupt.wait() => {
-                    self.bridge.cancel_all();
-                    return self.interrupted(Some(&step.id));
-                }
-            };
-            let outcome = outcome.unwrap_or_else(|err| CallOutcome::Garbage { message: format!("the step's thread failed: {err}") });
-            self.count_tokens(&step.id, tokens_before);
-            if !self.record(&step, attempt, started, outcome)? {
+                let step = failures.remove(0);
                 match self.after_failure(&step).await? {
                     Next::Continue => continue,
                     Next::Stop => break,
-                    Next::Interrupted => return self.interrupted(None),
+                    Next::Interrupted => return self.interrupted_all(&in_flight),
                 }
+            }
+            let interrupt = self.interrupt.clone();
+            let joined = tokio::select! {
+                joined = running.join_next_with_id() => joined,
+                () = interrupt.wait() => return self.interrupted_all(&in_flight),
+            };
+            let (id, outcome) = match joined {
+                Some(Ok((id, outcome))) => (id, outcome),
+                Some(Err(err)) => (err.id(), CallOutcome::Garbage { message: format!("the step's thread failed: {err}") }),
+                None => continue,
+            };
+            let Some(done) = in_flight.remove(&id) else { continue };
+            self.count_tokens(&done.step.id, done.tokens_before);
+            let succeeded = self.record(&done.step, done.attempt, done.started, outcome, done.view)?;
+            if let Some(view) = done.view {
+                self.free_views.push(view);
+            }
+            if !succeeded {
+                failures.push(done.step);
             }
         }
         self.finish_flow().await
+    }
+
+    /// Ctrl-C or SIGTERM: the library kills its commands; every running step goes back to
+    /// pending, to run again on resume.
+    fn interrupted_all(&mut self, in_flight: &HashMap<tokio::task::Id, Running>) -> Result<FlowOutcome> {
+        if !in_flight.is_empty() {
+            self.bridge.cancel_all();
+        }
+        let running: Vec<String> = in_flight.values().map(|r| r.step.id.clone()).collect();
+        self.interrupted(&running)
     }
 
     /// Tokens the LLM has counted for a step in this process.
@@ -259,8 +308,9 @@ impl Executor {
             fs::create_dir_all(fresh).io_context(|| format!("creating {}", fresh.display()))?;
         }
 
+        let mut view = None;
         let ancestors = self.flow.ancestors(&step.id);
-        let overlay = Overlay::from_status(&self.status, Some(&ancestors));
+        let overlay = Overlay::from_status(&self.status, &self.flow, Some(&ancestors));
         let (params, env) = self.resolve_params(step)?;
 
         let (input_files, work_dir) = match spec.access {
@@ -269,13 +319,20 @@ impl Executor {
                 (staged.iter().map(|p| p.as_str().to_string()).collect(), None)
             }
             Access::View => {
-                if self.view.is_none() {
-                    self.view = Some(View::open(&self.task)?);
+                let index = match self.free_views.pop() {
+                    Some(index) => index,
+                    None => {
+                        let index = self.views.len();
+                        self.views.push(View::open(&self.task, self.task.view(index))?);
+                        index
+                    }
+                };
+                view = Some(index);
+                if let Err(err) = self.views[index].sync(&self.task, &overlay) {
+                    self.free_views.push(index);
+                    return Err(err);
                 }
-                if let Some(view) = self.view.as_mut() {
-                    view.sync(&self.task, &overlay)?;
-                }
-                (Vec::new(), Some(format!("../{}", workspace::VIEW_DIR)))
+                (Vec::new(), Some(format!("../{}", workspace::view_dir_name(index))))
             }
         };
 
@@ -322,7 +379,7 @@ impl Executor {
         let attempt = self.status.step(&step.id).map_or(1, |s| s.attempts);
         let header = format!("=== attempt {attempt}, {} ===\n", status::now());
         append(&log, header.as_bytes())?;
-        Ok(Prepared { instructions: instructions_path, log })
+        Ok(Prepared { instructions: instructions_path, log, view })
     }
 
     /// The step's parameters with every `@{outputs.STEP.FIELD}` replaced by that field of the
@@ -375,13 +432,14 @@ impl Executor {
 
     /// Records a finished call: outputs, result.json, status, final_output, event. Returns
     /// whether the flow goes on.
-    fn record(&mut self, step: &Step, attempt: u32, started: Instant, outcome: CallOutcome) -> Result<bool> {
+    fn record(&mut self, step: &Step, attempt: u32, started: Instant, outcome: CallOutcome, view: Option<usize>) -> Result<bool> {
         let dir = self.task.step_dir(&step.id);
         let output_dir = dir.join(workspace::OUTPUT_DIR);
         let access = operations::find(&step.operation).map_or(Access::Files, |op| op.access);
         // A command's changes are captured even when it failed, so the view can be set back.
-        let captured = match (access, self.view.as_mut()) {
-            (Access::View, Some(view)) => Some(view.capture(&self.task, &step.id, self.status.next_sequence(), &output_dir, &self.settings.forbidden)?),
+        let sequence = self.status.next_sequence();
+        let captured = match (access, view.and_then(|index| self.views.get_mut(index))) {
+            (Access::View, Some(view)) => Some(view.capture(&self.task, &step.id, sequence, &output_dir, &self.settings.forbidden)?),
             _ => None,
         };
         let mut result = match outcome {
@@ -430,7 +488,6 @@ impl Executor {
             return self.finish_failed(step, attempt, started, "failure", None, text, None).map(|()| false);
         }
         workspace::sync_files(&output_dir, &output_files)?;
-        let sequence = self.status.next_sequence();
         self.status.last_sequence = sequence;
         let duration_ms = started.elapsed().as_millis() as u64;
         let entry = self.status.step_mut(&step.id).ok_or_else(|| missing_step(&step.id))?;
@@ -661,7 +718,7 @@ impl Executor {
         self.status.pending_recovery = None;
         self.save()?;
         workspace::write_json_atomic(&self.task.file(workspace::FLOW_FILE), &self.flow)?;
-        staging::rebuild_final_output(&self.task, &self.status)?;
+        staging::rebuild_final_output(&self.task, &self.status, &self.flow)?;
         Ok(next)
     }
 
@@ -691,14 +748,16 @@ impl Executor {
 
     /// Saves the state after an interrupt: the running step goes back to pending, to run again
     /// on resume.
-    fn interrupted(&mut self, running: Option<&str>) -> Result<FlowOutcome> {
-        if let Some(entry) = running.and_then(|id| self.status.step_mut(id)) {
-            entry.status = StepState::Pending;
-            entry.message = Some("interrupted while running; it runs again on resume".into());
+    fn interrupted(&mut self, running: &[String]) -> Result<FlowOutcome> {
+        for id in running {
+            if let Some(entry) = self.status.step_mut(id) {
+                entry.status = StepState::Pending;
+                entry.message = Some("interrupted while running; it runs again on resume".into());
+            }
         }
         self.status.state = FlowState::Interrupted;
         self.save()?;
-        self.events.emit(Event::FlowInterrupted { task_id: self.task.task_id.clone(), running: running.into_iter().map(str::to_string).collect() })?;
+        self.events.emit(Event::FlowInterrupted { task_id: self.task.task_id.clone(), running: running.to_vec() })?;
         Ok(FlowOutcome::Interrupted)
     }
 
@@ -714,7 +773,7 @@ impl Executor {
         }
         self.status.state = FlowState::Failed;
         let _ = self.save();
-        if let Ok(summary) = crate::summary::from_journal(&self.task, &self.status) {
+        if let Ok(summary) = crate::summary::from_journal(&self.task, &self.status, &self.flow) {
             let _ = workspace::write_atomic(&self.task.file(workspace::SUMMARY_FILE), summary.as_bytes());
         }
     }
@@ -733,7 +792,7 @@ impl Executor {
         let mut summary = None;
         if let Some((llm, settings)) = &self.settings.summary_llm {
             let before = llm.usage_for("summary");
-            match crate::summary::with_llm(&self.task, &self.status, llm, settings).await {
+            match crate::summary::with_llm(&self.task, &self.status, &self.flow, llm, settings).await {
                 Ok(text) => summary = Some(text),
                 Err(reason) => crate::events::say(&format!("ocflow: the LLM summary failed ({reason}); writing the summary from the journal")),
             }
@@ -742,10 +801,10 @@ impl Executor {
         }
         let summary = match summary {
             Some(text) => text,
-            None => crate::summary::from_journal(&self.task, &self.status)?,
+            None => crate::summary::from_journal(&self.task, &self.status, &self.flow)?,
         };
         workspace::write_atomic(&summary_path, summary.as_bytes())?;
-        let changed_files = crate::review::changes(&self.task, &self.status)?.into_iter().map(|c| c.path.as_str().to_string()).collect();
+        let changed_files = crate::review::changes(&self.task, &self.status, &self.flow)?.into_iter().map(|c| c.path.as_str().to_string()).collect();
         self.events.emit(Event::FlowFinished { task_id: self.task.task_id.clone(), state: self.status.state, changed_files, summary: summary_path })?;
         Ok(if all_done { FlowOutcome::Succeeded } else { FlowOutcome::Failed })
     }

@@ -47,6 +47,45 @@ impl Flow {
         self.steps.iter().find(|s| s.id == id)
     }
 
+    /// The steps in the order `--jobs 1` runs them: dependencies first, and among the steps
+    /// ready at the same time, the one written first. Later steps in this order win when two
+    /// change the same file, so the result does not depend on which finished first.
+    pub fn topological_order(&self) -> Vec<&str> {
+        use std::cmp::Reverse;
+        use std::collections::BinaryHeap;
+        let index: HashMap<&str, usize> = self.steps.iter().enumerate().map(|(i, s)| (s.id.as_str(), i)).collect();
+        let mut waiting: Vec<usize> = self.steps.iter().map(|s| s.depends_on.iter().filter(|d| index.contains_key(d.as_str())).count()).collect();
+        let mut dependents: Vec<Vec<usize>> = vec![Vec::new(); self.steps.len()];
+        for (i, step) in self.steps.iter().enumerate() {
+            for dep in &step.depends_on {
+                if let Some(&d) = index.get(dep.as_str()) {
+                    dependents[d].push(i);
+                }
+            }
+        }
+        let mut ready: BinaryHeap<Reverse<usize>> = waiting.iter().enumerate().filter(|(_, w)| **w == 0).map(|(i, _)| Reverse(i)).collect();
+        let mut order = Vec::with_capacity(self.steps.len());
+        while let Some(Reverse(i)) = ready.pop() {
+            order.push(self.steps[i].id.as_str());
+            for &next in &dependents[i] {
+                waiting[next] -= 1;
+                if waiting[next] == 0 {
+                    ready.push(Reverse(next));
+                }
+            }
+        }
+        order
+    }
+
+    /// Reads a flow ocflow wrote (`flow.json` or a revision); it was validated then.
+    pub fn load(path: &std::path::Path) -> crate::error::Result<Flow> {
+        let bytes = std::fs::read(path).map_err(|err| crate::error::Error::BadStateFile { path: path.to_path_buf(), problem: format!("cannot read it: {err}") })?;
+        serde_json::from_slice(&bytes).map_err(|err| crate::error::Error::BadStateFile {
+            path: path.to_path_buf(),
+            problem: format!("not a flow written by ocflow ({err}); it was edited or damaged"),
+        })
+    }
+
     /// Every step `id` depends on, directly or through other steps.
     pub fn ancestors(&self, id: &str) -> BTreeSet<String> {
         let by_id: HashMap<&str, &Step> = self.steps.iter().map(|s| (s.id.as_str(), s)).collect();

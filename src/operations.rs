@@ -78,6 +78,8 @@ pub struct OperationSpec {
     pub exactly_one_of: &'static [&'static str],
     pub access: Access,
     pub needs_llm: bool,
+    /// The path parameters whose files the operation writes or deletes.
+    pub writes: &'static [&'static str],
 }
 
 impl OperationSpec {
@@ -119,6 +121,7 @@ pub const OPERATIONS: &[OperationSpec] = &[
         exactly_one_of: &[],
         access: Access::Files,
         needs_llm: false,
+        writes: &[],
     },
     OperationSpec {
         name: "write_file",
@@ -133,6 +136,7 @@ pub const OPERATIONS: &[OperationSpec] = &[
         exactly_one_of: &["content", "content_from_step", "instructions"],
         access: Access::Files,
         needs_llm: false,
+        writes: &["file_path"],
     },
     OperationSpec {
         name: "modify_code",
@@ -142,6 +146,7 @@ pub const OPERATIONS: &[OperationSpec] = &[
         exactly_one_of: &[],
         access: Access::Files,
         needs_llm: true,
+        writes: &["file_path"],
     },
     OperationSpec {
         name: "refactor_function",
@@ -151,6 +156,7 @@ pub const OPERATIONS: &[OperationSpec] = &[
         exactly_one_of: &[],
         access: Access::Files,
         needs_llm: true,
+        writes: &["file_path"],
     },
     OperationSpec {
         name: "analyze_code",
@@ -164,6 +170,7 @@ pub const OPERATIONS: &[OperationSpec] = &[
         exactly_one_of: &[],
         access: Access::Files,
         needs_llm: true,
+        writes: &["report_path"],
     },
     OperationSpec {
         name: "execute_shell_command",
@@ -173,6 +180,7 @@ pub const OPERATIONS: &[OperationSpec] = &[
         exactly_one_of: &[],
         access: Access::View,
         needs_llm: false,
+        writes: &[],
     },
     OperationSpec {
         name: "run_tests",
@@ -182,6 +190,7 @@ pub const OPERATIONS: &[OperationSpec] = &[
         exactly_one_of: &[],
         access: Access::View,
         needs_llm: false,
+        writes: &[],
     },
     OperationSpec {
         name: "generate_summary",
@@ -194,6 +203,7 @@ pub const OPERATIONS: &[OperationSpec] = &[
         exactly_one_of: &[],
         access: Access::Files,
         needs_llm: false,
+        writes: &[],
     },
     OperationSpec {
         name: "list_files",
@@ -207,6 +217,7 @@ pub const OPERATIONS: &[OperationSpec] = &[
         exactly_one_of: &[],
         access: Access::View,
         needs_llm: false,
+        writes: &[],
     },
     OperationSpec {
         name: "delete_file",
@@ -216,6 +227,7 @@ pub const OPERATIONS: &[OperationSpec] = &[
         exactly_one_of: &[],
         access: Access::Files,
         needs_llm: false,
+        writes: &["file_path"],
     },
 ];
 

@@ -15,13 +15,13 @@ const PGID_FILE: &str = ".command.pgid";
 /// Kills the leftover command of each of `steps`, if any; returns the steps that had one.
 pub fn stop(task: &TaskDir, steps: &[String]) -> Vec<String> {
     let mut stopped = Vec::new();
-    let view = task.view();
+    let views = &task.root;
     for step in steps {
         let file = task.step_dir(step).join(PGID_FILE);
         let Some(pgid) = fs::read_to_string(&file).ok().and_then(|text| text.trim().parse::<i32>().ok()) else { continue };
         // After a reboot the number may belong to another process: only a process working in
-        // this task's view is ours.
-        if works_in(pgid, &view)
+        // this task's directory (its views) is ours.
+        if works_in(pgid, views)
             && let Some(pid) = Pid::from_raw(pgid)
             && kill_process_group(pid, Signal::KILL).is_ok()
         {

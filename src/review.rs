@@ -30,8 +30,8 @@ pub enum ChangeKind {
 }
 
 /// The flow's net changes: every path whose final version differs from the snapshot.
-pub fn changes(task: &TaskDir, status: &FlowStatus) -> Result<Vec<Change>> {
-    let overlay = Overlay::from_status(status, None);
+pub fn changes(task: &TaskDir, status: &FlowStatus, flow: &crate::flow::Flow) -> Result<Vec<Change>> {
+    let overlay = Overlay::from_status(status, flow, None);
     let base = Overlay::default();
     let mut out = Vec::new();
     for (path, version) in &overlay.versions {

@@ -123,10 +123,14 @@ pub struct Overlay {
 
 impl Overlay {
     /// The changes of the succeeded steps in `only` (all of them when `None`), applied in the
-    /// order the steps finished.
-    pub fn from_status(status: &FlowStatus, only: Option<&BTreeSet<String>>) -> Overlay {
+    /// flow's topological order (see `Flow::topological_order`), so that steps running at the
+    /// same time give the same result as one after another.
+    pub fn from_status(status: &FlowStatus, flow: &crate::flow::Flow, only: Option<&BTreeSet<String>>) -> Overlay {
+        let rank: HashMap<&str, usize> = flow.topological_order().into_iter().enumerate().map(|(i, id)| (id, i)).collect();
+        let mut succeeded = status.succeeded_in_order();
+        succeeded.sort_by_key(|s| (rank.get(s.id.as_str()).copied().unwrap_or(usize::MAX), s.sequence));
         let mut versions = BTreeMap::new();
-        for step in status.succeeded_in_order() {
+        for step in succeeded {
             if only.is_some_and(|only| !only.contains(&step.id)) {
                 continue;
             }
@@ -258,10 +262,10 @@ pub fn publish(task: &TaskDir, step_id: &str, outputs: &[String], deletions: &[S
 
 /// Rebuilds `final_output/` from the recorded outputs of the succeeded steps, so that a crash
 /// between a step's status write and its publishing leaves nothing stale.
-pub fn rebuild_final_output(task: &TaskDir, status: &FlowStatus) -> Result<()> {
+pub fn rebuild_final_output(task: &TaskDir, status: &FlowStatus, flow: &crate::flow::Flow) -> Result<()> {
     remove_tree(&task.final_output())?;
     fs::create_dir_all(task.final_output()).io_context(|| format!("creating {}", task.final_output().display()))?;
-    let overlay = Overlay::from_status(status, None);
+    let overlay = Overlay::from_status(status, flow, None);
     for (path, version) in &overlay.versions {
         if let Version::Step { step, .. } = version {
             publish(task, step, &[path.as_str().to_string()], &[])?;
@@ -371,8 +375,7 @@ pub struct Captured {
 
 impl View {
     /// Builds a fresh view from the snapshot, replacing any left by an earlier process.
-    pub fn create(task: &TaskDir) -> Result<View> {
-        let root = task.view();
+    pub fn create(task: &TaskDir, root: PathBuf) -> Result<View> {
         remove_tree(&root)?;
         copy_tree(&task.snapshot(), &root, &[])?;
         let mut view = View { root, manifest: HashMap::new(), applied: Overlay::default(), recorded_at_ns: 0 };
@@ -384,10 +387,9 @@ impl View {
     /// Opens the task's view: an existing one (left by an earlier process, perhaps killed in the
     /// middle of a command) is set back to the snapshot, file by file, keeping the excluded
     /// directories — build caches, virtual environments — as an uninterrupted run keeps them.
-    pub fn open(task: &TaskDir) -> Result<View> {
-        let root = task.view();
+    pub fn open(task: &TaskDir, root: PathBuf) -> Result<View> {
         if !root.is_dir() {
-            return View::create(task);
+            return View::create(task, root);
         }
         let snapshot = task.snapshot();
         let walk_files = |base: &Path| -> Result<Vec<(RepoPath, fs::FileType)>> {

@@ -12,7 +12,7 @@ use crate::status::{FlowState, FlowStatus, StepState};
 use crate::workspace::{self, TaskDir};
 
 /// Builds `summary.md` from the journal and the final status.
-pub fn from_journal(task: &TaskDir, status: &FlowStatus) -> Result<String> {
+pub fn from_journal(task: &TaskDir, status: &FlowStatus, flow: &crate::flow::Flow) -> Result<String> {
     let (records, _) = journal::read(&task.file(workspace::JOURNAL_FILE))?;
     let mut out = String::new();
     let verdict = match status.state {
@@ -51,7 +51,7 @@ pub fn from_journal(task: &TaskDir, status: &FlowStatus) -> Result<String> {
     }
 
     let _ = writeln!(out, "\n## Files changed\n");
-    let changes = review::changes(task, status)?;
+    let changes = review::changes(task, status, flow)?;
     if changes.is_empty() {
         let _ = writeln!(out, "None.");
     }
@@ -76,14 +76,14 @@ const PROMPT: &str = include_str!("../prompts/summary.md");
 
 /// Asks the LLM for the summary (the seed's summarisation prompt) from the same facts as
 /// `from_journal`: no times or ids, so the prompt of a flow is the same on every run.
-pub async fn with_llm(task: &TaskDir, status: &FlowStatus, llm: &Llm, settings: &ModelSettings) -> Result<String, String> {
+pub async fn with_llm(task: &TaskDir, status: &FlowStatus, flow: &crate::flow::Flow, llm: &Llm, settings: &ModelSettings) -> Result<String, String> {
     let steps = status
         .steps
         .iter()
         .map(|s| format!("- {} ({}): {}{}", s.id, s.operation, s.status, s.message.as_deref().map(|m| format!(" — {m}")).unwrap_or_default()))
         .collect::<Vec<_>>()
         .join("\n");
-    let changes = review::changes(task, status).map_err(|e| e.to_string())?;
+    let changes = review::changes(task, status, flow).map_err(|e| e.to_string())?;
     let files = if changes.is_empty() {
         "none".to_string()
     } else {
@@ -103,6 +103,6 @@ pub async fn with_llm(task: &TaskDir, status: &FlowStatus, llm: &Llm, settings: 
         "# {}\n\n{}\n\n---\n\n{}",
         if status.task.is_empty() { &status.task_id } else { &status.task },
         answer.content.trim(),
-        from_journal(task, status).map_err(|e| e.to_string())?.split_once('\n').map_or("", |(_, rest)| rest).trim_start()
+        from_journal(task, status, flow).map_err(|e| e.to_string())?.split_once('\n').map_or("", |(_, rest)| rest).trim_start()
     ))
 }

@@ -96,6 +96,9 @@ pub fn parse_flow(text: &str, default_task: Option<&str>, rules: &PathRules) -> 
         for (index, name, path) in check_params(flow, rules, &mut problems) {
             flow.steps[index].params.insert(name, Value::String(path));
         }
+        if problems.0.is_empty() {
+            check_concurrent_writers(flow, &mut problems);
+        }
     }
     match flow {
         Some(flow) if problems.0.is_empty() => Ok(flow),
@@ -316,6 +319,31 @@ fn find_cycle(flow: &Flow) -> Option<Vec<String>> {
         }
     }
     None
+}
+
+/// Two steps that may run at the same time (neither depends on the other) may not write the
+/// same file: which one won would depend on timing.
+fn check_concurrent_writers(flow: &Flow, problems: &mut Problems) {
+    let ancestors: HashMap<&str, BTreeSet<String>> = flow.steps.iter().map(|s| (s.id.as_str(), flow.ancestors(&s.id))).collect();
+    let mut writers: std::collections::BTreeMap<&str, Vec<&str>> = std::collections::BTreeMap::new();
+    for step in &flow.steps {
+        let Some(spec) = operations::find(&step.operation) else { continue };
+        for name in spec.writes {
+            if let Some(path) = step.params.get(*name).and_then(Value::as_str) {
+                writers.entry(path).or_default().push(&step.id);
+            }
+        }
+    }
+    for (path, steps) in writers {
+        for (i, first) in steps.iter().enumerate() {
+            for second in &steps[i + 1..] {
+                let related = ancestors.get(first).is_some_and(|a| a.contains(*second)) || ancestors.get(second).is_some_and(|a| a.contains(*first));
+                if !related && first != second {
+                    problems.step(second, "concurrency", format!("steps {first} and {second} may run at the same time and both write {path}; make one depend on the other"));
+                }
+            }
+        }
+    }
 }
 
 /// Each step's operation and parameters: known names, types, sizes, paths, and references

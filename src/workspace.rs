@@ -21,6 +21,11 @@ pub const SNAPSHOT_DIR: &str = "_snapshot";
 pub const VIEW_DIR: &str = "_view";
 const LOCK_FILE: &str = ".lock";
 
+/// The name of view number `index`.
+pub fn view_dir_name(index: usize) -> String {
+    if index == 0 { VIEW_DIR.to_string() } else { format!("{VIEW_DIR}-{}", index + 1) }
+}
+
 /// Files inside a step directory.
 pub const INSTRUCTIONS_FILE: &str = "open_codex_instructions.md";
 pub const RESULT_FILE: &str = "result.json";
@@ -59,8 +64,9 @@ impl TaskDir {
         self.root.join(SNAPSHOT_DIR)
     }
 
-    pub fn view(&self) -> PathBuf {
-        self.root.join(VIEW_DIR)
+    /// The directory of view number `index` (0, 1, …): `_view`, `_view-2`, …
+    pub fn view(&self, index: usize) -> PathBuf {
+        self.root.join(view_dir_name(index))
     }
 
     pub fn final_output(&self) -> PathBuf {

@@ -44,7 +44,9 @@ fn multi_step_flow() -> Value {
 fn multi_step_flow_leaves_every_file_as_specified() {
     let sandbox = Sandbox::new(&[("old.txt", "old\n"), ("keep.txt", "keep\n")]);
     let repo_before = tree(&sandbox.repo);
-    let output = sandbox.run(&multi_step_flow(), "multi");
+    // One at a time, so that the sequence numbers (the order of completion) are known.
+    let plan = sandbox.flow(&multi_step_flow());
+    let output = sandbox.ocflow().args(["run", "--jobs", "1", "--task-id", "multi", "--plan"]).arg(plan).output().unwrap();
     assert_exit(&output, 0);
 
     let task = sandbox.task_dir("multi");

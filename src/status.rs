@@ -282,6 +282,10 @@ impl FlowStatus {
             self.tokens.completion_tokens,
             self.tokens.calls
         );
+        let running: Vec<&str> = self.steps.iter().filter(|s| s.status == StepState::Running).map(|s| s.id.as_str()).collect();
+        if !running.is_empty() {
+            out.push_str(&format!("running now ({} at once): {}\n\n", running.len(), running.join(", ")));
+        }
         let width = self.steps.iter().map(|s| s.id.len()).max().unwrap_or(4).max(4);
         out.push_str(&format!("{:<width$}  {:<22}  {:<9}  {:>8}  {:>9}  {:>7}  {}\n", "STEP", "OPERATION", "STATUS", "ATTEMPTS", "TIME", "TOKENS", "MESSAGE"));
         for step in &self.steps {

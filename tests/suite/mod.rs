@@ -6,6 +6,7 @@ mod bridge;
 mod commands;
 mod flows;
 mod llm;
+mod parallel;
 mod recovery;
 mod resume;
 mod validation;

@@ -1,0 +1,151 @@
+//! Parallel flows: the same final files as one step at a time, concurrent writers refused,
+//! failures while other branches run, output references.
+
+use std::process::Stdio;
+use std::time::{Duration, Instant};
+
+use serde_json::{Value, json};
+
+use super::support::*;
+
+fn run_jobs(sandbox: &Sandbox, flow: &Value, task_id: &str, jobs: &str) -> std::process::Output {
+    let plan = sandbox.flow(flow);
+    sandbox.ocflow().args(["run", "--jobs", jobs, "--task-id", task_id, "--plan"]).arg(plan).output().unwrap()
+}
+
+fn shell(id: &str, command: &str, deps: &[&str]) -> Value {
+    json!({"id": id, "operation": "execute_shell_command", "params": {"command": command}, "depends_on": deps})
+}
+
+fn write(id: &str, path: &str, content: &str, deps: &[&str]) -> Value {
+    json!({"id": id, "operation": "write_file", "params": {"file_path": path, "content": content}, "depends_on": deps})
+}
+
+#[test]
+fn diamond_and_wide_flows_give_the_same_files_with_one_job_and_eight() {
+    let diamond = json!([
+        write("a", "base.txt", "base\n", &[]),
+        shell("b", "sleep 0.2; cat base.txt > b.txt; echo b >> b.txt", &["a"]),
+        shell("c", "echo c > c.txt; echo changed > base.txt", &["a"]),
+        shell("d", "cat b.txt c.txt base.txt > d.txt", &["b", "c"]),
+    ]);
+    let mut wide: Vec<Value> = (0..10).map(|i| write(&format!("w{i}"), &format!("w{i}.txt"), &format!("{i}\n"), &[])).collect();
+    wide.extend((0..6).map(|i| shell(&format!("s{i}"), &format!("sleep 0.{i}; echo {i} > shell{i}.txt; echo {i} > same.txt"), &[])));
+    let wide = Value::Array(wide);
+    for (name, flow) in [("diamond", diamond), ("wide", wide)] {
+        let sandbox = Sandbox::new(&[("keep.txt", "k\n")]);
+        assert_exit(&run_jobs(&sandbox, &flow, "one", "1"), 0);
+        assert_exit(&run_jobs(&sandbox, &flow, "eight", "8"), 0);
+        let one = text_tree(&sandbox.task_dir("one").join("final_output"));
+        let eight = text_tree(&sandbox.task_dir("eight").join("final_output"));
+        assert_eq!(one, eight, "{name}");
+        if name == "diamond" {
+            assert_eq!(eight["d.txt"], "base\nb\nc\nchanged\n");
+        } else {
+            assert_eq!(eight["same.txt"], "5\n", "the later step in flow order wins, whatever finished first");
+            assert_eq!(eight.len(), 17);
+        }
+    }
+}
+
+#[test]
+fn eight_commands_run_at_once() {
+    let sandbox = Sandbox::new(&[]);
+    let flow = Value::Array((0..8).map(|i| shell(&format!("s{i}"), "sleep 1", &[])).collect());
+    let started = Instant::now();
+    assert_exit(&run_jobs(&sandbox, &flow, "t", "8"), 0);
+    assert!(started.elapsed() < Duration::from_secs(4), "8 × sleep 1 took {:?}", started.elapsed());
+}
+
+#[test]
+fn concurrent_writers_of_one_path_are_refused_until_one_depends_on_the_other() {
+    let sandbox = Sandbox::new(&[]);
+    let flow = json!([write("a", "x.txt", "1", &[]), write("b", "x.txt", "2", &[])]);
+    let output = run_jobs(&sandbox, &flow, "t", "1");
+    assert_exit(&output, 2);
+    assert!(stderr(&output).contains("step b: steps a and b may run at the same time and both write x.txt; make one depend on the other [concurrency]"), "{}", stderr(&output));
+    let ordered = json!([write("a", "x.txt", "1", &[]), write("b", "x.txt", "2", &["a"])]);
+    assert_exit(&run_jobs(&sandbox, &ordered, "t", "1"), 0);
+}
+
+#[test]
+fn a_failure_in_one_branch_lets_running_steps_finish_and_resumes_correctly() {
+    let sandbox = Sandbox::new(&[]);
+    let marker = sandbox.root().join("fixed");
+    let flow = json!([
+        shell("a", &format!("sleep 0.2; test -f {}", marker.display()), &[]),
+        shell("b", "sleep 1.5; echo b > b.txt", &[]),
+        write("c", "c.txt", "c", &["a"]),
+        write("d", "d.txt", "d", &["b"]),
+    ]);
+    assert_exit(&run_jobs(&sandbox, &flow, "t", "4"), 1);
+    let states = |sandbox: &Sandbox| -> Vec<(String, String, u64)> {
+        sandbox.status("t")["steps"].as_array().unwrap().iter().map(|s| (s["id"].as_str().unwrap().into(), s["status"].as_str().unwrap().into(), s["attempts"].as_u64().unwrap())).collect()
+    };
+    assert_eq!(
+        states(&sandbox),
+        vec![("a".into(), "failed".into(), 1), ("b".into(), "succeeded".into(), 1), ("c".into(), "pending".into(), 0), ("d".into(), "pending".into(), 0)],
+        "b was running when a failed: it finished and was recorded; nothing new started"
+    );
+    std::fs::write(&marker, "").unwrap();
+    assert_exit(&sandbox.ocflow().args(["resume", "t", "--retry-failed", "--jobs", "4"]).output().unwrap(), 0);
+    assert_eq!(
+        states(&sandbox),
+        vec![("a".into(), "succeeded".into(), 2), ("b".into(), "succeeded".into(), 1), ("c".into(), "succeeded".into(), 1), ("d".into(), "succeeded".into(), 1)]
+    );
+    let files: Vec<String> = text_tree(&sandbox.task_dir("t").join("final_output")).into_keys().collect();
+    assert_eq!(files, vec!["b.txt", "c.txt", "d.txt"]);
+}
+
+#[test]
+fn status_shows_the_steps_running_at_once() {
+    let sandbox = Sandbox::new(&[]);
+    let marker = sandbox.root().join("go");
+    let wait = format!("while [ ! -f {} ]; do sleep 0.05; done", marker.display());
+    let flow = json!([shell("x", &wait, &[]), shell("y", &wait, &[]), shell("z", &wait, &[])]);
+    let plan = sandbox.flow(&flow);
+    let child = sandbox.ocflow().args(["run", "--jobs", "3", "--task-id", "t", "--plan"]).arg(plan).stdout(Stdio::null()).stderr(Stdio::null()).spawn().unwrap();
+    let deadline = Instant::now() + Duration::from_secs(30);
+    let table = loop {
+        let output = sandbox.ocflow().args(["status", "t"]).output().unwrap();
+        let table = stdout(&output);
+        if table.contains("running now (3 at once): x, y, z") {
+            break table;
+        }
+        assert!(Instant::now() < deadline, "never saw three steps running: {table}");
+        std::thread::sleep(Duration::from_millis(50));
+    };
+    std::fs::write(&marker, "").unwrap();
+    assert_exit(&child.wait_with_output().unwrap(), 0);
+    assert!(table.lines().filter(|l| l.contains(" running ")).count() == 3, "{table}");
+}
+
+#[test]
+fn references_to_a_field_a_nested_field_a_missing_field_and_a_non_ancestor() {
+    let sandbox = Sandbox::new(&[("a.txt", "hello\n"), ("dir/one.py", "x\n")]);
+    let flow = json!([
+        {"id": "r", "operation": "read_file", "params": {"file_path": "a.txt"}},
+        {"id": "l", "operation": "list_files", "params": {"path": "dir", "pattern": "*.py"}},
+        {"id": "use", "operation": "write_file", "depends_on": ["r", "l"],
+         "params": {"file_path": "out.txt", "content": "@{outputs.r.size} bytes; first: @{outputs.l.files.0}; count @{outputs.l.count}"}}
+    ]);
+    assert_exit(&run_jobs(&sandbox, &flow, "t", "4"), 0);
+    assert_eq!(std::fs::read_to_string(sandbox.task_dir("t").join("final_output/out.txt")).unwrap(), "6 bytes; first: dir/one.py; count 1");
+
+    let missing = json!([
+        {"id": "r", "operation": "read_file", "params": {"file_path": "a.txt"}},
+        {"id": "use", "operation": "write_file", "depends_on": "r", "params": {"file_path": "out.txt", "content": "@{outputs.r.data.functions}"}}
+    ]);
+    assert_exit(&run_jobs(&sandbox, &missing, "m", "4"), 1);
+    let step = sandbox.step_status("m", "use");
+    assert_eq!(step["status"], json!("failed"));
+    assert!(step["message"].as_str().unwrap().contains("@{outputs.r.data.functions} cannot be resolved: the result of step r has no field `data`"), "{step}");
+
+    let stranger = json!([
+        {"id": "r", "operation": "read_file", "params": {"file_path": "a.txt"}},
+        {"id": "use", "operation": "write_file", "params": {"file_path": "out.txt", "content": "@{outputs.r.content}"}}
+    ]);
+    let output = run_jobs(&sandbox, &stranger, "s", "4");
+    assert_exit(&output, 2);
+    assert!(stderr(&output).contains("reads step `r`, which this step does not depend on"), "{}", stderr(&output));
+}

@@ -204,6 +204,11 @@ async fn resume(config: &Config, args: ResumeArgs) -> Result<u8> {
         events::say(&format!("ocflow: task {} already succeeded; nothing to resume. Review it with `ocflow diff {0}`.", task.task_id));
         return Ok(EXIT_OK);
     }
+    // A recovery left pending needs the LLM settings (even to redo a decision already made);
+    // without them the step is simply failed, and --retry-failed runs it again.
+    if flow_status.pending_recovery.is_some() && (args.limits.no_recovery || connect_llm(config)?.is_none()) {
+        flow_status.pending_recovery = None;
+    }
     let pending_recovery = flow_status.pending_recovery.as_ref().map(|p| p.step.clone());
     let in_flow = |id: &str| flow.step(id).is_some();
     let failed: Vec<String> = flow_status
@@ -226,6 +231,8 @@ async fn resume(config: &Config, args: ResumeArgs) -> Result<u8> {
         events::say(&format!("ocflow: stopped the command step {step} left running when ocflow was killed"));
     }
     let settings = settings(config, &flow_status.repo.clone(), &workspace_dir, &args.limits, connect_llm(config)?);
+    let limits = settings.recovery_limits;
+    let calls = flow_status.recovery_calls;
     for step in &mut flow_status.steps {
         match step.status {
             StepState::Running => {
@@ -234,7 +241,15 @@ async fn resume(config: &Config, args: ResumeArgs) -> Result<u8> {
             }
             // With an LLM, --retry-failed starts a new recovery round for the failed step;
             // without one, the step simply runs again.
-            StepState::Failed if failed.contains(&step.id) && settings.recovery.is_some() && flow_status.pending_recovery.is_none() => {
+            // A new round only where the caps leave room for one; otherwise the step just runs
+            // again, as the user asked.
+            StepState::Failed
+                if failed.contains(&step.id)
+                    && settings.recovery.is_some()
+                    && flow_status.pending_recovery.is_none()
+                    && step.attempts < limits.max_attempts_per_step
+                    && calls < limits.max_recovery_calls =>
+            {
                 flow_status.pending_recovery = Some(crate::status::PendingRecovery { step: step.id.clone(), decision: None });
             }
             StepState::Failed if failed.contains(&step.id) => step.status = StepState::Pending,

@@ -132,6 +132,8 @@ pub struct Executor {
     /// Views for command steps: one per command step running at the same time, reused.
     views: Vec<View>,
     free_views: Vec<usize>,
+    /// The view each command step last ran in.
+    view_of_step: HashMap<String, usize>,
 }
 
 /// A step made ready to run.
@@ -153,7 +155,7 @@ struct Running {
 
 impl Executor {
     pub fn new(task: TaskDir, flow: Flow, status: FlowStatus, events: Events, bridge: Arc<Bridge>, settings: Settings, interrupt: Arc<Interrupt>) -> Executor {
-        Executor { task, flow, status, events, bridge, settings, interrupt, views: Vec::new(), free_views: Vec::new() }
+        Executor { task, flow, status, events, bridge, settings, interrupt, views: Vec::new(), free_views: Vec::new(), view_of_step: HashMap::new() }
     }
 
     /// Runs every pending step whose dependencies succeeded, in flow order, until none is
@@ -203,6 +205,11 @@ impl Executor {
                     break;
                 }
                 let step = failures.remove(0);
+                // An earlier recovery may have reset or dropped this step meanwhile.
+                let still_failed = self.flow.step(&step.id).is_some() && self.status.step(&step.id).is_some_and(|s| s.status == StepState::Failed);
+                if !still_failed {
+                    continue;
+                }
                 match self.after_failure(&step).await? {
                     Next::Continue => continue,
                     Next::Stop => break,
@@ -288,6 +295,15 @@ impl Executor {
     /// Builds the step directory: staged inputs or a synced view, resolved references, and the
     /// instructions file.
     fn prepare(&mut self, step: &Step) -> Result<Prepared> {
+        let mut view = None;
+        let prepared = self.prepare_in(step, &mut view);
+        if let (Err(_), Some(index)) = (&prepared, view) {
+            self.free_views.push(index);
+        }
+        prepared
+    }
+
+    fn prepare_in(&mut self, step: &Step, view: &mut Option<usize>) -> Result<Prepared> {
         let spec = operations::find(&step.operation).ok_or_else(|| Error::Usage(format!("unknown operation {}", step.operation)))?;
         let dir = self.task.step_dir(&step.id);
         let input_dir = dir.join(workspace::INPUT_DIR);
@@ -308,7 +324,6 @@ impl Executor {
             fs::create_dir_all(fresh).io_context(|| format!("creating {}", fresh.display()))?;
         }
 
-        let mut view = None;
         let ancestors = self.flow.ancestors(&step.id);
         let overlay = Overlay::from_status(&self.status, &self.flow, Some(&ancestors));
         let (params, env) = self.resolve_params(step)?;
@@ -319,19 +334,10 @@ impl Executor {
                 (staged.iter().map(|p| p.as_str().to_string()).collect(), None)
             }
             Access::View => {
-                let index = match self.free_views.pop() {
-                    Some(index) => index,
-                    None => {
-                        let index = self.views.len();
-                        self.views.push(View::open(&self.task, self.task.view(index))?);
-                        index
-                    }
-                };
-                view = Some(index);
-                if let Err(err) = self.views[index].sync(&self.task, &overlay) {
-                    self.free_views.push(index);
-                    return Err(err);
-                }
+                let index = self.acquire_view(&ancestors)?;
+                *view = Some(index);
+                self.view_of_step.insert(step.id.clone(), index);
+                self.views[index].sync(&self.task, &overlay)?;
                 (Vec::new(), Some(format!("../{}", workspace::view_dir_name(index))))
             }
         };
@@ -379,7 +385,7 @@ impl Executor {
         let attempt = self.status.step(&step.id).map_or(1, |s| s.attempts);
         let header = format!("=== attempt {attempt}, {} ===\n", status::now());
         append(&log, header.as_bytes())?;
-        Ok(Prepared { instructions: instructions_path, log, view })
+        Ok(Prepared { instructions: instructions_path, log, view: *view })
     }
 
     /// The step's parameters with every `@{outputs.STEP.FIELD}` replaced by that field of the
@@ -437,7 +443,10 @@ impl Executor {
         let output_dir = dir.join(workspace::OUTPUT_DIR);
         let access = operations::find(&step.operation).map_or(Access::Files, |op| op.access);
         // A command's changes are captured even when it failed, so the view can be set back.
+        // Used up now, success or not: the view labels what it captured with it, and a label
+        // must never name two different contents.
         let sequence = self.status.next_sequence();
+        self.status.last_sequence = sequence;
         let captured = match (access, view.and_then(|index| self.views.get_mut(index))) {
             (Access::View, Some(view)) => Some(view.capture(&self.task, &step.id, sequence, &output_dir, &self.settings.forbidden)?),
             _ => None,
@@ -488,7 +497,6 @@ impl Executor {
             return self.finish_failed(step, attempt, started, "failure", None, text, None).map(|()| false);
         }
         workspace::sync_files(&output_dir, &output_files)?;
-        self.status.last_sequence = sequence;
         let duration_ms = started.elapsed().as_millis() as u64;
         let entry = self.status.step_mut(&step.id).ok_or_else(|| missing_step(&step.id))?;
         entry.status = StepState::Succeeded;
@@ -722,10 +730,30 @@ impl Executor {
         Ok(next)
     }
 
-    /// Sets a step back to pending; its earlier outputs no longer count.
+    /// A free view, preferring the one where the step's nearest ancestor command ran: what
+    /// that command left outside the tracked files (a `.venv`, `node_modules`, a build
+    /// directory) is there, as it would be with `--jobs 1`.
+    fn acquire_view(&mut self, ancestors: &BTreeSet<String>) -> Result<usize> {
+        let order = self.flow.topological_order();
+        let preferred = order.iter().rev().filter(|id| ancestors.contains(**id)).find_map(|id| self.view_of_step.get(*id)).copied();
+        if let Some(position) = preferred.and_then(|index| self.free_views.iter().position(|free| *free == index)) {
+            return Ok(self.free_views.remove(position));
+        }
+        if let Some(index) = self.free_views.pop() {
+            return Ok(index);
+        }
+        let index = self.views.len();
+        self.views.push(View::open(&self.task, self.task.view(index))?);
+        Ok(index)
+    }
+
+    /// Sets a step back to pending; its earlier outputs no longer count. A step an earlier
+    /// decision skipped stays skipped.
     fn reset(&mut self, id: &str) {
-        if let Some(entry) = self.status.step_mut(id) {
+        if let Some(entry) = self.status.step_mut(id).filter(|s| s.status != StepState::Skipped) {
             entry.status = StepState::Pending;
+            entry.error = None;
+            entry.message = Some("runs again after a recovery decision".into());
             entry.sequence = None;
             entry.output_files.clear();
             entry.deleted_files.clear();
@@ -765,12 +793,14 @@ impl Executor {
     /// running step and the flow are marked failed with the reason and a summary is written,
     /// as far as the disk still allows. Resume continues once the cause is fixed.
     pub fn abandon(&mut self, error: &Error) {
-        let message = format!("ocflow stopped: {error}");
+        // Steps running on other threads did nothing wrong: their commands are stopped and
+        // they run again on resume.
+        self.bridge.cancel_all();
         for step in self.status.steps.iter_mut().filter(|s| s.status == StepState::Running) {
-            step.status = StepState::Failed;
-            step.message = Some(message.clone());
-            step.error = Some(StepError { kind: "engine".into(), exception_type: None, message: message.clone(), traceback_file: None });
+            step.status = StepState::Pending;
+            step.message = Some("stopped when ocflow failed; it runs again on resume".into());
         }
+        self.status.message = Some(format!("ocflow stopped: {error}"));
         self.status.state = FlowState::Failed;
         let _ = self.save();
         if let Ok(summary) = crate::summary::from_journal(&self.task, &self.status, &self.flow) {
@@ -783,6 +813,8 @@ impl Executor {
     /// summary is written and the flow's result is unaffected.
     async fn finish_flow(&mut self) -> Result<FlowOutcome> {
         // Succeeded, or skipped by a recovery decision; an abort or a failure fails the flow.
+        // Steps finish in any order; final_output/ follows the flow's order, as the diff does.
+        staging::rebuild_final_output(&self.task, &self.status, &self.flow)?;
         let all_done = self.status.message.is_none()
             && self.flow.steps.iter().all(|step| self.status.step(&step.id).is_some_and(|s| matches!(s.status, StepState::Succeeded | StepState::Skipped)));
         self.status.state = if all_done { FlowState::Succeeded } else { FlowState::Failed };

@@ -19,7 +19,7 @@ pub const MAX_STRING_BYTES: usize = 1024 * 1024;
 pub const MAX_DEPENDENCIES: usize = 100;
 
 /// Names a step may not take because the task directory uses them.
-const RESERVED_IDS: &[&str] = &["final_output"];
+const RESERVED_IDS: &[&str] = &["final_output", "planning", "recovery"];
 
 /// One broken rule.
 #[derive(Debug, Clone, PartialEq, Eq)]

@@ -149,3 +149,19 @@ fn references_to_a_field_a_nested_field_a_missing_field_and_a_non_ancestor() {
     assert_exit(&output, 2);
     assert!(stderr(&output).contains("reads step `r`, which this step does not depend on"), "{}", stderr(&output));
 }
+
+#[test]
+fn final_files_follow_the_flow_order_not_the_finishing_order() {
+    let sandbox = Sandbox::new(&[]);
+    let flow = json!([
+        shell("slow_first", "sleep 0.6; echo first > same.txt", &[]),
+        shell("fast_second", "echo second > same.txt", &[]),
+    ]);
+    assert_exit(&run_jobs(&sandbox, &flow, "one", "1"), 0);
+    assert_exit(&run_jobs(&sandbox, &flow, "two", "2"), 0);
+    for task in ["one", "two"] {
+        assert_eq!(std::fs::read_to_string(sandbox.task_dir(task).join("final_output/same.txt")).unwrap(), "second\n", "{task}");
+    }
+    let diff = stdout(&sandbox.ocflow().args(["diff", "two"]).output().unwrap());
+    assert!(diff.contains("+second"), "{diff}");
+}

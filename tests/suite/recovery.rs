@@ -27,8 +27,8 @@ fn strategy(value: Value) -> Reply {
     chat(&value.to_string())
 }
 
-fn shell(id: &str, command: &str) -> Value {
-    json!({"id": id, "operation": "execute_shell_command", "params": {"command": command}})
+fn shell(id: &str, command: &str, deps: &[&str]) -> Value {
+    json!({"id": id, "operation": "execute_shell_command", "params": {"command": command}, "depends_on": deps})
 }
 
 fn recovery_prompts(llm: &FakeLlm) -> Vec<String> {
@@ -45,7 +45,7 @@ fn retry_runs_the_same_step_again() {
     let flag = sandbox.root().join("flag");
     let command = format!("if [ -f {0} ]; then echo ok; else touch {0}; exit 1; fi", flag.display());
     let llm = FakeLlm::start(vec![strategy(json!({"strategy": "retry", "reason": "it looks flaky"}))]);
-    assert_exit(&run_flow(&sandbox, &llm, &json!([shell("s", &command)])), 0);
+    assert_exit(&run_flow(&sandbox, &llm, &json!([shell("s", &command, &[])])), 0);
     let step = sandbox.step_status("t", "s");
     assert_eq!((step["status"].clone(), step["attempts"].clone()), (json!("succeeded"), json!(2)));
     assert_eq!(step["recoveries"][0]["strategy"], json!("retry"));
@@ -62,7 +62,7 @@ fn modify_changes_the_failed_step_in_a_new_revision() {
     let sandbox = sandbox(&[], "");
     let llm = FakeLlm::start(vec![strategy(json!({"strategy": "modify", "reason": "wrong command",
         "step": {"id": "s", "params": {"command": "echo fixed > fixed.txt"}}}))]);
-    assert_exit(&run_flow(&sandbox, &llm, &json!([shell("s", "exit 3")])), 0);
+    assert_exit(&run_flow(&sandbox, &llm, &json!([shell("s", "exit 3", &[])])), 0);
     let task = sandbox.task_dir("t");
     assert_eq!(sandbox.status("t")["revision"], json!(2));
     assert_eq!(read_json(&task.join("flow.r1.json"))["steps"][0]["params"]["command"], json!("exit 3"));
@@ -95,7 +95,7 @@ fn a_failing_test_is_fixed_by_modifying_the_code_and_then_passes() {
 #[test]
 fn alternative_replaces_the_failed_step_and_rewires_its_dependents() {
     let sandbox = sandbox(&[], "");
-    let flow = json!([shell("a", "exit 1"), {"id": "b", "operation": "write_file", "depends_on": "a", "params": {"file_path": "b.txt", "content": "b"}}]);
+    let flow = json!([shell("a", "exit 1", &[]), {"id": "b", "operation": "write_file", "depends_on": "a", "params": {"file_path": "b.txt", "content": "b"}}]);
     let llm = FakeLlm::start(vec![strategy(json!({"strategy": "alternative", "reason": "write it directly",
         "steps": [{"id": "a2", "operation": "write_file", "params": {"file_path": "alt.txt", "content": "alt"}}]}))]);
     assert_exit(&run_flow(&sandbox, &llm, &flow), 0);
@@ -113,7 +113,7 @@ fn alternative_replaces_the_failed_step_and_rewires_its_dependents() {
 fn skip_skips_the_step_and_what_needs_it_and_says_why() {
     let sandbox = sandbox(&[], "");
     let flow = json!([
-        shell("a", "exit 1"),
+        shell("a", "exit 1", &[]),
         {"id": "b", "operation": "write_file", "depends_on": "a", "params": {"file_path": "b.txt", "content": "b"}},
         {"id": "c", "operation": "write_file", "params": {"file_path": "c.txt", "content": "c"}}
     ]);
@@ -153,7 +153,7 @@ fn replan_replaces_the_remaining_steps_in_a_new_revision() {
 fn abort_fails_the_flow_with_the_reason_in_the_summary() {
     let sandbox = sandbox(&[], "");
     let llm = FakeLlm::start(vec![strategy(json!({"strategy": "abort", "reason": "the repository has no tests to fix"}))]);
-    assert_exit(&run_flow(&sandbox, &llm, &json!([shell("a", "exit 1")])), 1);
+    assert_exit(&run_flow(&sandbox, &llm, &json!([shell("a", "exit 1", &[])])), 1);
     assert_eq!(sandbox.status("t")["state"], json!("failed"));
     assert!(summary(&sandbox).contains("recovery aborted the flow at step a: the repository has no tests to fix"), "{}", summary(&sandbox));
 }
@@ -163,7 +163,7 @@ fn the_attempts_cap_stops_recovery() {
     let sandbox = sandbox(&[], "max_attempts_per_step = 3");
     let modify = |code: u32| strategy(json!({"strategy": "modify", "reason": "try another exit", "step": {"id": "a", "params": {"command": format!("exit {code}")}}}));
     let llm = FakeLlm::start(vec![modify(4), modify(5), modify(6)]);
-    assert_exit(&run_flow(&sandbox, &llm, &json!([shell("a", "exit 1")])), 1);
+    assert_exit(&run_flow(&sandbox, &llm, &json!([shell("a", "exit 1", &[])])), 1);
     assert_eq!(sandbox.step_status("t", "a")["attempts"], json!(3));
     assert_eq!(recovery_prompts(&llm).len(), 2, "the cap is checked before asking");
     assert!(summary(&sandbox).contains("step a has failed 3 time(s), the most allowed per step"), "{}", summary(&sandbox));
@@ -172,9 +172,9 @@ fn the_attempts_cap_stops_recovery() {
 #[test]
 fn the_revisions_cap_stops_recovery() {
     let sandbox = sandbox(&[], "max_revisions = 1");
-    let replan = |id: &str| strategy(json!({"strategy": "replan", "reason": "again", "steps": [shell(id, "exit 1")]}));
+    let replan = |id: &str| strategy(json!({"strategy": "replan", "reason": "again", "steps": [shell(id, "exit 1", &[])]}));
     let llm = FakeLlm::start(vec![replan("b"), replan("c")]);
-    assert_exit(&run_flow(&sandbox, &llm, &json!([shell("a", "exit 1")])), 1);
+    assert_exit(&run_flow(&sandbox, &llm, &json!([shell("a", "exit 1", &[])])), 1);
     assert_eq!(sandbox.status("t")["replans"], json!(1));
     assert!(summary(&sandbox).contains("the flow has been replanned 1 time(s), the most allowed (max_revisions)"), "{}", summary(&sandbox));
 }
@@ -184,7 +184,7 @@ fn the_same_strategy_twice_is_stuck() {
     let sandbox = sandbox(&[], "");
     let retry = || strategy(json!({"strategy": "retry", "reason": "again"}));
     let llm = FakeLlm::start(vec![retry(), retry()]);
-    assert_exit(&run_flow(&sandbox, &llm, &json!([shell("a", "exit 1")])), 1);
+    assert_exit(&run_flow(&sandbox, &llm, &json!([shell("a", "exit 1", &[])])), 1);
     assert_eq!(sandbox.step_status("t", "a")["attempts"], json!(2));
     assert!(summary(&sandbox).contains("recovery is stuck: the LLM proposed `retry` with the same parameters for step a a second time"), "{}", summary(&sandbox));
 }
@@ -193,10 +193,10 @@ fn the_same_strategy_twice_is_stuck() {
 fn an_alternative_writing_outside_the_repository_is_refused_by_validation() {
     let sandbox = sandbox(&[], "");
     let outside = strategy(json!({"strategy": "alternative", "reason": "x", "steps": [{"id": "evil", "operation": "write_file", "params": {"file_path": "../evil.txt", "content": "x"}}]}));
-    let destructive = strategy(json!({"strategy": "alternative", "reason": "x", "steps": [shell("wipe", "rm -rf ~")]}));
+    let destructive = strategy(json!({"strategy": "alternative", "reason": "x", "steps": [shell("wipe", "rm -rf ~", &[])]}));
     let abort = strategy(json!({"strategy": "abort", "reason": "nothing safe to do"}));
     let llm = FakeLlm::start(vec![outside, destructive, abort]);
-    assert_exit(&run_flow(&sandbox, &llm, &json!([shell("a", "exit 1")])), 1);
+    assert_exit(&run_flow(&sandbox, &llm, &json!([shell("a", "exit 1", &[])])), 1);
     let prompts = recovery_prompts(&llm);
     assert_eq!(prompts.len(), 3);
     assert!(prompts[1].contains("step evil: `file_path`: \"../evil.txt\" contains `..`"), "{}", prompts[1]);
@@ -222,7 +222,7 @@ fn a_timeout_marked_retryable_is_retried_without_an_llm() {
 fn a_kill_during_recovery_is_resumed() {
     let sandbox = sandbox(&[], "");
     let slow = FakeLlm::start(vec![Reply::SlowChat { content: json!({"strategy": "retry", "reason": "slow"}).to_string(), delay: Duration::from_secs(60) }]);
-    let plan = sandbox.flow(&json!([shell("a", "exit 1")]));
+    let plan = sandbox.flow(&json!([shell("a", "exit 1", &[])]));
     let mut child = sandbox
         .ocflow()
         .args(["--base-url", &slow.base_url(), "--model", "m", "run", "--task-id", "t", "--plan"])
@@ -257,7 +257,7 @@ fn resume_retry_failed_starts_a_new_recovery_round() {
     let flag = sandbox.root().join("fixed");
     let command = format!("test -f {}", flag.display());
     let llm = FakeLlm::start(vec![strategy(json!({"strategy": "abort", "reason": "needs a human"}))]);
-    assert_exit(&run_flow(&sandbox, &llm, &json!([shell("a", &command)])), 1);
+    assert_exit(&run_flow(&sandbox, &llm, &json!([shell("a", &command, &[])])), 1);
     std::fs::write(&flag, "").unwrap();
     let llm = FakeLlm::start(vec![strategy(json!({"strategy": "retry", "reason": "the human fixed it"}))]);
     let output = sandbox.ocflow().args(["--base-url", &llm.base_url(), "--model", "m", "resume", "t", "--retry-failed"]).output().unwrap();
@@ -265,4 +265,18 @@ fn resume_retry_failed_starts_a_new_recovery_round() {
     let step = sandbox.step_status("t", "a");
     assert_eq!(step["recoveries"].as_array().unwrap().iter().map(|r| r["strategy"].clone()).collect::<Vec<_>>(), vec![json!("abort"), json!("retry")]);
     assert_eq!(sandbox.status("t")["state"], json!("succeeded"));
+}
+
+#[test]
+fn a_failure_queued_behind_a_replan_that_dropped_it_is_not_recovered() {
+    let sandbox = sandbox(&[], "");
+    let flow = json!([shell("a", "sleep 0.2; exit 1", &[]), shell("b", "sleep 0.3; exit 1", &[])]);
+    let llm = FakeLlm::start(vec![strategy(json!({"strategy": "replan", "reason": "do it differently",
+        "steps": [{"id": "c", "operation": "write_file", "params": {"file_path": "c.txt", "content": "c"}}]}))]);
+    let plan = sandbox.flow(&flow);
+    let output = sandbox.ocflow().args(["--base-url", &llm.base_url(), "--model", "m", "run", "--jobs", "2", "--task-id", "t", "--plan"]).arg(plan).output().unwrap();
+    assert_exit(&output, 0);
+    assert_eq!(recovery_prompts(&llm).len(), 1, "b was dropped by the replan: no recovery for it");
+    assert_eq!(sandbox.step_status("t", "b")["status"], json!("skipped"));
+    assert_eq!(sandbox.step_status("t", "c")["status"], json!("succeeded"));
 }

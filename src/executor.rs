@@ -246,6 +246,10 @@ impl Executor {
             self.bridge.cancel_all();
         }
         let running: Vec<String> = in_flight.values().map(|r| r.step.id.clone()).collect();
+        // What their LLM calls used so far still counts.
+        for step in in_flight.values() {
+            self.count_tokens(&step.step.id, step.tokens_before);
+        }
         self.interrupted(&running)
     }
 
@@ -337,7 +341,12 @@ impl Executor {
                 let index = self.acquire_view(&ancestors)?;
                 *view = Some(index);
                 self.view_of_step.insert(step.id.clone(), index);
-                self.views[index].sync(&self.task, &overlay)?;
+                if let Err(err) = self.views[index].sync(&self.task, &overlay) {
+                    // Half-synced, the view's record no longer matches its files: set it back to
+                    // the snapshot before anyone uses it again.
+                    self.views[index] = View::open(&self.task, self.task.view(index))?;
+                    return Err(err);
+                }
                 (Vec::new(), Some(format!("../{}", workspace::view_dir_name(index))))
             }
         };

@@ -63,6 +63,22 @@ pub enum Command {
     Apply(ApplyArgs),
     /// Run a complete flow on a bundled sample repository with recorded LLM answers (no network, no key).
     Demo,
+    /// (internal) Run a command in the sandbox: write access only beneath the --write paths.
+    #[command(hide = true)]
+    SandboxExec(SandboxArgs),
+}
+
+#[derive(Debug, Args)]
+pub struct SandboxArgs {
+    /// A path the command may write beneath (repeatable).
+    #[arg(long = "write", value_name = "PATH")]
+    pub write: Vec<PathBuf>,
+    /// Only report whether the kernel enforces the sandbox ("landlock" or "none").
+    #[arg(long)]
+    pub probe: bool,
+    /// The command and its arguments.
+    #[arg(last = true)]
+    pub command: Vec<std::ffi::OsString>,
 }
 
 #[derive(Debug, Args)]
@@ -108,6 +124,9 @@ pub struct LimitArgs {
     /// Do not ask the LLM for a recovery strategy when a step fails: stop the flow.
     #[arg(long)]
     pub no_recovery: bool,
+    /// Run command steps without the Landlock sandbox (they can then write anywhere you can).
+    #[arg(long)]
+    pub no_sandbox: bool,
 }
 
 #[derive(Debug, Args)]

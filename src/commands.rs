@@ -35,6 +35,7 @@ pub fn dispatch(config: &Config, command: Command) -> Result<u8> {
         Command::Run(args) => with_runtime(|| run(config, args)),
         Command::Plan(args) => with_runtime(|| plan(config, args)),
         Command::Demo => with_runtime(|| crate::demo::run(config)),
+        Command::SandboxExec(_) => Err(Error::Usage("sandbox-exec runs before configuration".into())),
         Command::Resume(args) => with_runtime(|| resume(config, args)),
         Command::Status(args) => status(config, args),
         Command::Diff(args) => diff(config, args),
@@ -385,6 +386,7 @@ fn settings(config: &Config, repo: &Path, workspace_dir: &Path, limits: &LimitAr
         summary_llm: llm.clone().zip(models.map(|m| m.planner.clone())),
         recovery_limits: config.recovery_limits(),
         jobs: config.jobs(limits),
+        sandbox_writable: config.sandbox_writable(limits),
         recovery: llm.zip(models).filter(|_| !limits.no_recovery && config.file.recovery.enabled != Some(false)).map(|(llm, models)| RecoverySettings {
             llm,
             model: models.planner.clone(),

@@ -66,6 +66,19 @@ pub struct FileConfig {
     pub llm: FileLlm,
     #[serde(default)]
     pub recovery: FileRecovery,
+    #[serde(default)]
+    pub sandbox: FileSandbox,
+}
+
+/// `[sandbox]` in a config file.
+#[derive(Debug, Clone, Default, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct FileSandbox {
+    /// Run command steps in the Landlock sandbox where the kernel has it (default true).
+    pub enabled: Option<bool>,
+    /// More paths commands may write beneath (`~/` is the home directory).
+    #[serde(default)]
+    pub writable: Vec<String>,
 }
 
 /// `[recovery]` in a config file.
@@ -155,6 +168,10 @@ impl FileConfig {
                 planner: self.llm.planner.or(fallback.llm.planner),
                 operations: self.llm.operations.or(fallback.llm.operations),
             },
+            sandbox: FileSandbox {
+                enabled: self.sandbox.enabled.or(fallback.sandbox.enabled),
+                writable: self.sandbox.writable.into_iter().chain(fallback.sandbox.writable).collect(),
+            },
             recovery: FileRecovery {
                 enabled: self.recovery.enabled.or(fallback.recovery.enabled),
                 max_attempts_per_step: self.recovery.max_attempts_per_step.or(fallback.recovery.max_attempts_per_step),
@@ -223,6 +240,21 @@ impl Config {
             max_recovery_calls: file.max_recovery_calls.unwrap_or(defaults.max_recovery_calls),
             max_transient_retries: file.max_transient_retries.unwrap_or(defaults.max_transient_retries),
         }
+    }
+
+    /// The paths sandboxed commands may write beneath besides their view, or `None` when
+    /// commands run without the sandbox (`--no-sandbox`, `[sandbox] enabled = false`, or a
+    /// kernel without Landlock).
+    pub fn sandbox_writable(&self, args: &LimitArgs) -> Option<Vec<PathBuf>> {
+        if args.no_sandbox || self.file.sandbox.enabled == Some(false) || !crate::sandbox::available() {
+            return None;
+        }
+        let home = std::env::var_os("HOME").map(PathBuf::from);
+        let extra = self.file.sandbox.writable.iter().map(|p| match (p.strip_prefix("~/"), &home) {
+            (Some(rest), Some(home)) => home.join(rest),
+            _ => PathBuf::from(p),
+        });
+        Some(crate::sandbox::default_writable().into_iter().chain(extra).collect())
     }
 
     /// Steps run at the same time: the flag, then config files, then 4.

@@ -48,7 +48,7 @@ pub async fn run(config: &Config) -> Result<u8> {
         ..config.clone()
     };
     crate::events::say(&format!("ocflow demo: sample repository in {}, recorded answers, no network", repo.display()));
-    let args = RunArgs { task: Some(TASK.into()), plan: None, task_id: Some("demo".into()), apply: false, limits: LimitArgs { jobs: None, step_timeout: None, max_output_bytes: None, allow_destructive: false, no_recovery: false } };
+    let args = RunArgs { task: Some(TASK.into()), plan: None, task_id: Some("demo".into()), apply: false, limits: LimitArgs { jobs: None, step_timeout: None, max_output_bytes: None, allow_destructive: false, no_recovery: false, no_sandbox: false } };
     let code = commands::run(&demo, args).await?;
     let task = TaskDir::new(&demo.workspace, "demo");
     if !demo.json {

@@ -94,6 +94,8 @@ pub struct Settings {
     pub recovery_limits: recovery::Limits,
     /// Steps run at the same time at most (`--jobs`).
     pub jobs: usize,
+    /// Where sandboxed commands may write besides their view; `None`: no sandbox.
+    pub sandbox_writable: Option<Vec<PathBuf>>,
     /// What recovery needs; `None`: a failed step (after transient retries) fails the flow.
     pub recovery: Option<RecoverySettings>,
     pub limits: Limits,
@@ -350,6 +352,10 @@ impl Executor {
                 (Vec::new(), Some(format!("../{}", workspace::view_dir_name(index))))
             }
         };
+        let sandbox = match (&work_dir, &self.settings.sandbox_writable, view.map(|index| self.task.view(index))) {
+            (Some(_), Some(writable), Some(view_dir)) => Some(instructions::Sandbox::launcher(&view_dir, writable)?),
+            _ => None,
+        };
 
         let mut steps = Map::new();
         for param in spec.params.iter().filter(|p| p.meaning == ParamMeaning::StepRef) {
@@ -378,6 +384,7 @@ impl Executor {
             steps,
             limits: self.settings.limits.clone(),
             env,
+            sandbox,
         };
         let done: Vec<DoneStep<'_>> = self
             .flow

@@ -41,6 +41,32 @@ pub struct StepSpec {
     /// Environment for commands: the values of references in `command` (`OCFLOW_REF_n`).
     #[serde(skip_serializing_if = "Map::is_empty")]
     pub env: Map<String, Value>,
+    /// How commands are started, when they run in the sandbox.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub sandbox: Option<Sandbox>,
+}
+
+/// The sandbox launcher the library puts before every command.
+#[derive(Debug, Clone, Serialize)]
+pub struct Sandbox {
+    /// `ocflow sandbox-exec --write VIEW --write … --`
+    pub launcher: Vec<String>,
+}
+
+impl Sandbox {
+    /// The launcher for commands running in `view`: writable are the view and `writable`.
+    pub fn launcher(view: &std::path::Path, writable: &[std::path::PathBuf]) -> crate::error::Result<Sandbox> {
+        use crate::error::IoContext;
+        let exe = std::env::current_exe().io_context(|| "finding the ocflow executable for the sandbox".into())?;
+        let view = view.canonicalize().io_context(|| format!("resolving {}", view.display()))?;
+        let mut launcher = vec![exe.to_string_lossy().into_owned(), "sandbox-exec".into()];
+        for path in std::iter::once(&view).chain(writable) {
+            launcher.push("--write".into());
+            launcher.push(path.to_string_lossy().into_owned());
+        }
+        launcher.push("--".into());
+        Ok(Sandbox { launcher })
+    }
 }
 
 /// Limits the library enforces inside the step.

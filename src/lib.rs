@@ -24,6 +24,7 @@ pub mod planner;
 pub mod recovery;
 pub mod repo_path;
 pub mod review;
+pub mod sandbox;
 pub mod secret;
 pub mod staging;
 pub mod status;
@@ -37,6 +38,10 @@ use error::Result;
 /// Resolves the configuration and runs the command; returns the exit code. `api_key` comes
 /// from `secret::take_key_at_startup`.
 pub fn run(cli: Cli, api_key: llm::ApiKey) -> Result<u8> {
+    // The sandbox launcher needs no configuration, and must stay small before its exec.
+    if let cli::Command::SandboxExec(args) = &cli.command {
+        return Ok(sandbox::exec(&args.write, args.probe, &args.command));
+    }
     let config = config::Config::resolve(&cli.global, api_key)?;
     commands::dispatch(&config, cli.command)
 }

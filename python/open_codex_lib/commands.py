@@ -47,6 +47,7 @@ def _run(step: Step, llm_config: dict | None, command: str) -> tuple[CommandOutc
             max_output_bytes=step.limits.max_output_bytes,
             env=env,
             pgid_file=os.path.join(step.base_dir, PGID_FILE),
+            launcher=step.sandbox_launcher,
         )
     except OSError as exc:
         raise StepError(f"could not start /bin/sh in {work_dir}: {exc}") from None
@@ -63,9 +64,12 @@ def _outcome_message(outcome: CommandOutcome, timeout: float, what: str = "comma
     return f"{what} exited with code {outcome.exit_code}"
 
 
-def _outcome_fields(command: str, outcome: CommandOutcome) -> dict:
+def _outcome_fields(command: str, outcome: CommandOutcome, step: Step) -> dict:
     return {
         "command": command,
+        # "landlock": the host's sandbox let the command write only in its view, temporary
+        # directories and tool caches; "none": no sandbox.
+        "sandbox": "landlock" if step.sandbox_launcher else "none",
         "exit_code": outcome.exit_code,
         "stdout": outcome.stdout,
         "stderr": outcome.stderr,
@@ -89,7 +93,7 @@ def execute_shell_command(step: Step, llm_config: dict | None) -> dict:
         step.operation,
         status,
         _outcome_message(outcome, timeout),
-        **_outcome_fields(command, outcome),
+        **_outcome_fields(command, outcome, step),
     )
 
 
@@ -160,5 +164,5 @@ def run_tests(step: Step, llm_config: dict | None) -> dict:
         "success" if passed else "failure",
         message,
         tests=report,
-        **_outcome_fields(command, outcome),
+        **_outcome_fields(command, outcome, step),
     )

@@ -92,6 +92,8 @@ class Step:
     # Extra environment for commands: values of @{outputs...} references, passed as data
     # (OCFLOW_REF_n) so repository text never becomes shell code.
     env: dict[str, str] = field(default_factory=dict)
+    # The host's sandbox launcher, put before every command (empty: no sandbox).
+    sandbox_launcher: list[str] = field(default_factory=list)
 
 
 def extract_step_block(text: str) -> str:
@@ -199,6 +201,11 @@ def _step_from_dict(data: dict, base_dir: str, path: str) -> Step:
     if not isinstance(env, dict) or not all(isinstance(k, str) and isinstance(v, str) for k, v in env.items()):
         raise fail("field 'env' must be an object of strings")
 
+    sandbox = data.get("sandbox") or {}
+    launcher = sandbox.get("launcher") if isinstance(sandbox, dict) else None
+    if launcher is not None and (not isinstance(launcher, list) or not all(isinstance(a, str) for a in launcher)):
+        raise fail("field 'sandbox.launcher' must be a list of strings")
+
     return Step(
         path=path,
         base_dir=base_dir,
@@ -216,6 +223,7 @@ def _step_from_dict(data: dict, base_dir: str, path: str) -> Step:
         steps=_parse_steps(data.get("steps"), base_dir, fail),
         limits=_parse_limits(data.get("limits"), fail),
         env=dict(env),
+        sandbox_launcher=list(launcher or []),
     )
 
 

@@ -24,7 +24,7 @@ import signal
 import subprocess
 import threading
 import time
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 
 SENSITIVE_NAME_PARTS = ("KEY", "TOKEN", "SECRET", "PASSWORD", "CREDENTIAL")
@@ -165,18 +165,20 @@ def run_command(
     max_output_bytes: int,
     env: Mapping[str, str],
     pgid_file: str | None = None,
+    launcher: Sequence[str] = (),
 ) -> CommandOutcome:
     """Run ``/bin/sh -c command`` in ``cwd`` and return its outcome.
 
     While the command runs, its process-group id is kept in ``pgid_file`` (when given), so
-    a host that was killed can stop the orphaned command when it starts again.
+    a host that was killed can stop the orphaned command when it starts again. ``launcher``
+    is put before the shell (the host's sandbox, which then becomes the shell).
     Raises ``OSError`` only if the shell cannot be started at all.
     """
     with _lock:
         generation = _cancel_generation
     started = time.monotonic()
     proc = subprocess.Popen(
-        ["/bin/sh", "-c", command],
+        [*launcher, "/bin/sh", "-c", command],
         cwd=cwd,
         env=dict(env),
         stdin=subprocess.DEVNULL,

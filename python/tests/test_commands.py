@@ -226,3 +226,20 @@ def test_commands_never_write_python_bytecode(make_step):
     files = make_step("execute_shell_command", {"command": 'printf "%s" "$PYTHONDONTWRITEBYTECODE"'}, work={})
     result = execute_operation(files.path, {})
     assert result["stdout"] == "1"
+
+
+def test_commands_start_through_the_hosts_launcher(make_step, tmp_path):
+    launcher = tmp_path / "launcher.sh"
+    launcher.write_text('#!/bin/sh\necho launched > "$LAUNCH_MARK"\nexec "$@"\n')
+    launcher.chmod(0o755)
+    mark = tmp_path / "mark"
+    files = make_step(
+        "execute_shell_command",
+        {"command": "echo inside"},
+        work={},
+        extra={"sandbox": {"launcher": [str(launcher)]}, "env": {"LAUNCH_MARK": str(mark)}},
+    )
+    result = execute_operation(files.path, {})
+    assert result["status"] == "success", result
+    assert (result["stdout"], result["sandbox"]) == ("inside\n", "landlock")
+    assert mark.read_text() == "launched\n"

@@ -279,3 +279,44 @@ fn a_symlink_replaced_by_a_file_is_reviewed_but_never_applied_through() {
     assert!(stderr(&apply).contains("outside the repository"), "{}", stderr(&apply));
     assert_eq!(std::fs::read_to_string(&outside).unwrap(), "outside\n");
 }
+
+/// A repository outside /tmp (which sandboxed commands may write), for the sandbox tests.
+fn sandbox_outside_tmp() -> (tempfile::TempDir, std::path::PathBuf, std::path::PathBuf) {
+    let dir = tempfile::tempdir_in(env!("CARGO_TARGET_TMPDIR")).unwrap();
+    let root = dir.path().canonicalize().unwrap();
+    let (repo, workspace) = (root.join("repo"), root.join("workspace"));
+    std::fs::create_dir_all(&repo).unwrap();
+    std::fs::write(repo.join("a.txt"), "a\n").unwrap();
+    (dir, repo, workspace)
+}
+
+#[test]
+fn commands_write_only_in_their_view_when_the_kernel_has_landlock() {
+    let landlock = std::process::Command::new(env!("CARGO_BIN_EXE_ocflow")).args(["sandbox-exec", "--probe"]).output().unwrap();
+    let enforced = stdout(&landlock).trim() == "landlock";
+    for (sandboxed, flag) in [(true, None), (false, Some("--no-sandbox"))] {
+        let (_dir, repo, workspace) = sandbox_outside_tmp();
+        let command = format!(
+            "echo evil > {}/evil.txt; echo out > ../../outside.txt; echo ok > fine.txt",
+            repo.display()
+        );
+        let plan = workspace.parent().unwrap().join("flow.json");
+        std::fs::write(&plan, json!([{"id": "c", "operation": "execute_shell_command", "params": {"command": command}}]).to_string()).unwrap();
+        let mut run = std::process::Command::new(env!("CARGO_BIN_EXE_ocflow"));
+        run.arg("--repo").arg(&repo).arg("--workspace").arg(&workspace).args(["run", "--task-id", "t"]);
+        if let Some(flag) = flag {
+            run.arg(flag);
+        }
+        let output = run.arg("--plan").arg(&plan).output().unwrap();
+        assert_exit(&output, 0);
+        let result = read_json(&workspace.join("t/c/result.json"));
+        assert_eq!(result["output_files"], json!(["fine.txt"]));
+        let confined = sandboxed && enforced;
+        assert_eq!(result["sandbox"], json!(if confined { "landlock" } else { "none" }));
+        assert_eq!(repo.join("evil.txt").exists(), !confined, "the repository was written: sandboxed={sandboxed}");
+        assert_eq!(workspace.join("outside.txt").exists(), !confined);
+        if confined {
+            assert!(result["stderr"].as_str().unwrap().contains("Permission denied"), "{result}");
+        }
+    }
+}

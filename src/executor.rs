@@ -1,7 +1,7 @@
 //! The executor: walks the flow's dependency graph, prepares each step (staging, references,
 //! instructions), runs it through the bridge off the async runtime, records the outcome, and
-//! keeps `flow_status.json` and the journal true after every change. One step runs at a time;
-//! the state it keeps (per-step status, overlays by ancestry) is what parallel runs need.
+//! keeps `flow_status.json` and the journal true after every change. What happens after a
+//! failure (retries, recovery decisions carried out) is in `executor/recovering.rs`.
 
 use std::collections::{BTreeSet, HashMap};
 use std::fs;
@@ -21,11 +21,13 @@ use crate::events::{Event, Events};
 use crate::flow::{self, Flow, Step};
 use crate::instructions::{self, DoneStep, Limits, StepSpec};
 use crate::operations::{self, Access, ParamMeaning};
-use crate::recovery::{self, StrategyKind};
+use crate::recovery;
 use crate::repo_path::RepoPath;
 use crate::staging::{self, Overlay, View};
 use crate::status::{self, FlowState, FlowStatus, StepError, StepState};
 use crate::workspace::{self, TaskDir};
+
+mod recovering;
 
 /// How a flow ended.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -582,170 +584,6 @@ impl Executor {
         })
     }
 
-    /// A failed step: a transient failure is retried after a backoff, within bounds and
-    /// without asking the LLM; a permanent one goes to recovery when there is an LLM.
-    async fn after_failure(&mut self, step: &Step) -> Result<Next> {
-        let result: Value = fs::read(self.task.step_dir(&step.id).join(workspace::RESULT_FILE))
-            .ok()
-            .and_then(|bytes| serde_json::from_slice(&bytes).ok())
-            .unwrap_or(Value::Null);
-        let limits = self.settings.recovery_limits;
-        let transient = result.pointer("/llm_error/transient").and_then(Value::as_bool).unwrap_or(false)
-            || (result.get("timed_out").and_then(Value::as_bool) == Some(true) && step.params.get("retryable").and_then(Value::as_bool) == Some(true));
-        let entry = self.status.step(&step.id).ok_or_else(|| missing_step(&step.id))?;
-        if transient && entry.auto_retries < limits.max_transient_retries && entry.attempts < limits.max_attempts_per_step {
-            let retry = entry.auto_retries + 1;
-            let delay = std::time::Duration::from_secs(1 << (retry - 1).min(5));
-            if let Some(entry) = self.status.step_mut(&step.id) {
-                entry.auto_retries = retry;
-                entry.status = StepState::Pending;
-            }
-            self.save()?;
-            self.events.emit(Event::StepRetrying { step: step.id.clone(), retry, delay_ms: delay.as_millis() as u64 })?;
-            let interrupt = self.interrupt.clone();
-            tokio::select! {
-                () = tokio::time::sleep(delay) => return Ok(Next::Continue),
-                () = interrupt.wait() => return Ok(Next::Interrupted),
-            }
-        }
-        if self.settings.recovery.is_none() {
-            return Ok(Next::Stop);
-        }
-        self.status.pending_recovery = Some(status::PendingRecovery { step: step.id.clone(), decision: None });
-        self.save()?;
-        self.recover(&step.id).await
-    }
-
-    /// One recovery round for the failed step: a decision (the pending one after a crash, or
-    /// a new one from the LLM), the stuck rule, then carrying it out.
-    async fn recover(&mut self, failed: &str) -> Result<Next> {
-        let Some(settings) = &self.settings.recovery else { return Ok(Next::Stop) };
-        let pending = self.status.pending_recovery.as_ref().and_then(|p| p.decision.clone());
-        let context = recovery::Context {
-            llm: &settings.llm,
-            settings: &settings.model,
-            rules: &settings.rules,
-            task: &self.task,
-            flow: &self.flow,
-            status: &self.status,
-            limits: self.settings.recovery_limits,
-            allow_destructive: settings.allow_destructive,
-        };
-        let before = settings.llm.usage_for("recovery");
-        let decided = match pending {
-            Some(decision) => recovery::redo(&context, failed, decision).map_err(|problems| recovery::Stop::NoValidAnswer {
-                answers: 0,
-                dir: "the status file".into(),
-                problems: problems.join("\n"),
-            }),
-            None => {
-                let interrupt = self.interrupt.clone();
-                tokio::select! {
-                    decided = recovery::decide(&context, failed) => decided,
-                    () = interrupt.wait() => return Ok(Next::Interrupted),
-                }
-            }
-        };
-        let used = settings.llm.usage_for("recovery").since(&before);
-        self.status.tokens.add(&used);
-        let decided = match decided {
-            Ok(decided) => decided,
-            Err(stop) => return self.stop_recovery(failed, &stop.to_string()),
-        };
-        let signature = decided.decision.signature();
-        let entry = self.status.step(failed).ok_or_else(|| missing_step(failed))?;
-        let fresh = self.status.pending_recovery.as_ref().is_some_and(|p| p.decision.is_none());
-        if fresh && entry.recoveries.iter().any(|r| r.signature == signature) {
-            let stuck = recovery::Stop::Stuck { step: failed.to_string(), strategy: decided.decision.strategy };
-            return self.stop_recovery(failed, &stuck.to_string());
-        }
-        if fresh {
-            self.status.recovery_calls += 1;
-            let revision = decided.flow.as_ref().map(|_| self.status.revision + 1);
-            if let Some(entry) = self.status.step_mut(failed) {
-                entry.recoveries.push(status::RecoveryRecord {
-                    strategy: decided.decision.strategy,
-                    reason: decided.decision.reason.clone(),
-                    signature,
-                    revision,
-                    at: status::now(),
-                });
-            }
-            self.status.pending_recovery = Some(status::PendingRecovery { step: failed.to_string(), decision: Some(decided.decision.clone()) });
-            self.save()?;
-            self.events.emit(Event::RecoveryDecided {
-                step: failed.to_string(),
-                strategy: decided.decision.strategy.to_string(),
-                reason: decided.decision.reason.clone(),
-                revision,
-            })?;
-        }
-        self.carry_out(failed, decided)
-    }
-
-    /// Applies a decision to the flow and the status, then clears the pending recovery in one
-    /// atomic status write. A new flow revision is saved as `flow.rN.json` before that write
-    /// and copied to `flow.json` after it, so a crash anywhere leaves a state resume redoes.
-    fn carry_out(&mut self, failed: &str, decided: recovery::Decided) -> Result<Next> {
-        let decision = decided.decision;
-        let now_failed = |status: &mut FlowStatus, id: &str, message: String| {
-            if let Some(entry) = status.step_mut(id) {
-                entry.status = StepState::Skipped;
-                entry.message = Some(message);
-            }
-        };
-        let mut next = Next::Continue;
-        match (decision.strategy, decided.flow) {
-            (StrategyKind::Retry, _) => self.reset(failed),
-            (StrategyKind::Skip, _) => {
-                now_failed(&mut self.status, failed, format!("skipped by recovery: {}", decision.reason));
-                for id in self.descendants(failed) {
-                    now_failed(&mut self.status, &id, format!("skipped: it needs the outputs of the skipped step {failed}"));
-                }
-            }
-            (StrategyKind::Abort, _) => {
-                self.status.message = Some(format!("recovery aborted the flow at step {failed}: {}", decision.reason));
-                next = Next::Stop;
-            }
-            (strategy, Some(flow)) => {
-                let revision = self.status.revision + 1;
-                recovery::save_revision(&self.task, &flow, revision)?;
-                let old: BTreeSet<String> = self.flow.steps.iter().map(|s| s.id.clone()).collect();
-                let kept: BTreeSet<String> = flow.steps.iter().map(|s| s.id.clone()).collect();
-                let added: Vec<_> = flow.steps.iter().filter(|s| self.status.step(&s.id).is_none()).map(FlowStatus::pending_step).collect();
-                self.status.steps.extend(added);
-                for id in old.difference(&kept) {
-                    let reason = if id == failed && strategy == StrategyKind::Alternative {
-                        format!("replaced in revision {revision}: {}", decision.reason)
-                    } else {
-                        format!("dropped by revision {revision}")
-                    };
-                    now_failed(&mut self.status, id, reason);
-                }
-                if strategy == StrategyKind::Modify {
-                    let target = decision.step.as_ref().and_then(|s| s.get("id")).and_then(Value::as_str).unwrap_or(failed).to_string();
-                    self.flow = flow;
-                    self.reset(&target);
-                    for id in self.descendants(&target) {
-                        self.reset(&id);
-                    }
-                } else {
-                    self.flow = flow;
-                }
-                if strategy == StrategyKind::Replan {
-                    self.status.replans += 1;
-                }
-                self.status.revision = revision;
-            }
-            (strategy, None) => return Err(Error::Usage(format!("recovery strategy {strategy} came without a flow"))),
-        }
-        self.status.pending_recovery = None;
-        self.save()?;
-        workspace::write_json_atomic(&self.task.file(workspace::FLOW_FILE), &self.flow)?;
-        staging::rebuild_final_output(&self.task, &self.status, &self.flow)?;
-        Ok(next)
-    }
-
     /// A free view, preferring the one where the step's nearest ancestor command ran: what
     /// that command left outside the tracked files (a `.venv`, `node_modules`, a build
     /// directory) is there, as it would be with `--jobs 1`.
@@ -761,33 +599,6 @@ impl Executor {
         let index = self.views.len();
         self.views.push(View::open(&self.task, self.task.view(index))?);
         Ok(index)
-    }
-
-    /// Sets a step back to pending; its earlier outputs no longer count. A step an earlier
-    /// decision skipped stays skipped.
-    fn reset(&mut self, id: &str) {
-        if let Some(entry) = self.status.step_mut(id).filter(|s| s.status != StepState::Skipped) {
-            entry.status = StepState::Pending;
-            entry.error = None;
-            entry.message = Some("runs again after a recovery decision".into());
-            entry.sequence = None;
-            entry.output_files.clear();
-            entry.deleted_files.clear();
-        }
-    }
-
-    /// Every step of the current flow that depends on `id`, directly or not.
-    fn descendants(&self, id: &str) -> Vec<String> {
-        self.flow.steps.iter().filter(|s| self.flow.ancestors(&s.id).contains(id)).map(|s| s.id.clone()).collect()
-    }
-
-    /// Recovery cannot go on: the flow fails, and its summary says why.
-    fn stop_recovery(&mut self, step: &str, reason: &str) -> Result<Next> {
-        self.status.pending_recovery = None;
-        self.status.message = Some(format!("recovery stopped at step {step}: {reason}"));
-        self.save()?;
-        self.events.emit(Event::RecoveryStopped { step: step.to_string(), reason: reason.to_string() })?;
-        Ok(Next::Stop)
     }
 
     /// Saves the state after an interrupt: the running step goes back to pending, to run again

@@ -55,8 +55,8 @@ pub enum Command {
     Plan(PlanArgs),
     /// Continue a flow after a crash, an interrupt or a failure.
     Resume(ResumeArgs),
-    /// Show a flow's steps, states, attempts and timings.
-    Status(TaskArg),
+    /// Show a flow's steps, states, attempts, tokens and timings.
+    Status(StatusArgs),
     /// Show the flow's changes as a unified diff against the repository.
     Diff(TaskArg),
     /// Write the flow's changes into the repository.
@@ -147,6 +147,16 @@ pub struct ResumeArgs {
 pub struct TaskArg {
     /// Task id or task directory [default: the most recent flow].
     pub task: Option<String>,
+}
+
+#[derive(Debug, Args)]
+pub struct StatusArgs {
+    /// Task id or task directory [default: the most recent flow].
+    pub task: Option<String>,
+    /// Keep showing the status as it changes, until the flow stops (with --json: one JSON
+    /// document per line, per change).
+    #[arg(long)]
+    pub follow: bool,
 }
 
 #[derive(Debug, Args)]

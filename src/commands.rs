@@ -9,7 +9,7 @@ use crate::bridge::{self, Bridge, HostLlm};
 use crate::llm::{Llm, LlmErrorKind};
 use crate::operations;
 use crate::planner::{PlanError, Planner};
-use crate::cli::{ApplyArgs, Command, LimitArgs, PlanArgs, ResumeArgs, RunArgs, TaskArg};
+use crate::cli::{ApplyArgs, Command, LimitArgs, PlanArgs, ResumeArgs, RunArgs, StatusArgs, TaskArg};
 use crate::config::{self, Config};
 use crate::error::{Error, IoContext, Result};
 use crate::events::{self, Event, Events};
@@ -294,9 +294,13 @@ async fn execute(mut executor: Executor, apply_after: bool) -> Result<u8> {
     }
 }
 
-fn status(config: &Config, args: TaskArg) -> Result<u8> {
+fn status(config: &Config, args: StatusArgs) -> Result<u8> {
     let task = find_task(config, args.task.as_deref(), false)?;
-    let flow_status = FlowStatus::load(&task.file(workspace::STATUS_FILE))?;
+    let path = task.file(workspace::STATUS_FILE);
+    if args.follow {
+        return crate::follow::follow(&path, config.json);
+    }
+    let flow_status = FlowStatus::load(&path)?;
     let text = if config.json {
         serde_json::to_string_pretty(&flow_status).unwrap_or_default() + "\n"
     } else {

@@ -15,6 +15,7 @@ pub mod error;
 pub mod events;
 pub mod executor;
 pub mod flow;
+pub mod follow;
 pub mod instructions;
 pub mod journal;
 pub mod llm;

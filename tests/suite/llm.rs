@@ -318,3 +318,15 @@ fn a_recorded_run_replays_without_the_server_and_an_unknown_request_fails_clearl
     assert_exit(&other, 1);
     assert!(stderr(&other).contains("has no answer for this planner request") && stderr(&other).contains("--record"), "{}", stderr(&other));
 }
+
+#[test]
+fn a_redirecting_endpoint_is_not_followed_with_the_key() {
+    let sandbox = Sandbox::new(&[]);
+    let elsewhere = FakeLlm::start(vec![chat(&write_plan())]);
+    let redirect = Reply::Raw { status: 307, body: String::new(), headers: vec![("location", format!("{}/chat/completions", elsewhere.base_url()))] };
+    let llm = FakeLlm::start(vec![redirect]);
+    let output = run_task(&sandbox, &llm, &[]);
+    assert_exit(&output, 2);
+    assert!(stderr(&output).contains("does not follow redirects with your key"), "{}", stderr(&output));
+    assert!(elsewhere.requests().is_empty(), "the other host was never contacted");
+}

@@ -165,3 +165,29 @@ fn final_files_follow_the_flow_order_not_the_finishing_order() {
     let diff = stdout(&sandbox.ocflow().args(["diff", "two"]).output().unwrap());
     assert!(diff.contains("+second"), "{diff}");
 }
+
+#[test]
+fn status_follow_shows_each_change_until_the_flow_stops() {
+    let sandbox = Sandbox::new(&[]);
+    let marker = sandbox.root().join("go");
+    let wait = format!("while [ ! -f {} ]; do sleep 0.05; done", marker.display());
+    let flow = json!([shell("first", &wait, &[]), write("second", "s.txt", "s", &["first"])]);
+    let plan = sandbox.flow(&flow);
+    let run = sandbox.ocflow().args(["run", "--task-id", "t", "--plan"]).arg(plan).stdout(Stdio::null()).stderr(Stdio::null()).spawn().unwrap();
+    let status_file = sandbox.task_dir("t").join("flow_status.json");
+    let deadline = Instant::now() + Duration::from_secs(30);
+    while !std::fs::read_to_string(&status_file).is_ok_and(|t| t.contains("\"running\"")) {
+        assert!(Instant::now() < deadline);
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    let follower = sandbox.ocflow().args(["--json", "status", "--follow", "t"]).stdout(Stdio::piped()).stderr(Stdio::piped()).spawn().unwrap();
+    std::thread::sleep(Duration::from_millis(300));
+    std::fs::write(&marker, "").unwrap();
+    assert_exit(&run.wait_with_output().unwrap(), 0);
+    let output = follower.wait_with_output().unwrap();
+    assert_exit(&output, 0);
+    let states: Vec<String> = stdout(&output).lines().map(|l| serde_json::from_str::<Value>(l).unwrap()["state"].as_str().unwrap().to_string()).collect();
+    assert!(states.len() >= 2, "{states:?}");
+    assert_eq!(states.first().map(String::as_str), Some("running"));
+    assert_eq!(states.last().map(String::as_str), Some("succeeded"));
+}

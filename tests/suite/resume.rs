@@ -91,6 +91,11 @@ fn sigkill_during_a_step_then_resume_finishes_without_redoing_work() {
         vec![("first".into(), "succeeded".into(), 1), ("wait".into(), "running".into(), 1), ("last".into(), "pending".into(), 0)]
     );
 
+    // Following a flow whose ocflow is gone does not wait forever.
+    let follow = sandbox.ocflow().args(["status", "--follow", "t"]).output().unwrap();
+    assert_exit(&follow, 1);
+    assert!(stderr(&follow).contains("task t is not running (its ocflow stopped)"), "{}", stderr(&follow));
+
     // The killed run's command is still waiting (it runs in its own session): resume stops it.
     // It is paused first so that it cannot finish on its own once the marker exists.
     let orphan = wait_for_file(&marker.with_extension("pid")).trim().to_string();

@@ -280,9 +280,16 @@ fn a_symlink_replaced_by_a_file_is_reviewed_but_never_applied_through() {
     assert_eq!(std::fs::read_to_string(&outside).unwrap(), "outside\n");
 }
 
-/// A repository outside /tmp (which sandboxed commands may write), for the sandbox tests.
+/// A repository outside the temporary directories (which sandboxed commands may write): in
+/// cargo's target directory, or in the home directory when the checkout itself is in /tmp.
 fn sandbox_outside_tmp() -> (tempfile::TempDir, std::path::PathBuf, std::path::PathBuf) {
-    let dir = tempfile::tempdir_in(env!("CARGO_TARGET_TMPDIR")).unwrap();
+    let writable = ["/tmp", "/var/tmp", "/dev/shm"];
+    let candidates = [std::path::PathBuf::from(env!("CARGO_TARGET_TMPDIR")), std::path::PathBuf::from(std::env::var("HOME").unwrap())];
+    let base = candidates
+        .into_iter()
+        .find(|dir| dir.canonicalize().is_ok_and(|real| !writable.iter().any(|w| real.starts_with(w))))
+        .expect("a directory outside /tmp for the sandbox test");
+    let dir = tempfile::Builder::new().prefix(".ocflow-sandbox-test-").tempdir_in(base).unwrap();
     let root = dir.path().canonicalize().unwrap();
     let (repo, workspace) = (root.join("repo"), root.join("workspace"));
     std::fs::create_dir_all(&repo).unwrap();

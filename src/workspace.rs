@@ -81,6 +81,9 @@ impl TaskDir {
         }
         match fs::create_dir(&self.root) {
             Ok(()) => Ok(()),
+            // A directory holding neither flow nor status was left by a run killed right after
+            // creating it: it is taken over (the lock still lets only one run proceed).
+            Err(err) if err.kind() == std::io::ErrorKind::AlreadyExists && !self.file(FLOW_FILE).exists() && !self.file(STATUS_FILE).exists() => Ok(()),
             Err(err) if err.kind() == std::io::ErrorKind::AlreadyExists => Err(Error::Usage(format!(
                 "task {} already exists in {}; continue it with `ocflow resume {}` or choose another --task-id",
                 self.task_id,

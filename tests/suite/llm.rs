@@ -330,3 +330,25 @@ fn a_redirecting_endpoint_is_not_followed_with_the_key() {
     assert!(stderr(&output).contains("does not follow redirects with your key"), "{}", stderr(&output));
     assert!(elsewhere.requests().is_empty(), "the other host was never contacted");
 }
+
+#[test]
+fn parallel_steps_hitting_a_rate_limit_back_off_and_the_flow_completes() {
+    let sandbox = Sandbox::new(&[]);
+    let steps: Vec<Value> = (0..6).map(|i| json!({"id": format!("g{i}"), "operation": "generate_summary", "params": {}})).collect();
+    let plan = sandbox.flow(&Value::Array(steps));
+    let limited = || Reply::Raw { status: 429, body: json!({"error": {"message": "slow down", "type": "rate_limit_error", "param": null, "code": null}}).to_string(), headers: vec![] };
+    let mut replies: Vec<Reply> = (0..6).map(|_| limited()).collect();
+    replies.extend((0..7).map(|_| chat("ok")));
+    let llm = FakeLlm::start(replies);
+    let output = sandbox
+        .ocflow()
+        .args(["--base-url", &llm.base_url(), "--model", "m", "run", "--jobs", "6", "--task-id", "t", "--plan"])
+        .arg(plan)
+        .output()
+        .unwrap();
+    assert_exit(&output, 0);
+    assert_eq!(llm.requests().len(), 13, "six limited, six retried, one summary");
+    for i in 0..6 {
+        assert_eq!(sandbox.step_status("t", &format!("g{i}"))["attempts"], json!(1), "retried inside the client, not as a new attempt");
+    }
+}

@@ -215,3 +215,71 @@ fn a_status_file_of_an_unknown_version_or_shape_is_refused() {
     assert_exit(&output, 2);
     assert!(stderr(&output).contains("edited or damaged outside ocflow"), "{}", stderr(&output));
 }
+
+#[test]
+fn repeated_kills_at_random_moments_end_with_the_same_files_and_no_finished_step_run_again() {
+    let mut steps = Vec::new();
+    for i in 0..10 {
+        let deps: Vec<String> = if i == 0 { vec![] } else { vec![format!("s{}", i - 1)] };
+        if i % 2 == 0 {
+            steps.push(json!({"id": format!("s{i}"), "operation": "write_file", "depends_on": deps, "params": {"file_path": format!("f{i}.txt"), "content": format!("{i}\n")}}));
+        } else {
+            steps.push(json!({"id": format!("s{i}"), "operation": "execute_shell_command", "depends_on": deps,
+                "params": {"command": format!("sleep 0.05; cat f{}.txt > g{i}.txt; echo {i} >> g{i}.txt", i - 1)}}));
+        }
+    }
+    let flow = Value::Array(steps);
+    let reference = Sandbox::new(&[("a.txt", "a\n")]);
+    assert_exit(&reference.run(&flow, "t"), 0);
+
+    let sandbox = Sandbox::new(&[("a.txt", "a\n")]);
+    let plan = sandbox.flow(&flow);
+    let mut seed: u64 = 0x2545_f491_4f6c_dd1d;
+    let mut finished_before: Vec<(String, u64)> = Vec::new();
+    let mut first = true;
+    for _ in 0..40 {
+        seed ^= seed << 13;
+        seed ^= seed >> 7;
+        seed ^= seed << 17;
+        let delay = Duration::from_millis(30 + seed % 250);
+        let mut command = sandbox.ocflow();
+        if first {
+            command.args(["run", "--task-id", "t", "--plan"]).arg(&plan);
+        } else {
+            command.args(["resume", "t"]);
+        }
+        let mut child = command.stdout(Stdio::null()).stderr(Stdio::null()).spawn().unwrap();
+        std::thread::sleep(delay);
+        let done = child.try_wait().unwrap().is_some();
+        if !done {
+            child.kill().unwrap();
+        }
+        child.wait().unwrap();
+        let task = sandbox.task_dir("t");
+        if !task.join("flow_status.json").exists() && !task.join("flow.json").exists() {
+            // Killed before the flow was written: the same run command starts it again.
+            continue;
+        }
+        first = false;
+        if !task.join("flow_status.json").exists() {
+            continue; // flow.json without a status: resume takes it from there
+        }
+        let status = sandbox.status("t");
+        // Steps recorded as finished must never run again.
+        for (id, attempts) in &finished_before {
+            assert_eq!(sandbox.step_status("t", id)["attempts"].as_u64().unwrap(), *attempts, "step {id} ran again");
+        }
+        finished_before = status["steps"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .filter(|s| s["status"] == "succeeded")
+            .map(|s| (s["id"].as_str().unwrap().to_string(), s["attempts"].as_u64().unwrap()))
+            .collect();
+        if status["state"] == "succeeded" {
+            break;
+        }
+    }
+    assert_eq!(sandbox.status("t")["state"], json!("succeeded"), "never finished");
+    assert_eq!(tree(&sandbox.task_dir("t").join("final_output")), tree(&reference.task_dir("t").join("final_output")));
+}

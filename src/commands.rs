@@ -115,7 +115,7 @@ pub async fn run(config: &Config, args: RunArgs) -> Result<u8> {
     flow_status.save(&task.file(workspace::STATUS_FILE))?;
     events.emit(Event::FlowPlanned { steps: flow.steps.len(), planner_answers: answers })?;
     snapshot(&task, &config.repo, &config.workspace, &mut events)?;
-    let settings = settings(config, &config.repo, &config.workspace, &args.limits, llm);
+    let settings = settings(config, &config.repo, &config.workspace, &args.limits, llm)?;
     let executor = Executor::new(task, flow, flow_status, events, bridge, settings, interrupt);
     execute(executor, args.apply).await
 }
@@ -231,7 +231,7 @@ async fn resume(config: &Config, args: ResumeArgs) -> Result<u8> {
     for step in orphans::stop(&task, &unfinished) {
         events::say(&format!("ocflow: stopped the command step {step} left running when ocflow was killed"));
     }
-    let settings = settings(config, &flow_status.repo.clone(), &workspace_dir, &args.limits, connect_llm(config)?);
+    let settings = settings(config, &flow_status.repo.clone(), &workspace_dir, &args.limits, connect_llm(config)?)?;
     let limits = settings.recovery_limits;
     let calls = flow_status.recovery_calls;
     for step in &mut flow_status.steps {
@@ -381,16 +381,16 @@ fn load_bridge(config: &Config) -> Result<Arc<Bridge>> {
     Ok(Arc::new(Bridge::load(python_dir.as_deref(), &config.codex_lib)?))
 }
 
-fn settings(config: &Config, repo: &Path, workspace_dir: &Path, limits: &LimitArgs, llm: Option<Arc<Llm>>) -> Settings {
+fn settings(config: &Config, repo: &Path, workspace_dir: &Path, limits: &LimitArgs, llm: Option<Arc<Llm>>) -> Result<Settings> {
     let models = config.llm.as_ref().ok();
     let operations = models.map(|m| m.operations.clone());
-    Settings {
+    Ok(Settings {
         llm_config: operations.as_ref().map_or_else(|| serde_json::json!({}), |m| serde_json::json!({"model": m.model, "temperature": m.temperature, "max_tokens": m.max_tokens})),
         host_llm: llm.clone().zip(operations).map(|(llm, settings)| Arc::new(HostLlm { llm, settings, runtime: tokio::runtime::Handle::current() })),
         summary_llm: llm.clone().zip(models.map(|m| m.planner.clone())),
         recovery_limits: config.recovery_limits(),
         jobs: config.jobs(limits),
-        sandbox_writable: config.sandbox_writable(limits),
+        sandbox: config.sandbox(limits, repo, workspace_dir)?,
         recovery: llm.zip(models).filter(|_| !limits.no_recovery && config.file.recovery.enabled != Some(false)).map(|(llm, models)| RecoverySettings {
             llm,
             model: models.planner.clone(),
@@ -400,7 +400,7 @@ fn settings(config: &Config, repo: &Path, workspace_dir: &Path, limits: &LimitAr
         limits: config.limits(limits),
         // The workspace as a repository path, when it lies inside the repository.
         forbidden: RepoPath::from_walk(repo, &config::canonical_or_absolute(workspace_dir)).into_iter().collect(),
-    }
+    })
 }
 
 fn snapshot(task: &TaskDir, repo: &Path, workspace_dir: &Path, events: &mut Events) -> Result<()> {

@@ -41,6 +41,15 @@ pub struct Config {
     pub llm: std::result::Result<LlmConfig, String>,
 }
 
+/// How command steps are confined.
+#[derive(Debug, Clone)]
+pub struct SandboxPlan {
+    /// What the kernel enforces: `landlock` or `landlock-partial`.
+    pub kind: String,
+    /// Paths commands may write beneath besides their view and temporary directory.
+    pub writable: Vec<PathBuf>,
+}
+
 /// How to reach the LLM and which models to use.
 #[derive(Debug, Clone)]
 pub struct LlmConfig {
@@ -242,19 +251,25 @@ impl Config {
         }
     }
 
-    /// The paths sandboxed commands may write beneath besides their view, or `None` when
-    /// commands run without the sandbox (`--no-sandbox`, `[sandbox] enabled = false`, or a
-    /// kernel without Landlock).
-    pub fn sandbox_writable(&self, args: &LimitArgs) -> Option<Vec<PathBuf>> {
-        if args.no_sandbox || self.file.sandbox.enabled == Some(false) || !crate::sandbox::available() {
-            return None;
+    /// How command steps are sandboxed: the kind the kernel enforces and the paths commands
+    /// may write beneath besides their view and temporary directory (none that holds `repo` or
+    /// `workspace`), or `None` when commands run without it (`--no-sandbox`,
+    /// `[sandbox] enabled = false`, or a kernel without Landlock).
+    pub fn sandbox(&self, args: &LimitArgs, repo: &Path, workspace: &Path) -> Result<Option<SandboxPlan>> {
+        if args.no_sandbox || self.file.sandbox.enabled == Some(false) {
+            return Ok(None);
         }
+        let Some(kind) = crate::sandbox::probe().map_err(|problem| Error::Usage(format!("{problem}; run with --no-sandbox to go on without it")))? else {
+            return Ok(None);
+        };
         let home = std::env::var_os("HOME").map(PathBuf::from);
         let extra = self.file.sandbox.writable.iter().map(|p| match (p.strip_prefix("~/"), &home) {
             (Some(rest), Some(home)) => home.join(rest),
             _ => PathBuf::from(p),
         });
-        Some(crate::sandbox::default_writable().into_iter().chain(extra).collect())
+        let protected = [canonical_or_absolute(repo), canonical_or_absolute(workspace)];
+        let writable = crate::sandbox::without_protected(crate::sandbox::default_writable().into_iter().chain(extra).collect(), &protected);
+        Ok(Some(SandboxPlan { kind, writable }))
     }
 
     /// Steps run at the same time: the flag, then config files, then 4.

@@ -96,8 +96,8 @@ pub struct Settings {
     pub recovery_limits: recovery::Limits,
     /// Steps run at the same time at most (`--jobs`).
     pub jobs: usize,
-    /// Where sandboxed commands may write besides their view; `None`: no sandbox.
-    pub sandbox_writable: Option<Vec<PathBuf>>,
+    /// How command steps are sandboxed; `None`: not at all.
+    pub sandbox: Option<crate::config::SandboxPlan>,
     /// What recovery needs; `None`: a failed step (after transient retries) fails the flow.
     pub recovery: Option<RecoverySettings>,
     pub limits: Limits,
@@ -334,7 +334,7 @@ impl Executor {
 
         let ancestors = self.flow.ancestors(&step.id);
         let overlay = Overlay::from_status(&self.status, &self.flow, Some(&ancestors));
-        let (params, env) = self.resolve_params(step)?;
+        let (params, mut env) = self.resolve_params(step)?;
 
         let (input_files, work_dir) = match spec.access {
             Access::Files => {
@@ -354,10 +354,19 @@ impl Executor {
                 (Vec::new(), Some(format!("../{}", workspace::view_dir_name(index))))
             }
         };
-        let sandbox = match (&work_dir, &self.settings.sandbox_writable, view.map(|index| self.task.view(index))) {
-            (Some(_), Some(writable), Some(view_dir)) => Some(instructions::Sandbox::launcher(&view_dir, writable)?),
-            _ => None,
-        };
+        let mut sandbox = None;
+        if let (Some(_), Some(index)) = (&work_dir, *view) {
+            // A command's own temporary directory, and git kept from finding the user's
+            // repository above the view (the view has no .git of its own).
+            let temp = dir.join("tmp");
+            fs::create_dir_all(&temp).io_context(|| format!("creating {}", temp.display()))?;
+            env.insert("TMPDIR".into(), Value::String(temp.to_string_lossy().into_owned()));
+            env.insert("GIT_CEILING_DIRECTORIES".into(), Value::String(self.task.root.to_string_lossy().into_owned()));
+            if let Some(plan) = &self.settings.sandbox {
+                let writable: Vec<PathBuf> = std::iter::once(temp).chain(plan.writable.iter().cloned()).collect();
+                sandbox = Some(instructions::Sandbox::launcher(&self.task.view(index), &writable, &plan.kind)?);
+            }
+        }
 
         let mut steps = Map::new();
         for param in spec.params.iter().filter(|p| p.meaning == ParamMeaning::StepRef) {

@@ -1,34 +1,38 @@
 //! `ocflow status --follow`: shows a flow's status again each time `flow_status.json` is
 //! replaced, until the flow stops. File-system notifications (notify) wake it; a periodic
-//! look covers file systems that do not deliver them.
+//! look covers file systems that deliver none, and notices a flow whose ocflow has died.
 
 use std::io::IsTerminal;
 use std::path::Path;
 use std::sync::mpsc;
 use std::time::Duration;
 
-use notify::{RecursiveMode, Watcher};
+use notify::{EventKind, RecursiveMode, Watcher};
 
-use crate::commands::{EXIT_FLOW_FAILED, EXIT_OK, print_stdout};
-use crate::error::{Error, Result};
+use crate::commands::{EXIT_FLOW_FAILED, EXIT_INTERRUPTED, EXIT_OK, print_stdout};
+use crate::error::Result;
 use crate::status::{FlowState, FlowStatus};
-use crate::workspace::TaskDir;
+use crate::workspace::{STATUS_FILE, TaskDir};
 
 /// Longest wait between two looks when no notification comes.
 const POLL: Duration = Duration::from_secs(2);
 
+/// Follows until the flow stops; the exit code is the flow's (0 succeeded, 1 failed,
+/// 130 interrupted).
 pub fn follow(path: &Path, json: bool) -> Result<u8> {
     let dir = path.parent().unwrap_or(Path::new("."));
     let (sender, changes) = mpsc::channel();
-    let mut watcher = notify::recommended_watcher(move |event: notify::Result<notify::Event>| {
-        if event.is_ok() {
+    // Only the status being replaced matters: reading it ourselves must not wake us.
+    let watcher = notify::recommended_watcher(move |event: notify::Result<notify::Event>| {
+        if let Ok(event) = event
+            && matches!(event.kind, EventKind::Create(_) | EventKind::Modify(_))
+            && event.paths.iter().any(|p| p.file_name().is_some_and(|n| n == STATUS_FILE))
+        {
             let _ = sender.send(());
         }
-    })
-    .map_err(|err| Error::Usage(format!("cannot watch {}: {err}", dir.display())))?;
-    watcher
-        .watch(dir, RecursiveMode::NonRecursive)
-        .map_err(|err| Error::Usage(format!("cannot watch {}: {err}", dir.display())))?;
+    });
+    // Without notifications (an inotify limit, say) it still works, by looking every POLL.
+    let _watcher = watcher.ok().and_then(|mut w| w.watch(dir, RecursiveMode::NonRecursive).ok().map(|()| w));
     let clear = !json && std::io::stdout().is_terminal();
     let mut last = String::new();
     loop {
@@ -38,18 +42,22 @@ pub fn follow(path: &Path, json: bool) -> Result<u8> {
             print_stdout(&if clear { format!("\x1b[2J\x1b[H{text}") } else if json || last.is_empty() { text.clone() } else { format!("\n{text}") });
             last = text;
         }
-        if status.state != FlowState::Running {
-            return Ok(EXIT_OK);
+        match status.state {
+            FlowState::Succeeded => return Ok(EXIT_OK),
+            FlowState::Failed => return Ok(EXIT_FLOW_FAILED),
+            FlowState::Interrupted => return Ok(EXIT_INTERRUPTED),
+            FlowState::Running => {}
         }
-        // "running" with nobody holding the task's lock: the ocflow that ran it is gone.
+        if changes.recv_timeout(POLL).is_ok() {
+            while changes.try_recv().is_ok() {}
+            continue;
+        }
+        // Quiet for a while and "running": is anybody holding the task's lock?
         if let Some(task) = TaskDir::at(dir.to_path_buf())
             && task.lock().is_ok()
         {
             crate::events::say(&format!("ocflow: task {} is not running (its ocflow stopped); continue it with `ocflow resume {0}`", task.task_id));
             return Ok(EXIT_FLOW_FAILED);
         }
-        // Any event in the task directory may be the status being replaced; coalesce bursts.
-        let _ = changes.recv_timeout(POLL);
-        while changes.try_recv().is_ok() {}
     }
 }

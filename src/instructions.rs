@@ -51,11 +51,13 @@ pub struct StepSpec {
 pub struct Sandbox {
     /// `ocflow sandbox-exec --write VIEW --write … --`
     pub launcher: Vec<String>,
+    /// What the kernel enforces (`landlock`, `landlock-partial`), reported in results.
+    pub kind: String,
 }
 
 impl Sandbox {
     /// The launcher for commands running in `view`: writable are the view and `writable`.
-    pub fn launcher(view: &std::path::Path, writable: &[std::path::PathBuf]) -> crate::error::Result<Sandbox> {
+    pub fn launcher(view: &std::path::Path, writable: &[std::path::PathBuf], kind: &str) -> crate::error::Result<Sandbox> {
         use crate::error::IoContext;
         let exe = std::env::current_exe().io_context(|| "finding the ocflow executable for the sandbox".into())?;
         let view = view.canonicalize().io_context(|| format!("resolving {}", view.display()))?;
@@ -65,7 +67,7 @@ impl Sandbox {
             launcher.push(path.to_string_lossy().into_owned());
         }
         launcher.push("--".into());
-        Ok(Sandbox { launcher })
+        Ok(Sandbox { launcher, kind: kind.to_string() })
     }
 }
 

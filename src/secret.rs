@@ -2,7 +2,8 @@
 //! and could read ocflow's start-up environment through `/proc/<ocflow pid>/environ`, which
 //! `unsetenv` does not change. So when a key variable is set, ocflow re-executes itself at
 //! start-up, before any thread exists, without the key variables, handing the key over
-//! through a pipe; the new process image's environment never held it.
+//! through a pipe; the new process image's environment never held it. The process is also
+//! made non-dumpable, which closes `/proc/<pid>/mem` to other processes of the user.
 
 use std::ffi::OsString;
 use std::io::{Read, Write};
@@ -20,6 +21,9 @@ const KEY_FD_VARIABLE: &str = "OCFLOW_KEY_FD";
 /// When a key variable is set this does not return: it re-executes the binary (unless that
 /// fails, in which case the key is taken from the environment as it is).
 pub fn take_key_at_startup() -> ApiKey {
+    // Not dumpable: other processes of the same user (a command step, without the sandbox)
+    // cannot read this process's memory or environment through /proc.
+    let _ = rustix::process::set_dumpable_behavior(rustix::process::DumpableBehavior::NotDumpable);
     if let Some(fd) = std::env::var(KEY_FD_VARIABLE).ok().and_then(|v| v.parse::<i32>().ok()) {
         // SAFETY: single-threaded start-up; no other code reads the environment yet.
         unsafe { std::env::remove_var(KEY_FD_VARIABLE) };

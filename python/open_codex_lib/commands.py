@@ -68,8 +68,8 @@ def _outcome_fields(command: str, outcome: CommandOutcome, step: Step) -> dict:
     return {
         "command": command,
         # "landlock": the host's sandbox let the command write only in its view, temporary
-        # directories and tool caches; "none": no sandbox.
-        "sandbox": "landlock" if step.sandbox_launcher else "none",
+        # directories and tool caches ("landlock-partial" on older kernels); "none": no sandbox.
+        "sandbox": step.sandbox_kind,
         "exit_code": outcome.exit_code,
         "stdout": outcome.stdout,
         "stderr": outcome.stderr,

@@ -92,8 +92,10 @@ class Step:
     # Extra environment for commands: values of @{outputs...} references, passed as data
     # (OCFLOW_REF_n) so repository text never becomes shell code.
     env: dict[str, str] = field(default_factory=dict)
-    # The host's sandbox launcher, put before every command (empty: no sandbox).
+    # The host's sandbox launcher, put before every command (empty: no sandbox), and what it
+    # enforces ("landlock", "landlock-partial").
     sandbox_launcher: list[str] = field(default_factory=list)
+    sandbox_kind: str = "none"
 
 
 def extract_step_block(text: str) -> str:
@@ -224,6 +226,7 @@ def _step_from_dict(data: dict, base_dir: str, path: str) -> Step:
         limits=_parse_limits(data.get("limits"), fail),
         env=dict(env),
         sandbox_launcher=list(launcher or []),
+        sandbox_kind=str(sandbox.get("kind", "landlock")) if launcher else "none",
     )
 
 

@@ -35,7 +35,7 @@ fn status_shows_a_table_and_json() {
 #[test]
 fn a_command_that_outlives_its_timeout_is_killed_with_its_children() {
     let sandbox = Sandbox::new(&[]);
-    let pid_file = sandbox.root().join("child.pid");
+    let pid_file = sandbox.shared().join("child.pid");
     let flow = json!([{"id": "hang", "operation": "execute_shell_command",
         "params": {"command": format!("sleep 300 & echo $! > {}; sleep 300", pid_file.display()), "timeout_seconds": 1}}]);
     let started = Instant::now();

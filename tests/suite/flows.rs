@@ -327,3 +327,31 @@ fn commands_write_only_in_their_view_when_the_kernel_has_landlock() {
         }
     }
 }
+
+#[test]
+fn a_repository_in_tmp_stays_protected_and_git_does_not_find_it_from_the_view() {
+    let landlock = std::process::Command::new(env!("CARGO_BIN_EXE_ocflow")).args(["sandbox-exec", "--probe"]).output().unwrap();
+    let enforced = stdout(&landlock).trim().starts_with("landlock");
+    let sandbox = Sandbox::new(&[("a.txt", "a\n")]);
+    assert!(std::process::Command::new("git").args(["init", "-q"]).current_dir(&sandbox.repo).status().unwrap().success());
+    let command = format!(
+        "git rev-parse --show-toplevel 2>&1 | head -1; echo evil > {}/evil.txt; echo t > \"$TMPDIR/x\" && echo tmp-ok",
+        sandbox.repo.display()
+    );
+    // The default workspace, inside the repository, as most users have it.
+    let plan = sandbox.flow(&json!([{"id": "c", "operation": "execute_shell_command", "params": {"command": command}}]));
+    let output = std::process::Command::new(env!("CARGO_BIN_EXE_ocflow"))
+        .arg("--repo")
+        .arg(&sandbox.repo)
+        .args(["run", "--task-id", "t", "--plan"])
+        .arg(plan)
+        .env("XDG_CONFIG_HOME", sandbox.root().join("user-config"))
+        .output()
+        .unwrap();
+    assert_exit(&output, 0);
+    let result = read_json(&sandbox.repo.join(".ocflow/t/c/result.json"));
+    let out = result["stdout"].as_str().unwrap();
+    assert!(out.contains("not a git repository"), "git found the user's repository from the view: {out}");
+    assert!(out.contains("tmp-ok"), "{result}");
+    assert_eq!(sandbox.repo.join("evil.txt").exists(), !enforced, "{result}");
+}

@@ -42,7 +42,7 @@ fn summary(sandbox: &Sandbox) -> String {
 #[test]
 fn retry_runs_the_same_step_again() {
     let sandbox = sandbox(&[], "");
-    let flag = sandbox.root().join("flag");
+    let flag = sandbox.shared().join("flag");
     let command = format!("if [ -f {0} ]; then echo ok; else touch {0}; exit 1; fi", flag.display());
     let llm = FakeLlm::start(vec![strategy(json!({"strategy": "retry", "reason": "it looks flaky"}))]);
     assert_exit(&run_flow(&sandbox, &llm, &json!([shell("s", &command, &[])])), 0);
@@ -208,7 +208,7 @@ fn an_alternative_writing_outside_the_repository_is_refused_by_validation() {
 #[test]
 fn a_timeout_marked_retryable_is_retried_without_an_llm() {
     let sandbox = Sandbox::new(&[]);
-    let flag = sandbox.root().join("slow-once");
+    let flag = sandbox.shared().join("slow-once");
     let command = format!("if [ -f {0} ]; then echo ok; else touch {0}; sleep 10; fi", flag.display());
     let flow = json!([{"id": "s", "operation": "execute_shell_command", "params": {"command": command, "timeout_seconds": 1, "retryable": true}}]);
     let output = sandbox.run(&flow, "t");

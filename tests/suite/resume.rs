@@ -75,12 +75,12 @@ fn attempts(sandbox: &Sandbox, task_id: &str) -> Vec<(String, String, u64)> {
 #[test]
 fn sigkill_during_a_step_then_resume_finishes_without_redoing_work() {
     let reference = Sandbox::new(&[("a.txt", "a\n")]);
-    let marker = reference.root().join("marker");
+    let marker = reference.shared().join("marker");
     std::fs::write(&marker, "").unwrap();
     assert_exit(&reference.run(&gated_flow(&marker), "t"), 0);
 
     let sandbox = Sandbox::new(&[("a.txt", "a\n")]);
-    let marker = sandbox.root().join("marker");
+    let marker = sandbox.shared().join("marker");
     let mut child = spawn_run(&sandbox, &gated_flow(&marker), "t");
     wait_until_running(&sandbox, "t", "wait");
     wait_for_file(&marker.with_extension("pid"));

@@ -23,12 +23,26 @@ impl Sandbox {
         let repo = root.join("repo");
         let workspace = root.join("workspace");
         fs::create_dir_all(&repo).unwrap();
+        // Commands are sandboxed: the one place outside their view they may write for a test
+        // to see is `shared/`, allowed in the user config.
+        fs::create_dir_all(root.join("shared")).unwrap();
+        fs::create_dir_all(root.join("user-config/ocflow")).unwrap();
+        fs::write(
+            root.join("user-config/ocflow/config.toml"),
+            format!("[sandbox]\nwritable = [{:?}]\n", root.join("shared").display().to_string()),
+        )
+        .unwrap();
         for (path, content) in files {
             let file = repo.join(path);
             fs::create_dir_all(file.parent().unwrap()).unwrap();
             fs::write(file, content).unwrap();
         }
         Sandbox { _dir: dir, repo, workspace }
+    }
+
+    /// A directory sandboxed commands may write, for files a test reads back.
+    pub fn shared(&self) -> PathBuf {
+        self.root().join("shared")
     }
 
     /// The temporary directory holding repo and workspace.
@@ -46,8 +60,8 @@ impl Sandbox {
         ] {
             command.env_remove(name);
         }
-        // No user config file from the machine running the tests.
-        command.env("XDG_CONFIG_HOME", self.root().join("no-user-config"));
+        // The test's own user config, not the machine's.
+        command.env("XDG_CONFIG_HOME", self.root().join("user-config"));
         command
     }
 

@@ -228,8 +228,9 @@ async fn resume(config: &Config, args: ResumeArgs) -> Result<u8> {
     let bridge = load_bridge(config)?;
     let interrupt = Interrupt::listen();
     let unfinished: Vec<String> = flow_status.steps.iter().filter(|s| s.status != StepState::Succeeded).map(|s| s.id.clone()).collect();
-    for step in orphans::stop(&task, &unfinished) {
-        events::say(&format!("ocflow: stopped the command step {step} left running when ocflow was killed"));
+    let stopped = orphans::stop(&task, &unfinished);
+    if stopped > 0 {
+        events::say(&format!("ocflow: stopped {stopped} command(s) left running in this task when ocflow was killed"));
     }
     let settings = settings(config, &flow_status.repo.clone(), &workspace_dir, &args.limits, connect_llm(config)?)?;
     let limits = settings.recovery_limits;

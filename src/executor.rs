@@ -362,6 +362,8 @@ impl Executor {
             fs::create_dir_all(&temp).io_context(|| format!("creating {}", temp.display()))?;
             env.insert("TMPDIR".into(), Value::String(temp.to_string_lossy().into_owned()));
             env.insert("GIT_CEILING_DIRECTORIES".into(), Value::String(self.task.root.to_string_lossy().into_owned()));
+            // Marks the command (and what it starts) as this task's, for `orphans::stop`.
+            env.insert(crate::orphans::MARKER.into(), Value::String(crate::orphans::marker_value(&self.task)));
             if let Some(plan) = &self.settings.sandbox {
                 let writable: Vec<PathBuf> = std::iter::once(temp).chain(plan.writable.iter().cloned()).collect();
                 sandbox = Some(instructions::Sandbox::launcher(&self.task.view(index), &writable, &plan.kind)?);

@@ -1,39 +1,59 @@
-//! Commands a killed ocflow left running. The library keeps each running command's
-//! process-group id in `<step>/.command.pgid`; on resume, a group that is still there and
-//! still works in this task's view is killed before anything else runs in the view.
+//! Commands a killed ocflow left running. Commands run in their own session, so they outlive
+//! a `kill -9` of ocflow; on resume, every process that ocflow started for this task (its
+//! environment carries the task's marker, inherited by whatever it starts) and that still works
+//! inside the task's directory is stopped with its process group before anything else runs.
+//! A person's shell sitting in a view has no marker and is left alone.
 
 use std::fs;
 use std::path::Path;
 
-use rustix::process::{Pid, Signal, kill_process_group};
+use rustix::process::{Pid, Signal, getpgid, kill_process_group};
 
 use crate::workspace::TaskDir;
 
-/// The file the library writes while a command runs (see `open_codex_lib.commands`).
+/// The file the library writes while a command runs (see `open_codex_lib.commands`); stale
+/// ones are removed.
 const PGID_FILE: &str = ".command.pgid";
 
-/// Kills the leftover command of each of `steps`, if any; returns the steps that had one.
-pub fn stop(task: &TaskDir, steps: &[String]) -> Vec<String> {
-    let mut stopped = Vec::new();
-    let views = &task.root;
-    for step in steps {
-        let file = task.step_dir(step).join(PGID_FILE);
-        let Some(pgid) = fs::read_to_string(&file).ok().and_then(|text| text.trim().parse::<i32>().ok()) else { continue };
-        // After a reboot the number may belong to another process: only a process working in
-        // this task's directory (its views) is ours.
-        if works_in(pgid, views)
-            && let Some(pid) = Pid::from_raw(pgid)
-            && kill_process_group(pid, Signal::KILL).is_ok()
-        {
-            stopped.push(step.clone());
-        }
-        let _ = fs::remove_file(&file);
-    }
-    stopped
+/// The environment variable that marks a command as started for a task.
+pub const MARKER: &str = "OCFLOW_TASK";
+
+/// The marker's value: the task directory.
+pub fn marker_value(task: &TaskDir) -> String {
+    task.root.canonicalize().unwrap_or_else(|_| task.root.clone()).to_string_lossy().into_owned()
 }
 
-fn works_in(pid: i32, dir: &Path) -> bool {
-    let Ok(cwd) = fs::read_link(format!("/proc/{pid}/cwd")) else { return false };
-    let dir = dir.canonicalize().unwrap_or_else(|_| dir.to_path_buf());
-    cwd.starts_with(&dir)
+/// Kills the process groups of processes whose working directory is inside the task's
+/// directory; returns how many groups were stopped.
+pub fn stop(task: &TaskDir, steps: &[String]) -> usize {
+    for step in steps {
+        let _ = fs::remove_file(task.step_dir(step).join(PGID_FILE));
+    }
+    let root = task.root.canonicalize().unwrap_or_else(|_| task.root.clone());
+    let me = std::process::id();
+    let marker = format!("{MARKER}={}", marker_value(task));
+    let mut groups = std::collections::BTreeSet::new();
+    for entry in fs::read_dir("/proc").into_iter().flatten().flatten() {
+        let Some(pid) = entry.file_name().to_str().and_then(|n| n.parse::<u32>().ok()) else { continue };
+        if pid == me || !works_in(pid, &root) || !marked(pid, &marker) {
+            continue;
+        }
+        if let Some(group) = Pid::from_raw(pid as i32).and_then(|p| getpgid(Some(p)).ok()) {
+            groups.insert(group.as_raw_nonzero().get());
+        }
+    }
+    groups
+        .into_iter()
+        .filter(|group| *group != rustix::process::getpgrp().as_raw_nonzero().get())
+        .filter_map(Pid::from_raw)
+        .filter(|group| kill_process_group(*group, Signal::KILL).is_ok())
+        .count()
+}
+
+fn marked(pid: u32, marker: &str) -> bool {
+    fs::read(format!("/proc/{pid}/environ")).is_ok_and(|environ| environ.split(|b| *b == 0).any(|var| var == marker.as_bytes()))
+}
+
+fn works_in(pid: u32, dir: &Path) -> bool {
+    fs::read_link(format!("/proc/{pid}/cwd")).is_ok_and(|cwd| cwd.starts_with(dir))
 }

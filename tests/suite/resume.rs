@@ -101,10 +101,15 @@ fn sigkill_during_a_step_then_resume_finishes_without_redoing_work() {
     let orphan = wait_for_file(&marker.with_extension("pid")).trim().to_string();
     assert!(std::path::Path::new(&format!("/proc/{orphan}")).exists());
     send_signal(orphan.parse().unwrap(), "STOP");
+    // A person's shell looking around in the view is not ocflow's to stop.
+    let mut bystander = std::process::Command::new("sleep").arg("30").current_dir(sandbox.task_dir("t").join("_view")).spawn().unwrap();
     std::fs::write(&marker, "").unwrap();
     let output = sandbox.ocflow().arg("resume").output().unwrap();
+    assert!(bystander.try_wait().unwrap().is_none(), "resume killed a process it did not start");
+    bystander.kill().unwrap();
+    bystander.wait().unwrap();
     assert_exit(&output, 0);
-    assert!(stderr(&output).contains("stopped the command step wait left running"), "{}", stderr(&output));
+    assert!(stderr(&output).contains("stopped 1 command(s) left running in this task"), "{}", stderr(&output));
     let state = std::fs::read_to_string(format!("/proc/{orphan}/stat")).unwrap_or_default();
     assert!(state.is_empty() || state.contains(") Z "), "the orphan {orphan} still runs: {state}");
     assert_eq!(
@@ -237,11 +242,13 @@ fn repeated_kills_at_random_moments_end_with_the_same_files_and_no_finished_step
     let mut seed: u64 = 0x2545_f491_4f6c_dd1d;
     let mut finished_before: Vec<(String, u64)> = Vec::new();
     let mut first = true;
-    for _ in 0..40 {
+    for round in 0..30u64 {
         seed ^= seed << 13;
         seed ^= seed >> 7;
         seed ^= seed << 17;
-        let delay = Duration::from_millis(30 + seed % 250);
+        // Later rounds wait longer, and the last ones are not killed at all, so the flow ends
+        // even on a slow machine where ocflow needs long to start.
+        let delay = Duration::from_millis(30 + seed % 250 + round * 40);
         let mut command = sandbox.ocflow();
         if first {
             command.args(["run", "--task-id", "t", "--plan"]).arg(&plan);
@@ -249,10 +256,11 @@ fn repeated_kills_at_random_moments_end_with_the_same_files_and_no_finished_step
             command.args(["resume", "t"]);
         }
         let mut child = command.stdout(Stdio::null()).stderr(Stdio::null()).spawn().unwrap();
-        std::thread::sleep(delay);
-        let done = child.try_wait().unwrap().is_some();
-        if !done {
-            child.kill().unwrap();
+        if round < 20 {
+            std::thread::sleep(delay);
+            if child.try_wait().unwrap().is_none() {
+                child.kill().unwrap();
+            }
         }
         child.wait().unwrap();
         let task = sandbox.task_dir("t");

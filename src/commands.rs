@@ -227,8 +227,7 @@ async fn resume(config: &Config, args: ResumeArgs) -> Result<u8> {
     }
     let bridge = load_bridge(config)?;
     let interrupt = Interrupt::listen();
-    let unfinished: Vec<String> = flow_status.steps.iter().filter(|s| s.status != StepState::Succeeded).map(|s| s.id.clone()).collect();
-    let stopped = orphans::stop(&task, &unfinished);
+    let stopped = orphans::stop(&task);
     if stopped > 0 {
         events::say(&format!("ocflow: stopped {stopped} command(s) left running in this task when ocflow was killed"));
     }

@@ -11,10 +11,6 @@ use rustix::process::{Pid, Signal, getpgid, kill_process_group};
 
 use crate::workspace::TaskDir;
 
-/// The file the library writes while a command runs (see `open_codex_lib.commands`); stale
-/// ones are removed.
-const PGID_FILE: &str = ".command.pgid";
-
 /// The environment variable that marks a command as started for a task.
 pub const MARKER: &str = "OCFLOW_TASK";
 
@@ -25,10 +21,7 @@ pub fn marker_value(task: &TaskDir) -> String {
 
 /// Kills the process groups of processes whose working directory is inside the task's
 /// directory; returns how many groups were stopped.
-pub fn stop(task: &TaskDir, steps: &[String]) -> usize {
-    for step in steps {
-        let _ = fs::remove_file(task.step_dir(step).join(PGID_FILE));
-    }
+pub fn stop(task: &TaskDir) -> usize {
     let root = task.root.canonicalize().unwrap_or_else(|_| task.root.clone());
     let me = std::process::id();
     let marker = format!("{MARKER}={}", marker_value(task));

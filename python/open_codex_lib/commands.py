@@ -17,8 +17,6 @@ from .process import CommandOutcome, run_command, scrub_env
 from .results import StepError, make_result
 from .tests_report import parse_test_output
 
-# Holds the running command's process-group id, for the host to stop it after a crash.
-PGID_FILE = ".command.pgid"
 PYTEST_COMMAND = "python3 -m pytest -q"
 CARGO_COMMAND = "cargo test"
 # Directories not searched for test files when choosing the default command.
@@ -46,7 +44,6 @@ def _run(step: Step, llm_config: dict | None, command: str) -> tuple[CommandOutc
             timeout_seconds=timeout,
             max_output_bytes=step.limits.max_output_bytes,
             env=env,
-            pgid_file=os.path.join(step.base_dir, PGID_FILE),
             launcher=step.sandbox_launcher,
         )
     except OSError as exc:

@@ -164,14 +164,11 @@ def run_command(
     timeout_seconds: float,
     max_output_bytes: int,
     env: Mapping[str, str],
-    pgid_file: str | None = None,
     launcher: Sequence[str] = (),
 ) -> CommandOutcome:
     """Run ``/bin/sh -c command`` in ``cwd`` and return its outcome.
 
-    While the command runs, its process-group id is kept in ``pgid_file`` (when given), so
-    a host that was killed can stop the orphaned command when it starts again. ``launcher``
-    is put before the shell (the host's sandbox, which then becomes the shell).
+    ``launcher`` is put before the shell (the host's sandbox, which then becomes the shell).
     Raises ``OSError`` only if the shell cannot be started at all.
     """
     with _lock:
@@ -188,12 +185,6 @@ def run_command(
         close_fds=True,
     )
     run = _Run(proc.pid)
-    if pgid_file:
-        try:
-            with open(pgid_file, "w", encoding="ascii") as handle:
-                handle.write(f"{proc.pid}\n")
-        except OSError:
-            pass  # only a help for cleaning up after a crash
     with _lock:
         _running[proc.pid] = run
         if _cancel_generation != generation:
@@ -230,11 +221,6 @@ def run_command(
             # group id) cannot be reused yet: killing leftovers is safe.
             _killpg(proc.pid)
             del _running[proc.pid]
-        if pgid_file:
-            try:
-                os.remove(pgid_file)
-            except OSError:
-                pass
         proc.wait()
     duration_ms = int((time.monotonic() - started) * 1000)
 

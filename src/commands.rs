@@ -70,7 +70,7 @@ pub async fn run(config: &Config, args: RunArgs) -> Result<u8> {
             }
             (llm, _) => llm,
         },
-        None => Some(connect_llm(config)?.ok_or_else(|| Error::Usage(config.require_llm().err().map(|e| e.to_string()).unwrap_or_default()))?),
+        None => Some(require_connected_llm(config)?),
     };
     let bridge = load_bridge(config)?;
     let task_text = given.as_ref().map_or_else(|| args.task.clone().unwrap_or_default(), |flow| flow.task.clone());
@@ -147,7 +147,7 @@ fn planning_failed(task: &TaskDir, task_text: &str, repo: &Path, llm: &Llm, even
 
 /// `ocflow plan TASK`: the validated flow on stdout; the answers kept under `_plans/`.
 async fn plan(config: &Config, args: PlanArgs) -> Result<u8> {
-    let llm = connect_llm(config)?.ok_or_else(|| Error::Usage(config.require_llm().err().map(|e| e.to_string()).unwrap_or_default()))?;
+    let llm = require_connected_llm(config)?;
     let llm_config = config.require_llm()?;
     let id = match &args.task_id {
         Some(id) if workspace::is_valid_task_id(id) => id.clone(),
@@ -169,6 +169,11 @@ async fn plan(config: &Config, args: PlanArgs) -> Result<u8> {
             Ok(EXIT_FLOW_FAILED)
         }
     }
+}
+
+/// The LLM client, or a usage error saying what to configure.
+fn require_connected_llm(config: &Config) -> Result<Arc<Llm>> {
+    connect_llm(config)?.ok_or_else(|| Error::Usage(config.require_llm().err().map(|e| e.to_string()).unwrap_or_default()))
 }
 
 /// The LLM client, when one is configured (`None` otherwise).
@@ -207,7 +212,8 @@ async fn resume(config: &Config, args: ResumeArgs) -> Result<u8> {
     }
     // A recovery left pending needs the LLM settings (even to redo a decision already made);
     // without them the step is simply failed, and --retry-failed runs it again.
-    if flow_status.pending_recovery.is_some() && (args.limits.no_recovery || connect_llm(config)?.is_none()) {
+    let llm = connect_llm(config)?;
+    if flow_status.pending_recovery.is_some() && (args.limits.no_recovery || llm.is_none()) {
         flow_status.pending_recovery = None;
     }
     let pending_recovery = flow_status.pending_recovery.as_ref().map(|p| p.step.clone());
@@ -231,7 +237,7 @@ async fn resume(config: &Config, args: ResumeArgs) -> Result<u8> {
     if stopped > 0 {
         events::say(&format!("ocflow: stopped {stopped} command(s) left running in this task when ocflow was killed"));
     }
-    let settings = settings(config, &flow_status.repo.clone(), &workspace_dir, &args.limits, connect_llm(config)?)?;
+    let settings = settings(config, &flow_status.repo.clone(), &workspace_dir, &args.limits, llm)?;
     let limits = settings.recovery_limits;
     let calls = flow_status.recovery_calls;
     for step in &mut flow_status.steps {

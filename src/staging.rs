@@ -127,7 +127,7 @@ impl Overlay {
     /// same time give the same result as one after another.
     pub fn from_status(status: &FlowStatus, flow: &crate::flow::Flow, only: Option<&BTreeSet<String>>) -> Overlay {
         let rank: HashMap<&str, usize> = flow.topological_order().into_iter().enumerate().map(|(i, id)| (id, i)).collect();
-        let mut succeeded = status.succeeded_in_order();
+        let mut succeeded = status.succeeded();
         succeeded.sort_by_key(|s| (rank.get(s.id.as_str()).copied().unwrap_or(usize::MAX), s.sequence));
         let mut versions = BTreeMap::new();
         for step in succeeded {

@@ -254,14 +254,11 @@ impl FlowStatus {
         self.steps.iter_mut().find(|s| s.id == id)
     }
 
-    /// Succeeded steps in the order they finished.
-    pub fn succeeded_in_order(&self) -> Vec<&StepStatus> {
-        let mut done: Vec<&StepStatus> = self.steps.iter().filter(|s| s.status == StepState::Succeeded).collect();
-        done.sort_by_key(|s| s.sequence.unwrap_or(u64::MAX));
-        done
+    /// The steps that succeeded, in flow order.
+    pub fn succeeded(&self) -> Vec<&StepStatus> {
+        self.steps.iter().filter(|s| s.status == StepState::Succeeded).collect()
     }
 
-    /// The next sequence number to give a succeeded step.
     /// Never reused, even after recovery sets a step back to pending: a sequence number
     /// names one version of a step's outputs.
     pub fn next_sequence(&self) -> u64 {

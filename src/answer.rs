@@ -20,9 +20,12 @@ pub fn extract_json(answer: &str) -> Result<Extracted, String> {
         }
         None => {
             let trimmed = answer.trim();
-            let start = trimmed.find(['{', '[']).ok_or("the answer holds no JSON object or array")?;
+            let start = trimmed
+                .find(['{', '['])
+                .ok_or("the answer holds no JSON object or array")?;
             let body = &trimmed[start..];
-            let end = matching_close(body).ok_or("the JSON in the answer is not closed (it may have been cut off)")?;
+            let end = matching_close(body)
+                .ok_or("the JSON in the answer is not closed (it may have been cut off)")?;
             if start > 0 || end + 1 < body.len() {
                 repairs.push("ignored text around the JSON".to_string());
             }
@@ -33,7 +36,8 @@ pub fn extract_json(answer: &str) -> Result<Extracted, String> {
     if removed > 0 {
         repairs.push(format!("removed {removed} trailing comma(s)"));
     }
-    serde_json::from_str::<serde_json::Value>(&json).map_err(|err| format!("the JSON in the answer does not parse: {err}"))?;
+    serde_json::from_str::<serde_json::Value>(&json)
+        .map_err(|err| format!("the JSON in the answer does not parse: {err}"))?;
     Ok(Extracted { json, repairs })
 }
 
@@ -122,13 +126,29 @@ mod tests {
         let fenced = "Here is the plan:\n```json\n{\"steps\": [1, 2,],}\n```\nGood luck!";
         let got = extract_json(fenced).unwrap();
         assert_eq!(got.json, "{\"steps\": [1, 2]}");
-        assert_eq!(got.repairs, vec!["took the JSON out of a ``` code block", "removed 2 trailing comma(s)"]);
+        assert_eq!(
+            got.repairs,
+            vec![
+                "took the JSON out of a ``` code block",
+                "removed 2 trailing comma(s)"
+            ]
+        );
 
         let prose = "Sure! [{\"id\": \"a\", \"note\": \"a } in a string, and ]\"}] That is all.";
-        assert_eq!(extract_json(prose).unwrap().json, "[{\"id\": \"a\", \"note\": \"a } in a string, and ]\"}]");
+        assert_eq!(
+            extract_json(prose).unwrap().json,
+            "[{\"id\": \"a\", \"note\": \"a } in a string, and ]\"}]"
+        );
 
         assert!(extract_json("no json here").is_err());
-        assert!(extract_json("{\"steps\": [").unwrap_err().contains("not closed"));
-        assert_eq!(extract_json("{\"a\": \"x,]\"}").unwrap().json, "{\"a\": \"x,]\"}");
+        assert!(
+            extract_json("{\"steps\": [")
+                .unwrap_err()
+                .contains("not closed")
+        );
+        assert_eq!(
+            extract_json("{\"a\": \"x,]\"}").unwrap().json,
+            "{\"a\": \"x,]\"}"
+        );
     }
 }

@@ -40,7 +40,12 @@ impl HostLlm {
             Ok(call) => call,
             Err(err) => return json!({"error": {"kind": "bad_request", "transient": false, "message": format!("complete() got {err}")}}).to_string(),
         };
-        let request = ChatRequest { purpose: purpose.to_string(), settings: self.settings.clone(), messages: call.messages, json: call.json };
+        let request = ChatRequest {
+            purpose: purpose.to_string(),
+            settings: self.settings.clone(),
+            messages: call.messages,
+            json: call.json,
+        };
         match self.runtime.block_on(self.llm.chat(&request)) {
             Ok(answer) => json!({"content": answer.content, "finish_reason": answer.finish_reason, "usage": {
                 "prompt_tokens": answer.usage.prompt_tokens, "completion_tokens": answer.usage.completion_tokens, "total_tokens": answer.usage.total_tokens}})
@@ -67,7 +72,11 @@ pub enum CallOutcome {
     /// The library returned a JSON-like dict (its `status` is checked by the caller).
     Returned { result: Value },
     /// The library raised.
-    Exception { r#type: String, message: String, traceback: String },
+    Exception {
+        r#type: String,
+        message: String,
+        traceback: String,
+    },
     /// The library returned something that is not a JSON-like dict.
     Garbage { message: String },
 }
@@ -103,15 +112,28 @@ impl Bridge {
 
     /// Runs one step. Everything the library prints goes to `log_path`. With `host`, the
     /// library gets `llm_config["complete"]`, counted under `purpose` (the step id).
-    pub fn execute(&self, instructions: &Path, llm_config: &Value, log_path: &Path, host: Option<(Arc<HostLlm>, String)>) -> CallOutcome {
+    pub fn execute(
+        &self,
+        instructions: &Path,
+        llm_config: &Value,
+        log_path: &Path,
+        host: Option<(Arc<HostLlm>, String)>,
+    ) -> CallOutcome {
         Python::attach(|py| -> PyResult<CallOutcome> {
             let host_functions = PyDict::new(py);
             if let Some((host, purpose)) = host {
-                let complete = PyCFunction::new_closure(py, Some(c"complete_json"), None, move |args: &Bound<'_, PyTuple>, _kwargs: Option<&Bound<'_, PyDict>>| -> PyResult<String> {
-                    let call: String = args.get_item(0)?.extract()?;
-                    let (host, purpose) = (host.clone(), purpose.clone());
-                    Ok(args.py().detach(move || host.complete(&purpose, &call)))
-                })?;
+                let complete = PyCFunction::new_closure(
+                    py,
+                    Some(c"complete_json"),
+                    None,
+                    move |args: &Bound<'_, PyTuple>,
+                          _kwargs: Option<&Bound<'_, PyDict>>|
+                          -> PyResult<String> {
+                        let call: String = args.get_item(0)?.extract()?;
+                        let (host, purpose) = (host.clone(), purpose.clone());
+                        Ok(args.py().detach(move || host.complete(&purpose, &call)))
+                    },
+                )?;
                 host_functions.set_item("complete_json", complete)?;
             }
             let text: String = self
@@ -128,17 +150,24 @@ impl Bridge {
                     ),
                 )?
                 .extract()?;
-            serde_json::from_str(&text).map_err(|e| pyo3::exceptions::PyValueError::new_err(e.to_string()))
+            serde_json::from_str(&text)
+                .map_err(|e| pyo3::exceptions::PyValueError::new_err(e.to_string()))
         })
         .unwrap_or_else(|err| CallOutcome::Garbage {
-            message: format!("the bridge itself failed: {}", Python::attach(|py| format_error(py, &err))),
+            message: format!(
+                "the bridge itself failed: {}",
+                Python::attach(|py| format_error(py, &err))
+            ),
         })
     }
 
     /// Asks the library to kill the commands it is running (its optional `cancel_all`).
     pub fn cancel_all(&self) {
         Python::attach(|py| {
-            let _ = self.shim.bind(py).call_method1("cancel", (self.library.bind(py),));
+            let _ = self
+                .shim
+                .bind(py)
+                .call_method1("cancel", (self.library.bind(py),));
         });
     }
 }

@@ -28,11 +28,15 @@ class HostLLMError(Exception):
 def _complete_from(complete_json):
     """`llm_config["complete"]` for the library, over ocflow's JSON-in, JSON-out callback."""
 
-    def complete(messages, purpose=None, json=False):  # noqa: A002 - the contract's name
+    def complete(messages, purpose=None, json=False):
         reply = _json_loads(complete_json(_json_dumps({"messages": messages, "json": bool(json)})))
         error = reply.get("error")
         if error:
-            raise HostLLMError(error.get("kind"), bool(error.get("transient")), error.get("message", "LLM call failed"))
+            raise HostLLMError(
+                error.get("kind"),
+                bool(error.get("transient")),
+                error.get("message", "LLM call failed"),
+            )
         return reply
 
     return complete
@@ -81,7 +85,9 @@ def describe():
 def load(module_name):
     module = importlib.import_module(module_name)
     if not callable(getattr(module, "execute_operation", None)):
-        raise TypeError(f"module {module_name} ({getattr(module, '__file__', '?')}) has no callable execute_operation")
+        raise TypeError(
+            f"module {module_name} ({getattr(module, '__file__', '?')}) has no callable execute_operation"
+        )
     return module
 
 
@@ -96,16 +102,33 @@ def run_step(module, instruction_path, llm_config_json, log_path, host_functions
         except BaseException as exc:  # noqa: BLE001 - SystemExit and KeyboardInterrupt fail the step too
             text = "".join(traceback.format_exception(type(exc), exc, exc.__traceback__))
             log.write(text)
-            return json.dumps({"kind": "exception", "type": type(exc).__name__, "message": str(exc), "traceback": text})
+            return json.dumps(
+                {
+                    "kind": "exception",
+                    "type": type(exc).__name__,
+                    "message": str(exc),
+                    "traceback": text,
+                }
+            )
         finally:
             _local.log = None
             log.flush()
     if not isinstance(result, dict):
-        return json.dumps({"kind": "garbage", "message": f"execute_operation returned {type(result).__name__}, not a dict: {repr(result)[:300]}"})
+        return json.dumps(
+            {
+                "kind": "garbage",
+                "message": f"execute_operation returned {type(result).__name__}, not a dict: {repr(result)[:300]}",
+            }
+        )
     try:
         return json.dumps({"kind": "returned", "result": result}, allow_nan=False)
     except (TypeError, ValueError) as exc:
-        return json.dumps({"kind": "garbage", "message": f"execute_operation returned a dict that is not JSON-like ({exc}): {repr(result)[:300]}"})
+        return json.dumps(
+            {
+                "kind": "garbage",
+                "message": f"execute_operation returned a dict that is not JSON-like ({exc}): {repr(result)[:300]}",
+            }
+        )
 
 
 def cancel(module):

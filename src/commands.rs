@@ -6,17 +6,19 @@ use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
 use crate::bridge::{self, Bridge, HostLlm};
-use crate::llm::{Llm, LlmErrorKind};
-use crate::operations;
-use crate::planner::{PlanError, Planner};
-use crate::cli::{ApplyArgs, Command, LimitArgs, PlanArgs, ResumeArgs, RunArgs, StatusArgs, TaskArg};
+use crate::cli::{
+    ApplyArgs, Command, LimitArgs, PlanArgs, ResumeArgs, RunArgs, StatusArgs, TaskArg,
+};
 use crate::config::{self, Config};
 use crate::error::{Error, IoContext, Result};
 use crate::events::{self, Event, Events};
 use crate::executor::{Executor, FlowOutcome, Interrupt, RecoverySettings, Settings};
 use crate::flow::Flow;
 use crate::journal::Journal;
+use crate::llm::{Llm, LlmErrorKind};
+use crate::operations;
 use crate::orphans;
+use crate::planner::{PlanError, Planner};
 use crate::repo_path::RepoPath;
 use crate::review::{self, Applied};
 use crate::staging;
@@ -35,7 +37,9 @@ pub fn dispatch(config: &Config, command: Command) -> Result<u8> {
         Command::Run(args) => with_runtime(|| run(config, args)),
         Command::Plan(args) => with_runtime(|| plan(config, args)),
         Command::Demo => with_runtime(|| crate::demo::run(config)),
-        Command::SandboxExec(_) => Err(Error::Usage("sandbox-exec runs before configuration".into())),
+        Command::SandboxExec(_) => Err(Error::Usage(
+            "sandbox-exec runs before configuration".into(),
+        )),
         Command::Resume(args) => with_runtime(|| resume(config, args)),
         Command::Status(args) => status(config, args),
         Command::Diff(args) => diff(config, args),
@@ -63,20 +67,39 @@ pub async fn run(config: &Config, args: RunArgs) -> Result<u8> {
     };
     let llm = match &given {
         // A given flow needs the LLM only for its LLM operations; the summary falls back.
-        Some(flow) => match (connect_llm(config)?, flow.steps.iter().find(|s| operations::step_needs_llm(&s.operation, &s.params))) {
+        Some(flow) => match (
+            connect_llm(config)?,
+            flow.steps
+                .iter()
+                .find(|s| operations::step_needs_llm(&s.operation, &s.params)),
+        ) {
             (None, Some(step)) => {
-                let missing = config.require_llm().err().map(|e| e.to_string()).unwrap_or_default();
-                return Err(Error::Usage(format!("step {} ({}) needs an LLM, and {missing}", step.id, step.operation)));
+                let missing = config
+                    .require_llm()
+                    .err()
+                    .map(|e| e.to_string())
+                    .unwrap_or_default();
+                return Err(Error::Usage(format!(
+                    "step {} ({}) needs an LLM, and {missing}",
+                    step.id, step.operation
+                )));
             }
             (llm, _) => llm,
         },
         None => Some(require_connected_llm(config)?),
     };
     let bridge = load_bridge(config)?;
-    let task_text = given.as_ref().map_or_else(|| args.task.clone().unwrap_or_default(), |flow| flow.task.clone());
+    let task_text = given.as_ref().map_or_else(
+        || args.task.clone().unwrap_or_default(),
+        |flow| flow.task.clone(),
+    );
     let task_id = match &args.task_id {
         Some(id) if workspace::is_valid_task_id(id) => id.clone(),
-        Some(id) => return Err(Error::Usage(format!("--task-id {id:?}: use letters, digits, `.`, `_` and `-`, starting with a letter or digit"))),
+        Some(id) => {
+            return Err(Error::Usage(format!(
+                "--task-id {id:?}: use letters, digits, `.`, `_` and `-`, starting with a letter or digit"
+            )));
+        }
         None => unused_task_id(&config.workspace, &task_text),
     };
     let interrupt = Interrupt::listen();
@@ -86,7 +109,10 @@ pub async fn run(config: &Config, args: RunArgs) -> Result<u8> {
     if config.default_workspace {
         exclude_from_git(&config.repo);
     }
-    let mut events = Events::new(Journal::open(&task.file(workspace::JOURNAL_FILE))?, config.json);
+    let mut events = Events::new(
+        Journal::open(&task.file(workspace::JOURNAL_FILE))?,
+        config.json,
+    );
     events.emit(Event::FlowStarted {
         task_id: task_id.clone(),
         task: task_text.clone(),
@@ -97,13 +123,34 @@ pub async fn run(config: &Config, args: RunArgs) -> Result<u8> {
     let (flow, answers) = match given {
         Some(flow) => (flow, 0),
         None => {
-            let llm = llm.as_deref().ok_or_else(|| Error::Usage("no LLM".into()))?;
+            let llm = llm
+                .as_deref()
+                .ok_or_else(|| Error::Usage("no LLM".into()))?;
             let llm_config = config.require_llm()?;
-            let allow_destructive = args.limits.allow_destructive || config.file.recovery.allow_destructive == Some(true);
-            let planner = Planner { llm, settings: &llm_config.planner, rules: &config.path_rules(), skip: &[config::canonical_or_absolute(&config.workspace)], allow_destructive };
-            match planner.plan(&task_text, &task.root.join(PLANNING_DIR)).await {
+            let allow_destructive = args.limits.allow_destructive
+                || config.file.recovery.allow_destructive == Some(true);
+            let planner = Planner {
+                llm,
+                settings: &llm_config.planner,
+                rules: &config.path_rules(),
+                skip: &[config::canonical_or_absolute(&config.workspace)],
+                allow_destructive,
+            };
+            match planner
+                .plan(&task_text, &task.root.join(PLANNING_DIR))
+                .await
+            {
                 Ok(flow) => (flow, count_answers(&task.root.join(PLANNING_DIR))),
-                Err(error) => return planning_failed(&task, &task_text, &config.repo, llm, &mut events, error),
+                Err(error) => {
+                    return planning_failed(
+                        &task,
+                        &task_text,
+                        &config.repo,
+                        llm,
+                        &mut events,
+                        error,
+                    );
+                }
             }
         }
     };
@@ -113,7 +160,10 @@ pub async fn run(config: &Config, args: RunArgs) -> Result<u8> {
         flow_status.tokens.add(&llm.usage_for("planner"));
     }
     flow_status.save(&task.file(workspace::STATUS_FILE))?;
-    events.emit(Event::FlowPlanned { steps: flow.steps.len(), planner_answers: answers })?;
+    events.emit(Event::FlowPlanned {
+        steps: flow.steps.len(),
+        planner_answers: answers,
+    })?;
     snapshot(&task, &config.repo, &config.workspace, &mut events)?;
     let settings = settings(config, &config.repo, &config.workspace, &args.limits, llm)?;
     let executor = Executor::new(task, flow, flow_status, events, bridge, settings, interrupt);
@@ -124,13 +174,29 @@ pub async fn run(config: &Config, args: RunArgs) -> Result<u8> {
 const PLANNING_DIR: &str = "planning";
 
 fn count_answers(dir: &Path) -> usize {
-    fs::read_dir(dir).map_or(0, |entries| entries.flatten().filter(|e| e.file_name().to_string_lossy().ends_with(".md")).count())
+    fs::read_dir(dir).map_or(0, |entries| {
+        entries
+            .flatten()
+            .filter(|e| e.file_name().to_string_lossy().ends_with(".md"))
+            .count()
+    })
 }
 
 /// Records a planning failure as a failed flow with no steps, and says why: exit 1, or exit 2
 /// when the configuration is at fault (key, URL, model).
-fn planning_failed(task: &TaskDir, task_text: &str, repo: &Path, llm: &Llm, events: &mut Events, error: PlanError) -> Result<u8> {
-    let empty = Flow { version: crate::flow::FLOW_VERSION, task: task_text.to_string(), steps: Vec::new() };
+fn planning_failed(
+    task: &TaskDir,
+    task_text: &str,
+    repo: &Path,
+    llm: &Llm,
+    events: &mut Events,
+    error: PlanError,
+) -> Result<u8> {
+    let empty = Flow {
+        version: crate::flow::FLOW_VERSION,
+        task: task_text.to_string(),
+        steps: Vec::new(),
+    };
     let mut flow_status = FlowStatus::new(&task.task_id, &empty, repo);
     flow_status.tokens.add(&llm.usage_for("planner"));
     flow_status.state = FlowState::Failed;
@@ -138,8 +204,16 @@ fn planning_failed(task: &TaskDir, task_text: &str, repo: &Path, llm: &Llm, even
     flow_status.finished_at = Some(status::now());
     flow_status.save(&task.file(workspace::STATUS_FILE))?;
     let summary_path = task.file(workspace::SUMMARY_FILE);
-    workspace::write_atomic(&summary_path, crate::summary::from_journal(task, &flow_status, &empty)?.as_bytes())?;
-    events.emit(Event::FlowFinished { task_id: task.task_id.clone(), state: FlowState::Failed, changed_files: Vec::new(), summary: summary_path })?;
+    workspace::write_atomic(
+        &summary_path,
+        crate::summary::from_journal(task, &flow_status, &empty)?.as_bytes(),
+    )?;
+    events.emit(Event::FlowFinished {
+        task_id: task.task_id.clone(),
+        state: FlowState::Failed,
+        changed_files: Vec::new(),
+        summary: summary_path,
+    })?;
     events::say(&format!("ocflow: planning failed: {error}"));
     let configuration = matches!(&error, PlanError::Llm(e) if matches!(e.kind, LlmErrorKind::Unauthorized | LlmErrorKind::NotFound | LlmErrorKind::Redirected | LlmErrorKind::QuotaExceeded));
     Ok(if configuration { 2 } else { EXIT_FLOW_FAILED })
@@ -151,19 +225,35 @@ async fn plan(config: &Config, args: PlanArgs) -> Result<u8> {
     let llm_config = config.require_llm()?;
     let id = match &args.task_id {
         Some(id) if workspace::is_valid_task_id(id) => id.clone(),
-        Some(id) => return Err(Error::Usage(format!("--task-id {id:?}: use letters, digits, `.`, `_` and `-`"))),
+        Some(id) => {
+            return Err(Error::Usage(format!(
+                "--task-id {id:?}: use letters, digits, `.`, `_` and `-`"
+            )));
+        }
         None => workspace::new_task_id(&args.task, chrono::Local::now()),
     };
     let answers = config.workspace.join("_plans").join(&id);
     let allow_destructive = config.file.recovery.allow_destructive == Some(true);
-    let planner = Planner { llm: &llm, settings: &llm_config.planner, rules: &config.path_rules(), skip: &[config::canonical_or_absolute(&config.workspace)], allow_destructive };
+    let planner = Planner {
+        llm: &llm,
+        settings: &llm_config.planner,
+        rules: &config.path_rules(),
+        skip: &[config::canonical_or_absolute(&config.workspace)],
+        allow_destructive,
+    };
     match planner.plan(&args.task, &answers).await {
         Ok(flow) => {
             print_stdout(&(serde_json::to_string_pretty(&flow).unwrap_or_default() + "\n"));
-            events::say(&format!("ocflow: planned {} step(s); the model's answers are in {}", flow.steps.len(), answers.display()));
+            events::say(&format!(
+                "ocflow: planned {} step(s); the model's answers are in {}",
+                flow.steps.len(),
+                answers.display()
+            ));
             Ok(EXIT_OK)
         }
-        Err(PlanError::Llm(error)) if !error.transient() => Err(Error::Usage(format!("planning failed: {error}"))),
+        Err(PlanError::Llm(error)) if !error.transient() => {
+            Err(Error::Usage(format!("planning failed: {error}")))
+        }
         Err(error) => {
             events::say(&format!("ocflow: planning failed: {error}"));
             Ok(EXIT_FLOW_FAILED)
@@ -173,12 +263,22 @@ async fn plan(config: &Config, args: PlanArgs) -> Result<u8> {
 
 /// The LLM client, or a usage error saying what to configure.
 fn require_connected_llm(config: &Config) -> Result<Arc<Llm>> {
-    connect_llm(config)?.ok_or_else(|| Error::Usage(config.require_llm().err().map(|e| e.to_string()).unwrap_or_default()))
+    connect_llm(config)?.ok_or_else(|| {
+        Error::Usage(
+            config
+                .require_llm()
+                .err()
+                .map(|e| e.to_string())
+                .unwrap_or_default(),
+        )
+    })
 }
 
 /// The LLM client, when one is configured (`None` otherwise).
 fn connect_llm(config: &Config) -> Result<Option<Arc<Llm>>> {
-    let Ok(llm) = &config.llm else { return Ok(None) };
+    let Ok(llm) = &config.llm else {
+        return Ok(None);
+    };
     let client = match (&llm.replay, &llm.endpoint) {
         (Some(recording), _) => Llm::replay(recording),
         (None, Some(endpoint)) => Llm::connect(endpoint.clone(), llm.record.as_deref()),
@@ -191,7 +291,10 @@ async fn resume(config: &Config, args: ResumeArgs) -> Result<u8> {
     let task = find_task(config, args.task.as_deref(), true)?;
     let _lock = task.lock()?;
     let status_path = task.file(workspace::STATUS_FILE);
-    let workspace_dir = task.root.parent().map_or_else(|| config.workspace.clone(), Path::to_path_buf);
+    let workspace_dir = task
+        .root
+        .parent()
+        .map_or_else(|| config.workspace.clone(), Path::to_path_buf);
     // A crash right after flow.json was written leaves no status yet: every step is pending.
     let mut flow_status = match FlowStatus::load(&status_path) {
         Err(_) if !status_path.exists() && task.file(workspace::FLOW_FILE).is_file() => {
@@ -200,14 +303,34 @@ async fn resume(config: &Config, args: ResumeArgs) -> Result<u8> {
         }
         loaded => loaded?,
     };
-    let rules = PathRules { repo: flow_status.repo.clone(), forbidden: vec![flow_status.repo.join(".git"), workspace_dir.clone()] };
-    let flow = read_flow(&crate::recovery::current_flow_file(&task, flow_status.revision), None, &rules)?;
+    let rules = PathRules {
+        repo: flow_status.repo.clone(),
+        forbidden: vec![flow_status.repo.join(".git"), workspace_dir.clone()],
+    };
+    let flow = read_flow(
+        &crate::recovery::current_flow_file(&task, flow_status.revision),
+        None,
+        &rules,
+    )?;
     // Earlier revisions' steps stay in the status; every step of the flow must be there.
-    if let Some(step) = flow.steps.iter().find(|s| flow_status.step(&s.id).is_none()) {
-        return Err(Error::BadStateFile { path: status_path, problem: format!("step {} of the flow is missing; flow.json or the status was edited by hand", step.id) });
+    if let Some(step) = flow
+        .steps
+        .iter()
+        .find(|s| flow_status.step(&s.id).is_none())
+    {
+        return Err(Error::BadStateFile {
+            path: status_path,
+            problem: format!(
+                "step {} of the flow is missing; flow.json or the status was edited by hand",
+                step.id
+            ),
+        });
     }
     if flow_status.state == FlowState::Succeeded {
-        events::say(&format!("ocflow: task {} already succeeded; nothing to resume. Review it with `ocflow diff {0}`.", task.task_id));
+        events::say(&format!(
+            "ocflow: task {} already succeeded; nothing to resume. Review it with `ocflow diff {0}`.",
+            task.task_id
+        ));
         return Ok(EXIT_OK);
     }
     // A recovery left pending needs the LLM settings (even to redo a decision already made);
@@ -216,28 +339,54 @@ async fn resume(config: &Config, args: ResumeArgs) -> Result<u8> {
     if flow_status.pending_recovery.is_some() && (args.limits.no_recovery || llm.is_none()) {
         flow_status.pending_recovery = None;
     }
-    let pending_recovery = flow_status.pending_recovery.as_ref().map(|p| p.step.clone());
+    let pending_recovery = flow_status
+        .pending_recovery
+        .as_ref()
+        .map(|p| p.step.clone());
     let in_flow = |id: &str| flow.step(id).is_some();
     let failed: Vec<String> = flow_status
         .steps
         .iter()
-        .filter(|s| s.status == StepState::Failed && in_flow(&s.id) && Some(&s.id) != pending_recovery.as_ref())
+        .filter(|s| {
+            s.status == StepState::Failed
+                && in_flow(&s.id)
+                && Some(&s.id) != pending_recovery.as_ref()
+        })
         .map(|s| s.id.clone())
         .collect();
     if !failed.is_empty() && !args.retry_failed {
-        for step in flow_status.steps.iter().filter(|s| s.status == StepState::Failed) {
-            events::say(&format!("ocflow: step {} failed: {}", step.id, step.message.as_deref().unwrap_or("no message")));
+        for step in flow_status
+            .steps
+            .iter()
+            .filter(|s| s.status == StepState::Failed)
+        {
+            events::say(&format!(
+                "ocflow: step {} failed: {}",
+                step.id,
+                step.message.as_deref().unwrap_or("no message")
+            ));
         }
-        events::say(&format!("ocflow: not resuming over failed steps; fix the cause and run `ocflow resume {} --retry-failed`", task.task_id));
+        events::say(&format!(
+            "ocflow: not resuming over failed steps; fix the cause and run `ocflow resume {} --retry-failed`",
+            task.task_id
+        ));
         return Ok(EXIT_FLOW_FAILED);
     }
     let bridge = load_bridge(config)?;
     let interrupt = Interrupt::listen();
     let stopped = orphans::stop(&task);
     if stopped > 0 {
-        events::say(&format!("ocflow: stopped {stopped} command(s) left running in this task when ocflow was killed"));
+        events::say(&format!(
+            "ocflow: stopped {stopped} command(s) left running in this task when ocflow was killed"
+        ));
     }
-    let settings = settings(config, &flow_status.repo.clone(), &workspace_dir, &args.limits, llm)?;
+    let settings = settings(
+        config,
+        &flow_status.repo.clone(),
+        &workspace_dir,
+        &args.limits,
+        llm,
+    )?;
     let limits = settings.recovery_limits;
     let calls = flow_status.recovery_calls;
     for step in &mut flow_status.steps {
@@ -257,7 +406,10 @@ async fn resume(config: &Config, args: ResumeArgs) -> Result<u8> {
                     && step.attempts < limits.max_attempts_per_step
                     && calls < limits.max_recovery_calls =>
             {
-                flow_status.pending_recovery = Some(crate::status::PendingRecovery { step: step.id.clone(), decision: None });
+                flow_status.pending_recovery = Some(crate::status::PendingRecovery {
+                    step: step.id.clone(),
+                    decision: None,
+                });
             }
             StepState::Failed if failed.contains(&step.id) => step.status = StepState::Pending,
             _ => {}
@@ -265,9 +417,21 @@ async fn resume(config: &Config, args: ResumeArgs) -> Result<u8> {
     }
     flow_status.message = None;
     flow_status.save(&status_path)?;
-    let mut events = Events::new(Journal::open(&task.file(workspace::JOURNAL_FILE))?, config.json);
-    let pending = flow_status.steps.iter().filter(|s| s.status == StepState::Pending).map(|s| s.id.clone()).collect();
-    events.emit(Event::FlowResumed { task_id: task.task_id.clone(), task_dir: task.root.clone(), pending })?;
+    let mut events = Events::new(
+        Journal::open(&task.file(workspace::JOURNAL_FILE))?,
+        config.json,
+    );
+    let pending = flow_status
+        .steps
+        .iter()
+        .filter(|s| s.status == StepState::Pending)
+        .map(|s| s.id.clone())
+        .collect();
+    events.emit(Event::FlowResumed {
+        task_id: task.task_id.clone(),
+        task_dir: task.root.clone(),
+        pending,
+    })?;
     let repo = flow_status.repo.clone();
     if !task.snapshot().is_dir() {
         snapshot(&task, &repo, &workspace_dir, &mut events)?;
@@ -289,9 +453,19 @@ async fn execute(mut executor: Executor, apply_after: bool) -> Result<u8> {
     match outcome {
         FlowOutcome::Succeeded if apply_after => {
             let changes = review::changes(&executor.task, &executor.status, &executor.flow)?;
-            let workspace_dir = executor.task.root.parent().unwrap_or(&executor.task.root).to_path_buf();
+            let workspace_dir = executor
+                .task
+                .root
+                .parent()
+                .unwrap_or(&executor.task.root)
+                .to_path_buf();
             let applied = review::apply(&executor.status.repo, &workspace_dir, &changes, false)?;
-            record_applied(&mut executor.events, &mut executor.status, &executor.task, applied)?;
+            record_applied(
+                &mut executor.events,
+                &mut executor.status,
+                &executor.task,
+                applied,
+            )?;
             Ok(EXIT_OK)
         }
         FlowOutcome::Succeeded => Ok(EXIT_OK),
@@ -340,24 +514,41 @@ fn apply(config: &Config, args: ApplyArgs) -> Result<u8> {
     let changes = review::changes(&task, &flow_status, &current_flow(&task, &flow_status)?)?;
     let workspace_dir = task.root.parent().unwrap_or(&task.root).to_path_buf();
     let applied = review::apply(&flow_status.repo, &workspace_dir, &changes, args.force)?;
-    let mut events = Events::new(Journal::open(&task.file(workspace::JOURNAL_FILE))?, config.json);
+    let mut events = Events::new(
+        Journal::open(&task.file(workspace::JOURNAL_FILE))?,
+        config.json,
+    );
     record_applied(&mut events, &mut flow_status, &task, applied)?;
     Ok(EXIT_OK)
 }
 
-fn record_applied(events: &mut Events, flow_status: &mut FlowStatus, task: &TaskDir, applied: Applied) -> Result<()> {
+fn record_applied(
+    events: &mut Events,
+    flow_status: &mut FlowStatus,
+    task: &TaskDir,
+    applied: Applied,
+) -> Result<()> {
     match applied {
         Applied::Written(files) => {
             flow_status.applied_at = Some(status::now());
             flow_status.save(&task.file(workspace::STATUS_FILE))?;
-            events.emit(Event::ChangesApplied { task_id: task.task_id.clone(), files })
+            events.emit(Event::ChangesApplied {
+                task_id: task.task_id.clone(),
+                files,
+            })
         }
         Applied::AlreadyApplied => {
-            events::say(&format!("ocflow: the repository already holds the changes of task {}", task.task_id));
+            events::say(&format!(
+                "ocflow: the repository already holds the changes of task {}",
+                task.task_id
+            ));
             Ok(())
         }
         Applied::Nothing => {
-            events::say(&format!("ocflow: task {} changed no file; nothing to apply", task.task_id));
+            events::say(&format!(
+                "ocflow: task {} changed no file; nothing to apply",
+                task.task_id
+            ));
             Ok(())
         }
     }
@@ -365,29 +556,48 @@ fn record_applied(events: &mut Events, flow_status: &mut FlowStatus, task: &Task
 
 /// The flow of a task as its status's revision has it.
 pub fn current_flow(task: &TaskDir, flow_status: &FlowStatus) -> Result<Flow> {
-    Flow::load(&crate::recovery::current_flow_file(task, flow_status.revision))
+    Flow::load(&crate::recovery::current_flow_file(
+        task,
+        flow_status.revision,
+    ))
 }
 
 /// Reads and validates a flow file, checking its size before reading it whole.
 fn read_flow(path: &Path, default_task: Option<&str>, rules: &PathRules) -> Result<Flow> {
-    let size = fs::metadata(path).map_err(|err| Error::Usage(format!("cannot read the flow {}: {err}", path.display())))?.len();
+    let size = fs::metadata(path)
+        .map_err(|err| Error::Usage(format!("cannot read the flow {}: {err}", path.display())))?
+        .len();
     if size > validate::MAX_FLOW_BYTES as u64 {
         return Err(Error::InvalidFlow(vec![validate::Problem {
             step: None,
             rule: "limits",
-            message: format!("{} is {size} bytes; the limit is {}", path.display(), validate::MAX_FLOW_BYTES),
+            message: format!(
+                "{} is {size} bytes; the limit is {}",
+                path.display(),
+                validate::MAX_FLOW_BYTES
+            ),
         }]));
     }
-    let text = fs::read_to_string(path).map_err(|err| Error::Usage(format!("cannot read the flow {}: {err}", path.display())))?;
+    let text = fs::read_to_string(path)
+        .map_err(|err| Error::Usage(format!("cannot read the flow {}: {err}", path.display())))?;
     validate::parse_flow(&text, default_task, rules).map_err(Error::InvalidFlow)
 }
 
 fn load_bridge(config: &Config) -> Result<Arc<Bridge>> {
     let python_dir = bridge::find_python_dir(config.python_dir.clone());
-    Ok(Arc::new(Bridge::load(python_dir.as_deref(), &config.codex_lib)?))
+    Ok(Arc::new(Bridge::load(
+        python_dir.as_deref(),
+        &config.codex_lib,
+    )?))
 }
 
-fn settings(config: &Config, repo: &Path, workspace_dir: &Path, limits: &LimitArgs, llm: Option<Arc<Llm>>) -> Result<Settings> {
+fn settings(
+    config: &Config,
+    repo: &Path,
+    workspace_dir: &Path,
+    limits: &LimitArgs,
+    llm: Option<Arc<Llm>>,
+) -> Result<Settings> {
     let models = config.llm.as_ref().ok();
     let operations = models.map(|m| m.operations.clone());
     Ok(Settings {
@@ -410,9 +620,15 @@ fn settings(config: &Config, repo: &Path, workspace_dir: &Path, limits: &LimitAr
 }
 
 fn snapshot(task: &TaskDir, repo: &Path, workspace_dir: &Path, events: &mut Events) -> Result<()> {
-    let stats = staging::take_snapshot(repo, task, &[config::canonical_or_absolute(workspace_dir)])?;
-    fs::create_dir_all(task.final_output()).io_context(|| format!("creating {}", task.final_output().display()))?;
-    events.emit(Event::SnapshotTaken { files: stats.files, bytes: stats.bytes, duration_ms: stats.duration_ms })
+    let stats =
+        staging::take_snapshot(repo, task, &[config::canonical_or_absolute(workspace_dir)])?;
+    fs::create_dir_all(task.final_output())
+        .io_context(|| format!("creating {}", task.final_output().display()))?;
+    events.emit(Event::SnapshotTaken {
+        files: stats.files,
+        bytes: stats.bytes,
+        duration_ms: stats.duration_ms,
+    })
 }
 
 /// A task id not yet used in the workspace.
@@ -433,11 +649,15 @@ fn find_task(config: &Config, arg: Option<&str>, unfinished: bool) -> Result<Tas
     if let Some(arg) = arg {
         let as_path = PathBuf::from(arg);
         if as_path.join(workspace::STATUS_FILE).is_file() {
-            let root = as_path.canonicalize().io_context(|| format!("resolving {arg}"))?;
-            return TaskDir::at(root).ok_or_else(|| Error::Usage(format!("{arg} is not a task directory")));
+            let root = as_path
+                .canonicalize()
+                .io_context(|| format!("resolving {arg}"))?;
+            return TaskDir::at(root)
+                .ok_or_else(|| Error::Usage(format!("{arg} is not a task directory")));
         }
         let task = TaskDir::new(&config.workspace, arg);
-        let exists = task.file(workspace::STATUS_FILE).is_file() || task.file(workspace::FLOW_FILE).is_file();
+        let exists = task.file(workspace::STATUS_FILE).is_file()
+            || task.file(workspace::FLOW_FILE).is_file();
         if workspace::is_valid_task_id(arg) && exists {
             return Ok(task);
         }
@@ -447,16 +667,26 @@ fn find_task(config: &Config, arg: Option<&str>, unfinished: bool) -> Result<Tas
         )));
     }
     let entries = fs::read_dir(&config.workspace).map_err(|_| {
-        Error::Usage(format!("no flows in {}: start one with `ocflow run`, or point --workspace at the right place", config.workspace.display()))
+        Error::Usage(format!(
+            "no flows in {}: start one with `ocflow run`, or point --workspace at the right place",
+            config.workspace.display()
+        ))
     })?;
     let mut best: Option<(String, TaskDir)> = None;
     for entry in entries.flatten() {
-        let Some(task) = TaskDir::at(entry.path()) else { continue };
-        let Ok(flow_status) = FlowStatus::load(&task.file(workspace::STATUS_FILE)) else { continue };
+        let Some(task) = TaskDir::at(entry.path()) else {
+            continue;
+        };
+        let Ok(flow_status) = FlowStatus::load(&task.file(workspace::STATUS_FILE)) else {
+            continue;
+        };
         if unfinished && flow_status.state == FlowState::Succeeded {
             continue;
         }
-        if best.as_ref().is_none_or(|(time, _)| flow_status.updated_at > *time) {
+        if best
+            .as_ref()
+            .is_none_or(|(time, _)| flow_status.updated_at > *time)
+        {
             best = Some((flow_status.updated_at, task));
         }
     }
@@ -487,7 +717,10 @@ fn exclude_from_git(repo: &Path) {
     }
     text.push_str("/.ocflow/\n");
     if let Err(err) = fs::create_dir_all(&info).and_then(|()| fs::write(&exclude, text)) {
-        events::say(&format!("ocflow: warning: could not add /.ocflow/ to {}: {err}", exclude.display()));
+        events::say(&format!(
+            "ocflow: warning: could not add /.ocflow/ to {}: {err}",
+            exclude.display()
+        ));
     }
 }
 

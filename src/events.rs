@@ -39,9 +39,17 @@ pub enum Event {
         pending: Vec<String>,
     },
     /// The repository was copied into the task's snapshot.
-    SnapshotTaken { files: u64, bytes: u64, duration_ms: u64 },
+    SnapshotTaken {
+        files: u64,
+        bytes: u64,
+        duration_ms: u64,
+    },
     /// A step begins an attempt.
-    StepStarted { step: String, operation: String, attempt: u32 },
+    StepStarted {
+        step: String,
+        operation: String,
+        attempt: u32,
+    },
     /// A step's attempt ended.
     StepFinished {
         step: String,
@@ -56,7 +64,11 @@ pub enum Event {
         deleted_files: Vec<String>,
     },
     /// A transient failure is retried automatically after `delay_ms`.
-    StepRetrying { step: String, retry: u32, delay_ms: u64 },
+    StepRetrying {
+        step: String,
+        retry: u32,
+        delay_ms: u64,
+    },
     /// The LLM chose a recovery strategy for a failed step.
     RecoveryDecided {
         step: String,
@@ -76,7 +88,10 @@ pub enum Event {
         summary: PathBuf,
     },
     /// Ctrl-C or SIGTERM stopped the flow; `ocflow resume` continues it.
-    FlowInterrupted { task_id: String, running: Vec<String> },
+    FlowInterrupted {
+        task_id: String,
+        running: Vec<String>,
+    },
     /// `ocflow apply` wrote the flow's changes into the repository.
     ChangesApplied { task_id: String, files: Vec<String> },
 }
@@ -103,7 +118,10 @@ impl Events {
 
     /// Records an event in the journal, then shows it.
     pub fn emit(&mut self, event: Event) -> Result<()> {
-        let record = Record { ts: crate::status::now(), event };
+        let record = Record {
+            ts: crate::status::now(),
+            event,
+        };
         self.journal.append(&record)?;
         show(&record, self.json);
         Ok(())
@@ -133,36 +151,94 @@ pub fn say(line: &str) {
 /// The human progress line for an event.
 fn progress_line(event: &Event) -> Option<String> {
     Some(match event {
-        Event::FlowStarted { task_id, task_dir, .. } => format!("ocflow: task {task_id}, files in {}", task_dir.display()),
-        Event::FlowPlanned { steps, planner_answers: 0 } => format!("ocflow: flow of {steps} step(s)"),
-        Event::FlowPlanned { steps, planner_answers } => format!("ocflow: planned {steps} step(s) ({planner_answers} answer(s) from the model)"),
-        Event::FlowResumed { task_id, pending, .. } => {
-            format!("ocflow: resuming {task_id}: {} step(s) to run", pending.len())
+        Event::FlowStarted {
+            task_id, task_dir, ..
+        } => format!("ocflow: task {task_id}, files in {}", task_dir.display()),
+        Event::FlowPlanned {
+            steps,
+            planner_answers: 0,
+        } => format!("ocflow: flow of {steps} step(s)"),
+        Event::FlowPlanned {
+            steps,
+            planner_answers,
+        } => {
+            format!("ocflow: planned {steps} step(s) ({planner_answers} answer(s) from the model)")
         }
-        Event::SnapshotTaken { files, duration_ms, .. } => {
+        Event::FlowResumed {
+            task_id, pending, ..
+        } => {
+            format!(
+                "ocflow: resuming {task_id}: {} step(s) to run",
+                pending.len()
+            )
+        }
+        Event::SnapshotTaken {
+            files, duration_ms, ..
+        } => {
             format!("ocflow: snapshot of the repository: {files} file(s) in {duration_ms} ms")
         }
-        Event::StepStarted { step, operation, attempt } => {
-            let again = if *attempt > 1 { format!(" (attempt {attempt})") } else { String::new() };
+        Event::StepStarted {
+            step,
+            operation,
+            attempt,
+        } => {
+            let again = if *attempt > 1 {
+                format!(" (attempt {attempt})")
+            } else {
+                String::new()
+            };
             format!("  > {step} {operation}{again}")
         }
-        Event::StepFinished { step, status, message, duration_ms, .. } => {
-            format!("  {} {step} {status} in {duration_ms} ms: {message}", if *status == StepState::Succeeded { "ok" } else { "!!" })
+        Event::StepFinished {
+            step,
+            status,
+            message,
+            duration_ms,
+            ..
+        } => {
+            format!(
+                "  {} {step} {status} in {duration_ms} ms: {message}",
+                if *status == StepState::Succeeded {
+                    "ok"
+                } else {
+                    "!!"
+                }
+            )
         }
-        Event::FlowFinished { task_id, state, changed_files, summary } => format!(
+        Event::FlowFinished {
+            task_id,
+            state,
+            changed_files,
+            summary,
+        } => format!(
             "ocflow: task {task_id} {state}; {} file(s) changed; summary: {}",
             changed_files.len(),
             summary.display()
         ),
-        Event::StepRetrying { step, retry, delay_ms } => format!("  .. {step}: transient failure, retry {retry} in {delay_ms} ms"),
-        Event::RecoveryDecided { step, strategy, reason, revision } => {
-            let revision = revision.map(|r| format!(" (flow revision {r})")).unwrap_or_default();
+        Event::StepRetrying {
+            step,
+            retry,
+            delay_ms,
+        } => format!("  .. {step}: transient failure, retry {retry} in {delay_ms} ms"),
+        Event::RecoveryDecided {
+            step,
+            strategy,
+            reason,
+            revision,
+        } => {
+            let revision = revision
+                .map(|r| format!(" (flow revision {r})"))
+                .unwrap_or_default();
             format!("  => recovery for {step}: {strategy}{revision}: {reason}")
         }
-        Event::RecoveryStopped { step, reason } => format!("  xx recovery for {step} stopped: {reason}"),
+        Event::RecoveryStopped { step, reason } => {
+            format!("  xx recovery for {step} stopped: {reason}")
+        }
         Event::FlowInterrupted { task_id, .. } => {
             format!("ocflow: interrupted; state saved. Continue with `ocflow resume {task_id}`")
         }
-        Event::ChangesApplied { files, .. } => format!("ocflow: applied {} file(s) to the repository", files.len()),
+        Event::ChangesApplied { files, .. } => {
+            format!("ocflow: applied {} file(s) to the repository", files.len())
+        }
     })
 }

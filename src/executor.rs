@@ -15,11 +15,11 @@ use tokio::sync::Notify;
 use tokio::task::JoinSet;
 
 use crate::bridge::{Bridge, CallOutcome, HostLlm};
-use crate::llm::Usage;
 use crate::error::{Error, IoContext, Result};
 use crate::events::{Event, Events};
 use crate::flow::{self, Flow, Step};
 use crate::instructions::{self, DoneStep, Limits, StepSpec};
+use crate::llm::Usage;
 use crate::operations::{self, Access, ParamMeaning};
 use crate::recovery;
 use crate::repo_path::RepoPath;
@@ -158,8 +158,27 @@ struct Running {
 }
 
 impl Executor {
-    pub fn new(task: TaskDir, flow: Flow, status: FlowStatus, events: Events, bridge: Arc<Bridge>, settings: Settings, interrupt: Arc<Interrupt>) -> Executor {
-        Executor { task, flow, status, events, bridge, settings, interrupt, views: Vec::new(), free_views: Vec::new(), view_of_step: HashMap::new() }
+    pub fn new(
+        task: TaskDir,
+        flow: Flow,
+        status: FlowStatus,
+        events: Events,
+        bridge: Arc<Bridge>,
+        settings: Settings,
+        interrupt: Arc<Interrupt>,
+    ) -> Executor {
+        Executor {
+            task,
+            flow,
+            status,
+            events,
+            bridge,
+            settings,
+            interrupt,
+            views: Vec::new(),
+            free_views: Vec::new(),
+            view_of_step: HashMap::new(),
+        }
     }
 
     /// Runs every pending step whose dependencies succeeded, in flow order, until none is
@@ -190,18 +209,40 @@ impl Executor {
                 let prepared = match self.prepare(&step) {
                     Ok(prepared) => prepared,
                     Err(err) => {
-                        self.finish_failed(&step, attempt, Instant::now(), "engine", None, format!("{err}"), None)?;
+                        self.finish_failed(
+                            &step,
+                            attempt,
+                            Instant::now(),
+                            "engine",
+                            None,
+                            format!("{err}"),
+                            None,
+                        )?;
                         failures.push(step);
                         continue;
                     }
                 };
                 let bridge = self.bridge.clone();
                 let llm_config = self.settings.llm_config.clone();
-                let host = self.settings.host_llm.clone().map(|host| (host, step.id.clone()));
+                let host = self
+                    .settings
+                    .host_llm
+                    .clone()
+                    .map(|host| (host, step.id.clone()));
                 let tokens_before = self.step_tokens_so_far(&step.id);
                 let (instructions, log) = (prepared.instructions, prepared.log);
-                let handle = running.spawn_blocking(move || bridge.execute(&instructions, &llm_config, &log, host));
-                in_flight.insert(handle.id(), Running { step, attempt, started: Instant::now(), tokens_before, view: prepared.view });
+                let handle = running
+                    .spawn_blocking(move || bridge.execute(&instructions, &llm_config, &log, host));
+                in_flight.insert(
+                    handle.id(),
+                    Running {
+                        step,
+                        attempt,
+                        started: Instant::now(),
+                        tokens_before,
+                        view: prepared.view,
+                    },
+                );
             }
             if running.is_empty() {
                 // Everything started has been recorded; now the failures, one at a time.
@@ -210,7 +251,11 @@ impl Executor {
                 }
                 let step = failures.remove(0);
                 // An earlier recovery may have reset or dropped this step meanwhile.
-                let still_failed = self.flow.step(&step.id).is_some() && self.status.step(&step.id).is_some_and(|s| s.status == StepState::Failed);
+                let still_failed = self.flow.step(&step.id).is_some()
+                    && self
+                        .status
+                        .step(&step.id)
+                        .is_some_and(|s| s.status == StepState::Failed);
                 if !still_failed {
                     continue;
                 }
@@ -227,12 +272,20 @@ impl Executor {
             };
             let (id, outcome) = match joined {
                 Some(Ok((id, outcome))) => (id, outcome),
-                Some(Err(err)) => (err.id(), CallOutcome::Garbage { message: format!("the step's thread failed: {err}") }),
+                Some(Err(err)) => (
+                    err.id(),
+                    CallOutcome::Garbage {
+                        message: format!("the step's thread failed: {err}"),
+                    },
+                ),
                 None => continue,
             };
-            let Some(done) = in_flight.remove(&id) else { continue };
+            let Some(done) = in_flight.remove(&id) else {
+                continue;
+            };
             self.count_tokens(&done.step.id, done.tokens_before);
-            let succeeded = self.record(&done.step, done.attempt, done.started, outcome, done.view)?;
+            let succeeded =
+                self.record(&done.step, done.attempt, done.started, outcome, done.view)?;
             if let Some(view) = done.view {
                 self.free_views.push(view);
             }
@@ -245,7 +298,10 @@ impl Executor {
 
     /// Ctrl-C or SIGTERM: the library kills its commands; every running step goes back to
     /// pending, to run again on resume.
-    fn interrupted_all(&mut self, in_flight: &HashMap<tokio::task::Id, Running>) -> Result<FlowOutcome> {
+    fn interrupted_all(
+        &mut self,
+        in_flight: &HashMap<tokio::task::Id, Running>,
+    ) -> Result<FlowOutcome> {
         if !in_flight.is_empty() {
             self.bridge.cancel_all();
         }
@@ -259,7 +315,11 @@ impl Executor {
 
     /// Tokens the LLM has counted for a step in this process.
     fn step_tokens_so_far(&self, step: &str) -> Usage {
-        self.settings.host_llm.as_ref().map(|host| host.llm.usage_for(step)).unwrap_or_default()
+        self.settings
+            .host_llm
+            .as_ref()
+            .map(|host| host.llm.usage_for(step))
+            .unwrap_or_default()
     }
 
     /// Adds what a step's attempt used to the step's and the flow's totals (saved with the
@@ -278,15 +338,24 @@ impl Executor {
             .steps
             .iter()
             .find(|step| {
-                self.status.step(&step.id).is_some_and(|s| s.status == StepState::Pending)
-                    && step.depends_on.iter().all(|dep| self.status.step(dep).is_some_and(|d| d.status == StepState::Succeeded))
+                self.status
+                    .step(&step.id)
+                    .is_some_and(|s| s.status == StepState::Pending)
+                    && step.depends_on.iter().all(|dep| {
+                        self.status
+                            .step(dep)
+                            .is_some_and(|d| d.status == StepState::Succeeded)
+                    })
             })
             .cloned()
     }
 
     /// Marks the step running and counts the attempt.
     fn start(&mut self, step: &Step) -> Result<u32> {
-        let entry = self.status.step_mut(&step.id).ok_or_else(|| missing_step(&step.id))?;
+        let entry = self
+            .status
+            .step_mut(&step.id)
+            .ok_or_else(|| missing_step(&step.id))?;
         entry.status = StepState::Running;
         entry.attempts += 1;
         entry.started_at = Some(status::now());
@@ -296,7 +365,11 @@ impl Executor {
         entry.message = None;
         let attempt = entry.attempts;
         self.save()?;
-        self.events.emit(Event::StepStarted { step: step.id.clone(), operation: step.operation.clone(), attempt })?;
+        self.events.emit(Event::StepStarted {
+            step: step.id.clone(),
+            operation: step.operation.clone(),
+            attempt,
+        })?;
         Ok(attempt)
     }
 
@@ -312,7 +385,8 @@ impl Executor {
     }
 
     fn prepare_in(&mut self, step: &Step, view: &mut Option<usize>) -> Result<Prepared> {
-        let spec = operations::find(&step.operation).ok_or_else(|| Error::Usage(format!("unknown operation {}", step.operation)))?;
+        let spec = operations::find(&step.operation)
+            .ok_or_else(|| Error::Usage(format!("unknown operation {}", step.operation)))?;
         let dir = self.task.step_dir(&step.id);
         let input_dir = dir.join(workspace::INPUT_DIR);
         let output_dir = dir.join(workspace::OUTPUT_DIR);
@@ -324,7 +398,11 @@ impl Executor {
         let _ = fs::remove_file(dir.join(workspace::TRACEBACK_FILE));
         // The library numbers its saved answers from 1 on every attempt.
         for entry in fs::read_dir(&dir).into_iter().flatten().flatten() {
-            if entry.file_name().to_string_lossy().starts_with("llm-answer-") {
+            if entry
+                .file_name()
+                .to_string_lossy()
+                .starts_with("llm-answer-")
+            {
                 let _ = fs::remove_file(entry.path());
             }
         }
@@ -338,8 +416,16 @@ impl Executor {
 
         let (input_files, work_dir) = match spec.access {
             Access::Files => {
-                let staged = staging::stage_inputs(&self.task, &overlay, &instructions::staged_paths(step), &input_dir)?;
-                (staged.iter().map(|p| p.as_str().to_string()).collect(), None)
+                let staged = staging::stage_inputs(
+                    &self.task,
+                    &overlay,
+                    &instructions::staged_paths(step),
+                    &input_dir,
+                )?;
+                (
+                    staged.iter().map(|p| p.as_str().to_string()).collect(),
+                    None,
+                )
             }
             Access::View => {
                 let index = self.acquire_view(&ancestors)?;
@@ -351,7 +437,10 @@ impl Executor {
                     self.views[index] = View::open(&self.task, self.task.view(index))?;
                     return Err(err);
                 }
-                (Vec::new(), Some(format!("../{}", workspace::view_dir_name(index))))
+                (
+                    Vec::new(),
+                    Some(format!("../{}", workspace::view_dir_name(index))),
+                )
             }
         };
         let mut sandbox = None;
@@ -360,18 +449,37 @@ impl Executor {
             // repository above the view (the view has no .git of its own).
             let temp = dir.join("tmp");
             fs::create_dir_all(&temp).io_context(|| format!("creating {}", temp.display()))?;
-            env.insert("TMPDIR".into(), Value::String(temp.to_string_lossy().into_owned()));
-            env.insert("GIT_CEILING_DIRECTORIES".into(), Value::String(self.task.root.to_string_lossy().into_owned()));
+            env.insert(
+                "TMPDIR".into(),
+                Value::String(temp.to_string_lossy().into_owned()),
+            );
+            env.insert(
+                "GIT_CEILING_DIRECTORIES".into(),
+                Value::String(self.task.root.to_string_lossy().into_owned()),
+            );
             // Marks the command (and what it starts) as this task's, for `orphans::stop`.
-            env.insert(crate::orphans::MARKER.into(), Value::String(crate::orphans::marker_value(&self.task)));
+            env.insert(
+                crate::orphans::MARKER.into(),
+                Value::String(crate::orphans::marker_value(&self.task)),
+            );
             if let Some(plan) = &self.settings.sandbox {
-                let writable: Vec<PathBuf> = std::iter::once(temp).chain(plan.writable.iter().cloned()).collect();
-                sandbox = Some(instructions::Sandbox::launcher(&self.task.view(index), &writable, &plan.kind)?);
+                let writable: Vec<PathBuf> = std::iter::once(temp)
+                    .chain(plan.writable.iter().cloned())
+                    .collect();
+                sandbox = Some(instructions::Sandbox::launcher(
+                    &self.task.view(index),
+                    &writable,
+                    &plan.kind,
+                )?);
             }
         }
 
         let mut steps = Map::new();
-        for param in spec.params.iter().filter(|p| p.meaning == ParamMeaning::StepRef) {
+        for param in spec
+            .params
+            .iter()
+            .filter(|p| p.meaning == ParamMeaning::StepRef)
+        {
             if let Some(source) = step.params.get(param.name).and_then(Value::as_str) {
                 steps.insert(
                     source.to_string(),
@@ -405,16 +513,25 @@ impl Executor {
             .iter()
             .filter(|s| ancestors.contains(&s.id))
             .filter_map(|s| self.status.step(&s.id))
-            .map(|s| DoneStep { id: &s.id, operation: &s.operation, message: s.message.as_deref().unwrap_or("") })
+            .map(|s| DoneStep {
+                id: &s.id,
+                operation: &s.operation,
+                message: s.message.as_deref().unwrap_or(""),
+            })
             .collect();
         let text = instructions::render(&spec_block, step, &done);
         let instructions_path = dir.join(workspace::INSTRUCTIONS_FILE);
-        fs::write(&instructions_path, text).io_context(|| format!("writing {}", instructions_path.display()))?;
+        fs::write(&instructions_path, text)
+            .io_context(|| format!("writing {}", instructions_path.display()))?;
         let log = dir.join(workspace::STEP_LOG_FILE);
         let attempt = self.status.step(&step.id).map_or(1, |s| s.attempts);
         let header = format!("=== attempt {attempt}, {} ===\n", status::now());
         append(&log, header.as_bytes())?;
-        Ok(Prepared { instructions: instructions_path, log, view: *view })
+        Ok(Prepared {
+            instructions: instructions_path,
+            log,
+            view: *view,
+        })
     }
 
     /// The step's parameters with every `@{outputs.STEP.FIELD}` replaced by that field of the
@@ -427,7 +544,9 @@ impl Executor {
         let mut env = Map::new();
         for (name, value) in params.iter_mut() {
             let Some(text) = value.as_str() else { continue };
-            let is_command = spec.and_then(|s| s.param(name)).is_some_and(|p| p.meaning == ParamMeaning::Command);
+            let is_command = spec
+                .and_then(|s| s.param(name))
+                .is_some_and(|p| p.meaning == ParamMeaning::Command);
             let resolved = flow::substitute_refs(text, |reference| {
                 let value = self.reference_value(reference)?;
                 if !is_command {
@@ -445,11 +564,19 @@ impl Executor {
 
     /// The text of a referenced result field.
     fn reference_value(&self, reference: &flow::OutputRef) -> Result<String, String> {
-        let path = self.task.step_dir(&reference.step).join(workspace::RESULT_FILE);
+        let path = self
+            .task
+            .step_dir(&reference.step)
+            .join(workspace::RESULT_FILE);
         let result: Value = fs::read(&path)
             .ok()
             .and_then(|bytes| serde_json::from_slice(&bytes).ok())
-            .ok_or_else(|| format!("{} cannot be resolved: step {} has no result", reference.text, reference.step))?;
+            .ok_or_else(|| {
+                format!(
+                    "{} cannot be resolved: step {} has no result",
+                    reference.text, reference.step
+                )
+            })?;
         let mut field = &result;
         for part in &reference.fields {
             field = match field {
@@ -457,7 +584,12 @@ impl Executor {
                 Value::Array(items) => part.parse::<usize>().ok().and_then(|i| items.get(i)),
                 _ => None,
             }
-            .ok_or_else(|| format!("{} cannot be resolved: the result of step {} has no field `{part}`", reference.text, reference.step))?;
+            .ok_or_else(|| {
+                format!(
+                    "{} cannot be resolved: the result of step {} has no field `{part}`",
+                    reference.text, reference.step
+                )
+            })?;
         }
         Ok(match field {
             Value::String(text) => text.clone(),
@@ -467,7 +599,14 @@ impl Executor {
 
     /// Records a finished call: outputs, result.json, status, final_output, event. Returns
     /// whether the flow goes on.
-    fn record(&mut self, step: &Step, attempt: u32, started: Instant, outcome: CallOutcome, view: Option<usize>) -> Result<bool> {
+    fn record(
+        &mut self,
+        step: &Step,
+        attempt: u32,
+        started: Instant,
+        outcome: CallOutcome,
+        view: Option<usize>,
+    ) -> Result<bool> {
         let dir = self.task.step_dir(&step.id);
         let output_dir = dir.join(workspace::OUTPUT_DIR);
         let access = operations::find(&step.operation).map_or(Access::Files, |op| op.access);
@@ -477,28 +616,59 @@ impl Executor {
         let sequence = self.status.next_sequence();
         self.status.last_sequence = sequence;
         let captured = match (access, view.and_then(|index| self.views.get_mut(index))) {
-            (Access::View, Some(view)) => Some(view.capture(&self.task, &step.id, sequence, &output_dir, &self.settings.forbidden)?),
+            (Access::View, Some(view)) => Some(view.capture(
+                &self.task,
+                &step.id,
+                sequence,
+                &output_dir,
+                &self.settings.forbidden,
+            )?),
             _ => None,
         };
         let mut result = match outcome {
             CallOutcome::Returned { result } => result,
-            CallOutcome::Exception { r#type, message, traceback } => {
+            CallOutcome::Exception {
+                r#type,
+                message,
+                traceback,
+            } => {
                 let file = dir.join(workspace::TRACEBACK_FILE);
-                fs::write(&file, &traceback).io_context(|| format!("writing {}", file.display()))?;
+                fs::write(&file, &traceback)
+                    .io_context(|| format!("writing {}", file.display()))?;
                 let text = format!("{type}: {message}", type = r#type);
-                return self.finish_failed(step, attempt, started, "exception", Some(r#type), text, Some(workspace::TRACEBACK_FILE.into())).map(|()| false);
+                return self
+                    .finish_failed(
+                        step,
+                        attempt,
+                        started,
+                        "exception",
+                        Some(r#type),
+                        text,
+                        Some(workspace::TRACEBACK_FILE.into()),
+                    )
+                    .map(|()| false);
             }
             CallOutcome::Garbage { message } => {
-                return self.finish_failed(step, attempt, started, "bridge", None, message, None).map(|()| false);
+                return self
+                    .finish_failed(step, attempt, started, "bridge", None, message, None)
+                    .map(|()| false);
             }
         };
-        let message = result.get("message").and_then(Value::as_str).unwrap_or("").to_string();
+        let message = result
+            .get("message")
+            .and_then(Value::as_str)
+            .unwrap_or("")
+            .to_string();
         let succeeded = match result.get("status").and_then(Value::as_str) {
             Some("success") => true,
             Some("failure") => false,
             other => {
-                let text = format!("the library returned status {other:?}; expected \"success\" or \"failure\"");
-                return self.finish_failed(step, attempt, started, "bridge", None, text, None).map(|()| false);
+                let text = format!(
+                    "the library returned status {other:?}; expected \"success\" or \"failure\""
+                );
+                return self
+                    .finish_failed(step, attempt, started, "bridge", None, text, None)
+                    .map(|()| false);
             }
         };
         let mut ignored_files = Vec::new();
@@ -509,7 +679,11 @@ impl Executor {
             }
             None => match self.file_step_outputs(step, &result) {
                 Ok(files) => files,
-                Err(text) => return self.finish_failed(step, attempt, started, "engine", None, text, None).map(|()| false),
+                Err(text) => {
+                    return self
+                        .finish_failed(step, attempt, started, "engine", None, text, None)
+                        .map(|()| false);
+                }
             },
         };
         if let Value::Object(map) = &mut result {
@@ -522,12 +696,21 @@ impl Executor {
         }
         workspace::write_json_atomic(&dir.join(workspace::RESULT_FILE), &result)?;
         if !succeeded {
-            let text = if message.is_empty() { "the step failed without a message".to_string() } else { message };
-            return self.finish_failed(step, attempt, started, "failure", None, text, None).map(|()| false);
+            let text = if message.is_empty() {
+                "the step failed without a message".to_string()
+            } else {
+                message
+            };
+            return self
+                .finish_failed(step, attempt, started, "failure", None, text, None)
+                .map(|()| false);
         }
         workspace::sync_files(&output_dir, &output_files)?;
         let duration_ms = started.elapsed().as_millis() as u64;
-        let entry = self.status.step_mut(&step.id).ok_or_else(|| missing_step(&step.id))?;
+        let entry = self
+            .status
+            .step_mut(&step.id)
+            .ok_or_else(|| missing_step(&step.id))?;
         entry.status = StepState::Succeeded;
         entry.finished_at = Some(status::now());
         entry.duration_ms = Some(duration_ms);
@@ -552,36 +735,76 @@ impl Executor {
 
     /// A file step's outputs: what it left in `output/`, and the deletions it reported, which
     /// must be files the step names.
-    fn file_step_outputs(&self, step: &Step, result: &Value) -> Result<(Vec<String>, Vec<String>), String> {
+    fn file_step_outputs(
+        &self,
+        step: &Step,
+        result: &Value,
+    ) -> Result<(Vec<String>, Vec<String>), String> {
         let output_dir = self.task.step_dir(&step.id).join(workspace::OUTPUT_DIR);
         let outputs = staging::list_outputs(&output_dir)?;
         let named: BTreeSet<RepoPath> = instructions::staged_paths(step).into_iter().collect();
         // A file step writes only the files it names, all checked by validation.
         if let Some(stray) = outputs.iter().find(|path| !named.contains(*path)) {
-            return Err(format!("the library wrote {stray}, which the step does not name; a file step may only write the files in its parameters"));
+            return Err(format!(
+                "the library wrote {stray}, which the step does not name; a file step may only write the files in its parameters"
+            ));
         }
         let mut deleted = Vec::new();
-        for item in result.get("deleted_files").and_then(Value::as_array).into_iter().flatten() {
-            let path = item.as_str().and_then(|raw| RepoPath::parse(raw).ok()).ok_or_else(|| format!("the library reported deleting {item}, which is not a valid repository path"))?;
+        for item in result
+            .get("deleted_files")
+            .and_then(Value::as_array)
+            .into_iter()
+            .flatten()
+        {
+            let path = item
+                .as_str()
+                .and_then(|raw| RepoPath::parse(raw).ok())
+                .ok_or_else(|| {
+                    format!(
+                        "the library reported deleting {item}, which is not a valid repository path"
+                    )
+                })?;
             if !named.contains(&path) {
-                return Err(format!("the library reported deleting {path}, which the step does not name"));
+                return Err(format!(
+                    "the library reported deleting {path}, which the step does not name"
+                ));
             }
             deleted.push(path.as_str().to_string());
         }
-        Ok((outputs.iter().map(|p| p.as_str().to_string()).collect(), deleted))
+        Ok((
+            outputs.iter().map(|p| p.as_str().to_string()).collect(),
+            deleted,
+        ))
     }
 
     #[allow(clippy::too_many_arguments)]
-    fn finish_failed(&mut self, step: &Step, attempt: u32, started: Instant, kind: &str, exception_type: Option<String>, message: String, traceback_file: Option<String>) -> Result<()> {
+    fn finish_failed(
+        &mut self,
+        step: &Step,
+        attempt: u32,
+        started: Instant,
+        kind: &str,
+        exception_type: Option<String>,
+        message: String,
+        traceback_file: Option<String>,
+    ) -> Result<()> {
         let duration_ms = started.elapsed().as_millis() as u64;
-        let entry = self.status.step_mut(&step.id).ok_or_else(|| missing_step(&step.id))?;
+        let entry = self
+            .status
+            .step_mut(&step.id)
+            .ok_or_else(|| missing_step(&step.id))?;
         entry.status = StepState::Failed;
         entry.finished_at = Some(status::now());
         entry.duration_ms = Some(duration_ms);
         entry.output_files.clear();
         entry.deleted_files.clear();
         entry.message = Some(message.clone());
-        entry.error = Some(StepError { kind: kind.to_string(), exception_type, message: message.clone(), traceback_file });
+        entry.error = Some(StepError {
+            kind: kind.to_string(),
+            exception_type,
+            message: message.clone(),
+            traceback_file,
+        });
         self.save()?;
         self.events.emit(Event::StepFinished {
             step: step.id.clone(),
@@ -600,15 +823,23 @@ impl Executor {
     /// directory) is there, as it would be with `--jobs 1`.
     fn acquire_view(&mut self, ancestors: &BTreeSet<String>) -> Result<usize> {
         let order = self.flow.topological_order();
-        let preferred = order.iter().rev().filter(|id| ancestors.contains(**id)).find_map(|id| self.view_of_step.get(*id)).copied();
-        if let Some(position) = preferred.and_then(|index| self.free_views.iter().position(|free| *free == index)) {
+        let preferred = order
+            .iter()
+            .rev()
+            .filter(|id| ancestors.contains(**id))
+            .find_map(|id| self.view_of_step.get(*id))
+            .copied();
+        if let Some(position) =
+            preferred.and_then(|index| self.free_views.iter().position(|free| *free == index))
+        {
             return Ok(self.free_views.remove(position));
         }
         if let Some(index) = self.free_views.pop() {
             return Ok(index);
         }
         let index = self.views.len();
-        self.views.push(View::open(&self.task, self.task.view(index))?);
+        self.views
+            .push(View::open(&self.task, self.task.view(index))?);
         Ok(index)
     }
 
@@ -623,7 +854,10 @@ impl Executor {
         }
         self.status.state = FlowState::Interrupted;
         self.save()?;
-        self.events.emit(Event::FlowInterrupted { task_id: self.task.task_id.clone(), running: running.to_vec() })?;
+        self.events.emit(Event::FlowInterrupted {
+            task_id: self.task.task_id.clone(),
+            running: running.to_vec(),
+        })?;
         Ok(FlowOutcome::Interrupted)
     }
 
@@ -634,7 +868,12 @@ impl Executor {
         // Steps running on other threads did nothing wrong: their commands are stopped and
         // they run again on resume.
         self.bridge.cancel_all();
-        for step in self.status.steps.iter_mut().filter(|s| s.status == StepState::Running) {
+        for step in self
+            .status
+            .steps
+            .iter_mut()
+            .filter(|s| s.status == StepState::Running)
+        {
             step.status = StepState::Pending;
             step.message = Some("stopped when ocflow failed; it runs again on resume".into());
         }
@@ -642,7 +881,10 @@ impl Executor {
         self.status.state = FlowState::Failed;
         let _ = self.save();
         if let Ok(summary) = crate::summary::from_journal(&self.task, &self.status, &self.flow) {
-            let _ = workspace::write_atomic(&self.task.file(workspace::SUMMARY_FILE), summary.as_bytes());
+            let _ = workspace::write_atomic(
+                &self.task.file(workspace::SUMMARY_FILE),
+                summary.as_bytes(),
+            );
         }
     }
 
@@ -654,19 +896,33 @@ impl Executor {
         // Steps finish in any order; final_output/ follows the flow's order, as the diff does.
         staging::rebuild_final_output(&self.task, &self.status, &self.flow)?;
         let all_done = self.status.message.is_none()
-            && self.flow.steps.iter().all(|step| self.status.step(&step.id).is_some_and(|s| matches!(s.status, StepState::Succeeded | StepState::Skipped)));
-        self.status.state = if all_done { FlowState::Succeeded } else { FlowState::Failed };
+            && self.flow.steps.iter().all(|step| {
+                self.status
+                    .step(&step.id)
+                    .is_some_and(|s| matches!(s.status, StepState::Succeeded | StepState::Skipped))
+            });
+        self.status.state = if all_done {
+            FlowState::Succeeded
+        } else {
+            FlowState::Failed
+        };
         self.status.finished_at = Some(status::now());
         self.save()?;
         let summary_path = self.task.file(workspace::SUMMARY_FILE);
         let mut summary = None;
         if let Some((llm, settings)) = &self.settings.summary_llm {
             let before = llm.usage_for("summary");
-            match crate::summary::with_llm(&self.task, &self.status, &self.flow, llm, settings).await {
+            match crate::summary::with_llm(&self.task, &self.status, &self.flow, llm, settings)
+                .await
+            {
                 Ok(text) => summary = Some(text),
-                Err(reason) => crate::events::say(&format!("ocflow: the LLM summary failed ({reason}); writing the summary from the journal")),
+                Err(reason) => crate::events::say(&format!(
+                    "ocflow: the LLM summary failed ({reason}); writing the summary from the journal"
+                )),
             }
-            self.status.tokens.add(&llm.usage_for("summary").since(&before));
+            self.status
+                .tokens
+                .add(&llm.usage_for("summary").since(&before));
             self.save()?;
         }
         let summary = match summary {
@@ -674,9 +930,21 @@ impl Executor {
             None => crate::summary::from_journal(&self.task, &self.status, &self.flow)?,
         };
         workspace::write_atomic(&summary_path, summary.as_bytes())?;
-        let changed_files = crate::review::changes(&self.task, &self.status, &self.flow)?.into_iter().map(|c| c.path.as_str().to_string()).collect();
-        self.events.emit(Event::FlowFinished { task_id: self.task.task_id.clone(), state: self.status.state, changed_files, summary: summary_path })?;
-        Ok(if all_done { FlowOutcome::Succeeded } else { FlowOutcome::Failed })
+        let changed_files = crate::review::changes(&self.task, &self.status, &self.flow)?
+            .into_iter()
+            .map(|c| c.path.as_str().to_string())
+            .collect();
+        self.events.emit(Event::FlowFinished {
+            task_id: self.task.task_id.clone(),
+            state: self.status.state,
+            changed_files,
+            summary: summary_path,
+        })?;
+        Ok(if all_done {
+            FlowOutcome::Succeeded
+        } else {
+            FlowOutcome::Failed
+        })
     }
 
     fn save(&mut self) -> Result<()> {
@@ -685,7 +953,9 @@ impl Executor {
 }
 
 fn missing_step(id: &str) -> Error {
-    Error::Usage(format!("step {id} is in the flow but not in flow_status.json; the task directory was edited by hand"))
+    Error::Usage(format!(
+        "step {id} is in the flow but not in flow_status.json; the task directory was edited by hand"
+    ))
 }
 
 fn append(path: &std::path::Path, bytes: &[u8]) -> Result<()> {

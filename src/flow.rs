@@ -53,8 +53,22 @@ impl Flow {
     pub fn topological_order(&self) -> Vec<&str> {
         use std::cmp::Reverse;
         use std::collections::BinaryHeap;
-        let index: HashMap<&str, usize> = self.steps.iter().enumerate().map(|(i, s)| (s.id.as_str(), i)).collect();
-        let mut waiting: Vec<usize> = self.steps.iter().map(|s| s.depends_on.iter().filter(|d| index.contains_key(d.as_str())).count()).collect();
+        let index: HashMap<&str, usize> = self
+            .steps
+            .iter()
+            .enumerate()
+            .map(|(i, s)| (s.id.as_str(), i))
+            .collect();
+        let mut waiting: Vec<usize> = self
+            .steps
+            .iter()
+            .map(|s| {
+                s.depends_on
+                    .iter()
+                    .filter(|d| index.contains_key(d.as_str()))
+                    .count()
+            })
+            .collect();
         let mut dependents: Vec<Vec<usize>> = vec![Vec::new(); self.steps.len()];
         for (i, step) in self.steps.iter().enumerate() {
             for dep in &step.depends_on {
@@ -63,7 +77,12 @@ impl Flow {
                 }
             }
         }
-        let mut ready: BinaryHeap<Reverse<usize>> = waiting.iter().enumerate().filter(|(_, w)| **w == 0).map(|(i, _)| Reverse(i)).collect();
+        let mut ready: BinaryHeap<Reverse<usize>> = waiting
+            .iter()
+            .enumerate()
+            .filter(|(_, w)| **w == 0)
+            .map(|(i, _)| Reverse(i))
+            .collect();
         let mut order = Vec::with_capacity(self.steps.len());
         while let Some(Reverse(i)) = ready.pop() {
             order.push(self.steps[i].id.as_str());
@@ -79,7 +98,10 @@ impl Flow {
 
     /// Reads a flow ocflow wrote (`flow.json` or a revision); it was validated then.
     pub fn load(path: &std::path::Path) -> crate::error::Result<Flow> {
-        let bytes = std::fs::read(path).map_err(|err| crate::error::Error::BadStateFile { path: path.to_path_buf(), problem: format!("cannot read it: {err}") })?;
+        let bytes = std::fs::read(path).map_err(|err| crate::error::Error::BadStateFile {
+            path: path.to_path_buf(),
+            problem: format!("cannot read it: {err}"),
+        })?;
         serde_json::from_slice(&bytes).map_err(|err| crate::error::Error::BadStateFile {
             path: path.to_path_buf(),
             problem: format!("not a flow written by ocflow ({err}); it was edited or damaged"),
@@ -90,7 +112,10 @@ impl Flow {
     pub fn ancestors(&self, id: &str) -> BTreeSet<String> {
         let by_id: HashMap<&str, &Step> = self.steps.iter().map(|s| (s.id.as_str(), s)).collect();
         let mut seen = BTreeSet::new();
-        let mut stack: Vec<&str> = by_id.get(id).map(|s| s.depends_on.iter().map(String::as_str).collect()).unwrap_or_default();
+        let mut stack: Vec<&str> = by_id
+            .get(id)
+            .map(|s| s.depends_on.iter().map(String::as_str).collect())
+            .unwrap_or_default();
         while let Some(next) = stack.pop() {
             if seen.insert(next.to_string())
                 && let Some(step) = by_id.get(next)
@@ -116,7 +141,10 @@ const REF_OPEN: &str = "@{outputs.";
 
 /// Finds the output references in a string. A malformed one is an error naming it.
 pub fn output_refs(text: &str) -> Result<Vec<OutputRef>, String> {
-    Ok(scan_refs(text)?.into_iter().map(|(_, reference)| reference).collect())
+    Ok(scan_refs(text)?
+        .into_iter()
+        .map(|(_, reference)| reference)
+        .collect())
 }
 
 /// Replaces every output reference in `text` using `lookup`, which returns the field's value
@@ -152,9 +180,18 @@ fn scan_refs(text: &str) -> Result<Vec<(usize, OutputRef)>, String> {
         let step = parts.next().unwrap_or_default();
         let fields: Vec<String> = parts.collect();
         if step.is_empty() || fields.is_empty() || fields.iter().any(|f| f.is_empty()) {
-            return Err(format!("malformed reference {whole:?}; write @{{outputs.STEP_ID.FIELD}}"));
+            return Err(format!(
+                "malformed reference {whole:?}; write @{{outputs.STEP_ID.FIELD}}"
+            ));
         }
-        refs.push((start, OutputRef { text: whole.to_string(), step, fields }));
+        refs.push((
+            start,
+            OutputRef {
+                text: whole.to_string(),
+                step,
+                fields,
+            },
+        ));
         offset = end;
     }
     Ok(refs)

@@ -26,20 +26,35 @@ pub fn follow(path: &Path, json: bool) -> Result<u8> {
     let watcher = notify::recommended_watcher(move |event: notify::Result<notify::Event>| {
         if let Ok(event) = event
             && matches!(event.kind, EventKind::Create(_) | EventKind::Modify(_))
-            && event.paths.iter().any(|p| p.file_name().is_some_and(|n| n == STATUS_FILE))
+            && event
+                .paths
+                .iter()
+                .any(|p| p.file_name().is_some_and(|n| n == STATUS_FILE))
         {
             let _ = sender.send(());
         }
     });
     // Without notifications (an inotify limit, say) it still works, by looking every POLL.
-    let _watcher = watcher.ok().and_then(|mut w| w.watch(dir, RecursiveMode::NonRecursive).ok().map(|()| w));
+    let _watcher = watcher
+        .ok()
+        .and_then(|mut w| w.watch(dir, RecursiveMode::NonRecursive).ok().map(|()| w));
     let clear = !json && std::io::stdout().is_terminal();
     let mut last = String::new();
     loop {
         let status = FlowStatus::load(path)?;
-        let text = if json { serde_json::to_string(&status).unwrap_or_default() + "\n" } else { status.render_table() };
+        let text = if json {
+            serde_json::to_string(&status).unwrap_or_default() + "\n"
+        } else {
+            status.render_table()
+        };
         if text != last {
-            print_stdout(&if clear { format!("\x1b[2J\x1b[H{text}") } else if json || last.is_empty() { text.clone() } else { format!("\n{text}") });
+            print_stdout(&if clear {
+                format!("\x1b[2J\x1b[H{text}")
+            } else if json || last.is_empty() {
+                text.clone()
+            } else {
+                format!("\n{text}")
+            });
             last = text;
         }
         match status.state {
@@ -56,7 +71,10 @@ pub fn follow(path: &Path, json: bool) -> Result<u8> {
         if let Some(task) = TaskDir::at(dir.to_path_buf())
             && task.lock().is_ok()
         {
-            crate::events::say(&format!("ocflow: task {} is not running (its ocflow stopped); continue it with `ocflow resume {0}`", task.task_id));
+            crate::events::say(&format!(
+                "ocflow: task {} is not running (its ocflow stopped); continue it with `ocflow resume {0}`",
+                task.task_id
+            ));
             return Ok(EXIT_FLOW_FAILED);
         }
     }

@@ -18,7 +18,12 @@ impl Journal {
     /// Opens (or creates) the journal, first cutting off a torn last line.
     pub fn open(path: &Path) -> Result<Journal> {
         let context = || format!("opening the journal {}", path.display());
-        let mut file = OpenOptions::new().create(true).read(true).append(true).open(path).io_context(context)?;
+        let mut file = OpenOptions::new()
+            .create(true)
+            .read(true)
+            .append(true)
+            .open(path)
+            .io_context(context)?;
         let mut bytes = Vec::new();
         file.read_to_end(&mut bytes).io_context(context)?;
         if !bytes.is_empty() && !bytes.ends_with(b"\n") {
@@ -26,7 +31,10 @@ impl Journal {
             file.set_len(keep as u64).io_context(context)?;
             file.seek(SeekFrom::End(0)).io_context(context)?;
         }
-        Ok(Journal { path: path.to_path_buf(), file })
+        Ok(Journal {
+            path: path.to_path_buf(),
+            file,
+        })
     }
 
     /// Appends one event as one line and hands it to the kernel; it survives a crash of
@@ -37,7 +45,9 @@ impl Journal {
             source: err.into(),
         })?;
         line.push(b'\n');
-        self.file.write_all(&line).io_context(|| format!("appending to {}", self.path.display()))
+        self.file
+            .write_all(&line)
+            .io_context(|| format!("appending to {}", self.path.display()))
     }
 }
 
@@ -72,7 +82,11 @@ mod tests {
     fn record(step: &str) -> Record {
         Record {
             ts: "2026-11-22T00:00:00Z".into(),
-            event: Event::StepStarted { step: step.into(), operation: "read_file".into(), attempt: 1 },
+            event: Event::StepStarted {
+                step: step.into(),
+                operation: "read_file".into(),
+                attempt: 1,
+            },
         }
     }
 
@@ -81,7 +95,12 @@ mod tests {
         let dir = tempfile::tempdir().unwrap();
         let path = dir.path().join("journal.jsonl");
         Journal::open(&path).unwrap().append(&record("a")).unwrap();
-        std::fs::OpenOptions::new().append(true).open(&path).unwrap().write_all(b"{\"ts\":\"2026").unwrap();
+        std::fs::OpenOptions::new()
+            .append(true)
+            .open(&path)
+            .unwrap()
+            .write_all(b"{\"ts\":\"2026")
+            .unwrap();
         let (records, skipped) = read(&path).unwrap();
         assert_eq!((records, skipped), (vec![record("a")], 1));
         Journal::open(&path).unwrap().append(&record("b")).unwrap();

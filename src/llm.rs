@@ -40,7 +40,11 @@ impl ApiKey {
 
 impl fmt::Debug for ApiKey {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.write_str(if self.0.is_empty() { "ApiKey(none)" } else { "ApiKey(***)" })
+        f.write_str(if self.0.is_empty() {
+            "ApiKey(none)"
+        } else {
+            "ApiKey(***)"
+        })
     }
 }
 
@@ -96,13 +100,22 @@ pub struct Message {
 
 impl Message {
     pub fn system(content: impl Into<String>) -> Message {
-        Message { role: "system".into(), content: content.into() }
+        Message {
+            role: "system".into(),
+            content: content.into(),
+        }
     }
     pub fn user(content: impl Into<String>) -> Message {
-        Message { role: "user".into(), content: content.into() }
+        Message {
+            role: "user".into(),
+            content: content.into(),
+        }
     }
     pub fn assistant(content: impl Into<String>) -> Message {
-        Message { role: "assistant".into(), content: content.into() }
+        Message {
+            role: "assistant".into(),
+            content: content.into(),
+        }
     }
 }
 
@@ -139,7 +152,9 @@ impl Usage {
     pub fn since(&self, before: &Usage) -> Usage {
         Usage {
             prompt_tokens: self.prompt_tokens.saturating_sub(before.prompt_tokens),
-            completion_tokens: self.completion_tokens.saturating_sub(before.completion_tokens),
+            completion_tokens: self
+                .completion_tokens
+                .saturating_sub(before.completion_tokens),
             total_tokens: self.total_tokens.saturating_sub(before.total_tokens),
             calls: self.calls.saturating_sub(before.calls),
         }
@@ -205,7 +220,10 @@ pub enum LlmErrorKind {
 
 impl LlmError {
     fn new(kind: LlmErrorKind, message: impl Into<String>) -> LlmError {
-        LlmError { kind, message: message.into() }
+        LlmError {
+            kind,
+            message: message.into(),
+        }
     }
 
     /// Whether the same call may succeed if tried again later.
@@ -213,7 +231,12 @@ impl LlmError {
         // GaveUp only ever follows transient errors: later, the endpoint may answer again.
         matches!(
             self.kind,
-            LlmErrorKind::RateLimited | LlmErrorKind::Server | LlmErrorKind::Timeout | LlmErrorKind::Connection | LlmErrorKind::BadResponse | LlmErrorKind::GaveUp
+            LlmErrorKind::RateLimited
+                | LlmErrorKind::Server
+                | LlmErrorKind::Timeout
+                | LlmErrorKind::Connection
+                | LlmErrorKind::BadResponse
+                | LlmErrorKind::GaveUp
         )
     }
 }
@@ -228,8 +251,14 @@ pub struct Llm {
 }
 
 enum Backend {
-    Http { endpoint: Endpoint, http: reqwest::Client },
-    Replay { answers: Mutex<HashMap<String, VecDeque<ChatAnswer>>>, source: PathBuf },
+    Http {
+        endpoint: Endpoint,
+        http: reqwest::Client,
+    },
+    Replay {
+        answers: Mutex<HashMap<String, VecDeque<ChatAnswer>>>,
+        source: PathBuf,
+    },
 }
 
 /// One line of a recording.
@@ -266,22 +295,39 @@ impl Llm {
 
     /// A client that answers from a recording, without any network.
     pub fn replay(path: &Path) -> Result<Llm, String> {
-        let file = File::open(path).map_err(|err| format!("cannot read the recording {}: {err}", path.display()))?;
+        let file = File::open(path)
+            .map_err(|err| format!("cannot read the recording {}: {err}", path.display()))?;
         let mut answers: HashMap<String, VecDeque<ChatAnswer>> = HashMap::new();
         for (number, line) in BufReader::new(file).lines().enumerate() {
             let line = line.map_err(|err| format!("cannot read {}: {err}", path.display()))?;
             if line.trim().is_empty() {
                 continue;
             }
-            let exchange: RecordedExchange = serde_json::from_str(&line)
-                .map_err(|err| format!("{} line {}: not a recorded exchange ({err})", path.display(), number + 1))?;
+            let exchange: RecordedExchange = serde_json::from_str(&line).map_err(|err| {
+                format!(
+                    "{} line {}: not a recorded exchange ({err})",
+                    path.display(),
+                    number + 1
+                )
+            })?;
             if exchange.version != RECORDING_VERSION {
-                return Err(format!("{} line {}: recording version {} is not supported", path.display(), number + 1, exchange.version));
+                return Err(format!(
+                    "{} line {}: recording version {} is not supported",
+                    path.display(),
+                    number + 1,
+                    exchange.version
+                ));
             }
-            answers.entry(request_key(&exchange.messages)).or_default().push_back(exchange.answer);
+            answers
+                .entry(request_key(&exchange.messages))
+                .or_default()
+                .push_back(exchange.answer);
         }
         Ok(Llm {
-            backend: Backend::Replay { answers: Mutex::new(answers), source: path.to_path_buf() },
+            backend: Backend::Replay {
+                answers: Mutex::new(answers),
+                source: path.to_path_buf(),
+            },
             usage: Mutex::default(),
             recorder: None,
             response_format_supported: AtomicBool::new(true),
@@ -303,17 +349,26 @@ impl Llm {
 
     /// Tokens used for one purpose.
     pub fn usage_for(&self, purpose: &str) -> Usage {
-        self.usage.lock().ok().and_then(|u| u.get(purpose).copied()).unwrap_or_default()
+        self.usage
+            .lock()
+            .ok()
+            .and_then(|u| u.get(purpose).copied())
+            .unwrap_or_default()
     }
 
     /// Makes one chat completion, retrying transient failures within the policy's bounds.
     pub async fn chat(&self, request: &ChatRequest) -> Result<ChatAnswer, LlmError> {
         let answer = match &self.backend {
             Backend::Replay { answers, source } => replay_answer(answers, source, request)?,
-            Backend::Http { endpoint, http } => self.chat_with_retries(endpoint, http, request).await?,
+            Backend::Http { endpoint, http } => {
+                self.chat_with_retries(endpoint, http, request).await?
+            }
         };
         if let Ok(mut usage) = self.usage.lock() {
-            usage.entry(request.purpose.clone()).or_default().add(&answer.usage);
+            usage
+                .entry(request.purpose.clone())
+                .or_default()
+                .add(&answer.usage);
         }
         if let Some(recorder) = &self.recorder {
             let exchange = RecordedExchange {
@@ -330,19 +385,28 @@ impl Llm {
         Ok(answer)
     }
 
-    async fn chat_with_retries(&self, endpoint: &Endpoint, http: &reqwest::Client, request: &ChatRequest) -> Result<ChatAnswer, LlmError> {
+    async fn chat_with_retries(
+        &self,
+        endpoint: &Endpoint,
+        http: &reqwest::Client,
+        request: &ChatRequest,
+    ) -> Result<ChatAnswer, LlmError> {
         let policy = &endpoint.retry;
         let started = Instant::now();
         let mut attempt = 0;
         loop {
             attempt += 1;
-            let with_format = request.json && self.response_format_supported.load(Ordering::Relaxed);
+            let with_format =
+                request.json && self.response_format_supported.load(Ordering::Relaxed);
             let (error, retry_after) = match send_once(endpoint, http, request, with_format).await {
                 Ok(answer) => return Ok(answer),
-                Err((error, _)) if with_format && matches!(error.kind, LlmErrorKind::BadRequest) => {
+                Err((error, _))
+                    if with_format && matches!(error.kind, LlmErrorKind::BadRequest) =>
+                {
                     // llama.cpp and some vLLM builds reject response_format: prompt-only JSON
                     // from now on, and this attempt does not count.
-                    self.response_format_supported.store(false, Ordering::Relaxed);
+                    self.response_format_supported
+                        .store(false, Ordering::Relaxed);
                     attempt -= 1;
                     continue;
                 }
@@ -358,7 +422,11 @@ impl Llm {
             if attempt >= policy.max_attempts || elapsed + wait > policy.max_elapsed {
                 return Err(LlmError::new(
                     LlmErrorKind::GaveUp,
-                    format!("gave up after {attempt} attempt(s) in {:.1} s; last error: {}", elapsed.as_secs_f64(), error.message),
+                    format!(
+                        "gave up after {attempt} attempt(s) in {:.1} s; last error: {}",
+                        elapsed.as_secs_f64(),
+                        error.message
+                    ),
                 ));
             }
             tokio::time::sleep(wait).await;
@@ -381,20 +449,39 @@ fn request_key(messages: &[Message]) -> String {
     serde_json::to_string(messages).unwrap_or_default()
 }
 
-fn replay_answer(answers: &Mutex<HashMap<String, VecDeque<ChatAnswer>>>, source: &Path, request: &ChatRequest) -> Result<ChatAnswer, LlmError> {
+fn replay_answer(
+    answers: &Mutex<HashMap<String, VecDeque<ChatAnswer>>>,
+    source: &Path,
+    request: &ChatRequest,
+) -> Result<ChatAnswer, LlmError> {
     let key = request_key(&request.messages);
-    let mut answers = answers.lock().map_err(|_| LlmError::new(LlmErrorKind::NotRecorded, "the recording is unusable"))?;
+    let mut answers = answers
+        .lock()
+        .map_err(|_| LlmError::new(LlmErrorKind::NotRecorded, "the recording is unusable"))?;
     let queue = answers.get_mut(&key);
     match queue {
         // The last answer for a request stays available: identical requests get it again.
-        Some(queue) if queue.len() > 1 => queue.pop_front().ok_or_else(|| LlmError::new(LlmErrorKind::NotRecorded, "empty")),
-        Some(queue) if queue.len() == 1 => queue.front().cloned().ok_or_else(|| LlmError::new(LlmErrorKind::NotRecorded, "empty")),
+        Some(queue) if queue.len() > 1 => queue
+            .pop_front()
+            .ok_or_else(|| LlmError::new(LlmErrorKind::NotRecorded, "empty")),
+        Some(queue) if queue.len() == 1 => queue
+            .front()
+            .cloned()
+            .ok_or_else(|| LlmError::new(LlmErrorKind::NotRecorded, "empty")),
         _ => {
-            let last = request.messages.last().map(|m| m.content.as_str()).unwrap_or("");
+            let last = request
+                .messages
+                .last()
+                .map(|m| m.content.as_str())
+                .unwrap_or("");
             let preview: String = last.chars().take(160).collect();
             Err(LlmError::new(
                 LlmErrorKind::NotRecorded,
-                format!("{} has no answer for this {} request (last message begins: {preview:?}); record it again with --record", source.display(), request.purpose),
+                format!(
+                    "{} has no answer for this {} request (last message begins: {preview:?}); record it again with --record",
+                    source.display(),
+                    request.purpose
+                ),
             ))
         }
     }
@@ -403,7 +490,10 @@ fn replay_answer(answers: &Mutex<HashMap<String, VecDeque<ChatAnswer>>>, source:
 /// Exponential backoff with full jitter: uniform in [0, min(max, initial × 2^(attempt-1))].
 fn jittered_backoff(policy: &RetryPolicy, attempt: u32) -> Duration {
     let exponent = attempt.saturating_sub(1).min(20);
-    let ceiling = policy.initial_backoff.saturating_mul(1 << exponent).min(policy.max_backoff);
+    let ceiling = policy
+        .initial_backoff
+        .saturating_mul(1 << exponent)
+        .min(policy.max_backoff);
     ceiling.mul_f64(rand::random::<f64>())
 }
 
@@ -416,7 +506,12 @@ struct Seen {
 }
 
 /// One HTTP attempt. On failure, also returns the `Retry-After` the server asked for, if valid.
-async fn send_once(endpoint: &Endpoint, http: &reqwest::Client, request: &ChatRequest, with_format: bool) -> Result<ChatAnswer, (LlmError, Option<Duration>)> {
+async fn send_once(
+    endpoint: &Endpoint,
+    http: &reqwest::Client,
+    request: &ChatRequest,
+    with_format: bool,
+) -> Result<ChatAnswer, (LlmError, Option<Duration>)> {
     let seen = Arc::new(Mutex::new(Seen::default()));
     let transport = {
         let http = http.clone();
@@ -428,7 +523,13 @@ async fn send_once(endpoint: &Endpoint, http: &reqwest::Client, request: &ChatRe
                 let built = factory.build().await?;
                 let response = http.execute(built).await.map_err(OpenAIError::Reqwest)?;
                 if let Ok(mut seen) = seen.lock() {
-                    let header = |name: &str| response.headers().get(name).and_then(|v| v.to_str().ok()).map(str::to_string);
+                    let header = |name: &str| {
+                        response
+                            .headers()
+                            .get(name)
+                            .and_then(|v| v.to_str().ok())
+                            .map(str::to_string)
+                    };
                     seen.status = Some(response.status().as_u16());
                     seen.retry_after = header("retry-after");
                     seen.location = header("location");
@@ -437,9 +538,12 @@ async fn send_once(endpoint: &Endpoint, http: &reqwest::Client, request: &ChatRe
             }
         })
     };
-    let config = OpenAIConfig::new().with_api_base(endpoint.base_url.trim_end_matches('/')).with_api_key(endpoint.api_key.expose());
+    let config = OpenAIConfig::new()
+        .with_api_base(endpoint.base_url.trim_end_matches('/'))
+        .with_api_key(endpoint.api_key.expose());
     let client = Client::with_config(config).with_http_service(transport);
-    let mut body = json!({"model": request.settings.model, "messages": request.messages, "stream": false});
+    let mut body =
+        json!({"model": request.settings.model, "messages": request.messages, "stream": false});
     if let Some(temperature) = request.settings.temperature {
         body["temperature"] = json!(temperature);
     }
@@ -457,7 +561,10 @@ async fn send_once(endpoint: &Endpoint, http: &reqwest::Client, request: &ChatRe
     let retry_after = retry_after.as_deref().and_then(parse_retry_after);
     match result {
         Ok(value) => parse_answer(&value).map_err(|e| (e, None)),
-        Err(error) => Err((classify(error, status, location.as_deref(), &endpoint.base_url), retry_after)),
+        Err(error) => Err((
+            classify(error, status, location.as_deref(), &endpoint.base_url),
+            retry_after,
+        )),
     }
 }
 
@@ -466,19 +573,29 @@ async fn send_once(endpoint: &Endpoint, http: &reqwest::Client, request: &ChatRe
 fn parse_retry_after(value: &str) -> Option<Duration> {
     let value = value.trim();
     if let Ok(seconds) = value.parse::<f64>() {
-        return (0.0..1e9).contains(&seconds).then(|| Duration::from_secs_f64(seconds));
+        return (0.0..1e9)
+            .contains(&seconds)
+            .then(|| Duration::from_secs_f64(seconds));
     }
     let date = chrono::DateTime::parse_from_rfc2822(value).ok()?;
     let seconds = (date.with_timezone(&chrono::Utc) - chrono::Utc::now()).num_milliseconds();
     (seconds >= 0).then(|| Duration::from_millis(seconds as u64))
 }
 
-fn classify(error: OpenAIError, status: Option<u16>, location: Option<&str>, base_url: &str) -> LlmError {
+fn classify(
+    error: OpenAIError,
+    status: Option<u16>,
+    location: Option<&str>,
+    base_url: &str,
+) -> LlmError {
     use LlmErrorKind::*;
     if let Some(code @ 300..=399) = status {
         return LlmError::new(
             Redirected,
-            format!("the endpoint {base_url} answered HTTP {code} redirecting to {}; ocflow does not follow redirects with your key: set the base URL to the final address", location.unwrap_or("?")),
+            format!(
+                "the endpoint {base_url} answered HTTP {code} redirecting to {}; ocflow does not follow redirects with your key: set the base URL to the final address",
+                location.unwrap_or("?")
+            ),
         );
     }
     match error {
@@ -486,27 +603,60 @@ fn classify(error: OpenAIError, status: Option<u16>, location: Option<&str>, bas
             let code = response.status_code.as_u16();
             let api = &response.api_error;
             let detail: String = api.message.chars().take(300).collect();
-            let quota = api.code.as_deref() == Some("insufficient_quota") || api.r#type.as_deref() == Some("insufficient_quota");
+            let quota = api.code.as_deref() == Some("insufficient_quota")
+                || api.r#type.as_deref() == Some("insufficient_quota");
             match code {
-                429 if quota => LlmError::new(QuotaExceeded, format!("the endpoint says the quota is used up (HTTP 429 insufficient_quota): {detail}")),
+                429 if quota => LlmError::new(
+                    QuotaExceeded,
+                    format!(
+                        "the endpoint says the quota is used up (HTTP 429 insufficient_quota): {detail}"
+                    ),
+                ),
                 429 => LlmError::new(RateLimited, format!("rate limited (HTTP 429): {detail}")),
                 401 | 403 => LlmError::new(
                     Unauthorized,
-                    format!("the endpoint refused the request (HTTP {code}): check the API key (OCFLOW_API_KEY, OPENAI_API_KEY or LLM_API_KEY) and the base URL {base_url}"),
+                    format!(
+                        "the endpoint refused the request (HTTP {code}): check the API key (OCFLOW_API_KEY, OPENAI_API_KEY or LLM_API_KEY) and the base URL {base_url}"
+                    ),
                 ),
-                404 => LlmError::new(NotFound, format!("HTTP 404 from {base_url}/chat/completions: check the base URL (it usually ends in /v1) and the model name; {detail}")),
-                408 => LlmError::new(Timeout, format!("the endpoint timed out (HTTP 408): {detail}")),
+                404 => LlmError::new(
+                    NotFound,
+                    format!(
+                        "HTTP 404 from {base_url}/chat/completions: check the base URL (it usually ends in /v1) and the model name; {detail}"
+                    ),
+                ),
+                408 => LlmError::new(
+                    Timeout,
+                    format!("the endpoint timed out (HTTP 408): {detail}"),
+                ),
                 500..=599 => LlmError::new(Server, format!("server error (HTTP {code}): {detail}")),
-                _ => LlmError::new(BadRequest, format!("the endpoint rejected the request (HTTP {code}): {detail}")),
+                _ => LlmError::new(
+                    BadRequest,
+                    format!("the endpoint rejected the request (HTTP {code}): {detail}"),
+                ),
             }
         }
-        OpenAIError::Reqwest(err) if err.is_timeout() => LlmError::new(Timeout, format!("no answer from {base_url} within the request timeout")),
-        OpenAIError::Reqwest(err) if err.is_connect() => LlmError::new(Connection, format!("cannot connect to {base_url}: {}", error_chain(&err))),
-        OpenAIError::Reqwest(err) => LlmError::new(Connection, format!("HTTP error talking to {base_url}: {}", error_chain(&err))),
+        OpenAIError::Reqwest(err) if err.is_timeout() => LlmError::new(
+            Timeout,
+            format!("no answer from {base_url} within the request timeout"),
+        ),
+        OpenAIError::Reqwest(err) if err.is_connect() => LlmError::new(
+            Connection,
+            format!("cannot connect to {base_url}: {}", error_chain(&err)),
+        ),
+        OpenAIError::Reqwest(err) => LlmError::new(
+            Connection,
+            format!("HTTP error talking to {base_url}: {}", error_chain(&err)),
+        ),
         OpenAIError::JSONDeserialize(err, content) => {
             let preview: String = content.chars().take(200).collect();
             let code = status.map(|s| format!(" (HTTP {s})")).unwrap_or_default();
-            LlmError::new(BadResponse, format!("the endpoint's answer{code} is not a chat completion ({err}): {preview:?}"))
+            LlmError::new(
+                BadResponse,
+                format!(
+                    "the endpoint's answer{code} is not a chat completion ({err}): {preview:?}"
+                ),
+            )
         }
         other => LlmError::new(BadResponse, format!("{other}")),
     }
@@ -526,13 +676,24 @@ fn error_chain(err: &dyn std::error::Error) -> String {
 /// Reads a chat completion leniently: small self-hosted servers omit fields OpenAI sends.
 fn parse_answer(value: &Value) -> Result<ChatAnswer, LlmError> {
     let choice = value.get("choices").and_then(|c| c.get(0));
-    let content = choice.and_then(|c| c.get("message")).and_then(|m| m.get("content")).and_then(Value::as_str);
+    let content = choice
+        .and_then(|c| c.get("message"))
+        .and_then(|m| m.get("content"))
+        .and_then(Value::as_str);
     let Some(content) = content else {
         let preview: String = value.to_string().chars().take(200).collect();
-        return Err(LlmError::new(LlmErrorKind::BadResponse, format!("the answer has no choices[0].message.content: {preview}")));
+        return Err(LlmError::new(
+            LlmErrorKind::BadResponse,
+            format!("the answer has no choices[0].message.content: {preview}"),
+        ));
     };
     let usage = value.get("usage");
-    let count = |name: &str| usage.and_then(|u| u.get(name)).and_then(Value::as_u64).unwrap_or(0);
+    let count = |name: &str| {
+        usage
+            .and_then(|u| u.get(name))
+            .and_then(Value::as_u64)
+            .unwrap_or(0)
+    };
     let prompt_tokens = count("prompt_tokens");
     let completion_tokens = count("completion_tokens");
     let total_tokens = match count("total_tokens") {
@@ -541,8 +702,16 @@ fn parse_answer(value: &Value) -> Result<ChatAnswer, LlmError> {
     };
     Ok(ChatAnswer {
         content: content.to_string(),
-        finish_reason: choice.and_then(|c| c.get("finish_reason")).and_then(Value::as_str).map(str::to_string),
-        usage: Usage { prompt_tokens, completion_tokens, total_tokens, calls: 1 },
+        finish_reason: choice
+            .and_then(|c| c.get("finish_reason"))
+            .and_then(Value::as_str)
+            .map(str::to_string),
+        usage: Usage {
+            prompt_tokens,
+            completion_tokens,
+            total_tokens,
+            calls: 1,
+        },
     })
 }
 
@@ -559,7 +728,10 @@ mod tests {
         }
         let in_three = (chrono::Utc::now() + chrono::Duration::seconds(3)).to_rfc2822();
         let parsed = parse_retry_after(&in_three).unwrap();
-        assert!(parsed <= Duration::from_secs(3) && parsed >= Duration::from_secs(1), "{parsed:?}");
+        assert!(
+            parsed <= Duration::from_secs(3) && parsed >= Duration::from_secs(1),
+            "{parsed:?}"
+        );
     }
 
     #[test]

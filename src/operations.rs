@@ -95,20 +95,56 @@ const fn param(
     required: bool,
     doc: &'static str,
 ) -> ParamSpec {
-    ParamSpec { name, kind, meaning, required, doc }
+    ParamSpec {
+        name,
+        kind,
+        meaning,
+        required,
+        doc,
+    }
 }
 
 use ParamMeaning::*;
 use ParamType::*;
 
-const FILE_PATH: ParamSpec = param("file_path", String, FilePath, true, "file relative to the repository root");
-const TIMEOUT: ParamSpec = param("timeout_seconds", Integer, Setting, false, "kill the command (and its children) after this many seconds");
-const RETRYABLE: ParamSpec = param("retryable", Boolean, Setting, false, "a timeout is transient: run the command again automatically");
+const FILE_PATH: ParamSpec = param(
+    "file_path",
+    String,
+    FilePath,
+    true,
+    "file relative to the repository root",
+);
+const TIMEOUT: ParamSpec = param(
+    "timeout_seconds",
+    Integer,
+    Setting,
+    false,
+    "kill the command (and its children) after this many seconds",
+);
+const RETRYABLE: ParamSpec = param(
+    "retryable",
+    Boolean,
+    Setting,
+    false,
+    "a timeout is transient: run the command again automatically",
+);
 
 const MODIFY_PARAMS: &[ParamSpec] = &[
     FILE_PATH,
-    param("instructions", String, Text, true, "what to change, in plain words"),
-    param("function_name", String, Text, false, "the function to rewrite, when only one changes"),
+    param(
+        "instructions",
+        String,
+        Text,
+        true,
+        "what to change, in plain words",
+    ),
+    param(
+        "function_name",
+        String,
+        Text,
+        false,
+        "the function to rewrite, when only one changes",
+    ),
 ];
 
 /// Every operation, in the order they are documented.
@@ -130,8 +166,20 @@ pub const OPERATIONS: &[OperationSpec] = &[
         params: &[
             FILE_PATH,
             param("content", String, Text, false, "the whole new content"),
-            param("content_from_step", String, StepRef, false, "id of an earlier step whose content to write"),
-            param("instructions", String, Text, false, "describe the file for the LLM to write"),
+            param(
+                "content_from_step",
+                String,
+                StepRef,
+                false,
+                "id of an earlier step whose content to write",
+            ),
+            param(
+                "instructions",
+                String,
+                Text,
+                false,
+                "describe the file for the LLM to write",
+            ),
         ],
         exactly_one_of: &["content", "content_from_step", "instructions"],
         access: Access::Files,
@@ -165,7 +213,13 @@ pub const OPERATIONS: &[OperationSpec] = &[
         params: &[
             FILE_PATH,
             param("query", String, Text, false, "what to look for"),
-            param("report_path", String, FilePath, false, "also write the report into the repository at this path"),
+            param(
+                "report_path",
+                String,
+                FilePath,
+                false,
+                "also write the report into the repository at this path",
+            ),
         ],
         exactly_one_of: &[],
         access: Access::Files,
@@ -176,7 +230,11 @@ pub const OPERATIONS: &[OperationSpec] = &[
         name: "execute_shell_command",
         alias_of: None,
         doc: "run a shell command at the repository root (with all earlier changes applied); files it changes become the step's outputs",
-        params: &[param("command", String, Command, true, "the shell command"), TIMEOUT, RETRYABLE],
+        params: &[
+            param("command", String, Command, true, "the shell command"),
+            TIMEOUT,
+            RETRYABLE,
+        ],
         exactly_one_of: &[],
         access: Access::View,
         needs_llm: false,
@@ -186,7 +244,11 @@ pub const OPERATIONS: &[OperationSpec] = &[
         name: "run_tests",
         alias_of: None,
         doc: "run the test suite (pytest or cargo test when no command is given) and report passed/failed counts",
-        params: &[param("command", String, Command, false, "the test command"), TIMEOUT, RETRYABLE],
+        params: &[
+            param("command", String, Command, false, "the test command"),
+            TIMEOUT,
+            RETRYABLE,
+        ],
         exactly_one_of: &[],
         access: Access::View,
         needs_llm: false,
@@ -197,8 +259,20 @@ pub const OPERATIONS: &[OperationSpec] = &[
         alias_of: None,
         doc: "write a short summary of what earlier steps did",
         params: &[
-            param("message", String, Text, false, "the summary text, when it is already known"),
-            param("changes_from_step", String, StepRef, false, "id of the step whose changes to summarise"),
+            param(
+                "message",
+                String,
+                Text,
+                false,
+                "the summary text, when it is already known",
+            ),
+            param(
+                "changes_from_step",
+                String,
+                StepRef,
+                false,
+                "id of the step whose changes to summarise",
+            ),
         ],
         exactly_one_of: &[],
         access: Access::Files,
@@ -210,9 +284,27 @@ pub const OPERATIONS: &[OperationSpec] = &[
         alias_of: None,
         doc: "list the repository's files under a directory",
         params: &[
-            param("path", String, DirPath, false, "directory relative to the repository root (default `.`)"),
-            param("pattern", String, Text, false, "glob on file names, e.g. `*.py`"),
-            param("recursive", Boolean, Setting, false, "descend into subdirectories (default true)"),
+            param(
+                "path",
+                String,
+                DirPath,
+                false,
+                "directory relative to the repository root (default `.`)",
+            ),
+            param(
+                "pattern",
+                String,
+                Text,
+                false,
+                "glob on file names, e.g. `*.py`",
+            ),
+            param(
+                "recursive",
+                Boolean,
+                Setting,
+                false,
+                "descend into subdirectories (default true)",
+            ),
         ],
         exactly_one_of: &[],
         access: Access::View,
@@ -249,16 +341,30 @@ pub fn catalogue() -> std::string::String {
         out.push_str(&format!("- `{}`: {}\n", op.name, op.doc));
         for param in op.params {
             let required = if param.required { "*" } else { "" };
-            out.push_str(&format!("    {}{} ({}): {}\n", param.name, required, param.kind.name(), param.doc));
+            out.push_str(&format!(
+                "    {}{} ({}): {}\n",
+                param.name,
+                required,
+                param.kind.name(),
+                param.doc
+            ));
         }
         if !op.exactly_one_of.is_empty() {
-            out.push_str(&format!("    give exactly one of: {}\n", op.exactly_one_of.join(", ")));
+            out.push_str(&format!(
+                "    give exactly one of: {}\n",
+                op.exactly_one_of.join(", ")
+            ));
         }
     }
     out
 }
 
 /// Whether a step of this operation with these parameters calls the LLM.
-pub fn step_needs_llm(operation: &str, params: &serde_json::Map<std::string::String, serde_json::Value>) -> bool {
-    find(operation).is_some_and(|op| op.needs_llm || (op.name == "write_file" && params.contains_key("instructions")))
+pub fn step_needs_llm(
+    operation: &str,
+    params: &serde_json::Map<std::string::String, serde_json::Value>,
+) -> bool {
+    find(operation).is_some_and(|op| {
+        op.needs_llm || (op.name == "write_file" && params.contains_key("instructions"))
+    })
 }

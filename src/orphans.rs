@@ -16,18 +16,31 @@ pub const MARKER: &str = "OCFLOW_TASK";
 
 /// The marker's value: the task directory.
 pub fn marker_value(task: &TaskDir) -> String {
-    task.root.canonicalize().unwrap_or_else(|_| task.root.clone()).to_string_lossy().into_owned()
+    task.root
+        .canonicalize()
+        .unwrap_or_else(|_| task.root.clone())
+        .to_string_lossy()
+        .into_owned()
 }
 
 /// Kills the process groups of processes whose working directory is inside the task's
 /// directory; returns how many groups were stopped.
 pub fn stop(task: &TaskDir) -> usize {
-    let root = task.root.canonicalize().unwrap_or_else(|_| task.root.clone());
+    let root = task
+        .root
+        .canonicalize()
+        .unwrap_or_else(|_| task.root.clone());
     let me = std::process::id();
     let marker = format!("{MARKER}={}", marker_value(task));
     let mut groups = std::collections::BTreeSet::new();
     for entry in fs::read_dir("/proc").into_iter().flatten().flatten() {
-        let Some(pid) = entry.file_name().to_str().and_then(|n| n.parse::<u32>().ok()) else { continue };
+        let Some(pid) = entry
+            .file_name()
+            .to_str()
+            .and_then(|n| n.parse::<u32>().ok())
+        else {
+            continue;
+        };
         if pid == me || !works_in(pid, &root) || !marked(pid, &marker) {
             continue;
         }
@@ -44,7 +57,11 @@ pub fn stop(task: &TaskDir) -> usize {
 }
 
 fn marked(pid: u32, marker: &str) -> bool {
-    fs::read(format!("/proc/{pid}/environ")).is_ok_and(|environ| environ.split(|b| *b == 0).any(|var| var == marker.as_bytes()))
+    fs::read(format!("/proc/{pid}/environ")).is_ok_and(|environ| {
+        environ
+            .split(|b| *b == 0)
+            .any(|var| var == marker.as_bytes())
+    })
 }
 
 fn works_in(pid: u32, dir: &Path) -> bool {

@@ -37,9 +37,16 @@ pub enum PlanError {
     Llm(#[from] LlmError),
     /// No usable flow after every attempt (permanent for this task and model).
     #[error("no valid flow after {attempts} answer(s); the answers are in {}; last problems:\n{problems}", dir.display())]
-    NoValidFlow { attempts: usize, dir: PathBuf, problems: String },
+    NoValidFlow {
+        attempts: usize,
+        dir: PathBuf,
+        problems: String,
+    },
     #[error("cannot save the planner's answer in {}: {source}", dir.display())]
-    Io { dir: PathBuf, source: std::io::Error },
+    Io {
+        dir: PathBuf,
+        source: std::io::Error,
+    },
 }
 
 /// What the planner needs.
@@ -56,36 +63,69 @@ pub struct Planner<'a> {
 impl Planner<'_> {
     /// Plans `task`; raw answers go to `answers_dir/plan-answer-N.md`.
     pub async fn plan(&self, task: &str, answers_dir: &Path) -> Result<Flow, PlanError> {
-        let mut messages = vec![Message::system(SYSTEM.trim()), Message::user(self.first_prompt(task))];
+        let mut messages = vec![
+            Message::system(SYSTEM.trim()),
+            Message::user(self.first_prompt(task)),
+        ];
         let mut problems = String::new();
         for attempt in 1..=MAX_ATTEMPTS {
-            let request = ChatRequest { purpose: "planner".into(), settings: self.settings.clone(), messages: messages.clone(), json: true };
+            let request = ChatRequest {
+                purpose: "planner".into(),
+                settings: self.settings.clone(),
+                messages: messages.clone(),
+                json: true,
+            };
             let reply = self.llm.chat(&request).await?;
-            save(answers_dir, &format!("plan-answer-{attempt}.md"), &reply.content)?;
+            save(
+                answers_dir,
+                &format!("plan-answer-{attempt}.md"),
+                &reply.content,
+            )?;
             problems = if reply.is_truncated() {
                 "- the answer was cut off before its end (the model hit its token limit): answer with a shorter flow, fewer steps, and no explanations".to_string()
             } else {
                 match answer::extract_json(&reply.content) {
                     Err(problem) => format!("- {problem}"),
-                    Ok(extracted) => match validate::parse_flow(&extracted.json, Some(task), self.rules) {
-                        Ok(flow) if !self.allow_destructive && recovery::destructive_steps(flow.steps.iter()).is_some() => {
-                            format!("- {}", recovery::destructive_steps(flow.steps.iter()).unwrap_or_default())
-                        }
-                        Ok(mut flow) => {
-                            if flow.task.trim().is_empty() {
-                                flow.task = task.to_string();
+                    Ok(extracted) => {
+                        match validate::parse_flow(&extracted.json, Some(task), self.rules) {
+                            Ok(flow)
+                                if !self.allow_destructive
+                                    && recovery::destructive_steps(flow.steps.iter()).is_some() =>
+                            {
+                                format!(
+                                    "- {}",
+                                    recovery::destructive_steps(flow.steps.iter())
+                                        .unwrap_or_default()
+                                )
                             }
-                            return Ok(flow);
+                            Ok(mut flow) => {
+                                if flow.task.trim().is_empty() {
+                                    flow.task = task.to_string();
+                                }
+                                return Ok(flow);
+                            }
+                            Err(found) => found
+                                .iter()
+                                .map(|p| format!("- {p}"))
+                                .collect::<Vec<_>>()
+                                .join("\n"),
                         }
-                        Err(found) => found.iter().map(|p| format!("- {p}")).collect::<Vec<_>>().join("\n"),
-                    },
+                    }
                 }
             };
-            save(answers_dir, &format!("plan-answer-{attempt}.problems.txt"), &problems)?;
+            save(
+                answers_dir,
+                &format!("plan-answer-{attempt}.problems.txt"),
+                &problems,
+            )?;
             messages.push(Message::assistant(reply.content));
             messages.push(Message::user(FIX.trim().replace("{{problems}}", &problems)));
         }
-        Err(PlanError::NoValidFlow { attempts: MAX_ATTEMPTS, dir: answers_dir.to_path_buf(), problems })
+        Err(PlanError::NoValidFlow {
+            attempts: MAX_ATTEMPTS,
+            dir: answers_dir.to_path_buf(),
+            problems,
+        })
     }
 
     fn first_prompt(&self, task: &str) -> String {
@@ -93,9 +133,16 @@ impl Planner<'_> {
         let listed = if files.is_empty() {
             "(the repository is empty)".to_string()
         } else {
-            let mut text: Vec<String> = files.iter().take(MAX_LISTED_FILES).map(|f| format!("- {f}")).collect();
+            let mut text: Vec<String> = files
+                .iter()
+                .take(MAX_LISTED_FILES)
+                .map(|f| format!("- {f}"))
+                .collect();
             if files.len() > MAX_LISTED_FILES {
-                text.push(format!("- … and {} more files", files.len() - MAX_LISTED_FILES));
+                text.push(format!(
+                    "- … and {} more files",
+                    files.len() - MAX_LISTED_FILES
+                ));
             }
             text.join("\n")
         };
@@ -105,7 +152,11 @@ impl Planner<'_> {
                 let bytes = fs::read(path.under(&self.rules.repo)).ok()?;
                 let text = String::from_utf8(bytes).ok()?;
                 let shown: String = text.chars().take(MAX_NAMED_FILE_BYTES).collect();
-                let cut = if shown.len() < text.len() { "\n[… the rest is not shown]" } else { "" };
+                let cut = if shown.len() < text.len() {
+                    "\n[… the rest is not shown]"
+                } else {
+                    ""
+                };
                 Some(format!("\nContent of {path}:\n```\n{shown}{cut}\n```\n"))
             })
             .collect::<String>();
@@ -120,7 +171,10 @@ impl Planner<'_> {
 fn save(dir: &Path, name: &str, text: &str) -> Result<(), PlanError> {
     fs::create_dir_all(dir)
         .and_then(|()| fs::write(dir.join(name), text))
-        .map_err(|source| PlanError::Io { dir: dir.to_path_buf(), source })
+        .map_err(|source| PlanError::Io {
+            dir: dir.to_path_buf(),
+            source,
+        })
 }
 
 /// The repository's files for the prompt: sorted, skipping `.git`, build outputs, the
@@ -133,10 +187,14 @@ pub fn list_files(repo: &Path, skip: &[PathBuf]) -> Vec<RepoPath> {
         .filter_entry(|entry| {
             let name = entry.file_name().to_str().unwrap_or("");
             let parent = entry.path().parent().unwrap_or(repo);
-            !(entry.file_type().is_dir() && (repo_path::is_excluded_dir(parent, name) || skip.iter().any(|s| s == entry.path())))
+            !(entry.file_type().is_dir()
+                && (repo_path::is_excluded_dir(parent, name)
+                    || skip.iter().any(|s| s == entry.path())))
         })
         .filter_map(Result::ok)
-        .filter(|entry| entry.file_type().is_file() && !is_secret(entry.file_name().to_str().unwrap_or("")))
+        .filter(|entry| {
+            entry.file_type().is_file() && !is_secret(entry.file_name().to_str().unwrap_or(""))
+        })
         .filter_map(|entry| RepoPath::from_walk(repo, entry.path()))
         .collect();
     files.sort();
@@ -153,20 +211,31 @@ pub fn is_secret(name: &str) -> bool {
         || lower.starts_with("id_ed25519")
         || lower.starts_with("id_ecdsa")
         || lower.starts_with("credentials")
-        || [".pem", ".key", ".p12", ".pfx", ".keystore", ".jks"].iter().any(|ext| lower.ends_with(ext))
+        || [".pem", ".key", ".p12", ".pfx", ".keystore", ".jks"]
+            .iter()
+            .any(|ext| lower.ends_with(ext))
 }
 
 /// Files the task mentions, by path or by unique file name.
 fn named_files(task: &str, files: &[RepoPath]) -> Vec<RepoPath> {
     let mut named = Vec::new();
-    for word in task.split(|c: char| c.is_whitespace() || matches!(c, ',' | ';' | '(' | ')' | '`' | '"' | '\'')) {
+    for word in task
+        .split(|c: char| c.is_whitespace() || matches!(c, ',' | ';' | '(' | ')' | '`' | '"' | '\''))
+    {
         let word = word.trim_end_matches(['.', ':', '!', '?']);
         if !word.contains('.') || word.is_empty() {
             continue;
         }
         let exact = files.iter().find(|f| f.as_str() == word);
-        let by_name: Vec<&RepoPath> = files.iter().filter(|f| f.as_str().rsplit('/').next() == Some(word)).collect();
-        let found = exact.or(if by_name.len() == 1 { by_name.first().copied() } else { None });
+        let by_name: Vec<&RepoPath> = files
+            .iter()
+            .filter(|f| f.as_str().rsplit('/').next() == Some(word))
+            .collect();
+        let found = exact.or(if by_name.len() == 1 {
+            by_name.first().copied()
+        } else {
+            None
+        });
         if let Some(path) = found
             && !named.contains(path)
         {
@@ -185,14 +254,31 @@ mod tests {
 
     #[test]
     fn the_task_names_files_by_path_or_unique_name() {
-        let files: Vec<RepoPath> = ["src/utils.py", "README.md", "a/x.py", "b/x.py"].iter().map(|f| RepoPath::parse(f).unwrap()).collect();
-        let named = named_files("Refactor calculate_metrics in utils.py, see README.md and x.py.", &files);
-        assert_eq!(named.iter().map(RepoPath::as_str).collect::<Vec<_>>(), vec!["src/utils.py", "README.md"]);
+        let files: Vec<RepoPath> = ["src/utils.py", "README.md", "a/x.py", "b/x.py"]
+            .iter()
+            .map(|f| RepoPath::parse(f).unwrap())
+            .collect();
+        let named = named_files(
+            "Refactor calculate_metrics in utils.py, see README.md and x.py.",
+            &files,
+        );
+        assert_eq!(
+            named.iter().map(RepoPath::as_str).collect::<Vec<_>>(),
+            vec!["src/utils.py", "README.md"]
+        );
     }
 
     #[test]
     fn secrets_are_recognised() {
-        for name in [".env", ".env.local", "id_rsa", "id_ed25519.pub", "server.pem", "tls.key", "credentials.json"] {
+        for name in [
+            ".env",
+            ".env.local",
+            "id_rsa",
+            "id_ed25519.pub",
+            "server.pem",
+            "tls.key",
+            "credentials.json",
+        ] {
             assert!(is_secret(name), "{name}");
         }
         assert!(!is_secret("utils.py"));

@@ -43,7 +43,12 @@ pub struct Limits {
 
 impl Default for Limits {
     fn default() -> Limits {
-        Limits { max_attempts_per_step: 3, max_revisions: 3, max_recovery_calls: 10, max_transient_retries: 2 }
+        Limits {
+            max_attempts_per_step: 3,
+            max_revisions: 3,
+            max_recovery_calls: 10,
+            max_transient_retries: 2,
+        }
     }
 }
 
@@ -68,7 +73,10 @@ pub enum StrategyKind {
 
 impl fmt::Display for StrategyKind {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        let name = serde_json::to_value(self).ok().and_then(|v| v.as_str().map(str::to_string)).unwrap_or_default();
+        let name = serde_json::to_value(self)
+            .ok()
+            .and_then(|v| v.as_str().map(str::to_string))
+            .unwrap_or_default();
         f.write_str(&name)
     }
 }
@@ -96,18 +104,35 @@ impl Decision {
 /// Why recovery stopped; the flow fails with this in its summary.
 #[derive(Debug, thiserror::Error)]
 pub enum Stop {
-    #[error("step {step} has failed {attempts} time(s), the most allowed per step (max_attempts_per_step)")]
+    #[error(
+        "step {step} has failed {attempts} time(s), the most allowed per step (max_attempts_per_step)"
+    )]
     AttemptsCap { step: String, attempts: u32 },
-    #[error("{calls} recovery decision(s) were asked in this flow, the most allowed (max_recovery_calls)")]
+    #[error(
+        "{calls} recovery decision(s) were asked in this flow, the most allowed (max_recovery_calls)"
+    )]
     RecoveryCallsCap { calls: u32 },
-    #[error("the LLM proposed replanning again, but the flow has been replanned {revisions} time(s), the most allowed (max_revisions)")]
+    #[error(
+        "the LLM proposed replanning again, but the flow has been replanned {revisions} time(s), the most allowed (max_revisions)"
+    )]
     RevisionsCap { revisions: u32 },
-    #[error("recovery is stuck: the LLM proposed `{strategy}` with the same parameters for step {step} a second time")]
-    Stuck { step: String, strategy: StrategyKind },
+    #[error(
+        "recovery is stuck: the LLM proposed `{strategy}` with the same parameters for step {step} a second time"
+    )]
+    Stuck {
+        step: String,
+        strategy: StrategyKind,
+    },
     #[error("the LLM chose to abort: {reason}")]
     Aborted { reason: String },
-    #[error("no usable recovery strategy after {answers} answer(s) (saved in {dir}); last problems:\n{problems}")]
-    NoValidAnswer { answers: usize, dir: String, problems: String },
+    #[error(
+        "no usable recovery strategy after {answers} answer(s) (saved in {dir}); last problems:\n{problems}"
+    )]
+    NoValidAnswer {
+        answers: usize,
+        dir: String,
+        problems: String,
+    },
     #[error("the recovery LLM call failed: {0}")]
     Llm(#[from] LlmError),
     #[error("cannot save the recovery answer: {0}")]
@@ -139,10 +164,15 @@ pub async fn decide(context: &Context<'_>, failed: &str) -> Result<Decided, Stop
     let entry = context.status.step(failed);
     let attempts = entry.map_or(0, |s| s.attempts);
     if attempts >= context.limits.max_attempts_per_step {
-        return Err(Stop::AttemptsCap { step: failed.to_string(), attempts });
+        return Err(Stop::AttemptsCap {
+            step: failed.to_string(),
+            attempts,
+        });
     }
     if context.status.recovery_calls >= context.limits.max_recovery_calls {
-        return Err(Stop::RecoveryCallsCap { calls: context.status.recovery_calls });
+        return Err(Stop::RecoveryCallsCap {
+            calls: context.status.recovery_calls,
+        });
     }
     let round = entry.map_or(0, |s| s.recoveries.len()) + 1;
     let dir = context.task.root.join("recovery");
@@ -150,11 +180,22 @@ pub async fn decide(context: &Context<'_>, failed: &str) -> Result<Decided, Stop
     let mut messages = vec![Message::user(prompt(context, failed))];
     let mut problems = String::new();
     for answer_number in 1..=MAX_ANSWERS {
-        let request = ChatRequest { purpose: "recovery".into(), settings: context.settings.clone(), messages: messages.clone(), json: true };
+        let request = ChatRequest {
+            purpose: "recovery".into(),
+            settings: context.settings.clone(),
+            messages: messages.clone(),
+            json: true,
+        };
         let reply = context.llm.chat(&request).await?;
-        fs::write(dir.join(format!("{failed}-round{round}-answer{answer_number}.md")), &reply.content)?;
+        fs::write(
+            dir.join(format!("{failed}-round{round}-answer{answer_number}.md")),
+            &reply.content,
+        )?;
         let checked = if reply.is_truncated() {
-            Err(vec!["the answer was cut off (token limit): answer with a shorter JSON object".to_string()])
+            Err(vec![
+                "the answer was cut off (token limit): answer with a shorter JSON object"
+                    .to_string(),
+            ])
         } else {
             check(context, failed, &reply.content)
         };
@@ -163,22 +204,36 @@ pub async fn decide(context: &Context<'_>, failed: &str) -> Result<Decided, Stop
             && decided.decision.strategy == StrategyKind::Replan
             && context.status.replans >= context.limits.max_revisions
         {
-            return Err(Stop::RevisionsCap { revisions: context.status.replans });
+            return Err(Stop::RevisionsCap {
+                revisions: context.status.replans,
+            });
         }
         match checked {
             Ok(decided) => return Ok(decided),
             Err(found) => {
-                problems = found.iter().map(|p| format!("- {p}")).collect::<Vec<_>>().join("\n");
+                problems = found
+                    .iter()
+                    .map(|p| format!("- {p}"))
+                    .collect::<Vec<_>>()
+                    .join("\n");
                 messages.push(Message::assistant(reply.content));
                 messages.push(Message::user(FIX.trim().replace("{{problems}}", &problems)));
             }
         }
     }
-    Err(Stop::NoValidAnswer { answers: MAX_ANSWERS, dir: dir.display().to_string(), problems })
+    Err(Stop::NoValidAnswer {
+        answers: MAX_ANSWERS,
+        dir: dir.display().to_string(),
+        problems,
+    })
 }
 
 /// The flow a decision made before a crash leads to, computed again on resume.
-pub fn redo(context: &Context<'_>, failed: &str, decision: Decision) -> Result<Decided, Vec<String>> {
+pub fn redo(
+    context: &Context<'_>,
+    failed: &str,
+    decision: Decision,
+) -> Result<Decided, Vec<String>> {
     let flow = implied_flow(context, failed, &decision)?;
     Ok(Decided { decision, flow })
 }
@@ -195,7 +250,10 @@ fn check(context: &Context<'_>, failed: &str, text: &str) -> Result<Decided, Vec
         && !context.allow_destructive
     {
         // Only what the LLM proposes now: steps that are new or changed.
-        let proposed = flow.steps.iter().filter(|s| context.flow.step(&s.id) != Some(*s));
+        let proposed = flow
+            .steps
+            .iter()
+            .filter(|s| context.flow.step(&s.id) != Some(*s));
         if let Some(problem) = destructive_steps(proposed) {
             return Err(vec![problem]);
         }
@@ -204,30 +262,52 @@ fn check(context: &Context<'_>, failed: &str, text: &str) -> Result<Decided, Vec
 }
 
 /// The flow after a decision, fully validated; `None` when the flow itself does not change.
-fn implied_flow(context: &Context<'_>, failed: &str, decision: &Decision) -> Result<Option<Flow>, Vec<String>> {
+fn implied_flow(
+    context: &Context<'_>,
+    failed: &str,
+    decision: &Decision,
+) -> Result<Option<Flow>, Vec<String>> {
     let flow = context.flow;
     let new_steps = |values: &[Value]| -> Result<Vec<Value>, Vec<String>> {
         if values.is_empty() {
-            return Err(vec![format!("`{}` needs `steps`: the new steps", decision.strategy)]);
+            return Err(vec![format!(
+                "`{}` needs `steps`: the new steps",
+                decision.strategy
+            )]);
         }
         let clashes: Vec<String> = values
             .iter()
             .filter_map(|v| v.get("id").and_then(Value::as_str))
             .filter(|id| context.status.step(id).is_some())
-            .map(|id| format!("step id `{id}` is already used in this flow; new steps need fresh ids"))
+            .map(|id| {
+                format!("step id `{id}` is already used in this flow; new steps need fresh ids")
+            })
             .collect();
-        if clashes.is_empty() { Ok(values.to_vec()) } else { Err(clashes) }
+        if clashes.is_empty() {
+            Ok(values.to_vec())
+        } else {
+            Err(clashes)
+        }
     };
-    let mut steps: Vec<Value> = flow.steps.iter().map(|s| serde_json::to_value(s).unwrap_or(Value::Null)).collect();
+    let mut steps: Vec<Value> = flow
+        .steps
+        .iter()
+        .map(|s| serde_json::to_value(s).unwrap_or(Value::Null))
+        .collect();
     match decision.strategy {
         StrategyKind::Retry | StrategyKind::Skip | StrategyKind::Abort => return Ok(None),
         StrategyKind::Modify => {
             let Some(changed) = &decision.step else {
-                return Err(vec!["`modify` needs `step`: the changed step, with the id of the step to change".into()]);
+                return Err(vec![
+                    "`modify` needs `step`: the changed step, with the id of the step to change"
+                        .into(),
+                ]);
             };
             let id = changed.get("id").and_then(Value::as_str).unwrap_or(failed);
             if id != failed && !flow.ancestors(failed).contains(id) {
-                return Err(vec![format!("`modify` may change step {failed} or a step it depends on; `{id}` is neither")]);
+                return Err(vec![format!(
+                    "`modify` may change step {failed} or a step it depends on; `{id}` is neither"
+                )]);
             }
             let Some(position) = flow.steps.iter().position(|s| s.id == id) else {
                 return Err(vec![format!("there is no step `{id}` to modify")]);
@@ -243,11 +323,18 @@ fn implied_flow(context: &Context<'_>, failed: &str, decision: &Decision) -> Res
         }
         StrategyKind::Alternative => {
             let mut added = new_steps(&decision.steps)?;
-            let failed_step = flow.step(failed).ok_or_else(|| vec![format!("step {failed} is not in the flow")])?;
-            let added_ids: Vec<String> = added.iter().filter_map(|v| v.get("id").and_then(Value::as_str).map(str::to_string)).collect();
+            let failed_step = flow
+                .step(failed)
+                .ok_or_else(|| vec![format!("step {failed} is not in the flow")])?;
+            let added_ids: Vec<String> = added
+                .iter()
+                .filter_map(|v| v.get("id").and_then(Value::as_str).map(str::to_string))
+                .collect();
             // New steps without dependencies start where the failed step started.
             for value in &mut added {
-                if value.get("depends_on").is_none_or(Value::is_null) && !failed_step.depends_on.is_empty() {
+                if value.get("depends_on").is_none_or(Value::is_null)
+                    && !failed_step.depends_on.is_empty()
+                {
                     value["depends_on"] = json!(failed_step.depends_on);
                 }
             }
@@ -256,11 +343,18 @@ fn implied_flow(context: &Context<'_>, failed: &str, decision: &Decision) -> Res
                 .iter()
                 .flat_map(|v| match v.get("depends_on") {
                     Some(Value::String(dep)) => vec![dep.clone()],
-                    Some(Value::Array(deps)) => deps.iter().filter_map(|d| d.as_str().map(str::to_string)).collect(),
+                    Some(Value::Array(deps)) => deps
+                        .iter()
+                        .filter_map(|d| d.as_str().map(str::to_string))
+                        .collect(),
                     _ => Vec::new(),
                 })
                 .collect();
-            let sinks: Vec<String> = added_ids.iter().filter(|id| !needed.contains(*id)).cloned().collect();
+            let sinks: Vec<String> = added_ids
+                .iter()
+                .filter(|id| !needed.contains(*id))
+                .cloned()
+                .collect();
             steps.retain(|v| v.get("id").and_then(Value::as_str) != Some(failed));
             for value in &mut steps {
                 rewire(value, failed, &sinks);
@@ -270,20 +364,28 @@ fn implied_flow(context: &Context<'_>, failed: &str, decision: &Decision) -> Res
         StrategyKind::Replan => {
             let added = new_steps(&decision.steps)?;
             steps.retain(|v| {
-                v.get("id").and_then(Value::as_str).and_then(|id| context.status.step(id)).is_some_and(|s| s.status == StepState::Succeeded)
+                v.get("id")
+                    .and_then(Value::as_str)
+                    .and_then(|id| context.status.step(id))
+                    .is_some_and(|s| s.status == StepState::Succeeded)
             });
             steps.extend(added);
         }
     }
     let text = json!({"version": FLOW_VERSION, "task": flow.task, "steps": steps}).to_string();
-    validate::parse_flow(&text, Some(&flow.task), context.rules).map(Some).map_err(|problems| problems.iter().map(|p| p.to_string()).collect())
+    validate::parse_flow(&text, Some(&flow.task), context.rules)
+        .map(Some)
+        .map_err(|problems| problems.iter().map(|p| p.to_string()).collect())
 }
 
 /// Replaces `old` in a step's `depends_on` with `new`.
 fn rewire(step: &mut Value, old: &str, new: &[String]) {
     let deps: Vec<String> = match step.get("depends_on") {
         Some(Value::String(dep)) => vec![dep.clone()],
-        Some(Value::Array(deps)) => deps.iter().filter_map(|d| d.as_str().map(str::to_string)).collect(),
+        Some(Value::Array(deps)) => deps
+            .iter()
+            .filter_map(|d| d.as_str().map(str::to_string))
+            .collect(),
         _ => return,
     };
     if !deps.iter().any(|d| d == old) {
@@ -307,8 +409,22 @@ pub fn destructive_steps<'s>(steps: impl Iterator<Item = &'s crate::flow::Step>)
 pub fn destructive(command: &str) -> Option<&'static str> {
     let squeezed = command.split_whitespace().collect::<Vec<_>>().join(" ");
     const PATTERNS: &[&str] = &[
-        "rm -rf /", "rm -rf ~", "rm -rf $HOME", "rm -rf *", "rm -fr /", "rm -fr ~", "git reset --hard", "git clean -f", "git push --force",
-        "mkfs", "dd if=", "> /dev/sd", ":(){", "chmod -R 777 /", "| sh", "| bash",
+        "rm -rf /",
+        "rm -rf ~",
+        "rm -rf $HOME",
+        "rm -rf *",
+        "rm -fr /",
+        "rm -fr ~",
+        "git reset --hard",
+        "git clean -f",
+        "git push --force",
+        "mkfs",
+        "dd if=",
+        "> /dev/sd",
+        ":(){",
+        "chmod -R 777 /",
+        "| sh",
+        "| bash",
     ];
     PATTERNS.iter().find(|p| squeezed.contains(*p)).copied()
 }
@@ -317,9 +433,14 @@ pub fn destructive(command: &str) -> Option<&'static str> {
 /// failures, the steps done with their outputs, and the steps remaining.
 fn prompt(context: &Context<'_>, failed: &str) -> String {
     let step_dir = context.task.step_dir(failed);
-    let result: Value = fs::read(step_dir.join(workspace::RESULT_FILE)).ok().and_then(|b| serde_json::from_slice(&b).ok()).unwrap_or(Value::Null);
+    let result: Value = fs::read(step_dir.join(workspace::RESULT_FILE))
+        .ok()
+        .and_then(|b| serde_json::from_slice(&b).ok())
+        .unwrap_or(Value::Null);
     let entry = context.status.step(failed);
-    let error = entry.and_then(|s| s.error.as_ref()).map_or("unknown", |e| e.message.as_str());
+    let error = entry
+        .and_then(|s| s.error.as_ref())
+        .map_or("unknown", |e| e.message.as_str());
     let failures = result
         .get("tests")
         .and_then(|t| t.get("failures"))
@@ -328,48 +449,98 @@ fn prompt(context: &Context<'_>, failed: &str) -> String {
         .map(|failures| {
             failures
                 .iter()
-                .map(|f| format!("- {} — {}: {}", text(f, "name"), text(f, "error_type"), text(f, "message")))
+                .map(|f| {
+                    format!(
+                        "- {} — {}: {}",
+                        text(f, "name"),
+                        text(f, "error_type"),
+                        text(f, "message")
+                    )
+                })
                 .collect::<Vec<_>>()
                 .join("\n")
         })
         .unwrap_or_else(|| "(none reported)".into());
     let mut log = String::new();
     for field in ["stdout", "stderr"] {
-        if let Some(output) = result.get(field).and_then(Value::as_str).filter(|o| !o.trim().is_empty()) {
+        if let Some(output) = result
+            .get(field)
+            .and_then(Value::as_str)
+            .filter(|o| !o.trim().is_empty())
+        {
             log.push_str(&format!("{field}:\n{}\n", tail(output)));
         }
     }
     if log.is_empty() {
-        log = tail(&fs::read_to_string(step_dir.join(workspace::STEP_LOG_FILE)).unwrap_or_default());
+        log =
+            tail(&fs::read_to_string(step_dir.join(workspace::STEP_LOG_FILE)).unwrap_or_default());
     }
     let done: Vec<String> = context
         .flow
         .steps
         .iter()
-        .filter_map(|s| context.status.step(&s.id).filter(|st| st.status == StepState::Succeeded).map(|st| (s, st)))
+        .filter_map(|s| {
+            context
+                .status
+                .step(&s.id)
+                .filter(|st| st.status == StepState::Succeeded)
+                .map(|st| (s, st))
+        })
         .map(|(s, st)| {
-            let outputs = if st.output_files.is_empty() { String::new() } else { format!("; changed {}", st.output_files.join(", ")) };
-            format!("- {} ({}): {}{outputs}", s.id, s.operation, st.message.as_deref().unwrap_or(""))
+            let outputs = if st.output_files.is_empty() {
+                String::new()
+            } else {
+                format!("; changed {}", st.output_files.join(", "))
+            };
+            format!(
+                "- {} ({}): {}{outputs}",
+                s.id,
+                s.operation,
+                st.message.as_deref().unwrap_or("")
+            )
         })
         .collect();
     let remaining: Vec<String> = context
         .flow
         .steps
         .iter()
-        .filter(|s| s.id != failed && context.status.step(&s.id).is_some_and(|st| st.status == StepState::Pending))
+        .filter(|s| {
+            s.id != failed
+                && context
+                    .status
+                    .step(&s.id)
+                    .is_some_and(|st| st.status == StepState::Pending)
+        })
         .map(|s| serde_json::to_string(s).unwrap_or_default())
         .collect();
     let tried: Vec<String> = entry
-        .map(|s| s.recoveries.iter().map(|r| format!("- {}: {}", r.strategy, r.reason)).collect())
+        .map(|s| {
+            s.recoveries
+                .iter()
+                .map(|r| format!("- {}: {}", r.strategy, r.reason))
+                .collect()
+        })
         .unwrap_or_default();
-    let failed_json = context.flow.step(failed).and_then(|s| serde_json::to_string(s).ok()).unwrap_or_default();
-    PROMPT.trim()
+    let failed_json = context
+        .flow
+        .step(failed)
+        .and_then(|s| serde_json::to_string(s).ok())
+        .unwrap_or_default();
+    PROMPT
+        .trim()
         .replace("{{task}}", &context.flow.task)
         .replace("{{failed_step}}", &failed_json)
         .replace("{{attempts}}", &entry.map_or(0, |s| s.attempts).to_string())
         .replace("{{error}}", error)
         .replace("{{test_failures}}", &failures)
-        .replace("{{log}}", if log.trim().is_empty() { "(empty)" } else { log.trim_end() })
+        .replace(
+            "{{log}}",
+            if log.trim().is_empty() {
+                "(empty)"
+            } else {
+                log.trim_end()
+            },
+        )
         .replace("{{done}}", &or_none(&done))
         .replace("{{remaining}}", &or_none(&remaining))
         .replace("{{tried}}", &or_none(&tried))
@@ -381,7 +552,11 @@ fn text<'v>(value: &'v Value, field: &str) -> &'v str {
 }
 
 fn or_none(lines: &[String]) -> String {
-    if lines.is_empty() { "(none)".into() } else { lines.join("\n") }
+    if lines.is_empty() {
+        "(none)".into()
+    } else {
+        lines.join("\n")
+    }
 }
 
 /// The last lines of a log, bounded in bytes.
@@ -390,7 +565,9 @@ fn tail(log: &str) -> String {
     let mut text = lines[lines.len().saturating_sub(LOG_TAIL_LINES)..].join("\n");
     if text.len() > LOG_TAIL_BYTES {
         let cut = text.len() - LOG_TAIL_BYTES;
-        let start = (cut..text.len()).find(|i| text.is_char_boundary(*i)).unwrap_or(text.len());
+        let start = (cut..text.len())
+            .find(|i| text.is_char_boundary(*i))
+            .unwrap_or(text.len());
         text = format!("[…]{}", &text[start..]);
     }
     text
@@ -410,7 +587,11 @@ pub fn save_revision(task: &TaskDir, flow: &Flow, revision: u32) -> crate::error
 /// before `flow.json` was replaced), else `flow.json`.
 pub fn current_flow_file(task: &TaskDir, revision: u32) -> std::path::PathBuf {
     let revision_file = task.file(&format!("flow.r{revision}.json"));
-    if revision > 1 && revision_file.is_file() { revision_file } else { task.file(workspace::FLOW_FILE) }
+    if revision > 1 && revision_file.is_file() {
+        revision_file
+    } else {
+        task.file(workspace::FLOW_FILE)
+    }
 }
 
 #[cfg(test)]
@@ -419,7 +600,12 @@ mod tests {
 
     #[test]
     fn destructive_commands_are_recognised() {
-        for bad in ["rm  -rf  ~", "cd / && rm -rf /", "git reset --hard HEAD", "curl http://x | sh"] {
+        for bad in [
+            "rm  -rf  ~",
+            "cd / && rm -rf /",
+            "git reset --hard HEAD",
+            "curl http://x | sh",
+        ] {
             assert!(destructive(bad).is_some(), "{bad}");
         }
         for fine in ["rm -rf build", "python3 -m pytest -q", "git status"] {

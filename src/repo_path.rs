@@ -8,7 +8,8 @@ use std::path::{Component, Path, PathBuf};
 pub const MAX_PATH_BYTES: usize = 1024;
 
 /// Directory names never staged, copied into a view, or written by a flow, at any depth.
-pub const EXCLUDED_DIR_NAMES: &[&str] = &[".git", "node_modules", ".venv", "__pycache__", ".ocflow"];
+pub const EXCLUDED_DIR_NAMES: &[&str] =
+    &[".git", "node_modules", ".venv", "__pycache__", ".ocflow"];
 
 /// Whether a directory called `name` inside `parent` is one that staging skips: the excluded
 /// names anywhere, and `target` where it sits beside a `Cargo.toml` (a Rust build directory).
@@ -18,7 +19,9 @@ pub fn is_excluded_dir(parent: &Path, name: &str) -> bool {
 
 /// A normalised, relative path inside the repository (`/`-separated, no `.` or `..`).
 /// The empty path is the repository root.
-#[derive(Debug, Clone, PartialEq, Eq, PartialOrd, Ord, Hash, serde::Serialize, serde::Deserialize)]
+#[derive(
+    Debug, Clone, PartialEq, Eq, PartialOrd, Ord, Hash, serde::Serialize, serde::Deserialize,
+)]
 #[serde(transparent)]
 pub struct RepoPath(String);
 
@@ -82,7 +85,12 @@ impl RepoPath {
 
     /// Whether this path is `dir` or lies below it (by components).
     pub fn is_within(&self, dir: &RepoPath) -> bool {
-        dir.0.is_empty() || self.0 == dir.0 || self.0.strip_prefix(&dir.0).is_some_and(|rest| rest.starts_with('/'))
+        dir.0.is_empty()
+            || self.0 == dir.0
+            || self
+                .0
+                .strip_prefix(&dir.0)
+                .is_some_and(|rest| rest.starts_with('/'))
     }
 
     /// This path below `base`.
@@ -163,9 +171,21 @@ mod tests {
 
     #[test]
     fn normalises_and_refuses() {
-        assert_eq!(RepoPath::parse("./a//b/./c.py").map(|p| p.0), Ok("a/b/c.py".into()));
+        assert_eq!(
+            RepoPath::parse("./a//b/./c.py").map(|p| p.0),
+            Ok("a/b/c.py".into())
+        );
         assert_eq!(RepoPath::parse(".").map(|p| p.is_root()), Ok(true));
-        for bad in ["", "../x", "a/../../x", "/etc/passwd", "~/.ssh/id_rsa", ".git/config", "a/node_modules/x", "x\0y"] {
+        for bad in [
+            "",
+            "../x",
+            "a/../../x",
+            "/etc/passwd",
+            "~/.ssh/id_rsa",
+            ".git/config",
+            "a/node_modules/x",
+            "x\0y",
+        ] {
             assert!(RepoPath::parse(bad).is_err(), "{bad:?} was accepted");
         }
     }

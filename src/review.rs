@@ -30,7 +30,11 @@ pub enum ChangeKind {
 }
 
 /// The flow's net changes: every path whose final version differs from the snapshot.
-pub fn changes(task: &TaskDir, status: &FlowStatus, flow: &crate::flow::Flow) -> Result<Vec<Change>> {
+pub fn changes(
+    task: &TaskDir,
+    status: &FlowStatus,
+    flow: &crate::flow::Flow,
+) -> Result<Vec<Change>> {
     let overlay = Overlay::from_status(status, flow, None);
     let base = Overlay::default();
     let mut out = Vec::new();
@@ -51,7 +55,12 @@ pub fn changes(task: &TaskDir, status: &FlowStatus, flow: &crate::flow::Flow) ->
                 ChangeKind::Modified
             }
         };
-        out.push(Change { path: path.clone(), kind, new, old });
+        out.push(Change {
+            path: path.clone(),
+            kind,
+            new,
+            old,
+        });
     }
     Ok(out)
 }
@@ -64,8 +73,18 @@ fn read(path: &Path) -> Result<Vec<u8>> {
 pub fn unified_diff(changes: &[Change]) -> Result<String> {
     let mut out = String::new();
     for change in changes {
-        let old = change.old.as_deref().map(read).transpose()?.unwrap_or_default();
-        let new = change.new.as_deref().map(read).transpose()?.unwrap_or_default();
+        let old = change
+            .old
+            .as_deref()
+            .map(read)
+            .transpose()?
+            .unwrap_or_default();
+        let new = change
+            .new
+            .as_deref()
+            .map(read)
+            .transpose()?
+            .unwrap_or_default();
         let path = change.path.as_str();
         let (old_name, new_name) = match change.kind {
             ChangeKind::Added => ("/dev/null".to_string(), format!("b/{path}")),
@@ -82,7 +101,14 @@ pub fn unified_diff(changes: &[Change]) -> Result<String> {
         match (std::str::from_utf8(&old), std::str::from_utf8(&new)) {
             (Ok(old), Ok(new)) if !old.contains('\0') && !new.contains('\0') => {
                 let diff = similar::TextDiff::from_lines(old, new);
-                out.push_str(&diff.unified_diff().context_radius(3).missing_newline_hint(true).header(&old_name, &new_name).to_string());
+                out.push_str(
+                    &diff
+                        .unified_diff()
+                        .context_radius(3)
+                        .missing_newline_hint(true)
+                        .header(&old_name, &new_name)
+                        .to_string(),
+                );
             }
             _ => out.push_str(&format!("Binary files {old_name} and {new_name} differ\n")),
         }
@@ -122,18 +148,29 @@ fn current(path: &Path) -> Result<Current> {
 /// Writes the changes into the repository. Everything is checked before anything is written:
 /// every target must stay inside the repository (outside `.git` and `workspace`) and hold what
 /// the flow read, unless `force`; then deletions go first, then files, each atomically.
-pub fn apply(repo: &Path, workspace_dir: &Path, changes: &[Change], force: bool) -> Result<Applied> {
+pub fn apply(
+    repo: &Path,
+    workspace_dir: &Path,
+    changes: &[Change],
+    force: bool,
+) -> Result<Applied> {
     if changes.is_empty() {
         return Ok(Applied::Nothing);
     }
     // Symlinks planted since the flow ran must not redirect a write out of the repository.
-    let root = repo.canonicalize().io_context(|| format!("resolving {}", repo.display()))?;
+    let root = repo
+        .canonicalize()
+        .io_context(|| format!("resolving {}", repo.display()))?;
     let workspace_dir = crate::config::canonical_or_absolute(workspace_dir);
     let mut drifted = Vec::new();
     let mut blocked = Vec::new();
     let mut already = true;
     for change in changes {
-        if let Err(problem) = crate::repo_path::check_contained(&root, &change.path, &[&root.join(".git"), &workspace_dir]) {
+        if let Err(problem) = crate::repo_path::check_contained(
+            &root,
+            &change.path,
+            &[&root.join(".git"), &workspace_dir],
+        ) {
             return Err(Error::Usage(format!("not applying anything: {problem}")));
         }
         let now = current(&change.path.under(&root))?;
@@ -163,7 +200,8 @@ pub fn apply(repo: &Path, workspace_dir: &Path, changes: &[Change], force: bool)
         return Err(Error::Drift(drifted));
     }
     let mut written = Vec::new();
-    let (deletions, writes): (Vec<&Change>, Vec<&Change>) = changes.iter().partition(|c| c.new.is_none());
+    let (deletions, writes): (Vec<&Change>, Vec<&Change>) =
+        changes.iter().partition(|c| c.new.is_none());
     for change in deletions {
         let target = change.path.under(&root);
         match fs::remove_file(&target) {

@@ -10,7 +10,10 @@ use std::ffi::OsString;
 use std::os::unix::process::CommandExt;
 use std::path::{Path, PathBuf};
 
-use landlock::{ABI, Access, AccessFs, Ruleset, RulesetAttr, RulesetCreatedAttr, RulesetStatus, Scope, path_beneath_rules};
+use landlock::{
+    ABI, Access, AccessFs, Ruleset, RulesetAttr, RulesetCreatedAttr, RulesetStatus, Scope,
+    path_beneath_rules,
+};
 
 /// The Landlock ABI ocflow asks for (file system rights and scopes); older kernels enforce
 /// what they can, and the result says `landlock-partial`.
@@ -20,14 +23,27 @@ const ABI_VERSION: ABI = ABI::V6;
 /// system's temporary directories, device files programs write to, and tool caches. The cache
 /// directories are created if missing, so a tool's first run can fill them.
 pub fn default_writable() -> Vec<PathBuf> {
-    let mut paths: Vec<PathBuf> =
-        ["/tmp", "/var/tmp", "/dev/shm", "/dev/null", "/dev/zero", "/dev/full", "/dev/random", "/dev/urandom", "/dev/tty", "/dev/ptmx", "/dev/pts"]
-            .iter()
-            .map(PathBuf::from)
-            .collect();
+    let mut paths: Vec<PathBuf> = [
+        "/tmp",
+        "/var/tmp",
+        "/dev/shm",
+        "/dev/null",
+        "/dev/zero",
+        "/dev/full",
+        "/dev/random",
+        "/dev/urandom",
+        "/dev/tty",
+        "/dev/ptmx",
+        "/dev/pts",
+    ]
+    .iter()
+    .map(PathBuf::from)
+    .collect();
     paths.push(std::env::temp_dir());
     let home = std::env::var_os("HOME").map(PathBuf::from);
-    let cargo_home = std::env::var_os("CARGO_HOME").map(PathBuf::from).or_else(|| home.as_ref().map(|h| h.join(".cargo")));
+    let cargo_home = std::env::var_os("CARGO_HOME")
+        .map(PathBuf::from)
+        .or_else(|| home.as_ref().map(|h| h.join(".cargo")));
     if let Some(cargo) = cargo_home {
         // Not all of CARGO_HOME: its bin/ is on PATH.
         paths.extend(["registry", "git"].iter().map(|dir| cargo.join(dir)));
@@ -46,13 +62,24 @@ pub fn default_writable() -> Vec<PathBuf> {
 /// Restricts this process to reading everywhere and writing only beneath `writable` (paths
 /// that do not exist are left out). Returns what the kernel enforced.
 fn restrict(writable: &[PathBuf]) -> Result<&'static str, String> {
-    let existing: Vec<&Path> = writable.iter().map(PathBuf::as_path).filter(|p| p.exists()).collect();
+    let existing: Vec<&Path> = writable
+        .iter()
+        .map(PathBuf::as_path)
+        .filter(|p| p.exists())
+        .collect();
     let status = Ruleset::default()
         .handle_access(AccessFs::from_all(ABI_VERSION))
         .and_then(|ruleset| ruleset.scope(Scope::AbstractUnixSocket | Scope::Signal))
         .and_then(|ruleset| ruleset.create())
-        .and_then(|ruleset| ruleset.add_rules(path_beneath_rules(["/"], AccessFs::from_read(ABI_VERSION))))
-        .and_then(|ruleset| ruleset.add_rules(path_beneath_rules(existing, AccessFs::from_all(ABI_VERSION))))
+        .and_then(|ruleset| {
+            ruleset.add_rules(path_beneath_rules(["/"], AccessFs::from_read(ABI_VERSION)))
+        })
+        .and_then(|ruleset| {
+            ruleset.add_rules(path_beneath_rules(
+                existing,
+                AccessFs::from_all(ABI_VERSION),
+            ))
+        })
         .and_then(|ruleset| ruleset.restrict_self())
         .map_err(|err| err.to_string())?;
     Ok(match status.ruleset {
@@ -68,7 +95,9 @@ pub fn exec(writable: &[PathBuf], probe: bool, command: &[OsString]) -> u8 {
     let kind = match restrict(writable) {
         Ok(kind) => kind,
         Err(err) => {
-            crate::events::say(&format!("ocflow sandbox-exec: cannot set up the sandbox: {err}"));
+            crate::events::say(&format!(
+                "ocflow sandbox-exec: cannot set up the sandbox: {err}"
+            ));
             return 126;
         }
     };
@@ -81,7 +110,10 @@ pub fn exec(writable: &[PathBuf], probe: bool, command: &[OsString]) -> u8 {
         return 126;
     };
     let error = std::process::Command::new(program).args(args).exec();
-    crate::events::say(&format!("ocflow sandbox-exec: cannot run {}: {error}", program.to_string_lossy()));
+    crate::events::say(&format!(
+        "ocflow sandbox-exec: cannot run {}: {error}",
+        program.to_string_lossy()
+    ));
     126
 }
 
@@ -89,7 +121,8 @@ pub fn exec(writable: &[PathBuf], probe: bool, command: &[OsString]) -> u8 {
 /// Landlock. Asks a child `sandbox-exec --probe`: restricting this process would restrict
 /// ocflow. A probe that cannot run is an error, not a silent "no sandbox".
 pub fn probe() -> Result<Option<String>, String> {
-    let exe = std::env::current_exe().map_err(|err| format!("cannot find the ocflow executable: {err}"))?;
+    let exe = std::env::current_exe()
+        .map_err(|err| format!("cannot find the ocflow executable: {err}"))?;
     let output = std::process::Command::new(&exe)
         .args(["sandbox-exec", "--probe"])
         .output()
@@ -98,7 +131,10 @@ pub fn probe() -> Result<Option<String>, String> {
     match kind.as_str() {
         "none" => Ok(None),
         "landlock" | "landlock-partial" if output.status.success() => Ok(Some(kind)),
-        _ => Err(format!("the sandbox probe failed: {}", String::from_utf8_lossy(&output.stderr).trim())),
+        _ => Err(format!(
+            "the sandbox probe failed: {}",
+            String::from_utf8_lossy(&output.stderr).trim()
+        )),
     }
 }
 

@@ -24,17 +24,25 @@ pub fn take_key_at_startup() -> ApiKey {
     // Not dumpable: other processes of the same user (a command step, without the sandbox)
     // cannot read this process's memory or environment through /proc.
     let _ = rustix::process::set_dumpable_behavior(rustix::process::DumpableBehavior::NotDumpable);
-    if let Some(fd) = std::env::var(KEY_FD_VARIABLE).ok().and_then(|v| v.parse::<i32>().ok()) {
+    if let Some(fd) = std::env::var(KEY_FD_VARIABLE)
+        .ok()
+        .and_then(|v| v.parse::<i32>().ok())
+    {
         // SAFETY: single-threaded start-up; no other code reads the environment yet.
         unsafe { std::env::remove_var(KEY_FD_VARIABLE) };
         return read_handed_over(fd);
     }
-    let Some(key) = KEY_VARIABLES.iter().find_map(|name| std::env::var(name).ok().filter(|v| !v.is_empty())) else {
+    let Some(key) = KEY_VARIABLES
+        .iter()
+        .find_map(|name| std::env::var(name).ok().filter(|v| !v.is_empty()))
+    else {
         return ApiKey::default();
     };
     if let Err(reason) = reexec_without(&key) {
         // Still correct, only less private: the key stays in this process's start-up block.
-        crate::events::say(&format!("ocflow: warning: could not hide the API key from child processes ({reason})"));
+        crate::events::say(&format!(
+            "ocflow: warning: could not hide the API key from child processes ({reason})"
+        ));
     }
     ApiKey::new(key)
 }
@@ -52,11 +60,15 @@ fn reexec_without(key: &str) -> Result<(), String> {
     let exe = std::env::current_exe().map_err(|e| e.to_string())?;
     let (reader, writer) = rustix::pipe::pipe().map_err(|e| e.to_string())?;
     // The pipe holds 64 KiB: the whole key fits before anyone reads it.
-    std::fs::File::from(writer).write_all(key.as_bytes()).map_err(|e| e.to_string())?;
+    std::fs::File::from(writer)
+        .write_all(key.as_bytes())
+        .map_err(|e| e.to_string())?;
     rustix::io::fcntl_setfd(&reader, rustix::io::FdFlags::empty()).map_err(|e| e.to_string())?;
     let args: Vec<OsString> = std::env::args_os().skip(1).collect();
     let mut command = std::process::Command::new(exe);
-    command.args(args).env(KEY_FD_VARIABLE, reader.as_raw_fd().to_string());
+    command
+        .args(args)
+        .env(KEY_FD_VARIABLE, reader.as_raw_fd().to_string());
     for name in KEY_VARIABLES {
         command.env_remove(name);
     }

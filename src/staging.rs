@@ -35,7 +35,8 @@ pub fn take_snapshot(repo: &Path, task: &TaskDir, skip: &[PathBuf]) -> Result<Tr
     remove_tree(&partial)?;
     let stats = copy_tree(repo, &partial, skip)?;
     workspace::sync_file_system(&partial)?;
-    fs::rename(&partial, &target).io_context(|| format!("renaming {} into place", partial.display()))?;
+    fs::rename(&partial, &target)
+        .io_context(|| format!("renaming {} into place", partial.display()))?;
     workspace::sync_dir(&task.root)?;
     Ok(stats)
 }
@@ -47,9 +48,15 @@ pub fn copy_tree(from: &Path, to: &Path, skip: &[PathBuf]) -> Result<TreeStats> 
     let started = Instant::now();
     let mut files: Vec<(PathBuf, PathBuf)> = Vec::new();
     let mut links: Vec<(PathBuf, PathBuf)> = Vec::new();
-    let walker = WalkDir::new(from).follow_links(false).into_iter().filter_entry(|entry| !is_skipped(entry, skip));
+    let walker = WalkDir::new(from)
+        .follow_links(false)
+        .into_iter()
+        .filter_entry(|entry| !is_skipped(entry, skip));
     for entry in walker {
-        let entry = entry.map_err(|err| Error::Io { context: format!("reading {}", from.display()), source: err.into() })?;
+        let entry = entry.map_err(|err| Error::Io {
+            context: format!("reading {}", from.display()),
+            source: err.into(),
+        })?;
         let relative = entry.path().strip_prefix(from).unwrap_or(entry.path());
         let dest = to.join(relative);
         let kind = entry.file_type();
@@ -62,10 +69,14 @@ pub fn copy_tree(from: &Path, to: &Path, skip: &[PathBuf]) -> Result<TreeStats> 
         }
     }
     for (source, dest) in &links {
-        let target = fs::read_link(source).io_context(|| format!("reading the link {}", source.display()))?;
-        std::os::unix::fs::symlink(&target, dest).io_context(|| format!("creating the link {}", dest.display()))?;
+        let target = fs::read_link(source)
+            .io_context(|| format!("reading the link {}", source.display()))?;
+        std::os::unix::fs::symlink(&target, dest)
+            .io_context(|| format!("creating the link {}", dest.display()))?;
     }
-    let threads = std::thread::available_parallelism().map_or(2, |n| n.get()).clamp(1, 8);
+    let threads = std::thread::available_parallelism()
+        .map_or(2, |n| n.get())
+        .clamp(1, 8);
     let bytes = std::thread::scope(|scope| {
         let workers: Vec<_> = (0..threads)
             .map(|worker| {
@@ -73,18 +84,28 @@ pub fn copy_tree(from: &Path, to: &Path, skip: &[PathBuf]) -> Result<TreeStats> 
                 scope.spawn(move || -> Result<u64> {
                     let mut bytes = 0;
                     for (source, dest) in files.iter().skip(worker).step_by(threads) {
-                        bytes += fs::copy(source, dest).io_context(|| format!("copying {}", source.display()))?;
+                        bytes += fs::copy(source, dest)
+                            .io_context(|| format!("copying {}", source.display()))?;
                     }
                     Ok(bytes)
                 })
             })
             .collect();
-        workers.into_iter().try_fold(0u64, |total, worker| match worker.join() {
-            Ok(bytes) => Ok(total + bytes?),
-            Err(_) => Err(Error::Io { context: "copying files".into(), source: io::Error::other("a copy thread panicked") }),
-        })
+        workers
+            .into_iter()
+            .try_fold(0u64, |total, worker| match worker.join() {
+                Ok(bytes) => Ok(total + bytes?),
+                Err(_) => Err(Error::Io {
+                    context: "copying files".into(),
+                    source: io::Error::other("a copy thread panicked"),
+                }),
+            })
     })?;
-    Ok(TreeStats { files: files.len() as u64, bytes, duration_ms: started.elapsed().as_millis() as u64 })
+    Ok(TreeStats {
+        files: files.len() as u64,
+        bytes,
+        duration_ms: started.elapsed().as_millis() as u64,
+    })
 }
 
 fn is_skipped(entry: &walkdir::DirEntry, skip: &[PathBuf]) -> bool {
@@ -125,10 +146,24 @@ impl Overlay {
     /// The changes of the succeeded steps in `only` (all of them when `None`), applied in the
     /// flow's topological order (see `Flow::topological_order`), so that steps running at the
     /// same time give the same result as one after another.
-    pub fn from_status(status: &FlowStatus, flow: &crate::flow::Flow, only: Option<&BTreeSet<String>>) -> Overlay {
-        let rank: HashMap<&str, usize> = flow.topological_order().into_iter().enumerate().map(|(i, id)| (id, i)).collect();
+    pub fn from_status(
+        status: &FlowStatus,
+        flow: &crate::flow::Flow,
+        only: Option<&BTreeSet<String>>,
+    ) -> Overlay {
+        let rank: HashMap<&str, usize> = flow
+            .topological_order()
+            .into_iter()
+            .enumerate()
+            .map(|(i, id)| (id, i))
+            .collect();
         let mut succeeded = status.succeeded();
-        succeeded.sort_by_key(|s| (rank.get(s.id.as_str()).copied().unwrap_or(usize::MAX), s.sequence));
+        succeeded.sort_by_key(|s| {
+            (
+                rank.get(s.id.as_str()).copied().unwrap_or(usize::MAX),
+                s.sequence,
+            )
+        });
         let mut versions = BTreeMap::new();
         for step in succeeded {
             if only.is_some_and(|only| !only.contains(&step.id)) {
@@ -136,7 +171,13 @@ impl Overlay {
             }
             for file in &step.output_files {
                 if let Ok(path) = RepoPath::parse(file) {
-                    versions.insert(path, Version::Step { step: step.id.clone(), sequence: step.sequence.unwrap_or(0) });
+                    versions.insert(
+                        path,
+                        Version::Step {
+                            step: step.id.clone(),
+                            sequence: step.sequence.unwrap_or(0),
+                        },
+                    );
                 }
             }
             for file in &step.deleted_files {
@@ -153,13 +194,18 @@ impl Overlay {
     pub fn source(&self, task: &TaskDir, path: &RepoPath) -> Result<Option<PathBuf>> {
         let file = match self.versions.get(path) {
             Some(Version::Deleted) => return Ok(None),
-            Some(Version::Step { step, .. }) => path.under(&task.step_dir(step).join(workspace::OUTPUT_DIR)),
+            Some(Version::Step { step, .. }) => {
+                path.under(&task.step_dir(step).join(workspace::OUTPUT_DIR))
+            }
             None => path.under(&task.snapshot()),
         };
         if fs::symlink_metadata(&file).is_err() {
             return Ok(None);
         }
-        let root = task.root.canonicalize().io_context(|| format!("resolving {}", task.root.display()))?;
+        let root = task
+            .root
+            .canonicalize()
+            .io_context(|| format!("resolving {}", task.root.display()))?;
         // A dangling link, a directory, or a link leading out of the task: nothing a flow can
         // read there (validation refuses such paths; this guards what changed since).
         match file.canonicalize() {
@@ -170,7 +216,12 @@ impl Overlay {
 }
 
 /// Copies the current version of each of `paths` into `input_dir`; returns those that exist.
-pub fn stage_inputs(task: &TaskDir, overlay: &Overlay, paths: &[RepoPath], input_dir: &Path) -> Result<Vec<RepoPath>> {
+pub fn stage_inputs(
+    task: &TaskDir,
+    overlay: &Overlay,
+    paths: &[RepoPath],
+    input_dir: &Path,
+) -> Result<Vec<RepoPath>> {
     let mut staged = Vec::new();
     for path in paths {
         if let Some(source) = overlay.source(task, path)? {
@@ -187,7 +238,8 @@ fn copy_file(source: &Path, dest: &Path) -> Result<()> {
     if let Some(parent) = dest.parent() {
         fs::create_dir_all(parent).io_context(|| format!("creating {}", parent.display()))?;
     }
-    fs::copy(source, dest).io_context(|| format!("copying {} to {}", source.display(), dest.display()))?;
+    fs::copy(source, dest)
+        .io_context(|| format!("copying {} to {}", source.display(), dest.display()))?;
     Ok(())
 }
 
@@ -208,7 +260,8 @@ fn place_file(root: &Path, path: &RepoPath, source: &Path) -> Result<()> {
     }
     let dest = path.under(root);
     remove_any(&dest)?;
-    fs::copy(source, &dest).io_context(|| format!("copying {} to {}", source.display(), dest.display()))?;
+    fs::copy(source, &dest)
+        .io_context(|| format!("copying {} to {}", source.display(), dest.display()))?;
     Ok(())
 }
 
@@ -234,11 +287,21 @@ pub fn list_outputs(output_dir: &Path) -> Result<Vec<RepoPath>, String> {
         if kind.is_dir() {
             continue;
         }
-        let relative = entry.path().strip_prefix(output_dir).unwrap_or(entry.path()).display().to_string();
+        let relative = entry
+            .path()
+            .strip_prefix(output_dir)
+            .unwrap_or(entry.path())
+            .display()
+            .to_string();
         if !kind.is_file() {
-            return Err(format!("the step left {relative} in output/, which is not a regular file (symlinks are not accepted)"));
+            return Err(format!(
+                "the step left {relative} in output/, which is not a regular file (symlinks are not accepted)"
+            ));
         }
-        outputs.push(RepoPath::parse(&relative).map_err(|err| format!("the step wrote output/{relative}: {err}"))?);
+        outputs.push(
+            RepoPath::parse(&relative)
+                .map_err(|err| format!("the step wrote output/{relative}: {err}"))?,
+        );
     }
     outputs.sort();
     Ok(outputs)
@@ -246,7 +309,12 @@ pub fn list_outputs(output_dir: &Path) -> Result<Vec<RepoPath>, String> {
 
 /// Makes `final_output/` hold the latest version of every file the flow changed: copies a
 /// step's outputs there and removes what it deleted.
-pub fn publish(task: &TaskDir, step_id: &str, outputs: &[String], deletions: &[String]) -> Result<()> {
+pub fn publish(
+    task: &TaskDir,
+    step_id: &str,
+    outputs: &[String],
+    deletions: &[String],
+) -> Result<()> {
     let final_dir = task.final_output();
     let output_dir = task.step_dir(step_id).join(workspace::OUTPUT_DIR);
     // Deletions first: a deleted file may be where a directory of new outputs goes.
@@ -254,7 +322,8 @@ pub fn publish(task: &TaskDir, step_id: &str, outputs: &[String], deletions: &[S
         remove_any(&final_dir.join(file))?;
     }
     for file in outputs {
-        let path = RepoPath::parse(file).map_err(|problem| Error::Usage(format!("recorded output {file}: {problem}")))?;
+        let path = RepoPath::parse(file)
+            .map_err(|problem| Error::Usage(format!("recorded output {file}: {problem}")))?;
         place_file(&final_dir, &path, &output_dir.join(file))?;
     }
     Ok(())
@@ -262,9 +331,14 @@ pub fn publish(task: &TaskDir, step_id: &str, outputs: &[String], deletions: &[S
 
 /// Rebuilds `final_output/` from the recorded outputs of the succeeded steps, so that a crash
 /// between a step's status write and its publishing leaves nothing stale.
-pub fn rebuild_final_output(task: &TaskDir, status: &FlowStatus, flow: &crate::flow::Flow) -> Result<()> {
+pub fn rebuild_final_output(
+    task: &TaskDir,
+    status: &FlowStatus,
+    flow: &crate::flow::Flow,
+) -> Result<()> {
     remove_tree(&task.final_output())?;
-    fs::create_dir_all(task.final_output()).io_context(|| format!("creating {}", task.final_output().display()))?;
+    fs::create_dir_all(task.final_output())
+        .io_context(|| format!("creating {}", task.final_output().display()))?;
     let overlay = Overlay::from_status(status, flow, None);
     for (path, version) in &overlay.versions {
         if let Version::Step { step, .. } = version {
@@ -311,15 +385,26 @@ impl Stamp {
 /// directory (`openat`, `fstatat`), so no path is resolved from the root for every file.
 fn stat_walk(root: &Path, visit: &mut dyn FnMut(&str, Stamp, bool)) -> Result<()> {
     use rustix::fs::{AtFlags, Dir, FileType, Mode, OFlags, openat, statat};
-    fn walk_dir(dir: &std::os::fd::OwnedFd, absolute: &Path, relative: &mut String, visit: &mut dyn FnMut(&str, Stamp, bool)) -> io::Result<()> {
+    fn walk_dir(
+        dir: &std::os::fd::OwnedFd,
+        absolute: &Path,
+        relative: &mut String,
+        visit: &mut dyn FnMut(&str, Stamp, bool),
+    ) -> io::Result<()> {
         for entry in Dir::read_from(dir)? {
             let entry = entry?;
-            let Ok(name) = entry.file_name().to_str() else { continue };
+            let Ok(name) = entry.file_name().to_str() else {
+                continue;
+            };
             if name == "." || name == ".." {
                 continue;
             }
             let mut kind = entry.file_type();
-            let stat = if kind == FileType::Directory { None } else { Some(statat(dir, name, AtFlags::SYMLINK_NOFOLLOW)?) };
+            let stat = if kind == FileType::Directory {
+                None
+            } else {
+                Some(statat(dir, name, AtFlags::SYMLINK_NOFOLLOW)?)
+            };
             if kind == FileType::Unknown {
                 let stat = statat(dir, name, AtFlags::SYMLINK_NOFOLLOW)?;
                 kind = FileType::from_raw_mode(stat.st_mode);
@@ -332,11 +417,20 @@ fn stat_walk(root: &Path, visit: &mut dyn FnMut(&str, Stamp, bool)) -> Result<()
             match (kind, stat) {
                 (FileType::Directory, _) => {
                     if !repo_path::is_excluded_dir(absolute, name) {
-                        let child = openat(dir, name, OFlags::RDONLY | OFlags::DIRECTORY | OFlags::NOFOLLOW | OFlags::CLOEXEC, Mode::empty())?;
+                        let child = openat(
+                            dir,
+                            name,
+                            OFlags::RDONLY | OFlags::DIRECTORY | OFlags::NOFOLLOW | OFlags::CLOEXEC,
+                            Mode::empty(),
+                        )?;
                         walk_dir(&child, &absolute.join(name), relative, visit)?;
                     }
                 }
-                (_, Some(stat)) => visit(relative, Stamp::of_stat(&stat), kind == FileType::RegularFile),
+                (_, Some(stat)) => visit(
+                    relative,
+                    Stamp::of_stat(&stat),
+                    kind == FileType::RegularFile,
+                ),
                 (_, None) => {}
             }
             relative.truncate(length);
@@ -344,7 +438,11 @@ fn stat_walk(root: &Path, visit: &mut dyn FnMut(&str, Stamp, bool)) -> Result<()
         Ok(())
     }
     let mut open = || -> io::Result<()> {
-        let fd = rustix::fs::open(root, OFlags::RDONLY | OFlags::DIRECTORY | OFlags::CLOEXEC, Mode::empty())?;
+        let fd = rustix::fs::open(
+            root,
+            OFlags::RDONLY | OFlags::DIRECTORY | OFlags::CLOEXEC,
+            Mode::empty(),
+        )?;
         walk_dir(&fd, root, &mut String::new(), visit)
     };
     open().io_context(|| format!("walking {}", root.display()))
@@ -378,7 +476,12 @@ impl View {
     pub fn create(task: &TaskDir, root: PathBuf) -> Result<View> {
         remove_tree(&root)?;
         copy_tree(&task.snapshot(), &root, &[])?;
-        let mut view = View { root, manifest: HashMap::new(), applied: Overlay::default(), recorded_at_ns: 0 };
+        let mut view = View {
+            root,
+            manifest: HashMap::new(),
+            applied: Overlay::default(),
+            recorded_at_ns: 0,
+        };
         view.manifest = view.walk()?.into_iter().collect();
         view.recorded_at_ns = now_ns();
         Ok(view)
@@ -394,8 +497,16 @@ impl View {
         let snapshot = task.snapshot();
         let walk_files = |base: &Path| -> Result<Vec<(RepoPath, fs::FileType)>> {
             let mut found = Vec::new();
-            for entry in WalkDir::new(base).follow_links(false).min_depth(1).into_iter().filter_entry(|e| !is_skipped(e, &[])) {
-                let entry = entry.map_err(|err| Error::Io { context: format!("reading {}", base.display()), source: err.into() })?;
+            for entry in WalkDir::new(base)
+                .follow_links(false)
+                .min_depth(1)
+                .into_iter()
+                .filter_entry(|e| !is_skipped(e, &[]))
+            {
+                let entry = entry.map_err(|err| Error::Io {
+                    context: format!("reading {}", base.display()),
+                    source: err.into(),
+                })?;
                 if !entry.file_type().is_dir()
                     && let Some(path) = RepoPath::from_walk(base, entry.path())
                 {
@@ -407,7 +518,9 @@ impl View {
         for (path, _) in walk_files(&root)? {
             let (here, there) = (path.under(&root), path.under(&snapshot));
             let same = match (fs::symlink_metadata(&here), fs::symlink_metadata(&there)) {
-                (Ok(a), Ok(b)) if a.is_symlink() && b.is_symlink() => fs::read_link(&here).ok() == fs::read_link(&there).ok(),
+                (Ok(a), Ok(b)) if a.is_symlink() && b.is_symlink() => {
+                    fs::read_link(&here).ok() == fs::read_link(&there).ok()
+                }
                 (Ok(a), Ok(b)) if a.is_file() && b.is_file() => same_content(Some(&there), &here)?,
                 _ => false,
             };
@@ -421,16 +534,24 @@ impl View {
                 continue;
             }
             if kind.is_symlink() {
-                let target = fs::read_link(&there).io_context(|| format!("reading the link {}", there.display()))?;
+                let target = fs::read_link(&there)
+                    .io_context(|| format!("reading the link {}", there.display()))?;
                 if let Some(parent) = here.parent() {
-                    fs::create_dir_all(parent).io_context(|| format!("creating {}", parent.display()))?;
+                    fs::create_dir_all(parent)
+                        .io_context(|| format!("creating {}", parent.display()))?;
                 }
-                std::os::unix::fs::symlink(&target, &here).io_context(|| format!("creating the link {}", here.display()))?;
+                std::os::unix::fs::symlink(&target, &here)
+                    .io_context(|| format!("creating the link {}", here.display()))?;
             } else {
                 place_file(&root, &path, &there)?;
             }
         }
-        let mut view = View { root, manifest: HashMap::new(), applied: Overlay::default(), recorded_at_ns: 0 };
+        let mut view = View {
+            root,
+            manifest: HashMap::new(),
+            applied: Overlay::default(),
+            recorded_at_ns: 0,
+        };
         view.manifest = view.walk()?.into_iter().collect();
         view.recorded_at_ns = now_ns();
         Ok(view)
@@ -443,7 +564,13 @@ impl View {
     /// Makes the view show `desired`, touching only the paths where it differs from what the
     /// view shows now.
     pub fn sync(&mut self, task: &TaskDir, desired: &Overlay) -> Result<()> {
-        let paths: BTreeSet<RepoPath> = self.applied.versions.keys().chain(desired.versions.keys()).cloned().collect();
+        let paths: BTreeSet<RepoPath> = self
+            .applied
+            .versions
+            .keys()
+            .chain(desired.versions.keys())
+            .cloned()
+            .collect();
         for path in paths {
             if self.applied.versions.get(&path) == desired.versions.get(&path) {
                 continue;
@@ -466,7 +593,14 @@ impl View {
     /// `output_dir`, and records them as the step's versions. Paths under `forbidden` (the
     /// workspace, when inside the repository) are never captured.
     /// `sequence` is the number the step gets if it succeeds.
-    pub fn capture(&mut self, task: &TaskDir, step_id: &str, sequence: u64, output_dir: &Path, forbidden: &[RepoPath]) -> Result<Captured> {
+    pub fn capture(
+        &mut self,
+        task: &TaskDir,
+        step_id: &str,
+        sequence: u64,
+        output_dir: &Path,
+        forbidden: &[RepoPath],
+    ) -> Result<Captured> {
         let mut captured = Captured::default();
         let racy_after = self.recorded_at_ns - RACY_WINDOW_NS;
         let known_before = self.manifest.len();
@@ -478,7 +612,12 @@ impl View {
             known_seen += usize::from(known.is_some());
             let racy = stamp.mtime_ns >= racy_after || stamp.ctime_ns >= racy_after;
             if known != Some(stamp) || (racy && is_file) {
-                candidates.push((RepoPath::from_walk(Path::new(""), Path::new(path)).unwrap_or_else(RepoPath::root), stamp, is_file));
+                candidates.push((
+                    RepoPath::from_walk(Path::new(""), Path::new(path))
+                        .unwrap_or_else(RepoPath::root),
+                    stamp,
+                    is_file,
+                ));
             }
         })?;
         for (path, stamp, is_file) in candidates {
@@ -495,7 +634,13 @@ impl View {
             let before = self.applied.source(task, &path).ok().flatten();
             if !same_content(before.as_deref(), &file)? {
                 copy_file(&file, &path.under(output_dir))?;
-                self.applied.versions.insert(path.clone(), Version::Step { step: step_id.to_string(), sequence });
+                self.applied.versions.insert(
+                    path.clone(),
+                    Version::Step {
+                        step: step_id.to_string(),
+                        sequence,
+                    },
+                );
                 captured.output_files.push(path.as_str().to_string());
             }
             self.manifest.insert(path, stamp);
@@ -507,7 +652,12 @@ impl View {
             stat_walk(&self.root, &mut |path, _, _| {
                 seen.insert(path.to_string());
             })?;
-            let mut gone: Vec<RepoPath> = self.manifest.keys().filter(|path| !seen.contains(path.as_str())).cloned().collect();
+            let mut gone: Vec<RepoPath> = self
+                .manifest
+                .keys()
+                .filter(|path| !seen.contains(path.as_str()))
+                .cloned()
+                .collect();
             gone.sort();
             for path in gone {
                 self.manifest.remove(&path);
@@ -525,7 +675,10 @@ impl View {
     fn walk(&self) -> Result<Vec<(RepoPath, Stamp)>> {
         let mut out = Vec::with_capacity(self.manifest.len() + 16);
         stat_walk(&self.root, &mut |path, stamp, _| {
-            out.push((RepoPath::from_walk(Path::new(""), Path::new(path)).unwrap_or_else(RepoPath::root), stamp));
+            out.push((
+                RepoPath::from_walk(Path::new(""), Path::new(path)).unwrap_or_else(RepoPath::root),
+                stamp,
+            ));
         })?;
         Ok(out)
     }
@@ -546,7 +699,9 @@ impl View {
 
 /// Whether `after` has exactly the content of `before` (`None`: did not exist).
 fn same_content(before: Option<&Path>, after: &Path) -> Result<bool> {
-    let Some(before) = before else { return Ok(false) };
+    let Some(before) = before else {
+        return Ok(false);
+    };
     let (a, b) = (fs::metadata(before), fs::metadata(after));
     if let (Ok(a), Ok(b)) = (&a, &b)
         && a.len() != b.len()
@@ -559,5 +714,7 @@ fn same_content(before: Option<&Path>, after: &Path) -> Result<bool> {
 }
 
 fn now_ns() -> i128 {
-    SystemTime::now().duration_since(UNIX_EPOCH).map_or(0, |d| d.as_nanos() as i128)
+    SystemTime::now()
+        .duration_since(UNIX_EPOCH)
+        .map_or(0, |d| d.as_nanos() as i128)
 }

@@ -215,22 +215,26 @@ impl FlowStatus {
             path: path.to_path_buf(),
             problem: format!("cannot read it: {err}"),
         })?;
-        let value: serde_json::Value = serde_json::from_slice(&bytes).map_err(|err| Error::BadStateFile {
-            path: path.to_path_buf(),
-            problem: format!("not valid JSON ({err}); it was edited or damaged outside ocflow"),
-        })?;
+        let value: serde_json::Value =
+            serde_json::from_slice(&bytes).map_err(|err| Error::BadStateFile {
+                path: path.to_path_buf(),
+                problem: format!("not valid JSON ({err}); it was edited or damaged outside ocflow"),
+            })?;
         match value.get("version").and_then(serde_json::Value::as_u64) {
             Some(v) if v == u64::from(STATUS_VERSION) => {}
             Some(v) => {
                 return Err(Error::BadStateFile {
                     path: path.to_path_buf(),
-                    problem: format!("status format version {v} is not supported by this ocflow (it reads version {STATUS_VERSION}); use the ocflow that wrote it"),
+                    problem: format!(
+                        "status format version {v} is not supported by this ocflow (it reads version {STATUS_VERSION}); use the ocflow that wrote it"
+                    ),
                 });
             }
             None => {
                 return Err(Error::BadStateFile {
                     path: path.to_path_buf(),
-                    problem: "no `version` field; this is not a flow_status.json written by ocflow".into(),
+                    problem: "no `version` field; this is not a flow_status.json written by ocflow"
+                        .into(),
                 });
             }
         }
@@ -256,13 +260,22 @@ impl FlowStatus {
 
     /// The steps that succeeded, in flow order.
     pub fn succeeded(&self) -> Vec<&StepStatus> {
-        self.steps.iter().filter(|s| s.status == StepState::Succeeded).collect()
+        self.steps
+            .iter()
+            .filter(|s| s.status == StepState::Succeeded)
+            .collect()
     }
 
     /// Never reused, even after recovery sets a step back to pending: a sequence number
     /// names one version of a step's outputs.
     pub fn next_sequence(&self) -> u64 {
-        self.steps.iter().filter_map(|s| s.sequence).max().unwrap_or(0).max(self.last_sequence) + 1
+        self.steps
+            .iter()
+            .filter_map(|s| s.sequence)
+            .max()
+            .unwrap_or(0)
+            .max(self.last_sequence)
+            + 1
     }
 
     /// A table for people: one line per step.
@@ -279,20 +292,62 @@ impl FlowStatus {
             self.tokens.completion_tokens,
             self.tokens.calls
         );
-        let running: Vec<&str> = self.steps.iter().filter(|s| s.status == StepState::Running).map(|s| s.id.as_str()).collect();
+        let running: Vec<&str> = self
+            .steps
+            .iter()
+            .filter(|s| s.status == StepState::Running)
+            .map(|s| s.id.as_str())
+            .collect();
         if !running.is_empty() {
-            out.push_str(&format!("running now ({} at once): {}\n\n", running.len(), running.join(", ")));
+            out.push_str(&format!(
+                "running now ({} at once): {}\n\n",
+                running.len(),
+                running.join(", ")
+            ));
         }
-        let width = self.steps.iter().map(|s| s.id.len()).max().unwrap_or(4).max(4);
-        out.push_str(&format!("{:<width$}  {:<22}  {:<9}  {:>8}  {:>9}  {:>7}  {}\n", "STEP", "OPERATION", "STATUS", "ATTEMPTS", "TIME", "TOKENS", "MESSAGE"));
+        let width = self
+            .steps
+            .iter()
+            .map(|s| s.id.len())
+            .max()
+            .unwrap_or(4)
+            .max(4);
+        out.push_str(&format!(
+            "{:<width$}  {:<22}  {:<9}  {:>8}  {:>9}  {:>7}  {}\n",
+            "STEP", "OPERATION", "STATUS", "ATTEMPTS", "TIME", "TOKENS", "MESSAGE"
+        ));
         for step in &self.steps {
-            let time = step.duration_ms.map(|ms| format!("{:.2}s", ms as f64 / 1000.0)).unwrap_or_else(|| "-".into());
-            let message = step.error.as_ref().map(|e| e.message.as_str()).or(step.message.as_deref()).unwrap_or("");
-            let message: String = message.lines().next().unwrap_or("").chars().take(80).collect();
-            let tokens = if step.tokens.is_zero() { "-".to_string() } else { step.tokens.total_tokens.to_string() };
+            let time = step
+                .duration_ms
+                .map(|ms| format!("{:.2}s", ms as f64 / 1000.0))
+                .unwrap_or_else(|| "-".into());
+            let message = step
+                .error
+                .as_ref()
+                .map(|e| e.message.as_str())
+                .or(step.message.as_deref())
+                .unwrap_or("");
+            let message: String = message
+                .lines()
+                .next()
+                .unwrap_or("")
+                .chars()
+                .take(80)
+                .collect();
+            let tokens = if step.tokens.is_zero() {
+                "-".to_string()
+            } else {
+                step.tokens.total_tokens.to_string()
+            };
             out.push_str(&format!(
                 "{:<width$}  {:<22}  {:<9}  {:>8}  {:>9}  {:>7}  {}\n",
-                step.id, step.operation, step.status.to_string(), step.attempts, time, tokens, message
+                step.id,
+                step.operation,
+                step.status.to_string(),
+                step.attempts,
+                time,
+                tokens,
+                message
             ));
         }
         out

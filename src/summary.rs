@@ -12,7 +12,11 @@ use crate::status::{FlowState, FlowStatus, StepState};
 use crate::workspace::{self, TaskDir};
 
 /// Builds `summary.md` from the journal and the final status.
-pub fn from_journal(task: &TaskDir, status: &FlowStatus, flow: &crate::flow::Flow) -> Result<String> {
+pub fn from_journal(
+    task: &TaskDir,
+    status: &FlowStatus,
+    flow: &crate::flow::Flow,
+) -> Result<String> {
     let (records, _) = journal::read(&task.file(workspace::JOURNAL_FILE))?;
     let mut out = String::new();
     let verdict = match status.state {
@@ -21,7 +25,15 @@ pub fn from_journal(task: &TaskDir, status: &FlowStatus, flow: &crate::flow::Flo
         FlowState::Interrupted => "was interrupted",
         FlowState::Running => "is still running",
     };
-    let _ = writeln!(out, "# {}\n", if status.task.is_empty() { &status.task_id } else { &status.task });
+    let _ = writeln!(
+        out,
+        "# {}\n",
+        if status.task.is_empty() {
+            &status.task_id
+        } else {
+            &status.task
+        }
+    );
     let _ = writeln!(out, "The flow `{}` {verdict}.\n", status.task_id);
     if let Some(message) = &status.message {
         let _ = writeln!(out, "{message}\n");
@@ -29,24 +41,58 @@ pub fn from_journal(task: &TaskDir, status: &FlowStatus, flow: &crate::flow::Flo
 
     let _ = writeln!(out, "## Steps\n");
     for step in &status.steps {
-        let attempts = if step.attempts > 1 { format!(", {} attempts", step.attempts) } else { String::new() };
+        let attempts = if step.attempts > 1 {
+            format!(", {} attempts", step.attempts)
+        } else {
+            String::new()
+        };
         let message = step.message.as_deref().unwrap_or("");
-        let _ = writeln!(out, "- `{}` {} — {}{attempts}{}", step.id, step.operation, step.status, if message.is_empty() { String::new() } else { format!(": {message}") });
+        let _ = writeln!(
+            out,
+            "- `{}` {} — {}{attempts}{}",
+            step.id,
+            step.operation,
+            step.status,
+            if message.is_empty() {
+                String::new()
+            } else {
+                format!(": {message}")
+            }
+        );
     }
 
-    let failed: Vec<_> = status.steps.iter().filter(|s| s.status == StepState::Failed).collect();
+    let failed: Vec<_> = status
+        .steps
+        .iter()
+        .filter(|s| s.status == StepState::Failed)
+        .collect();
     if !failed.is_empty() {
         let _ = writeln!(out, "\n## Why it failed\n");
         for step in failed {
             let error = step.error.as_ref();
-            let _ = writeln!(out, "- `{}`: {}", step.id, error.map_or("unknown error", |e| e.message.as_str()));
+            let _ = writeln!(
+                out,
+                "- `{}`: {}",
+                step.id,
+                error.map_or("unknown error", |e| e.message.as_str())
+            );
             if let Some(file) = error.and_then(|e| e.traceback_file.as_deref()) {
                 let _ = writeln!(out, "  (traceback in `{}/{file}`)", step.id);
             }
         }
-        let blocked: Vec<&str> = status.steps.iter().filter(|s| s.status == StepState::Pending).map(|s| s.id.as_str()).collect();
+        let blocked: Vec<&str> = status
+            .steps
+            .iter()
+            .filter(|s| s.status == StepState::Pending)
+            .map(|s| s.id.as_str())
+            .collect();
         if !blocked.is_empty() {
-            let _ = writeln!(out, "\nNot run: {}. Fix the cause, then `ocflow resume {} --retry-failed`.", blocked.join(", "), status.task_id);
+            let _ = writeln!(
+                out,
+                "\nNot run: {}. Fix the cause, then `ocflow resume {} --retry-failed`.",
+                blocked.join(", "),
+                status.task_id
+            );
         }
     }
 
@@ -64,11 +110,24 @@ pub fn from_journal(task: &TaskDir, status: &FlowStatus, flow: &crate::flow::Flo
         let _ = writeln!(out, "- `{}` ({kind})", change.path);
     }
     if !changes.is_empty() {
-        let _ = writeln!(out, "\nReview with `ocflow diff {0}`, then `ocflow apply {0}`.", status.task_id);
+        let _ = writeln!(
+            out,
+            "\nReview with `ocflow diff {0}`, then `ocflow apply {0}`.",
+            status.task_id
+        );
     }
 
-    let attempts: usize = records.iter().filter(|r| matches!(r.event, Event::StepStarted { .. })).count();
-    let _ = writeln!(out, "\n## Timeline\n\n{} journal event(s), {attempts} step attempt(s), from {} to {}.", records.len(), status.created_at, status.updated_at);
+    let attempts: usize = records
+        .iter()
+        .filter(|r| matches!(r.event, Event::StepStarted { .. }))
+        .count();
+    let _ = writeln!(
+        out,
+        "\n## Timeline\n\n{} journal event(s), {attempts} step attempt(s), from {} to {}.",
+        records.len(),
+        status.created_at,
+        status.updated_at
+    );
     Ok(out)
 }
 
@@ -76,33 +135,72 @@ const PROMPT: &str = include_str!("../prompts/summary.md");
 
 /// Asks the LLM for the summary (the seed's summarisation prompt) from the same facts as
 /// `from_journal`: no times or ids, so the prompt of a flow is the same on every run.
-pub async fn with_llm(task: &TaskDir, status: &FlowStatus, flow: &crate::flow::Flow, llm: &Llm, settings: &ModelSettings) -> Result<String, String> {
+pub async fn with_llm(
+    task: &TaskDir,
+    status: &FlowStatus,
+    flow: &crate::flow::Flow,
+    llm: &Llm,
+    settings: &ModelSettings,
+) -> Result<String, String> {
     let steps = status
         .steps
         .iter()
-        .map(|s| format!("- {} ({}): {}{}", s.id, s.operation, s.status, s.message.as_deref().map(|m| format!(" — {m}")).unwrap_or_default()))
+        .map(|s| {
+            format!(
+                "- {} ({}): {}{}",
+                s.id,
+                s.operation,
+                s.status,
+                s.message
+                    .as_deref()
+                    .map(|m| format!(" — {m}"))
+                    .unwrap_or_default()
+            )
+        })
         .collect::<Vec<_>>()
         .join("\n");
     let changes = review::changes(task, status, flow).map_err(|e| e.to_string())?;
     let files = if changes.is_empty() {
         "none".to_string()
     } else {
-        changes.iter().map(|c| format!("- {} ({:?})", c.path, c.kind).to_lowercase()).collect::<Vec<_>>().join("\n")
+        changes
+            .iter()
+            .map(|c| format!("- {} ({:?})", c.path, c.kind).to_lowercase())
+            .collect::<Vec<_>>()
+            .join("\n")
     };
     let verdict = match status.state {
         FlowState::Succeeded => "succeeded",
         _ => "did not succeed",
     };
-    let prompt = PROMPT.trim().replace("{{task}}", &status.task).replace("{{verdict}}", verdict).replace("{{steps}}", &steps).replace("{{files}}", &files);
-    let request = ChatRequest { purpose: "summary".into(), settings: settings.clone(), messages: vec![Message::user(prompt)], json: false };
+    let prompt = PROMPT
+        .trim()
+        .replace("{{task}}", &status.task)
+        .replace("{{verdict}}", verdict)
+        .replace("{{steps}}", &steps)
+        .replace("{{files}}", &files);
+    let request = ChatRequest {
+        purpose: "summary".into(),
+        settings: settings.clone(),
+        messages: vec![Message::user(prompt)],
+        json: false,
+    };
     let answer = llm.chat(&request).await.map_err(|e| e.to_string())?;
     if answer.is_truncated() || answer.content.trim().is_empty() {
         return Err("the model's summary was empty or cut off".into());
     }
     Ok(format!(
         "# {}\n\n{}\n\n---\n\n{}",
-        if status.task.is_empty() { &status.task_id } else { &status.task },
+        if status.task.is_empty() {
+            &status.task_id
+        } else {
+            &status.task
+        },
         answer.content.trim(),
-        from_journal(task, status, flow).map_err(|e| e.to_string())?.split_once('\n').map_or("", |(_, rest)| rest).trim_start()
+        from_journal(task, status, flow)
+            .map_err(|e| e.to_string())?
+            .split_once('\n')
+            .map_or("", |(_, rest)| rest)
+            .trim_start()
     ))
 }

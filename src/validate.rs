@@ -67,7 +67,9 @@ impl PathRules {
         let mut parent = self.repo.clone();
         for part in path.as_str().split('/').filter(|p| !p.is_empty()) {
             if repo_path::is_excluded_dir(&parent, part) {
-                return Err(format!("{path} goes through the build directory {part}/, which flows never read or write"));
+                return Err(format!(
+                    "{path} goes through the build directory {part}/, which flows never read or write"
+                ));
             }
             parent.push(part);
         }
@@ -76,10 +78,20 @@ impl PathRules {
 }
 
 /// Parses and validates a flow. `default_task` names the task when the flow does not.
-pub fn parse_flow(text: &str, default_task: Option<&str>, rules: &PathRules) -> Result<Flow, Vec<Problem>> {
+pub fn parse_flow(
+    text: &str,
+    default_task: Option<&str>,
+    rules: &PathRules,
+) -> Result<Flow, Vec<Problem>> {
     let mut problems = Problems::default();
     if text.len() > MAX_FLOW_BYTES {
-        problems.flow("limits", format!("the flow is {} bytes; the limit is {MAX_FLOW_BYTES}", text.len()));
+        problems.flow(
+            "limits",
+            format!(
+                "the flow is {} bytes; the limit is {MAX_FLOW_BYTES}",
+                text.len()
+            ),
+        );
         return Err(problems.0);
     }
     let value: Value = match serde_json::from_str(text) {
@@ -111,10 +123,18 @@ struct Problems(Vec<Problem>);
 
 impl Problems {
     fn flow(&mut self, rule: &'static str, message: String) {
-        self.0.push(Problem { step: None, rule, message });
+        self.0.push(Problem {
+            step: None,
+            rule,
+            message,
+        });
     }
     fn step(&mut self, step: &str, rule: &'static str, message: String) {
-        self.0.push(Problem { step: Some(step.to_string()), rule, message });
+        self.0.push(Problem {
+            step: Some(step.to_string()),
+            rule,
+            message,
+        });
     }
 }
 
@@ -125,7 +145,9 @@ fn read_flow(value: Value, default_task: Option<&str>, problems: &mut Problems) 
         Value::Object(mut object) => {
             let version = match object.remove("version") {
                 None => FLOW_VERSION,
-                Some(Value::Number(n)) if n.as_u64() == Some(u64::from(FLOW_VERSION)) => FLOW_VERSION,
+                Some(Value::Number(n)) if n.as_u64() == Some(u64::from(FLOW_VERSION)) => {
+                    FLOW_VERSION
+                }
                 Some(other) => {
                     problems.flow("version", format!("unsupported flow version {other}; this ocflow reads version {FLOW_VERSION}"));
                     return None;
@@ -142,17 +164,27 @@ fn read_flow(value: Value, default_task: Option<&str>, problems: &mut Problems) 
             let steps = match object.remove("steps") {
                 Some(Value::Array(steps)) => steps,
                 _ => {
-                    problems.flow("format", "the flow needs a `steps` array (or give a bare JSON array of steps)".into());
+                    problems.flow(
+                        "format",
+                        "the flow needs a `steps` array (or give a bare JSON array of steps)"
+                            .into(),
+                    );
                     return None;
                 }
             };
             for key in object.keys() {
-                problems.flow("format", format!("unknown top-level field `{key}`; allowed: version, task, steps"));
+                problems.flow(
+                    "format",
+                    format!("unknown top-level field `{key}`; allowed: version, task, steps"),
+                );
             }
             (version, task, steps)
         }
         _ => {
-            problems.flow("format", "a flow is an object with `steps` or a JSON array of steps".into());
+            problems.flow(
+                "format",
+                "a flow is an object with `steps` or a JSON array of steps".into(),
+            );
             return None;
         }
     };
@@ -161,10 +193,18 @@ fn read_flow(value: Value, default_task: Option<&str>, problems: &mut Problems) 
         return None;
     }
     if raw_steps.len() > MAX_STEPS {
-        problems.flow("limits", format!("the flow has {} steps; the limit is {MAX_STEPS}", raw_steps.len()));
+        problems.flow(
+            "limits",
+            format!(
+                "the flow has {} steps; the limit is {MAX_STEPS}",
+                raw_steps.len()
+            ),
+        );
         return None;
     }
-    let task = task.or_else(|| default_task.map(str::to_string)).unwrap_or_default();
+    let task = task
+        .or_else(|| default_task.map(str::to_string))
+        .unwrap_or_default();
     let mut steps = Vec::with_capacity(raw_steps.len());
     let mut seen = HashSet::new();
     for (index, raw) in raw_steps.into_iter().enumerate() {
@@ -177,7 +217,11 @@ fn read_flow(value: Value, default_task: Option<&str>, problems: &mut Problems) 
             steps.push(step);
         }
     }
-    Some(Flow { version, task, steps })
+    Some(Flow {
+        version,
+        task,
+        steps,
+    })
 }
 
 fn read_step(raw: Value, label: &str, problems: &mut Problems) -> Option<Step> {
@@ -192,16 +236,35 @@ fn read_step(raw: Value, label: &str, problems: &mut Problems) -> Option<Step> {
             return None;
         }
     };
-    let name = if is_valid_id(&id) { id.clone() } else { format!("{label} ({id:?})") };
+    let name = if is_valid_id(&id) {
+        id.clone()
+    } else {
+        format!("{label} ({id:?})")
+    };
     if !is_valid_id(&id) {
-        problems.step(&name, "id", "ids match [A-Za-z0-9][A-Za-z0-9_-]{0,63}".into());
+        problems.step(
+            &name,
+            "id",
+            "ids match [A-Za-z0-9][A-Za-z0-9_-]{0,63}".into(),
+        );
     } else if RESERVED_IDS.contains(&id.to_ascii_lowercase().as_str()) {
-        problems.step(&name, "id", format!("`{id}` is reserved for the task directory; choose another id"));
+        problems.step(
+            &name,
+            "id",
+            format!("`{id}` is reserved for the task directory; choose another id"),
+        );
     }
     let operation = match object.remove("operation") {
         Some(Value::String(op)) => op,
         _ => {
-            problems.step(&name, "operation", format!("the step has no string `operation`; one of: {}", operations::names().join(", ")));
+            problems.step(
+                &name,
+                "operation",
+                format!(
+                    "the step has no string `operation`; one of: {}",
+                    operations::names().join(", ")
+                ),
+            );
             String::new()
         }
     };
@@ -224,23 +287,43 @@ fn read_step(raw: Value, label: &str, problems: &mut Problems) -> Option<Step> {
                 match dep {
                     Value::String(dep) if !out.contains(&dep) => out.push(dep),
                     Value::String(_) => {}
-                    other => problems.step(&name, "dependencies", format!("depends_on holds {other}, which is not a step id")),
+                    other => problems.step(
+                        &name,
+                        "dependencies",
+                        format!("depends_on holds {other}, which is not a step id"),
+                    ),
                 }
             }
             out
         }
         Some(_) => {
-            problems.step(&name, "dependencies", "depends_on must be a step id or a list of step ids".into());
+            problems.step(
+                &name,
+                "dependencies",
+                "depends_on must be a step id or a list of step ids".into(),
+            );
             Vec::new()
         }
     };
     for key in object.keys() {
         problems.step(&name, "format", format!("unknown field `{key}`; allowed: id, operation, params, depends_on, role, description"));
     }
-    Some(Step { id: name, operation, role, description, params, depends_on })
+    Some(Step {
+        id: name,
+        operation,
+        role,
+        description,
+        params,
+        depends_on,
+    })
 }
 
-fn optional_string(object: &mut Map<String, Value>, key: &str, step: &str, problems: &mut Problems) -> Option<String> {
+fn optional_string(
+    object: &mut Map<String, Value>,
+    key: &str,
+    step: &str,
+    problems: &mut Problems,
+) -> Option<String> {
     match object.remove(key) {
         Some(Value::String(text)) => Some(text),
         None | Some(Value::Null) => None,
@@ -257,7 +340,9 @@ pub fn is_valid_id(id: &str) -> bool {
     !bytes.is_empty()
         && bytes.len() <= 64
         && bytes[0].is_ascii_alphanumeric()
-        && bytes.iter().all(|b| b.is_ascii_alphanumeric() || *b == b'_' || *b == b'-')
+        && bytes
+            .iter()
+            .all(|b| b.is_ascii_alphanumeric() || *b == b'_' || *b == b'-')
 }
 
 /// Dependencies exist, no step depends on itself, no cycles.
@@ -265,26 +350,57 @@ fn check_graph(flow: &Flow, problems: &mut Problems) {
     let ids: HashSet<&str> = flow.steps.iter().map(|s| s.id.as_str()).collect();
     for step in &flow.steps {
         if step.depends_on.len() > MAX_DEPENDENCIES {
-            problems.step(&step.id, "limits", format!("{} dependencies; the limit is {MAX_DEPENDENCIES}", step.depends_on.len()));
+            problems.step(
+                &step.id,
+                "limits",
+                format!(
+                    "{} dependencies; the limit is {MAX_DEPENDENCIES}",
+                    step.depends_on.len()
+                ),
+            );
         }
         for dep in &step.depends_on {
             if dep == &step.id {
-                problems.step(&step.id, "dependencies", "the step depends on itself".into());
+                problems.step(
+                    &step.id,
+                    "dependencies",
+                    "the step depends on itself".into(),
+                );
             } else if !ids.contains(dep.as_str()) {
-                problems.step(&step.id, "dependencies", format!("depends_on names `{dep}`, which is not a step of this flow"));
+                problems.step(
+                    &step.id,
+                    "dependencies",
+                    format!("depends_on names `{dep}`, which is not a step of this flow"),
+                );
             }
         }
     }
     if let Some(cycle) = find_cycle(flow) {
-        problems.step(&cycle[0], "cycle", format!("dependency cycle: {}; remove one of these dependencies", cycle.join(" -> ")));
+        problems.step(
+            &cycle[0],
+            "cycle",
+            format!(
+                "dependency cycle: {}; remove one of these dependencies",
+                cycle.join(" -> ")
+            ),
+        );
     }
 }
 
 /// A cycle as a list of ids whose last element repeats the first, if any.
 fn find_cycle(flow: &Flow) -> Option<Vec<String>> {
     #[derive(Clone, Copy, PartialEq)]
-    enum Mark { Fresh, Active, Done }
-    let index: HashMap<&str, usize> = flow.steps.iter().enumerate().map(|(i, s)| (s.id.as_str(), i)).collect();
+    enum Mark {
+        Fresh,
+        Active,
+        Done,
+    }
+    let index: HashMap<&str, usize> = flow
+        .steps
+        .iter()
+        .enumerate()
+        .map(|(i, s)| (s.id.as_str(), i))
+        .collect();
     let mut marks = vec![Mark::Fresh; flow.steps.len()];
     for root in 0..flow.steps.len() {
         if marks[root] != Mark::Fresh {
@@ -306,7 +422,10 @@ fn find_cycle(flow: &Flow) -> Option<Vec<String>> {
                     }
                     Mark::Active => {
                         let start = path.iter().position(|(n, _)| *n == next).unwrap_or(0);
-                        let mut cycle: Vec<String> = path[start..].iter().map(|(n, _)| flow.steps[*n].id.clone()).collect();
+                        let mut cycle: Vec<String> = path[start..]
+                            .iter()
+                            .map(|(n, _)| flow.steps[*n].id.clone())
+                            .collect();
                         cycle.push(flow.steps[next].id.clone());
                         return Some(cycle);
                     }
@@ -324,10 +443,17 @@ fn find_cycle(flow: &Flow) -> Option<Vec<String>> {
 /// Two steps that may run at the same time (neither depends on the other) may not write the
 /// same file: which one won would depend on timing.
 fn check_concurrent_writers(flow: &Flow, problems: &mut Problems) {
-    let ancestors: HashMap<&str, BTreeSet<String>> = flow.steps.iter().map(|s| (s.id.as_str(), flow.ancestors(&s.id))).collect();
-    let mut writers: std::collections::BTreeMap<&str, Vec<&str>> = std::collections::BTreeMap::new();
+    let ancestors: HashMap<&str, BTreeSet<String>> = flow
+        .steps
+        .iter()
+        .map(|s| (s.id.as_str(), flow.ancestors(&s.id)))
+        .collect();
+    let mut writers: std::collections::BTreeMap<&str, Vec<&str>> =
+        std::collections::BTreeMap::new();
     for step in &flow.steps {
-        let Some(spec) = operations::find(&step.operation) else { continue };
+        let Some(spec) = operations::find(&step.operation) else {
+            continue;
+        };
         for name in spec.writes {
             if let Some(path) = step.params.get(*name).and_then(Value::as_str) {
                 writers.entry(path).or_default().push(&step.id);
@@ -337,7 +463,8 @@ fn check_concurrent_writers(flow: &Flow, problems: &mut Problems) {
     for (path, steps) in writers {
         for (i, first) in steps.iter().enumerate() {
             for second in &steps[i + 1..] {
-                let related = ancestors.get(first).is_some_and(|a| a.contains(*second)) || ancestors.get(second).is_some_and(|a| a.contains(*first));
+                let related = ancestors.get(first).is_some_and(|a| a.contains(*second))
+                    || ancestors.get(second).is_some_and(|a| a.contains(*first));
                 if !related && first != second {
                     problems.step(second, "concurrency", format!("steps {first} and {second} may run at the same time and both write {path}; make one depend on the other"));
                 }
@@ -349,20 +476,36 @@ fn check_concurrent_writers(flow: &Flow, problems: &mut Problems) {
 /// Each step's operation and parameters: known names, types, sizes, paths, and references
 /// only to ancestors.
 /// Returns the path parameters whose normalised spelling differs from what was written.
-fn check_params(flow: &Flow, rules: &PathRules, problems: &mut Problems) -> Vec<(usize, String, String)> {
+fn check_params(
+    flow: &Flow,
+    rules: &PathRules,
+    problems: &mut Problems,
+) -> Vec<(usize, String, String)> {
     let mut normalised = Vec::new();
     for (index, step) in flow.steps.iter().enumerate() {
         if step.operation.is_empty() {
             continue;
         }
         let Some(spec) = operations::find(&step.operation) else {
-            problems.step(&step.id, "operation", format!("unknown operation `{}`; one of: {}", step.operation, operations::names().join(", ")));
+            problems.step(
+                &step.id,
+                "operation",
+                format!(
+                    "unknown operation `{}`; one of: {}",
+                    step.operation,
+                    operations::names().join(", ")
+                ),
+            );
             continue;
         };
         let ancestors = flow.ancestors(&step.id);
         let refer = |target: &str, what: &str, problems: &mut Problems| {
             if flow.step(target).is_none() {
-                problems.step(&step.id, "reference", format!("{what} names `{target}`, which is not a step of this flow"));
+                problems.step(
+                    &step.id,
+                    "reference",
+                    format!("{what} names `{target}`, which is not a step of this flow"),
+                );
             } else if !ancestors.contains(target) {
                 problems.step(&step.id, "reference", format!("{what} reads step `{target}`, which this step does not depend on; add it to depends_on"));
             }
@@ -370,16 +513,35 @@ fn check_params(flow: &Flow, rules: &PathRules, problems: &mut Problems) -> Vec<
         for (name, value) in &step.params {
             let Some(param) = spec.param(name) else {
                 let allowed: Vec<&str> = spec.params.iter().map(|p| p.name).collect();
-                problems.step(&step.id, "params", format!("{} has no parameter `{name}`; allowed: {}", spec.name, allowed.join(", ")));
+                problems.step(
+                    &step.id,
+                    "params",
+                    format!(
+                        "{} has no parameter `{name}`; allowed: {}",
+                        spec.name,
+                        allowed.join(", ")
+                    ),
+                );
                 continue;
             };
             if !param.kind.accepts(value) {
-                problems.step(&step.id, "params", format!("`{name}` must be {}, not {value}", param.kind.name()));
+                problems.step(
+                    &step.id,
+                    "params",
+                    format!("`{name}` must be {}, not {value}", param.kind.name()),
+                );
                 continue;
             }
             let Some(text) = value.as_str() else { continue };
             if text.len() > MAX_STRING_BYTES {
-                problems.step(&step.id, "limits", format!("`{name}` is {} bytes; the limit is {MAX_STRING_BYTES}", text.len()));
+                problems.step(
+                    &step.id,
+                    "limits",
+                    format!(
+                        "`{name}` is {} bytes; the limit is {MAX_STRING_BYTES}",
+                        text.len()
+                    ),
+                );
                 continue;
             }
             match flow::output_refs(text) {
@@ -388,7 +550,9 @@ fn check_params(flow: &Flow, rules: &PathRules, problems: &mut Problems) -> Vec<
                         refer(&reference.step, &reference.text, problems);
                     }
                 }
-                Err(message) => problems.step(&step.id, "reference", format!("`{name}`: {message}")),
+                Err(message) => {
+                    problems.step(&step.id, "reference", format!("`{name}`: {message}"))
+                }
             }
             match param.meaning {
                 ParamMeaning::FilePath | ParamMeaning::DirPath if text.contains("@{") => {
@@ -396,9 +560,13 @@ fn check_params(flow: &Flow, rules: &PathRules, problems: &mut Problems) -> Vec<
                 }
                 ParamMeaning::FilePath | ParamMeaning::DirPath => {
                     match rules.check(text, param.meaning == ParamMeaning::DirPath) {
-                        Ok(path) if path.to_string() != text => normalised.push((index, name.clone(), path.to_string())),
+                        Ok(path) if path.to_string() != text => {
+                            normalised.push((index, name.clone(), path.to_string()))
+                        }
                         Ok(_) => {}
-                        Err(message) => problems.step(&step.id, "path", format!("`{name}`: {message}")),
+                        Err(message) => {
+                            problems.step(&step.id, "path", format!("`{name}`: {message}"))
+                        }
                     }
                 }
                 ParamMeaning::StepRef => refer(text, &format!("`{name}`"), problems),
@@ -407,13 +575,30 @@ fn check_params(flow: &Flow, rules: &PathRules, problems: &mut Problems) -> Vec<
         }
         for param in spec.params.iter().filter(|p| p.required) {
             if !step.params.contains_key(param.name) {
-                problems.step(&step.id, "params", format!("{} needs `{}` ({})", spec.name, param.name, param.doc));
+                problems.step(
+                    &step.id,
+                    "params",
+                    format!("{} needs `{}` ({})", spec.name, param.name, param.doc),
+                );
             }
         }
         if !spec.exactly_one_of.is_empty() {
-            let given: BTreeSet<&str> = spec.exactly_one_of.iter().copied().filter(|p| step.params.contains_key(*p)).collect();
+            let given: BTreeSet<&str> = spec
+                .exactly_one_of
+                .iter()
+                .copied()
+                .filter(|p| step.params.contains_key(*p))
+                .collect();
             if given.len() != 1 {
-                problems.step(&step.id, "params", format!("{} needs exactly one of {}", spec.name, spec.exactly_one_of.join(", ")));
+                problems.step(
+                    &step.id,
+                    "params",
+                    format!(
+                        "{} needs exactly one of {}",
+                        spec.name,
+                        spec.exactly_one_of.join(", ")
+                    ),
+                );
             }
         }
     }

@@ -23,7 +23,11 @@ const LOCK_FILE: &str = ".lock";
 
 /// The name of view number `index`.
 pub fn view_dir_name(index: usize) -> String {
-    if index == 0 { VIEW_DIR.to_string() } else { format!("{VIEW_DIR}-{}", index + 1) }
+    if index == 0 {
+        VIEW_DIR.to_string()
+    } else {
+        format!("{VIEW_DIR}-{}", index + 1)
+    }
 }
 
 /// Files inside a step directory.
@@ -43,7 +47,10 @@ pub struct TaskDir {
 
 impl TaskDir {
     pub fn new(workspace: &Path, task_id: &str) -> TaskDir {
-        TaskDir { task_id: task_id.to_string(), root: workspace.join(task_id) }
+        TaskDir {
+            task_id: task_id.to_string(),
+            root: workspace.join(task_id),
+        }
     }
 
     /// Opens an existing task directory given as a path.
@@ -83,13 +90,21 @@ impl TaskDir {
             Ok(()) => Ok(()),
             // A directory holding neither flow nor status was left by a run killed right after
             // creating it: it is taken over (the lock still lets only one run proceed).
-            Err(err) if err.kind() == std::io::ErrorKind::AlreadyExists && !self.file(FLOW_FILE).exists() && !self.file(STATUS_FILE).exists() => Ok(()),
-            Err(err) if err.kind() == std::io::ErrorKind::AlreadyExists => Err(Error::Usage(format!(
-                "task {} already exists in {}; continue it with `ocflow resume {}` or choose another --task-id",
-                self.task_id,
-                self.root.display(),
-                self.task_id
-            ))),
+            Err(err)
+                if err.kind() == std::io::ErrorKind::AlreadyExists
+                    && !self.file(FLOW_FILE).exists()
+                    && !self.file(STATUS_FILE).exists() =>
+            {
+                Ok(())
+            }
+            Err(err) if err.kind() == std::io::ErrorKind::AlreadyExists => {
+                Err(Error::Usage(format!(
+                    "task {} already exists in {}; continue it with `ocflow resume {}` or choose another --task-id",
+                    self.task_id,
+                    self.root.display(),
+                    self.task_id
+                )))
+            }
             Err(err) => Err(err).io_context(|| format!("creating {}", self.root.display())),
         }
     }
@@ -106,14 +121,22 @@ impl TaskDir {
             .io_context(|| format!("opening the lock file {}", path.display()))?;
         match file.try_lock() {
             Ok(()) => Ok(TaskLock { _file: file }),
-            Err(fs::TryLockError::WouldBlock) => Err(Error::Locked { task_id: self.task_id.clone(), lock: path }),
-            Err(fs::TryLockError::Error(err)) => Err(err).io_context(|| format!("locking {}", path.display())),
+            Err(fs::TryLockError::WouldBlock) => Err(Error::Locked {
+                task_id: self.task_id.clone(),
+                lock: path,
+            }),
+            Err(fs::TryLockError::Error(err)) => {
+                Err(err).io_context(|| format!("locking {}", path.display()))
+            }
         }
     }
 }
 
 /// What a new workspace starts with: `workspace-template/`, built into the binary.
-const WORKSPACE_TEMPLATE: &[(&str, &str)] = &[(crate::config::WORKSPACE_CONFIG, include_str!("../workspace-template/ocflow.toml"))];
+const WORKSPACE_TEMPLATE: &[(&str, &str)] = &[(
+    crate::config::WORKSPACE_CONFIG,
+    include_str!("../workspace-template/ocflow.toml"),
+)];
 
 /// Creates the workspace directory if needed; a new one gets the template's files.
 pub fn create_workspace(dir: &Path) -> Result<()> {
@@ -145,7 +168,9 @@ pub fn write_atomic(path: &Path, bytes: &[u8]) -> Result<()> {
         .io_context(context)?;
     temp.write_all(bytes).io_context(context)?;
     temp.as_file().sync_all().io_context(context)?;
-    temp.persist(path).map_err(|err| err.error).io_context(context)?;
+    temp.persist(path)
+        .map_err(|err| err.error)
+        .io_context(context)?;
     sync_dir(dir)
 }
 
@@ -172,7 +197,9 @@ pub fn sync_files(root: &Path, relative: &[String]) -> Result<()> {
     let mut dirs = std::collections::BTreeSet::new();
     for file in relative {
         let path = root.join(file);
-        File::open(&path).and_then(|f| f.sync_all()).io_context(|| format!("syncing {}", path.display()))?;
+        File::open(&path)
+            .and_then(|f| f.sync_all())
+            .io_context(|| format!("syncing {}", path.display()))?;
         let mut dir = path.parent();
         while let Some(current) = dir {
             if !current.starts_with(root) || !dirs.insert(current.to_path_buf()) {
@@ -191,20 +218,29 @@ pub fn sync_files(root: &Path, relative: &[String]) -> Result<()> {
 /// the snapshot's thousands of files).
 pub fn sync_file_system(dir: &Path) -> Result<()> {
     let handle = File::open(dir).io_context(|| format!("opening {}", dir.display()))?;
-    rustix::fs::syncfs(&handle).map_err(std::io::Error::from).io_context(|| format!("syncing the file system of {}", dir.display()))
+    rustix::fs::syncfs(&handle)
+        .map_err(std::io::Error::from)
+        .io_context(|| format!("syncing the file system of {}", dir.display()))
 }
 
 /// A new task id: `<YYYYMMDD>-<HHMMSS>-<slug of the task>`.
 pub fn new_task_id(task: &str, now: chrono::DateTime<chrono::Local>) -> String {
     let slug = slugify(task);
     let stamp = now.format("%Y%m%d-%H%M%S");
-    if slug.is_empty() { format!("{stamp}-flow") } else { format!("{stamp}-{slug}") }
+    if slug.is_empty() {
+        format!("{stamp}-flow")
+    } else {
+        format!("{stamp}-{slug}")
+    }
 }
 
 /// Lower-case words joined by `-`, at most 40 bytes.
 fn slugify(text: &str) -> String {
     let mut slug = String::new();
-    for word in text.split(|c: char| !c.is_ascii_alphanumeric()).filter(|w| !w.is_empty()) {
+    for word in text
+        .split(|c: char| !c.is_ascii_alphanumeric())
+        .filter(|w| !w.is_empty())
+    {
         if slug.len() + word.len() + 1 > 40 {
             break;
         }
@@ -222,7 +258,9 @@ pub fn is_valid_task_id(id: &str) -> bool {
     !bytes.is_empty()
         && bytes.len() <= 128
         && bytes[0].is_ascii_alphanumeric()
-        && bytes.iter().all(|b| b.is_ascii_alphanumeric() || matches!(b, b'_' | b'-' | b'.'))
+        && bytes
+            .iter()
+            .all(|b| b.is_ascii_alphanumeric() || matches!(b, b'_' | b'-' | b'.'))
 }
 
 #[cfg(test)]
@@ -233,7 +271,10 @@ mod tests {
     fn task_ids_are_readable_and_safe() {
         let now = chrono::Local::now();
         let id = new_task_id("Refactor calculate_metrics in utils.py!", now);
-        assert!(id.ends_with("-refactor-calculate-metrics-in-utils-py"), "{id}");
+        assert!(
+            id.ends_with("-refactor-calculate-metrics-in-utils-py"),
+            "{id}"
+        );
         assert!(is_valid_task_id(&id));
         assert!(!is_valid_task_id("../x"));
         assert!(!is_valid_task_id(".hidden"));
@@ -246,6 +287,10 @@ mod tests {
         write_atomic(&path, b"old").unwrap();
         write_atomic(&path, b"new").unwrap();
         assert_eq!(fs::read(&path).unwrap(), b"new");
-        assert_eq!(fs::read_dir(dir.path()).unwrap().count(), 1, "no temp file left behind");
+        assert_eq!(
+            fs::read_dir(dir.path()).unwrap().count(),
+            1,
+            "no temp file left behind"
+        );
     }
 }

@@ -25,7 +25,9 @@ from .paths import normalize_repo_path, output_target, staged_file
 from .results import success
 
 SEVERITIES = ("info", "warning", "error")
-DEFAULT_QUERY = "What does this file do, and what problems (bugs, risks, unclear code) does it have?"
+DEFAULT_QUERY = (
+    "What does this file do, and what problems (bugs, risks, unclear code) does it have?"
+)
 REPORT_FILE = "report.md"
 MAX_OBJECT_STARTS = 50  # '{' positions tried when looking for the object in prose
 
@@ -58,13 +60,16 @@ def analyze_code(step: Step, llm_config: dict | None) -> dict:
     fence = fence_for(numbered)
     messages = [
         {"role": "system", "content": llm.render_prompt("analyze_code_system")},
-        {"role": "user", "content": llm.render_prompt(
-            "analyze_code_user",
-            file_path=rel,
-            fence=fence,
-            numbered=numbered,
-            query=query or DEFAULT_QUERY,
-        )},
+        {
+            "role": "user",
+            "content": llm.render_prompt(
+                "analyze_code_user",
+                file_path=rel,
+                fence=fence,
+                numbered=numbered,
+                query=query or DEFAULT_QUERY,
+            ),
+        },
     ]
     answer = chat.ask(messages, json=True)
     try:
@@ -72,7 +77,10 @@ def analyze_code(step: Step, llm_config: dict | None) -> dict:
     except AnswerError as exc:
         retry = messages + [
             {"role": "assistant", "content": answer},
-            {"role": "user", "content": llm.render_prompt("fix_json", problem=str(exc))},
+            {
+                "role": "user",
+                "content": llm.render_prompt("fix_json", problem=str(exc)),
+            },
         ]
         answer = chat.ask(retry, json=True)
         try:
@@ -228,11 +236,13 @@ def normalize_analysis(data: dict) -> dict:
             continue
         severity = item.get("severity")
         severity = severity.strip().lower() if isinstance(severity, str) else ""
-        findings.append({
-            "line": _line_number(item.get("line")),
-            "severity": severity if severity in SEVERITIES else "info",
-            "message": message.strip(),
-        })
+        findings.append(
+            {
+                "line": _line_number(item.get("line")),
+                "severity": severity if severity in SEVERITIES else "info",
+                "message": message.strip(),
+            }
+        )
     return {"summary": summary.strip(), "findings": findings}
 
 

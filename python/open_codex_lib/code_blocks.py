@@ -190,9 +190,7 @@ def extract_code_block(text: str, file_path: str) -> str:
         matching = [b for b in candidates if language_matches(b.language, file_path)]
         chosen = max(matching or candidates, key=lambda block: len(block.content))
         if not chosen.content.strip():
-            raise CodeBlockError(
-                "the code block is empty: put the complete file content inside it"
-            )
+            raise CodeBlockError("the code block is empty: put the complete file content inside it")
         return _finish(chosen.content)
     if text.strip() and _bare_content_ok(text, file_path):
         return _finish(text)

@@ -56,15 +56,18 @@ def modify_code(step: Step, llm_config: dict | None) -> dict:
         focus = "\n" + llm.render_prompt("modify_code_focus", function_name=function_name) + "\n"
     messages = [
         {"role": "system", "content": llm.render_prompt("modify_code_system")},
-        {"role": "user", "content": llm.render_prompt(
-            "modify_code_user",
-            file_path=rel,
-            fence=fence,
-            language=language_tag(rel),
-            content=original.rstrip("\n"),
-            instructions=instructions.strip(),
-            focus=focus,
-        )},
+        {
+            "role": "user",
+            "content": llm.render_prompt(
+                "modify_code_user",
+                file_path=rel,
+                fence=fence,
+                language=language_tag(rel),
+                content=original.rstrip("\n"),
+                instructions=instructions.strip(),
+                focus=focus,
+            ),
+        },
     ]
     new = obtain_file_content(chat, messages, rel, fence)
     if "\r\n" in original:
@@ -105,23 +108,30 @@ def generate_file(step: Step, llm_config: dict | None, rel: str, instructions: s
     fence = fence_for(old or "")
     context = ""
     if old is not None:
-        context = "\n" + llm.render_prompt(
-            "write_file_context",
-            file_path=rel,
-            fence=fence,
-            language=language_tag(rel),
-            content=old.rstrip("\n"),
-        ) + "\n"
+        context = (
+            "\n"
+            + llm.render_prompt(
+                "write_file_context",
+                file_path=rel,
+                fence=fence,
+                language=language_tag(rel),
+                content=old.rstrip("\n"),
+            )
+            + "\n"
+        )
     messages = [
         {"role": "system", "content": llm.render_prompt("write_file_system")},
-        {"role": "user", "content": llm.render_prompt(
-            "write_file_user",
-            file_path=rel,
-            fence=fence,
-            language=language_tag(rel),
-            instructions=instructions.strip(),
-            context=context,
-        )},
+        {
+            "role": "user",
+            "content": llm.render_prompt(
+                "write_file_user",
+                file_path=rel,
+                fence=fence,
+                language=language_tag(rel),
+                instructions=instructions.strip(),
+                context=context,
+            ),
+        },
     ]
     content = obtain_file_content(chat, messages, rel, fence)
     data = content.encode("utf-8")
@@ -144,9 +154,16 @@ def obtain_file_content(chat: llm.Conversation, messages: list[dict], rel: str, 
         return content
     retry = messages + [
         {"role": "assistant", "content": answer},
-        {"role": "user", "content": llm.render_prompt(
-            "fix_code", problem=problem, file_path=rel, fence=fence, language=language_tag(rel)
-        )},
+        {
+            "role": "user",
+            "content": llm.render_prompt(
+                "fix_code",
+                problem=problem,
+                file_path=rel,
+                fence=fence,
+                language=language_tag(rel),
+            ),
+        },
     ]
     answer = chat.ask(retry)
     content, problem = usable_content(answer, rel)
@@ -181,7 +198,9 @@ def read_text(path: str, rel: str) -> str:
     except UnicodeDecodeError:
         text = None
     if text is None or "\0" in text:
-        raise StepError(f"{rel} is not a UTF-8 text file: the LLM operations handle text files only")
+        raise StepError(
+            f"{rel} is not a UTF-8 text file: the LLM operations handle text files only"
+        )
     return text
 
 

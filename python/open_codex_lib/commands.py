@@ -21,16 +21,23 @@ PYTEST_COMMAND = "python3 -m pytest -q"
 CARGO_COMMAND = "cargo test"
 # Directories not searched for test files when choosing the default command.
 _NOT_SEARCHED = frozenset(
-    {".git", ".ocflow", ".venv", "venv", "node_modules", "target", "__pycache__", ".tox"}
+    {
+        ".git",
+        ".ocflow",
+        ".venv",
+        "venv",
+        "node_modules",
+        "target",
+        "__pycache__",
+        ".tox",
+    }
 )
 _SEARCH_LIMIT = 20000
 
 
 def _run(step: Step, llm_config: dict | None, command: str) -> tuple[CommandOutcome, float]:
     work_dir = require_work_dir(step)
-    timeout = optional_positive_number(
-        step.params, "timeout_seconds", step.limits.timeout_seconds
-    )
+    timeout = optional_positive_number(step.params, "timeout_seconds", step.limits.timeout_seconds)
     api_key = (llm_config or {}).get("api_key")
     env = scrub_env(api_key if isinstance(api_key, str) else None)
     # Files in the view are replaced within the same second with the same size when a step

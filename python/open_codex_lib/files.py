@@ -129,7 +129,8 @@ def content_from_step(step: Step, source_step: str, rel: str) -> tuple[bytes, st
     else:
         looked.append(f"its output directory {ref.output_dir or '(none given)'} (absent)")
     raise StepError(
-        f"cannot take content from step {source_step}: looked for " + "; ".join(looked)
+        f"cannot take content from step {source_step}: looked for "
+        + "; ".join(looked)
         + ". Give params.content, or make the step produce exactly that file"
     )
 

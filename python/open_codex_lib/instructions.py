@@ -104,8 +104,7 @@ def extract_step_block(text: str) -> str:
     openings = [i for i, line in enumerate(lines) if line.strip() == FENCE_OPEN]
     if not openings:
         raise InstructionsError(
-            f"the instructions file has no '{FENCE_OPEN}' fenced block: "
-            "regenerate it with ocflow"
+            f"the instructions file has no '{FENCE_OPEN}' fenced block: regenerate it with ocflow"
         )
     if len(openings) > 1:
         raise InstructionsError(
@@ -200,12 +199,16 @@ def _step_from_dict(data: dict, base_dir: str, path: str) -> Step:
         raise fail("field 'input_files' must be a list of path strings")
 
     env = data.get("env") or {}
-    if not isinstance(env, dict) or not all(isinstance(k, str) and isinstance(v, str) for k, v in env.items()):
+    if not isinstance(env, dict) or not all(
+        isinstance(k, str) and isinstance(v, str) for k, v in env.items()
+    ):
         raise fail("field 'env' must be an object of strings")
 
     sandbox = data.get("sandbox") or {}
     launcher = sandbox.get("launcher") if isinstance(sandbox, dict) else None
-    if launcher is not None and (not isinstance(launcher, list) or not all(isinstance(a, str) for a in launcher)):
+    if launcher is not None and (
+        not isinstance(launcher, list) or not all(isinstance(a, str) for a in launcher)
+    ):
         raise fail("field 'sandbox.launcher' must be a list of strings")
 
     return Step(

@@ -123,7 +123,7 @@ class Conversation:
         self.calls += 1
         try:
             answer = self.complete(messages, purpose=self.purpose, json=json)
-        except Exception as exc:  # the endpoint's errors are the user's to fix
+        except Exception as exc:  # noqa: BLE001 - any error of the host's callable is the step's
             raise self._call_error(exc) from None
         if not isinstance(answer, dict):
             raise self.fail(

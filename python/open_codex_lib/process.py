@@ -84,7 +84,7 @@ class CappedBuffer:
                 return
             if len(data) >= self._tail_cap:
                 self.dropped += len(self._tail) + len(data) - self._tail_cap
-                self._tail = bytearray(data[len(data) - self._tail_cap:])
+                self._tail = bytearray(data[len(data) - self._tail_cap :])
                 return
             self._tail += data
             excess = len(self._tail) - self._tail_cap
@@ -202,7 +202,10 @@ def run_command(
     stop_draining = threading.Event()
     drainer = threading.Thread(
         target=_drain,
-        args=({proc.stdout.fileno(): stdout_buf, proc.stderr.fileno(): stderr_buf}, stop_draining),
+        args=(
+            {proc.stdout.fileno(): stdout_buf, proc.stderr.fileno(): stderr_buf},
+            stop_draining,
+        ),
         name=f"open_codex_lib-drain-{proc.pid}",
         daemon=True,
     )

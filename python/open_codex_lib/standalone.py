@@ -97,7 +97,7 @@ def openai_complete(llm_config: dict, timeout: float | None = None):
             request["response_format"] = {"type": "json_object"}
         try:
             response = client.chat.completions.create(**request)
-        except Exception as exc:
+        except Exception as exc:  # noqa: BLE001 - the openai package raises many types
             raise wrap_error(exc) from None
         choice = response.choices[0]
         usage = getattr(response, "usage", None)

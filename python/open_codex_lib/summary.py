@@ -41,18 +41,19 @@ def generate_summary(step: Step, llm_config: dict | None) -> dict:
     if chat is not None:
         messages = [
             {"role": "system", "content": llm.render_prompt("generate_summary_system")},
-            {"role": "user", "content": llm.render_prompt(
-                "generate_summary_user",
-                task=step.task or "(not given)",
-                facts=_step_facts(step, step_ids, detailed=True),
-            )},
+            {
+                "role": "user",
+                "content": llm.render_prompt(
+                    "generate_summary_user",
+                    task=step.task or "(not given)",
+                    facts=_step_facts(step, step_ids, detailed=True),
+                ),
+            },
         ]
         summary = chat.ask(messages).strip()
         if not summary:
             raise chat.fail("the LLM returned an empty summary: retry the step")
-        return success(
-            step.operation, "summary written by the LLM", summary=summary, **chat.fields
-        )
+        return success(step.operation, "summary written by the LLM", summary=summary, **chat.fields)
 
     heading = step.task or "Summary"
     return success(
@@ -87,7 +88,10 @@ def _step_facts(step: Step, step_ids: list[str], detailed: bool = False) -> str:
 def _details(result: dict) -> list[str]:
     """Indented lines with the files, summary and changes of a step result."""
     lines = []
-    for key, label in (("output_files", "files written"), ("deleted_files", "files deleted")):
+    for key, label in (
+        ("output_files", "files written"),
+        ("deleted_files", "files deleted"),
+    ):
         names = result.get(key)
         if isinstance(names, list) and names:
             lines.append(f"  {label}: " + ", ".join(map(str, names)))

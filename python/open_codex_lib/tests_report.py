@@ -115,8 +115,7 @@ def parse_cargo(lines: list[str]) -> dict | None:
         if match and match["name"] not in names:
             names.append(match["name"])
     failures = [
-        {"name": name, "error_type": "panic", "message": messages.get(name, "")}
-        for name in names
+        {"name": name, "error_type": "panic", "message": messages.get(name, "")} for name in names
     ]
     return {"framework": "cargo", **totals, "failures": failures}
 
@@ -170,7 +169,7 @@ def parse_unittest(lines: list[str]) -> dict | None:
         if not match:
             continue
         ran = int(match.group(1))
-        for later in lines[index + 1:]:
+        for later in lines[index + 1 :]:
             verdict = _UNITTEST_VERDICT.match(later.strip())
             if verdict:
                 for part in (verdict["details"] or "").split(","):
@@ -180,19 +179,41 @@ def parse_unittest(lines: list[str]) -> dict | None:
                 break
     if ran is None:
         return None
-    failed, errors, skipped = details.get("failures", 0), details.get("errors", 0), details.get("skipped", 0)
+    failed, errors, skipped = (
+        details.get("failures", 0),
+        details.get("errors", 0),
+        details.get("skipped", 0),
+    )
     failures = []
     for index, line in enumerate(lines):
         match = _UNITTEST_PROBLEM.match(line.strip())
         if not match:
             continue
         error_type, message = None, ""
-        for later in lines[index + 1:]:
+        for later in lines[index + 1 :]:
             if later.startswith(("=====", "FAIL:", "ERROR:")) or _UNITTEST_RAN.match(later.strip()):
                 break
             exception = _EXCEPTION_PREFIX.match(later.strip())
             if exception and not later.startswith(" "):
-                error_type, message = exception["type"], exception["message"][:_MESSAGE_LIMIT]
-        failures.append({"name": f"{match['where']}.{match['name']}" if "." not in match["where"] else match["where"], "error_type": error_type, "message": message})
+                error_type, message = (
+                    exception["type"],
+                    exception["message"][:_MESSAGE_LIMIT],
+                )
+        failures.append(
+            {
+                "name": f"{match['where']}.{match['name']}"
+                if "." not in match["where"]
+                else match["where"],
+                "error_type": error_type,
+                "message": message,
+            }
+        )
     passed = max(ran - failed - errors - skipped - details.get("expected failures", 0), 0)
-    return {"framework": "unittest", "passed": passed, "failed": failed, "errors": errors, "skipped": skipped, "failures": failures}
+    return {
+        "framework": "unittest",
+        "passed": passed,
+        "failed": failed,
+        "errors": errors,
+        "skipped": skipped,
+        "failures": failures,
+    }

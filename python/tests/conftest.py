@@ -42,10 +42,8 @@ def instructions_markdown(block: dict) -> str:
     return (
         "# Step step2: do something\n\n"
         "Some prose for humans. A plain json block is ignored:\n\n"
-        "```json\n{\"version\": 99}\n```\n\n"
-        "```json ocflow-step\n"
-        + json.dumps(block, indent=2)
-        + "\n```\n\nMore prose.\n"
+        '```json\n{"version": 99}\n```\n\n'
+        "```json ocflow-step\n" + json.dumps(block, indent=2) + "\n```\n\nMore prose.\n"
     )
 
 
@@ -117,7 +115,10 @@ def earlier_step(tmp_path):
         write_tree(step_dir / "output", outputs or {})
         if result is not None:
             (step_dir / "result.json").write_text(json.dumps(result), encoding="utf-8")
-        return {"result": f"../{step_id}/result.json", "output_dir": f"../{step_id}/output"}
+        return {
+            "result": f"../{step_id}/result.json",
+            "output_dir": f"../{step_id}/output",
+        }
 
     return make
 

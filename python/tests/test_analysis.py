@@ -4,7 +4,6 @@ import json
 
 import pytest
 from conftest import FakeLLM
-
 from open_codex_lib import execute_operation
 from open_codex_lib.analysis import (
     AnswerError,
@@ -106,7 +105,10 @@ def test_parse_json_object_in_prose_and_strings_kept():
     assert parse_json_object(text) == {"summary": "a, b]", "findings": []}
     assert remove_trailing_commas('{"a": ",}", "b": [1, 2 , ],}') == '{"a": ",}", "b": [1, 2  ]}'
     nested = 'My review: {"summary": "s", "findings": [{"line": 1, "message": "m",},],} Bye.'
-    assert parse_json_object(nested) == {"summary": "s", "findings": [{"line": 1, "message": "m"}]}
+    assert parse_json_object(nested) == {
+        "summary": "s",
+        "findings": [{"line": 1, "message": "m"}],
+    }
     with pytest.raises(AnswerError, match="no JSON object"):
         parse_json_object("nothing here")
     with pytest.raises(AnswerError, match="the JSON in the answer is invalid"):
@@ -114,21 +116,26 @@ def test_parse_json_object_in_prose_and_strings_kept():
 
 
 def test_normalize_analysis_fixes_fields():
-    data = normalize_analysis({
-        "summary": None,
+    data = normalize_analysis(
+        {
+            "summary": None,
+            "findings": [
+                "plain string finding",
+                {"line": "7", "severity": " Warning ", "message": " trim me "},
+                {"line": 0, "severity": "critical", "message": "x"},
+                {"line": 3, "severity": "error"},
+                42,
+            ],
+        }
+    )
+    assert data == {
+        "summary": "",
         "findings": [
-            "plain string finding",
-            {"line": "7", "severity": " Warning ", "message": " trim me "},
-            {"line": 0, "severity": "critical", "message": "x"},
-            {"line": 3, "severity": "error"},
-            42,
+            {"line": None, "severity": "info", "message": "plain string finding"},
+            {"line": 7, "severity": "warning", "message": "trim me"},
+            {"line": None, "severity": "info", "message": "x"},
         ],
-    })
-    assert data == {"summary": "", "findings": [
-        {"line": None, "severity": "info", "message": "plain string finding"},
-        {"line": 7, "severity": "warning", "message": "trim me"},
-        {"line": None, "severity": "info", "message": "x"},
-    ]}
+    }
 
 
 def test_number_lines():

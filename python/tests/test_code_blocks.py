@@ -1,7 +1,6 @@
 """extract_code_block, find_blocks and check_python on answers small models really give."""
 
 import pytest
-
 from open_codex_lib.code_blocks import (
     CodeBlockError,
     check_python,

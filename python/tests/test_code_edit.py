@@ -3,7 +3,6 @@
 import json
 
 from conftest import FakeLLM, HostError
-
 from open_codex_lib import execute_operation
 
 ORIGINAL = "def f():\n    return 1\n\n\ndef g():\n    return 2\n"
@@ -61,8 +60,11 @@ def test_modify_code_unchanged_answer(make_step):
 
 
 def test_modify_code_keeps_crlf_line_endings(make_step):
-    files = make_step("modify_code", {"file_path": "a.py", "instructions": "x"},
-                      inputs={"a.py": b"x = 1\r\ny = 2\r\n"})
+    files = make_step(
+        "modify_code",
+        {"file_path": "a.py", "instructions": "x"},
+        inputs={"a.py": b"x = 1\r\ny = 2\r\n"},
+    )
     result = run(files, FakeLLM("```python\nx = 1\ny = 3\n```"))
     assert result["changed"] is True
     assert (files.output_dir / "a.py").read_bytes() == b"x = 1\r\ny = 3\r\n"
@@ -104,9 +106,17 @@ def test_modify_code_two_bad_answers_fail_and_write_nothing(make_step):
 
 def test_modify_code_truncated_answer_is_not_used(make_step):
     files = modify_step(make_step)
-    llm = FakeLLM({"content": "```python\ndef f():\n    return 10\n", "finish_reason": "length",
-                   "usage": {"prompt_tokens": 100, "completion_tokens": 50,
-                             "total_tokens": 150}})
+    llm = FakeLLM(
+        {
+            "content": "```python\ndef f():\n    return 10\n",
+            "finish_reason": "length",
+            "usage": {
+                "prompt_tokens": 100,
+                "completion_tokens": 50,
+                "total_tokens": 150,
+            },
+        }
+    )
     result = run(files, llm)
     assert result["status"] == "failure"
     assert "truncated" in result["message"] and "max_tokens" in result["message"]
@@ -150,8 +160,11 @@ def test_refactor_unknown_function_fails_without_calling_llm(make_step):
 
 
 def test_modify_code_refuses_binary_file(make_step):
-    files = make_step("modify_code", {"file_path": "a.bin", "instructions": "x"},
-                      inputs={"a.bin": b"\x00\xff"})
+    files = make_step(
+        "modify_code",
+        {"file_path": "a.bin", "instructions": "x"},
+        inputs={"a.bin": b"\x00\xff"},
+    )
     llm = FakeLLM("```\nx\n```")
     result = run(files, llm)
     assert result["status"] == "failure"
@@ -160,8 +173,7 @@ def test_modify_code_refuses_binary_file(make_step):
 
 
 def test_write_file_with_instructions_generates_python(make_step):
-    files = make_step("write_file", {"file_path": "pkg/hello.py",
-                                     "instructions": "print hello"})
+    files = make_step("write_file", {"file_path": "pkg/hello.py", "instructions": "print hello"})
     llm = FakeLLM("```python\nprint('hello')\n```")
     result = run(files, llm)
     assert result["status"] == "success", result["message"]
@@ -177,8 +189,11 @@ def test_write_file_with_instructions_generates_python(make_step):
 
 
 def test_write_file_with_instructions_shows_old_version_and_reasks(make_step):
-    files = make_step("write_file", {"file_path": "a.py", "instructions": "add g"},
-                      inputs={"a.py": "def f():\n    pass\n"})
+    files = make_step(
+        "write_file",
+        {"file_path": "a.py", "instructions": "add g"},
+        inputs={"a.py": "def f():\n    pass\n"},
+    )
     llm = FakeLLM("```python\ndef g(\n```", "```python\ndef g():\n    pass\n```")
     result = run(files, llm)
     assert result["status"] == "success"
@@ -208,11 +223,16 @@ def test_write_file_with_instructions_two_bad_answers(make_step):
 
 def test_api_key_never_saved_or_returned(make_step):
     files = modify_step(make_step)
-    llm = FakeLLM("key sk-top-secret leaked, no code", HostError("bad key sk-top-secret",
-                                                                   "unauthorized", False))
+    llm = FakeLLM(
+        "key sk-top-secret leaked, no code",
+        HostError("bad key sk-top-secret", "unauthorized", False),
+    )
     result = run(files, llm, api_key="sk-top-secret")
     assert result["status"] == "failure"
-    assert result["llm_error"] == {"kind": "unauthorized", "transient": False,
-                                   "message": "HostError: bad key [REDACTED]"}
+    assert result["llm_error"] == {
+        "kind": "unauthorized",
+        "transient": False,
+        "message": "HostError: bad key [REDACTED]",
+    }
     assert "sk-top-secret" not in json.dumps(result)
     assert "sk-top-secret" not in (files.step_dir / "llm-answer-1.md").read_text()

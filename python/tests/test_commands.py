@@ -8,14 +8,16 @@ from pathlib import Path
 
 import pytest
 from conftest import pid_alive
-
 from open_codex_lib import cancel_all, execute_operation
 from open_codex_lib.process import CappedBuffer, active_count, scrub_env
 
 
 def shell(make_step, command, llm_config=None, limits=None, **params):
-    files = make_step("execute_shell_command", {"command": command, **params},
-                      limits=limits or {"timeout_seconds": 20, "max_output_bytes": 1048576})
+    files = make_step(
+        "execute_shell_command",
+        {"command": command, **params},
+        limits=limits or {"timeout_seconds": 20, "max_output_bytes": 1048576},
+    )
     result = execute_operation(files.path, llm_config or {})
     json.dumps(result)
     return result
@@ -110,8 +112,17 @@ def test_env_is_scrubbed(make_step, monkeypatch):
 
 
 def test_scrub_env_rules():
-    env = scrub_env("k123", {"PATH": "/bin", "DB_PASSWORD": "p", "aws_credentials": "c",
-                             "GH_SECRET_X": "s", "OTHER": "k123", "EMPTY": ""})
+    env = scrub_env(
+        "k123",
+        {
+            "PATH": "/bin",
+            "DB_PASSWORD": "p",
+            "aws_credentials": "c",
+            "GH_SECRET_X": "s",
+            "OTHER": "k123",
+            "EMPTY": "",
+        },
+    )
     assert env == {"PATH": "/bin", "EMPTY": ""}
     assert scrub_env("", {"EMPTY": ""}) == {"EMPTY": ""}
 
@@ -177,10 +188,16 @@ def test_concurrent_commands_use_their_own_work_dirs(make_step, tmp_path):
         ({}, "../_view", "missing parameter params.command"),
         ({"command": "  "}, "../_view", "params.command is empty"),
         ({"command": ["ls"]}, "../_view", "params.command must be a string, got list"),
-        ({"command": "true", "timeout_seconds": -1}, "../_view",
-         "params.timeout_seconds must be a positive number"),
-        ({"command": "true"}, "../missing_view",
-         "does not exist: the repository view was not prepared"),
+        (
+            {"command": "true", "timeout_seconds": -1},
+            "../_view",
+            "params.timeout_seconds must be a positive number",
+        ),
+        (
+            {"command": "true"},
+            "../missing_view",
+            "does not exist: the repository view was not prepared",
+        ),
         ({"command": "true"}, None, "the instructions give no work_dir"),
     ],
 )
@@ -223,7 +240,11 @@ def test_reference_values_reach_the_command_as_data_not_code(make_step):
 def test_commands_never_write_python_bytecode(make_step):
     # Files in the view change within a second at the same size when a step runs again; a
     # bytecode cache keyed on seconds and size would run stale code.
-    files = make_step("execute_shell_command", {"command": 'printf "%s" "$PYTHONDONTWRITEBYTECODE"'}, work={})
+    files = make_step(
+        "execute_shell_command",
+        {"command": 'printf "%s" "$PYTHONDONTWRITEBYTECODE"'},
+        work={},
+    )
     result = execute_operation(files.path, {})
     assert result["stdout"] == "1"
 
@@ -237,7 +258,10 @@ def test_commands_start_through_the_hosts_launcher(make_step, tmp_path):
         "execute_shell_command",
         {"command": "echo inside"},
         work={},
-        extra={"sandbox": {"launcher": [str(launcher)]}, "env": {"LAUNCH_MARK": str(mark)}},
+        extra={
+            "sandbox": {"launcher": [str(launcher)]},
+            "env": {"LAUNCH_MARK": str(mark)},
+        },
     )
     result = execute_operation(files.path, {})
     assert result["status"] == "success", result

@@ -4,7 +4,6 @@ import json
 import os
 
 import pytest
-
 from open_codex_lib import execute_operation
 
 
@@ -16,9 +15,13 @@ def run(files, llm_config=None):
 
 # --- read_file ---------------------------------------------------------------
 
+
 def test_read_file(make_step):
-    files = make_step("read_file", {"file_path": "./src//utils.py"},
-                      inputs={"src/utils.py": "def f():\n    return 'é'\n"})
+    files = make_step(
+        "read_file",
+        {"file_path": "./src//utils.py"},
+        inputs={"src/utils.py": "def f():\n    return 'é'\n"},
+    )
     result = run(files)
     assert result["status"] == "success"
     assert result["content"] == "def f():\n    return 'é'\n"
@@ -29,8 +32,12 @@ def test_read_file(make_step):
 
 
 def test_read_file_truncates_at_cap_without_splitting_a_character(make_step):
-    files = make_step("read_file", {"file_path": "big.txt"}, inputs={"big.txt": "aé" * 10},
-                      limits={"timeout_seconds": 5, "max_output_bytes": 5})
+    files = make_step(
+        "read_file",
+        {"file_path": "big.txt"},
+        inputs={"big.txt": "aé" * 10},
+        limits={"timeout_seconds": 5, "max_output_bytes": 5},
+    )
     result = run(files)
     assert result["status"] == "success"
     assert result["truncated"] is True
@@ -103,6 +110,7 @@ def test_symlink_inside_input_dir_is_followed(make_step):
 
 # --- write_file --------------------------------------------------------------
 
+
 def test_write_file_creates_parent_dirs(make_step):
     files = make_step("write_file", {"file_path": "pkg/sub/new.py", "content": "x = 'é'\n"})
     result = run(files)
@@ -122,10 +130,18 @@ def test_write_empty_content(make_step):
 @pytest.mark.parametrize(
     "params, expected",
     [
-        ({"file_path": "a.py"}, "needs exactly one of params.content, params.content_from_step"),
-        ({"file_path": "a.py", "content": "x", "content_from_step": "step1"},
-         "found: content, content_from_step"),
-        ({"file_path": "a.py", "content": 5}, "params.content must be a string, got int"),
+        (
+            {"file_path": "a.py"},
+            "needs exactly one of params.content, params.content_from_step",
+        ),
+        (
+            {"file_path": "a.py", "content": "x", "content_from_step": "step1"},
+            "found: content, content_from_step",
+        ),
+        (
+            {"file_path": "a.py", "content": 5},
+            "params.content must be a string, got int",
+        ),
     ],
 )
 def test_write_file_bad_params(make_step, params, expected):
@@ -159,11 +175,18 @@ def test_write_file_with_instructions_needs_llm(make_step):
 
 # --- content_from_step ---------------------------------------------------------
 
+
 def test_content_from_step_result_content(make_step, earlier_step):
-    ref = earlier_step("step1", {"status": "success", "content": "from result\n"},
-                       outputs={"utils.py": "from file\n"})
-    files = make_step("write_file", {"file_path": "utils.py", "content_from_step": "step1"},
-                      steps={"step1": ref})
+    ref = earlier_step(
+        "step1",
+        {"status": "success", "content": "from result\n"},
+        outputs={"utils.py": "from file\n"},
+    )
+    files = make_step(
+        "write_file",
+        {"file_path": "utils.py", "content_from_step": "step1"},
+        steps={"step1": ref},
+    )
     result = run(files)
     assert result["status"] == "success"
     assert (files.output_dir / "utils.py").read_text() == "from result\n"
@@ -171,10 +194,16 @@ def test_content_from_step_result_content(make_step, earlier_step):
 
 
 def test_content_from_step_matching_output_file(make_step, earlier_step):
-    ref = earlier_step("step1", {"status": "success", "message": "wrote"},
-                       outputs={"utils.py": b"matching\x00bytes", "other.py": "no"})
-    files = make_step("write_file", {"file_path": "utils.py", "content_from_step": "step1"},
-                      steps={"step1": ref})
+    ref = earlier_step(
+        "step1",
+        {"status": "success", "message": "wrote"},
+        outputs={"utils.py": b"matching\x00bytes", "other.py": "no"},
+    )
+    files = make_step(
+        "write_file",
+        {"file_path": "utils.py", "content_from_step": "step1"},
+        steps={"step1": ref},
+    )
     result = run(files)
     assert result["status"] == "success"
     assert (files.output_dir / "utils.py").read_bytes() == b"matching\x00bytes"
@@ -183,8 +212,11 @@ def test_content_from_step_matching_output_file(make_step, earlier_step):
 
 def test_content_from_step_single_output_file(make_step, earlier_step):
     ref = earlier_step("step1", None, outputs={"gen/draft.txt": "the only file"})
-    files = make_step("write_file", {"file_path": "final.txt", "content_from_step": "step1"},
-                      steps={"step1": ref})
+    files = make_step(
+        "write_file",
+        {"file_path": "final.txt", "content_from_step": "step1"},
+        steps={"step1": ref},
+    )
     result = run(files)
     assert result["status"] == "success"
     assert result["output_files"] == ["final.txt"]
@@ -193,8 +225,11 @@ def test_content_from_step_single_output_file(make_step, earlier_step):
 
 def test_content_from_step_ambiguous(make_step, earlier_step):
     ref = earlier_step("step1", {"status": "success"}, outputs={"a.txt": "a", "b.txt": "b"})
-    files = make_step("write_file", {"file_path": "final.txt", "content_from_step": "step1"},
-                      steps={"step1": ref})
+    files = make_step(
+        "write_file",
+        {"file_path": "final.txt", "content_from_step": "step1"},
+        steps={"step1": ref},
+    )
     result = run(files)
     assert result["status"] == "failure"
     message = result["message"]
@@ -205,8 +240,11 @@ def test_content_from_step_ambiguous(make_step, earlier_step):
 
 def test_content_from_unknown_step(make_step, earlier_step):
     ref = earlier_step("step1", {"content": "x"})
-    files = make_step("write_file", {"file_path": "a", "content_from_step": "step9"},
-                      steps={"step1": ref})
+    files = make_step(
+        "write_file",
+        {"file_path": "a", "content_from_step": "step9"},
+        steps={"step1": ref},
+    )
     result = run(files)
     assert result["status"] == "failure"
     assert (
@@ -277,6 +315,7 @@ def test_list_files_failures(make_step):
 
 
 # --- delete_file -----------------------------------------------------------------
+
 
 def test_delete_file_reports_without_deleting(make_step):
     files = make_step("delete_file", {"file_path": "old.py"}, inputs={"old.py": "x"})

@@ -3,14 +3,18 @@
 import os
 
 import pytest
-
 from open_codex_lib import InstructionsError, execute_operation, parse_instructions
 
 
 def test_parses_block_and_resolves_dirs_against_file(make_step, earlier_step):
     ref = earlier_step("step1", {"status": "success", "content": "x"})
-    files = make_step("read_file", {"file_path": "a.py"}, inputs={"a.py": "x"},
-                      steps={"step1": ref}, limits={"timeout_seconds": 5, "max_output_bytes": 10})
+    files = make_step(
+        "read_file",
+        {"file_path": "a.py"},
+        inputs={"a.py": "x"},
+        steps={"step1": ref},
+        limits={"timeout_seconds": 5, "max_output_bytes": 10},
+    )
     step = parse_instructions(files.path)
     assert step.operation == "read_file"
     assert step.params == {"file_path": "a.py"}
@@ -29,8 +33,12 @@ def test_parses_block_and_resolves_dirs_against_file(make_step, earlier_step):
 
 def test_absolute_dirs_and_null_work_dir(make_step, tmp_path):
     elsewhere = tmp_path / "elsewhere"
-    files = make_step("delete_file", {"file_path": "a"}, work_dir=None,
-                      extra={"input_dir": str(elsewhere)})
+    files = make_step(
+        "delete_file",
+        {"file_path": "a"},
+        work_dir=None,
+        extra={"input_dir": str(elsewhere)},
+    )
     step = parse_instructions(files.path)
     assert step.input_dir == str(elsewhere)
     assert step.work_dir is None
@@ -51,20 +59,23 @@ def write_instructions(tmp_path, text):
 @pytest.mark.parametrize(
     "text, expected",
     [
-        ("# Step\n\n```json\n{\"version\": 1}\n```\n", "no '```json ocflow-step' fenced block"),
-        ("```json ocflow-step\n{\"version\": 1,}\n```\n", "not valid JSON"),
+        (
+            '# Step\n\n```json\n{"version": 1}\n```\n',
+            "no '```json ocflow-step' fenced block",
+        ),
+        ('```json ocflow-step\n{"version": 1,}\n```\n', "not valid JSON"),
         ("```json ocflow-step\n[1, 2]\n```\n", "must hold a JSON object"),
-        ("```json ocflow-step\n{\"version\": 1}\n", "never closed"),
+        ('```json ocflow-step\n{"version": 1}\n', "never closed"),
         (
             "```json ocflow-step\n{}\n```\n```json ocflow-step\n{}\n```\n",
             "2 '```json ocflow-step' blocks",
         ),
         (
-            "```json ocflow-step\n{\"version\": 2, \"operation\": \"read_file\"}\n```\n",
+            '```json ocflow-step\n{"version": 2, "operation": "read_file"}\n```\n',
             "unsupported instructions version 2",
         ),
         (
-            "```json ocflow-step\n{\"version\": 1, \"operation\": \"read_file\"}\n```\n",
+            '```json ocflow-step\n{"version": 1, "operation": "read_file"}\n```\n',
             "field 'input_dir' must be a directory path string",
         ),
         (
@@ -86,7 +97,8 @@ def test_bad_instructions_raise_and_give_failure(tmp_path, text, expected):
 
 def test_wrong_version_failure_still_names_operation(tmp_path):
     path = write_instructions(
-        tmp_path, "```json ocflow-step\n{\"version\": \"1\", \"operation\": \"list_files\"}\n```\n"
+        tmp_path,
+        '```json ocflow-step\n{"version": "1", "operation": "list_files"}\n```\n',
     )
     result = execute_operation(path, {})
     assert result["operation"] == "list_files"

@@ -6,7 +6,6 @@ import subprocess
 import sys
 
 from conftest import PYTHON_DIR
-
 from open_codex_lib.__main__ import llm_config_from_env
 
 
@@ -14,7 +13,12 @@ def run_main(*args, env_extra=None):
     env = dict(os.environ, PYTHONPATH=str(PYTHON_DIR), **(env_extra or {}))
     return subprocess.run(
         [sys.executable, "-m", "open_codex_lib", *args],
-        capture_output=True, text=True, env=env, timeout=30, cwd="/",
+        check=False,
+        capture_output=True,
+        text=True,
+        env=env,
+        timeout=30,
+        cwd="/",
     )
 
 
@@ -54,8 +58,13 @@ def test_bad_file_exits_2(tmp_path):
 
 
 def test_llm_config_from_env_prefers_ocflow_names():
-    config = llm_config_from_env({
-        "OPENAI_BASE_URL": "https://openai", "OCFLOW_BASE_URL": "http://local",
-        "LLM_MODEL": "m", "OCFLOW_API_KEY": "", "LLM_API_KEY": "k",
-    })
+    config = llm_config_from_env(
+        {
+            "OPENAI_BASE_URL": "https://openai",
+            "OCFLOW_BASE_URL": "http://local",
+            "LLM_MODEL": "m",
+            "OCFLOW_API_KEY": "",
+            "LLM_API_KEY": "k",
+        }
+    )
     assert config == {"base_url": "http://local", "model": "m", "api_key": "k"}

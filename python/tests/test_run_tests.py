@@ -26,7 +26,12 @@ def test_real_pytest_run_with_one_failure(make_step):
     assert result["exit_code"] == 1
     tests = result["tests"]
     assert tests["framework"] == "pytest"
-    assert (tests["passed"], tests["failed"], tests["errors"], tests["skipped"]) == (1, 1, 0, 0)
+    assert (tests["passed"], tests["failed"], tests["errors"], tests["skipped"]) == (
+        1,
+        1,
+        0,
+        0,
+    )
     assert tests["failures"] == [
         {
             "name": "tests/test_calc.py::test_add_wrong",
@@ -53,8 +58,14 @@ def test_unrecognised_output(make_step):
     files = make_step("run_tests", {"command": "echo all good"}, work={})
     result = execute_operation(files.path, {})
     assert result["status"] == "success"
-    assert result["tests"] == {"framework": None, "passed": None, "failed": None,
-                               "errors": None, "skipped": None, "failures": []}
+    assert result["tests"] == {
+        "framework": None,
+        "passed": None,
+        "failed": None,
+        "errors": None,
+        "skipped": None,
+        "failures": [],
+    }
     assert "not recognised" in result["message"]
 
 
@@ -79,7 +90,10 @@ def test_default_command_detection(tmp_path):
         "pyfile": ({"pkg/foo_test.py": ""}, "pytest"),
         "pyproject": ({"pyproject.toml": "[tool.pytest.ini_options]\n"}, "pytest"),
         "setupcfg": ({"setup.cfg": "[tool:pytest]\n"}, "pytest"),
-        "cargo": ({"Cargo.toml": "[package]\n", "pyproject.toml": "[project]\n"}, "cargo"),
+        "cargo": (
+            {"Cargo.toml": "[package]\n", "pyproject.toml": "[project]\n"},
+            "cargo",
+        ),
         "hidden": ({"node_modules/x/test_a.py": "", "Cargo.toml": ""}, "cargo"),
     }
     for name, (tree, framework) in cases.items():
@@ -110,11 +124,28 @@ ERROR tests/test_broken.py
 def test_parse_pytest_summary_and_failures():
     report = parse_test_output(PYTEST_VERBOSE)
     assert report["framework"] == "pytest"
-    assert (report["passed"], report["failed"], report["errors"], report["skipped"]) == (1, 2, 2, 1)
+    assert (
+        report["passed"],
+        report["failed"],
+        report["errors"],
+        report["skipped"],
+    ) == (1, 2, 2, 1)
     assert report["failures"] == [
-        {"name": "test_a.py::test_bad", "error_type": "AssertionError", "message": "assert 1 == 2"},
-        {"name": "test_a.py::test_val[a b]", "error_type": "ValueError", "message": "boom value"},
-        {"name": "test_a.py::test_err", "error_type": "RuntimeError", "message": "fixture broke"},
+        {
+            "name": "test_a.py::test_bad",
+            "error_type": "AssertionError",
+            "message": "assert 1 == 2",
+        },
+        {
+            "name": "test_a.py::test_val[a b]",
+            "error_type": "ValueError",
+            "message": "boom value",
+        },
+        {
+            "name": "test_a.py::test_err",
+            "error_type": "RuntimeError",
+            "message": "fixture broke",
+        },
         {"name": "tests/test_broken.py", "error_type": None, "message": ""},
     ]
 
@@ -190,7 +221,12 @@ error: test failed, to rerun pass `--lib`
 def test_parse_cargo_output():
     report = parse_test_output(CARGO_OUTPUT)
     assert report["framework"] == "cargo"
-    assert (report["passed"], report["failed"], report["errors"], report["skipped"]) == (4, 3, 0, 3)
+    assert (
+        report["passed"],
+        report["failed"],
+        report["errors"],
+        report["skipped"],
+    ) == (4, 3, 0, 3)
     assert report["failures"] == [
         {"name": "tests::boom", "error_type": "panic", "message": "kaboom here"},
         {
@@ -211,8 +247,12 @@ def test_parse_cargo_all_ok():
         "running 5 tests\n.....\ntest result: ok. 5 passed; 0 failed; 1 ignored; 0 measured; "
         "0 filtered out; finished in 0.00s\n"
     )
-    assert (report["framework"], report["passed"], report["failed"], report["skipped"]) == (
-        "cargo", 5, 0, 1)
+    assert (
+        report["framework"],
+        report["passed"],
+        report["failed"],
+        report["skipped"],
+    ) == ("cargo", 5, 0, 1)
     assert report["failures"] == []
 
 
@@ -231,18 +271,44 @@ UNITTEST_PROJECT = {
 
 
 def test_real_unittest_run_is_counted(make_step):
-    files = make_step("run_tests", {"command": "python3 -m unittest discover -s tests -t ."}, work=UNITTEST_PROJECT)
+    files = make_step(
+        "run_tests",
+        {"command": "python3 -m unittest discover -s tests -t ."},
+        work=UNITTEST_PROJECT,
+    )
     result = execute_operation(files.path, {})
     assert result["status"] == "failure"
     tests = result["tests"]
     assert tests["framework"] == "unittest"
-    assert (tests["passed"], tests["failed"], tests["errors"], tests["skipped"]) == (1, 1, 1, 1)
+    assert (tests["passed"], tests["failed"], tests["errors"], tests["skipped"]) == (
+        1,
+        1,
+        1,
+        1,
+    )
     assert sorted(tests["failures"], key=lambda f: f["name"]) == [
-        {"name": "tests.test_calc.AddTest.test_add_wrong", "error_type": "AssertionError", "message": "2 != 3"},
-        {"name": "tests.test_calc.AddTest.test_broken", "error_type": "ValueError", "message": "boom"},
+        {
+            "name": "tests.test_calc.AddTest.test_add_wrong",
+            "error_type": "AssertionError",
+            "message": "2 != 3",
+        },
+        {
+            "name": "tests.test_calc.AddTest.test_broken",
+            "error_type": "ValueError",
+            "message": "boom",
+        },
     ]
 
 
 def test_parse_unittest_all_ok():
-    tests = parse_test_output("...\n----------------------------------------------------------------------\nRan 3 tests in 0.001s\n\nOK\n")
-    assert tests == {"framework": "unittest", "passed": 3, "failed": 0, "errors": 0, "skipped": 0, "failures": []}
+    tests = parse_test_output(
+        "...\n----------------------------------------------------------------------\nRan 3 tests in 0.001s\n\nOK\n"
+    )
+    assert tests == {
+        "framework": "unittest",
+        "passed": 3,
+        "failed": 0,
+        "errors": 0,
+        "skipped": 0,
+        "failures": [],
+    }

@@ -10,7 +10,6 @@ import types
 from types import SimpleNamespace
 
 import pytest
-
 from open_codex_lib.__main__ import ENV_NAMES, main
 from open_codex_lib.standalone import wrap_error
 
@@ -70,12 +69,16 @@ def run_main(files, tmp_path, capsys):
 
 
 def modify_step(make_step):
-    return make_step("modify_code", {"file_path": "a.py", "instructions": "return 10"},
-                     inputs={"a.py": "def f():\n    return 1\n"})
+    return make_step(
+        "modify_code",
+        {"file_path": "a.py", "instructions": "return 10"},
+        inputs={"a.py": "def f():\n    return 1\n"},
+    )
 
 
-def test_without_openai_the_message_says_how_to_install(make_step, tmp_path, capsys,
-                                                        monkeypatch, env):
+def test_without_openai_the_message_says_how_to_install(
+    make_step, tmp_path, capsys, monkeypatch, env
+):
     monkeypatch.setitem(sys.modules, "openai", None)  # import openai raises ImportError
     env(OCFLOW_MODEL="devstral-small", OCFLOW_API_KEY="sk-standalone")
     files = modify_step(make_step)
@@ -100,8 +103,9 @@ def test_write_file_instructions_without_openai(make_step, tmp_path, capsys, mon
     )
 
 
-def test_without_model_the_message_names_the_variables(make_step, tmp_path, capsys,
-                                                       monkeypatch, env):
+def test_without_model_the_message_names_the_variables(
+    make_step, tmp_path, capsys, monkeypatch, env
+):
     monkeypatch.setitem(sys.modules, "openai", fake_openai([]))
     files = make_step("analyze_code", {"file_path": "a.py"}, inputs={"a.py": "x = 1\n"})
     status, result, _ = run_main(files, tmp_path, capsys)
@@ -127,11 +131,17 @@ def test_modify_code_through_the_openai_adapter(make_step, tmp_path, capsys, mon
     status, result, _ = run_main(files, tmp_path, capsys)
     assert status == 0, result["message"]
     assert (files.output_dir / "a.py").read_text() == NEW
-    assert result["llm_usage"] == {"prompt_tokens": 7, "completion_tokens": 3,
-                                   "total_tokens": 10}
+    assert result["llm_usage"] == {
+        "prompt_tokens": 7,
+        "completion_tokens": 3,
+        "total_tokens": 10,
+    }
     [client] = module.clients
-    assert client.options == {"api_key": "not-needed", "base_url": "http://127.0.0.1:8080/v1",
-                              "timeout": 30}
+    assert client.options == {
+        "api_key": "not-needed",
+        "base_url": "http://127.0.0.1:8080/v1",
+        "timeout": 30,
+    }
     [request] = client.requests
     assert request["model"] == "devstral-small"
     assert [m["role"] for m in request["messages"]] == ["system", "user"]
@@ -159,7 +169,8 @@ def test_openai_errors_are_wrapped_with_kind(make_step, tmp_path, capsys, monkey
     status, result, output = run_main(modify_step(make_step), tmp_path, capsys)
     assert status == 1
     assert result["llm_error"] == {
-        "kind": "rate_limited", "transient": True,
+        "kind": "rate_limited",
+        "transient": True,
         "message": "LLMCallError: RateLimitError: 429 slow down, key [REDACTED]",
     }
     assert "sk-oops" not in output
@@ -172,4 +183,8 @@ def test_wrap_error_uses_status_code_for_unknown_errors():
     wrapped = wrap_error(APIStatusError("unavailable"))
     assert (wrapped.kind, wrapped.transient) == ("server_error", True)
     plain = wrap_error(ValueError("bad"))
-    assert (plain.kind, plain.transient, str(plain)) == ("error", False, "ValueError: bad")
+    assert (plain.kind, plain.transient, str(plain)) == (
+        "error",
+        False,
+        "ValueError: bad",
+    )

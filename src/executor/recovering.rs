@@ -25,10 +25,20 @@ impl Executor {
             .and_then(|bytes| serde_json::from_slice(&bytes).ok())
             .unwrap_or(Value::Null);
         let limits = self.settings.recovery_limits;
-        let transient = result.pointer("/llm_error/transient").and_then(Value::as_bool).unwrap_or(false)
-            || (result.get("timed_out").and_then(Value::as_bool) == Some(true) && step.params.get("retryable").and_then(Value::as_bool) == Some(true));
-        let entry = self.status.step(&step.id).ok_or_else(|| missing_step(&step.id))?;
-        if transient && entry.auto_retries < limits.max_transient_retries && entry.attempts < limits.max_attempts_per_step {
+        let transient = result
+            .pointer("/llm_error/transient")
+            .and_then(Value::as_bool)
+            .unwrap_or(false)
+            || (result.get("timed_out").and_then(Value::as_bool) == Some(true)
+                && step.params.get("retryable").and_then(Value::as_bool) == Some(true));
+        let entry = self
+            .status
+            .step(&step.id)
+            .ok_or_else(|| missing_step(&step.id))?;
+        if transient
+            && entry.auto_retries < limits.max_transient_retries
+            && entry.attempts < limits.max_attempts_per_step
+        {
             let retry = entry.auto_retries + 1;
             let delay = std::time::Duration::from_secs(1 << (retry - 1).min(5));
             if let Some(entry) = self.status.step_mut(&step.id) {
@@ -36,7 +46,11 @@ impl Executor {
                 entry.status = StepState::Pending;
             }
             self.save()?;
-            self.events.emit(Event::StepRetrying { step: step.id.clone(), retry, delay_ms: delay.as_millis() as u64 })?;
+            self.events.emit(Event::StepRetrying {
+                step: step.id.clone(),
+                retry,
+                delay_ms: delay.as_millis() as u64,
+            })?;
             let interrupt = self.interrupt.clone();
             tokio::select! {
                 () = tokio::time::sleep(delay) => return Ok(Next::Continue),
@@ -46,7 +60,10 @@ impl Executor {
         if self.settings.recovery.is_none() {
             return Ok(Next::Stop);
         }
-        self.status.pending_recovery = Some(status::PendingRecovery { step: step.id.clone(), decision: None });
+        self.status.pending_recovery = Some(status::PendingRecovery {
+            step: step.id.clone(),
+            decision: None,
+        });
         self.save()?;
         self.recover(&step.id).await
     }
@@ -54,8 +71,14 @@ impl Executor {
     /// One recovery round for the failed step: a decision (the pending one after a crash, or
     /// a new one from the LLM), the stuck rule, then carrying it out.
     pub(super) async fn recover(&mut self, failed: &str) -> Result<Next> {
-        let Some(settings) = &self.settings.recovery else { return Ok(Next::Stop) };
-        let pending = self.status.pending_recovery.as_ref().and_then(|p| p.decision.clone());
+        let Some(settings) = &self.settings.recovery else {
+            return Ok(Next::Stop);
+        };
+        let pending = self
+            .status
+            .pending_recovery
+            .as_ref()
+            .and_then(|p| p.decision.clone());
         let context = recovery::Context {
             llm: &settings.llm,
             settings: &settings.model,
@@ -68,10 +91,12 @@ impl Executor {
         };
         let before = settings.llm.usage_for("recovery");
         let decided = match pending {
-            Some(decision) => recovery::redo(&context, failed, decision).map_err(|problems| recovery::Stop::NoValidAnswer {
-                answers: 0,
-                dir: "the status file".into(),
-                problems: problems.join("\n"),
+            Some(decision) => recovery::redo(&context, failed, decision).map_err(|problems| {
+                recovery::Stop::NoValidAnswer {
+                    answers: 0,
+                    dir: "the status file".into(),
+                    problems: problems.join("\n"),
+                }
             }),
             None => {
                 let interrupt = self.interrupt.clone();
@@ -88,10 +113,20 @@ impl Executor {
             Err(stop) => return self.stop_recovery(failed, &stop.to_string()),
         };
         let signature = decided.decision.signature();
-        let entry = self.status.step(failed).ok_or_else(|| missing_step(failed))?;
-        let fresh = self.status.pending_recovery.as_ref().is_some_and(|p| p.decision.is_none());
+        let entry = self
+            .status
+            .step(failed)
+            .ok_or_else(|| missing_step(failed))?;
+        let fresh = self
+            .status
+            .pending_recovery
+            .as_ref()
+            .is_some_and(|p| p.decision.is_none());
         if fresh && entry.recoveries.iter().any(|r| r.signature == signature) {
-            let stuck = recovery::Stop::Stuck { step: failed.to_string(), strategy: decided.decision.strategy };
+            let stuck = recovery::Stop::Stuck {
+                step: failed.to_string(),
+                strategy: decided.decision.strategy,
+            };
             return self.stop_recovery(failed, &stuck.to_string());
         }
         if fresh {
@@ -106,7 +141,10 @@ impl Executor {
                     at: status::now(),
                 });
             }
-            self.status.pending_recovery = Some(status::PendingRecovery { step: failed.to_string(), decision: Some(decided.decision.clone()) });
+            self.status.pending_recovery = Some(status::PendingRecovery {
+                step: failed.to_string(),
+                decision: Some(decided.decision.clone()),
+            });
             self.save()?;
             self.events.emit(Event::RecoveryDecided {
                 step: failed.to_string(),
@@ -133,13 +171,24 @@ impl Executor {
         match (decision.strategy, decided.flow) {
             (StrategyKind::Retry, _) => self.reset(failed),
             (StrategyKind::Skip, _) => {
-                now_failed(&mut self.status, failed, format!("skipped by recovery: {}", decision.reason));
+                now_failed(
+                    &mut self.status,
+                    failed,
+                    format!("skipped by recovery: {}", decision.reason),
+                );
                 for id in self.descendants(failed) {
-                    now_failed(&mut self.status, &id, format!("skipped: it needs the outputs of the skipped step {failed}"));
+                    now_failed(
+                        &mut self.status,
+                        &id,
+                        format!("skipped: it needs the outputs of the skipped step {failed}"),
+                    );
                 }
             }
             (StrategyKind::Abort, _) => {
-                self.status.message = Some(format!("recovery aborted the flow at step {failed}: {}", decision.reason));
+                self.status.message = Some(format!(
+                    "recovery aborted the flow at step {failed}: {}",
+                    decision.reason
+                ));
                 next = Next::Stop;
             }
             (strategy, Some(flow)) => {
@@ -147,7 +196,12 @@ impl Executor {
                 recovery::save_revision(&self.task, &flow, revision)?;
                 let old: BTreeSet<String> = self.flow.steps.iter().map(|s| s.id.clone()).collect();
                 let kept: BTreeSet<String> = flow.steps.iter().map(|s| s.id.clone()).collect();
-                let added: Vec<_> = flow.steps.iter().filter(|s| self.status.step(&s.id).is_none()).map(FlowStatus::pending_step).collect();
+                let added: Vec<_> = flow
+                    .steps
+                    .iter()
+                    .filter(|s| self.status.step(&s.id).is_none())
+                    .map(FlowStatus::pending_step)
+                    .collect();
                 self.status.steps.extend(added);
                 for id in old.difference(&kept) {
                     let reason = if id == failed && strategy == StrategyKind::Alternative {
@@ -158,7 +212,13 @@ impl Executor {
                     now_failed(&mut self.status, id, reason);
                 }
                 if strategy == StrategyKind::Modify {
-                    let target = decision.step.as_ref().and_then(|s| s.get("id")).and_then(Value::as_str).unwrap_or(failed).to_string();
+                    let target = decision
+                        .step
+                        .as_ref()
+                        .and_then(|s| s.get("id"))
+                        .and_then(Value::as_str)
+                        .unwrap_or(failed)
+                        .to_string();
                     self.flow = flow;
                     self.reset(&target);
                     for id in self.descendants(&target) {
@@ -172,7 +232,11 @@ impl Executor {
                 }
                 self.status.revision = revision;
             }
-            (strategy, None) => return Err(Error::Usage(format!("recovery strategy {strategy} came without a flow"))),
+            (strategy, None) => {
+                return Err(Error::Usage(format!(
+                    "recovery strategy {strategy} came without a flow"
+                )));
+            }
         }
         self.status.pending_recovery = None;
         self.save()?;
@@ -184,7 +248,11 @@ impl Executor {
     /// Sets a step back to pending; its earlier outputs no longer count. A step an earlier
     /// decision skipped stays skipped.
     fn reset(&mut self, id: &str) {
-        if let Some(entry) = self.status.step_mut(id).filter(|s| s.status != StepState::Skipped) {
+        if let Some(entry) = self
+            .status
+            .step_mut(id)
+            .filter(|s| s.status != StepState::Skipped)
+        {
             entry.status = StepState::Pending;
             entry.error = None;
             entry.message = Some("runs again after a recovery decision".into());
@@ -196,7 +264,12 @@ impl Executor {
 
     /// Every step of the current flow that depends on `id`, directly or not.
     fn descendants(&self, id: &str) -> Vec<String> {
-        self.flow.steps.iter().filter(|s| self.flow.ancestors(&s.id).contains(id)).map(|s| s.id.clone()).collect()
+        self.flow
+            .steps
+            .iter()
+            .filter(|s| self.flow.ancestors(&s.id).contains(id))
+            .map(|s| s.id.clone())
+            .collect()
     }
 
     /// Recovery cannot go on: the flow fails, and its summary says why.
@@ -204,7 +277,10 @@ impl Executor {
         self.status.pending_recovery = None;
         self.status.message = Some(format!("recovery stopped at step {step}: {reason}"));
         self.save()?;
-        self.events.emit(Event::RecoveryStopped { step: step.to_string(), reason: reason.to_string() })?;
+        self.events.emit(Event::RecoveryStopped {
+            step: step.to_string(),
+            reason: reason.to_string(),
+        })?;
         Ok(Next::Stop)
     }
 }

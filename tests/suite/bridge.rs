@@ -13,8 +13,16 @@ fn sandbox_with_library(name: &str, body: &str) -> (Sandbox, std::path::PathBuf)
 }
 
 fn run_with(sandbox: &Sandbox, lib: &std::path::Path, module: &str) -> std::process::Output {
-    let plan = sandbox.flow(&json!([{"id": "only", "operation": "read_file", "params": {"file_path": "a.txt"}}]));
-    sandbox.ocflow().arg("--python-dir").arg(lib).args(["--codex-lib", module, "run", "--task-id", "t", "--plan"]).arg(plan).output().unwrap()
+    let plan = sandbox
+        .flow(&json!([{"id": "only", "operation": "read_file", "params": {"file_path": "a.txt"}}]));
+    sandbox
+        .ocflow()
+        .arg("--python-dir")
+        .arg(lib)
+        .args(["--codex-lib", module, "run", "--task-id", "t", "--plan"])
+        .arg(plan)
+        .output()
+        .unwrap()
 }
 
 #[test]
@@ -25,27 +33,55 @@ fn a_raising_library_fails_the_step_with_its_traceback_saved() {
     );
     let output = run_with(&sandbox, &lib, "raising_lib");
     assert_exit(&output, 1);
-    assert!(!stdout(&output).contains("about to fail"), "library output leaked into ocflow's stdout");
+    assert!(
+        !stdout(&output).contains("about to fail"),
+        "library output leaked into ocflow's stdout"
+    );
     let step = sandbox.step_status("t", "only");
     assert_eq!(step["status"], json!("failed"));
     assert_eq!(step["error"]["kind"], json!("exception"));
     assert_eq!(step["error"]["exception_type"], json!("ValueError"));
-    assert_eq!(step["error"]["message"], json!("ValueError: boom from the library"));
-    let traceback = std::fs::read_to_string(sandbox.task_dir("t").join("only/traceback.txt")).unwrap();
-    assert!(traceback.starts_with("Traceback (most recent call last):"), "{traceback}");
-    assert!(traceback.contains("in helper") && traceback.contains("ValueError: boom from the library"), "{traceback}");
+    assert_eq!(
+        step["error"]["message"],
+        json!("ValueError: boom from the library")
+    );
+    let traceback =
+        std::fs::read_to_string(sandbox.task_dir("t").join("only/traceback.txt")).unwrap();
+    assert!(
+        traceback.starts_with("Traceback (most recent call last):"),
+        "{traceback}"
+    );
+    assert!(
+        traceback.contains("in helper") && traceback.contains("ValueError: boom from the library"),
+        "{traceback}"
+    );
     let log = std::fs::read_to_string(sandbox.task_dir("t").join("only/step.log")).unwrap();
-    assert!(log.contains("about to fail") && log.contains("in helper"), "{log}");
+    assert!(
+        log.contains("about to fail") && log.contains("in helper"),
+        "{log}"
+    );
     assert_eq!(sandbox.status("t")["state"], json!("failed"));
 }
 
 #[test]
 fn a_library_returning_garbage_fails_the_step() {
     for (body, expected) in [
-        ("def execute_operation(path, config):\n    return 42\n", "returned int, not a dict"),
-        ("def execute_operation(path, config):\n    return {'status': 'maybe'}\n", "returned status Some(\"maybe\")"),
-        ("def execute_operation(path, config):\n    return {'status': 'success', 'x': object()}\n", "not JSON-like"),
-        ("import sys\ndef execute_operation(path, config):\n    sys.exit(3)\n", "SystemExit"),
+        (
+            "def execute_operation(path, config):\n    return 42\n",
+            "returned int, not a dict",
+        ),
+        (
+            "def execute_operation(path, config):\n    return {'status': 'maybe'}\n",
+            "returned status Some(\"maybe\")",
+        ),
+        (
+            "def execute_operation(path, config):\n    return {'status': 'success', 'x': object()}\n",
+            "not JSON-like",
+        ),
+        (
+            "import sys\ndef execute_operation(path, config):\n    sys.exit(3)\n",
+            "SystemExit",
+        ),
     ] {
         let (sandbox, lib) = sandbox_with_library("garbage_lib", body);
         let output = run_with(&sandbox, &lib, "garbage_lib");
@@ -53,7 +89,10 @@ fn a_library_returning_garbage_fails_the_step() {
         let step = sandbox.step_status("t", "only");
         assert_eq!(step["status"], json!("failed"));
         let message = step["error"]["message"].as_str().unwrap();
-        assert!(message.contains(expected), "{message:?} should contain {expected:?}");
+        assert!(
+            message.contains(expected),
+            "{message:?} should contain {expected:?}"
+        );
     }
 }
 
@@ -65,7 +104,10 @@ fn another_module_with_the_same_interface_can_be_driven() {
     );
     let output = run_with(&sandbox, &lib, "echo_lib");
     assert_exit(&output, 0);
-    assert_eq!(sandbox.step_status("t", "only")["message"], json!("echoed a.txt"));
+    assert_eq!(
+        sandbox.step_status("t", "only")["message"],
+        json!("echoed a.txt")
+    );
 }
 
 #[test]
@@ -73,9 +115,17 @@ fn a_library_that_cannot_be_loaded_is_a_usage_error_before_anything_is_written()
     let (sandbox, lib) = sandbox_with_library("empty_lib", "x = 1\n");
     let output = run_with(&sandbox, &lib, "empty_lib");
     assert_exit(&output, 2);
-    assert!(stderr(&output).contains("has no callable execute_operation"), "{}", stderr(&output));
+    assert!(
+        stderr(&output).contains("has no callable execute_operation"),
+        "{}",
+        stderr(&output)
+    );
     let output = run_with(&sandbox, &lib, "no_such_module");
     assert_exit(&output, 2);
-    assert!(stderr(&output).contains("No module named 'no_such_module'"), "{}", stderr(&output));
+    assert!(
+        stderr(&output).contains("No module named 'no_such_module'"),
+        "{}",
+        stderr(&output)
+    );
     assert!(!sandbox.workspace.exists());
 }

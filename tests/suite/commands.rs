@@ -20,16 +20,33 @@ fn status_shows_a_table_and_json() {
     let table = stdout(&table);
     let lines: Vec<&str> = table.lines().collect();
     assert!(lines[0].starts_with("task t  [failed]"), "{table}");
-    let row = |id: &str| lines.iter().find(|l| l.starts_with(id)).copied().unwrap_or_default().split_whitespace().take(4).collect::<Vec<_>>().join(" ");
+    let row = |id: &str| {
+        lines
+            .iter()
+            .find(|l| l.starts_with(id))
+            .copied()
+            .unwrap_or_default()
+            .split_whitespace()
+            .take(4)
+            .collect::<Vec<_>>()
+            .join(" ")
+    };
     assert_eq!(row("hello"), "hello write_file succeeded 1");
     assert_eq!(row("boom"), "boom execute_shell_command failed 1");
     assert_eq!(row("never"), "never read_file pending 0");
 
-    let json = sandbox.ocflow().args(["--json", "status", "t"]).output().unwrap();
+    let json = sandbox
+        .ocflow()
+        .args(["--json", "status", "t"])
+        .output()
+        .unwrap();
     assert_exit(&json, 0);
     let status: Value = serde_json::from_str(&stdout(&json)).unwrap();
     assert_eq!(status["state"], json!("failed"));
-    assert_eq!(status["steps"][1]["message"], json!("command exited with code 4"));
+    assert_eq!(
+        status["steps"][1]["message"],
+        json!("command exited with code 4")
+    );
 }
 
 #[test]
@@ -41,20 +58,42 @@ fn a_command_that_outlives_its_timeout_is_killed_with_its_children() {
     let started = Instant::now();
     let output = sandbox.run(&flow, "t");
     assert_exit(&output, 1);
-    assert!(started.elapsed() < Duration::from_secs(10), "took {:?}", started.elapsed());
+    assert!(
+        started.elapsed() < Duration::from_secs(10),
+        "took {:?}",
+        started.elapsed()
+    );
     let result = sandbox.result("t", "hang");
     assert_eq!(result["timed_out"], json!(true));
-    let pid = std::fs::read_to_string(&pid_file).unwrap().trim().to_string();
+    let pid = std::fs::read_to_string(&pid_file)
+        .unwrap()
+        .trim()
+        .to_string();
     std::thread::sleep(Duration::from_millis(200));
     let state = std::fs::read_to_string(format!("/proc/{pid}/stat")).unwrap_or_default();
-    assert!(state.is_empty() || state.contains(") Z "), "the background child {pid} still runs: {state}");
+    assert!(
+        state.is_empty() || state.contains(") Z "),
+        "the background child {pid} still runs: {state}"
+    );
 }
 
 #[test]
 fn a_command_printing_megabytes_is_capped() {
     let sandbox = Sandbox::new(&[]);
     let plan = sandbox.flow(&json!([{"id": "flood", "operation": "execute_shell_command", "params": {"command": "yes | head -c 5000000"}}]));
-    let output = sandbox.ocflow().args(["run", "--max-output-bytes", "100000", "--task-id", "t", "--plan"]).arg(plan).output().unwrap();
+    let output = sandbox
+        .ocflow()
+        .args([
+            "run",
+            "--max-output-bytes",
+            "100000",
+            "--task-id",
+            "t",
+            "--plan",
+        ])
+        .arg(plan)
+        .output()
+        .unwrap();
     assert_exit(&output, 0);
     let result = sandbox.result("t", "flood");
     assert_eq!(result["truncated"], json!(true));
@@ -66,29 +105,62 @@ fn a_command_printing_megabytes_is_capped() {
 #[test]
 fn run_without_an_endpoint_says_what_to_set() {
     let sandbox = Sandbox::new(&[]);
-    let output = sandbox.ocflow().args(["run", "do something"]).output().unwrap();
+    let output = sandbox
+        .ocflow()
+        .args(["run", "do something"])
+        .output()
+        .unwrap();
     assert_exit(&output, 2);
-    assert!(stderr(&output).contains("no LLM endpoint is configured: set OCFLOW_BASE_URL"), "{}", stderr(&output));
+    assert!(
+        stderr(&output).contains("no LLM endpoint is configured: set OCFLOW_BASE_URL"),
+        "{}",
+        stderr(&output)
+    );
     assert!(!sandbox.workspace.exists());
     let output = sandbox.ocflow().arg("run").output().unwrap();
     assert_exit(&output, 2);
-    assert!(stderr(&output).contains("--plan FLOW.json"), "{}", stderr(&output));
+    assert!(
+        stderr(&output).contains("--plan FLOW.json"),
+        "{}",
+        stderr(&output)
+    );
     let plan = sandbox.flow(&json!([{"id": "m", "operation": "modify_code", "params": {"file_path": "a.py", "instructions": "x"}}]));
-    let output = sandbox.ocflow().args(["run", "--plan"]).arg(plan).output().unwrap();
+    let output = sandbox
+        .ocflow()
+        .args(["run", "--plan"])
+        .arg(plan)
+        .output()
+        .unwrap();
     assert_exit(&output, 2);
-    assert!(stderr(&output).contains("step m (modify_code) needs an LLM, and no LLM endpoint is configured"), "{}", stderr(&output));
+    assert!(
+        stderr(&output)
+            .contains("step m (modify_code) needs an LLM, and no LLM endpoint is configured"),
+        "{}",
+        stderr(&output)
+    );
     assert!(!sandbox.workspace.exists());
 }
 
 #[test]
 fn a_missing_repository_or_task_is_a_clear_usage_error() {
     let sandbox = Sandbox::new(&[]);
-    let output = std::process::Command::new(env!("CARGO_BIN_EXE_ocflow")).args(["--repo", "/no/such/dir", "status"]).output().unwrap();
+    let output = std::process::Command::new(env!("CARGO_BIN_EXE_ocflow"))
+        .args(["--repo", "/no/such/dir", "status"])
+        .output()
+        .unwrap();
     assert_exit(&output, 2);
-    assert!(stderr(&output).contains("--repo /no/such/dir"), "{}", stderr(&output));
+    assert!(
+        stderr(&output).contains("--repo /no/such/dir"),
+        "{}",
+        stderr(&output)
+    );
     let output = sandbox.ocflow().args(["status", "ghost"]).output().unwrap();
     assert_exit(&output, 2);
-    assert!(stderr(&output).contains("no task \"ghost\""), "{}", stderr(&output));
+    assert!(
+        stderr(&output).contains("no task \"ghost\""),
+        "{}",
+        stderr(&output)
+    );
 }
 
 #[test]
@@ -97,21 +169,57 @@ fn a_new_workspace_gets_the_template_and_its_settings_apply_below_flags() {
     let flow = json!([{"id": "flood", "operation": "execute_shell_command", "params": {"command": "yes | head -c 50000"}}]);
     assert_exit(&sandbox.run(&flow, "first"), 0);
     let template = std::fs::read_to_string(sandbox.workspace.join("ocflow.toml")).unwrap();
-    assert!(template.contains("# max_output_bytes = 1048576"), "{template}");
+    assert!(
+        template.contains("# max_output_bytes = 1048576"),
+        "{template}"
+    );
     assert_eq!(sandbox.result("first", "flood")["truncated"], json!(false));
 
-    std::fs::write(sandbox.workspace.join("ocflow.toml"), "[limits]\nmax_output_bytes = 1000\n").unwrap();
+    std::fs::write(
+        sandbox.workspace.join("ocflow.toml"),
+        "[limits]\nmax_output_bytes = 1000\n",
+    )
+    .unwrap();
     assert_exit(&sandbox.run(&flow, "from_file"), 0);
-    assert!(sandbox.result("from_file", "flood")["stdout"].as_str().unwrap().len() < 1200);
+    assert!(
+        sandbox.result("from_file", "flood")["stdout"]
+            .as_str()
+            .unwrap()
+            .len()
+            < 1200
+    );
 
     let plan = sandbox.flow(&flow);
-    let output = sandbox.ocflow().args(["run", "--max-output-bytes", "20000", "--task-id", "from_flag", "--plan"]).arg(plan).output().unwrap();
+    let output = sandbox
+        .ocflow()
+        .args([
+            "run",
+            "--max-output-bytes",
+            "20000",
+            "--task-id",
+            "from_flag",
+            "--plan",
+        ])
+        .arg(plan)
+        .output()
+        .unwrap();
     assert_exit(&output, 0);
-    let kept = sandbox.result("from_flag", "flood")["stdout"].as_str().unwrap().len();
+    let kept = sandbox.result("from_flag", "flood")["stdout"]
+        .as_str()
+        .unwrap()
+        .len();
     assert!((19_000..21_000).contains(&kept), "kept {kept}");
 
-    std::fs::write(sandbox.workspace.join("ocflow.toml"), "[limits]\nmax_output_byte = 1000\n").unwrap();
+    std::fs::write(
+        sandbox.workspace.join("ocflow.toml"),
+        "[limits]\nmax_output_byte = 1000\n",
+    )
+    .unwrap();
     let output = sandbox.ocflow().args(["status"]).output().unwrap();
     assert_exit(&output, 2);
-    assert!(stderr(&output).contains("ocflow.toml") && stderr(&output).contains("max_output_byte"), "{}", stderr(&output));
+    assert!(
+        stderr(&output).contains("ocflow.toml") && stderr(&output).contains("max_output_byte"),
+        "{}",
+        stderr(&output)
+    );
 }

@@ -13,9 +13,17 @@ use wiremock::{Mock, MockServer, Request, Respond, ResponseTemplate};
 /// One scripted reply.
 pub enum Reply {
     /// A chat completion with this content and token usage (prompt, completion).
-    Chat { content: String, usage: (u64, u64), finish_reason: &'static str },
+    Chat {
+        content: String,
+        usage: (u64, u64),
+        finish_reason: &'static str,
+    },
     /// Any HTTP status, body and headers.
-    Raw { status: u16, body: String, headers: Vec<(&'static str, String)> },
+    Raw {
+        status: u16,
+        body: String,
+        headers: Vec<(&'static str, String)>,
+    },
     /// A completion that arrives only after `delay`.
     Slow { delay: Duration },
     /// A chat completion with this content, after `delay`.
@@ -24,15 +32,27 @@ pub enum Reply {
 
 /// A chat completion answering `content`, with usage 100 prompt + 10 completion tokens.
 pub fn chat(content: &str) -> Reply {
-    Reply::Chat { content: content.to_string(), usage: (100, 10), finish_reason: "stop" }
+    Reply::Chat {
+        content: content.to_string(),
+        usage: (100, 10),
+        finish_reason: "stop",
+    }
 }
 
 pub fn chat_with_usage(content: &str, prompt: u64, completion: u64) -> Reply {
-    Reply::Chat { content: content.to_string(), usage: (prompt, completion), finish_reason: "stop" }
+    Reply::Chat {
+        content: content.to_string(),
+        usage: (prompt, completion),
+        finish_reason: "stop",
+    }
 }
 
 pub fn status(status: u16, body: &str) -> Reply {
-    Reply::Raw { status, body: body.to_string(), headers: Vec::new() }
+    Reply::Raw {
+        status,
+        body: body.to_string(),
+        headers: Vec::new(),
+    }
 }
 
 struct Script {
@@ -47,19 +67,35 @@ impl Respond for Script {
             return ResponseTemplate::new(400).set_body_json(json!({"error": {"message": "response_format is not supported", "type": "invalid_request_error", "param": null, "code": null}}));
         }
         let Some(reply) = self.replies.lock().unwrap().pop_front() else {
-            return ResponseTemplate::new(500).set_body_string("the fake server has no more scripted answers");
+            return ResponseTemplate::new(500)
+                .set_body_string("the fake server has no more scripted answers");
         };
         match reply {
-            Reply::Chat { content, usage, finish_reason } => ResponseTemplate::new(200).set_body_json(completion(&content, usage, finish_reason)),
-            Reply::Raw { status, body, headers } => {
-                let mut template = ResponseTemplate::new(status).set_body_raw(body.into_bytes(), "application/json");
+            Reply::Chat {
+                content,
+                usage,
+                finish_reason,
+            } => {
+                ResponseTemplate::new(200).set_body_json(completion(&content, usage, finish_reason))
+            }
+            Reply::Raw {
+                status,
+                body,
+                headers,
+            } => {
+                let mut template = ResponseTemplate::new(status)
+                    .set_body_raw(body.into_bytes(), "application/json");
                 for (name, value) in headers {
                     template = template.insert_header(name, value.as_str());
                 }
                 template
             }
-            Reply::Slow { delay } => ResponseTemplate::new(200).set_body_json(completion("late", (1, 1), "stop")).set_delay(delay),
-            Reply::SlowChat { content, delay } => ResponseTemplate::new(200).set_body_json(completion(&content, (100, 10), "stop")).set_delay(delay),
+            Reply::Slow { delay } => ResponseTemplate::new(200)
+                .set_body_json(completion("late", (1, 1), "stop"))
+                .set_delay(delay),
+            Reply::SlowChat { content, delay } => ResponseTemplate::new(200)
+                .set_body_json(completion(&content, (100, 10), "stop"))
+                .set_delay(delay),
         }
     }
 }
@@ -90,14 +126,29 @@ impl FakeLlm {
     }
 
     fn start_with(replies: Vec<Reply>, reject_response_format: bool) -> FakeLlm {
-        let runtime = tokio::runtime::Builder::new_multi_thread().worker_threads(2).enable_all().build().unwrap();
-        let script = Arc::new(Script { replies: Mutex::new(replies.into()), reject_response_format });
+        let runtime = tokio::runtime::Builder::new_multi_thread()
+            .worker_threads(2)
+            .enable_all()
+            .build()
+            .unwrap();
+        let script = Arc::new(Script {
+            replies: Mutex::new(replies.into()),
+            reject_response_format,
+        });
         let server = runtime.block_on(async {
             let server = MockServer::start().await;
-            Mock::given(method("POST")).and(path("/v1/chat/completions")).respond_with(ScriptRef(script.clone())).mount(&server).await;
+            Mock::given(method("POST"))
+                .and(path("/v1/chat/completions"))
+                .respond_with(ScriptRef(script.clone()))
+                .mount(&server)
+                .await;
             server
         });
-        FakeLlm { runtime, server, _script: script }
+        FakeLlm {
+            runtime,
+            server,
+            _script: script,
+        }
     }
 
     /// The base URL to give ocflow.
@@ -107,12 +158,17 @@ impl FakeLlm {
 
     /// Every request received, in order.
     pub fn requests(&self) -> Vec<Request> {
-        self.runtime.block_on(self.server.received_requests()).unwrap_or_default()
+        self.runtime
+            .block_on(self.server.received_requests())
+            .unwrap_or_default()
     }
 
     /// Request bodies as JSON.
     pub fn bodies(&self) -> Vec<Value> {
-        self.requests().iter().map(|r| serde_json::from_slice(&r.body).unwrap()).collect()
+        self.requests()
+            .iter()
+            .map(|r| serde_json::from_slice(&r.body).unwrap())
+            .collect()
     }
 }
 
@@ -126,5 +182,12 @@ impl Respond for ScriptRef {
 
 /// The last user message of a request body.
 pub fn last_user_message(body: &Value) -> String {
-    body["messages"].as_array().unwrap().iter().rev().find(|m| m["role"] == "user").map(|m| m["content"].as_str().unwrap().to_string()).unwrap_or_default()
+    body["messages"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .rev()
+        .find(|m| m["role"] == "user")
+        .map(|m| m["content"].as_str().unwrap().to_string())
+        .unwrap_or_default()
 }

@@ -46,7 +46,12 @@ fn multi_step_flow_leaves_every_file_as_specified() {
     let repo_before = tree(&sandbox.repo);
     // One at a time, so that the sequence numbers (the order of completion) are known.
     let plan = sandbox.flow(&multi_step_flow());
-    let output = sandbox.ocflow().args(["run", "--jobs", "1", "--task-id", "multi", "--plan"]).arg(plan).output().unwrap();
+    let output = sandbox
+        .ocflow()
+        .args(["run", "--jobs", "1", "--task-id", "multi", "--plan"])
+        .arg(plan)
+        .output()
+        .unwrap();
     assert_exit(&output, 0);
 
     let task = sandbox.task_dir("multi");
@@ -58,9 +63,18 @@ fn multi_step_flow_leaves_every_file_as_specified() {
             ("notes/data.txt".to_string(), "alpha\nbeta\n".to_string()),
         ])
     );
-    assert_eq!(tree(&sandbox.repo), repo_before, "the repository must not change before apply");
+    assert_eq!(
+        tree(&sandbox.repo),
+        repo_before,
+        "the repository must not change before apply"
+    );
 
-    let step = |id: &str, operation: &str, sequence: u64, outputs: Value, deleted: Value, message: &str| {
+    let step = |id: &str,
+                operation: &str,
+                sequence: u64,
+                outputs: Value,
+                deleted: Value,
+                message: &str| {
         json!({"id": id, "operation": operation, "status": "succeeded", "attempts": 1, "sequence": sequence,
                "output_files": outputs, "deleted_files": deleted, "message": message, "tokens": no_tokens()})
     };
@@ -81,38 +95,86 @@ fn multi_step_flow_leaves_every_file_as_specified() {
 
     for id in ["w1", "r1", "sh", "w2", "sum"] {
         let dir = task.join(id);
-        for name in ["open_codex_instructions.md", "result.json", "step.log", "input", "output"] {
+        for name in [
+            "open_codex_instructions.md",
+            "result.json",
+            "step.log",
+            "input",
+            "output",
+        ] {
             assert!(dir.join(name).exists(), "{id}/{name} is missing");
         }
     }
-    assert_eq!(text_tree(&task.join("r1/input")), BTreeMap::from([("notes/data.txt".to_string(), "alpha\nbeta\n".to_string())]));
-    assert_eq!(text_tree(&task.join("w2/output")), BTreeMap::from([("copy.txt".to_string(), "alpha\nbeta\n".to_string())]));
-    assert_eq!(text_tree(&task.join("sh/output")), BTreeMap::from([("notes/count.txt".to_string(), "2\n".to_string())]));
+    assert_eq!(
+        text_tree(&task.join("r1/input")),
+        BTreeMap::from([("notes/data.txt".to_string(), "alpha\nbeta\n".to_string())])
+    );
+    assert_eq!(
+        text_tree(&task.join("w2/output")),
+        BTreeMap::from([("copy.txt".to_string(), "alpha\nbeta\n".to_string())])
+    );
+    assert_eq!(
+        text_tree(&task.join("sh/output")),
+        BTreeMap::from([("notes/count.txt".to_string(), "2\n".to_string())])
+    );
 
     let read = sandbox.result("multi", "r1");
-    assert_eq!((read["status"].clone(), read["content"].clone(), read["size"].clone()), (json!("success"), json!("alpha\nbeta\n"), json!(11)));
+    assert_eq!(
+        (
+            read["status"].clone(),
+            read["content"].clone(),
+            read["size"].clone()
+        ),
+        (json!("success"), json!("alpha\nbeta\n"), json!(11))
+    );
     let shell = sandbox.result("multi", "sh");
-    assert_eq!((shell["exit_code"].clone(), shell["timed_out"].clone()), (json!(0), json!(false)));
-    assert_eq!(sandbox.result("multi", "sum")["summary"], json!("exit 0, 11 bytes read"));
+    assert_eq!(
+        (shell["exit_code"].clone(), shell["timed_out"].clone()),
+        (json!(0), json!(false))
+    );
+    assert_eq!(
+        sandbox.result("multi", "sum")["summary"],
+        json!("exit 0, 11 bytes read")
+    );
 
     let instructions = std::fs::read_to_string(task.join("w2/open_codex_instructions.md")).unwrap();
-    assert!(instructions.contains("Write `copy.txt` with the content produced by step `r1`."), "{instructions}");
+    assert!(
+        instructions.contains("Write `copy.txt` with the content produced by step `r1`."),
+        "{instructions}"
+    );
     assert!(instructions.contains("```json ocflow-step"));
 
     let journal = std::fs::read_to_string(task.join("journal.jsonl")).unwrap();
-    let types: Vec<String> = journal.lines().map(|l| serde_json::from_str::<Value>(l).unwrap()["type"].as_str().unwrap().to_string()).collect();
+    let types: Vec<String> = journal
+        .lines()
+        .map(|l| {
+            serde_json::from_str::<Value>(l).unwrap()["type"]
+                .as_str()
+                .unwrap()
+                .to_string()
+        })
+        .collect();
     assert_eq!(types.first().map(String::as_str), Some("flow_started"));
     assert_eq!(types.last().map(String::as_str), Some("flow_finished"));
     assert_eq!(types.iter().filter(|t| *t == "step_finished").count(), 5);
 
     let summary = std::fs::read_to_string(task.join("summary.md")).unwrap();
-    assert!(summary.contains("- `old.txt` (deleted)") && summary.contains("- `copy.txt` (added)"), "{summary}");
+    assert!(
+        summary.contains("- `old.txt` (deleted)") && summary.contains("- `copy.txt` (added)"),
+        "{summary}"
+    );
 
     let diff = sandbox.ocflow().args(["diff", "multi"]).output().unwrap();
     assert_exit(&diff, 0);
     let diff = stdout(&diff);
-    assert!(diff.contains("--- a/old.txt\n+++ /dev/null\n@@ -1 +0,0 @@\n-old\n"), "{diff}");
-    assert!(diff.contains("+++ b/notes/count.txt\n@@ -0,0 +1 @@\n+2\n"), "{diff}");
+    assert!(
+        diff.contains("--- a/old.txt\n+++ /dev/null\n@@ -1 +0,0 @@\n-old\n"),
+        "{diff}"
+    );
+    assert!(
+        diff.contains("+++ b/notes/count.txt\n@@ -0,0 +1 @@\n+2\n"),
+        "{diff}"
+    );
 }
 
 #[test]
@@ -127,10 +189,22 @@ fn a_step_sees_only_the_changes_of_steps_it_depends_on() {
     ]});
     let output = sandbox.run(&flow, "iso");
     assert_exit(&output, 0);
-    assert_eq!(sandbox.result("iso", "independent")["content"], json!("original\n"));
-    assert_eq!(sandbox.result("iso", "dependent")["content"], json!("changed\n"));
-    assert_eq!(sandbox.result("iso", "shell_independent")["stdout"], json!("original\n"));
-    assert_eq!(sandbox.result("iso", "shell_dependent")["stdout"], json!("changed\n"));
+    assert_eq!(
+        sandbox.result("iso", "independent")["content"],
+        json!("original\n")
+    );
+    assert_eq!(
+        sandbox.result("iso", "dependent")["content"],
+        json!("changed\n")
+    );
+    assert_eq!(
+        sandbox.result("iso", "shell_independent")["stdout"],
+        json!("original\n")
+    );
+    assert_eq!(
+        sandbox.result("iso", "shell_dependent")["stdout"],
+        json!("changed\n")
+    );
 }
 
 #[test]
@@ -144,23 +218,56 @@ fn a_failing_command_fails_the_flow_and_its_changes_are_not_kept() {
     assert_exit(&output, 1);
     let status = sandbox.status("fails");
     assert_eq!(status["state"], json!("failed"));
-    assert_eq!(sandbox.step_status("fails", "bad")["status"], json!("failed"));
-    assert_eq!(sandbox.step_status("fails", "bad")["error"]["kind"], json!("failure"));
-    assert_eq!(sandbox.step_status("fails", "after")["status"], json!("pending"));
-    assert_eq!(tree(&sandbox.task_dir("fails").join("final_output")), BTreeMap::new());
+    assert_eq!(
+        sandbox.step_status("fails", "bad")["status"],
+        json!("failed")
+    );
+    assert_eq!(
+        sandbox.step_status("fails", "bad")["error"]["kind"],
+        json!("failure")
+    );
+    assert_eq!(
+        sandbox.step_status("fails", "after")["status"],
+        json!("pending")
+    );
+    assert_eq!(
+        tree(&sandbox.task_dir("fails").join("final_output")),
+        BTreeMap::new()
+    );
     let summary = std::fs::read_to_string(sandbox.task_dir("fails").join("summary.md")).unwrap();
-    assert!(summary.contains("## Why it failed") && summary.contains("Not run: after"), "{summary}");
+    assert!(
+        summary.contains("## Why it failed") && summary.contains("Not run: after"),
+        "{summary}"
+    );
 }
 
 #[test]
 fn json_mode_prints_one_event_per_line_on_stdout() {
     let sandbox = Sandbox::new(&[]);
     let plan = sandbox.flow(&json!([{"id": "w", "operation": "write_file", "params": {"file_path": "x.txt", "content": "x"}}]));
-    let output = sandbox.ocflow().args(["--json", "run", "--task-id", "j", "--plan"]).arg(plan).output().unwrap();
+    let output = sandbox
+        .ocflow()
+        .args(["--json", "run", "--task-id", "j", "--plan"])
+        .arg(plan)
+        .output()
+        .unwrap();
     assert_exit(&output, 0);
-    let events: Vec<Value> = stdout(&output).lines().map(|line| serde_json::from_str(line).unwrap()).collect();
+    let events: Vec<Value> = stdout(&output)
+        .lines()
+        .map(|line| serde_json::from_str(line).unwrap())
+        .collect();
     let types: Vec<&str> = events.iter().map(|e| e["type"].as_str().unwrap()).collect();
-    assert_eq!(types, vec!["flow_started", "flow_planned", "snapshot_taken", "step_started", "step_finished", "flow_finished"]);
+    assert_eq!(
+        types,
+        vec![
+            "flow_started",
+            "flow_planned",
+            "snapshot_taken",
+            "step_started",
+            "step_finished",
+            "flow_finished"
+        ]
+    );
     assert_eq!(events[0]["task_id"], json!("j"));
     assert_eq!(events[5]["changed_files"], json!(["x.txt"]));
 }
@@ -175,11 +282,18 @@ fn the_bundled_example_flow_runs_on_the_sample_repository() {
         std::fs::write(file, content).unwrap();
     }
     let plan = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("examples/refactor-flow.json");
-    let output = sandbox.ocflow().args(["run", "--task-id", "example", "--plan"]).arg(plan).output().unwrap();
+    let output = sandbox
+        .ocflow()
+        .args(["run", "--task-id", "example", "--plan"])
+        .arg(plan)
+        .output()
+        .unwrap();
     assert_exit(&output, 0);
     let tests = sandbox.result("example", "run_tests");
     assert_eq!(tests["exit_code"], json!(0), "{tests}");
-    let changed: Vec<String> = text_tree(&sandbox.task_dir("example").join("final_output")).into_keys().collect();
+    let changed: Vec<String> = text_tree(&sandbox.task_dir("example").join("final_output"))
+        .into_keys()
+        .collect();
     assert_eq!(changed, vec!["tests/test_empty.py", "utils.py"]);
 }
 
@@ -192,13 +306,22 @@ fn a_command_cannot_carry_symlinks_or_git_files_out_of_the_view() {
     let result = sandbox.result("t", "sneaky");
     assert_eq!(result["output_files"], json!(["fine.txt"]));
     assert_eq!(result["ignored_files"], json!(["alias", "passwd"]));
-    assert_eq!(text_tree(&sandbox.task_dir("t").join("final_output")), BTreeMap::from([("fine.txt".to_string(), "ok\n".to_string())]));
+    assert_eq!(
+        text_tree(&sandbox.task_dir("t").join("final_output")),
+        BTreeMap::from([("fine.txt".to_string(), "ok\n".to_string())])
+    );
 }
 
 #[test]
 fn an_instructions_file_runs_alone_with_python() {
     let sandbox = Sandbox::new(&[("a.txt", "alone\n")]);
-    assert_exit(&sandbox.run(&json!([{"id": "r", "operation": "read_file", "params": {"file_path": "a.txt"}}]), "t"), 0);
+    assert_exit(
+        &sandbox.run(
+            &json!([{"id": "r", "operation": "read_file", "params": {"file_path": "a.txt"}}]),
+            "t",
+        ),
+        0,
+    );
     let python = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("python");
     let output = std::process::Command::new("python3")
         .args(["-m", "open_codex_lib"])
@@ -209,7 +332,10 @@ fn an_instructions_file_runs_alone_with_python() {
         .unwrap();
     assert_exit(&output, 0);
     let result: Value = serde_json::from_str(&stdout(&output)).unwrap();
-    assert_eq!((result["status"].clone(), result["content"].clone()), (json!("success"), json!("alone\n")));
+    assert_eq!(
+        (result["status"].clone(), result["content"].clone()),
+        (json!("success"), json!("alone\n"))
+    );
 }
 
 #[test]
@@ -223,10 +349,21 @@ fn repository_text_reaches_a_command_as_data_never_as_code() {
     assert_exit(&sandbox.run(&flow, "t"), 0);
     assert_eq!(
         text_tree(&sandbox.task_dir("t").join("final_output")),
-        BTreeMap::from([("out.txt".to_string(), "\"; touch pwned; echo \"".to_string())])
+        BTreeMap::from([(
+            "out.txt".to_string(),
+            "\"; touch pwned; echo \"".to_string()
+        )])
     );
-    let instructions = std::fs::read_to_string(sandbox.task_dir("t").join("echo/open_codex_instructions.md")).unwrap();
-    assert!(instructions.contains("\"command\": \"printf '%s' \\\"${OCFLOW_REF_1}\\\" > out.txt\""), "{instructions}");
+    let instructions = std::fs::read_to_string(
+        sandbox
+            .task_dir("t")
+            .join("echo/open_codex_instructions.md"),
+    )
+    .unwrap();
+    assert!(
+        instructions.contains("\"command\": \"printf '%s' \\\"${OCFLOW_REF_1}\\\" > out.txt\""),
+        "{instructions}"
+    );
 }
 
 #[test]
@@ -245,7 +382,13 @@ fn a_path_can_change_between_file_and_directory() {
         BTreeMap::from([("a/c.txt".to_string(), "c\n".to_string())])
     );
     assert_exit(&sandbox.ocflow().args(["apply", "t"]).output().unwrap(), 0);
-    assert_eq!(text_tree(&sandbox.repo), BTreeMap::from([("a/c.txt".to_string(), "c\n".to_string()), ("keep.txt".to_string(), "k\n".to_string())]));
+    assert_eq!(
+        text_tree(&sandbox.repo),
+        BTreeMap::from([
+            ("a/c.txt".to_string(), "c\n".to_string()),
+            ("keep.txt".to_string(), "k\n".to_string())
+        ])
+    );
 }
 
 #[test]
@@ -255,8 +398,14 @@ fn a_command_cannot_write_into_a_workspace_inside_the_repository() {
     let plan = sandbox.flow(&json!([{"id": "sneak", "operation": "execute_shell_command",
         "params": {"command": "mkdir -p flows && echo 'codex_lib = \"evil\"' > flows/ocflow.toml && echo ok > ok.txt"}}]));
     let output = std::process::Command::new(env!("CARGO_BIN_EXE_ocflow"))
-        .arg("--repo").arg(&sandbox.repo).arg("--workspace").arg(&workspace)
-        .args(["run", "--task-id", "t", "--plan"]).arg(plan).output().unwrap();
+        .arg("--repo")
+        .arg(&sandbox.repo)
+        .arg("--workspace")
+        .arg(&workspace)
+        .args(["run", "--task-id", "t", "--plan"])
+        .arg(plan)
+        .output()
+        .unwrap();
     assert_exit(&output, 0);
     let result = read_json(&workspace.join("t/sneak/result.json"));
     assert_eq!(result["output_files"], json!(["ok.txt"]));
@@ -274,9 +423,17 @@ fn a_symlink_replaced_by_a_file_is_reviewed_but_never_applied_through() {
     let diff = sandbox.ocflow().args(["diff", "t"]).output().unwrap();
     assert_exit(&diff, 0);
     assert!(stdout(&diff).contains("+v2"), "{}", stdout(&diff));
-    let apply = sandbox.ocflow().args(["apply", "t", "--force"]).output().unwrap();
+    let apply = sandbox
+        .ocflow()
+        .args(["apply", "t", "--force"])
+        .output()
+        .unwrap();
     assert_exit(&apply, 2);
-    assert!(stderr(&apply).contains("outside the repository"), "{}", stderr(&apply));
+    assert!(
+        stderr(&apply).contains("outside the repository"),
+        "{}",
+        stderr(&apply)
+    );
     assert_eq!(std::fs::read_to_string(&outside).unwrap(), "outside\n");
 }
 
@@ -284,12 +441,21 @@ fn a_symlink_replaced_by_a_file_is_reviewed_but_never_applied_through() {
 /// cargo's target directory, or in the home directory when the checkout itself is in /tmp.
 fn sandbox_outside_tmp() -> (tempfile::TempDir, std::path::PathBuf, std::path::PathBuf) {
     let writable = ["/tmp", "/var/tmp", "/dev/shm"];
-    let candidates = [std::path::PathBuf::from(env!("CARGO_TARGET_TMPDIR")), std::path::PathBuf::from(std::env::var("HOME").unwrap())];
+    let candidates = [
+        std::path::PathBuf::from(env!("CARGO_TARGET_TMPDIR")),
+        std::path::PathBuf::from(std::env::var("HOME").unwrap()),
+    ];
     let base = candidates
         .into_iter()
-        .find(|dir| dir.canonicalize().is_ok_and(|real| !writable.iter().any(|w| real.starts_with(w))))
+        .find(|dir| {
+            dir.canonicalize()
+                .is_ok_and(|real| !writable.iter().any(|w| real.starts_with(w)))
+        })
         .expect("a directory outside /tmp for the sandbox test");
-    let dir = tempfile::Builder::new().prefix(".ocflow-sandbox-test-").tempdir_in(base).unwrap();
+    let dir = tempfile::Builder::new()
+        .prefix(".ocflow-sandbox-test-")
+        .tempdir_in(base)
+        .unwrap();
     let root = dir.path().canonicalize().unwrap();
     let (repo, workspace) = (root.join("repo"), root.join("workspace"));
     std::fs::create_dir_all(&repo).unwrap();
@@ -299,7 +465,10 @@ fn sandbox_outside_tmp() -> (tempfile::TempDir, std::path::PathBuf, std::path::P
 
 #[test]
 fn commands_write_only_in_their_view_when_the_kernel_has_landlock() {
-    let landlock = std::process::Command::new(env!("CARGO_BIN_EXE_ocflow")).args(["sandbox-exec", "--probe"]).output().unwrap();
+    let landlock = std::process::Command::new(env!("CARGO_BIN_EXE_ocflow"))
+        .args(["sandbox-exec", "--probe"])
+        .output()
+        .unwrap();
     let enforced = stdout(&landlock).trim() == "landlock";
     for (sandboxed, flag) in [(true, None), (false, Some("--no-sandbox"))] {
         let (_dir, repo, workspace) = sandbox_outside_tmp();
@@ -310,7 +479,11 @@ fn commands_write_only_in_their_view_when_the_kernel_has_landlock() {
         let plan = workspace.parent().unwrap().join("flow.json");
         std::fs::write(&plan, json!([{"id": "c", "operation": "execute_shell_command", "params": {"command": command}}]).to_string()).unwrap();
         let mut run = std::process::Command::new(env!("CARGO_BIN_EXE_ocflow"));
-        run.arg("--repo").arg(&repo).arg("--workspace").arg(&workspace).args(["run", "--task-id", "t"]);
+        run.arg("--repo")
+            .arg(&repo)
+            .arg("--workspace")
+            .arg(&workspace)
+            .args(["run", "--task-id", "t"]);
         if let Some(flag) = flag {
             run.arg(flag);
         }
@@ -319,27 +492,52 @@ fn commands_write_only_in_their_view_when_the_kernel_has_landlock() {
         let result = read_json(&workspace.join("t/c/result.json"));
         assert_eq!(result["output_files"], json!(["fine.txt"]));
         let confined = sandboxed && enforced;
-        assert_eq!(result["sandbox"], json!(if confined { "landlock" } else { "none" }));
-        assert_eq!(repo.join("evil.txt").exists(), !confined, "the repository was written: sandboxed={sandboxed}");
+        assert_eq!(
+            result["sandbox"],
+            json!(if confined { "landlock" } else { "none" })
+        );
+        assert_eq!(
+            repo.join("evil.txt").exists(),
+            !confined,
+            "the repository was written: sandboxed={sandboxed}"
+        );
         assert_eq!(workspace.join("outside.txt").exists(), !confined);
         if confined {
-            assert!(result["stderr"].as_str().unwrap().contains("Permission denied"), "{result}");
+            assert!(
+                result["stderr"]
+                    .as_str()
+                    .unwrap()
+                    .contains("Permission denied"),
+                "{result}"
+            );
         }
     }
 }
 
 #[test]
 fn a_repository_in_tmp_stays_protected_and_git_does_not_find_it_from_the_view() {
-    let landlock = std::process::Command::new(env!("CARGO_BIN_EXE_ocflow")).args(["sandbox-exec", "--probe"]).output().unwrap();
+    let landlock = std::process::Command::new(env!("CARGO_BIN_EXE_ocflow"))
+        .args(["sandbox-exec", "--probe"])
+        .output()
+        .unwrap();
     let enforced = stdout(&landlock).trim().starts_with("landlock");
     let sandbox = Sandbox::new(&[("a.txt", "a\n")]);
-    assert!(std::process::Command::new("git").args(["init", "-q"]).current_dir(&sandbox.repo).status().unwrap().success());
+    assert!(
+        std::process::Command::new("git")
+            .args(["init", "-q"])
+            .current_dir(&sandbox.repo)
+            .status()
+            .unwrap()
+            .success()
+    );
     let command = format!(
         "git rev-parse --show-toplevel 2>&1 | head -1; echo evil > {}/evil.txt; echo t > \"$TMPDIR/x\" && echo tmp-ok",
         sandbox.repo.display()
     );
     // The default workspace, inside the repository, as most users have it.
-    let plan = sandbox.flow(&json!([{"id": "c", "operation": "execute_shell_command", "params": {"command": command}}]));
+    let plan = sandbox.flow(
+        &json!([{"id": "c", "operation": "execute_shell_command", "params": {"command": command}}]),
+    );
     let output = std::process::Command::new(env!("CARGO_BIN_EXE_ocflow"))
         .arg("--repo")
         .arg(&sandbox.repo)
@@ -351,7 +549,14 @@ fn a_repository_in_tmp_stays_protected_and_git_does_not_find_it_from_the_view() 
     assert_exit(&output, 0);
     let result = read_json(&sandbox.repo.join(".ocflow/t/c/result.json"));
     let out = result["stdout"].as_str().unwrap();
-    assert!(out.contains("not a git repository"), "git found the user's repository from the view: {out}");
+    assert!(
+        out.contains("not a git repository"),
+        "git found the user's repository from the view: {out}"
+    );
     assert!(out.contains("tmp-ok"), "{result}");
-    assert_eq!(sandbox.repo.join("evil.txt").exists(), !enforced, "{result}");
+    assert_eq!(
+        sandbox.repo.join("evil.txt").exists(),
+        !enforced,
+        "{result}"
+    );
 }

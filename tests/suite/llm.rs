@@ -33,57 +33,105 @@ fn run_task(sandbox: &Sandbox, llm: &FakeLlm, extra: &[&str]) -> Output {
 /// Settings for the retry tests, in the workspace's ocflow.toml.
 fn llm_settings(sandbox: &Sandbox, toml: &str) {
     std::fs::create_dir_all(&sandbox.workspace).unwrap();
-    std::fs::write(sandbox.workspace.join("ocflow.toml"), format!("[llm]\n{toml}\n")).unwrap();
+    std::fs::write(
+        sandbox.workspace.join("ocflow.toml"),
+        format!("[llm]\n{toml}\n"),
+    )
+    .unwrap();
 }
 
 #[test]
 fn a_plan_wrapped_in_prose_and_fences_is_extracted_and_run() {
     let sandbox = Sandbox::new(&[("README.md", "# demo\n")]);
-    let plan = format!("Sure! Here is the plan:\n\n```json\n{}\n```\n\nLet me know if you need more.", write_plan());
+    let plan = format!(
+        "Sure! Here is the plan:\n\n```json\n{}\n```\n\nLet me know if you need more.",
+        write_plan()
+    );
     let llm = FakeLlm::start(vec![chat(&plan), chat("Created notes.txt.")]);
     let output = run_task(&sandbox, &llm, &[]);
     assert_exit(&output, 0);
-    assert_eq!(std::fs::read_to_string(sandbox.task_dir("t").join("final_output/notes.txt")).unwrap(), "hello\n");
+    assert_eq!(
+        std::fs::read_to_string(sandbox.task_dir("t").join("final_output/notes.txt")).unwrap(),
+        "hello\n"
+    );
     let bodies = llm.bodies();
     assert_eq!(bodies.len(), 2, "one plan, one summary");
     let prompt = last_user_message(&bodies[0]);
-    assert!(prompt.contains("Task: Create notes.txt saying hello") && prompt.contains("- README.md"), "{prompt}");
-    assert!(prompt.contains("`modify_code`") && prompt.contains("file_path* (a string)"), "the operations come from the registry: {prompt}");
+    assert!(
+        prompt.contains("Task: Create notes.txt saying hello") && prompt.contains("- README.md"),
+        "{prompt}"
+    );
+    assert!(
+        prompt.contains("`modify_code`") && prompt.contains("file_path* (a string)"),
+        "the operations come from the registry: {prompt}"
+    );
     assert_eq!(bodies[0]["response_format"], json!({"type": "json_object"}));
     let summary = std::fs::read_to_string(sandbox.task_dir("t").join("summary.md")).unwrap();
-    assert!(summary.starts_with("# Create notes.txt saying hello\n\nCreated notes.txt."), "{summary}");
-    assert!(sandbox.task_dir("t").join("planning/plan-answer-1.md").is_file());
+    assert!(
+        summary.starts_with("# Create notes.txt saying hello\n\nCreated notes.txt."),
+        "{summary}"
+    );
+    assert!(
+        sandbox
+            .task_dir("t")
+            .join("planning/plan-answer-1.md")
+            .is_file()
+    );
 }
 
 #[test]
 fn an_invalid_plan_is_asked_again_once_with_the_exact_problems() {
     let sandbox = Sandbox::new(&[]);
-    let invalid = json!({"steps": [{"id": "x", "operation": "frobnicate", "params": {}}]}).to_string();
+    let invalid =
+        json!({"steps": [{"id": "x", "operation": "frobnicate", "params": {}}]}).to_string();
     let llm = FakeLlm::start(vec![chat(&invalid), chat(&write_plan()), chat("done")]);
     assert_exit(&run_task(&sandbox, &llm, &[]), 0);
     let bodies = llm.bodies();
     assert_eq!(bodies.len(), 3);
     let reask = last_user_message(&bodies[1]);
-    assert!(reask.contains("step x: unknown operation `frobnicate`"), "{reask}");
-    assert_eq!(bodies[1]["messages"].as_array().unwrap().len(), 4, "system, task, the bad answer, the problems");
+    assert!(
+        reask.contains("step x: unknown operation `frobnicate`"),
+        "{reask}"
+    );
+    assert_eq!(
+        bodies[1]["messages"].as_array().unwrap().len(),
+        4,
+        "system, task, the bad answer, the problems"
+    );
     assert_eq!(sandbox.status("t")["state"], json!("succeeded"));
 }
 
 #[test]
 fn three_invalid_plans_fail_the_flow_with_every_answer_saved() {
     let sandbox = Sandbox::new(&[]);
-    let llm = FakeLlm::start(vec![chat("I cannot do that."), chat("[]"), chat("{\"steps\": [{\"id\": \"a\"}]}")]);
+    let llm = FakeLlm::start(vec![
+        chat("I cannot do that."),
+        chat("[]"),
+        chat("{\"steps\": [{\"id\": \"a\"}]}"),
+    ]);
     let output = run_task(&sandbox, &llm, &[]);
     assert_exit(&output, 1);
     assert_eq!(llm.requests().len(), 3);
     let planning = sandbox.task_dir("t").join("planning");
     for n in 1..=3 {
-        assert!(planning.join(format!("plan-answer-{n}.md")).is_file(), "answer {n} not saved");
+        assert!(
+            planning.join(format!("plan-answer-{n}.md")).is_file(),
+            "answer {n} not saved"
+        );
     }
-    assert_eq!(std::fs::read_to_string(planning.join("plan-answer-1.md")).unwrap(), "I cannot do that.");
+    assert_eq!(
+        std::fs::read_to_string(planning.join("plan-answer-1.md")).unwrap(),
+        "I cannot do that."
+    );
     let status = sandbox.status("t");
     assert_eq!(status["state"], json!("failed"));
-    assert!(status["message"].as_str().unwrap().contains("no valid flow after 3 answer(s)"), "{status}");
+    assert!(
+        status["message"]
+            .as_str()
+            .unwrap()
+            .contains("no valid flow after 3 answer(s)"),
+        "{status}"
+    );
     let summary = std::fs::read_to_string(sandbox.task_dir("t").join("summary.md")).unwrap();
     assert!(summary.contains("planning failed"), "{summary}");
 }
@@ -91,7 +139,11 @@ fn three_invalid_plans_fail_the_flow_with_every_answer_saved() {
 #[test]
 fn a_truncated_plan_is_never_acted_on() {
     let sandbox = Sandbox::new(&[]);
-    let cut = Reply::Chat { content: write_plan(), usage: (10, 10), finish_reason: "length" };
+    let cut = Reply::Chat {
+        content: write_plan(),
+        usage: (10, 10),
+        finish_reason: "length",
+    };
     let llm = FakeLlm::start(vec![cut, chat(&write_plan()), chat("done")]);
     assert_exit(&run_task(&sandbox, &llm, &[]), 0);
     let reask = last_user_message(&llm.bodies()[1]);
@@ -105,7 +157,11 @@ fn rate_limits_are_retried_after_the_time_asked() {
     let llm = FakeLlm::start(vec![limited, chat(&write_plan()), chat("done")]);
     let started = Instant::now();
     assert_exit(&run_task(&sandbox, &llm, &[]), 0);
-    assert!(started.elapsed() >= Duration::from_millis(950), "Retry-After was not honoured: {:?}", started.elapsed());
+    assert!(
+        started.elapsed() >= Duration::from_millis(950),
+        "Retry-After was not honoured: {:?}",
+        started.elapsed()
+    );
     assert_eq!(llm.requests().len(), 3);
 }
 
@@ -113,47 +169,91 @@ fn rate_limits_are_retried_after_the_time_asked() {
 fn a_huge_retry_after_is_capped_and_server_errors_are_retried_within_bounds() {
     let sandbox = Sandbox::new(&[]);
     llm_settings(&sandbox, "max_attempts = 3");
-    let huge = Reply::Raw { status: 503, body: "overloaded".into(), headers: vec![("retry-after", "99999".into())] };
-    let llm = FakeLlm::start(vec![huge, status(500, "oops"), status(502, "bad gateway"), chat(&write_plan())]);
+    let huge = Reply::Raw {
+        status: 503,
+        body: "overloaded".into(),
+        headers: vec![("retry-after", "99999".into())],
+    };
+    let llm = FakeLlm::start(vec![
+        huge,
+        status(500, "oops"),
+        status(502, "bad gateway"),
+        chat(&write_plan()),
+    ]);
     let started = Instant::now();
     let output = run_task(&sandbox, &llm, &[]);
     assert_exit(&output, 1);
-    assert!(started.elapsed() < Duration::from_secs(10), "took {:?}", started.elapsed());
+    assert!(
+        started.elapsed() < Duration::from_secs(10),
+        "took {:?}",
+        started.elapsed()
+    );
     assert_eq!(llm.requests().len(), 3, "max_attempts bounds the retries");
-    assert!(stderr(&output).contains("gave up after 3 attempt(s)") && stderr(&output).contains("bad gateway"), "{}", stderr(&output));
+    assert!(
+        stderr(&output).contains("gave up after 3 attempt(s)")
+            && stderr(&output).contains("bad gateway"),
+        "{}",
+        stderr(&output)
+    );
 }
 
 #[test]
 fn a_malformed_body_is_retried_then_reported() {
     let sandbox = Sandbox::new(&[]);
     llm_settings(&sandbox, "max_attempts = 2");
-    let llm = FakeLlm::start(vec![status(200, "<html>proxy error</html>"), status(200, "{\"no\": \"choices\"}")]);
+    let llm = FakeLlm::start(vec![
+        status(200, "<html>proxy error</html>"),
+        status(200, "{\"no\": \"choices\"}"),
+    ]);
     let output = run_task(&sandbox, &llm, &[]);
     assert_exit(&output, 1);
     assert_eq!(llm.requests().len(), 2);
-    assert!(stderr(&output).contains("choices[0].message.content"), "{}", stderr(&output));
+    assert!(
+        stderr(&output).contains("choices[0].message.content"),
+        "{}",
+        stderr(&output)
+    );
 }
 
 #[test]
 fn a_server_that_never_answers_times_out() {
     let sandbox = Sandbox::new(&[]);
     llm_settings(&sandbox, "max_attempts = 1\nrequest_timeout_seconds = 1");
-    let llm = FakeLlm::start(vec![Reply::Slow { delay: Duration::from_secs(30) }]);
+    let llm = FakeLlm::start(vec![Reply::Slow {
+        delay: Duration::from_secs(30),
+    }]);
     let started = Instant::now();
     let output = run_task(&sandbox, &llm, &[]);
     assert_exit(&output, 1);
-    assert!(started.elapsed() < Duration::from_secs(8), "took {:?}", started.elapsed());
-    assert!(stderr(&output).contains("within the request timeout"), "{}", stderr(&output));
+    assert!(
+        started.elapsed() < Duration::from_secs(8),
+        "took {:?}",
+        started.elapsed()
+    );
+    assert!(
+        stderr(&output).contains("within the request timeout"),
+        "{}",
+        stderr(&output)
+    );
 }
 
 #[test]
 fn an_endpoint_rejecting_response_format_gets_plain_prompting_for_the_rest_of_the_run() {
     let sandbox = Sandbox::new(&[]);
     let invalid = json!([{"id": "x", "operation": "nope"}]).to_string();
-    let llm = FakeLlm::rejecting_response_format(vec![chat(&invalid), chat(&write_plan()), chat("done")]);
+    let llm =
+        FakeLlm::rejecting_response_format(vec![chat(&invalid), chat(&write_plan()), chat("done")]);
     assert_exit(&run_task(&sandbox, &llm, &[]), 0);
-    let with_format: Vec<bool> = llm.bodies().iter().map(|b| b.get("response_format").is_some()).collect();
-    assert_eq!(with_format, vec![true, false, false, false], "only the first request tries response_format");
+    let with_format: Vec<bool> = llm
+        .bodies()
+        .iter()
+        .map(|b| b.get("response_format").is_some())
+        .collect();
+    assert_eq!(
+        with_format,
+        vec![true, false, false, false],
+        "only the first request tries response_format"
+    );
 }
 
 #[test]
@@ -163,7 +263,12 @@ fn an_unauthorized_key_says_what_to_check_without_showing_the_key() {
     let output = run_task(&sandbox, &llm, &[]);
     assert_exit(&output, 2);
     let err = stderr(&output);
-    assert!(err.contains("check the API key (OCFLOW_API_KEY, OPENAI_API_KEY or LLM_API_KEY) and the base URL"), "{err}");
+    assert!(
+        err.contains(
+            "check the API key (OCFLOW_API_KEY, OPENAI_API_KEY or LLM_API_KEY) and the base URL"
+        ),
+        "{err}"
+    );
     assert!(!err.contains("sk-test"), "{err}");
     assert_eq!(llm.requests().len(), 1, "401 is not retried");
 }
@@ -176,20 +281,37 @@ fn token_totals_are_the_sums_the_server_reported() {
         {"id": "w", "operation": "write_file", "params": {"file_path": "a.txt", "content": "a"}}
     ]})
     .to_string();
-    let llm = FakeLlm::start(vec![chat_with_usage(&plan, 321, 45), chat_with_usage("the steps did things", 70, 7), chat_with_usage("summary", 11, 2)]);
+    let llm = FakeLlm::start(vec![
+        chat_with_usage(&plan, 321, 45),
+        chat_with_usage("the steps did things", 70, 7),
+        chat_with_usage("summary", 11, 2),
+    ]);
     assert_exit(&run_task(&sandbox, &llm, &[]), 0);
     let status = sandbox.status("t");
-    assert_eq!(status["tokens"], json!({"prompt_tokens": 402, "completion_tokens": 54, "total_tokens": 456, "calls": 3}));
-    assert_eq!(sandbox.step_status("t", "gen")["tokens"], json!({"prompt_tokens": 70, "completion_tokens": 7, "total_tokens": 77, "calls": 1}));
+    assert_eq!(
+        status["tokens"],
+        json!({"prompt_tokens": 402, "completion_tokens": 54, "total_tokens": 456, "calls": 3})
+    );
+    assert_eq!(
+        sandbox.step_status("t", "gen")["tokens"],
+        json!({"prompt_tokens": 70, "completion_tokens": 7, "total_tokens": 77, "calls": 1})
+    );
     let table = stdout(&sandbox.ocflow().args(["status", "t"]).output().unwrap());
-    assert!(table.contains("tokens 456 (prompt 402, completion 54) in 3 LLM call(s)"), "{table}");
+    assert!(
+        table.contains("tokens 456 (prompt 402, completion 54) in 3 LLM call(s)"),
+        "{table}"
+    );
 }
 
 #[test]
 fn plan_prints_the_validated_flow() {
     let sandbox = Sandbox::new(&[]);
     let llm = FakeLlm::start(vec![chat(&format!("```json\n{}\n```", write_plan()))]);
-    let output = sandbox.ocflow().args(["--base-url", &llm.base_url(), "--model", "m", "plan", TASK]).output().unwrap();
+    let output = sandbox
+        .ocflow()
+        .args(["--base-url", &llm.base_url(), "--model", "m", "plan", TASK])
+        .output()
+        .unwrap();
     assert_exit(&output, 0);
     let flow: Value = serde_json::from_str(&stdout(&output)).unwrap();
     assert_eq!(flow["steps"][0]["id"], json!("write_notes"));
@@ -208,21 +330,45 @@ fn the_key_reaches_nothing_but_the_authorization_header() {
     let llm = FakeLlm::start(vec![chat(&plan), chat("summary")]);
     let output = sandbox
         .ocflow()
-        .args(["--json", "--base-url", &llm.base_url(), "--model", "m", "run", "--task-id", "t", TASK])
+        .args([
+            "--json",
+            "--base-url",
+            &llm.base_url(),
+            "--model",
+            "m",
+            "run",
+            "--task-id",
+            "t",
+            TASK,
+        ])
         .env("OPENAI_API_KEY", canary)
         .output()
         .unwrap();
     assert_exit(&output, 0);
     assert!(!stdout(&output).contains(canary) && !stderr(&output).contains(canary));
     let files = tree(&sandbox.workspace);
-    assert!(files.contains_key("t/final_output/parent_env.txt") && files.contains_key("t/final_output/env.txt"));
+    assert!(
+        files.contains_key("t/final_output/parent_env.txt")
+            && files.contains_key("t/final_output/env.txt")
+    );
     for (path, bytes) in &files {
-        assert!(!String::from_utf8_lossy(bytes).contains(canary), "the key leaked into {path}");
+        assert!(
+            !String::from_utf8_lossy(bytes).contains(canary),
+            "the key leaked into {path}"
+        );
     }
     let requests = llm.requests();
     assert_eq!(requests.len(), 2);
     for request in requests {
-        assert_eq!(request.headers.get("authorization").unwrap().to_str().unwrap(), format!("Bearer {canary}"));
+        assert_eq!(
+            request
+                .headers
+                .get("authorization")
+                .unwrap()
+                .to_str()
+                .unwrap(),
+            format!("Bearer {canary}")
+        );
         for (name, value) in request.headers.iter() {
             assert!(name == "authorization" || !value.to_str().unwrap_or("").contains(canary));
         }
@@ -237,7 +383,10 @@ const FIXED: &str = "def calculate_metrics(values):\n    \"\"\"Total and mean of
 fn a_planned_flow_modifies_code_runs_the_tests_and_summarises() {
     let sandbox = Sandbox::new(&[
         ("utils.py", UTILS),
-        ("test_utils.py", "from utils import calculate_metrics\n\ndef test_empty():\n    assert calculate_metrics([]) == {\"total\": 0, \"mean\": 0.0}\n"),
+        (
+            "test_utils.py",
+            "from utils import calculate_metrics\n\ndef test_empty():\n    assert calculate_metrics([]) == {\"total\": 0, \"mean\": 0.0}\n",
+        ),
     ]);
     let task = "Make calculate_metrics in utils.py handle an empty list";
     let plan = json!({"version": 1, "task": task, "steps": [
@@ -247,25 +396,60 @@ fn a_planned_flow_modifies_code_runs_the_tests_and_summarises() {
         {"id": "test", "operation": "run_tests", "depends_on": ["fix"], "params": {"command": "python3 -m pytest -q -p no:cacheprovider"}}
     ]});
     let code_answer = format!("Here is the updated file:\n\n```python\n{FIXED}```\n");
-    let llm = FakeLlm::start(vec![chat(&format!("```json\n{plan}\n```")), chat(&code_answer), chat("calculate_metrics now handles an empty list; the tests pass.")]);
+    let llm = FakeLlm::start(vec![
+        chat(&format!("```json\n{plan}\n```")),
+        chat(&code_answer),
+        chat("calculate_metrics now handles an empty list; the tests pass."),
+    ]);
     let output = sandbox
         .ocflow()
-        .args(["--base-url", &llm.base_url(), "--model", "m", "run", "--task-id", "t", task])
+        .args([
+            "--base-url",
+            &llm.base_url(),
+            "--model",
+            "m",
+            "run",
+            "--task-id",
+            "t",
+            task,
+        ])
         .output()
         .unwrap();
     assert_exit(&output, 0);
-    assert_eq!(std::fs::read_to_string(sandbox.task_dir("t").join("final_output/utils.py")).unwrap(), FIXED);
-    assert_eq!(std::fs::read_to_string(sandbox.repo.join("utils.py")).unwrap(), UTILS, "the repository is untouched until apply");
+    assert_eq!(
+        std::fs::read_to_string(sandbox.task_dir("t").join("final_output/utils.py")).unwrap(),
+        FIXED
+    );
+    assert_eq!(
+        std::fs::read_to_string(sandbox.repo.join("utils.py")).unwrap(),
+        UTILS,
+        "the repository is untouched until apply"
+    );
     let tests = sandbox.result("t", "test");
-    assert_eq!((tests["tests"]["passed"].clone(), tests["tests"]["failed"].clone()), (json!(1), json!(0)), "{tests}");
+    assert_eq!(
+        (
+            tests["tests"]["passed"].clone(),
+            tests["tests"]["failed"].clone()
+        ),
+        (json!(1), json!(0)),
+        "{tests}"
+    );
     let bodies = llm.bodies();
     assert_eq!(bodies.len(), 3);
     let edit_prompt = last_user_message(&bodies[1]);
-    assert!(edit_prompt.contains(UTILS.trim_end()) && edit_prompt.contains("return zeros for an empty list"), "{edit_prompt}");
+    assert!(
+        edit_prompt.contains(UTILS.trim_end())
+            && edit_prompt.contains("return zeros for an empty list"),
+        "{edit_prompt}"
+    );
     assert_eq!(bodies[1]["model"], json!("m"));
     assert_eq!(sandbox.step_status("t", "fix")["tokens"]["calls"], json!(1));
     let summary = std::fs::read_to_string(sandbox.task_dir("t").join("summary.md")).unwrap();
-    assert!(summary.contains("calculate_metrics now handles an empty list") && summary.contains("- `utils.py` (modified)"), "{summary}");
+    assert!(
+        summary.contains("calculate_metrics now handles an empty list")
+            && summary.contains("- `utils.py` (modified)"),
+        "{summary}"
+    );
 }
 
 #[test]
@@ -274,9 +458,16 @@ fn a_failing_summary_call_falls_back_to_the_journal_summary() {
     let llm = FakeLlm::start(vec![chat(&write_plan()), status(400, &json!({"error": {"message": "context too long", "type": "x", "param": null, "code": null}}).to_string())]);
     let output = run_task(&sandbox, &llm, &[]);
     assert_exit(&output, 0);
-    assert!(stderr(&output).contains("the LLM summary failed"), "{}", stderr(&output));
+    assert!(
+        stderr(&output).contains("the LLM summary failed"),
+        "{}",
+        stderr(&output)
+    );
     let summary = std::fs::read_to_string(sandbox.task_dir("t").join("summary.md")).unwrap();
-    assert!(summary.contains("The flow `t` succeeded.") && summary.contains("- `notes.txt` (added)"), "{summary}");
+    assert!(
+        summary.contains("The flow `t` succeeded.") && summary.contains("- `notes.txt` (added)"),
+        "{summary}"
+    );
 }
 
 #[test]
@@ -285,9 +476,21 @@ fn the_demo_runs_offline_from_its_recording() {
     let output = sandbox.ocflow().arg("demo").output().unwrap();
     assert_exit(&output, 0);
     let out = stdout(&output);
-    assert!(out.contains("+    \"\"\"Total, mean and variance of `values`; all zero for an empty list.\"\"\""), "{out}");
-    assert!(out.contains("calculate_metrics in `utils.py` is now readable"), "{out}");
-    assert!(stderr(&output).contains("tests passed: 2 passed, 0 failed"), "{}", stderr(&output));
+    assert!(
+        out.contains(
+            "+    \"\"\"Total, mean and variance of `values`; all zero for an empty list.\"\"\""
+        ),
+        "{out}"
+    );
+    assert!(
+        out.contains("calculate_metrics in `utils.py` is now readable"),
+        "{out}"
+    );
+    assert!(
+        stderr(&output).contains("tests passed: 2 passed, 0 failed"),
+        "{}",
+        stderr(&output)
+    );
 }
 
 #[test]
@@ -309,46 +512,106 @@ fn a_recorded_run_replays_without_the_server_and_an_unknown_request_fails_clearl
     assert!(!text.contains("sk-recorded-key"));
     drop(llm);
 
-    let replayed = sandbox.ocflow().arg("--replay").arg(&recording).args(["run", "--task-id", "replayed", TASK]).output().unwrap();
+    let replayed = sandbox
+        .ocflow()
+        .arg("--replay")
+        .arg(&recording)
+        .args(["run", "--task-id", "replayed", TASK])
+        .output()
+        .unwrap();
     assert_exit(&replayed, 0);
-    assert_eq!(tree(&sandbox.task_dir("replayed").join("final_output")), tree(&sandbox.task_dir("recorded").join("final_output")));
-    assert_eq!(sandbox.status("replayed")["tokens"], sandbox.status("recorded")["tokens"]);
+    assert_eq!(
+        tree(&sandbox.task_dir("replayed").join("final_output")),
+        tree(&sandbox.task_dir("recorded").join("final_output"))
+    );
+    assert_eq!(
+        sandbox.status("replayed")["tokens"],
+        sandbox.status("recorded")["tokens"]
+    );
 
-    let other = sandbox.ocflow().arg("--replay").arg(&recording).args(["run", "--task-id", "other", "Something else entirely"]).output().unwrap();
+    let other = sandbox
+        .ocflow()
+        .arg("--replay")
+        .arg(&recording)
+        .args(["run", "--task-id", "other", "Something else entirely"])
+        .output()
+        .unwrap();
     assert_exit(&other, 1);
-    assert!(stderr(&other).contains("has no answer for this planner request") && stderr(&other).contains("--record"), "{}", stderr(&other));
+    assert!(
+        stderr(&other).contains("has no answer for this planner request")
+            && stderr(&other).contains("--record"),
+        "{}",
+        stderr(&other)
+    );
 }
 
 #[test]
 fn a_redirecting_endpoint_is_not_followed_with_the_key() {
     let sandbox = Sandbox::new(&[]);
     let elsewhere = FakeLlm::start(vec![chat(&write_plan())]);
-    let redirect = Reply::Raw { status: 307, body: String::new(), headers: vec![("location", format!("{}/chat/completions", elsewhere.base_url()))] };
+    let redirect = Reply::Raw {
+        status: 307,
+        body: String::new(),
+        headers: vec![(
+            "location",
+            format!("{}/chat/completions", elsewhere.base_url()),
+        )],
+    };
     let llm = FakeLlm::start(vec![redirect]);
     let output = run_task(&sandbox, &llm, &[]);
     assert_exit(&output, 2);
-    assert!(stderr(&output).contains("does not follow redirects with your key"), "{}", stderr(&output));
-    assert!(elsewhere.requests().is_empty(), "the other host was never contacted");
+    assert!(
+        stderr(&output).contains("does not follow redirects with your key"),
+        "{}",
+        stderr(&output)
+    );
+    assert!(
+        elsewhere.requests().is_empty(),
+        "the other host was never contacted"
+    );
 }
 
 #[test]
 fn parallel_steps_hitting_a_rate_limit_back_off_and_the_flow_completes() {
     let sandbox = Sandbox::new(&[]);
-    let steps: Vec<Value> = (0..6).map(|i| json!({"id": format!("g{i}"), "operation": "generate_summary", "params": {}})).collect();
+    let steps: Vec<Value> = (0..6)
+        .map(|i| json!({"id": format!("g{i}"), "operation": "generate_summary", "params": {}}))
+        .collect();
     let plan = sandbox.flow(&Value::Array(steps));
-    let limited = || Reply::Raw { status: 429, body: json!({"error": {"message": "slow down", "type": "rate_limit_error", "param": null, "code": null}}).to_string(), headers: vec![] };
+    let limited = || {
+        Reply::Raw { status: 429, body: json!({"error": {"message": "slow down", "type": "rate_limit_error", "param": null, "code": null}}).to_string(), headers: vec![] }
+    };
     let mut replies: Vec<Reply> = (0..6).map(|_| limited()).collect();
     replies.extend((0..7).map(|_| chat("ok")));
     let llm = FakeLlm::start(replies);
     let output = sandbox
         .ocflow()
-        .args(["--base-url", &llm.base_url(), "--model", "m", "run", "--jobs", "6", "--task-id", "t", "--plan"])
+        .args([
+            "--base-url",
+            &llm.base_url(),
+            "--model",
+            "m",
+            "run",
+            "--jobs",
+            "6",
+            "--task-id",
+            "t",
+            "--plan",
+        ])
         .arg(plan)
         .output()
         .unwrap();
     assert_exit(&output, 0);
-    assert_eq!(llm.requests().len(), 13, "six limited, six retried, one summary");
+    assert_eq!(
+        llm.requests().len(),
+        13,
+        "six limited, six retried, one summary"
+    );
     for i in 0..6 {
-        assert_eq!(sandbox.step_status("t", &format!("g{i}"))["attempts"], json!(1), "retried inside the client, not as a new attempt");
+        assert_eq!(
+            sandbox.step_status("t", &format!("g{i}"))["attempts"],
+            json!(1),
+            "retried inside the client, not as a new attempt"
+        );
     }
 }

@@ -10,7 +10,12 @@ use super::support::*;
 
 fn run_jobs(sandbox: &Sandbox, flow: &Value, task_id: &str, jobs: &str) -> std::process::Output {
     let plan = sandbox.flow(flow);
-    sandbox.ocflow().args(["run", "--jobs", jobs, "--task-id", task_id, "--plan"]).arg(plan).output().unwrap()
+    sandbox
+        .ocflow()
+        .args(["run", "--jobs", jobs, "--task-id", task_id, "--plan"])
+        .arg(plan)
+        .output()
+        .unwrap()
 }
 
 fn shell(id: &str, command: &str, deps: &[&str]) -> Value {
@@ -25,12 +30,31 @@ fn write(id: &str, path: &str, content: &str, deps: &[&str]) -> Value {
 fn diamond_and_wide_flows_give_the_same_files_with_one_job_and_eight() {
     let diamond = json!([
         write("a", "base.txt", "base\n", &[]),
-        shell("b", "sleep 0.2; cat base.txt > b.txt; echo b >> b.txt", &["a"]),
+        shell(
+            "b",
+            "sleep 0.2; cat base.txt > b.txt; echo b >> b.txt",
+            &["a"]
+        ),
         shell("c", "echo c > c.txt; echo changed > base.txt", &["a"]),
         shell("d", "cat b.txt c.txt base.txt > d.txt", &["b", "c"]),
     ]);
-    let mut wide: Vec<Value> = (0..10).map(|i| write(&format!("w{i}"), &format!("w{i}.txt"), &format!("{i}\n"), &[])).collect();
-    wide.extend((0..6).map(|i| shell(&format!("s{i}"), &format!("sleep 0.{i}; echo {i} > shell{i}.txt; echo {i} > same.txt"), &[])));
+    let mut wide: Vec<Value> = (0..10)
+        .map(|i| {
+            write(
+                &format!("w{i}"),
+                &format!("w{i}.txt"),
+                &format!("{i}\n"),
+                &[],
+            )
+        })
+        .collect();
+    wide.extend((0..6).map(|i| {
+        shell(
+            &format!("s{i}"),
+            &format!("sleep 0.{i}; echo {i} > shell{i}.txt; echo {i} > same.txt"),
+            &[],
+        )
+    }));
     let wide = Value::Array(wide);
     for (name, flow) in [("diamond", diamond), ("wide", wide)] {
         let sandbox = Sandbox::new(&[("keep.txt", "k\n")]);
@@ -42,7 +66,10 @@ fn diamond_and_wide_flows_give_the_same_files_with_one_job_and_eight() {
         if name == "diamond" {
             assert_eq!(eight["d.txt"], "base\nb\nc\nchanged\n");
         } else {
-            assert_eq!(eight["same.txt"], "5\n", "the later step in flow order wins, whatever finished first");
+            assert_eq!(
+                eight["same.txt"], "5\n",
+                "the later step in flow order wins, whatever finished first"
+            );
             assert_eq!(eight.len(), 17);
         }
     }
@@ -51,10 +78,18 @@ fn diamond_and_wide_flows_give_the_same_files_with_one_job_and_eight() {
 #[test]
 fn eight_commands_run_at_once() {
     let sandbox = Sandbox::new(&[]);
-    let flow = Value::Array((0..8).map(|i| shell(&format!("s{i}"), "sleep 1", &[])).collect());
+    let flow = Value::Array(
+        (0..8)
+            .map(|i| shell(&format!("s{i}"), "sleep 1", &[]))
+            .collect(),
+    );
     let started = Instant::now();
     assert_exit(&run_jobs(&sandbox, &flow, "t", "8"), 0);
-    assert!(started.elapsed() < Duration::from_secs(4), "8 × sleep 1 took {:?}", started.elapsed());
+    assert!(
+        started.elapsed() < Duration::from_secs(4),
+        "8 × sleep 1 took {:?}",
+        started.elapsed()
+    );
 }
 
 #[test]
@@ -64,7 +99,10 @@ fn concurrent_writers_of_one_path_are_refused_until_one_depends_on_the_other() {
     let output = run_jobs(&sandbox, &flow, "t", "1");
     assert_exit(&output, 2);
     assert!(stderr(&output).contains("step b: steps a and b may run at the same time and both write x.txt; make one depend on the other [concurrency]"), "{}", stderr(&output));
-    let ordered = json!([write("a", "x.txt", "1", &[]), write("b", "x.txt", "2", &["a"])]);
+    let ordered = json!([
+        write("a", "x.txt", "1", &[]),
+        write("b", "x.txt", "2", &["a"])
+    ]);
     assert_exit(&run_jobs(&sandbox, &ordered, "t", "1"), 0);
 }
 
@@ -73,27 +111,61 @@ fn a_failure_in_one_branch_lets_running_steps_finish_and_resumes_correctly() {
     let sandbox = Sandbox::new(&[]);
     let marker = sandbox.root().join("fixed");
     let flow = json!([
-        shell("a", &format!("sleep 0.2; test -f {}", marker.display()), &[]),
+        shell(
+            "a",
+            &format!("sleep 0.2; test -f {}", marker.display()),
+            &[]
+        ),
         shell("b", "sleep 1.5; echo b > b.txt", &[]),
         write("c", "c.txt", "c", &["a"]),
         write("d", "d.txt", "d", &["b"]),
     ]);
     assert_exit(&run_jobs(&sandbox, &flow, "t", "4"), 1);
     let states = |sandbox: &Sandbox| -> Vec<(String, String, u64)> {
-        sandbox.status("t")["steps"].as_array().unwrap().iter().map(|s| (s["id"].as_str().unwrap().into(), s["status"].as_str().unwrap().into(), s["attempts"].as_u64().unwrap())).collect()
+        sandbox.status("t")["steps"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|s| {
+                (
+                    s["id"].as_str().unwrap().into(),
+                    s["status"].as_str().unwrap().into(),
+                    s["attempts"].as_u64().unwrap(),
+                )
+            })
+            .collect()
     };
     assert_eq!(
         states(&sandbox),
-        vec![("a".into(), "failed".into(), 1), ("b".into(), "succeeded".into(), 1), ("c".into(), "pending".into(), 0), ("d".into(), "pending".into(), 0)],
+        vec![
+            ("a".into(), "failed".into(), 1),
+            ("b".into(), "succeeded".into(), 1),
+            ("c".into(), "pending".into(), 0),
+            ("d".into(), "pending".into(), 0)
+        ],
         "b was running when a failed: it finished and was recorded; nothing new started"
     );
     std::fs::write(&marker, "").unwrap();
-    assert_exit(&sandbox.ocflow().args(["resume", "t", "--retry-failed", "--jobs", "4"]).output().unwrap(), 0);
+    assert_exit(
+        &sandbox
+            .ocflow()
+            .args(["resume", "t", "--retry-failed", "--jobs", "4"])
+            .output()
+            .unwrap(),
+        0,
+    );
     assert_eq!(
         states(&sandbox),
-        vec![("a".into(), "succeeded".into(), 2), ("b".into(), "succeeded".into(), 1), ("c".into(), "succeeded".into(), 1), ("d".into(), "succeeded".into(), 1)]
+        vec![
+            ("a".into(), "succeeded".into(), 2),
+            ("b".into(), "succeeded".into(), 1),
+            ("c".into(), "succeeded".into(), 1),
+            ("d".into(), "succeeded".into(), 1)
+        ]
     );
-    let files: Vec<String> = text_tree(&sandbox.task_dir("t").join("final_output")).into_keys().collect();
+    let files: Vec<String> = text_tree(&sandbox.task_dir("t").join("final_output"))
+        .into_keys()
+        .collect();
     assert_eq!(files, vec!["b.txt", "c.txt", "d.txt"]);
 }
 
@@ -102,9 +174,20 @@ fn status_shows_the_steps_running_at_once() {
     let sandbox = Sandbox::new(&[]);
     let marker = sandbox.root().join("go");
     let wait = format!("while [ ! -f {} ]; do sleep 0.05; done", marker.display());
-    let flow = json!([shell("x", &wait, &[]), shell("y", &wait, &[]), shell("z", &wait, &[])]);
+    let flow = json!([
+        shell("x", &wait, &[]),
+        shell("y", &wait, &[]),
+        shell("z", &wait, &[])
+    ]);
     let plan = sandbox.flow(&flow);
-    let child = sandbox.ocflow().args(["run", "--jobs", "3", "--task-id", "t", "--plan"]).arg(plan).stdout(Stdio::null()).stderr(Stdio::null()).spawn().unwrap();
+    let child = sandbox
+        .ocflow()
+        .args(["run", "--jobs", "3", "--task-id", "t", "--plan"])
+        .arg(plan)
+        .stdout(Stdio::null())
+        .stderr(Stdio::null())
+        .spawn()
+        .unwrap();
     let deadline = Instant::now() + Duration::from_secs(30);
     let table = loop {
         let output = sandbox.ocflow().args(["status", "t"]).output().unwrap();
@@ -112,12 +195,18 @@ fn status_shows_the_steps_running_at_once() {
         if table.contains("running now (3 at once): x, y, z") {
             break table;
         }
-        assert!(Instant::now() < deadline, "never saw three steps running: {table}");
+        assert!(
+            Instant::now() < deadline,
+            "never saw three steps running: {table}"
+        );
         std::thread::sleep(Duration::from_millis(50));
     };
     std::fs::write(&marker, "").unwrap();
     assert_exit(&child.wait_with_output().unwrap(), 0);
-    assert!(table.lines().filter(|l| l.contains(" running ")).count() == 3, "{table}");
+    assert!(
+        table.lines().filter(|l| l.contains(" running ")).count() == 3,
+        "{table}"
+    );
 }
 
 #[test]
@@ -130,7 +219,10 @@ fn references_to_a_field_a_nested_field_a_missing_field_and_a_non_ancestor() {
          "params": {"file_path": "out.txt", "content": "@{outputs.r.size} bytes; first: @{outputs.l.files.0}; count @{outputs.l.count}"}}
     ]);
     assert_exit(&run_jobs(&sandbox, &flow, "t", "4"), 0);
-    assert_eq!(std::fs::read_to_string(sandbox.task_dir("t").join("final_output/out.txt")).unwrap(), "6 bytes; first: dir/one.py; count 1");
+    assert_eq!(
+        std::fs::read_to_string(sandbox.task_dir("t").join("final_output/out.txt")).unwrap(),
+        "6 bytes; first: dir/one.py; count 1"
+    );
 
     let missing = json!([
         {"id": "r", "operation": "read_file", "params": {"file_path": "a.txt"}},
@@ -147,7 +239,11 @@ fn references_to_a_field_a_nested_field_a_missing_field_and_a_non_ancestor() {
     ]);
     let output = run_jobs(&sandbox, &stranger, "s", "4");
     assert_exit(&output, 2);
-    assert!(stderr(&output).contains("reads step `r`, which this step does not depend on"), "{}", stderr(&output));
+    assert!(
+        stderr(&output).contains("reads step `r`, which this step does not depend on"),
+        "{}",
+        stderr(&output)
+    );
 }
 
 #[test]
@@ -160,7 +256,11 @@ fn final_files_follow_the_flow_order_not_the_finishing_order() {
     assert_exit(&run_jobs(&sandbox, &flow, "one", "1"), 0);
     assert_exit(&run_jobs(&sandbox, &flow, "two", "2"), 0);
     for task in ["one", "two"] {
-        assert_eq!(std::fs::read_to_string(sandbox.task_dir(task).join("final_output/same.txt")).unwrap(), "second\n", "{task}");
+        assert_eq!(
+            std::fs::read_to_string(sandbox.task_dir(task).join("final_output/same.txt")).unwrap(),
+            "second\n",
+            "{task}"
+        );
     }
     let diff = stdout(&sandbox.ocflow().args(["diff", "two"]).output().unwrap());
     assert!(diff.contains("+second"), "{diff}");
@@ -171,22 +271,46 @@ fn status_follow_shows_each_change_until_the_flow_stops() {
     let sandbox = Sandbox::new(&[]);
     let marker = sandbox.root().join("go");
     let wait = format!("while [ ! -f {} ]; do sleep 0.05; done", marker.display());
-    let flow = json!([shell("first", &wait, &[]), write("second", "s.txt", "s", &["first"])]);
+    let flow = json!([
+        shell("first", &wait, &[]),
+        write("second", "s.txt", "s", &["first"])
+    ]);
     let plan = sandbox.flow(&flow);
-    let run = sandbox.ocflow().args(["run", "--task-id", "t", "--plan"]).arg(plan).stdout(Stdio::null()).stderr(Stdio::null()).spawn().unwrap();
+    let run = sandbox
+        .ocflow()
+        .args(["run", "--task-id", "t", "--plan"])
+        .arg(plan)
+        .stdout(Stdio::null())
+        .stderr(Stdio::null())
+        .spawn()
+        .unwrap();
     let status_file = sandbox.task_dir("t").join("flow_status.json");
     let deadline = Instant::now() + Duration::from_secs(30);
     while !std::fs::read_to_string(&status_file).is_ok_and(|t| t.contains("\"running\"")) {
         assert!(Instant::now() < deadline);
         std::thread::sleep(Duration::from_millis(20));
     }
-    let follower = sandbox.ocflow().args(["--json", "status", "--follow", "t"]).stdout(Stdio::piped()).stderr(Stdio::piped()).spawn().unwrap();
+    let follower = sandbox
+        .ocflow()
+        .args(["--json", "status", "--follow", "t"])
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
     std::thread::sleep(Duration::from_millis(300));
     std::fs::write(&marker, "").unwrap();
     assert_exit(&run.wait_with_output().unwrap(), 0);
     let output = follower.wait_with_output().unwrap();
     assert_exit(&output, 0);
-    let states: Vec<String> = stdout(&output).lines().map(|l| serde_json::from_str::<Value>(l).unwrap()["state"].as_str().unwrap().to_string()).collect();
+    let states: Vec<String> = stdout(&output)
+        .lines()
+        .map(|l| {
+            serde_json::from_str::<Value>(l).unwrap()["state"]
+                .as_str()
+                .unwrap()
+                .to_string()
+        })
+        .collect();
     assert!(states.len() >= 2, "{states:?}");
     assert_eq!(states.first().map(String::as_str), Some("running"));
     assert_eq!(states.last().map(String::as_str), Some("succeeded"));

@@ -30,7 +30,14 @@ fn gated_flow(marker: &Path) -> Value {
 
 fn spawn_run(sandbox: &Sandbox, flow: &Value, task_id: &str) -> Child {
     let plan = sandbox.flow(flow);
-    sandbox.ocflow().args(["run", "--task-id", task_id, "--plan"]).arg(plan).stdout(Stdio::null()).stderr(Stdio::piped()).spawn().unwrap()
+    sandbox
+        .ocflow()
+        .args(["run", "--task-id", task_id, "--plan"])
+        .arg(plan)
+        .stdout(Stdio::null())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap()
 }
 
 /// Waits until the status file shows `step` running.
@@ -40,7 +47,11 @@ fn wait_until_running(sandbox: &Sandbox, task_id: &str, step: &str) {
         let path = sandbox.task_dir(task_id).join("flow_status.json");
         if let Ok(text) = std::fs::read_to_string(&path)
             && let Ok(status) = serde_json::from_str::<Value>(&text)
-            && status["steps"].as_array().is_some_and(|steps| steps.iter().any(|s| s["id"] == step && s["status"] == "running"))
+            && status["steps"].as_array().is_some_and(|steps| {
+                steps
+                    .iter()
+                    .any(|s| s["id"] == step && s["status"] == "running")
+            })
         {
             return;
         }
@@ -68,7 +79,13 @@ fn attempts(sandbox: &Sandbox, task_id: &str) -> Vec<(String, String, u64)> {
         .as_array()
         .unwrap()
         .iter()
-        .map(|s| (s["id"].as_str().unwrap().to_string(), s["status"].as_str().unwrap().to_string(), s["attempts"].as_u64().unwrap()))
+        .map(|s| {
+            (
+                s["id"].as_str().unwrap().to_string(),
+                s["status"].as_str().unwrap().to_string(),
+                s["attempts"].as_u64().unwrap(),
+            )
+        })
         .collect()
 }
 
@@ -88,36 +105,74 @@ fn sigkill_during_a_step_then_resume_finishes_without_redoing_work() {
     child.wait().unwrap();
     assert_eq!(
         attempts(&sandbox, "t"),
-        vec![("first".into(), "succeeded".into(), 1), ("wait".into(), "running".into(), 1), ("last".into(), "pending".into(), 0)]
+        vec![
+            ("first".into(), "succeeded".into(), 1),
+            ("wait".into(), "running".into(), 1),
+            ("last".into(), "pending".into(), 0)
+        ]
     );
 
     // Following a flow whose ocflow is gone does not wait forever.
-    let follow = sandbox.ocflow().args(["status", "--follow", "t"]).output().unwrap();
+    let follow = sandbox
+        .ocflow()
+        .args(["status", "--follow", "t"])
+        .output()
+        .unwrap();
     assert_exit(&follow, 1);
-    assert!(stderr(&follow).contains("task t is not running (its ocflow stopped)"), "{}", stderr(&follow));
+    assert!(
+        stderr(&follow).contains("task t is not running (its ocflow stopped)"),
+        "{}",
+        stderr(&follow)
+    );
 
     // The killed run's command is still waiting (it runs in its own session): resume stops it.
     // It is paused first so that it cannot finish on its own once the marker exists.
-    let orphan = wait_for_file(&marker.with_extension("pid")).trim().to_string();
+    let orphan = wait_for_file(&marker.with_extension("pid"))
+        .trim()
+        .to_string();
     assert!(std::path::Path::new(&format!("/proc/{orphan}")).exists());
     send_signal(orphan.parse().unwrap(), "STOP");
     // A person's shell looking around in the view is not ocflow's to stop.
-    let mut bystander = std::process::Command::new("sleep").arg("30").current_dir(sandbox.task_dir("t").join("_view")).spawn().unwrap();
+    let mut bystander = std::process::Command::new("sleep")
+        .arg("30")
+        .current_dir(sandbox.task_dir("t").join("_view"))
+        .spawn()
+        .unwrap();
     std::fs::write(&marker, "").unwrap();
     let output = sandbox.ocflow().arg("resume").output().unwrap();
-    assert!(bystander.try_wait().unwrap().is_none(), "resume killed a process it did not start");
+    assert!(
+        bystander.try_wait().unwrap().is_none(),
+        "resume killed a process it did not start"
+    );
     bystander.kill().unwrap();
     bystander.wait().unwrap();
     assert_exit(&output, 0);
-    assert!(stderr(&output).contains("stopped 1 command(s) left running in this task"), "{}", stderr(&output));
+    assert!(
+        stderr(&output).contains("stopped 1 command(s) left running in this task"),
+        "{}",
+        stderr(&output)
+    );
     let state = std::fs::read_to_string(format!("/proc/{orphan}/stat")).unwrap_or_default();
-    assert!(state.is_empty() || state.contains(") Z "), "the orphan {orphan} still runs: {state}");
+    assert!(
+        state.is_empty() || state.contains(") Z "),
+        "the orphan {orphan} still runs: {state}"
+    );
     assert_eq!(
         attempts(&sandbox, "t"),
-        vec![("first".into(), "succeeded".into(), 1), ("wait".into(), "succeeded".into(), 2), ("last".into(), "succeeded".into(), 1)]
+        vec![
+            ("first".into(), "succeeded".into(), 1),
+            ("wait".into(), "succeeded".into(), 2),
+            ("last".into(), "succeeded".into(), 1)
+        ]
     );
-    assert_eq!(tree(&sandbox.task_dir("t").join("final_output")), tree(&reference.task_dir("t").join("final_output")));
-    assert_eq!(text_tree(&sandbox.task_dir("t").join("final_output")).len(), 3);
+    assert_eq!(
+        tree(&sandbox.task_dir("t").join("final_output")),
+        tree(&reference.task_dir("t").join("final_output"))
+    );
+    assert_eq!(
+        text_tree(&sandbox.task_dir("t").join("final_output")).len(),
+        3
+    );
     assert_eq!(tree(&sandbox.repo).len(), 1, "the repository is untouched");
 }
 
@@ -131,8 +186,16 @@ fn sigterm_saves_the_state_exits_130_and_resume_continues() {
     send_signal(child.id(), "TERM");
     let output = child.wait_with_output().unwrap();
     assert_exit(&output, 130);
-    assert!(started.elapsed() < Duration::from_secs(5), "the interrupt took {:?}", started.elapsed());
-    assert!(stderr(&output).contains("ocflow resume t"), "{}", stderr(&output));
+    assert!(
+        started.elapsed() < Duration::from_secs(5),
+        "the interrupt took {:?}",
+        started.elapsed()
+    );
+    assert!(
+        stderr(&output).contains("ocflow resume t"),
+        "{}",
+        stderr(&output)
+    );
     assert_eq!(sandbox.status("t")["state"], json!("interrupted"));
     assert_eq!(sandbox.step_status("t", "wait")["status"], json!("pending"));
 
@@ -144,7 +207,11 @@ fn sigterm_saves_the_state_exits_130_and_resume_continues() {
 
 /// Sends a signal with the `kill` command.
 fn send_signal(pid: u32, signal: &str) {
-    let status = std::process::Command::new("kill").arg(format!("-{signal}")).arg(pid.to_string()).status().unwrap();
+    let status = std::process::Command::new("kill")
+        .arg(format!("-{signal}"))
+        .arg(pid.to_string())
+        .status()
+        .unwrap();
     assert!(status.success());
 }
 
@@ -157,10 +224,18 @@ fn a_second_run_or_resume_of_a_running_task_is_refused() {
 
     let second = sandbox.ocflow().args(["resume", "t"]).output().unwrap();
     assert_exit(&second, 2);
-    assert!(stderr(&second).contains("task t is locked by another ocflow run"), "{}", stderr(&second));
+    assert!(
+        stderr(&second).contains("task t is locked by another ocflow run"),
+        "{}",
+        stderr(&second)
+    );
     let third = sandbox.run(&gated_flow(&marker), "t");
     assert_exit(&third, 2);
-    assert!(stderr(&third).contains("task t already exists"), "{}", stderr(&third));
+    assert!(
+        stderr(&third).contains("task t already exists"),
+        "{}",
+        stderr(&third)
+    );
 
     std::fs::write(&marker, "").unwrap();
     let first = child.wait_with_output().unwrap();
@@ -173,8 +248,13 @@ fn concurrent_runs_of_one_task_let_exactly_one_proceed() {
     let sandbox = Sandbox::new(&[]);
     let marker = sandbox.root().join("marker");
     std::fs::write(&marker, "").unwrap();
-    let children: Vec<Child> = (0..4).map(|_| spawn_run(&sandbox, &gated_flow(&marker), "same")).collect();
-    let mut codes: Vec<i32> = children.into_iter().map(|c| c.wait_with_output().unwrap().status.code().unwrap()).collect();
+    let children: Vec<Child> = (0..4)
+        .map(|_| spawn_run(&sandbox, &gated_flow(&marker), "same"))
+        .collect();
+    let mut codes: Vec<i32> = children
+        .into_iter()
+        .map(|c| c.wait_with_output().unwrap().status.code().unwrap())
+        .collect();
     codes.sort();
     assert_eq!(codes, vec![0, 2, 2, 2]);
     assert_eq!(sandbox.status("same")["state"], json!("succeeded"));
@@ -191,19 +271,37 @@ fn resume_stops_at_a_failed_step_unless_asked_to_retry_it() {
     assert_exit(&sandbox.run(&flow, "t"), 1);
     let refused = sandbox.ocflow().args(["resume", "t"]).output().unwrap();
     assert_exit(&refused, 1);
-    assert!(stderr(&refused).contains("--retry-failed"), "{}", stderr(&refused));
+    assert!(
+        stderr(&refused).contains("--retry-failed"),
+        "{}",
+        stderr(&refused)
+    );
     assert_eq!(sandbox.step_status("t", "check")["attempts"], json!(1));
 
     std::fs::write(&marker, "").unwrap();
-    assert_exit(&sandbox.ocflow().args(["resume", "t", "--retry-failed"]).output().unwrap(), 0);
-    assert_eq!(attempts(&sandbox, "t"), vec![("check".into(), "succeeded".into(), 2), ("after".into(), "succeeded".into(), 1)]);
+    assert_exit(
+        &sandbox
+            .ocflow()
+            .args(["resume", "t", "--retry-failed"])
+            .output()
+            .unwrap(),
+        0,
+    );
+    assert_eq!(
+        attempts(&sandbox, "t"),
+        vec![
+            ("check".into(), "succeeded".into(), 2),
+            ("after".into(), "succeeded".into(), 1)
+        ]
+    );
 }
 
 #[test]
 fn a_status_file_of_an_unknown_version_or_shape_is_refused() {
     let sandbox = Sandbox::new(&[]);
     let flow = json!([{"id": "w", "operation": "write_file", "params": {"file_path": "x", "content": "x"}}]);
-    let marker_flow = json!([{"id": "w", "operation": "execute_shell_command", "params": {"command": "false"}}]);
+    let marker_flow =
+        json!([{"id": "w", "operation": "execute_shell_command", "params": {"command": "false"}}]);
     assert_exit(&sandbox.run(&flow, "done"), 0);
     assert_exit(&sandbox.run(&marker_flow, "t"), 1);
     let path = sandbox.task_dir("t").join("flow_status.json");
@@ -213,19 +311,35 @@ fn a_status_file_of_an_unknown_version_or_shape_is_refused() {
     for args in [vec!["resume", "t", "--retry-failed"], vec!["status", "t"]] {
         let output = sandbox.ocflow().args(&args).output().unwrap();
         assert_exit(&output, 2);
-        assert!(stderr(&output).contains("status format version 99 is not supported"), "{}", stderr(&output));
+        assert!(
+            stderr(&output).contains("status format version 99 is not supported"),
+            "{}",
+            stderr(&output)
+        );
     }
     std::fs::write(&path, "{\"version\": 1, \"steps\": \"nonsense\"}").unwrap();
-    let output = sandbox.ocflow().args(["resume", "t", "--retry-failed"]).output().unwrap();
+    let output = sandbox
+        .ocflow()
+        .args(["resume", "t", "--retry-failed"])
+        .output()
+        .unwrap();
     assert_exit(&output, 2);
-    assert!(stderr(&output).contains("edited or damaged outside ocflow"), "{}", stderr(&output));
+    assert!(
+        stderr(&output).contains("edited or damaged outside ocflow"),
+        "{}",
+        stderr(&output)
+    );
 }
 
 #[test]
 fn repeated_kills_at_random_moments_end_with_the_same_files_and_no_finished_step_run_again() {
     let mut steps = Vec::new();
     for i in 0..10 {
-        let deps: Vec<String> = if i == 0 { vec![] } else { vec![format!("s{}", i - 1)] };
+        let deps: Vec<String> = if i == 0 {
+            vec![]
+        } else {
+            vec![format!("s{}", i - 1)]
+        };
         if i % 2 == 0 {
             steps.push(json!({"id": format!("s{i}"), "operation": "write_file", "depends_on": deps, "params": {"file_path": format!("f{i}.txt"), "content": format!("{i}\n")}}));
         } else {
@@ -255,7 +369,11 @@ fn repeated_kills_at_random_moments_end_with_the_same_files_and_no_finished_step
         } else {
             command.args(["resume", "t"]);
         }
-        let mut child = command.stdout(Stdio::null()).stderr(Stdio::null()).spawn().unwrap();
+        let mut child = command
+            .stdout(Stdio::null())
+            .stderr(Stdio::null())
+            .spawn()
+            .unwrap();
         if round < 20 {
             std::thread::sleep(delay);
             if child.try_wait().unwrap().is_none() {
@@ -275,19 +393,35 @@ fn repeated_kills_at_random_moments_end_with_the_same_files_and_no_finished_step
         let status = sandbox.status("t");
         // Steps recorded as finished must never run again.
         for (id, attempts) in &finished_before {
-            assert_eq!(sandbox.step_status("t", id)["attempts"].as_u64().unwrap(), *attempts, "step {id} ran again");
+            assert_eq!(
+                sandbox.step_status("t", id)["attempts"].as_u64().unwrap(),
+                *attempts,
+                "step {id} ran again"
+            );
         }
         finished_before = status["steps"]
             .as_array()
             .unwrap()
             .iter()
             .filter(|s| s["status"] == "succeeded")
-            .map(|s| (s["id"].as_str().unwrap().to_string(), s["attempts"].as_u64().unwrap()))
+            .map(|s| {
+                (
+                    s["id"].as_str().unwrap().to_string(),
+                    s["attempts"].as_u64().unwrap(),
+                )
+            })
             .collect();
         if status["state"] == "succeeded" {
             break;
         }
     }
-    assert_eq!(sandbox.status("t")["state"], json!("succeeded"), "never finished");
-    assert_eq!(tree(&sandbox.task_dir("t").join("final_output")), tree(&reference.task_dir("t").join("final_output")));
+    assert_eq!(
+        sandbox.status("t")["state"],
+        json!("succeeded"),
+        "never finished"
+    );
+    assert_eq!(
+        tree(&sandbox.task_dir("t").join("final_output")),
+        tree(&reference.task_dir("t").join("final_output"))
+    );
 }

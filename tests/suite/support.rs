@@ -29,7 +29,10 @@ impl Sandbox {
         fs::create_dir_all(root.join("user-config/ocflow")).unwrap();
         fs::write(
             root.join("user-config/ocflow/config.toml"),
-            format!("[sandbox]\nwritable = [{:?}]\n", root.join("shared").display().to_string()),
+            format!(
+                "[sandbox]\nwritable = [{:?}]\n",
+                root.join("shared").display().to_string()
+            ),
         )
         .unwrap();
         for (path, content) in files {
@@ -37,7 +40,11 @@ impl Sandbox {
             fs::create_dir_all(file.parent().unwrap()).unwrap();
             fs::write(file, content).unwrap();
         }
-        Sandbox { _dir: dir, repo, workspace }
+        Sandbox {
+            _dir: dir,
+            repo,
+            workspace,
+        }
     }
 
     /// A directory sandboxed commands may write, for files a test reads back.
@@ -53,10 +60,23 @@ impl Sandbox {
     /// `ocflow` with `--repo` and `--workspace` set and a clean environment for the library.
     pub fn ocflow(&self) -> Command {
         let mut command = Command::new(env!("CARGO_BIN_EXE_ocflow"));
-        command.arg("--repo").arg(&self.repo).arg("--workspace").arg(&self.workspace);
+        command
+            .arg("--repo")
+            .arg(&self.repo)
+            .arg("--workspace")
+            .arg(&self.workspace);
         for name in [
-            "OCFLOW_CODEX_LIB", "OCFLOW_WORKSPACE", "OCFLOW_PYTHON_DIR", "OCFLOW_BASE_URL", "OPENAI_BASE_URL", "LLM_BASE_URL",
-            "OCFLOW_MODEL", "LLM_MODEL", "OCFLOW_API_KEY", "OPENAI_API_KEY", "LLM_API_KEY",
+            "OCFLOW_CODEX_LIB",
+            "OCFLOW_WORKSPACE",
+            "OCFLOW_PYTHON_DIR",
+            "OCFLOW_BASE_URL",
+            "OPENAI_BASE_URL",
+            "LLM_BASE_URL",
+            "OCFLOW_MODEL",
+            "LLM_MODEL",
+            "OCFLOW_API_KEY",
+            "OPENAI_API_KEY",
+            "LLM_API_KEY",
         ] {
             command.env_remove(name);
         }
@@ -75,7 +95,11 @@ impl Sandbox {
     /// Runs `ocflow run --plan FLOW --task-id ID` and returns the output.
     pub fn run(&self, flow: &Value, task_id: &str) -> std::process::Output {
         let plan = self.flow(flow);
-        self.ocflow().args(["run", "--task-id", task_id, "--plan"]).arg(plan).output().unwrap()
+        self.ocflow()
+            .args(["run", "--task-id", task_id, "--plan"])
+            .arg(plan)
+            .output()
+            .unwrap()
     }
 
     pub fn task_dir(&self, task_id: &str) -> PathBuf {
@@ -88,7 +112,13 @@ impl Sandbox {
 
     pub fn step_status(&self, task_id: &str, step: &str) -> Value {
         let status = self.status(task_id);
-        status["steps"].as_array().unwrap().iter().find(|s| s["id"] == step).cloned().unwrap_or(Value::Null)
+        status["steps"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .find(|s| s["id"] == step)
+            .cloned()
+            .unwrap_or(Value::Null)
     }
 
     pub fn result(&self, task_id: &str, step: &str) -> Value {
@@ -97,7 +127,8 @@ impl Sandbox {
 }
 
 pub fn read_json(path: &Path) -> Value {
-    let text = fs::read_to_string(path).unwrap_or_else(|err| panic!("reading {}: {err}", path.display()));
+    let text =
+        fs::read_to_string(path).unwrap_or_else(|err| panic!("reading {}: {err}", path.display()));
     serde_json::from_str(&text).unwrap()
 }
 
@@ -110,7 +141,12 @@ pub fn tree(dir: &Path) -> BTreeMap<String, Vec<u8>> {
     for entry in walkdir::WalkDir::new(dir).min_depth(1) {
         let entry = entry.unwrap();
         if entry.file_type().is_file() {
-            let relative = entry.path().strip_prefix(dir).unwrap().to_string_lossy().to_string();
+            let relative = entry
+                .path()
+                .strip_prefix(dir)
+                .unwrap()
+                .to_string_lossy()
+                .to_string();
             files.insert(relative, fs::read(entry.path()).unwrap());
         }
     }
@@ -119,7 +155,10 @@ pub fn tree(dir: &Path) -> BTreeMap<String, Vec<u8>> {
 
 /// `tree` with text contents, for readable assertions.
 pub fn text_tree(dir: &Path) -> BTreeMap<String, String> {
-    tree(dir).into_iter().map(|(k, v)| (k, String::from_utf8_lossy(&v).into_owned())).collect()
+    tree(dir)
+        .into_iter()
+        .map(|(k, v)| (k, String::from_utf8_lossy(&v).into_owned()))
+        .collect()
 }
 
 pub fn stderr(output: &std::process::Output) -> String {
@@ -133,5 +172,11 @@ pub fn stdout(output: &std::process::Output) -> String {
 /// Asserts the exit code, showing the output when it is wrong.
 #[track_caller]
 pub fn assert_exit(output: &std::process::Output, code: i32) {
-    assert_eq!(output.status.code(), Some(code), "stdout:\n{}\nstderr:\n{}", stdout(output), stderr(output));
+    assert_eq!(
+        output.status.code(),
+        Some(code),
+        "stdout:\n{}\nstderr:\n{}",
+        stdout(output),
+        stderr(output)
+    );
 }

@@ -18,7 +18,10 @@ fn assert_refused(sandbox: &Sandbox, flow: &Value, expected: &[&str]) {
     for fragment in expected {
         assert!(err.contains(fragment), "expected {fragment:?} in:\n{err}");
     }
-    assert!(!sandbox.workspace.exists(), "the workspace was created for an invalid flow");
+    assert!(
+        !sandbox.workspace.exists(),
+        "the workspace was created for an invalid flow"
+    );
 }
 
 #[test]
@@ -26,33 +29,100 @@ fn structure_rules() {
     let sandbox = Sandbox::new(&[("a.txt", "a")]);
     let plan = sandbox.root().join("flow.json");
     std::fs::write(&plan, "{not json").unwrap();
-    let output = sandbox.ocflow().args(["run", "--plan"]).arg(&plan).output().unwrap();
+    let output = sandbox
+        .ocflow()
+        .args(["run", "--plan"])
+        .arg(&plan)
+        .output()
+        .unwrap();
     assert_exit(&output, 2);
-    assert!(stderr(&output).contains("not valid JSON"), "{}", stderr(&output));
+    assert!(
+        stderr(&output).contains("not valid JSON"),
+        "{}",
+        stderr(&output)
+    );
 
-    assert_refused(&sandbox, &json!({"version": 7, "steps": [write("a", "a.txt")]}), &["unsupported flow version 7", "[version]"]);
+    assert_refused(
+        &sandbox,
+        &json!({"version": 7, "steps": [write("a", "a.txt")]}),
+        &["unsupported flow version 7", "[version]"],
+    );
     assert_refused(&sandbox, &json!({"steps": []}), &["the flow has no steps"]);
-    assert_refused(&sandbox, &json!({"steps": [write("a", "x"), write("a", "y")]}), &["step a: the id is used by more than one step", "[id]"]);
-    assert_refused(&sandbox, &json!([write("bad id!", "x")]), &["ids match", "[id]"]);
-    assert_refused(&sandbox, &json!([write("Step1", "x"), write("step1", "y")]), &["step step1: the id is used by more than one step (ids are compared ignoring case)"]);
-    assert_refused(&sandbox, &json!([write("Final_Output", "x")]), &["reserved", "[id]"]);
-    assert_refused(&sandbox, &json!([write("final_output", "x")]), &["reserved", "[id]"]);
-    assert_refused(&sandbox, &json!([{"id": "a", "operation": "launch_rockets"}]), &["step a: unknown operation `launch_rockets`", "[operation]"]);
-    assert_refused(&sandbox, &json!([{"id": "a", "operation": "read_file", "params": {"file_path": "a.txt", "colour": "red"}}]), &["has no parameter `colour`", "[params]"]);
-    assert_refused(&sandbox, &json!([{"id": "a", "operation": "read_file"}]), &["read_file needs `file_path`", "[params]"]);
-    assert_refused(&sandbox, &json!([{"id": "a", "operation": "read_file", "params": {"file_path": 3}}]), &["`file_path` must be a string", "[params]"]);
-    assert_refused(&sandbox, &json!([{"id": "a", "operation": "execute_shell_command", "params": {"command": "true", "timeout_seconds": "soon"}}]), &["must be an integer"]);
-    assert_refused(&sandbox, &json!([{"id": "a", "operation": "write_file", "params": {"file_path": "x", "content": "1", "instructions": "2"}}]), &["exactly one of content, content_from_step, instructions"]);
-    assert_refused(&sandbox, &json!([{"id": "a", "operation": "read_file", "params": {"file_path": "a.txt"}, "priority": 1}]), &["unknown field `priority`", "[format]"]);
+    assert_refused(
+        &sandbox,
+        &json!({"steps": [write("a", "x"), write("a", "y")]}),
+        &["step a: the id is used by more than one step", "[id]"],
+    );
+    assert_refused(
+        &sandbox,
+        &json!([write("bad id!", "x")]),
+        &["ids match", "[id]"],
+    );
+    assert_refused(
+        &sandbox,
+        &json!([write("Step1", "x"), write("step1", "y")]),
+        &["step step1: the id is used by more than one step (ids are compared ignoring case)"],
+    );
+    assert_refused(
+        &sandbox,
+        &json!([write("Final_Output", "x")]),
+        &["reserved", "[id]"],
+    );
+    assert_refused(
+        &sandbox,
+        &json!([write("final_output", "x")]),
+        &["reserved", "[id]"],
+    );
+    assert_refused(
+        &sandbox,
+        &json!([{"id": "a", "operation": "launch_rockets"}]),
+        &["step a: unknown operation `launch_rockets`", "[operation]"],
+    );
+    assert_refused(
+        &sandbox,
+        &json!([{"id": "a", "operation": "read_file", "params": {"file_path": "a.txt", "colour": "red"}}]),
+        &["has no parameter `colour`", "[params]"],
+    );
+    assert_refused(
+        &sandbox,
+        &json!([{"id": "a", "operation": "read_file"}]),
+        &["read_file needs `file_path`", "[params]"],
+    );
+    assert_refused(
+        &sandbox,
+        &json!([{"id": "a", "operation": "read_file", "params": {"file_path": 3}}]),
+        &["`file_path` must be a string", "[params]"],
+    );
+    assert_refused(
+        &sandbox,
+        &json!([{"id": "a", "operation": "execute_shell_command", "params": {"command": "true", "timeout_seconds": "soon"}}]),
+        &["must be an integer"],
+    );
+    assert_refused(
+        &sandbox,
+        &json!([{"id": "a", "operation": "write_file", "params": {"file_path": "x", "content": "1", "instructions": "2"}}]),
+        &["exactly one of content, content_from_step, instructions"],
+    );
+    assert_refused(
+        &sandbox,
+        &json!([{"id": "a", "operation": "read_file", "params": {"file_path": "a.txt"}, "priority": 1}]),
+        &["unknown field `priority`", "[format]"],
+    );
 }
 
 #[test]
 fn every_problem_is_reported_at_once() {
     let sandbox = Sandbox::new(&[]);
-    let output = sandbox.run(&json!([{"id": "a", "operation": "nope"}, {"id": "b", "operation": "read_file"}]), "bad");
+    let output = sandbox.run(
+        &json!([{"id": "a", "operation": "nope"}, {"id": "b", "operation": "read_file"}]),
+        "bad",
+    );
     assert_exit(&output, 2);
     let err = stderr(&output);
-    assert!(err.contains("2 problem(s)") && err.contains("step a:") && err.contains("step b:"), "{err}");
+    assert!(
+        err.contains("2 problem(s)") && err.contains("step a:") && err.contains("step b:"),
+        "{err}"
+    );
 }
 
 #[test]
@@ -63,11 +133,23 @@ fn dependency_rules() {
         step["depends_on"] = deps;
         step
     };
-    assert_refused(&sandbox, &json!([with_deps("a", json!("ghost"))]), &["step a: depends_on names `ghost`, which is not a step of this flow [dependencies]"]);
-    assert_refused(&sandbox, &json!([with_deps("a", json!(["a"]))]), &["step a: the step depends on itself [dependencies]"]);
     assert_refused(
         &sandbox,
-        &json!([with_deps("a", json!("c")), with_deps("b", json!("a")), with_deps("c", json!("b"))]),
+        &json!([with_deps("a", json!("ghost"))]),
+        &["step a: depends_on names `ghost`, which is not a step of this flow [dependencies]"],
+    );
+    assert_refused(
+        &sandbox,
+        &json!([with_deps("a", json!(["a"]))]),
+        &["step a: the step depends on itself [dependencies]"],
+    );
+    assert_refused(
+        &sandbox,
+        &json!([
+            with_deps("a", json!("c")),
+            with_deps("b", json!("a")),
+            with_deps("c", json!("b"))
+        ]),
         &["dependency cycle: a -> c -> b -> a", "[cycle]"],
     );
 }
@@ -79,7 +161,9 @@ fn reference_rules() {
     assert_refused(
         &sandbox,
         &json!([read, {"id": "w", "operation": "write_file", "params": {"file_path": "b.txt", "content_from_step": "r"}}]),
-        &["step w: `content_from_step` reads step `r`, which this step does not depend on; add it to depends_on [reference]"],
+        &[
+            "step w: `content_from_step` reads step `r`, which this step does not depend on; add it to depends_on [reference]",
+        ],
     );
     assert_refused(
         &sandbox,
@@ -99,7 +183,10 @@ fn reference_rules() {
     assert_refused(
         &sandbox,
         &json!([read, {"id": "w", "operation": "write_file", "depends_on": "r", "params": {"file_path": "@{outputs.r.content}", "content": "x"}}]),
-        &["`file_path` holds a reference; paths must be written out", "[path]"],
+        &[
+            "`file_path` holds a reference; paths must be written out",
+            "[path]",
+        ],
     );
 }
 
@@ -141,7 +228,11 @@ fn a_workspace_inside_the_repository_is_out_of_reach() {
         .output()
         .unwrap();
     assert_exit(&output, 2);
-    assert!(stderr(&output).contains("which flows may not touch"), "{}", stderr(&output));
+    assert!(
+        stderr(&output).contains("which flows may not touch"),
+        "{}",
+        stderr(&output)
+    );
     assert!(!workspace.exists());
 }
 
@@ -149,7 +240,15 @@ fn a_workspace_inside_the_repository_is_out_of_reach() {
 fn size_limits() {
     let sandbox = Sandbox::new(&[]);
     let steps: Vec<Value> = (0..1001).map(|i| write(&format!("s{i}"), "x")).collect();
-    assert_refused(&sandbox, &Value::Array(steps), &["the flow has 1001 steps; the limit is 1000", "[limits]"]);
+    assert_refused(
+        &sandbox,
+        &Value::Array(steps),
+        &["the flow has 1001 steps; the limit is 1000", "[limits]"],
+    );
     let huge = "x".repeat(1024 * 1024 + 1);
-    assert_refused(&sandbox, &json!([{"id": "a", "operation": "write_file", "params": {"file_path": "x", "content": huge}}]), &["`content` is 1048577 bytes", "[limits]"]);
+    assert_refused(
+        &sandbox,
+        &json!([{"id": "a", "operation": "write_file", "params": {"file_path": "x", "content": huge}}]),
+        &["`content` is 1048577 bytes", "[limits]"],
+    );
 }

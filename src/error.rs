@@ -13,7 +13,7 @@ pub enum Error {
 
     /// The flow broke one or more validation rules (permanent; exit 2).
     #[error("invalid flow: {} problem(s)\n{}", .0.len(), render_problems(.0))]
-    InvalidFlow(Vec<crate::validate::Problem>),
+    InvalidFlow(Vec<crate::flow::validate::Problem>),
 
     /// Another ocflow process holds the task's lock (transient: it goes away when that run ends; exit 2).
     #[error(
@@ -57,7 +57,7 @@ impl Error {
     }
 }
 
-fn render_problems(problems: &[crate::validate::Problem]) -> String {
+fn render_problems(problems: &[crate::flow::validate::Problem]) -> String {
     problems
         .iter()
         .map(|p| p.to_string())

@@ -6,12 +6,12 @@ use clap::Parser;
 
 fn main() -> ExitCode {
     // First, while single-threaded: may re-execute the binary to drop the key from the environment.
-    let api_key = ocflow::secret::take_key_at_startup();
-    let cli = ocflow::cli::Cli::parse();
+    let api_key = ocflow::llm::key::take_key_at_startup();
+    let cli = ocflow::cli::args::Cli::parse();
     match ocflow::run(cli, api_key) {
         Ok(code) => ExitCode::from(code),
         Err(err) => {
-            ocflow::events::say(&format!("ocflow: error: {err:#}"));
+            ocflow::task::events::say(&format!("ocflow: error: {err:#}"));
             ExitCode::from(err.exit_code())
         }
     }

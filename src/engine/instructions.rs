@@ -6,12 +6,12 @@
 use serde::Serialize;
 use serde_json::{Map, Value};
 
-use crate::flow::Step;
-use crate::operations::{self, Access};
-use crate::repo_path::RepoPath;
+use crate::model::flow::Step;
+use crate::flow::operations::{self, Access};
+use crate::model::repo_path::RepoPath;
 
 /// The template, from `prompts/step_instructions.md`.
-const TEMPLATE: &str = include_str!("../prompts/step_instructions.md");
+const TEMPLATE: &str = include_str!("../../prompts/step_instructions.md");
 
 /// The instructions file format version.
 pub const INSTRUCTIONS_VERSION: u32 = 1;

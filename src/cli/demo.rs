@@ -4,14 +4,14 @@
 
 use std::fs;
 
-use crate::cli::{LimitArgs, RunArgs};
-use crate::commands::{self, EXIT_OK};
-use crate::config::{Config, LlmConfig};
+use crate::cli::args::{LimitArgs, RunArgs};
+use crate::cli::commands::{self, EXIT_OK};
+use crate::cli::config::{Config, LlmConfig};
 use crate::error::{IoContext, Result};
-use crate::llm::ModelSettings;
-use crate::review;
-use crate::status::FlowStatus;
-use crate::workspace::{self, TaskDir};
+use crate::llm::client::ModelSettings;
+use crate::task::review;
+use crate::model::status::FlowStatus;
+use crate::task::workspace::{self, TaskDir};
 
 /// The task the recording answers.
 pub const TASK: &str =
@@ -21,21 +21,21 @@ pub const TASK: &str =
 const SAMPLE: &[(&str, &str)] = &[
     (
         "README.md",
-        include_str!("../examples/sample-repo/README.md"),
+        include_str!("../../examples/sample-repo/README.md"),
     ),
-    ("utils.py", include_str!("../examples/sample-repo/utils.py")),
+    ("utils.py", include_str!("../../examples/sample-repo/utils.py")),
     (
         "tests/__init__.py",
-        include_str!("../examples/sample-repo/tests/__init__.py"),
+        include_str!("../../examples/sample-repo/tests/__init__.py"),
     ),
     (
         "tests/test_utils.py",
-        include_str!("../examples/sample-repo/tests/test_utils.py"),
+        include_str!("../../examples/sample-repo/tests/test_utils.py"),
     ),
 ];
 
 /// The model's answers (`examples/demo/recording.jsonl`, made by `scripts/record-demo`).
-const RECORDING: &str = include_str!("../examples/demo/recording.jsonl");
+const RECORDING: &str = include_str!("../../examples/demo/recording.jsonl");
 
 pub async fn run(config: &Config) -> Result<u8> {
     let dir = tempfile::Builder::new()
@@ -73,7 +73,7 @@ pub async fn run(config: &Config) -> Result<u8> {
         }),
         ..config.clone()
     };
-    crate::events::say(&format!(
+    crate::task::events::say(&format!(
         "ocflow demo: sample repository in {}, recorded answers, no network",
         repo.display()
     ));

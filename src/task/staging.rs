@@ -14,9 +14,9 @@ use std::time::{Instant, SystemTime, UNIX_EPOCH};
 use walkdir::WalkDir;
 
 use crate::error::{Error, IoContext, Result};
-use crate::repo_path::{self, RepoPath};
-use crate::status::FlowStatus;
-use crate::workspace::{self, TaskDir};
+use crate::model::repo_path::{self, RepoPath};
+use crate::model::status::FlowStatus;
+use crate::task::workspace::{self, TaskDir};
 
 /// What a copy of a tree contained.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
@@ -148,7 +148,7 @@ impl Overlay {
     /// same time give the same result as one after another.
     pub fn from_status(
         status: &FlowStatus,
-        flow: &crate::flow::Flow,
+        flow: &crate::model::flow::Flow,
         only: Option<&BTreeSet<String>>,
     ) -> Overlay {
         let rank: HashMap<&str, usize> = flow
@@ -334,7 +334,7 @@ pub fn publish(
 pub fn rebuild_final_output(
     task: &TaskDir,
     status: &FlowStatus,
-    flow: &crate::flow::Flow,
+    flow: &crate::model::flow::Flow,
 ) -> Result<()> {
     remove_tree(&task.final_output())?;
     fs::create_dir_all(task.final_output())

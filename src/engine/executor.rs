@@ -14,18 +14,18 @@ use serde_json::{Map, Value, json};
 use tokio::sync::Notify;
 use tokio::task::JoinSet;
 
-use crate::bridge::{Bridge, CallOutcome, HostLlm};
+use crate::engine::bridge::{Bridge, CallOutcome, HostLlm};
 use crate::error::{Error, IoContext, Result};
-use crate::events::{Event, Events};
-use crate::flow::{self, Flow, Step};
-use crate::instructions::{self, DoneStep, Limits, StepSpec};
-use crate::llm::Usage;
-use crate::operations::{self, Access, ParamMeaning};
-use crate::recovery;
-use crate::repo_path::RepoPath;
-use crate::staging::{self, Overlay, View};
-use crate::status::{self, FlowState, FlowStatus, StepError, StepState};
-use crate::workspace::{self, TaskDir};
+use crate::task::events::{Event, Events};
+use crate::model::flow::{self, Flow, Step};
+use crate::engine::instructions::{self, DoneStep, Limits, StepSpec};
+use crate::llm::client::Usage;
+use crate::flow::operations::{self, Access, ParamMeaning};
+use crate::engine::recovery;
+use crate::model::repo_path::RepoPath;
+use crate::task::staging::{self, Overlay, View};
+use crate::model::status::{self, FlowState, FlowStatus, StepError, StepState};
+use crate::task::workspace::{self, TaskDir};
 
 mod recovering;
 
@@ -91,13 +91,13 @@ pub struct Settings {
     pub host_llm: Option<Arc<HostLlm>>,
     /// The LLM and model that write the final summary; without it the summary is built from
     /// the journal.
-    pub summary_llm: Option<(Arc<crate::llm::Llm>, crate::llm::ModelSettings)>,
+    pub summary_llm: Option<(Arc<crate::llm::client::Llm>, crate::llm::client::ModelSettings)>,
     /// Bounds of automatic retries and of recovery.
     pub recovery_limits: recovery::Limits,
     /// Steps run at the same time at most (`--jobs`).
     pub jobs: usize,
     /// How command steps are sandboxed; `None`: not at all.
-    pub sandbox: Option<crate::config::SandboxPlan>,
+    pub sandbox: Option<crate::cli::config::SandboxPlan>,
     /// What recovery needs; `None`: a failed step (after transient retries) fails the flow.
     pub recovery: Option<RecoverySettings>,
     pub limits: Limits,
@@ -107,10 +107,10 @@ pub struct Settings {
 
 /// The LLM side of recovery.
 pub struct RecoverySettings {
-    pub llm: Arc<crate::llm::Llm>,
-    pub model: crate::llm::ModelSettings,
+    pub llm: Arc<crate::llm::client::Llm>,
+    pub model: crate::llm::client::ModelSettings,
     /// The path rules new steps are validated with.
-    pub rules: crate::validate::PathRules,
+    pub rules: crate::flow::validate::PathRules,
     pub allow_destructive: bool,
 }
 
@@ -459,8 +459,8 @@ impl Executor {
             );
             // Marks the command (and what it starts) as this task's, for `orphans::stop`.
             env.insert(
-                crate::orphans::MARKER.into(),
-                Value::String(crate::orphans::marker_value(&self.task)),
+                crate::engine::orphans::MARKER.into(),
+                Value::String(crate::engine::orphans::marker_value(&self.task)),
             );
             if let Some(plan) = &self.settings.sandbox {
                 let writable: Vec<PathBuf> = std::iter::once(temp)
@@ -880,7 +880,7 @@ impl Executor {
         self.status.message = Some(format!("ocflow stopped: {error}"));
         self.status.state = FlowState::Failed;
         let _ = self.save();
-        if let Ok(summary) = crate::summary::from_journal(&self.task, &self.status, &self.flow) {
+        if let Ok(summary) = crate::engine::summary::from_journal(&self.task, &self.status, &self.flow) {
             let _ = workspace::write_atomic(
                 &self.task.file(workspace::SUMMARY_FILE),
                 summary.as_bytes(),
@@ -912,11 +912,11 @@ impl Executor {
         let mut summary = None;
         if let Some((llm, settings)) = &self.settings.summary_llm {
             let before = llm.usage_for("summary");
-            match crate::summary::with_llm(&self.task, &self.status, &self.flow, llm, settings)
+            match crate::engine::summary::with_llm(&self.task, &self.status, &self.flow, llm, settings)
                 .await
             {
                 Ok(text) => summary = Some(text),
-                Err(reason) => crate::events::say(&format!(
+                Err(reason) => crate::task::events::say(&format!(
                     "ocflow: the LLM summary failed ({reason}); writing the summary from the journal"
                 )),
             }
@@ -927,10 +927,10 @@ impl Executor {
         }
         let summary = match summary {
             Some(text) => text,
-            None => crate::summary::from_journal(&self.task, &self.status, &self.flow)?,
+            None => crate::engine::summary::from_journal(&self.task, &self.status, &self.flow)?,
         };
         workspace::write_atomic(&summary_path, summary.as_bytes())?;
-        let changed_files = crate::review::changes(&self.task, &self.status, &self.flow)?
+        let changed_files = crate::task::review::changes(&self.task, &self.status, &self.flow)?
             .into_iter()
             .map(|c| c.path.as_str().to_string())
             .collect();

@@ -9,10 +9,10 @@ use std::time::Duration;
 
 use notify::{EventKind, RecursiveMode, Watcher};
 
-use crate::commands::{EXIT_FLOW_FAILED, EXIT_INTERRUPTED, EXIT_OK, print_stdout};
+use crate::cli::commands::{EXIT_FLOW_FAILED, EXIT_INTERRUPTED, EXIT_OK, print_stdout};
 use crate::error::Result;
-use crate::status::{FlowState, FlowStatus};
-use crate::workspace::{STATUS_FILE, TaskDir};
+use crate::model::status::{FlowState, FlowStatus};
+use crate::task::workspace::{STATUS_FILE, TaskDir};
 
 /// Longest wait between two looks when no notification comes.
 const POLL: Duration = Duration::from_secs(2);
@@ -71,7 +71,7 @@ pub fn follow(path: &Path, json: bool) -> Result<u8> {
         if let Some(task) = TaskDir::at(dir.to_path_buf())
             && task.lock().is_ok()
         {
-            crate::events::say(&format!(
+            crate::task::events::say(&format!(
                 "ocflow: task {} is not running (its ocflow stopped); continue it with `ocflow resume {0}`",
                 task.task_id
             ));

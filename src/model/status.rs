@@ -7,10 +7,10 @@ use std::path::{Path, PathBuf};
 use serde::{Deserialize, Serialize};
 
 use crate::error::{Error, Result};
-use crate::flow::Flow;
-use crate::llm::Usage;
-use crate::recovery::{Decision, StrategyKind};
-use crate::workspace;
+use crate::model::flow::Flow;
+use crate::llm::client::Usage;
+use crate::engine::recovery::{Decision, StrategyKind};
+use crate::task::workspace;
 
 /// The status file format version this build writes and reads.
 pub const STATUS_VERSION: u32 = 1;
@@ -165,7 +165,7 @@ pub struct StepError {
 
 impl FlowStatus {
     /// A pending entry for a step, as a new flow or a new revision adds it.
-    pub fn pending_step(step: &crate::flow::Step) -> StepStatus {
+    pub fn pending_step(step: &crate::model::flow::Step) -> StepStatus {
         StepStatus {
             id: step.id.clone(),
             operation: step.operation.clone(),

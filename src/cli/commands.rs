@@ -5,26 +5,26 @@ use std::fs;
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
-use crate::bridge::{self, Bridge, HostLlm};
-use crate::cli::{
+use crate::engine::bridge::{self, Bridge, HostLlm};
+use crate::cli::args::{
     ApplyArgs, Command, LimitArgs, PlanArgs, ResumeArgs, RunArgs, StatusArgs, TaskArg,
 };
-use crate::config::{self, Config};
+use crate::cli::config::{self, Config};
 use crate::error::{Error, IoContext, Result};
-use crate::events::{self, Event, Events};
-use crate::executor::{Executor, FlowOutcome, Interrupt, RecoverySettings, Settings};
-use crate::flow::Flow;
-use crate::journal::Journal;
-use crate::llm::{Llm, LlmErrorKind};
-use crate::operations;
-use crate::orphans;
-use crate::planner::{PlanError, Planner};
-use crate::repo_path::RepoPath;
-use crate::review::{self, Applied};
-use crate::staging;
-use crate::status::{self, FlowState, FlowStatus, StepState};
-use crate::validate::{self, PathRules};
-use crate::workspace::{self, TaskDir};
+use crate::task::events::{self, Event, Events};
+use crate::engine::executor::{Executor, FlowOutcome, Interrupt, RecoverySettings, Settings};
+use crate::model::flow::Flow;
+use crate::task::journal::Journal;
+use crate::llm::client::{Llm, LlmErrorKind};
+use crate::flow::operations;
+use crate::engine::orphans;
+use crate::llm::planner::{PlanError, Planner};
+use crate::model::repo_path::RepoPath;
+use crate::task::review::{self, Applied};
+use crate::task::staging;
+use crate::model::status::{self, FlowState, FlowStatus, StepState};
+use crate::flow::validate::{self, PathRules};
+use crate::task::workspace::{self, TaskDir};
 
 /// Exit codes of the contract.
 pub const EXIT_OK: u8 = 0;
@@ -36,7 +36,7 @@ pub fn dispatch(config: &Config, command: Command) -> Result<u8> {
     match command {
         Command::Run(args) => with_runtime(|| run(config, args)),
         Command::Plan(args) => with_runtime(|| plan(config, args)),
-        Command::Demo => with_runtime(|| crate::demo::run(config)),
+        Command::Demo => with_runtime(|| crate::cli::demo::run(config)),
         Command::SandboxExec(_) => Err(Error::Usage(
             "sandbox-exec runs before configuration".into(),
         )),
@@ -193,7 +193,7 @@ fn planning_failed(
     error: PlanError,
 ) -> Result<u8> {
     let empty = Flow {
-        version: crate::flow::FLOW_VERSION,
+        version: crate::model::flow::FLOW_VERSION,
         task: task_text.to_string(),
         steps: Vec::new(),
     };
@@ -206,7 +206,7 @@ fn planning_failed(
     let summary_path = task.file(workspace::SUMMARY_FILE);
     workspace::write_atomic(
         &summary_path,
-        crate::summary::from_journal(task, &flow_status, &empty)?.as_bytes(),
+        crate::engine::summary::from_journal(task, &flow_status, &empty)?.as_bytes(),
     )?;
     events.emit(Event::FlowFinished {
         task_id: task.task_id.clone(),
@@ -308,7 +308,7 @@ async fn resume(config: &Config, args: ResumeArgs) -> Result<u8> {
         forbidden: vec![flow_status.repo.join(".git"), workspace_dir.clone()],
     };
     let flow = read_flow(
-        &crate::recovery::current_flow_file(&task, flow_status.revision),
+        &crate::engine::recovery::current_flow_file(&task, flow_status.revision),
         None,
         &rules,
     )?;
@@ -406,7 +406,7 @@ async fn resume(config: &Config, args: ResumeArgs) -> Result<u8> {
                     && step.attempts < limits.max_attempts_per_step
                     && calls < limits.max_recovery_calls =>
             {
-                flow_status.pending_recovery = Some(crate::status::PendingRecovery {
+                flow_status.pending_recovery = Some(crate::model::status::PendingRecovery {
                     step: step.id.clone(),
                     decision: None,
                 });
@@ -478,7 +478,7 @@ fn status(config: &Config, args: StatusArgs) -> Result<u8> {
     let task = find_task(config, args.task.as_deref(), false)?;
     let path = task.file(workspace::STATUS_FILE);
     if args.follow {
-        return crate::follow::follow(&path, config.json);
+        return crate::cli::follow::follow(&path, config.json);
     }
     let flow_status = FlowStatus::load(&path)?;
     let text = if config.json {
@@ -556,7 +556,7 @@ fn record_applied(
 
 /// The flow of a task as its status's revision has it.
 pub fn current_flow(task: &TaskDir, flow_status: &FlowStatus) -> Result<Flow> {
-    Flow::load(&crate::recovery::current_flow_file(
+    Flow::load(&crate::engine::recovery::current_flow_file(
         task,
         flow_status.revision,
     ))

@@ -4,18 +4,18 @@
 use std::fmt::Write;
 
 use crate::error::Result;
-use crate::events::Event;
-use crate::journal;
-use crate::llm::{ChatRequest, Llm, Message, ModelSettings};
-use crate::review::{self, ChangeKind};
-use crate::status::{FlowState, FlowStatus, StepState};
-use crate::workspace::{self, TaskDir};
+use crate::task::events::Event;
+use crate::task::journal;
+use crate::llm::client::{ChatRequest, Llm, Message, ModelSettings};
+use crate::task::review::{self, ChangeKind};
+use crate::model::status::{FlowState, FlowStatus, StepState};
+use crate::task::workspace::{self, TaskDir};
 
 /// Builds `summary.md` from the journal and the final status.
 pub fn from_journal(
     task: &TaskDir,
     status: &FlowStatus,
-    flow: &crate::flow::Flow,
+    flow: &crate::model::flow::Flow,
 ) -> Result<String> {
     let (records, _) = journal::read(&task.file(workspace::JOURNAL_FILE))?;
     let mut out = String::new();
@@ -131,14 +131,14 @@ pub fn from_journal(
     Ok(out)
 }
 
-const PROMPT: &str = include_str!("../prompts/summary.md");
+const PROMPT: &str = include_str!("../../prompts/summary.md");
 
 /// Asks the LLM for the summary (the seed's summarisation prompt) from the same facts as
 /// `from_journal`: no times or ids, so the prompt of a flow is the same on every run.
 pub async fn with_llm(
     task: &TaskDir,
     status: &FlowStatus,
-    flow: &crate::flow::Flow,
+    flow: &crate::model::flow::Flow,
     llm: &Llm,
     settings: &ModelSettings,
 ) -> Result<String, String> {

@@ -8,9 +8,9 @@ use std::path::{Path, PathBuf};
 
 use serde_json::{Map, Value};
 
-use crate::flow::{self, FLOW_VERSION, Flow, Step};
-use crate::operations::{self, ParamMeaning};
-use crate::repo_path::{self, RepoPath};
+use crate::model::flow::{self, FLOW_VERSION, Flow, Step};
+use crate::flow::operations::{self, ParamMeaning};
+use crate::model::repo_path::{self, RepoPath};
 
 /// Size limits, checked before anything else is done with a flow.
 pub const MAX_FLOW_BYTES: usize = 16 * 1024 * 1024;

@@ -9,12 +9,12 @@ use serde_json::Value;
 
 use super::{Executor, Next, missing_step};
 use crate::error::{Error, Result};
-use crate::events::Event;
-use crate::flow::Step;
-use crate::recovery::{self, StrategyKind};
-use crate::staging;
-use crate::status::{self, FlowStatus, StepState};
-use crate::workspace;
+use crate::task::events::Event;
+use crate::model::flow::Step;
+use crate::engine::recovery::{self, StrategyKind};
+use crate::task::staging;
+use crate::model::status::{self, FlowStatus, StepState};
+use crate::task::workspace;
 
 impl Executor {
     /// A failed step: a transient failure is retried after a backoff, within bounds and

@@ -6,7 +6,7 @@ use std::io::{BufRead, BufReader, Read, Seek, SeekFrom, Write};
 use std::path::{Path, PathBuf};
 
 use crate::error::{IoContext, Result};
-use crate::events::Record;
+use crate::task::events::Record;
 
 /// An open journal, positioned for appending.
 pub struct Journal {
@@ -77,7 +77,7 @@ pub fn read(path: &Path) -> Result<(Vec<Record>, usize)> {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::events::Event;
+    use crate::task::events::Event;
 
     fn record(step: &str) -> Record {
         Record {

@@ -10,7 +10,7 @@ use std::io::{Read, Write};
 use std::os::fd::{AsRawFd, FromRawFd, OwnedFd};
 use std::os::unix::process::CommandExt;
 
-use crate::llm::ApiKey;
+use crate::llm::client::ApiKey;
 
 /// The variables that may hold the key, in order of precedence.
 pub const KEY_VARIABLES: &[&str] = &["OCFLOW_API_KEY", "OPENAI_API_KEY", "LLM_API_KEY"];
@@ -40,7 +40,7 @@ pub fn take_key_at_startup() -> ApiKey {
     };
     if let Err(reason) = reexec_without(&key) {
         // Still correct, only less private: the key stays in this process's start-up block.
-        crate::events::say(&format!(
+        crate::task::events::say(&format!(
             "ocflow: warning: could not hide the API key from child processes ({reason})"
         ));
     }

@@ -9,17 +9,17 @@ use std::path::{Path, PathBuf};
 
 use walkdir::WalkDir;
 
-use crate::answer;
-use crate::flow::Flow;
-use crate::llm::{ChatRequest, Llm, LlmError, Message, ModelSettings};
-use crate::operations;
-use crate::recovery;
-use crate::repo_path::{self, RepoPath};
-use crate::validate::{self, PathRules};
+use crate::llm::answer;
+use crate::model::flow::Flow;
+use crate::llm::client::{ChatRequest, Llm, LlmError, Message, ModelSettings};
+use crate::flow::operations;
+use crate::engine::recovery;
+use crate::model::repo_path::{self, RepoPath};
+use crate::flow::validate::{self, PathRules};
 
-const SYSTEM: &str = include_str!("../prompts/plan_system.md");
-const USER: &str = include_str!("../prompts/plan_user.md");
-const FIX: &str = include_str!("../prompts/plan_fix.md");
+const SYSTEM: &str = include_str!("../../prompts/plan_system.md");
+const USER: &str = include_str!("../../prompts/plan_user.md");
+const FIX: &str = include_str!("../../prompts/plan_fix.md");
 
 /// Answers asked for, in all (the first and at most two re-asks).
 pub const MAX_ATTEMPTS: usize = 3;

@@ -8,8 +8,8 @@ use std::path::PathBuf;
 use serde::{Deserialize, Serialize};
 
 use crate::error::Result;
-use crate::journal::Journal;
-use crate::status::{FlowState, StepState};
+use crate::task::journal::Journal;
+use crate::model::status::{FlowState, StepState};
 
 /// Something that happened, as written to `journal.jsonl` and to `--json` output.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
@@ -119,7 +119,7 @@ impl Events {
     /// Records an event in the journal, then shows it.
     pub fn emit(&mut self, event: Event) -> Result<()> {
         let record = Record {
-            ts: crate::status::now(),
+            ts: crate::model::status::now(),
             event,
         };
         self.journal.append(&record)?;

@@ -95,22 +95,22 @@ pub fn exec(writable: &[PathBuf], probe: bool, command: &[OsString]) -> u8 {
     let kind = match restrict(writable) {
         Ok(kind) => kind,
         Err(err) => {
-            crate::events::say(&format!(
+            crate::task::events::say(&format!(
                 "ocflow sandbox-exec: cannot set up the sandbox: {err}"
             ));
             return 126;
         }
     };
     if probe {
-        crate::commands::print_stdout(&format!("{kind}\n"));
+        crate::cli::commands::print_stdout(&format!("{kind}\n"));
         return 0;
     }
     let Some((program, args)) = command.split_first() else {
-        crate::events::say("ocflow sandbox-exec: give the command after `--`");
+        crate::task::events::say("ocflow sandbox-exec: give the command after `--`");
         return 126;
     };
     let error = std::process::Command::new(program).args(args).exec();
-    crate::events::say(&format!(
+    crate::task::events::say(&format!(
         "ocflow sandbox-exec: cannot run {}: {error}",
         program.to_string_lossy()
     ));

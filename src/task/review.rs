@@ -6,10 +6,10 @@ use std::fs;
 use std::path::{Path, PathBuf};
 
 use crate::error::{Error, IoContext, Result};
-use crate::repo_path::RepoPath;
-use crate::staging::{Overlay, Version};
-use crate::status::FlowStatus;
-use crate::workspace::{self, TaskDir};
+use crate::model::repo_path::RepoPath;
+use crate::task::staging::{Overlay, Version};
+use crate::model::status::FlowStatus;
+use crate::task::workspace::{self, TaskDir};
 
 /// One changed file.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -33,7 +33,7 @@ pub enum ChangeKind {
 pub fn changes(
     task: &TaskDir,
     status: &FlowStatus,
-    flow: &crate::flow::Flow,
+    flow: &crate::model::flow::Flow,
 ) -> Result<Vec<Change>> {
     let overlay = Overlay::from_status(status, flow, None);
     let base = Overlay::default();
@@ -161,12 +161,12 @@ pub fn apply(
     let root = repo
         .canonicalize()
         .io_context(|| format!("resolving {}", repo.display()))?;
-    let workspace_dir = crate::config::canonical_or_absolute(workspace_dir);
+    let workspace_dir = crate::cli::config::canonical_or_absolute(workspace_dir);
     let mut drifted = Vec::new();
     let mut blocked = Vec::new();
     let mut already = true;
     for change in changes {
-        if let Err(problem) = crate::repo_path::check_contained(
+        if let Err(problem) = crate::model::repo_path::check_contained(
             &root,
             &change.path,
             &[&root.join(".git"), &workspace_dir],

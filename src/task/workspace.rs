@@ -134,8 +134,8 @@ impl TaskDir {
 
 /// What a new workspace starts with: `workspace-template/`, built into the binary.
 const WORKSPACE_TEMPLATE: &[(&str, &str)] = &[(
-    crate::config::WORKSPACE_CONFIG,
-    include_str!("../workspace-template/ocflow.toml"),
+    crate::cli::config::WORKSPACE_CONFIG,
+    include_str!("../../workspace-template/ocflow.toml"),
 )];
 
 /// Creates the workspace directory if needed; a new one gets the template's files.

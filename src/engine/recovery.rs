@@ -11,16 +11,16 @@ use std::fs;
 use serde::{Deserialize, Serialize};
 use serde_json::{Value, json};
 
-use crate::answer;
-use crate::flow::{FLOW_VERSION, Flow};
-use crate::llm::{ChatRequest, Llm, LlmError, Message, ModelSettings};
-use crate::operations;
-use crate::status::{FlowStatus, StepState};
-use crate::validate::{self, PathRules};
-use crate::workspace::{self, TaskDir};
+use crate::llm::answer;
+use crate::model::flow::{FLOW_VERSION, Flow};
+use crate::llm::client::{ChatRequest, Llm, LlmError, Message, ModelSettings};
+use crate::flow::operations;
+use crate::model::status::{FlowStatus, StepState};
+use crate::flow::validate::{self, PathRules};
+use crate::task::workspace::{self, TaskDir};
 
-const PROMPT: &str = include_str!("../prompts/recovery.md");
-const FIX: &str = include_str!("../prompts/recovery_fix.md");
+const PROMPT: &str = include_str!("../../prompts/recovery.md");
+const FIX: &str = include_str!("../../prompts/recovery_fix.md");
 
 /// Answers asked for per recovery round.
 const MAX_ANSWERS: usize = 3;
@@ -397,7 +397,7 @@ fn rewire(step: &mut Value, old: &str, new: &[String]) {
 }
 
 /// The first step whose command is destructive, as a problem to show the model.
-pub fn destructive_steps<'s>(steps: impl Iterator<Item = &'s crate::flow::Step>) -> Option<String> {
+pub fn destructive_steps<'s>(steps: impl Iterator<Item = &'s crate::model::flow::Step>) -> Option<String> {
     steps.into_iter().find_map(|step| {
         let pattern = step.params.get("command").and_then(Value::as_str).and_then(destructive)?;
         Some(format!("step {}: the command contains `{pattern}`, which is refused (destructive); propose something that does not destroy data", step.id))

@@ -8,11 +8,11 @@ use serde::Deserialize;
 
 use std::time::Duration;
 
-use crate::cli::{GlobalArgs, LimitArgs};
+use crate::cli::args::{GlobalArgs, LimitArgs};
 use crate::error::{Error, IoContext, Result};
-use crate::instructions::Limits;
-use crate::llm::{ApiKey, Endpoint, ModelSettings, RetryPolicy};
-use crate::validate::PathRules;
+use crate::engine::instructions::Limits;
+use crate::llm::client::{ApiKey, Endpoint, ModelSettings, RetryPolicy};
+use crate::flow::validate::PathRules;
 
 /// The default operation library.
 pub const DEFAULT_CODEX_LIB: &str = "open_codex_lib";
@@ -304,10 +304,10 @@ impl Config {
     }
 
     /// The recovery limits: config files, then defaults.
-    pub fn recovery_limits(&self) -> crate::recovery::Limits {
-        let defaults = crate::recovery::Limits::default();
+    pub fn recovery_limits(&self) -> crate::engine::recovery::Limits {
+        let defaults = crate::engine::recovery::Limits::default();
         let file = &self.file.recovery;
-        crate::recovery::Limits {
+        crate::engine::recovery::Limits {
             max_attempts_per_step: file
                 .max_attempts_per_step
                 .unwrap_or(defaults.max_attempts_per_step)
@@ -335,7 +335,7 @@ impl Config {
         if args.no_sandbox || self.file.sandbox.enabled == Some(false) {
             return Ok(None);
         }
-        let Some(kind) = crate::sandbox::probe().map_err(|problem| {
+        let Some(kind) = crate::engine::sandbox::probe().map_err(|problem| {
             Error::Usage(format!(
                 "{problem}; run with --no-sandbox to go on without it"
             ))
@@ -357,8 +357,8 @@ impl Config {
             canonical_or_absolute(repo),
             canonical_or_absolute(workspace),
         ];
-        let writable = crate::sandbox::without_protected(
-            crate::sandbox::default_writable()
+        let writable = crate::engine::sandbox::without_protected(
+            crate::engine::sandbox::default_writable()
                 .into_iter()
                 .chain(extra)
                 .collect(),

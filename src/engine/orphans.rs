@@ -9,7 +9,7 @@ use std::path::Path;
 
 use rustix::process::{Pid, Signal, getpgid, kill_process_group};
 
-use crate::workspace::TaskDir;
+use crate::task::workspace::TaskDir;
 
 /// The environment variable that marks a command as started for a task.
 pub const MARKER: &str = "OCFLOW_TASK";

@@ -1,0 +1,11 @@
+//! The engine: the scheduler that runs a flow's steps (`executor`), recovery after a failure,
+//! the pyo3 bridge to the operation library, the instructions each step gets, the command
+//! sandbox, orphaned commands, and the summary at the end.
+
+pub mod bridge;
+pub mod executor;
+pub mod instructions;
+pub mod orphans;
+pub mod recovery;
+pub mod sandbox;
+pub mod summary;

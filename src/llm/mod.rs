@@ -1,0 +1,8 @@
+//! The LLM layer: the one client (retries, tokens, record/replay), the API key kept out of
+//! every environment, reading JSON out of a model's answer, and the planner that turns a task
+//! into a validated flow.
+
+pub mod answer;
+pub mod client;
+pub mod key;
+pub mod planner;

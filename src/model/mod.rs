@@ -1,0 +1,8 @@
+//! The bottom layer: the types that are saved or cross a boundary — `flow.json`,
+//! `flow_status.json`, journal events, `result.json`, the instructions file — and the values they
+//! are made of. Plain data with serde and pure methods; nothing here reads a file or calls
+//! anything above it.
+
+pub mod flow;
+pub mod repo_path;
+pub mod status;

@@ -1,21 +1,29 @@
-//! The errors the library returns. Each variant says whether retrying can help (transient)
-//! or whether the input must change first (permanent); `exit_code` maps them to the contract.
+//! The errors that stop a command, by whose fault they are: the user's input (exit 2), ocflow's
+//! environment or a transient cause (exit 1, try again), or a fault in ocflow itself (exit 1,
+//! with a request for a bug report). A failed flow is not an error: it is an outcome recorded
+//! in `flow_status.json`. `exit_code` maps each to the contract.
 
 use std::path::PathBuf;
 
-/// An error that stops a command. Flow failures are not errors: they are outcomes recorded in
-/// `flow_status.json` (see `executor::FlowOutcome`).
+use crate::exit::ExitCode;
+use crate::model::llm::LlmError;
+use crate::model::problem::Problem;
+use crate::model::status::IllegalTransition;
+
+/// An error that stops a command.
 #[derive(Debug, thiserror::Error)]
 pub enum Error {
-    /// Bad usage or configuration (permanent; exit 2). The message names the fix.
+    /// Bad usage or configuration: the user must change something (permanent; exit 2). The
+    /// message names the fix.
     #[error("{0}")]
     Usage(String),
 
     /// The flow broke one or more validation rules (permanent; exit 2).
     #[error("invalid flow: {} problem(s)\n{}", .0.len(), render_problems(.0))]
-    InvalidFlow(Vec<crate::flow::validate::Problem>),
+    InvalidFlow(Vec<Problem>),
 
-    /// Another ocflow process holds the task's lock (transient: it goes away when that run ends; exit 2).
+    /// Another ocflow process holds the task's lock (transient: it goes away when that run
+    /// ends; exit 2).
     #[error(
         "task {task_id} is locked by another ocflow run (lock file {}); wait for it to finish, or stop it first",
         lock.display()
@@ -25,12 +33,12 @@ pub enum Error {
     /// The repository changed since the flow read it; applying would overwrite someone's work
     /// (permanent until the user decides; exit 2).
     #[error(
-        "the repository changed since the flow read these files, so nothing was applied:\n{}\nreview them, then run `ocflow apply --force` to overwrite",
-        .0.iter().map(|p| format!("  {p}")).collect::<Vec<_>>().join("\n")
+        "the repository changed since the flow read these files, so nothing was applied:\n{}\nreview them, then run `ocflow apply {task_id} --force` to overwrite",
+        .files.iter().map(|p| format!("  {p}")).collect::<Vec<_>>().join("\n")
     )]
-    Drift(Vec<String>),
+    Drift { task_id: String, files: Vec<String> },
 
-    /// A persisted file has an unknown version or is not what ocflow wrote (permanent; exit 2).
+    /// A saved file has an unknown version or is not what ocflow wrote (permanent; exit 2).
     #[error("{path}: {problem}")]
     BadStateFile { path: PathBuf, problem: String },
 
@@ -38,26 +46,66 @@ pub enum Error {
     #[error("cannot load the Python library: {0}")]
     Bridge(String),
 
-    /// A file-system failure (transient or permanent depending on the cause; exit 1).
+    /// The LLM call failed; `LlmError::transient` says whether trying later can help. A
+    /// permanent one (key, URL, model) is the configuration's fault (exit 2); a transient one
+    /// exits 1.
+    #[error("{0}")]
+    Llm(#[from] LlmError),
+
+    /// A file-system failure: disk full, permission denied (exit 1; resumable once fixed).
     #[error("{context}: {source}")]
     Io {
         context: String,
         #[source]
         source: std::io::Error,
     },
+
+    /// A fault in ocflow itself, not in the user's input (exit 1).
+    #[error(
+        "internal error: {message}\nthis is a bug in ocflow; please report it with the task directory{}",
+        task_dir.as_ref().map(|d| format!(" {}", d.display())).unwrap_or_default()
+    )]
+    Internal {
+        message: String,
+        task_dir: Option<PathBuf>,
+    },
 }
 
 impl Error {
+    /// A fault in ocflow, with the task directory to attach to a bug report when known.
+    pub fn internal(message: impl Into<String>) -> Error {
+        Error::Internal {
+            message: message.into(),
+            task_dir: None,
+        }
+    }
+
     /// The process exit code for this error, as fixed by the contract.
-    pub fn exit_code(&self) -> u8 {
+    pub fn exit_code(&self) -> ExitCode {
         match self {
-            Error::Io { .. } => 1,
-            _ => 2,
+            Error::Io { .. } | Error::Internal { .. } => ExitCode::Failure,
+            Error::Llm(error) if error.transient() => ExitCode::Failure,
+            _ => ExitCode::Usage,
+        }
+    }
+
+    /// Whether the same command may succeed if run again later, unchanged.
+    pub fn is_transient(&self) -> bool {
+        match self {
+            Error::Locked { .. } => true,
+            Error::Llm(error) => error.transient(),
+            _ => false,
         }
     }
 }
 
-fn render_problems(problems: &[crate::flow::validate::Problem]) -> String {
+impl From<IllegalTransition> for Error {
+    fn from(error: IllegalTransition) -> Error {
+        Error::internal(error.to_string())
+    }
+}
+
+fn render_problems(problems: &[Problem]) -> String {
     problems
         .iter()
         .map(|p| p.to_string())

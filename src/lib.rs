@@ -8,21 +8,35 @@
 pub mod cli;
 pub mod engine;
 pub mod error;
+pub mod exit;
 pub mod flow;
 pub mod llm;
 pub mod model;
+pub mod output;
 pub mod task;
 
-use cli::args::Cli;
+use cli::args::{Cli, Command};
 use error::Result;
+use exit::ExitCode;
 
 /// Resolves the configuration and runs the command; returns the exit code. `api_key` comes
 /// from `llm::key::take_key_at_startup`.
-pub fn run(cli: Cli, api_key: llm::client::ApiKey) -> Result<u8> {
+pub fn run(cli: Cli, api_key: llm::key::ApiKey) -> Result<ExitCode> {
     // The sandbox launcher needs no configuration, and must stay small before its exec.
-    if let cli::args::Command::SandboxExec(args) = &cli.command {
-        return Ok(engine::sandbox::exec(&args.write, args.probe, &args.command));
+    if let Command::SandboxExec(args) = &cli.command {
+        return Ok(engine::sandbox::exec(
+            &args.write,
+            args.probe,
+            &args.command,
+        ));
     }
-    let config = cli::config::Config::resolve(&cli.global, api_key)?;
-    cli::commands::dispatch(&config, cli.command)
+    let demo = cli::args::LimitArgs::default();
+    let limits = match &cli.command {
+        Command::Run(args) => Some(&args.limits),
+        Command::Resume(args) => Some(&args.limits),
+        Command::Demo => Some(&demo),
+        _ => None,
+    };
+    let config = cli::config::Config::resolve(&cli.global, limits, api_key)?;
+    cli::dispatch::dispatch(&config, cli.command)
 }

@@ -9,10 +9,10 @@ fn main() -> ExitCode {
     let api_key = ocflow::llm::key::take_key_at_startup();
     let cli = ocflow::cli::args::Cli::parse();
     match ocflow::run(cli, api_key) {
-        Ok(code) => ExitCode::from(code),
+        Ok(code) => code.into(),
         Err(err) => {
-            ocflow::task::events::say(&format!("ocflow: error: {err:#}"));
-            ExitCode::from(err.exit_code())
+            ocflow::output::say(&format!("ocflow: error: {err:#}"));
+            err.exit_code().into()
         }
     }
 }

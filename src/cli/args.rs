@@ -107,7 +107,7 @@ pub struct RunArgs {
     pub limits: LimitArgs,
 }
 
-#[derive(Debug, Args)]
+#[derive(Debug, Default, Args)]
 pub struct LimitArgs {
     /// Steps run at the same time at most; 1 runs them one after another [default: 4].
     #[arg(long, value_name = "N")]

@@ -1,29 +1,33 @@
-//! The resolved configuration: command line, environment and config files turned into checked,
-//! absolute settings before any work starts. Precedence: flags > environment > the workspace's
-//! `ocflow.toml` > `~/.config/ocflow/config.toml` > defaults.
+//! The resolved configuration: command line, environment and config files turned into one
+//! checked value before any work starts (ripgrep's raw flags → `HiArgs`, fd's `Opts` →
+//! `Config`); the rest of ocflow reads only `Config`. Precedence: flags > environment > the
+//! workspace's `ocflow.toml` > `~/.config/ocflow/config.toml` > defaults.
 
 use std::path::{Path, PathBuf};
+use std::time::Duration;
 
 use serde::Deserialize;
 
-use std::time::Duration;
-
 use crate::cli::args::{GlobalArgs, LimitArgs};
+use crate::engine::recovery;
+use crate::engine::sandbox::{self, SandboxPlan};
 use crate::error::{Error, IoContext, Result};
-use crate::engine::instructions::Limits;
-use crate::llm::client::{ApiKey, Endpoint, ModelSettings, RetryPolicy};
-use crate::flow::validate::PathRules;
+use crate::flow::path_rules::PathRules;
+use crate::flow::policy::CommandPolicy;
+use crate::llm::client::{Endpoint, RetryPolicy};
+use crate::llm::key::ApiKey;
+use crate::model::llm::ModelSettings;
+use crate::model::step_spec::Limits;
+use crate::task::workspace::WORKSPACE_CONFIG;
 
 /// The default operation library.
 pub const DEFAULT_CODEX_LIB: &str = "open_codex_lib";
-/// The config file inside a workspace.
-pub const WORKSPACE_CONFIG: &str = "ocflow.toml";
 const DEFAULT_STEP_TIMEOUT_SECONDS: u64 = 600;
 /// LLM-bound steps wait most of their time; four at once is a fair share of a small endpoint.
 const DEFAULT_JOBS: usize = 4;
 const DEFAULT_MAX_OUTPUT_BYTES: u64 = 1024 * 1024;
 
-/// Settings every command shares.
+/// Everything a command needs to know, resolved once.
 #[derive(Debug, Clone)]
 pub struct Config {
     /// The canonical repository root.
@@ -32,22 +36,38 @@ pub struct Config {
     pub workspace: PathBuf,
     /// Whether the workspace is the default one inside the repository.
     pub default_workspace: bool,
+    /// Where the flow's paths may go in `repo`.
+    pub rules: PathRules,
     pub codex_lib: String,
     pub python_dir: Option<PathBuf>,
     pub json: bool,
-    /// What the config files say, for settings resolved per command.
-    pub file: FileConfig,
-    /// The LLM settings, or why there are none (the message names what to set).
-    pub llm: std::result::Result<LlmConfig, String>,
+    /// What commands of model-made steps may do.
+    pub policy: CommandPolicy,
+    /// The LLM settings, or why there are none.
+    pub llm: std::result::Result<LlmConfig, NoLlm>,
+    /// How steps run: for the commands that run them (`run`, `resume`, `demo`).
+    pub run: RunConfig,
 }
 
-/// How command steps are confined.
+/// Why no LLM is configured; the message names what to set.
+#[derive(Debug, Clone, thiserror::Error)]
+#[error("{0}")]
+pub struct NoLlm(String);
+
+/// How steps run.
 #[derive(Debug, Clone)]
-pub struct SandboxPlan {
-    /// What the kernel enforces: `landlock` or `landlock-partial`.
-    pub kind: String,
-    /// Paths commands may write beneath besides their view and temporary directory.
-    pub writable: Vec<PathBuf>,
+pub struct RunConfig {
+    /// Steps run at the same time at most.
+    pub jobs: usize,
+    /// Default limits of each step.
+    pub limits: Limits,
+    /// How command steps are sandboxed; `None`: not at all (`--no-sandbox`, `[sandbox] enabled
+    /// = false`, a kernel without Landlock, or a command that runs no steps).
+    pub sandbox: Option<SandboxPlan>,
+    /// Bounds of automatic retries and of recovery.
+    pub recovery_limits: recovery::Limits,
+    /// Whether a failed step goes to the LLM for a recovery strategy (when there is an LLM).
+    pub recovery: bool,
 }
 
 /// How to reach the LLM and which models to use.
@@ -227,8 +247,14 @@ impl FileConfig {
 }
 
 impl Config {
-    /// `api_key` comes from `secret::take_key_at_startup`, which read the environment.
-    pub fn resolve(args: &GlobalArgs, api_key: ApiKey) -> Result<Config> {
+    /// Resolves every setting. `limits` are the flags of a command that runs steps (`None`
+    /// for the others, which then probe no sandbox); `api_key` comes from
+    /// `llm::key::take_key_at_startup`, which read the environment.
+    pub fn resolve(
+        args: &GlobalArgs,
+        limits: Option<&LimitArgs>,
+        api_key: ApiKey,
+    ) -> Result<Config> {
         let repo = args.repo.canonicalize().map_err(|err| {
             Error::Usage(format!(
                 "--repo {}: {err}; give the path of an existing directory",
@@ -249,27 +275,60 @@ impl Config {
             .map(PathBuf::from)
             .or_else(|| std::env::var_os("HOME").map(|home| PathBuf::from(home).join(".config")))
             .map(|dir| dir.join("ocflow").join("config.toml"));
-        let file = FileConfig::load(&workspace.join(WORKSPACE_CONFIG))?.or(user_config
+        let user = user_config
             .as_deref()
             .map(FileConfig::load)
             .transpose()?
-            .unwrap_or_default());
+            .unwrap_or_default();
+        let file = FileConfig::load(&workspace.join(WORKSPACE_CONFIG))?.or(user);
         let codex_lib = args
             .codex_lib
             .clone()
             .or_else(|| file.codex_lib.clone())
             .unwrap_or_else(|| DEFAULT_CODEX_LIB.into());
-        if codex_lib.is_empty()
-            || !codex_lib.split('.').all(|part| {
+        let is_module = |name: &str| {
+            name.split('.').all(|part| {
                 !part.is_empty() && part.chars().all(|c| c.is_alphanumeric() || c == '_')
             })
-        {
+        };
+        if codex_lib.is_empty() || !is_module(&codex_lib) {
             return Err(Error::Usage(format!(
-                "--codex-lib {codex_lib:?} is not a Python module name (like open_codex_lib or my_pkg.ops)"
+                "--codex-lib {codex_lib:?} is not a Python module name (like open_codex_lib or \
+                 my_pkg.ops)"
             )));
         }
-        let llm = resolve_llm(args, &file.llm, api_key)?;
+        let no_flags = LimitArgs::default();
+        let flags = limits.unwrap_or(&no_flags);
+        let policy = CommandPolicy {
+            allow_destructive: flags.allow_destructive
+                || file.recovery.allow_destructive == Some(true),
+        };
+        let run = RunConfig {
+            jobs: flags
+                .jobs
+                .or(file.limits.jobs)
+                .unwrap_or(DEFAULT_JOBS)
+                .max(1),
+            limits: Limits {
+                timeout_seconds: flags
+                    .step_timeout
+                    .or(file.limits.step_timeout_seconds)
+                    .unwrap_or(DEFAULT_STEP_TIMEOUT_SECONDS),
+                max_output_bytes: flags
+                    .max_output_bytes
+                    .or(file.limits.max_output_bytes)
+                    .unwrap_or(DEFAULT_MAX_OUTPUT_BYTES),
+            },
+            sandbox: match limits {
+                Some(flags) => resolve_sandbox(flags, &file.sandbox)?,
+                None => None,
+            },
+            recovery_limits: recovery_limits(&file.recovery),
+            recovery: !flags.no_recovery && file.recovery.enabled != Some(false),
+        };
         Ok(Config {
+            rules: PathRules::new(&repo, &workspace),
+            llm: resolve_llm(args, &file.llm, api_key)?,
             repo,
             workspace,
             default_workspace,
@@ -280,8 +339,8 @@ impl Config {
                 .map(|dir| absolute(dir))
                 .transpose()?,
             json: args.json,
-            file,
-            llm,
+            policy,
+            run,
         })
     }
 
@@ -289,105 +348,54 @@ impl Config {
     pub fn require_llm(&self) -> Result<&LlmConfig> {
         self.llm
             .as_ref()
-            .map_err(|missing| Error::Usage(missing.clone()))
+            .map_err(|missing| Error::Usage(missing.to_string()))
     }
+}
 
-    /// Where flow paths may go: inside the repository, outside its `.git` and the workspace.
-    pub fn path_rules(&self) -> PathRules {
-        PathRules {
-            repo: self.repo.clone(),
-            forbidden: vec![
-                self.repo.join(".git"),
-                canonical_or_absolute(&self.workspace),
-            ],
-        }
+/// The recovery limits: config files, then defaults.
+fn recovery_limits(file: &FileRecovery) -> recovery::Limits {
+    let defaults = recovery::Limits::default();
+    recovery::Limits {
+        max_attempts_per_step: file
+            .max_attempts_per_step
+            .unwrap_or(defaults.max_attempts_per_step)
+            .max(1),
+        max_revisions: file.max_revisions.unwrap_or(defaults.max_revisions),
+        max_recovery_calls: file
+            .max_recovery_calls
+            .unwrap_or(defaults.max_recovery_calls),
+        max_transient_retries: file
+            .max_transient_retries
+            .unwrap_or(defaults.max_transient_retries),
     }
+}
 
-    /// The recovery limits: config files, then defaults.
-    pub fn recovery_limits(&self) -> crate::engine::recovery::Limits {
-        let defaults = crate::engine::recovery::Limits::default();
-        let file = &self.file.recovery;
-        crate::engine::recovery::Limits {
-            max_attempts_per_step: file
-                .max_attempts_per_step
-                .unwrap_or(defaults.max_attempts_per_step)
-                .max(1),
-            max_revisions: file.max_revisions.unwrap_or(defaults.max_revisions),
-            max_recovery_calls: file
-                .max_recovery_calls
-                .unwrap_or(defaults.max_recovery_calls),
-            max_transient_retries: file
-                .max_transient_retries
-                .unwrap_or(defaults.max_transient_retries),
-        }
+/// How command steps are sandboxed: the kind the kernel enforces and the paths commands may
+/// write beneath besides their view and temporary directory (a flow leaves out those that hold
+/// its repository or workspace), or `None` when commands run without it.
+fn resolve_sandbox(flags: &LimitArgs, file: &FileSandbox) -> Result<Option<SandboxPlan>> {
+    if flags.no_sandbox || file.enabled == Some(false) {
+        return Ok(None);
     }
-
-    /// How command steps are sandboxed: the kind the kernel enforces and the paths commands
-    /// may write beneath besides their view and temporary directory (none that holds `repo` or
-    /// `workspace`), or `None` when commands run without it (`--no-sandbox`,
-    /// `[sandbox] enabled = false`, or a kernel without Landlock).
-    pub fn sandbox(
-        &self,
-        args: &LimitArgs,
-        repo: &Path,
-        workspace: &Path,
-    ) -> Result<Option<SandboxPlan>> {
-        if args.no_sandbox || self.file.sandbox.enabled == Some(false) {
-            return Ok(None);
-        }
-        let Some(kind) = crate::engine::sandbox::probe().map_err(|problem| {
-            Error::Usage(format!(
-                "{problem}; run with --no-sandbox to go on without it"
-            ))
-        })?
-        else {
-            return Ok(None);
-        };
-        let home = std::env::var_os("HOME").map(PathBuf::from);
-        let extra =
-            self.file
-                .sandbox
-                .writable
-                .iter()
-                .map(|p| match (p.strip_prefix("~/"), &home) {
-                    (Some(rest), Some(home)) => home.join(rest),
-                    _ => PathBuf::from(p),
-                });
-        let protected = [
-            canonical_or_absolute(repo),
-            canonical_or_absolute(workspace),
-        ];
-        let writable = crate::engine::sandbox::without_protected(
-            crate::engine::sandbox::default_writable()
-                .into_iter()
-                .chain(extra)
-                .collect(),
-            &protected,
-        );
-        Ok(Some(SandboxPlan { kind, writable }))
-    }
-
-    /// Steps run at the same time: the flag, then config files, then 4.
-    pub fn jobs(&self, args: &LimitArgs) -> usize {
-        args.jobs
-            .or(self.file.limits.jobs)
-            .unwrap_or(DEFAULT_JOBS)
-            .max(1)
-    }
-
-    /// The step limits: flags, then config files, then defaults.
-    pub fn limits(&self, args: &LimitArgs) -> Limits {
-        Limits {
-            timeout_seconds: args
-                .step_timeout
-                .or(self.file.limits.step_timeout_seconds)
-                .unwrap_or(DEFAULT_STEP_TIMEOUT_SECONDS),
-            max_output_bytes: args
-                .max_output_bytes
-                .or(self.file.limits.max_output_bytes)
-                .unwrap_or(DEFAULT_MAX_OUTPUT_BYTES),
-        }
-    }
+    let probed = sandbox::probe().map_err(|problem| {
+        Error::Usage(format!(
+            "{problem}; run with --no-sandbox to go on without it"
+        ))
+    })?;
+    let Some(kind) = probed else { return Ok(None) };
+    let home = std::env::var_os("HOME").map(PathBuf::from);
+    let extra = file
+        .writable
+        .iter()
+        .map(|p| match (p.strip_prefix("~/"), &home) {
+            (Some(rest), Some(home)) => home.join(rest),
+            _ => PathBuf::from(p),
+        });
+    let writable = sandbox::default_writable()
+        .into_iter()
+        .chain(extra)
+        .collect();
+    Ok(Some(SandboxPlan { kind, writable }))
 }
 
 /// The first non-empty environment variable of `names`.
@@ -402,7 +410,7 @@ fn resolve_llm(
     args: &GlobalArgs,
     file: &FileLlm,
     api_key: ApiKey,
-) -> Result<std::result::Result<LlmConfig, String>> {
+) -> Result<std::result::Result<LlmConfig, NoLlm>> {
     let base_url = args
         .base_url
         .clone()
@@ -448,14 +456,24 @@ fn resolve_llm(
             })
         }
         (None, None) => {
-            return Ok(Err("no LLM endpoint is configured: set OCFLOW_BASE_URL (or OPENAI_BASE_URL / LLM_BASE_URL) to an OpenAI-compatible URL such as http://localhost:8000/v1, or pass --base-url URL; the key comes from OCFLOW_API_KEY (or OPENAI_API_KEY / LLM_API_KEY) and the model from OCFLOW_MODEL (or LLM_MODEL) or --model".into()));
+            return Ok(Err(NoLlm(
+                "no LLM endpoint is configured: set OCFLOW_BASE_URL (or OPENAI_BASE_URL / \
+                 LLM_BASE_URL) to an OpenAI-compatible URL such as http://localhost:8000/v1, or \
+                 pass --base-url URL; the key comes from OCFLOW_API_KEY (or OPENAI_API_KEY / \
+                 LLM_API_KEY) and the model from OCFLOW_MODEL (or LLM_MODEL) or --model"
+                    .into(),
+            )));
         }
     };
     let (Some(planner), Some(operations)) = (
         settings(&file.planner, 4096),
         settings(&file.operations, 8192),
     ) else {
-        return Ok(Err("no model is configured: set OCFLOW_MODEL (or LLM_MODEL), pass --model NAME, or set model under [llm] in ocflow.toml".into()));
+        return Ok(Err(NoLlm(
+            "no model is configured: set OCFLOW_MODEL (or LLM_MODEL), pass --model NAME, or set \
+             model under [llm] in ocflow.toml"
+                .into(),
+        )));
     };
     Ok(Ok(LlmConfig {
         endpoint,
@@ -468,26 +486,4 @@ fn resolve_llm(
 
 fn absolute(path: &Path) -> Result<PathBuf> {
     std::path::absolute(path).io_context(|| format!("resolving {}", path.display()))
-}
-
-/// The canonical form of a path that may not exist yet: its longest existing ancestor made
-/// canonical, with the rest appended.
-pub fn canonical_or_absolute(path: &Path) -> PathBuf {
-    let mut rest = Vec::new();
-    let mut current = path;
-    loop {
-        if let Ok(canonical) = current.canonicalize() {
-            return rest
-                .iter()
-                .rev()
-                .fold(canonical, |acc: PathBuf, name| acc.join(name));
-        }
-        match (current.parent(), current.file_name()) {
-            (Some(parent), Some(name)) => {
-                rest.push(name.to_owned());
-                current = parent;
-            }
-            _ => return path.to_path_buf(),
-        }
-    }
 }

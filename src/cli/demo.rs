@@ -5,13 +5,16 @@
 use std::fs;
 
 use crate::cli::args::{LimitArgs, RunArgs};
-use crate::cli::commands::{self, EXIT_OK};
 use crate::cli::config::{Config, LlmConfig};
 use crate::error::{IoContext, Result};
-use crate::llm::client::ModelSettings;
-use crate::task::review;
-use crate::model::status::FlowStatus;
+use crate::flow::path_rules::PathRules;
+use crate::model::llm::ModelSettings;
+use crate::output::{print_stdout, say};
 use crate::task::workspace::{self, TaskDir};
+use crate::task::{review, state};
+
+/// The demo's task id.
+const TASK_ID: &str = "demo";
 
 /// The task the recording answers.
 pub const TASK: &str =
@@ -23,7 +26,10 @@ const SAMPLE: &[(&str, &str)] = &[
         "README.md",
         include_str!("../../examples/sample-repo/README.md"),
     ),
-    ("utils.py", include_str!("../../examples/sample-repo/utils.py")),
+    (
+        "utils.py",
+        include_str!("../../examples/sample-repo/utils.py"),
+    ),
     (
         "tests/__init__.py",
         include_str!("../../examples/sample-repo/tests/__init__.py"),
@@ -37,7 +43,9 @@ const SAMPLE: &[(&str, &str)] = &[
 /// The model's answers (`examples/demo/recording.jsonl`, made by `scripts/record-demo`).
 const RECORDING: &str = include_str!("../../examples/demo/recording.jsonl");
 
-pub async fn run(config: &Config) -> Result<u8> {
+/// The demo's configuration and run: a fresh sample repository and workspace in a temporary
+/// directory, answers from the recording.
+pub fn prepare(config: &Config) -> Result<(Config, RunArgs)> {
     let dir = tempfile::Builder::new()
         .prefix("ocflow-demo-")
         .tempdir()
@@ -58,11 +66,14 @@ pub async fn run(config: &Config) -> Result<u8> {
         temperature: Some(0.2),
         max_tokens: Some(4096),
     };
+    let repo = repo
+        .canonicalize()
+        .io_context(|| format!("resolving {}", repo.display()))?;
+    let workspace = dir.join("workspace");
     let demo = Config {
-        repo: repo
-            .canonicalize()
-            .io_context(|| format!("resolving {}", repo.display()))?,
-        workspace: dir.join("workspace"),
+        rules: PathRules::new(&repo, &workspace),
+        repo,
+        workspace,
         default_workspace: false,
         llm: Ok(LlmConfig {
             endpoint: None,
@@ -73,40 +84,37 @@ pub async fn run(config: &Config) -> Result<u8> {
         }),
         ..config.clone()
     };
-    crate::task::events::say(&format!(
+    say(&format!(
         "ocflow demo: sample repository in {}, recorded answers, no network",
-        repo.display()
+        demo.repo.display()
     ));
     let args = RunArgs {
         task: Some(TASK.into()),
         plan: None,
-        task_id: Some("demo".into()),
+        task_id: Some(TASK_ID.into()),
         apply: false,
-        limits: LimitArgs {
-            jobs: None,
-            step_timeout: None,
-            max_output_bytes: None,
-            allow_destructive: false,
-            no_recovery: false,
-            no_sandbox: false,
-        },
+        limits: LimitArgs::default(),
     };
-    let code = commands::run(&demo, args).await?;
-    let task = TaskDir::new(&demo.workspace, "demo");
-    if !demo.json {
-        let summary = fs::read_to_string(task.file(workspace::SUMMARY_FILE)).unwrap_or_default();
-        let status = FlowStatus::load(&task.file(workspace::STATUS_FILE))?;
-        let diff = review::unified_diff(&review::changes(
-            &task,
-            &status,
-            &commands::current_flow(&task, &status)?,
-        )?)?;
-        commands::print_stdout(&format!(
-            "\n{summary}\n## The diff\n\n{diff}\nEverything is in {}. Try `ocflow --repo {} --workspace {} status demo`.\n",
-            dir.display(),
-            demo.repo.display(),
-            demo.workspace.display()
-        ));
+    Ok((demo, args))
+}
+
+/// After the demo's run: the summary and the diff, and where everything is.
+pub fn show(demo: &Config) -> Result<()> {
+    if demo.json {
+        return Ok(());
     }
-    Ok(if code == EXIT_OK { EXIT_OK } else { code })
+    let task = TaskDir::new(&demo.workspace, TASK_ID);
+    let summary = fs::read_to_string(task.file(workspace::SUMMARY_FILE)).unwrap_or_default();
+    let status = state::load_status(&task)?;
+    let flow = state::load_flow(&task, status.revision)?;
+    let diff = review::unified_diff(&review::changes(&task, &status, &flow)?)?;
+    let dir = demo.workspace.parent().unwrap_or(&demo.workspace);
+    print_stdout(&format!(
+        "\n{summary}\n## The diff\n\n{diff}\nEverything is in {}. Try `ocflow --repo {} \
+         --workspace {} status {TASK_ID}`.\n",
+        dir.display(),
+        demo.repo.display(),
+        demo.workspace.display()
+    ));
+    Ok(())
 }

@@ -3,15 +3,17 @@
 //! look covers file systems that deliver none, and notices a flow whose ocflow has died.
 
 use std::io::IsTerminal;
-use std::path::Path;
 use std::sync::mpsc;
 use std::time::Duration;
 
 use notify::{EventKind, RecursiveMode, Watcher};
 
-use crate::cli::commands::{EXIT_FLOW_FAILED, EXIT_INTERRUPTED, EXIT_OK, print_stdout};
+use crate::cli::status_table;
 use crate::error::Result;
-use crate::model::status::{FlowState, FlowStatus};
+use crate::exit::ExitCode;
+use crate::model::status::FlowState;
+use crate::output::{print_stdout, say};
+use crate::task::state;
 use crate::task::workspace::{STATUS_FILE, TaskDir};
 
 /// Longest wait between two looks when no notification comes.
@@ -19,8 +21,8 @@ const POLL: Duration = Duration::from_secs(2);
 
 /// Follows until the flow stops; the exit code is the flow's (0 succeeded, 1 failed,
 /// 130 interrupted).
-pub fn follow(path: &Path, json: bool) -> Result<u8> {
-    let dir = path.parent().unwrap_or(Path::new("."));
+pub fn follow(task: &TaskDir, json: bool) -> Result<ExitCode> {
+    let dir = task.root.clone();
     let (sender, changes) = mpsc::channel();
     // Only the status being replaced matters: reading it ourselves must not wake us.
     let watcher = notify::recommended_watcher(move |event: notify::Result<notify::Event>| {
@@ -37,15 +39,15 @@ pub fn follow(path: &Path, json: bool) -> Result<u8> {
     // Without notifications (an inotify limit, say) it still works, by looking every POLL.
     let _watcher = watcher
         .ok()
-        .and_then(|mut w| w.watch(dir, RecursiveMode::NonRecursive).ok().map(|()| w));
+        .and_then(|mut w| w.watch(&dir, RecursiveMode::NonRecursive).ok().map(|()| w));
     let clear = !json && std::io::stdout().is_terminal();
     let mut last = String::new();
     loop {
-        let status = FlowStatus::load(path)?;
+        let status = state::load_status(task)?;
         let text = if json {
             serde_json::to_string(&status).unwrap_or_default() + "\n"
         } else {
-            status.render_table()
+            status_table::render(&status)
         };
         if text != last {
             print_stdout(&if clear {
@@ -58,9 +60,9 @@ pub fn follow(path: &Path, json: bool) -> Result<u8> {
             last = text;
         }
         match status.state {
-            FlowState::Succeeded => return Ok(EXIT_OK),
-            FlowState::Failed => return Ok(EXIT_FLOW_FAILED),
-            FlowState::Interrupted => return Ok(EXIT_INTERRUPTED),
+            FlowState::Succeeded => return Ok(ExitCode::Success),
+            FlowState::Failed => return Ok(ExitCode::Failure),
+            FlowState::Interrupted => return Ok(ExitCode::Interrupted),
             FlowState::Running => {}
         }
         if changes.recv_timeout(POLL).is_ok() {
@@ -68,14 +70,12 @@ pub fn follow(path: &Path, json: bool) -> Result<u8> {
             continue;
         }
         // Quiet for a while and "running": is anybody holding the task's lock?
-        if let Some(task) = TaskDir::at(dir.to_path_buf())
-            && task.lock().is_ok()
-        {
-            crate::task::events::say(&format!(
+        if task.lock().is_ok() {
+            say(&format!(
                 "ocflow: task {} is not running (its ocflow stopped); continue it with `ocflow resume {0}`",
                 task.task_id
             ));
-            return Ok(EXIT_FLOW_FAILED);
+            return Ok(ExitCode::Failure);
         }
     }
 }

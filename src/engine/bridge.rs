@@ -13,7 +13,8 @@ use serde::Deserialize;
 use serde_json::{Value, json};
 
 use crate::error::{Error, Result};
-use crate::llm::client::{ChatRequest, Llm, Message, ModelSettings};
+use crate::llm::client::Llm;
+use crate::model::llm::{ChatRequest, Message, ModelSettings};
 
 /// The LLM as the library reaches it: `llm_config["complete"]` calls back into this process,
 /// so retries, token accounting, recording and the key stay in one place.

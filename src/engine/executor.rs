@@ -10,21 +10,29 @@ use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::Instant;
 
-use serde_json::{Map, Value, json};
+use serde_json::{Map, Value};
 use tokio::sync::Notify;
 use tokio::task::JoinSet;
 
 use crate::engine::bridge::{Bridge, CallOutcome, HostLlm};
-use crate::error::{Error, IoContext, Result};
-use crate::task::events::{Event, Events};
-use crate::model::flow::{self, Flow, Step};
-use crate::engine::instructions::{self, DoneStep, Limits, StepSpec};
-use crate::llm::client::Usage;
-use crate::flow::operations::{self, Access, ParamMeaning};
+use crate::engine::instructions::{self, DoneStep};
 use crate::engine::recovery;
+use crate::engine::sandbox::SandboxPlan;
+use crate::error::{Error, IoContext, Result};
+use crate::flow::operations::{self, Access, ParamMeaning};
+use crate::flow::path_rules::PathRules;
+use crate::flow::policy::CommandPolicy;
+use crate::llm::client::Llm;
+use crate::model::event::Event;
+use crate::model::flow::{self, Flow, RefError, Step};
+use crate::model::llm::{ModelSettings, Usage};
 use crate::model::repo_path::RepoPath;
-use crate::task::staging::{self, Overlay, View};
 use crate::model::status::{self, FlowState, FlowStatus, StepError, StepState};
+use crate::model::step_result::{CallStatus, StepResult};
+use crate::model::step_spec::{Limits, StepSpec};
+use crate::task::events::Events;
+use crate::task::staging::{self, Overlay, View};
+use crate::task::state;
 use crate::task::workspace::{self, TaskDir};
 
 mod recovering;
@@ -91,13 +99,13 @@ pub struct Settings {
     pub host_llm: Option<Arc<HostLlm>>,
     /// The LLM and model that write the final summary; without it the summary is built from
     /// the journal.
-    pub summary_llm: Option<(Arc<crate::llm::client::Llm>, crate::llm::client::ModelSettings)>,
+    pub summary_llm: Option<(Arc<Llm>, ModelSettings)>,
     /// Bounds of automatic retries and of recovery.
     pub recovery_limits: recovery::Limits,
     /// Steps run at the same time at most (`--jobs`).
     pub jobs: usize,
     /// How command steps are sandboxed; `None`: not at all.
-    pub sandbox: Option<crate::cli::config::SandboxPlan>,
+    pub sandbox: Option<SandboxPlan>,
     /// What recovery needs; `None`: a failed step (after transient retries) fails the flow.
     pub recovery: Option<RecoverySettings>,
     pub limits: Limits,
@@ -107,11 +115,12 @@ pub struct Settings {
 
 /// The LLM side of recovery.
 pub struct RecoverySettings {
-    pub llm: Arc<crate::llm::client::Llm>,
-    pub model: crate::llm::client::ModelSettings,
+    pub llm: Arc<Llm>,
+    pub model: ModelSettings,
     /// The path rules new steps are validated with.
-    pub rules: crate::flow::validate::PathRules,
-    pub allow_destructive: bool,
+    pub rules: PathRules,
+    /// What the commands of new steps may do.
+    pub policy: CommandPolicy,
 }
 
 /// What the loop does after a failed step.
@@ -138,6 +147,8 @@ pub struct Executor {
     free_views: Vec<usize>,
     /// The view each command step last ran in.
     view_of_step: HashMap<String, usize>,
+    /// The results of steps that just failed, for the decision that follows (read once).
+    failed_results: HashMap<String, StepResult>,
 }
 
 /// A step made ready to run.
@@ -178,6 +189,7 @@ impl Executor {
             views: Vec::new(),
             free_views: Vec::new(),
             view_of_step: HashMap::new(),
+            failed_results: HashMap::new(),
         }
     }
 
@@ -213,10 +225,7 @@ impl Executor {
                             &step,
                             attempt,
                             Instant::now(),
-                            "engine",
-                            None,
-                            format!("{err}"),
-                            None,
+                            StepError::new("engine", format!("{err}")),
                         )?;
                         failures.push(step);
                         continue;
@@ -355,15 +364,8 @@ impl Executor {
         let entry = self
             .status
             .step_mut(&step.id)
-            .ok_or_else(|| missing_step(&step.id))?;
-        entry.status = StepState::Running;
-        entry.attempts += 1;
-        entry.started_at = Some(status::now());
-        entry.finished_at = None;
-        entry.duration_ms = None;
-        entry.error = None;
-        entry.message = None;
-        let attempt = entry.attempts;
+            .ok_or_else(|| missing_step(&self.task, &step.id))?;
+        let attempt = entry.start(status::now())?;
         self.save()?;
         self.events.emit(Event::StepStarted {
             step: step.id.clone(),
@@ -385,8 +387,12 @@ impl Executor {
     }
 
     fn prepare_in(&mut self, step: &Step, view: &mut Option<usize>) -> Result<Prepared> {
-        let spec = operations::find(&step.operation)
-            .ok_or_else(|| Error::Usage(format!("unknown operation {}", step.operation)))?;
+        let spec = operations::find(&step.operation).ok_or_else(|| {
+            Error::internal(format!(
+                "step {} has the unknown operation {}",
+                step.id, step.operation
+            ))
+        })?;
         let dir = self.task.step_dir(&step.id);
         let input_dir = dir.join(workspace::INPUT_DIR);
         let output_dir = dir.join(workspace::OUTPUT_DIR);
@@ -463,35 +469,13 @@ impl Executor {
                 Value::String(crate::engine::orphans::marker_value(&self.task)),
             );
             if let Some(plan) = &self.settings.sandbox {
-                let writable: Vec<PathBuf> = std::iter::once(temp)
-                    .chain(plan.writable.iter().cloned())
-                    .collect();
-                sandbox = Some(instructions::Sandbox::launcher(
-                    &self.task.view(index),
-                    &writable,
-                    &plan.kind,
-                )?);
+                sandbox = Some(plan.launcher(&self.task.view(index), &[temp])?);
             }
         }
 
-        let mut steps = Map::new();
-        for param in spec
-            .params
-            .iter()
-            .filter(|p| p.meaning == ParamMeaning::StepRef)
-        {
-            if let Some(source) = step.params.get(param.name).and_then(Value::as_str) {
-                steps.insert(
-                    source.to_string(),
-                    json!({
-                        "result": format!("../{source}/{}", workspace::RESULT_FILE),
-                        "output_dir": format!("../{source}/{}", workspace::OUTPUT_DIR),
-                    }),
-                );
-            }
-        }
+        let steps = instructions::earlier_steps(&self.flow, step, spec);
         let spec_block = StepSpec {
-            version: instructions::INSTRUCTIONS_VERSION,
+            version: crate::model::step_spec::INSTRUCTIONS_VERSION,
             task_id: self.task.task_id.clone(),
             task: self.flow.task.clone(),
             step_id: step.id.clone(),
@@ -563,34 +547,26 @@ impl Executor {
     }
 
     /// The text of a referenced result field.
-    fn reference_value(&self, reference: &flow::OutputRef) -> Result<String, String> {
-        let path = self
-            .task
-            .step_dir(&reference.step)
-            .join(workspace::RESULT_FILE);
-        let result: Value = fs::read(&path)
+    fn reference_value(&self, reference: &flow::OutputRef) -> Result<String, RefError> {
+        let result = state::load_result(&self.task, &reference.step)
             .ok()
-            .and_then(|bytes| serde_json::from_slice(&bytes).ok())
+            .flatten()
             .ok_or_else(|| {
-                format!(
+                RefError(format!(
                     "{} cannot be resolved: step {} has no result",
                     reference.text, reference.step
-                )
+                ))
             })?;
-        let mut field = &result;
-        for part in &reference.fields {
-            field = match field {
-                Value::Object(map) => map.get(part),
-                Value::Array(items) => part.parse::<usize>().ok().and_then(|i| items.get(i)),
-                _ => None,
-            }
-            .ok_or_else(|| {
-                format!(
-                    "{} cannot be resolved: the result of step {} has no field `{part}`",
-                    reference.text, reference.step
-                )
-            })?;
-        }
+        let field = result.lookup(&reference.fields).ok_or_else(|| {
+            // The first field on the path that is not there.
+            let missing = (1..=reference.fields.len())
+                .find(|len| result.lookup(&reference.fields[..*len]).is_none())
+                .map_or("?", |len| reference.fields[len - 1].as_str());
+            RefError(format!(
+                "{} cannot be resolved: the result of step {} has no field `{missing}`",
+                reference.text, reference.step
+            ))
+        })?;
         Ok(match field {
             Value::String(text) => text.clone(),
             other => other.to_string(),
@@ -607,6 +583,8 @@ impl Executor {
         outcome: CallOutcome,
         view: Option<usize>,
     ) -> Result<bool> {
+        // A result kept from an earlier failed attempt no longer speaks for the step.
+        self.failed_results.remove(&step.id);
         let dir = self.task.step_dir(&step.id);
         let output_dir = dir.join(workspace::OUTPUT_DIR);
         let access = operations::find(&step.operation).map_or(Access::Files, |op| op.access);
@@ -625,7 +603,7 @@ impl Executor {
             )?),
             _ => None,
         };
-        let mut result = match outcome {
+        let value = match outcome {
             CallOutcome::Returned { result } => result,
             CallOutcome::Exception {
                 r#type,
@@ -635,74 +613,69 @@ impl Executor {
                 let file = dir.join(workspace::TRACEBACK_FILE);
                 fs::write(&file, &traceback)
                     .io_context(|| format!("writing {}", file.display()))?;
-                let text = format!("{type}: {message}", type = r#type);
+                let error = StepError {
+                    kind: "exception".into(),
+                    message: format!("{type}: {message}", type = r#type),
+                    exception_type: Some(r#type),
+                    traceback_file: Some(workspace::TRACEBACK_FILE.into()),
+                };
                 return self
-                    .finish_failed(
-                        step,
-                        attempt,
-                        started,
-                        "exception",
-                        Some(r#type),
-                        text,
-                        Some(workspace::TRACEBACK_FILE.into()),
-                    )
+                    .finish_failed(step, attempt, started, error)
                     .map(|()| false);
             }
             CallOutcome::Garbage { message } => {
+                let error = StepError::new("bridge", message);
                 return self
-                    .finish_failed(step, attempt, started, "bridge", None, message, None)
+                    .finish_failed(step, attempt, started, error)
                     .map(|()| false);
             }
         };
-        let message = result
-            .get("message")
-            .and_then(Value::as_str)
-            .unwrap_or("")
-            .to_string();
-        let succeeded = match result.get("status").and_then(Value::as_str) {
-            Some("success") => true,
-            Some("failure") => false,
-            other => {
-                let text = format!(
-                    "the library returned status {other:?}; expected \"success\" or \"failure\""
-                );
+        let status = value.get("status").and_then(Value::as_str);
+        if !matches!(status, Some("success" | "failure")) {
+            let text = format!(
+                "the library returned status {status:?}; expected \"success\" or \"failure\""
+            );
+            return self
+                .finish_failed(step, attempt, started, StepError::new("bridge", text))
+                .map(|()| false);
+        }
+        let mut result: StepResult = match serde_json::from_value(value) {
+            Ok(result) => result,
+            Err(err) => {
+                let text = format!("the library returned a result ocflow cannot read: {err}");
                 return self
-                    .finish_failed(step, attempt, started, "bridge", None, text, None)
+                    .finish_failed(step, attempt, started, StepError::new("bridge", text))
                     .map(|()| false);
             }
         };
-        let mut ignored_files = Vec::new();
         let (output_files, deleted_files) = match captured {
             Some(captured) => {
-                ignored_files = captured.ignored;
+                // Symlinks and special files a command made are never carried out of the view.
+                result.ignored_files = captured.ignored;
                 (captured.output_files, captured.deleted_files)
             }
             None => match self.file_step_outputs(step, &result) {
                 Ok(files) => files,
                 Err(text) => {
                     return self
-                        .finish_failed(step, attempt, started, "engine", None, text, None)
+                        .finish_failed(step, attempt, started, StepError::new("engine", text))
                         .map(|()| false);
                 }
             },
         };
-        if let Value::Object(map) = &mut result {
-            map.insert("output_files".into(), json!(output_files));
-            map.insert("deleted_files".into(), json!(deleted_files));
-            if !ignored_files.is_empty() {
-                // Symlinks and special files a command made are never carried out of the view.
-                map.insert("ignored_files".into(), json!(ignored_files));
-            }
-        }
-        workspace::write_json_atomic(&dir.join(workspace::RESULT_FILE), &result)?;
-        if !succeeded {
+        result.output_files = output_files.clone();
+        result.deleted_files = deleted_files.clone();
+        state::save_result(&self.task, &step.id, &result)?;
+        let message = result.message.clone();
+        if result.status == CallStatus::Failure {
             let text = if message.is_empty() {
                 "the step failed without a message".to_string()
             } else {
                 message
             };
+            self.failed_results.insert(step.id.clone(), result);
             return self
-                .finish_failed(step, attempt, started, "failure", None, text, None)
+                .finish_failed(step, attempt, started, StepError::new("failure", text))
                 .map(|()| false);
         }
         workspace::sync_files(&output_dir, &output_files)?;
@@ -710,14 +683,15 @@ impl Executor {
         let entry = self
             .status
             .step_mut(&step.id)
-            .ok_or_else(|| missing_step(&step.id))?;
-        entry.status = StepState::Succeeded;
-        entry.finished_at = Some(status::now());
-        entry.duration_ms = Some(duration_ms);
-        entry.sequence = Some(sequence);
-        entry.output_files = output_files.clone();
-        entry.deleted_files = deleted_files.clone();
-        entry.message = Some(message.clone());
+            .ok_or_else(|| missing_step(&self.task, &step.id))?;
+        let outputs = (output_files.clone(), deleted_files.clone());
+        entry.succeed(
+            status::now(),
+            duration_ms,
+            sequence,
+            outputs,
+            message.clone(),
+        )?;
         self.save()?;
         staging::publish(&self.task, &step.id, &output_files, &deleted_files)?;
         self.events.emit(Event::StepFinished {
@@ -738,10 +712,10 @@ impl Executor {
     fn file_step_outputs(
         &self,
         step: &Step,
-        result: &Value,
+        result: &StepResult,
     ) -> Result<(Vec<String>, Vec<String>), String> {
         let output_dir = self.task.step_dir(&step.id).join(workspace::OUTPUT_DIR);
-        let outputs = staging::list_outputs(&output_dir)?;
+        let outputs = staging::list_outputs(&output_dir).map_err(|problem| problem.to_string())?;
         let named: BTreeSet<RepoPath> = instructions::staged_paths(step).into_iter().collect();
         // A file step writes only the files it names, all checked by validation.
         if let Some(stray) = outputs.iter().find(|path| !named.contains(*path)) {
@@ -750,20 +724,12 @@ impl Executor {
             ));
         }
         let mut deleted = Vec::new();
-        for item in result
-            .get("deleted_files")
-            .and_then(Value::as_array)
-            .into_iter()
-            .flatten()
-        {
-            let path = item
-                .as_str()
-                .and_then(|raw| RepoPath::parse(raw).ok())
-                .ok_or_else(|| {
-                    format!(
-                        "the library reported deleting {item}, which is not a valid repository path"
-                    )
-                })?;
+        for raw in &result.deleted_files {
+            let path = RepoPath::parse(raw).map_err(|_| {
+                format!(
+                    "the library reported deleting {raw:?}, which is not a valid repository path"
+                )
+            })?;
             if !named.contains(&path) {
                 return Err(format!(
                     "the library reported deleting {path}, which the step does not name"
@@ -777,34 +743,20 @@ impl Executor {
         ))
     }
 
-    #[allow(clippy::too_many_arguments)]
     fn finish_failed(
         &mut self,
         step: &Step,
         attempt: u32,
         started: Instant,
-        kind: &str,
-        exception_type: Option<String>,
-        message: String,
-        traceback_file: Option<String>,
+        error: StepError,
     ) -> Result<()> {
         let duration_ms = started.elapsed().as_millis() as u64;
+        let message = error.message.clone();
         let entry = self
             .status
             .step_mut(&step.id)
-            .ok_or_else(|| missing_step(&step.id))?;
-        entry.status = StepState::Failed;
-        entry.finished_at = Some(status::now());
-        entry.duration_ms = Some(duration_ms);
-        entry.output_files.clear();
-        entry.deleted_files.clear();
-        entry.message = Some(message.clone());
-        entry.error = Some(StepError {
-            kind: kind.to_string(),
-            exception_type,
-            message: message.clone(),
-            traceback_file,
-        });
+            .ok_or_else(|| missing_step(&self.task, &step.id))?;
+        entry.fail(status::now(), duration_ms, error)?;
         self.save()?;
         self.events.emit(Event::StepFinished {
             step: step.id.clone(),
@@ -848,8 +800,7 @@ impl Executor {
     fn interrupted(&mut self, running: &[String]) -> Result<FlowOutcome> {
         for id in running {
             if let Some(entry) = self.status.step_mut(id) {
-                entry.status = StepState::Pending;
-                entry.message = Some("interrupted while running; it runs again on resume".into());
+                entry.requeue(Some("interrupted while running; it runs again on resume"))?;
             }
         }
         self.status.state = FlowState::Interrupted;
@@ -874,13 +825,15 @@ impl Executor {
             .iter_mut()
             .filter(|s| s.status == StepState::Running)
         {
-            step.status = StepState::Pending;
-            step.message = Some("stopped when ocflow failed; it runs again on resume".into());
+            // Running may always become pending; nothing to report on the way out.
+            let _ = step.requeue(Some("stopped when ocflow failed; it runs again on resume"));
         }
         self.status.message = Some(format!("ocflow stopped: {error}"));
         self.status.state = FlowState::Failed;
         let _ = self.save();
-        if let Ok(summary) = crate::engine::summary::from_journal(&self.task, &self.status, &self.flow) {
+        if let Ok(summary) =
+            crate::engine::summary::from_journal(&self.task, &self.status, &self.flow)
+        {
             let _ = workspace::write_atomic(
                 &self.task.file(workspace::SUMMARY_FILE),
                 summary.as_bytes(),
@@ -912,11 +865,17 @@ impl Executor {
         let mut summary = None;
         if let Some((llm, settings)) = &self.settings.summary_llm {
             let before = llm.usage_for("summary");
-            match crate::engine::summary::with_llm(&self.task, &self.status, &self.flow, llm, settings)
-                .await
+            match crate::engine::summary::with_llm(
+                &self.task,
+                &self.status,
+                &self.flow,
+                llm,
+                settings,
+            )
+            .await
             {
                 Ok(text) => summary = Some(text),
-                Err(reason) => crate::task::events::say(&format!(
+                Err(reason) => crate::output::say(&format!(
                     "ocflow: the LLM summary failed ({reason}); writing the summary from the journal"
                 )),
             }
@@ -948,14 +907,18 @@ impl Executor {
     }
 
     fn save(&mut self) -> Result<()> {
-        self.status.save(&self.task.file(workspace::STATUS_FILE))
+        state::save_status(&self.task, &mut self.status)
     }
 }
 
-fn missing_step(id: &str) -> Error {
-    Error::Usage(format!(
-        "step {id} is in the flow but not in flow_status.json; the task directory was edited by hand"
-    ))
+/// A step of the flow has no entry in the status: the task directory was edited by hand.
+fn missing_step(task: &TaskDir, id: &str) -> Error {
+    Error::BadStateFile {
+        path: task.file(workspace::STATUS_FILE),
+        problem: format!(
+            "step {id} is in the flow but not in the status; the task directory was edited by hand"
+        ),
+    }
 }
 
 fn append(path: &std::path::Path, bytes: &[u8]) -> Result<()> {

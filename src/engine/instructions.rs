@@ -3,90 +3,16 @@
 //! Markdown comes from the template in `prompts/`; the library reads the fenced
 //! `json ocflow-step` block. It never contains the API key.
 
-use serde::Serialize;
 use serde_json::{Map, Value};
 
-use crate::model::flow::Step;
-use crate::flow::operations::{self, Access};
+use crate::flow::operations::{self, Access, OperationSpec, ParamMeaning, Reads};
+use crate::model::flow::{Flow, Step};
 use crate::model::repo_path::RepoPath;
+use crate::model::step_spec::{EarlierStep, StepSpec};
+use crate::task::workspace;
 
 /// The template, from `prompts/step_instructions.md`.
 const TEMPLATE: &str = include_str!("../../prompts/step_instructions.md");
-
-/// The instructions file format version.
-pub const INSTRUCTIONS_VERSION: u32 = 1;
-
-/// The machine-readable part of the instructions, for the library.
-#[derive(Debug, Clone, Serialize)]
-pub struct StepSpec {
-    /// Format version; see `INSTRUCTIONS_VERSION`.
-    pub version: u32,
-    pub task_id: String,
-    pub task: String,
-    pub step_id: String,
-    pub operation: String,
-    pub role: Option<String>,
-    /// Parameters with `@{outputs…}` references already resolved.
-    pub params: Map<String, Value>,
-    /// Relative to the instructions file's directory.
-    pub input_dir: String,
-    pub output_dir: String,
-    /// The full repository view, for operations that need one; else `None`.
-    pub work_dir: Option<String>,
-    /// Repository-relative files staged under `input_dir`.
-    pub input_files: Vec<String>,
-    /// Earlier steps this one may read (`content_from_step`): their result and output dir.
-    pub steps: Map<String, Value>,
-    pub limits: Limits,
-    /// Environment for commands: the values of references in `command` (`OCFLOW_REF_n`).
-    #[serde(skip_serializing_if = "Map::is_empty")]
-    pub env: Map<String, Value>,
-    /// How commands are started, when they run in the sandbox.
-    #[serde(skip_serializing_if = "Option::is_none")]
-    pub sandbox: Option<Sandbox>,
-}
-
-/// The sandbox launcher the library puts before every command.
-#[derive(Debug, Clone, Serialize)]
-pub struct Sandbox {
-    /// `ocflow sandbox-exec --write VIEW --write … --`
-    pub launcher: Vec<String>,
-    /// What the kernel enforces (`landlock`, `landlock-partial`), reported in results.
-    pub kind: String,
-}
-
-impl Sandbox {
-    /// The launcher for commands running in `view`: writable are the view and `writable`.
-    pub fn launcher(
-        view: &std::path::Path,
-        writable: &[std::path::PathBuf],
-        kind: &str,
-    ) -> crate::error::Result<Sandbox> {
-        use crate::error::IoContext;
-        let exe = std::env::current_exe()
-            .io_context(|| "finding the ocflow executable for the sandbox".into())?;
-        let view = view
-            .canonicalize()
-            .io_context(|| format!("resolving {}", view.display()))?;
-        let mut launcher = vec![exe.to_string_lossy().into_owned(), "sandbox-exec".into()];
-        for path in std::iter::once(&view).chain(writable) {
-            launcher.push("--write".into());
-            launcher.push(path.to_string_lossy().into_owned());
-        }
-        launcher.push("--".into());
-        Ok(Sandbox {
-            launcher,
-            kind: kind.to_string(),
-        })
-    }
-}
-
-/// Limits the library enforces inside the step.
-#[derive(Debug, Clone, Serialize)]
-pub struct Limits {
-    pub timeout_seconds: u64,
-    pub max_output_bytes: u64,
-}
 
 /// One earlier step as the context section lists it.
 pub struct DoneStep<'a> {
@@ -251,5 +177,39 @@ pub fn staged_paths(step: &Step) -> Vec<RepoPath> {
         .filter(|p| p.meaning == operations::ParamMeaning::FilePath)
         .filter_map(|p| step.params.get(p.name).and_then(Value::as_str))
         .filter_map(|raw| RepoPath::parse(raw).ok())
+        .collect()
+}
+
+/// The earlier steps whose results a step is given (`steps` in its instructions), in flow
+/// order: those its step-reference parameters name, or for an operation that reads them all
+/// when it names none (`generate_summary`), every step it depends on (docs/step-contract.md).
+pub fn earlier_steps(flow: &Flow, step: &Step, spec: &OperationSpec) -> Map<String, Value> {
+    let named: Vec<&str> = spec
+        .params
+        .iter()
+        .filter(|p| p.meaning == ParamMeaning::StepRef)
+        .filter_map(|p| step.params.get(p.name).and_then(Value::as_str))
+        .collect();
+    let ids: Vec<&str> = if named.is_empty() && spec.reads == Reads::NamedOrAncestors {
+        let ancestors = flow.ancestors(&step.id);
+        flow.steps
+            .iter()
+            .map(|s| s.id.as_str())
+            .filter(|id| ancestors.contains(*id))
+            .collect()
+    } else {
+        named
+    };
+    ids.into_iter()
+        .map(|id| {
+            let earlier = EarlierStep {
+                result: format!("../{id}/{}", workspace::RESULT_FILE),
+                output_dir: format!("../{id}/{}", workspace::OUTPUT_DIR),
+            };
+            (
+                id.to_string(),
+                serde_json::to_value(earlier).unwrap_or(Value::Null),
+            )
+        })
         .collect()
 }

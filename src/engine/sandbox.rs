@@ -10,10 +10,64 @@ use std::ffi::OsString;
 use std::os::unix::process::CommandExt;
 use std::path::{Path, PathBuf};
 
+use crate::exit::ExitCode;
+use crate::model::step_spec::Sandbox as StepSandbox;
+
 use landlock::{
     ABI, Access, AccessFs, Ruleset, RulesetAttr, RulesetCreatedAttr, RulesetStatus, Scope,
     path_beneath_rules,
 };
+
+/// How command steps are confined.
+#[derive(Debug, Clone)]
+pub struct SandboxPlan {
+    /// What the kernel enforces: `landlock` or `landlock-partial`.
+    pub kind: String,
+    /// Paths commands may write beneath besides their view and temporary directory.
+    pub writable: Vec<PathBuf>,
+}
+
+impl SandboxPlan {
+    /// The plan for one flow: without any writable path that would open `protected` (its
+    /// repository and workspace, canonical). Landlock grants whole trees, so `/tmp` is left out
+    /// when the repository lives in `/tmp`.
+    pub fn protecting(&self, protected: &[PathBuf]) -> SandboxPlan {
+        let writable = self
+            .writable
+            .iter()
+            .filter(|path| {
+                let real = path.canonicalize().unwrap_or_else(|_| path.to_path_buf());
+                !protected.iter().any(|p| p.starts_with(&real))
+            })
+            .cloned()
+            .collect();
+        SandboxPlan {
+            kind: self.kind.clone(),
+            writable,
+        }
+    }
+
+    /// The launcher for commands running in `view`: writable are the view, `extra` (the
+    /// step's temporary directory) and the plan's paths.
+    pub fn launcher(&self, view: &Path, extra: &[PathBuf]) -> crate::error::Result<StepSandbox> {
+        use crate::error::IoContext;
+        let exe = std::env::current_exe()
+            .io_context(|| "finding the ocflow executable for the sandbox".into())?;
+        let view = view
+            .canonicalize()
+            .io_context(|| format!("resolving {}", view.display()))?;
+        let mut launcher = vec![exe.to_string_lossy().into_owned(), "sandbox-exec".into()];
+        for path in std::iter::once(&view).chain(extra).chain(&self.writable) {
+            launcher.push("--write".into());
+            launcher.push(path.to_string_lossy().into_owned());
+        }
+        launcher.push("--".into());
+        Ok(StepSandbox {
+            launcher,
+            kind: self.kind.clone(),
+        })
+    }
+}
 
 /// The Landlock ABI ocflow asks for (file system rights and scopes); older kernels enforce
 /// what they can, and the result says `landlock-partial`.
@@ -91,30 +145,30 @@ fn restrict(writable: &[PathBuf]) -> Result<&'static str, String> {
 
 /// `ocflow sandbox-exec`: restrict, then exec. Only returns on failure (exit code 126, as a
 /// shell does for a command it cannot run).
-pub fn exec(writable: &[PathBuf], probe: bool, command: &[OsString]) -> u8 {
+pub fn exec(writable: &[PathBuf], probe: bool, command: &[OsString]) -> ExitCode {
     let kind = match restrict(writable) {
         Ok(kind) => kind,
         Err(err) => {
-            crate::task::events::say(&format!(
+            crate::output::say(&format!(
                 "ocflow sandbox-exec: cannot set up the sandbox: {err}"
             ));
-            return 126;
+            return ExitCode::CannotRun;
         }
     };
     if probe {
-        crate::cli::commands::print_stdout(&format!("{kind}\n"));
-        return 0;
+        crate::output::print_stdout(&format!("{kind}\n"));
+        return ExitCode::Success;
     }
     let Some((program, args)) = command.split_first() else {
-        crate::task::events::say("ocflow sandbox-exec: give the command after `--`");
-        return 126;
+        crate::output::say("ocflow sandbox-exec: give the command after `--`");
+        return ExitCode::CannotRun;
     };
     let error = std::process::Command::new(program).args(args).exec();
-    crate::task::events::say(&format!(
+    crate::output::say(&format!(
         "ocflow sandbox-exec: cannot run {}: {error}",
         program.to_string_lossy()
     ));
-    126
+    ExitCode::CannotRun
 }
 
 /// What the kernel enforces here (`landlock`, `landlock-partial`), or `None` when it has no
@@ -136,16 +190,4 @@ pub fn probe() -> Result<Option<String>, String> {
             String::from_utf8_lossy(&output.stderr).trim()
         )),
     }
-}
-
-/// The writable paths without any that would open the repository or the workspace: Landlock
-/// grants whole trees, so `/tmp` is left out when the repository lives in `/tmp`.
-pub fn without_protected(writable: Vec<PathBuf>, protected: &[PathBuf]) -> Vec<PathBuf> {
-    writable
-        .into_iter()
-        .filter(|path| {
-            let real = path.canonicalize().unwrap_or_else(|_| path.clone());
-            !protected.iter().any(|p| p.starts_with(&real))
-        })
-        .collect()
 }

@@ -4,11 +4,12 @@
 use std::fmt::Write;
 
 use crate::error::Result;
-use crate::task::events::Event;
-use crate::task::journal;
-use crate::llm::client::{ChatRequest, Llm, Message, ModelSettings};
-use crate::task::review::{self, ChangeKind};
+use crate::llm::client::Llm;
+use crate::model::event::Event;
+use crate::model::llm::{ChatRequest, Message, ModelSettings};
 use crate::model::status::{FlowState, FlowStatus, StepState};
+use crate::task::journal;
+use crate::task::review::{self, ChangeKind};
 use crate::task::workspace::{self, TaskDir};
 
 /// Builds `summary.md` from the journal and the final status.

@@ -3,4 +3,6 @@
 //! model; nothing here writes.
 
 pub mod operations;
+pub mod path_rules;
+pub mod policy;
 pub mod validate;

@@ -80,6 +80,18 @@ pub struct OperationSpec {
     pub needs_llm: bool,
     /// The path parameters whose files the operation writes or deletes.
     pub writes: &'static [&'static str],
+    /// Which earlier steps' results the operation is given (the instructions' `steps`).
+    pub reads: Reads,
+}
+
+/// Which earlier results an operation receives (docs/step-contract.md).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Reads {
+    /// Only the steps its step-reference parameters name (`content_from_step`).
+    Named,
+    /// The steps its step-reference parameters name or, when it names none, every step it
+    /// depends on, directly or not (`generate_summary` summarises them all).
+    NamedOrAncestors,
 }
 
 impl OperationSpec {
@@ -157,6 +169,7 @@ pub const OPERATIONS: &[OperationSpec] = &[
         exactly_one_of: &[],
         access: Access::Files,
         needs_llm: false,
+        reads: Reads::Named,
         writes: &[],
     },
     OperationSpec {
@@ -184,6 +197,7 @@ pub const OPERATIONS: &[OperationSpec] = &[
         exactly_one_of: &["content", "content_from_step", "instructions"],
         access: Access::Files,
         needs_llm: false,
+        reads: Reads::Named,
         writes: &["file_path"],
     },
     OperationSpec {
@@ -194,6 +208,7 @@ pub const OPERATIONS: &[OperationSpec] = &[
         exactly_one_of: &[],
         access: Access::Files,
         needs_llm: true,
+        reads: Reads::Named,
         writes: &["file_path"],
     },
     OperationSpec {
@@ -204,6 +219,7 @@ pub const OPERATIONS: &[OperationSpec] = &[
         exactly_one_of: &[],
         access: Access::Files,
         needs_llm: true,
+        reads: Reads::Named,
         writes: &["file_path"],
     },
     OperationSpec {
@@ -224,6 +240,7 @@ pub const OPERATIONS: &[OperationSpec] = &[
         exactly_one_of: &[],
         access: Access::Files,
         needs_llm: true,
+        reads: Reads::Named,
         writes: &["report_path"],
     },
     OperationSpec {
@@ -238,6 +255,7 @@ pub const OPERATIONS: &[OperationSpec] = &[
         exactly_one_of: &[],
         access: Access::View,
         needs_llm: false,
+        reads: Reads::Named,
         writes: &[],
     },
     OperationSpec {
@@ -252,6 +270,7 @@ pub const OPERATIONS: &[OperationSpec] = &[
         exactly_one_of: &[],
         access: Access::View,
         needs_llm: false,
+        reads: Reads::Named,
         writes: &[],
     },
     OperationSpec {
@@ -277,6 +296,7 @@ pub const OPERATIONS: &[OperationSpec] = &[
         exactly_one_of: &[],
         access: Access::Files,
         needs_llm: false,
+        reads: Reads::NamedOrAncestors,
         writes: &[],
     },
     OperationSpec {
@@ -309,6 +329,7 @@ pub const OPERATIONS: &[OperationSpec] = &[
         exactly_one_of: &[],
         access: Access::View,
         needs_llm: false,
+        reads: Reads::Named,
         writes: &[],
     },
     OperationSpec {
@@ -319,6 +340,7 @@ pub const OPERATIONS: &[OperationSpec] = &[
         exactly_one_of: &[],
         access: Access::Files,
         needs_llm: false,
+        reads: Reads::Named,
         writes: &["file_path"],
     },
 ];

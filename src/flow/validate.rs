@@ -3,14 +3,13 @@
 //! naming the step and the rule. Nothing runs and no directory is created before this passes.
 
 use std::collections::{BTreeSet, HashMap, HashSet};
-use std::fmt;
-use std::path::{Path, PathBuf};
 
 use serde_json::{Map, Value};
 
-use crate::model::flow::{self, FLOW_VERSION, Flow, Step};
 use crate::flow::operations::{self, ParamMeaning};
-use crate::model::repo_path::{self, RepoPath};
+use crate::flow::path_rules::PathRules;
+use crate::model::flow::{self, FLOW_VERSION, Flow, Step};
+use crate::model::problem::Problem;
 
 /// Size limits, checked before anything else is done with a flow.
 pub const MAX_FLOW_BYTES: usize = 16 * 1024 * 1024;
@@ -20,62 +19,6 @@ pub const MAX_DEPENDENCIES: usize = 100;
 
 /// Names a step may not take because the task directory uses them.
 const RESERVED_IDS: &[&str] = &["final_output", "planning", "recovery"];
-
-/// One broken rule.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct Problem {
-    /// The step at fault, when there is one.
-    pub step: Option<String>,
-    /// Short name of the rule (`id`, `operation`, `params`, `dependencies`, `cycle`,
-    /// `reference`, `path`, `limits`, `format`, `version`).
-    pub rule: &'static str,
-    pub message: String,
-}
-
-impl fmt::Display for Problem {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        match &self.step {
-            Some(step) => write!(f, "step {step}: {} [{}]", self.message, self.rule),
-            None => write!(f, "flow: {} [{}]", self.message, self.rule),
-        }
-    }
-}
-
-/// Where file paths must stay: the canonical repository root, minus the forbidden directories
-/// inside it (its `.git` and the workspace).
-#[derive(Debug, Clone)]
-pub struct PathRules {
-    pub repo: PathBuf,
-    pub forbidden: Vec<PathBuf>,
-}
-
-impl PathRules {
-    /// Checks a path parameter; returns it normalised.
-    pub fn check(&self, raw: &str, is_dir: bool) -> Result<RepoPath, String> {
-        let path = if is_dir && (raw == "." || raw == "./" || raw.is_empty()) {
-            RepoPath::root()
-        } else {
-            RepoPath::parse(raw)?
-        };
-        let forbidden: Vec<&Path> = self.forbidden.iter().map(PathBuf::as_path).collect();
-        repo_path::check_contained(&self.repo, &path, &forbidden)?;
-        self.check_not_build_dir(&path)?;
-        Ok(path)
-    }
-
-    fn check_not_build_dir(&self, path: &RepoPath) -> Result<(), String> {
-        let mut parent = self.repo.clone();
-        for part in path.as_str().split('/').filter(|p| !p.is_empty()) {
-            if repo_path::is_excluded_dir(&parent, part) {
-                return Err(format!(
-                    "{path} goes through the build directory {part}/, which flows never read or write"
-                ));
-            }
-            parent.push(part);
-        }
-        Ok(())
-    }
-}
 
 /// Parses and validates a flow. `default_task` names the task when the flow does not.
 pub fn parse_flow(

@@ -2,6 +2,11 @@
 //! in prose or ```json fences and leave trailing commas; the shape is then checked by the
 //! validator, never guessed at. Each repair is reported so it can be logged.
 
+/// Why no JSON could be taken from an answer, in words a model can act on.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error("{0}")]
+pub struct AnswerError(pub String);
+
 /// The JSON text found in `answer`, and the repairs made to get it.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Extracted {
@@ -11,7 +16,11 @@ pub struct Extracted {
 
 /// Finds the JSON object or array in an answer. The error says what was wrong, in words a
 /// model can act on when asked again.
-pub fn extract_json(answer: &str) -> Result<Extracted, String> {
+pub fn extract_json(answer: &str) -> Result<Extracted, AnswerError> {
+    find_json(answer).map_err(AnswerError)
+}
+
+fn find_json(answer: &str) -> Result<Extracted, String> {
     let mut repairs = Vec::new();
     let candidate = match fenced_json(answer) {
         Some(block) => {
@@ -144,6 +153,7 @@ mod tests {
         assert!(
             extract_json("{\"steps\": [")
                 .unwrap_err()
+                .0
                 .contains("not closed")
         );
         assert_eq!(

@@ -4,7 +4,6 @@
 //! replaying of every exchange. The API key lives only in this struct's memory.
 
 use std::collections::{BTreeMap, HashMap, VecDeque};
-use std::fmt;
 use std::fs::{File, OpenOptions};
 use std::io::{BufRead, BufReader, Write};
 use std::path::{Path, PathBuf};
@@ -19,34 +18,9 @@ use async_openai::middleware::HttpRequestFactory;
 use serde::{Deserialize, Serialize};
 use serde_json::{Value, json};
 
-/// An API key. It is never serialised, printed, or written anywhere.
-#[derive(Clone, Default)]
-pub struct ApiKey(String);
-
-impl ApiKey {
-    pub fn new(key: String) -> ApiKey {
-        ApiKey(key)
-    }
-
-    pub fn is_empty(&self) -> bool {
-        self.0.is_empty()
-    }
-
-    /// The key itself, for the Authorization header and for scrubbing it from step environments.
-    pub fn expose(&self) -> &str {
-        &self.0
-    }
-}
-
-impl fmt::Debug for ApiKey {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.write_str(if self.0.is_empty() {
-            "ApiKey(none)"
-        } else {
-            "ApiKey(***)"
-        })
-    }
-}
+use crate::error::Error;
+use crate::llm::key::ApiKey;
+use crate::model::llm::{ChatAnswer, ChatRequest, LlmError, LlmErrorKind, Message, Usage};
 
 /// Where and how to reach the endpoint.
 #[derive(Debug, Clone)]
@@ -78,166 +52,6 @@ impl Default for RetryPolicy {
             max_backoff: Duration::from_secs(8),
             retry_after_cap: Duration::from_secs(60),
         }
-    }
-}
-
-/// Which model answers, and how.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
-pub struct ModelSettings {
-    pub model: String,
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub temperature: Option<f32>,
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub max_tokens: Option<u32>,
-}
-
-/// One chat message.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
-pub struct Message {
-    pub role: String,
-    pub content: String,
-}
-
-impl Message {
-    pub fn system(content: impl Into<String>) -> Message {
-        Message {
-            role: "system".into(),
-            content: content.into(),
-        }
-    }
-    pub fn user(content: impl Into<String>) -> Message {
-        Message {
-            role: "user".into(),
-            content: content.into(),
-        }
-    }
-    pub fn assistant(content: impl Into<String>) -> Message {
-        Message {
-            role: "assistant".into(),
-            content: content.into(),
-        }
-    }
-}
-
-/// A chat completion to make.
-#[derive(Debug, Clone)]
-pub struct ChatRequest {
-    /// What the call is for: `planner`, `summary`, or a step id. Usage is counted per purpose.
-    pub purpose: String,
-    pub settings: ModelSettings,
-    pub messages: Vec<Message>,
-    /// Ask for a JSON object (`response_format`) where the endpoint supports it.
-    pub json: bool,
-}
-
-/// Tokens used.
-#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
-pub struct Usage {
-    pub prompt_tokens: u64,
-    pub completion_tokens: u64,
-    pub total_tokens: u64,
-    /// Completed calls.
-    pub calls: u64,
-}
-
-impl Usage {
-    pub fn add(&mut self, other: &Usage) {
-        self.prompt_tokens += other.prompt_tokens;
-        self.completion_tokens += other.completion_tokens;
-        self.total_tokens += other.total_tokens;
-        self.calls += other.calls;
-    }
-
-    /// What was used since `before` was taken (counters only grow).
-    pub fn since(&self, before: &Usage) -> Usage {
-        Usage {
-            prompt_tokens: self.prompt_tokens.saturating_sub(before.prompt_tokens),
-            completion_tokens: self
-                .completion_tokens
-                .saturating_sub(before.completion_tokens),
-            total_tokens: self.total_tokens.saturating_sub(before.total_tokens),
-            calls: self.calls.saturating_sub(before.calls),
-        }
-    }
-
-    pub fn is_zero(&self) -> bool {
-        self.calls == 0
-    }
-}
-
-/// The model's answer.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
-pub struct ChatAnswer {
-    pub content: String,
-    /// `stop`, `length` (truncated: never act on it), …
-    pub finish_reason: Option<String>,
-    pub usage: Usage,
-}
-
-impl ChatAnswer {
-    pub fn is_truncated(&self) -> bool {
-        self.finish_reason.as_deref() == Some("length")
-    }
-}
-
-/// Why a call failed. `transient()` says whether the same call may succeed later.
-#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
-#[error("{message}")]
-pub struct LlmError {
-    pub kind: LlmErrorKind,
-    pub message: String,
-}
-
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
-#[serde(rename_all = "snake_case")]
-pub enum LlmErrorKind {
-    /// 429 without `insufficient_quota` (transient).
-    RateLimited,
-    /// 5xx (transient).
-    Server,
-    /// No answer within the request timeout (transient).
-    Timeout,
-    /// The connection failed (transient).
-    Connection,
-    /// The answer is not a chat completion (transient: a proxy hiccup is the usual cause).
-    BadResponse,
-    /// 429 `insufficient_quota` (permanent).
-    QuotaExceeded,
-    /// 401 or 403 (permanent).
-    Unauthorized,
-    /// 404 (permanent).
-    NotFound,
-    /// 400, 422 and other 4xx (permanent).
-    BadRequest,
-    /// A 3xx: the endpoint redirects; the key is never sent on (permanent).
-    Redirected,
-    /// Replay has no recorded answer for this request (permanent).
-    NotRecorded,
-    /// The retry budget (attempts or time) ran out on transient errors (transient: a later
-    /// call may succeed).
-    GaveUp,
-}
-
-impl LlmError {
-    fn new(kind: LlmErrorKind, message: impl Into<String>) -> LlmError {
-        LlmError {
-            kind,
-            message: message.into(),
-        }
-    }
-
-    /// Whether the same call may succeed if tried again later.
-    pub fn transient(&self) -> bool {
-        // GaveUp only ever follows transient errors: later, the endpoint may answer again.
-        matches!(
-            self.kind,
-            LlmErrorKind::RateLimited
-                | LlmErrorKind::Server
-                | LlmErrorKind::Timeout
-                | LlmErrorKind::Connection
-                | LlmErrorKind::BadResponse
-                | LlmErrorKind::GaveUp
-        )
     }
 }
 
@@ -276,7 +90,7 @@ const RECORDING_VERSION: u32 = 1;
 impl Llm {
     /// A client for a real endpoint. Redirects are not followed, so the key never reaches
     /// another host.
-    pub fn connect(endpoint: Endpoint, record: Option<&Path>) -> Result<Llm, String> {
+    pub fn connect(endpoint: Endpoint, record: Option<&Path>) -> Result<Llm, Error> {
         // reqwest is built without a default crypto provider; ring is lighter to build.
         let _ = rustls::crypto::ring::default_provider().install_default();
         let http = reqwest::Client::builder()
@@ -284,7 +98,7 @@ impl Llm {
             .connect_timeout(Duration::from_secs(10).min(endpoint.request_timeout))
             .redirect(reqwest::redirect::Policy::none())
             .build()
-            .map_err(|err| format!("cannot build the HTTP client: {err}"))?;
+            .map_err(|err| Error::internal(format!("cannot build the HTTP client: {err}")))?;
         Ok(Llm {
             backend: Backend::Http { endpoint, http },
             usage: Mutex::default(),
@@ -294,29 +108,34 @@ impl Llm {
     }
 
     /// A client that answers from a recording, without any network.
-    pub fn replay(path: &Path) -> Result<Llm, String> {
-        let file = File::open(path)
-            .map_err(|err| format!("cannot read the recording {}: {err}", path.display()))?;
+    pub fn replay(path: &Path) -> Result<Llm, Error> {
+        let file = File::open(path).map_err(|err| {
+            Error::Usage(format!(
+                "cannot read the recording {}: {err}",
+                path.display()
+            ))
+        })?;
         let mut answers: HashMap<String, VecDeque<ChatAnswer>> = HashMap::new();
         for (number, line) in BufReader::new(file).lines().enumerate() {
-            let line = line.map_err(|err| format!("cannot read {}: {err}", path.display()))?;
+            let line =
+                line.map_err(|err| Error::Usage(format!("cannot read {}: {err}", path.display())))?;
             if line.trim().is_empty() {
                 continue;
             }
             let exchange: RecordedExchange = serde_json::from_str(&line).map_err(|err| {
-                format!(
+                Error::Usage(format!(
                     "{} line {}: not a recorded exchange ({err})",
                     path.display(),
                     number + 1
-                )
+                ))
             })?;
             if exchange.version != RECORDING_VERSION {
-                return Err(format!(
+                return Err(Error::Usage(format!(
                     "{} line {}: recording version {} is not supported",
                     path.display(),
                     number + 1,
                     exchange.version
-                ));
+                )));
             }
             answers
                 .entry(request_key(&exchange.messages))
@@ -434,13 +253,18 @@ impl Llm {
     }
 }
 
-fn open_recording(path: &Path) -> Result<Mutex<File>, String> {
+fn open_recording(path: &Path) -> Result<Mutex<File>, Error> {
     OpenOptions::new()
         .create(true)
         .append(true)
         .open(path)
         .map(Mutex::new)
-        .map_err(|err| format!("cannot open the recording {}: {err}", path.display()))
+        .map_err(|err| {
+            Error::Usage(format!(
+                "cannot open the recording {}: {err}",
+                path.display()
+            ))
+        })
 }
 
 /// Replays match on the messages only, so a recording works whatever model is configured

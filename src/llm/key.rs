@@ -4,13 +4,43 @@
 //! start-up, before any thread exists, without the key variables, handing the key over
 //! through a pipe; the new process image's environment never held it. The process is also
 //! made non-dumpable, which closes `/proc/<pid>/mem` to other processes of the user.
+//! `ApiKey` holds the key in memory and never shows it.
 
 use std::ffi::OsString;
 use std::io::{Read, Write};
 use std::os::fd::{AsRawFd, FromRawFd, OwnedFd};
 use std::os::unix::process::CommandExt;
 
-use crate::llm::client::ApiKey;
+use std::fmt;
+
+/// An API key. It is never serialised, printed, or written anywhere.
+#[derive(Clone, Default)]
+pub struct ApiKey(String);
+
+impl ApiKey {
+    pub fn new(key: String) -> ApiKey {
+        ApiKey(key)
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.0.is_empty()
+    }
+
+    /// The key itself, for the Authorization header and for scrubbing it from step environments.
+    pub fn expose(&self) -> &str {
+        &self.0
+    }
+}
+
+impl fmt::Debug for ApiKey {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(if self.0.is_empty() {
+            "ApiKey(none)"
+        } else {
+            "ApiKey(***)"
+        })
+    }
+}
 
 /// The variables that may hold the key, in order of precedence.
 pub const KEY_VARIABLES: &[&str] = &["OCFLOW_API_KEY", "OPENAI_API_KEY", "LLM_API_KEY"];
@@ -40,7 +70,7 @@ pub fn take_key_at_startup() -> ApiKey {
     };
     if let Err(reason) = reexec_without(&key) {
         // Still correct, only less private: the key stays in this process's start-up block.
-        crate::task::events::say(&format!(
+        crate::output::say(&format!(
             "ocflow: warning: could not hide the API key from child processes ({reason})"
         ));
     }

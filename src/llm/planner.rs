@@ -9,13 +9,15 @@ use std::path::{Path, PathBuf};
 
 use walkdir::WalkDir;
 
-use crate::llm::answer;
-use crate::model::flow::Flow;
-use crate::llm::client::{ChatRequest, Llm, LlmError, Message, ModelSettings};
 use crate::flow::operations;
-use crate::engine::recovery;
+use crate::flow::path_rules::PathRules;
+use crate::flow::policy::CommandPolicy;
+use crate::flow::validate;
+use crate::llm::answer;
+use crate::llm::client::Llm;
+use crate::model::flow::Flow;
+use crate::model::llm::{ChatRequest, LlmError, Message, ModelSettings};
 use crate::model::repo_path::{self, RepoPath};
-use crate::flow::validate::{self, PathRules};
 
 const SYSTEM: &str = include_str!("../../prompts/plan_system.md");
 const USER: &str = include_str!("../../prompts/plan_user.md");
@@ -55,9 +57,9 @@ pub struct Planner<'a> {
     pub settings: &'a ModelSettings,
     pub rules: &'a PathRules,
     /// Directories never listed (the workspace).
-    pub skip: &'a [PathBuf],
-    /// Let planned commands be destructive (`--allow-destructive`).
-    pub allow_destructive: bool,
+    pub skip: Vec<PathBuf>,
+    /// What planned commands may do.
+    pub policy: CommandPolicy,
 }
 
 impl Planner<'_> {
@@ -88,16 +90,11 @@ impl Planner<'_> {
                     Err(problem) => format!("- {problem}"),
                     Ok(extracted) => {
                         match validate::parse_flow(&extracted.json, Some(task), self.rules) {
-                            Ok(flow)
-                                if !self.allow_destructive
-                                    && recovery::destructive_steps(flow.steps.iter()).is_some() =>
-                            {
-                                format!(
-                                    "- {}",
-                                    recovery::destructive_steps(flow.steps.iter())
-                                        .unwrap_or_default()
-                                )
-                            }
+                            Ok(flow) if self.policy.check(&flow.steps).is_some() => self
+                                .policy
+                                .check(&flow.steps)
+                                .map(|problem| format!("- {problem}"))
+                                .unwrap_or_default(),
                             Ok(mut flow) => {
                                 if flow.task.trim().is_empty() {
                                     flow.task = task.to_string();
@@ -129,7 +126,7 @@ impl Planner<'_> {
     }
 
     fn first_prompt(&self, task: &str) -> String {
-        let files = list_files(&self.rules.repo, self.skip);
+        let files = list_files(&self.rules.repo, &self.skip);
         let listed = if files.is_empty() {
             "(the repository is empty)".to_string()
         } else {

@@ -96,18 +96,6 @@ impl Flow {
         order
     }
 
-    /// Reads a flow ocflow wrote (`flow.json` or a revision); it was validated then.
-    pub fn load(path: &std::path::Path) -> crate::error::Result<Flow> {
-        let bytes = std::fs::read(path).map_err(|err| crate::error::Error::BadStateFile {
-            path: path.to_path_buf(),
-            problem: format!("cannot read it: {err}"),
-        })?;
-        serde_json::from_slice(&bytes).map_err(|err| crate::error::Error::BadStateFile {
-            path: path.to_path_buf(),
-            problem: format!("not a flow written by ocflow ({err}); it was edited or damaged"),
-        })
-    }
-
     /// Every step `id` depends on, directly or through other steps.
     pub fn ancestors(&self, id: &str) -> BTreeSet<String> {
         let by_id: HashMap<&str, &Step> = self.steps.iter().map(|s| (s.id.as_str(), s)).collect();
@@ -137,10 +125,15 @@ pub struct OutputRef {
     pub fields: Vec<String>,
 }
 
+/// A reference that cannot be read or resolved; the message names it.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error("{0}")]
+pub struct RefError(pub String);
+
 const REF_OPEN: &str = "@{outputs.";
 
 /// Finds the output references in a string. A malformed one is an error naming it.
-pub fn output_refs(text: &str) -> Result<Vec<OutputRef>, String> {
+pub fn output_refs(text: &str) -> Result<Vec<OutputRef>, RefError> {
     Ok(scan_refs(text)?
         .into_iter()
         .map(|(_, reference)| reference)
@@ -151,8 +144,8 @@ pub fn output_refs(text: &str) -> Result<Vec<OutputRef>, String> {
 /// as text or an error naming what is missing. Substituted text is never scanned again.
 pub fn substitute_refs(
     text: &str,
-    mut lookup: impl FnMut(&OutputRef) -> Result<String, String>,
-) -> Result<String, String> {
+    mut lookup: impl FnMut(&OutputRef) -> Result<String, RefError>,
+) -> Result<String, RefError> {
     let mut out = String::with_capacity(text.len());
     let mut copied = 0;
     for (start, reference) in scan_refs(text)? {
@@ -165,14 +158,14 @@ pub fn substitute_refs(
 }
 
 /// The references in `text` with their byte offsets.
-fn scan_refs(text: &str) -> Result<Vec<(usize, OutputRef)>, String> {
+fn scan_refs(text: &str) -> Result<Vec<(usize, OutputRef)>, RefError> {
     let mut refs = Vec::new();
     let mut offset = 0;
     while let Some(found) = text[offset..].find(REF_OPEN) {
         let start = offset + found;
         let inner_start = start + REF_OPEN.len();
         let Some(close) = text[inner_start..].find('}') else {
-            return Err(format!("unclosed reference {:?}", &text[start..]));
+            return Err(RefError(format!("unclosed reference {:?}", &text[start..])));
         };
         let end = inner_start + close + 1;
         let whole = &text[start..end];
@@ -180,9 +173,9 @@ fn scan_refs(text: &str) -> Result<Vec<(usize, OutputRef)>, String> {
         let step = parts.next().unwrap_or_default();
         let fields: Vec<String> = parts.collect();
         if step.is_empty() || fields.is_empty() || fields.iter().any(|f| f.is_empty()) {
-            return Err(format!(
+            return Err(RefError(format!(
                 "malformed reference {whole:?}; write @{{outputs.STEP_ID.FIELD}}"
-            ));
+            )));
         }
         refs.push((
             start,

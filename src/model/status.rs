@@ -6,11 +6,9 @@ use std::path::{Path, PathBuf};
 
 use serde::{Deserialize, Serialize};
 
-use crate::error::{Error, Result};
+use crate::model::decision::{Decision, StrategyKind};
 use crate::model::flow::Flow;
-use crate::llm::client::Usage;
-use crate::engine::recovery::{Decision, StrategyKind};
-use crate::task::workspace;
+use crate::model::llm::Usage;
 
 /// The status file format version this build writes and reads.
 pub const STATUS_VERSION: u32 = 1;
@@ -25,7 +23,8 @@ pub struct FlowStatus {
     pub task: String,
     /// The canonical repository the flow reads.
     pub repo: PathBuf,
-    /// Which `flow.json` revision is being executed (1 until replanning exists).
+    /// Which revision of the flow is being executed: 1, then one more for each recovery
+    /// decision that changed the flow (`flow.rN.json`).
     pub revision: u32,
     pub state: FlowState,
     /// RFC 3339 times.
@@ -121,6 +120,130 @@ pub struct StepStatus {
     pub recoveries: Vec<RecoveryRecord>,
 }
 
+/// A change of a step's state that `StepState::may_become` forbids: a fault in ocflow, never the
+/// user's.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error("step {step} cannot go from {from} to {to}")]
+pub struct IllegalTransition {
+    pub step: String,
+    pub from: StepState,
+    pub to: StepState,
+}
+
+impl StepState {
+    /// What may follow what; every change of a step's state goes through this one table.
+    /// A step waits (pending), runs, and ends succeeded or failed; a failed step may be retried
+    /// or skipped by recovery, a succeeded one run again when recovery modifies it or a step it
+    /// depends on; a running one goes back to pending when ocflow stops under it.
+    pub fn may_become(self, next: StepState) -> bool {
+        use StepState::*;
+        matches!(
+            (self, next),
+            (Pending, Running | Skipped | Pending)
+                | (Running, Succeeded | Failed | Pending)
+                | (Failed, Pending | Skipped)
+                | (Succeeded, Pending)
+                | (Skipped, Skipped)
+        )
+    }
+}
+
+impl StepStatus {
+    fn become_(&mut self, next: StepState) -> Result<(), IllegalTransition> {
+        if !self.status.may_become(next) {
+            return Err(IllegalTransition {
+                step: self.id.clone(),
+                from: self.status,
+                to: next,
+            });
+        }
+        self.status = next;
+        Ok(())
+    }
+
+    /// A new attempt starts; returns its number.
+    pub fn start(&mut self, now: String) -> Result<u32, IllegalTransition> {
+        self.become_(StepState::Running)?;
+        self.attempts += 1;
+        self.started_at = Some(now);
+        self.finished_at = None;
+        self.duration_ms = None;
+        self.error = None;
+        self.message = None;
+        Ok(self.attempts)
+    }
+
+    /// The attempt succeeded with these outputs; `sequence` names this version of them.
+    pub fn succeed(
+        &mut self,
+        now: String,
+        duration_ms: u64,
+        sequence: u64,
+        outputs: (Vec<String>, Vec<String>),
+        message: String,
+    ) -> Result<(), IllegalTransition> {
+        self.become_(StepState::Succeeded)?;
+        self.finished_at = Some(now);
+        self.duration_ms = Some(duration_ms);
+        self.sequence = Some(sequence);
+        (self.output_files, self.deleted_files) = outputs;
+        self.message = Some(message);
+        Ok(())
+    }
+
+    /// The attempt failed; it produced nothing.
+    pub fn fail(
+        &mut self,
+        now: String,
+        duration_ms: u64,
+        error: StepError,
+    ) -> Result<(), IllegalTransition> {
+        self.become_(StepState::Failed)?;
+        self.finished_at = Some(now);
+        self.duration_ms = Some(duration_ms);
+        self.output_files.clear();
+        self.deleted_files.clear();
+        self.message = Some(error.message.clone());
+        self.error = Some(error);
+        Ok(())
+    }
+
+    /// Back to pending, to run again: a running step whose ocflow stopped, or a failed one
+    /// retried. The last error stays on record until the next attempt starts.
+    pub fn requeue(&mut self, reason: Option<&str>) -> Result<(), IllegalTransition> {
+        self.become_(StepState::Pending)?;
+        if let Some(reason) = reason {
+            self.message = Some(reason.to_string());
+        }
+        Ok(())
+    }
+
+    /// A transient failure retried automatically, without asking the LLM.
+    pub fn retry_transient(&mut self) -> Result<u32, IllegalTransition> {
+        self.requeue(None)?;
+        self.auto_retries += 1;
+        Ok(self.auto_retries)
+    }
+
+    /// Back to pending after a recovery decision; earlier outputs no longer count.
+    pub fn reset(&mut self, reason: &str) -> Result<(), IllegalTransition> {
+        self.become_(StepState::Pending)?;
+        self.error = None;
+        self.message = Some(reason.to_string());
+        self.sequence = None;
+        self.output_files.clear();
+        self.deleted_files.clear();
+        Ok(())
+    }
+
+    /// Skipped by a recovery decision (or because a step it needs was), saying why.
+    pub fn skip(&mut self, reason: String) -> Result<(), IllegalTransition> {
+        self.become_(StepState::Skipped)?;
+        self.message = Some(reason);
+        Ok(())
+    }
+}
+
 fn is_zero(n: &u32) -> bool {
     *n == 0
 }
@@ -161,6 +284,18 @@ pub struct StepError {
     /// The step-directory file holding the full traceback, for `exception`.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub traceback_file: Option<String>,
+}
+
+impl StepError {
+    /// An error of `kind` (`failure`, `bridge`, `engine`) with its message.
+    pub fn new(kind: &str, message: String) -> StepError {
+        StepError {
+            kind: kind.to_string(),
+            exception_type: None,
+            message,
+            traceback_file: None,
+        }
+    }
 }
 
 impl FlowStatus {
@@ -209,47 +344,6 @@ impl FlowStatus {
         }
     }
 
-    /// Reads a status file, refusing versions and shapes this build does not know.
-    pub fn load(path: &Path) -> Result<FlowStatus> {
-        let bytes = std::fs::read(path).map_err(|err| Error::BadStateFile {
-            path: path.to_path_buf(),
-            problem: format!("cannot read it: {err}"),
-        })?;
-        let value: serde_json::Value =
-            serde_json::from_slice(&bytes).map_err(|err| Error::BadStateFile {
-                path: path.to_path_buf(),
-                problem: format!("not valid JSON ({err}); it was edited or damaged outside ocflow"),
-            })?;
-        match value.get("version").and_then(serde_json::Value::as_u64) {
-            Some(v) if v == u64::from(STATUS_VERSION) => {}
-            Some(v) => {
-                return Err(Error::BadStateFile {
-                    path: path.to_path_buf(),
-                    problem: format!(
-                        "status format version {v} is not supported by this ocflow (it reads version {STATUS_VERSION}); use the ocflow that wrote it"
-                    ),
-                });
-            }
-            None => {
-                return Err(Error::BadStateFile {
-                    path: path.to_path_buf(),
-                    problem: "no `version` field; this is not a flow_status.json written by ocflow"
-                        .into(),
-                });
-            }
-        }
-        serde_json::from_value(value).map_err(|err| Error::BadStateFile {
-            path: path.to_path_buf(),
-            problem: format!("unexpected content ({err}); it was edited or damaged outside ocflow"),
-        })
-    }
-
-    /// Writes the status atomically, stamping `updated_at`.
-    pub fn save(&mut self, path: &Path) -> Result<()> {
-        self.updated_at = now();
-        workspace::write_json_atomic(path, self)
-    }
-
     pub fn step(&self, id: &str) -> Option<&StepStatus> {
         self.steps.iter().find(|s| s.id == id)
     }
@@ -276,81 +370,6 @@ impl FlowStatus {
             .unwrap_or(0)
             .max(self.last_sequence)
             + 1
-    }
-
-    /// A table for people: one line per step.
-    pub fn render_table(&self) -> String {
-        let mut out = format!(
-            "task {}  [{}]  revision {}\n{}\nrepository {}\ntokens {} (prompt {}, completion {}) in {} LLM call(s)\n\n",
-            self.task_id,
-            self.state,
-            self.revision,
-            self.task,
-            self.repo.display(),
-            self.tokens.total_tokens,
-            self.tokens.prompt_tokens,
-            self.tokens.completion_tokens,
-            self.tokens.calls
-        );
-        let running: Vec<&str> = self
-            .steps
-            .iter()
-            .filter(|s| s.status == StepState::Running)
-            .map(|s| s.id.as_str())
-            .collect();
-        if !running.is_empty() {
-            out.push_str(&format!(
-                "running now ({} at once): {}\n\n",
-                running.len(),
-                running.join(", ")
-            ));
-        }
-        let width = self
-            .steps
-            .iter()
-            .map(|s| s.id.len())
-            .max()
-            .unwrap_or(4)
-            .max(4);
-        out.push_str(&format!(
-            "{:<width$}  {:<22}  {:<9}  {:>8}  {:>9}  {:>7}  {}\n",
-            "STEP", "OPERATION", "STATUS", "ATTEMPTS", "TIME", "TOKENS", "MESSAGE"
-        ));
-        for step in &self.steps {
-            let time = step
-                .duration_ms
-                .map(|ms| format!("{:.2}s", ms as f64 / 1000.0))
-                .unwrap_or_else(|| "-".into());
-            let message = step
-                .error
-                .as_ref()
-                .map(|e| e.message.as_str())
-                .or(step.message.as_deref())
-                .unwrap_or("");
-            let message: String = message
-                .lines()
-                .next()
-                .unwrap_or("")
-                .chars()
-                .take(80)
-                .collect();
-            let tokens = if step.tokens.is_zero() {
-                "-".to_string()
-            } else {
-                step.tokens.total_tokens.to_string()
-            };
-            out.push_str(&format!(
-                "{:<width$}  {:<22}  {:<9}  {:>8}  {:>9}  {:>7}  {}\n",
-                step.id,
-                step.operation,
-                step.status.to_string(),
-                step.attempts,
-                time,
-                tokens,
-                message
-            ));
-        }
-        out
     }
 }
 

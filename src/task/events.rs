@@ -2,108 +2,11 @@
 //! task's journal and shown to the caller, as a JSON line on stdout with `--json` or as a
 //! progress line on stderr otherwise. `Events` is the one owner of both outputs.
 
-use std::io::Write;
-use std::path::PathBuf;
-
-use serde::{Deserialize, Serialize};
-
 use crate::error::Result;
+use crate::model::event::{Event, Record};
+use crate::model::status::StepState;
+use crate::output::{print_stdout, say};
 use crate::task::journal::Journal;
-use crate::model::status::{FlowState, StepState};
-
-/// Something that happened, as written to `journal.jsonl` and to `--json` output.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
-#[serde(tag = "type", rename_all = "snake_case")]
-pub enum Event {
-    /// A new flow begins.
-    FlowStarted {
-        task_id: String,
-        task: String,
-        /// The task directory holding every file of this flow.
-        task_dir: PathBuf,
-        repo: PathBuf,
-        /// The operation library and the Python running it.
-        library: String,
-    },
-    /// The flow is known and validated: given as a file, or planned by the LLM.
-    FlowPlanned {
-        steps: usize,
-        /// How many answers the planner needed (0 for a given flow).
-        planner_answers: usize,
-    },
-    /// `ocflow resume` picks a flow up again.
-    FlowResumed {
-        task_id: String,
-        task_dir: PathBuf,
-        /// Steps still to run.
-        pending: Vec<String>,
-    },
-    /// The repository was copied into the task's snapshot.
-    SnapshotTaken {
-        files: u64,
-        bytes: u64,
-        duration_ms: u64,
-    },
-    /// A step begins an attempt.
-    StepStarted {
-        step: String,
-        operation: String,
-        attempt: u32,
-    },
-    /// A step's attempt ended.
-    StepFinished {
-        step: String,
-        operation: String,
-        status: StepState,
-        attempt: u32,
-        duration_ms: u64,
-        message: String,
-        /// Repository-relative files the step created or changed.
-        output_files: Vec<String>,
-        /// Repository-relative files the step deleted.
-        deleted_files: Vec<String>,
-    },
-    /// A transient failure is retried automatically after `delay_ms`.
-    StepRetrying {
-        step: String,
-        retry: u32,
-        delay_ms: u64,
-    },
-    /// The LLM chose a recovery strategy for a failed step.
-    RecoveryDecided {
-        step: String,
-        strategy: String,
-        reason: String,
-        /// The flow revision it produced, if it changed the flow.
-        revision: Option<u32>,
-    },
-    /// Recovery could not go on (a limit, the stuck rule, no valid answer); the flow fails.
-    RecoveryStopped { step: String, reason: String },
-    /// The flow ended (succeeded or failed).
-    FlowFinished {
-        task_id: String,
-        state: FlowState,
-        /// Every repository file the flow changed.
-        changed_files: Vec<String>,
-        summary: PathBuf,
-    },
-    /// Ctrl-C or SIGTERM stopped the flow; `ocflow resume` continues it.
-    FlowInterrupted {
-        task_id: String,
-        running: Vec<String>,
-    },
-    /// `ocflow apply` wrote the flow's changes into the repository.
-    ChangesApplied { task_id: String, files: Vec<String> },
-}
-
-/// One journal line: when, and what.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
-pub struct Record {
-    /// RFC 3339 time the event was recorded.
-    pub ts: String,
-    #[serde(flatten)]
-    pub event: Event,
-}
 
 /// Where events go: the journal, and the caller's stdout (JSON lines) or stderr (progress).
 pub struct Events {
@@ -118,10 +21,7 @@ impl Events {
 
     /// Records an event in the journal, then shows it.
     pub fn emit(&mut self, event: Event) -> Result<()> {
-        let record = Record {
-            ts: crate::model::status::now(),
-            event,
-        };
+        let record = Record::now(crate::model::status::now(), event);
         self.journal.append(&record)?;
         show(&record, self.json);
         Ok(())
@@ -132,20 +32,11 @@ impl Events {
 pub fn show(record: &Record, json: bool) {
     if json {
         if let Ok(line) = serde_json::to_string(record) {
-            let mut stdout = std::io::stdout().lock();
-            let _ = writeln!(stdout, "{line}");
-            let _ = stdout.flush();
+            print_stdout(&format!("{line}\n"));
         }
     } else if let Some(line) = progress_line(&record.event) {
         say(&line);
     }
-}
-
-/// Writes a line for people to stderr. A closed stderr (`ocflow … 2>&1 | head -1`) must not
-/// stop a flow, so write errors are ignored.
-pub fn say(line: &str) {
-    let mut stderr = std::io::stderr().lock();
-    let _ = writeln!(stderr, "{line}");
 }
 
 /// The human progress line for an event.

@@ -6,7 +6,7 @@ use std::io::{BufRead, BufReader, Read, Seek, SeekFrom, Write};
 use std::path::{Path, PathBuf};
 
 use crate::error::{IoContext, Result};
-use crate::task::events::Record;
+use crate::model::event::{EVENT_VERSION, Record};
 
 /// An open journal, positioned for appending.
 pub struct Journal {
@@ -51,8 +51,8 @@ impl Journal {
     }
 }
 
-/// Reads every whole, well-formed event. Lines that do not parse (a torn tail, or an event
-/// written by a newer ocflow) are skipped and counted.
+/// Reads every whole, well-formed event of this build's version. Lines that do not parse (a
+/// torn tail) or carry another version (written by another ocflow) are skipped and counted.
 pub fn read(path: &Path) -> Result<(Vec<Record>, usize)> {
     let file = match File::open(path) {
         Ok(file) => file,
@@ -67,8 +67,8 @@ pub fn read(path: &Path) -> Result<(Vec<Record>, usize)> {
             continue;
         }
         match serde_json::from_slice::<Record>(&line) {
-            Ok(record) => records.push(record),
-            Err(_) => skipped += 1,
+            Ok(record) if record.version == EVENT_VERSION => records.push(record),
+            _ => skipped += 1,
         }
     }
     Ok((records, skipped))
@@ -77,10 +77,11 @@ pub fn read(path: &Path) -> Result<(Vec<Record>, usize)> {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::task::events::Event;
+    use crate::model::event::Event;
 
     fn record(step: &str) -> Record {
         Record {
+            version: crate::model::event::EVENT_VERSION,
             ts: "2026-11-22T00:00:00Z".into(),
             event: Event::StepStarted {
                 step: step.into(),
@@ -106,5 +107,23 @@ mod tests {
         Journal::open(&path).unwrap().append(&record("b")).unwrap();
         let (records, skipped) = read(&path).unwrap();
         assert_eq!((records, skipped), (vec![record("a"), record("b")], 0));
+    }
+
+    #[test]
+    fn lines_carry_the_version_and_other_versions_are_skipped() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("journal.jsonl");
+        Journal::open(&path).unwrap().append(&record("a")).unwrap();
+        let written = std::fs::read_to_string(&path).unwrap();
+        assert!(written.starts_with("{\"version\":1,"), "{written}");
+        let newer = written.replace("{\"version\":1,", "{\"version\":2,");
+        std::fs::OpenOptions::new()
+            .append(true)
+            .open(&path)
+            .unwrap()
+            .write_all(newer.as_bytes())
+            .unwrap();
+        let (records, skipped) = read(&path).unwrap();
+        assert_eq!((records, skipped), (vec![record("a")], 1));
     }
 }

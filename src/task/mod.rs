@@ -6,4 +6,5 @@ pub mod events;
 pub mod journal;
 pub mod review;
 pub mod staging;
+pub mod state;
 pub mod workspace;

@@ -6,9 +6,10 @@ use std::fs;
 use std::path::{Path, PathBuf};
 
 use crate::error::{Error, IoContext, Result};
+use crate::flow::path_rules::PathRules;
 use crate::model::repo_path::RepoPath;
-use crate::task::staging::{Overlay, Version};
 use crate::model::status::FlowStatus;
+use crate::task::staging::{Overlay, Version};
 use crate::task::workspace::{self, TaskDir};
 
 /// One changed file.
@@ -148,32 +149,20 @@ fn current(path: &Path) -> Result<Current> {
 /// Writes the changes into the repository. Everything is checked before anything is written:
 /// every target must stay inside the repository (outside `.git` and `workspace`) and hold what
 /// the flow read, unless `force`; then deletions go first, then files, each atomically.
-pub fn apply(
-    repo: &Path,
-    workspace_dir: &Path,
-    changes: &[Change],
-    force: bool,
-) -> Result<Applied> {
+pub fn apply(rules: &PathRules, task_id: &str, changes: &[Change], force: bool) -> Result<Applied> {
     if changes.is_empty() {
         return Ok(Applied::Nothing);
     }
-    // Symlinks planted since the flow ran must not redirect a write out of the repository.
-    let root = repo
-        .canonicalize()
-        .io_context(|| format!("resolving {}", repo.display()))?;
-    let workspace_dir = crate::cli::config::canonical_or_absolute(workspace_dir);
+    let root = &rules.repo;
     let mut drifted = Vec::new();
     let mut blocked = Vec::new();
     let mut already = true;
     for change in changes {
-        if let Err(problem) = crate::model::repo_path::check_contained(
-            &root,
-            &change.path,
-            &[&root.join(".git"), &workspace_dir],
-        ) {
+        // Symlinks planted since the flow ran must not redirect a write out of the repository.
+        if let Err(problem) = rules.check_contained(&change.path) {
             return Err(Error::Usage(format!("not applying anything: {problem}")));
         }
-        let now = current(&change.path.under(&root))?;
+        let now = current(&change.path.under(root))?;
         let old = change.old.as_deref().map(read).transpose()?;
         let new = change.new.as_deref().map(read).transpose()?;
         let as_file = |bytes: Option<Vec<u8>>| bytes.map_or(Current::Missing, Current::File);
@@ -197,13 +186,16 @@ pub fn apply(
         )));
     }
     if !drifted.is_empty() && !force {
-        return Err(Error::Drift(drifted));
+        return Err(Error::Drift {
+            task_id: task_id.to_string(),
+            files: drifted,
+        });
     }
     let mut written = Vec::new();
     let (deletions, writes): (Vec<&Change>, Vec<&Change>) =
         changes.iter().partition(|c| c.new.is_none());
     for change in deletions {
-        let target = change.path.under(&root);
+        let target = change.path.under(root);
         match fs::remove_file(&target) {
             Err(err) if err.kind() != std::io::ErrorKind::NotFound => {
                 return Err(err).io_context(|| format!("deleting {}", target.display()));
@@ -213,7 +205,7 @@ pub fn apply(
     }
     for change in writes {
         let Some(source) = &change.new else { continue };
-        let target = change.path.under(&root);
+        let target = change.path.under(root);
         let bytes = read(source)?;
         if let Some(parent) = target.parent() {
             fs::create_dir_all(parent).io_context(|| format!("creating {}", parent.display()))?;

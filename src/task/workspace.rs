@@ -16,6 +16,8 @@ pub const FLOW_FILE: &str = "flow.json";
 pub const STATUS_FILE: &str = "flow_status.json";
 pub const JOURNAL_FILE: &str = "journal.jsonl";
 pub const SUMMARY_FILE: &str = "summary.md";
+/// The config file inside a workspace.
+pub const WORKSPACE_CONFIG: &str = "ocflow.toml";
 pub const FINAL_OUTPUT_DIR: &str = "final_output";
 pub const SNAPSHOT_DIR: &str = "_snapshot";
 pub const VIEW_DIR: &str = "_view";
@@ -57,6 +59,13 @@ impl TaskDir {
     pub fn at(root: PathBuf) -> Option<TaskDir> {
         let task_id = root.file_name()?.to_str()?.to_string();
         Some(TaskDir { task_id, root })
+    }
+
+    /// The workspace holding this task.
+    pub fn workspace(&self) -> PathBuf {
+        self.root
+            .parent()
+            .map_or_else(|| self.root.clone(), Path::to_path_buf)
     }
 
     pub fn file(&self, name: &str) -> PathBuf {
@@ -134,7 +143,7 @@ impl TaskDir {
 
 /// What a new workspace starts with: `workspace-template/`, built into the binary.
 const WORKSPACE_TEMPLATE: &[(&str, &str)] = &[(
-    crate::cli::config::WORKSPACE_CONFIG,
+    WORKSPACE_CONFIG,
     include_str!("../../workspace-template/ocflow.toml"),
 )];
 

@@ -5,6 +5,7 @@ mod apply;
 mod bridge;
 mod commands;
 mod flows;
+mod layers;
 mod llm;
 mod parallel;
 mod recovery;

@@ -3,48 +3,40 @@
 //! state machine in DESIGN.md, "Recovery").
 
 use std::collections::BTreeSet;
-use std::fs;
 
 use serde_json::Value;
 
 use super::{Executor, Next, missing_step};
+use crate::engine::recovery;
 use crate::error::{Error, Result};
-use crate::task::events::Event;
+use crate::model::decision::StrategyKind;
+use crate::model::event::Event;
 use crate::model::flow::Step;
-use crate::engine::recovery::{self, StrategyKind};
-use crate::task::staging;
 use crate::model::status::{self, FlowStatus, StepState};
-use crate::task::workspace;
+use crate::model::step_result::StepResult;
+use crate::task::{staging, state};
 
 impl Executor {
     /// A failed step: a transient failure is retried after a backoff, within bounds and
     /// without asking the LLM; a permanent one goes to recovery when there is an LLM.
     pub(super) async fn after_failure(&mut self, step: &Step) -> Result<Next> {
-        let result: Value = fs::read(self.task.step_dir(&step.id).join(workspace::RESULT_FILE))
-            .ok()
-            .and_then(|bytes| serde_json::from_slice(&bytes).ok())
-            .unwrap_or(Value::Null);
+        let result = self.failed_result(&step.id)?;
         let limits = self.settings.recovery_limits;
-        let transient = result
-            .pointer("/llm_error/transient")
-            .and_then(Value::as_bool)
-            .unwrap_or(false)
-            || (result.get("timed_out").and_then(Value::as_bool) == Some(true)
-                && step.params.get("retryable").and_then(Value::as_bool) == Some(true));
+        let retryable = step.params.get("retryable").and_then(Value::as_bool) == Some(true);
+        let transient = result.as_ref().is_some_and(|result| {
+            result.llm_error.as_ref().is_some_and(|e| e.transient)
+                || (result.timed_out == Some(true) && retryable)
+        });
         let entry = self
             .status
-            .step(&step.id)
-            .ok_or_else(|| missing_step(&step.id))?;
+            .step_mut(&step.id)
+            .ok_or_else(|| missing_step(&self.task, &step.id))?;
         if transient
             && entry.auto_retries < limits.max_transient_retries
             && entry.attempts < limits.max_attempts_per_step
         {
-            let retry = entry.auto_retries + 1;
+            let retry = entry.retry_transient()?;
             let delay = std::time::Duration::from_secs(1 << (retry - 1).min(5));
-            if let Some(entry) = self.status.step_mut(&step.id) {
-                entry.auto_retries = retry;
-                entry.status = StepState::Pending;
-            }
             self.save()?;
             self.events.emit(Event::StepRetrying {
                 step: step.id.clone(),
@@ -68,17 +60,30 @@ impl Executor {
         self.recover(&step.id).await
     }
 
+    /// The result of a step that just failed: kept from when it was recorded, or read once
+    /// (a recovery that a crash interrupted).
+    fn failed_result(&mut self, id: &str) -> Result<Option<StepResult>> {
+        match self.failed_results.get(id) {
+            Some(result) => Ok(Some(result.clone())),
+            None => state::load_result(&self.task, id),
+        }
+    }
+
     /// One recovery round for the failed step: a decision (the pending one after a crash, or
     /// a new one from the LLM), the stuck rule, then carrying it out.
     pub(super) async fn recover(&mut self, failed: &str) -> Result<Next> {
-        let Some(settings) = &self.settings.recovery else {
+        if self.settings.recovery.is_none() {
             return Ok(Next::Stop);
-        };
+        }
         let pending = self
             .status
             .pending_recovery
             .as_ref()
             .and_then(|p| p.decision.clone());
+        let result = self.failed_result(failed)?;
+        let Some(settings) = &self.settings.recovery else {
+            return Ok(Next::Stop);
+        };
         let context = recovery::Context {
             llm: &settings.llm,
             settings: &settings.model,
@@ -87,17 +92,12 @@ impl Executor {
             flow: &self.flow,
             status: &self.status,
             limits: self.settings.recovery_limits,
-            allow_destructive: settings.allow_destructive,
+            policy: settings.policy,
+            result: result.as_ref(),
         };
         let before = settings.llm.usage_for("recovery");
         let decided = match pending {
-            Some(decision) => recovery::redo(&context, failed, decision).map_err(|problems| {
-                recovery::Stop::NoValidAnswer {
-                    answers: 0,
-                    dir: "the status file".into(),
-                    problems: problems.join("\n"),
-                }
-            }),
+            Some(decision) => recovery::redo(&context, failed, decision),
             None => {
                 let interrupt = self.interrupt.clone();
                 tokio::select! {
@@ -116,7 +116,7 @@ impl Executor {
         let entry = self
             .status
             .step(failed)
-            .ok_or_else(|| missing_step(failed))?;
+            .ok_or_else(|| missing_step(&self.task, failed))?;
         let fresh = self
             .status
             .pending_recovery
@@ -161,27 +161,25 @@ impl Executor {
     /// and copied to `flow.json` after it, so a crash anywhere leaves a state resume redoes.
     fn carry_out(&mut self, failed: &str, decided: recovery::Decided) -> Result<Next> {
         let decision = decided.decision;
-        let now_failed = |status: &mut FlowStatus, id: &str, message: String| {
-            if let Some(entry) = status.step_mut(id) {
-                entry.status = StepState::Skipped;
-                entry.message = Some(message);
+        let skip = |status: &mut FlowStatus, id: &str, message: String| -> Result<()> {
+            match status.step_mut(id) {
+                Some(entry) => Ok(entry.skip(message)?),
+                None => Ok(()),
             }
         };
         let mut next = Next::Continue;
         match (decision.strategy, decided.flow) {
-            (StrategyKind::Retry, _) => self.reset(failed),
+            (StrategyKind::Retry, _) => self.reset(failed)?,
             (StrategyKind::Skip, _) => {
-                now_failed(
+                skip(
                     &mut self.status,
                     failed,
                     format!("skipped by recovery: {}", decision.reason),
-                );
+                )?;
                 for id in self.descendants(failed) {
-                    now_failed(
-                        &mut self.status,
-                        &id,
-                        format!("skipped: it needs the outputs of the skipped step {failed}"),
-                    );
+                    let reason =
+                        format!("skipped: it needs the outputs of the skipped step {failed}");
+                    skip(&mut self.status, &id, reason)?;
                 }
             }
             (StrategyKind::Abort, _) => {
@@ -193,7 +191,7 @@ impl Executor {
             }
             (strategy, Some(flow)) => {
                 let revision = self.status.revision + 1;
-                recovery::save_revision(&self.task, &flow, revision)?;
+                state::save_revision(&self.task, &flow, revision)?;
                 let old: BTreeSet<String> = self.flow.steps.iter().map(|s| s.id.clone()).collect();
                 let kept: BTreeSet<String> = flow.steps.iter().map(|s| s.id.clone()).collect();
                 let added: Vec<_> = flow
@@ -209,7 +207,7 @@ impl Executor {
                     } else {
                         format!("dropped by revision {revision}")
                     };
-                    now_failed(&mut self.status, id, reason);
+                    skip(&mut self.status, id, reason)?;
                 }
                 if strategy == StrategyKind::Modify {
                     let target = decision
@@ -220,9 +218,9 @@ impl Executor {
                         .unwrap_or(failed)
                         .to_string();
                     self.flow = flow;
-                    self.reset(&target);
+                    self.reset(&target)?;
                     for id in self.descendants(&target) {
-                        self.reset(&id);
+                        self.reset(&id)?;
                     }
                 } else {
                     self.flow = flow;
@@ -233,33 +231,29 @@ impl Executor {
                 self.status.revision = revision;
             }
             (strategy, None) => {
-                return Err(Error::Usage(format!(
+                return Err(Error::internal(format!(
                     "recovery strategy {strategy} came without a flow"
                 )));
             }
         }
         self.status.pending_recovery = None;
         self.save()?;
-        workspace::write_json_atomic(&self.task.file(workspace::FLOW_FILE), &self.flow)?;
+        state::save_flow(&self.task, &self.flow)?;
         staging::rebuild_final_output(&self.task, &self.status, &self.flow)?;
         Ok(next)
     }
 
     /// Sets a step back to pending; its earlier outputs no longer count. A step an earlier
     /// decision skipped stays skipped.
-    fn reset(&mut self, id: &str) {
+    fn reset(&mut self, id: &str) -> Result<()> {
         if let Some(entry) = self
             .status
             .step_mut(id)
             .filter(|s| s.status != StepState::Skipped)
         {
-            entry.status = StepState::Pending;
-            entry.error = None;
-            entry.message = Some("runs again after a recovery decision".into());
-            entry.sequence = None;
-            entry.output_files.clear();
-            entry.deleted_files.clear();
+            entry.reset("runs again after a recovery decision")?;
         }
+        Ok(())
     }
 
     /// Every step of the current flow that depends on `id`, directly or not.

@@ -1,0 +1,42 @@
+//! Runs the command the user asked for, on an async runtime where it needs one.
+
+use crate::cli::args::Command;
+use crate::cli::config::Config;
+use crate::cli::{demo, resume, review, run};
+use crate::error::{Error, IoContext, Result};
+use crate::exit::ExitCode;
+
+/// Runs one command.
+pub fn dispatch(config: &Config, command: Command) -> Result<ExitCode> {
+    match command {
+        Command::Run(args) => with_runtime(|| run::run(config, args)),
+        Command::Plan(args) => with_runtime(|| run::plan(config, args)),
+        Command::Demo => with_runtime(|| async {
+            let (demo_config, args) = demo::prepare(config)?;
+            let code = run::run(&demo_config, args).await?;
+            demo::show(&demo_config)?;
+            Ok(code)
+        }),
+        Command::Resume(args) => with_runtime(|| resume::resume(config, args)),
+        Command::Status(args) => review::status(config, args),
+        Command::Diff(args) => review::diff(config, args),
+        Command::Apply(args) => review::apply(config, args),
+        Command::SandboxExec(_) => Err(Error::internal(
+            "sandbox-exec runs before the configuration is resolved",
+        )),
+    }
+}
+
+/// Runs an async command on a fresh runtime. The runtime is not waited for on the way out: a
+/// step interrupted by a signal may still be unwinding in its blocking thread.
+fn with_runtime<F: Future<Output = Result<ExitCode>>>(
+    command: impl FnOnce() -> F,
+) -> Result<ExitCode> {
+    let runtime = tokio::runtime::Builder::new_multi_thread()
+        .enable_all()
+        .build()
+        .io_context(|| "starting the async runtime".to_string())?;
+    let code = runtime.block_on(command());
+    runtime.shutdown_background();
+    code
+}

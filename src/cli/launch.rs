@@ -1,0 +1,208 @@
+//! What every command that runs steps shares: the LLM client, the operation library, the
+//! engine's settings built from the resolved `Config`, the repository snapshot, and running the
+//! executor to an exit code.
+
+use std::fs;
+use std::path::Path;
+use std::sync::Arc;
+
+use crate::cli::config::Config;
+use crate::engine::bridge::{self, Bridge, HostLlm};
+use crate::engine::executor::{Executor, FlowOutcome, RecoverySettings, Settings};
+use crate::error::{Error, IoContext, Result};
+use crate::exit::ExitCode;
+use crate::flow::path_rules::{PathRules, canonical_or_absolute};
+use crate::flow::validate;
+use crate::llm::client::Llm;
+use crate::model::event::Event;
+use crate::model::flow::Flow;
+use crate::model::problem::Problem;
+use crate::model::repo_path::RepoPath;
+use crate::model::status::{FlowStatus, now};
+use crate::task::events::Events;
+use crate::task::review::{self, Applied};
+use crate::task::staging;
+use crate::task::state;
+use crate::task::workspace::TaskDir;
+
+/// The LLM client, or a usage error saying what to configure.
+pub fn require_llm(config: &Config) -> Result<Arc<Llm>> {
+    connect_llm(config)?.ok_or_else(|| match config.require_llm() {
+        Err(missing) => missing,
+        Ok(_) => Error::internal("an LLM is configured but no client could be made"),
+    })
+}
+
+/// The LLM client, when one is configured (`None` otherwise).
+pub fn connect_llm(config: &Config) -> Result<Option<Arc<Llm>>> {
+    let Ok(llm) = &config.llm else {
+        return Ok(None);
+    };
+    let client = match (&llm.replay, &llm.endpoint) {
+        (Some(recording), _) => Llm::replay(recording)?,
+        (None, Some(endpoint)) => Llm::connect(endpoint.clone(), llm.record.as_deref())?,
+        (None, None) => return Ok(None),
+    };
+    Ok(Some(Arc::new(client)))
+}
+
+/// The operation library, loaded into the embedded interpreter.
+pub fn load_bridge(config: &Config) -> Result<Arc<Bridge>> {
+    let python_dir = bridge::find_python_dir(config.python_dir.clone());
+    Ok(Arc::new(Bridge::load(
+        python_dir.as_deref(),
+        &config.codex_lib,
+    )?))
+}
+
+/// Reads and validates a flow file, checking its size before reading it whole.
+pub fn read_flow(path: &Path, default_task: Option<&str>, rules: &PathRules) -> Result<Flow> {
+    let unreadable = |err: std::io::Error| {
+        Error::Usage(format!("cannot read the flow {}: {err}", path.display()))
+    };
+    let size = fs::metadata(path).map_err(unreadable)?.len();
+    if size > validate::MAX_FLOW_BYTES as u64 {
+        return Err(Error::InvalidFlow(vec![Problem {
+            step: None,
+            rule: "limits",
+            message: format!(
+                "{} is {size} bytes; the limit is {}",
+                path.display(),
+                validate::MAX_FLOW_BYTES
+            ),
+        }]));
+    }
+    let text = fs::read_to_string(path).map_err(unreadable)?;
+    validate::parse_flow(&text, default_task, rules).map_err(Error::InvalidFlow)
+}
+
+/// The engine's settings for a flow on `rules.repo` with its tasks in `workspace_dir`, from the
+/// resolved configuration.
+pub fn engine_settings(
+    config: &Config,
+    rules: &PathRules,
+    workspace_dir: &Path,
+    llm: Option<Arc<Llm>>,
+) -> Settings {
+    let models = config.llm.as_ref().ok();
+    let operations = models.map(|m| m.operations.clone());
+    let run = &config.run;
+    let workspace_dir = canonical_or_absolute(workspace_dir);
+    let llm_config = match &operations {
+        Some(m) => serde_json::json!({
+            "model": m.model, "temperature": m.temperature, "max_tokens": m.max_tokens
+        }),
+        None => serde_json::json!({}),
+    };
+    let runtime = tokio::runtime::Handle::current();
+    Settings {
+        llm_config,
+        host_llm: llm.clone().zip(operations).map(|(llm, settings)| {
+            Arc::new(HostLlm {
+                llm,
+                settings,
+                runtime,
+            })
+        }),
+        summary_llm: llm.clone().zip(models.map(|m| m.planner.clone())),
+        recovery_limits: run.recovery_limits,
+        jobs: run.jobs,
+        sandbox: run
+            .sandbox
+            .as_ref()
+            .map(|plan| plan.protecting(&[rules.repo.clone(), workspace_dir.clone()])),
+        recovery: llm
+            .zip(models)
+            .filter(|_| run.recovery)
+            .map(|(llm, models)| RecoverySettings {
+                llm,
+                model: models.planner.clone(),
+                rules: rules.clone(),
+                policy: config.policy,
+            }),
+        limits: run.limits.clone(),
+        // The workspace as a repository path, when it lies inside the repository.
+        forbidden: RepoPath::from_walk(&rules.repo, &workspace_dir)
+            .into_iter()
+            .collect(),
+    }
+}
+
+/// Copies the repository into the task's snapshot and says so.
+pub fn snapshot(
+    task: &TaskDir,
+    repo: &Path,
+    workspace_dir: &Path,
+    events: &mut Events,
+) -> Result<()> {
+    let stats = staging::take_snapshot(repo, task, &[canonical_or_absolute(workspace_dir)])?;
+    fs::create_dir_all(task.final_output())
+        .io_context(|| format!("creating {}", task.final_output().display()))?;
+    events.emit(Event::SnapshotTaken {
+        files: stats.files,
+        bytes: stats.bytes,
+        duration_ms: stats.duration_ms,
+    })
+}
+
+/// Runs the executor and turns its outcome into an exit code, applying on success if asked.
+pub async fn execute(mut executor: Executor, apply_after: bool) -> Result<ExitCode> {
+    let outcome = match executor.run().await {
+        Ok(outcome) => outcome,
+        Err(error) => {
+            executor.abandon(&error);
+            return Err(error);
+        }
+    };
+    match outcome {
+        FlowOutcome::Succeeded if apply_after => {
+            let changes = review::changes(&executor.task, &executor.status, &executor.flow)?;
+            let rules = PathRules::new(&executor.status.repo, &executor.task.workspace());
+            let applied = review::apply(&rules, &executor.task.task_id, &changes, false)?;
+            record_applied(
+                &mut executor.events,
+                &mut executor.status,
+                &executor.task,
+                applied,
+            )?;
+            Ok(ExitCode::Success)
+        }
+        FlowOutcome::Succeeded => Ok(ExitCode::Success),
+        FlowOutcome::Failed => Ok(ExitCode::Failure),
+        FlowOutcome::Interrupted => Ok(ExitCode::Interrupted),
+    }
+}
+
+/// Records what `apply` did: the time in the status, an event, or a word when nothing was
+/// written.
+pub fn record_applied(
+    events: &mut Events,
+    flow_status: &mut FlowStatus,
+    task: &TaskDir,
+    applied: Applied,
+) -> Result<()> {
+    match applied {
+        Applied::Written(files) => {
+            flow_status.applied_at = Some(now());
+            state::save_status(task, flow_status)?;
+            events.emit(Event::ChangesApplied {
+                task_id: task.task_id.clone(),
+                files,
+            })
+        }
+        Applied::AlreadyApplied => {
+            crate::output::say(&format!(
+                "ocflow: the repository already holds the changes of task {}",
+                task.task_id
+            ));
+            Ok(())
+        }
+        Applied::Nothing => {
+            crate::output::say(&format!(
+                "ocflow: task {} changed no file; nothing to apply",
+                task.task_id
+            ));
+            Ok(())
+        }
+    }
+}

@@ -1,0 +1,161 @@
+//! `ocflow resume`: continue a flow after a crash, an interrupt or a failure, from
+//! `flow_status.json`, without running a succeeded step again.
+
+use crate::cli::args::ResumeArgs;
+use crate::cli::config::Config;
+use crate::cli::launch::{self, connect_llm};
+use crate::cli::tasks::find_task;
+use crate::engine::executor::{Executor, Interrupt};
+use crate::engine::orphans;
+use crate::error::{Error, Result};
+use crate::exit::ExitCode;
+use crate::flow::path_rules::PathRules;
+use crate::model::event::Event;
+use crate::model::status::{FlowState, FlowStatus, PendingRecovery, StepState};
+use crate::output::say;
+use crate::task::events::Events;
+use crate::task::journal::Journal;
+use crate::task::workspace;
+use crate::task::{staging, state};
+
+pub async fn resume(config: &Config, args: ResumeArgs) -> Result<ExitCode> {
+    let task = find_task(config, args.task.as_deref(), true)?;
+    let _lock = task.lock()?;
+    let status_path = task.file(workspace::STATUS_FILE);
+    let workspace_dir = task.workspace();
+    // A crash right after flow.json was written leaves no status yet: every step is pending.
+    let mut flow_status = match state::load_status(&task) {
+        Err(_) if !status_path.exists() && task.file(workspace::FLOW_FILE).is_file() => {
+            let flow = launch::read_flow(&task.file(workspace::FLOW_FILE), None, &config.rules)?;
+            FlowStatus::new(&task.task_id, &flow, &config.repo)
+        }
+        loaded => loaded?,
+    };
+    let rules = PathRules::new(&flow_status.repo, &workspace_dir);
+    let flow_file = state::current_flow_file(&task, flow_status.revision);
+    let flow = launch::read_flow(&flow_file, None, &rules)?;
+    // Earlier revisions' steps stay in the status; every step of the flow must be there.
+    if let Some(step) = flow
+        .steps
+        .iter()
+        .find(|s| flow_status.step(&s.id).is_none())
+    {
+        return Err(Error::BadStateFile {
+            path: status_path,
+            problem: format!(
+                "step {} of the flow is missing; flow.json or the status was edited by hand",
+                step.id
+            ),
+        });
+    }
+    if flow_status.state == FlowState::Succeeded {
+        say(&format!(
+            "ocflow: task {} already succeeded; nothing to resume. Review it with `ocflow diff \
+             {0}`.",
+            task.task_id
+        ));
+        return Ok(ExitCode::Success);
+    }
+    // A recovery left pending needs the LLM settings (even to redo a decision already made);
+    // without them the step is simply failed, and --retry-failed runs it again.
+    let llm = connect_llm(config)?;
+    if flow_status.pending_recovery.is_some() && (!config.run.recovery || llm.is_none()) {
+        flow_status.pending_recovery = None;
+    }
+    let pending_recovery = flow_status
+        .pending_recovery
+        .as_ref()
+        .map(|p| p.step.clone());
+    let failed: Vec<String> = flow_status
+        .steps
+        .iter()
+        .filter(|s| {
+            s.status == StepState::Failed
+                && flow.step(&s.id).is_some()
+                && Some(&s.id) != pending_recovery.as_ref()
+        })
+        .map(|s| s.id.clone())
+        .collect();
+    if !failed.is_empty() && !args.retry_failed {
+        for step in flow_status
+            .steps
+            .iter()
+            .filter(|s| s.status == StepState::Failed)
+        {
+            say(&format!(
+                "ocflow: step {} failed: {}",
+                step.id,
+                step.message.as_deref().unwrap_or("no message")
+            ));
+        }
+        say(&format!(
+            "ocflow: not resuming over failed steps; fix the cause and run `ocflow resume {} \
+             --retry-failed`",
+            task.task_id
+        ));
+        return Ok(ExitCode::Failure);
+    }
+    let bridge = launch::load_bridge(config)?;
+    let interrupt = Interrupt::listen();
+    let stopped = orphans::stop(&task);
+    if stopped > 0 {
+        say(&format!(
+            "ocflow: stopped {stopped} command(s) left running in this task when ocflow was killed"
+        ));
+    }
+    let settings = launch::engine_settings(config, &rules, &workspace_dir, llm);
+    let limits = settings.recovery_limits;
+    let calls = flow_status.recovery_calls;
+    let mut new_round = None;
+    for step in &mut flow_status.steps {
+        match step.status {
+            StepState::Running => {
+                step.requeue(Some("was running when ocflow stopped; it runs again"))?
+            }
+            // With an LLM, --retry-failed starts a new recovery round for the failed step, where
+            // the caps leave room for one; otherwise the step simply runs again, as asked.
+            StepState::Failed
+                if failed.contains(&step.id)
+                    && settings.recovery.is_some()
+                    && new_round.is_none()
+                    && pending_recovery.is_none()
+                    && step.attempts < limits.max_attempts_per_step
+                    && calls < limits.max_recovery_calls =>
+            {
+                new_round = Some(step.id.clone());
+            }
+            StepState::Failed if failed.contains(&step.id) => step.requeue(None)?,
+            _ => {}
+        }
+    }
+    if let Some(step) = new_round {
+        flow_status.pending_recovery = Some(PendingRecovery {
+            step,
+            decision: None,
+        });
+    }
+    flow_status.message = None;
+    state::save_status(&task, &mut flow_status)?;
+    let mut events = Events::new(
+        Journal::open(&task.file(workspace::JOURNAL_FILE))?,
+        config.json,
+    );
+    let pending = flow_status
+        .steps
+        .iter()
+        .filter(|s| s.status == StepState::Pending)
+        .map(|s| s.id.clone())
+        .collect();
+    events.emit(Event::FlowResumed {
+        task_id: task.task_id.clone(),
+        task_dir: task.root.clone(),
+        pending,
+    })?;
+    let repo = flow_status.repo.clone();
+    if !task.snapshot().is_dir() {
+        launch::snapshot(&task, &repo, &workspace_dir, &mut events)?;
+    }
+    staging::rebuild_final_output(&task, &flow_status, &flow)?;
+    let executor = Executor::new(task, flow, flow_status, events, bridge, settings, interrupt);
+    launch::execute(executor, args.apply).await
+}

@@ -1,0 +1,268 @@
+//! `ocflow run` and `ocflow plan`: plan a task with the LLM (or take a flow file), validate
+//! it, create the task directory, snapshot the repository and run the flow.
+
+use std::fs;
+use std::path::Path;
+
+use crate::cli::args::{PlanArgs, RunArgs};
+use crate::cli::config::Config;
+use crate::cli::launch::{self, connect_llm, require_llm};
+use crate::engine::executor::{Executor, Interrupt};
+use crate::error::{Error, Result};
+use crate::exit::ExitCode;
+use crate::flow::operations;
+use crate::flow::path_rules::canonical_or_absolute;
+use crate::llm::client::Llm;
+use crate::llm::planner::{PlanError, Planner};
+use crate::model::event::Event;
+use crate::model::flow::{FLOW_VERSION, Flow};
+use crate::model::llm::LlmErrorKind;
+use crate::model::status::{FlowState, FlowStatus, now};
+use crate::output::{print_stdout, say};
+use crate::task::events::Events;
+use crate::task::journal::Journal;
+use crate::task::state;
+use crate::task::workspace::{self, TaskDir};
+
+/// Where the planner's raw answers are kept in a task directory.
+const PLANNING_DIR: &str = "planning";
+
+/// `ocflow run`: plan (or read the flow), then run it.
+pub async fn run(config: &Config, args: RunArgs) -> Result<ExitCode> {
+    let given = match (&args.plan, &args.task) {
+        (Some(plan), _) => Some(launch::read_flow(
+            plan,
+            args.task.as_deref(),
+            &config.rules,
+        )?),
+        (None, Some(_)) => None,
+        (None, None) => {
+            return Err(Error::Usage(
+                "give a task, `ocflow run \"add input validation to api.py\"`, or a flow, \
+                 `ocflow run --plan FLOW.json`"
+                    .into(),
+            ));
+        }
+    };
+    let llm = match &given {
+        // A given flow needs the LLM only for its LLM operations; the summary falls back.
+        Some(flow) => {
+            let llm = connect_llm(config)?;
+            let needing = flow
+                .steps
+                .iter()
+                .find(|s| operations::step_needs_llm(&s.operation, &s.params));
+            if let (None, Some(step), Err(missing)) = (&llm, needing, &config.llm) {
+                return Err(Error::Usage(format!(
+                    "step {} ({}) needs an LLM, and {missing}",
+                    step.id, step.operation
+                )));
+            }
+            llm
+        }
+        None => Some(require_llm(config)?),
+    };
+    let bridge = launch::load_bridge(config)?;
+    let task_text = match &given {
+        Some(flow) => flow.task.clone(),
+        None => args.task.clone().unwrap_or_default(),
+    };
+    let task_id = match &args.task_id {
+        Some(id) if workspace::is_valid_task_id(id) => id.clone(),
+        Some(id) => {
+            return Err(Error::Usage(format!(
+                "--task-id {id:?}: use letters, digits, `.`, `_` and `-`, starting with a letter \
+                 or digit"
+            )));
+        }
+        None => unused_task_id(&config.workspace, &task_text),
+    };
+    let interrupt = Interrupt::listen();
+    let task = TaskDir::new(&config.workspace, &task_id);
+    task.create()?;
+    let _lock = task.lock()?;
+    if config.default_workspace {
+        exclude_from_git(&config.repo);
+    }
+    let mut events = Events::new(
+        Journal::open(&task.file(workspace::JOURNAL_FILE))?,
+        config.json,
+    );
+    events.emit(Event::FlowStarted {
+        task_id: task_id.clone(),
+        task: task_text.clone(),
+        task_dir: task.root.clone(),
+        repo: config.repo.clone(),
+        library: bridge.description.clone(),
+    })?;
+    let (flow, answers) = match (given, &llm) {
+        (Some(flow), _) => (flow, 0),
+        (None, Some(llm)) => {
+            let planner = planner(config, llm)?;
+            let answers_dir = task.root.join(PLANNING_DIR);
+            match planner.plan(&task_text, &answers_dir).await {
+                Ok(flow) => (flow, count_answers(&answers_dir)),
+                Err(error) => {
+                    return planning_failed(
+                        &task,
+                        &task_text,
+                        &config.repo,
+                        llm,
+                        &mut events,
+                        error,
+                    );
+                }
+            }
+        }
+        (None, None) => return Err(Error::internal("planning without an LLM client")),
+    };
+    state::save_flow(&task, &flow)?;
+    let mut flow_status = FlowStatus::new(&task_id, &flow, &config.repo);
+    if let Some(llm) = &llm {
+        flow_status.tokens.add(&llm.usage_for("planner"));
+    }
+    state::save_status(&task, &mut flow_status)?;
+    events.emit(Event::FlowPlanned {
+        steps: flow.steps.len(),
+        planner_answers: answers,
+    })?;
+    launch::snapshot(&task, &config.repo, &config.workspace, &mut events)?;
+    let settings = launch::engine_settings(config, &config.rules, &config.workspace, llm);
+    let executor = Executor::new(task, flow, flow_status, events, bridge, settings, interrupt);
+    launch::execute(executor, args.apply).await
+}
+
+/// The planner for the configured model, repository and policy.
+fn planner<'a>(config: &'a Config, llm: &'a Llm) -> Result<Planner<'a>> {
+    Ok(Planner {
+        llm,
+        settings: &config.require_llm()?.planner,
+        rules: &config.rules,
+        skip: vec![canonical_or_absolute(&config.workspace)],
+        policy: config.policy,
+    })
+}
+
+fn count_answers(dir: &Path) -> usize {
+    fs::read_dir(dir).map_or(0, |entries| {
+        entries
+            .flatten()
+            .filter(|e| e.file_name().to_string_lossy().ends_with(".md"))
+            .count()
+    })
+}
+
+/// Records a planning failure as a failed flow with no steps, and says why: exit 1, or exit 2
+/// when the configuration is at fault (key, URL, model).
+fn planning_failed(
+    task: &TaskDir,
+    task_text: &str,
+    repo: &Path,
+    llm: &Llm,
+    events: &mut Events,
+    error: PlanError,
+) -> Result<ExitCode> {
+    let empty = Flow {
+        version: FLOW_VERSION,
+        task: task_text.to_string(),
+        steps: Vec::new(),
+    };
+    let mut flow_status = FlowStatus::new(&task.task_id, &empty, repo);
+    flow_status.tokens.add(&llm.usage_for("planner"));
+    flow_status.state = FlowState::Failed;
+    flow_status.message = Some(format!("planning failed: {error}"));
+    flow_status.finished_at = Some(now());
+    state::save_status(task, &mut flow_status)?;
+    let summary_path = task.file(workspace::SUMMARY_FILE);
+    let summary = crate::engine::summary::from_journal(task, &flow_status, &empty)?;
+    workspace::write_atomic(&summary_path, summary.as_bytes())?;
+    events.emit(Event::FlowFinished {
+        task_id: task.task_id.clone(),
+        state: FlowState::Failed,
+        changed_files: Vec::new(),
+        summary: summary_path,
+    })?;
+    say(&format!("ocflow: planning failed: {error}"));
+    Ok(if is_configuration(&error) {
+        ExitCode::Usage
+    } else {
+        ExitCode::Failure
+    })
+}
+
+/// Whether a planning failure is the configuration's fault (key, URL, model, quota).
+fn is_configuration(error: &PlanError) -> bool {
+    use LlmErrorKind::*;
+    matches!(error, PlanError::Llm(e)
+        if matches!(e.kind, Unauthorized | NotFound | Redirected | QuotaExceeded))
+}
+
+/// `ocflow plan TASK`: the validated flow on stdout; the answers kept under `_plans/`.
+pub async fn plan(config: &Config, args: PlanArgs) -> Result<ExitCode> {
+    let llm = require_llm(config)?;
+    let id = match &args.task_id {
+        Some(id) if workspace::is_valid_task_id(id) => id.clone(),
+        Some(id) => {
+            return Err(Error::Usage(format!(
+                "--task-id {id:?}: use letters, digits, `.`, `_` and `-`"
+            )));
+        }
+        None => workspace::new_task_id(&args.task, chrono::Local::now()),
+    };
+    let answers = config.workspace.join("_plans").join(&id);
+    match planner(config, &llm)?.plan(&args.task, &answers).await {
+        Ok(flow) => {
+            print_stdout(&(serde_json::to_string_pretty(&flow).unwrap_or_default() + "\n"));
+            say(&format!(
+                "ocflow: planned {} step(s); the model's answers are in {}",
+                flow.steps.len(),
+                answers.display()
+            ));
+            Ok(ExitCode::Success)
+        }
+        Err(PlanError::Llm(error)) if !error.transient() => {
+            Err(Error::Usage(format!("planning failed: {error}")))
+        }
+        Err(error) => {
+            say(&format!("ocflow: planning failed: {error}"));
+            Ok(ExitCode::Failure)
+        }
+    }
+}
+
+/// A task id not yet used in the workspace.
+fn unused_task_id(workspace_dir: &Path, task: &str) -> String {
+    let base = workspace::new_task_id(task, chrono::Local::now());
+    let mut id = base.clone();
+    let mut n = 2;
+    while workspace_dir.join(&id).exists() {
+        id = format!("{base}-{n}");
+        n += 1;
+    }
+    id
+}
+
+/// Adds the default workspace to the repository's `.git/info/exclude`, so it never shows up
+/// as untracked files.
+fn exclude_from_git(repo: &Path) {
+    let info = repo.join(".git").join("info");
+    if !repo.join(".git").is_dir() {
+        return;
+    }
+    let exclude = info.join("exclude");
+    let current = fs::read_to_string(&exclude).unwrap_or_default();
+    if current.lines().any(|line| line.trim() == "/.ocflow/") {
+        return;
+    }
+    let mut text = current;
+    if !text.is_empty() && !text.ends_with('\n') {
+        text.push('\n');
+    }
+    text.push_str("/.ocflow/\n");
+    if let Err(err) = fs::create_dir_all(&info).and_then(|()| fs::write(&exclude, text)) {
+        say(&format!(
+            "ocflow: warning: could not add /.ocflow/ to {}: {err}",
+            exclude.display()
+        ));
+    }
+}

@@ -1,0 +1,68 @@
+//! Finding a task: a task directory given as a path, a task id in the workspace, or the most
+//! recently updated flow.
+
+use std::fs;
+use std::path::PathBuf;
+
+use crate::cli::config::Config;
+use crate::error::{Error, IoContext, Result};
+use crate::model::status::FlowState;
+use crate::task::state;
+use crate::task::workspace::{self, TaskDir};
+
+/// The task `arg` names, or the most recently updated flow (only unfinished ones when
+/// `unfinished`).
+pub fn find_task(config: &Config, arg: Option<&str>, unfinished: bool) -> Result<TaskDir> {
+    if let Some(arg) = arg {
+        let as_path = PathBuf::from(arg);
+        if as_path.join(workspace::STATUS_FILE).is_file() {
+            let root = as_path
+                .canonicalize()
+                .io_context(|| format!("resolving {arg}"))?;
+            return TaskDir::at(root)
+                .ok_or_else(|| Error::Usage(format!("{arg} is not a task directory")));
+        }
+        let task = TaskDir::new(&config.workspace, arg);
+        let exists = task.file(workspace::STATUS_FILE).is_file()
+            || task.file(workspace::FLOW_FILE).is_file();
+        if workspace::is_valid_task_id(arg) && exists {
+            return Ok(task);
+        }
+        return Err(Error::Usage(format!(
+            "no task {arg:?} in the workspace {}; give a task id from there, a task directory, \
+             or --workspace",
+            config.workspace.display()
+        )));
+    }
+    let entries = fs::read_dir(&config.workspace).map_err(|_| {
+        Error::Usage(format!(
+            "no flows in {}: start one with `ocflow run`, or point --workspace at the right place",
+            config.workspace.display()
+        ))
+    })?;
+    let mut best: Option<(String, TaskDir)> = None;
+    for entry in entries.flatten() {
+        let Some(task) = TaskDir::at(entry.path()) else {
+            continue;
+        };
+        let Ok(flow_status) = state::load_status(&task) else {
+            continue;
+        };
+        if unfinished && flow_status.state == FlowState::Succeeded {
+            continue;
+        }
+        if best
+            .as_ref()
+            .is_none_or(|(time, _)| flow_status.updated_at > *time)
+        {
+            best = Some((flow_status.updated_at, task));
+        }
+    }
+    best.map(|(_, task)| task).ok_or_else(|| {
+        Error::Usage(format!(
+            "no {}flow in {}; name one with a task id",
+            if unfinished { "unfinished " } else { "" },
+            config.workspace.display()
+        ))
+    })
+}

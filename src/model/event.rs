@@ -1,0 +1,124 @@
+//! Events: everything that happens in a flow, as typed records. Each is one line of
+//! `journal.jsonl` and, with `--json`, one line on stdout.
+
+use std::path::PathBuf;
+
+use serde::{Deserialize, Serialize};
+
+use crate::model::status::{FlowState, StepState};
+
+/// The event format version this build writes; readers skip lines of other versions.
+pub const EVENT_VERSION: u32 = 1;
+
+fn first_version() -> u32 {
+    1
+}
+
+/// Something that happened, as written to `journal.jsonl` and to `--json` output.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(tag = "type", rename_all = "snake_case")]
+pub enum Event {
+    /// A new flow begins.
+    FlowStarted {
+        task_id: String,
+        task: String,
+        /// The task directory holding every file of this flow.
+        task_dir: PathBuf,
+        repo: PathBuf,
+        /// The operation library and the Python running it.
+        library: String,
+    },
+    /// The flow is known and validated: given as a file, or planned by the LLM.
+    FlowPlanned {
+        steps: usize,
+        /// How many answers the planner needed (0 for a given flow).
+        planner_answers: usize,
+    },
+    /// `ocflow resume` picks a flow up again.
+    FlowResumed {
+        task_id: String,
+        task_dir: PathBuf,
+        /// Steps still to run.
+        pending: Vec<String>,
+    },
+    /// The repository was copied into the task's snapshot.
+    SnapshotTaken {
+        files: u64,
+        bytes: u64,
+        duration_ms: u64,
+    },
+    /// A step begins an attempt.
+    StepStarted {
+        step: String,
+        operation: String,
+        attempt: u32,
+    },
+    /// A step's attempt ended.
+    StepFinished {
+        step: String,
+        operation: String,
+        status: StepState,
+        attempt: u32,
+        duration_ms: u64,
+        message: String,
+        /// Repository-relative files the step created or changed.
+        output_files: Vec<String>,
+        /// Repository-relative files the step deleted.
+        deleted_files: Vec<String>,
+    },
+    /// A transient failure is retried automatically after `delay_ms`.
+    StepRetrying {
+        step: String,
+        retry: u32,
+        delay_ms: u64,
+    },
+    /// The LLM chose a recovery strategy for a failed step.
+    RecoveryDecided {
+        step: String,
+        strategy: String,
+        reason: String,
+        /// The flow revision it produced, if it changed the flow.
+        revision: Option<u32>,
+    },
+    /// Recovery could not go on (a limit, the stuck rule, no valid answer); the flow fails.
+    RecoveryStopped { step: String, reason: String },
+    /// The flow ended (succeeded or failed).
+    FlowFinished {
+        task_id: String,
+        state: FlowState,
+        /// Every repository file the flow changed.
+        changed_files: Vec<String>,
+        summary: PathBuf,
+    },
+    /// Ctrl-C or SIGTERM stopped the flow; `ocflow resume` continues it.
+    FlowInterrupted {
+        task_id: String,
+        running: Vec<String>,
+    },
+    /// `ocflow apply` wrote the flow's changes into the repository.
+    ChangesApplied { task_id: String, files: Vec<String> },
+}
+
+/// One journal line: when, and what.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct Record {
+    /// Format version of the line; see `EVENT_VERSION`. Lines written before versions existed
+    /// have none and are version 1.
+    #[serde(default = "first_version")]
+    pub version: u32,
+    /// RFC 3339 time the event was recorded.
+    pub ts: String,
+    #[serde(flatten)]
+    pub event: Event,
+}
+
+impl Record {
+    /// A record of `event` now, in this build's version.
+    pub fn now(ts: String, event: Event) -> Record {
+        Record {
+            version: EVENT_VERSION,
+            ts,
+            event,
+        }
+    }
+}

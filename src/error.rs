@@ -49,7 +49,7 @@ pub enum Error {
     /// The LLM call failed; `LlmError::transient` says whether trying later can help. A
     /// permanent one (key, URL, model) is the configuration's fault (exit 2); a transient one
     /// exits 1.
-    #[error("{0}")]
+    #[error("the LLM call failed: {0}")]
     Llm(#[from] LlmError),
 
     /// A file-system failure: disk full, permission denied (exit 1; resumable once fixed).
@@ -73,7 +73,7 @@ pub enum Error {
 
 impl Error {
     /// A fault in ocflow, with the task directory to attach to a bug report when known.
-    pub fn internal(message: impl Into<String>) -> Error {
+    pub(crate) fn internal(message: impl Into<String>) -> Error {
         Error::Internal {
             message: message.into(),
             task_dir: None,
@@ -86,15 +86,6 @@ impl Error {
             Error::Io { .. } | Error::Internal { .. } => ExitCode::Failure,
             Error::Llm(error) if error.transient() => ExitCode::Failure,
             _ => ExitCode::Usage,
-        }
-    }
-
-    /// Whether the same command may succeed if run again later, unchanged.
-    pub fn is_transient(&self) -> bool {
-        match self {
-            Error::Locked { .. } => true,
-            Error::Llm(error) => error.transient(),
-            _ => false,
         }
     }
 }
@@ -114,7 +105,7 @@ fn render_problems(problems: &[Problem]) -> String {
 }
 
 /// Attaches a human context to `std::io::Error`s.
-pub trait IoContext<T> {
+pub(crate) trait IoContext<T> {
     fn io_context(self, context: impl FnOnce() -> String) -> Result<T, Error>;
 }
 

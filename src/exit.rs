@@ -20,7 +20,7 @@ pub enum ExitCode {
 
 impl ExitCode {
     /// The number the process exits with.
-    pub fn code(self) -> u8 {
+    pub(crate) fn code(self) -> u8 {
         match self {
             ExitCode::Success => 0,
             ExitCode::Failure => 1,

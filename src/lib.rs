@@ -5,23 +5,29 @@
 //! `main.rs` only parses arguments and maps the result to an exit code; everything else is
 //! here, so tests can drive it directly.
 
-pub mod cli;
-pub mod engine;
-pub mod error;
-pub mod exit;
-pub mod flow;
-pub mod llm;
-pub mod model;
-pub mod output;
-pub mod task;
+mod cli;
+mod engine;
+mod error;
+mod exit;
+mod flow;
+mod llm;
+mod model;
+mod output;
+mod task;
 
-use cli::args::{Cli, Command};
-use error::Result;
-use exit::ExitCode;
+use cli::args::Command;
+
+// The library's interface: what `main.rs` needs. Everything else is internal to the crate, so
+// the compiler reports what nothing uses.
+pub use cli::args::Cli;
+pub use error::{Error, Result};
+pub use exit::ExitCode;
+pub use llm::key::{ApiKey, take_key_at_startup};
+pub use output::say;
 
 /// Resolves the configuration and runs the command; returns the exit code. `api_key` comes
 /// from `llm::key::take_key_at_startup`.
-pub fn run(cli: Cli, api_key: llm::key::ApiKey) -> Result<ExitCode> {
+pub fn run(cli: Cli, api_key: ApiKey) -> Result<ExitCode> {
     // The sandbox launcher needs no configuration, and must stay small before its exec.
     if let Command::SandboxExec(args) = &cli.command {
         return Ok(engine::sandbox::exec(

@@ -6,12 +6,12 @@ use clap::Parser;
 
 fn main() -> ExitCode {
     // First, while single-threaded: may re-execute the binary to drop the key from the environment.
-    let api_key = ocflow::llm::key::take_key_at_startup();
-    let cli = ocflow::cli::args::Cli::parse();
+    let api_key = ocflow::take_key_at_startup();
+    let cli = ocflow::Cli::parse();
     match ocflow::run(cli, api_key) {
         Ok(code) => code.into(),
         Err(err) => {
-            ocflow::output::say(&format!("ocflow: error: {err:#}"));
+            ocflow::say(&format!("ocflow: error: {err:#}"));
             err.exit_code().into()
         }
     }

@@ -12,7 +12,7 @@ pub fn say(line: &str) {
 
 /// Writes command output (data, not progress) to stdout.
 #[allow(clippy::print_stdout)]
-pub fn print_stdout(text: &str) {
+pub(crate) fn print_stdout(text: &str) {
     let mut stdout = std::io::stdout().lock();
     let _ = stdout.write_all(text.as_bytes());
     let _ = stdout.flush();

@@ -10,45 +10,45 @@ use clap::{Args, Parser, Subcommand};
 #[command(name = "ocflow", version, about, long_about = None)]
 pub struct Cli {
     #[command(flatten)]
-    pub global: GlobalArgs,
+    pub(crate) global: GlobalArgs,
     #[command(subcommand)]
-    pub command: Command,
+    pub(crate) command: Command,
 }
 
 /// Options every command takes.
 #[derive(Debug, Args)]
-pub struct GlobalArgs {
+pub(crate) struct GlobalArgs {
     /// The repository the flow works on (only read until `apply`).
     #[arg(long, global = true, value_name = "DIR", default_value = ".")]
-    pub repo: PathBuf,
+    pub(crate) repo: PathBuf,
     /// Where task directories live [default: <repo>/.ocflow].
     #[arg(long, global = true, value_name = "DIR", env = "OCFLOW_WORKSPACE")]
-    pub workspace: Option<PathBuf>,
+    pub(crate) workspace: Option<PathBuf>,
     /// Print events as JSON lines on stdout (for scripts and headless callers).
     #[arg(long, global = true)]
-    pub json: bool,
+    pub(crate) json: bool,
     /// Python module to drive instead of open_codex_lib (must define execute_operation) [default: open_codex_lib].
     #[arg(long, global = true, value_name = "MODULE", env = "OCFLOW_CODEX_LIB")]
-    pub codex_lib: Option<String>,
+    pub(crate) codex_lib: Option<String>,
     /// Directory to put first on Python's sys.path [default: the bundled python/ folder].
     #[arg(long, global = true, value_name = "DIR", env = "OCFLOW_PYTHON_DIR")]
-    pub python_dir: Option<PathBuf>,
+    pub(crate) python_dir: Option<PathBuf>,
     /// OpenAI-compatible endpoint, e.g. http://localhost:8000/v1 [env: OCFLOW_BASE_URL, OPENAI_BASE_URL, LLM_BASE_URL].
     #[arg(long, global = true, value_name = "URL")]
-    pub base_url: Option<String>,
+    pub(crate) base_url: Option<String>,
     /// Model for planning and for the operations [env: OCFLOW_MODEL, LLM_MODEL].
     #[arg(long, global = true, value_name = "NAME")]
-    pub model: Option<String>,
+    pub(crate) model: Option<String>,
     /// Append every LLM request and answer to FILE (JSON lines; never the key).
     #[arg(long, global = true, value_name = "FILE", conflicts_with = "replay")]
-    pub record: Option<PathBuf>,
+    pub(crate) record: Option<PathBuf>,
     /// Answer every LLM request from a recording made with --record; no network.
     #[arg(long, global = true, value_name = "FILE")]
-    pub replay: Option<PathBuf>,
+    pub(crate) replay: Option<PathBuf>,
 }
 
 #[derive(Debug, Subcommand)]
-pub enum Command {
+pub(crate) enum Command {
     /// Plan TASK with the LLM (or take `--plan FLOW.json`), run the flow, summarise.
     Run(RunArgs),
     /// Plan TASK with the LLM and print the validated flow on stdout.
@@ -69,101 +69,101 @@ pub enum Command {
 }
 
 #[derive(Debug, Args)]
-pub struct SandboxArgs {
+pub(crate) struct SandboxArgs {
     /// A path the command may write beneath (repeatable).
     #[arg(long = "write", value_name = "PATH")]
-    pub write: Vec<PathBuf>,
+    pub(crate) write: Vec<PathBuf>,
     /// Only report whether the kernel enforces the sandbox ("landlock" or "none").
     #[arg(long)]
-    pub probe: bool,
+    pub(crate) probe: bool,
     /// The command and its arguments.
     #[arg(last = true)]
-    pub command: Vec<std::ffi::OsString>,
+    pub(crate) command: Vec<std::ffi::OsString>,
 }
 
 #[derive(Debug, Args)]
-pub struct PlanArgs {
+pub(crate) struct PlanArgs {
     /// The task, in words.
-    pub task: String,
+    pub(crate) task: String,
     /// Id of the task directory where the planner's answers are kept [default: <date>-<time>-<slug>].
     #[arg(long, value_name = "ID")]
-    pub task_id: Option<String>,
+    pub(crate) task_id: Option<String>,
 }
 
 #[derive(Debug, Args)]
-pub struct RunArgs {
+pub(crate) struct RunArgs {
     /// The task, in words.
-    pub task: Option<String>,
+    pub(crate) task: Option<String>,
     /// Execute this flow file instead of planning.
     #[arg(long, value_name = "FLOW.json")]
-    pub plan: Option<PathBuf>,
+    pub(crate) plan: Option<PathBuf>,
     /// Id of the task directory [default: <date>-<time>-<slug of the task>].
     #[arg(long, value_name = "ID")]
-    pub task_id: Option<String>,
+    pub(crate) task_id: Option<String>,
     /// Apply the changes to the repository when the flow succeeds.
     #[arg(long)]
-    pub apply: bool,
+    pub(crate) apply: bool,
     #[command(flatten)]
-    pub limits: LimitArgs,
+    pub(crate) limits: LimitArgs,
 }
 
 #[derive(Debug, Default, Args)]
-pub struct LimitArgs {
+pub(crate) struct LimitArgs {
     /// Steps run at the same time at most; 1 runs them one after another [default: 4].
     #[arg(long, value_name = "N")]
-    pub jobs: Option<usize>,
+    pub(crate) jobs: Option<usize>,
     /// Default time limit of a command step, in seconds (a step's timeout_seconds wins) [default: 600].
     #[arg(long, value_name = "SECONDS")]
-    pub step_timeout: Option<u64>,
+    pub(crate) step_timeout: Option<u64>,
     /// Most bytes of each output stream a command step keeps [default: 1048576].
     #[arg(long, value_name = "BYTES")]
-    pub max_output_bytes: Option<u64>,
+    pub(crate) max_output_bytes: Option<u64>,
     /// Let LLM-proposed commands be destructive (rm -rf ~, git reset --hard…); refused otherwise.
     #[arg(long)]
-    pub allow_destructive: bool,
+    pub(crate) allow_destructive: bool,
     /// Do not ask the LLM for a recovery strategy when a step fails: stop the flow.
     #[arg(long)]
-    pub no_recovery: bool,
+    pub(crate) no_recovery: bool,
     /// Run command steps without the Landlock sandbox (they can then write anywhere you can).
     #[arg(long)]
-    pub no_sandbox: bool,
+    pub(crate) no_sandbox: bool,
 }
 
 #[derive(Debug, Args)]
-pub struct ResumeArgs {
+pub(crate) struct ResumeArgs {
     /// Task id or task directory [default: the most recent unfinished flow].
-    pub task: Option<String>,
+    pub(crate) task: Option<String>,
     /// Run failed steps again (otherwise resume reports them and stops).
     #[arg(long)]
-    pub retry_failed: bool,
+    pub(crate) retry_failed: bool,
     /// Apply the changes to the repository when the flow succeeds.
     #[arg(long)]
-    pub apply: bool,
+    pub(crate) apply: bool,
     #[command(flatten)]
-    pub limits: LimitArgs,
+    pub(crate) limits: LimitArgs,
 }
 
 #[derive(Debug, Args)]
-pub struct TaskArg {
+pub(crate) struct TaskArg {
     /// Task id or task directory [default: the most recent flow].
-    pub task: Option<String>,
+    pub(crate) task: Option<String>,
 }
 
 #[derive(Debug, Args)]
-pub struct StatusArgs {
+pub(crate) struct StatusArgs {
     /// Task id or task directory [default: the most recent flow].
-    pub task: Option<String>,
+    pub(crate) task: Option<String>,
     /// Keep showing the status as it changes, until the flow stops (with --json: one JSON
     /// document per line, per change).
     #[arg(long)]
-    pub follow: bool,
+    pub(crate) follow: bool,
 }
 
 #[derive(Debug, Args)]
-pub struct ApplyArgs {
+pub(crate) struct ApplyArgs {
     /// Task id or task directory [default: the most recent flow].
-    pub task: Option<String>,
+    pub(crate) task: Option<String>,
     /// Overwrite files that changed in the repository since the flow read them.
     #[arg(long)]
-    pub force: bool,
+    pub(crate) force: bool,
 }

@@ -21,7 +21,7 @@ use crate::model::step_spec::Limits;
 use crate::task::workspace::WORKSPACE_CONFIG;
 
 /// The default operation library.
-pub const DEFAULT_CODEX_LIB: &str = "open_codex_lib";
+pub(crate) const DEFAULT_CODEX_LIB: &str = "open_codex_lib";
 const DEFAULT_STEP_TIMEOUT_SECONDS: u64 = 600;
 /// LLM-bound steps wait most of their time; four at once is a fair share of a small endpoint.
 const DEFAULT_JOBS: usize = 4;
@@ -29,125 +29,125 @@ const DEFAULT_MAX_OUTPUT_BYTES: u64 = 1024 * 1024;
 
 /// Everything a command needs to know, resolved once.
 #[derive(Debug, Clone)]
-pub struct Config {
+pub(crate) struct Config {
     /// The canonical repository root.
-    pub repo: PathBuf,
+    pub(crate) repo: PathBuf,
     /// The absolute workspace root (it may not exist yet).
-    pub workspace: PathBuf,
+    pub(crate) workspace: PathBuf,
     /// Whether the workspace is the default one inside the repository.
-    pub default_workspace: bool,
+    pub(crate) default_workspace: bool,
     /// Where the flow's paths may go in `repo`.
-    pub rules: PathRules,
-    pub codex_lib: String,
-    pub python_dir: Option<PathBuf>,
-    pub json: bool,
+    pub(crate) rules: PathRules,
+    pub(crate) codex_lib: String,
+    pub(crate) python_dir: Option<PathBuf>,
+    pub(crate) json: bool,
     /// What commands of model-made steps may do.
-    pub policy: CommandPolicy,
+    pub(crate) policy: CommandPolicy,
     /// The LLM settings, or why there are none.
-    pub llm: std::result::Result<LlmConfig, NoLlm>,
+    pub(crate) llm: std::result::Result<LlmConfig, NoLlm>,
     /// How steps run: for the commands that run them (`run`, `resume`, `demo`).
-    pub run: RunConfig,
+    pub(crate) run: RunConfig,
 }
 
 /// Why no LLM is configured; the message names what to set.
 #[derive(Debug, Clone, thiserror::Error)]
 #[error("{0}")]
-pub struct NoLlm(String);
+pub(crate) struct NoLlm(String);
 
 /// How steps run.
 #[derive(Debug, Clone)]
-pub struct RunConfig {
+pub(crate) struct RunConfig {
     /// Steps run at the same time at most.
-    pub jobs: usize,
+    pub(crate) jobs: usize,
     /// Default limits of each step.
-    pub limits: Limits,
+    pub(crate) limits: Limits,
     /// How command steps are sandboxed; `None`: not at all (`--no-sandbox`, `[sandbox] enabled
     /// = false`, a kernel without Landlock, or a command that runs no steps).
-    pub sandbox: Option<SandboxPlan>,
+    pub(crate) sandbox: Option<SandboxPlan>,
     /// Bounds of automatic retries and of recovery.
-    pub recovery_limits: recovery::Limits,
+    pub(crate) recovery_limits: recovery::Limits,
     /// Whether a failed step goes to the LLM for a recovery strategy (when there is an LLM).
-    pub recovery: bool,
+    pub(crate) recovery: bool,
 }
 
 /// How to reach the LLM and which models to use.
 #[derive(Debug, Clone)]
-pub struct LlmConfig {
+pub(crate) struct LlmConfig {
     /// `None` when answers come from a recording.
-    pub endpoint: Option<Endpoint>,
+    pub(crate) endpoint: Option<Endpoint>,
     /// For planning and the final summary.
-    pub planner: ModelSettings,
+    pub(crate) planner: ModelSettings,
     /// For the library's LLM operations.
-    pub operations: ModelSettings,
-    pub record: Option<PathBuf>,
-    pub replay: Option<PathBuf>,
+    pub(crate) operations: ModelSettings,
+    pub(crate) record: Option<PathBuf>,
+    pub(crate) replay: Option<PathBuf>,
 }
 
 /// The contents of a config file. Unknown keys are errors, so a typo is not silently ignored.
 #[derive(Debug, Clone, Default, Deserialize)]
 #[serde(deny_unknown_fields)]
-pub struct FileConfig {
+pub(crate) struct FileConfig {
     /// Python module implementing `execute_operation`.
-    pub codex_lib: Option<String>,
+    pub(crate) codex_lib: Option<String>,
     #[serde(default)]
-    pub limits: FileLimits,
+    pub(crate) limits: FileLimits,
     #[serde(default)]
-    pub llm: FileLlm,
+    pub(crate) llm: FileLlm,
     #[serde(default)]
-    pub recovery: FileRecovery,
+    pub(crate) recovery: FileRecovery,
     #[serde(default)]
-    pub sandbox: FileSandbox,
+    pub(crate) sandbox: FileSandbox,
 }
 
 /// `[sandbox]` in a config file.
 #[derive(Debug, Clone, Default, Deserialize)]
 #[serde(deny_unknown_fields)]
-pub struct FileSandbox {
+pub(crate) struct FileSandbox {
     /// Run command steps in the Landlock sandbox where the kernel has it (default true).
-    pub enabled: Option<bool>,
+    pub(crate) enabled: Option<bool>,
     /// More paths commands may write beneath (`~/` is the home directory).
     #[serde(default)]
-    pub writable: Vec<String>,
+    pub(crate) writable: Vec<String>,
 }
 
 /// `[recovery]` in a config file.
 #[derive(Debug, Clone, Default, Deserialize)]
 #[serde(deny_unknown_fields)]
-pub struct FileRecovery {
+pub(crate) struct FileRecovery {
     /// Ask the LLM for a strategy when a step fails (default true when an LLM is configured).
-    pub enabled: Option<bool>,
-    pub max_attempts_per_step: Option<u32>,
-    pub max_revisions: Option<u32>,
-    pub max_recovery_calls: Option<u32>,
-    pub max_transient_retries: Option<u32>,
+    pub(crate) enabled: Option<bool>,
+    pub(crate) max_attempts_per_step: Option<u32>,
+    pub(crate) max_revisions: Option<u32>,
+    pub(crate) max_recovery_calls: Option<u32>,
+    pub(crate) max_transient_retries: Option<u32>,
     /// Let LLM-proposed commands be destructive (`rm -rf ~`, `git reset --hard`…).
-    pub allow_destructive: Option<bool>,
+    pub(crate) allow_destructive: Option<bool>,
 }
 
 /// `[llm]` in a config file. The key is never read from a file: only from the environment.
 #[derive(Debug, Clone, Default, Deserialize)]
 #[serde(deny_unknown_fields)]
-pub struct FileLlm {
-    pub base_url: Option<String>,
-    pub model: Option<String>,
-    pub request_timeout_seconds: Option<u64>,
-    pub max_attempts: Option<u32>,
-    pub max_retry_seconds: Option<u64>,
+pub(crate) struct FileLlm {
+    pub(crate) base_url: Option<String>,
+    pub(crate) model: Option<String>,
+    pub(crate) request_timeout_seconds: Option<u64>,
+    pub(crate) max_attempts: Option<u32>,
+    pub(crate) max_retry_seconds: Option<u64>,
     /// Settings for planning and summarising.
     #[serde(default)]
-    pub planner: FileModel,
+    pub(crate) planner: FileModel,
     /// Settings for the library's LLM operations.
     #[serde(default)]
-    pub operations: FileModel,
+    pub(crate) operations: FileModel,
 }
 
 /// `[llm.planner]` / `[llm.operations]`.
 #[derive(Debug, Clone, Default, Deserialize)]
 #[serde(deny_unknown_fields)]
-pub struct FileModel {
-    pub model: Option<String>,
-    pub temperature: Option<f32>,
-    pub max_tokens: Option<u32>,
+pub(crate) struct FileModel {
+    pub(crate) model: Option<String>,
+    pub(crate) temperature: Option<f32>,
+    pub(crate) max_tokens: Option<u32>,
 }
 
 impl FileModel {
@@ -163,10 +163,10 @@ impl FileModel {
 /// `[limits]` in a config file.
 #[derive(Debug, Clone, Default, Deserialize)]
 #[serde(deny_unknown_fields)]
-pub struct FileLimits {
-    pub jobs: Option<usize>,
-    pub step_timeout_seconds: Option<u64>,
-    pub max_output_bytes: Option<u64>,
+pub(crate) struct FileLimits {
+    pub(crate) jobs: Option<usize>,
+    pub(crate) step_timeout_seconds: Option<u64>,
+    pub(crate) max_output_bytes: Option<u64>,
 }
 
 impl FileConfig {
@@ -250,7 +250,7 @@ impl Config {
     /// Resolves every setting. `limits` are the flags of a command that runs steps (`None`
     /// for the others, which then probe no sandbox); `api_key` comes from
     /// `llm::key::take_key_at_startup`, which read the environment.
-    pub fn resolve(
+    pub(crate) fn resolve(
         args: &GlobalArgs,
         limits: Option<&LimitArgs>,
         api_key: ApiKey,
@@ -345,7 +345,7 @@ impl Config {
     }
 
     /// The LLM settings, or a usage error saying exactly what to set.
-    pub fn require_llm(&self) -> Result<&LlmConfig> {
+    pub(crate) fn require_llm(&self) -> Result<&LlmConfig> {
         self.llm
             .as_ref()
             .map_err(|missing| Error::Usage(missing.to_string()))

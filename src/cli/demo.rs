@@ -17,7 +17,7 @@ use crate::task::{review, state};
 const TASK_ID: &str = "demo";
 
 /// The task the recording answers.
-pub const TASK: &str =
+pub(crate) const TASK: &str =
     "Refactor calculate_metrics in utils.py to be readable and handle division by zero";
 
 /// The sample repository (`examples/sample-repo/`).
@@ -45,7 +45,7 @@ const RECORDING: &str = include_str!("../../examples/demo/recording.jsonl");
 
 /// The demo's configuration and run: a fresh sample repository and workspace in a temporary
 /// directory, answers from the recording.
-pub fn prepare(config: &Config) -> Result<(Config, RunArgs)> {
+pub(crate) fn prepare(config: &Config) -> Result<(Config, RunArgs)> {
     let dir = tempfile::Builder::new()
         .prefix("ocflow-demo-")
         .tempdir()
@@ -99,7 +99,7 @@ pub fn prepare(config: &Config) -> Result<(Config, RunArgs)> {
 }
 
 /// After the demo's run: the summary and the diff, and where everything is.
-pub fn show(demo: &Config) -> Result<()> {
+pub(crate) fn show(demo: &Config) -> Result<()> {
     if demo.json {
         return Ok(());
     }

@@ -7,7 +7,7 @@ use crate::error::{Error, IoContext, Result};
 use crate::exit::ExitCode;
 
 /// Runs one command.
-pub fn dispatch(config: &Config, command: Command) -> Result<ExitCode> {
+pub(crate) fn dispatch(config: &Config, command: Command) -> Result<ExitCode> {
     match command {
         Command::Run(args) => with_runtime(|| run::run(config, args)),
         Command::Plan(args) => with_runtime(|| run::plan(config, args)),

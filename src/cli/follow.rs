@@ -21,7 +21,7 @@ const POLL: Duration = Duration::from_secs(2);
 
 /// Follows until the flow stops; the exit code is the flow's (0 succeeded, 1 failed,
 /// 130 interrupted).
-pub fn follow(task: &TaskDir, json: bool) -> Result<ExitCode> {
+pub(crate) fn follow(task: &TaskDir, json: bool) -> Result<ExitCode> {
     let dir = task.root.clone();
     let (sender, changes) = mpsc::channel();
     // Only the status being replaced matters: reading it ourselves must not wake us.

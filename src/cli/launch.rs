@@ -26,7 +26,7 @@ use crate::task::state;
 use crate::task::workspace::TaskDir;
 
 /// The LLM client, or a usage error saying what to configure.
-pub fn require_llm(config: &Config) -> Result<Arc<Llm>> {
+pub(crate) fn require_llm(config: &Config) -> Result<Arc<Llm>> {
     connect_llm(config)?.ok_or_else(|| match config.require_llm() {
         Err(missing) => missing,
         Ok(_) => Error::internal("an LLM is configured but no client could be made"),
@@ -34,7 +34,7 @@ pub fn require_llm(config: &Config) -> Result<Arc<Llm>> {
 }
 
 /// The LLM client, when one is configured (`None` otherwise).
-pub fn connect_llm(config: &Config) -> Result<Option<Arc<Llm>>> {
+pub(crate) fn connect_llm(config: &Config) -> Result<Option<Arc<Llm>>> {
     let Ok(llm) = &config.llm else {
         return Ok(None);
     };
@@ -47,7 +47,7 @@ pub fn connect_llm(config: &Config) -> Result<Option<Arc<Llm>>> {
 }
 
 /// The operation library, loaded into the embedded interpreter.
-pub fn load_bridge(config: &Config) -> Result<Arc<Bridge>> {
+pub(crate) fn load_bridge(config: &Config) -> Result<Arc<Bridge>> {
     let python_dir = bridge::find_python_dir(config.python_dir.clone());
     Ok(Arc::new(Bridge::load(
         python_dir.as_deref(),
@@ -56,7 +56,11 @@ pub fn load_bridge(config: &Config) -> Result<Arc<Bridge>> {
 }
 
 /// Reads and validates a flow file, checking its size before reading it whole.
-pub fn read_flow(path: &Path, default_task: Option<&str>, rules: &PathRules) -> Result<Flow> {
+pub(crate) fn read_flow(
+    path: &Path,
+    default_task: Option<&str>,
+    rules: &PathRules,
+) -> Result<Flow> {
     let unreadable = |err: std::io::Error| {
         Error::Usage(format!("cannot read the flow {}: {err}", path.display()))
     };
@@ -78,7 +82,7 @@ pub fn read_flow(path: &Path, default_task: Option<&str>, rules: &PathRules) -> 
 
 /// The engine's settings for a flow on `rules.repo` with its tasks in `workspace_dir`, from the
 /// resolved configuration.
-pub fn engine_settings(
+pub(crate) fn engine_settings(
     config: &Config,
     rules: &PathRules,
     workspace_dir: &Path,
@@ -129,7 +133,7 @@ pub fn engine_settings(
 }
 
 /// Copies the repository into the task's snapshot and says so.
-pub fn snapshot(
+pub(crate) fn snapshot(
     task: &TaskDir,
     repo: &Path,
     workspace_dir: &Path,
@@ -146,7 +150,7 @@ pub fn snapshot(
 }
 
 /// Runs the executor and turns its outcome into an exit code, applying on success if asked.
-pub async fn execute(mut executor: Executor, apply_after: bool) -> Result<ExitCode> {
+pub(crate) async fn execute(mut executor: Executor, apply_after: bool) -> Result<ExitCode> {
     let outcome = match executor.run().await {
         Ok(outcome) => outcome,
         Err(error) => {
@@ -175,7 +179,7 @@ pub async fn execute(mut executor: Executor, apply_after: bool) -> Result<ExitCo
 
 /// Records what `apply` did: the time in the status, an event, or a word when nothing was
 /// written.
-pub fn record_applied(
+pub(crate) fn record_applied(
     events: &mut Events,
     flow_status: &mut FlowStatus,
     task: &TaskDir,
@@ -190,7 +194,7 @@ pub fn record_applied(
                 files,
             })
         }
-        Applied::AlreadyApplied => {
+        Applied::AlreadyThere => {
             crate::output::say(&format!(
                 "ocflow: the repository already holds the changes of task {}",
                 task.task_id

@@ -2,14 +2,14 @@
 //! commands — `run`/`plan`, `resume`, `status`/`diff`/`apply`, `status --follow`, the demo —
 //! with what they share (`launch`, `tasks`).
 
-pub mod args;
-pub mod config;
-pub mod demo;
-pub mod dispatch;
-pub mod follow;
-pub mod launch;
-pub mod resume;
-pub mod review;
-pub mod run;
-pub mod status_table;
-pub mod tasks;
+pub(crate) mod args;
+pub(crate) mod config;
+pub(crate) mod demo;
+pub(crate) mod dispatch;
+pub(crate) mod follow;
+pub(crate) mod launch;
+pub(crate) mod resume;
+pub(crate) mod review;
+pub(crate) mod run;
+pub(crate) mod status_table;
+pub(crate) mod tasks;

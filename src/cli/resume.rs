@@ -18,7 +18,7 @@ use crate::task::journal::Journal;
 use crate::task::workspace;
 use crate::task::{staging, state};
 
-pub async fn resume(config: &Config, args: ResumeArgs) -> Result<ExitCode> {
+pub(crate) async fn resume(config: &Config, args: ResumeArgs) -> Result<ExitCode> {
     let task = find_task(config, args.task.as_deref(), true)?;
     let _lock = task.lock()?;
     let status_path = task.file(workspace::STATUS_FILE);

@@ -16,7 +16,7 @@ use crate::task::journal::Journal;
 use crate::task::{review, state, workspace};
 
 /// `ocflow status`: the table, JSON, or the table again at every change (`--follow`).
-pub fn status(config: &Config, args: StatusArgs) -> Result<ExitCode> {
+pub(crate) fn status(config: &Config, args: StatusArgs) -> Result<ExitCode> {
     let task = find_task(config, args.task.as_deref(), false)?;
     if args.follow {
         return follow::follow(&task, config.json);
@@ -32,7 +32,7 @@ pub fn status(config: &Config, args: StatusArgs) -> Result<ExitCode> {
 }
 
 /// `ocflow diff`: the flow's changes as a unified diff.
-pub fn diff(config: &Config, args: TaskArg) -> Result<ExitCode> {
+pub(crate) fn diff(config: &Config, args: TaskArg) -> Result<ExitCode> {
     let task = find_task(config, args.task.as_deref(), false)?;
     let flow_status = state::load_status(&task)?;
     let flow = state::load_flow(&task, flow_status.revision)?;
@@ -45,7 +45,7 @@ pub fn diff(config: &Config, args: TaskArg) -> Result<ExitCode> {
 }
 
 /// `ocflow apply`: the flow's changes written into the repository.
-pub fn apply(config: &Config, args: ApplyArgs) -> Result<ExitCode> {
+pub(crate) fn apply(config: &Config, args: ApplyArgs) -> Result<ExitCode> {
     let task = find_task(config, args.task.as_deref(), false)?;
     let _lock = task.lock()?;
     let mut flow_status = state::load_status(&task)?;

@@ -28,7 +28,7 @@ use crate::task::workspace::{self, TaskDir};
 const PLANNING_DIR: &str = "planning";
 
 /// `ocflow run`: plan (or read the flow), then run it.
-pub async fn run(config: &Config, args: RunArgs) -> Result<ExitCode> {
+pub(crate) async fn run(config: &Config, args: RunArgs) -> Result<ExitCode> {
     let given = match (&args.plan, &args.task) {
         (Some(plan), _) => Some(launch::read_flow(
             plan,
@@ -198,7 +198,7 @@ fn is_configuration(error: &PlanError) -> bool {
 }
 
 /// `ocflow plan TASK`: the validated flow on stdout; the answers kept under `_plans/`.
-pub async fn plan(config: &Config, args: PlanArgs) -> Result<ExitCode> {
+pub(crate) async fn plan(config: &Config, args: PlanArgs) -> Result<ExitCode> {
     let llm = require_llm(config)?;
     let id = match &args.task_id {
         Some(id) if workspace::is_valid_task_id(id) => id.clone(),
@@ -220,9 +220,8 @@ pub async fn plan(config: &Config, args: PlanArgs) -> Result<ExitCode> {
             ));
             Ok(ExitCode::Success)
         }
-        Err(PlanError::Llm(error)) if !error.transient() => {
-            Err(Error::Usage(format!("planning failed: {error}")))
-        }
+        // The endpoint's fault or the configuration's: exit 1 when it may pass, 2 when not.
+        Err(PlanError::Llm(error)) => Err(Error::Llm(error)),
         Err(error) => {
             say(&format!("ocflow: planning failed: {error}"));
             Ok(ExitCode::Failure)

@@ -3,7 +3,7 @@
 use crate::model::status::{FlowStatus, StepState};
 
 /// The status as a table: one line per step.
-pub fn render(status: &FlowStatus) -> String {
+pub(crate) fn render(status: &FlowStatus) -> String {
     let mut out = format!(
         "task {}  [{}]  revision {}\n{}\nrepository {}\ntokens {} (prompt {}, completion {}) in {} LLM call(s)\n\n",
         status.task_id,

@@ -12,7 +12,7 @@ use crate::task::workspace::{self, TaskDir};
 
 /// The task `arg` names, or the most recently updated flow (only unfinished ones when
 /// `unfinished`).
-pub fn find_task(config: &Config, arg: Option<&str>, unfinished: bool) -> Result<TaskDir> {
+pub(crate) fn find_task(config: &Config, arg: Option<&str>, unfinished: bool) -> Result<TaskDir> {
     if let Some(arg) = arg {
         let as_path = PathBuf::from(arg);
         if as_path.join(workspace::STATUS_FILE).is_file() {

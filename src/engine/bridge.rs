@@ -18,10 +18,10 @@ use crate::model::llm::{ChatRequest, Message, ModelSettings};
 
 /// The LLM as the library reaches it: `llm_config["complete"]` calls back into this process,
 /// so retries, token accounting, recording and the key stay in one place.
-pub struct HostLlm {
-    pub llm: Arc<Llm>,
-    pub settings: ModelSettings,
-    pub runtime: tokio::runtime::Handle,
+pub(crate) struct HostLlm {
+    pub(crate) llm: Arc<Llm>,
+    pub(crate) settings: ModelSettings,
+    pub(crate) runtime: tokio::runtime::Handle,
 }
 
 /// What the library sends through `complete`.
@@ -59,17 +59,17 @@ impl HostLlm {
 const SHIM: &str = include_str!("bridge_shim.py");
 
 /// The loaded library.
-pub struct Bridge {
+pub(crate) struct Bridge {
     shim: Py<PyModule>,
     library: Py<PyAny>,
     /// What was loaded, for messages: module, file, interpreter.
-    pub description: String,
+    pub(crate) description: String,
 }
 
 /// How one call of `execute_operation` ended.
 #[derive(Debug, Clone, PartialEq, Deserialize)]
 #[serde(tag = "kind", rename_all = "snake_case")]
-pub enum CallOutcome {
+pub(crate) enum CallOutcome {
     /// The library returned a JSON-like dict (its `status` is checked by the caller).
     Returned { result: Value },
     /// The library raised.
@@ -85,7 +85,7 @@ pub enum CallOutcome {
 impl Bridge {
     /// Starts the interpreter if needed, puts `python_dir` first on `sys.path`, and imports
     /// `module`, which must have a callable `execute_operation`.
-    pub fn load(python_dir: Option<&Path>, module: &str) -> Result<Bridge> {
+    pub(crate) fn load(python_dir: Option<&Path>, module: &str) -> Result<Bridge> {
         Python::attach(|py| -> PyResult<Bridge> {
             if let Some(dir) = python_dir {
                 let path = py.import("sys")?.getattr("path")?;
@@ -113,7 +113,7 @@ impl Bridge {
 
     /// Runs one step. Everything the library prints goes to `log_path`. With `host`, the
     /// library gets `llm_config["complete"]`, counted under `purpose` (the step id).
-    pub fn execute(
+    pub(crate) fn execute(
         &self,
         instructions: &Path,
         llm_config: &Value,
@@ -163,7 +163,7 @@ impl Bridge {
     }
 
     /// Asks the library to kill the commands it is running (its optional `cancel_all`).
-    pub fn cancel_all(&self) {
+    pub(crate) fn cancel_all(&self) {
         Python::attach(|py| {
             let _ = self
                 .shim
@@ -184,7 +184,7 @@ fn format_error(py: Python<'_>, err: &PyErr) -> String {
 /// Where the bundled `python/` folder is: the explicit directory, else next to the executable
 /// (or up to three levels above it, which covers `target/debug/ocflow` in a checkout), else
 /// the source tree this binary was built from.
-pub fn find_python_dir(explicit: Option<PathBuf>) -> Option<PathBuf> {
+pub(crate) fn find_python_dir(explicit: Option<PathBuf>) -> Option<PathBuf> {
     if explicit.is_some() {
         return explicit;
     }

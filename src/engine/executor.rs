@@ -39,7 +39,7 @@ mod recovering;
 
 /// How a flow ended.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum FlowOutcome {
+pub(crate) enum FlowOutcome {
     Succeeded,
     Failed,
     Interrupted,
@@ -47,14 +47,14 @@ pub enum FlowOutcome {
 
 /// Set once Ctrl-C or SIGTERM arrives.
 #[derive(Default)]
-pub struct Interrupt {
+pub(crate) struct Interrupt {
     raised: AtomicBool,
     notify: Notify,
 }
 
 impl Interrupt {
     /// Starts listening for SIGINT and SIGTERM.
-    pub fn listen() -> Arc<Interrupt> {
+    pub(crate) fn listen() -> Arc<Interrupt> {
         let interrupt = Arc::new(Interrupt::default());
         let listener = interrupt.clone();
         tokio::spawn(async move {
@@ -76,7 +76,7 @@ impl Interrupt {
         interrupt
     }
 
-    pub fn is_raised(&self) -> bool {
+    pub(crate) fn is_raised(&self) -> bool {
         self.raised.load(Ordering::SeqCst)
     }
 
@@ -92,35 +92,35 @@ impl Interrupt {
 }
 
 /// Everything a step run needs besides the flow's state.
-pub struct Settings {
+pub(crate) struct Settings {
     /// Passed to every operation (model settings); never the API key.
-    pub llm_config: Value,
+    pub(crate) llm_config: Value,
     /// The LLM for the library's `complete`, when one is configured.
-    pub host_llm: Option<Arc<HostLlm>>,
+    pub(crate) host_llm: Option<Arc<HostLlm>>,
     /// The LLM and model that write the final summary; without it the summary is built from
     /// the journal.
-    pub summary_llm: Option<(Arc<Llm>, ModelSettings)>,
+    pub(crate) summary_llm: Option<(Arc<Llm>, ModelSettings)>,
     /// Bounds of automatic retries and of recovery.
-    pub recovery_limits: recovery::Limits,
+    pub(crate) recovery_limits: recovery::Limits,
     /// Steps run at the same time at most (`--jobs`).
-    pub jobs: usize,
+    pub(crate) jobs: usize,
     /// How command steps are sandboxed; `None`: not at all.
-    pub sandbox: Option<SandboxPlan>,
+    pub(crate) sandbox: Option<SandboxPlan>,
     /// What recovery needs; `None`: a failed step (after transient retries) fails the flow.
-    pub recovery: Option<RecoverySettings>,
-    pub limits: Limits,
+    pub(crate) recovery: Option<RecoverySettings>,
+    pub(crate) limits: Limits,
     /// Repository paths no step may produce: the workspace, when it lies inside the repository.
-    pub forbidden: Vec<RepoPath>,
+    pub(crate) forbidden: Vec<RepoPath>,
 }
 
 /// The LLM side of recovery.
-pub struct RecoverySettings {
-    pub llm: Arc<Llm>,
-    pub model: ModelSettings,
+pub(crate) struct RecoverySettings {
+    pub(crate) llm: Arc<Llm>,
+    pub(crate) model: ModelSettings,
     /// The path rules new steps are validated with.
-    pub rules: PathRules,
+    pub(crate) rules: PathRules,
     /// What the commands of new steps may do.
-    pub policy: CommandPolicy,
+    pub(crate) policy: CommandPolicy,
 }
 
 /// What the loop does after a failed step.
@@ -134,11 +134,11 @@ enum Next {
 }
 
 /// Runs one flow to its end (or to the first failure, or an interrupt).
-pub struct Executor {
-    pub task: TaskDir,
-    pub flow: Flow,
-    pub status: FlowStatus,
-    pub events: Events,
+pub(crate) struct Executor {
+    pub(crate) task: TaskDir,
+    pub(crate) flow: Flow,
+    pub(crate) status: FlowStatus,
+    pub(crate) events: Events,
     bridge: Arc<Bridge>,
     settings: Settings,
     interrupt: Arc<Interrupt>,
@@ -169,7 +169,7 @@ struct Running {
 }
 
 impl Executor {
-    pub fn new(
+    pub(crate) fn new(
         task: TaskDir,
         flow: Flow,
         status: FlowStatus,
@@ -195,7 +195,7 @@ impl Executor {
 
     /// Runs every pending step whose dependencies succeeded, in flow order, until none is
     /// left, one fails, or an interrupt arrives. Leaves the state saved either way.
-    pub async fn run(&mut self) -> Result<FlowOutcome> {
+    pub(crate) async fn run(&mut self) -> Result<FlowOutcome> {
         self.status.state = FlowState::Running;
         self.save()?;
         // A recovery that a crash interrupted is finished first.
@@ -815,7 +815,7 @@ impl Executor {
     /// After an error that stopped the engine itself (disk full, permission denied): the
     /// running step and the flow are marked failed with the reason and a summary is written,
     /// as far as the disk still allows. Resume continues once the cause is fixed.
-    pub fn abandon(&mut self, error: &Error) {
+    pub(crate) fn abandon(&mut self, error: &Error) {
         // Steps running on other threads did nothing wrong: their commands are stopped and
         // they run again on resume.
         self.bridge.cancel_all();

@@ -15,14 +15,14 @@ use crate::task::workspace;
 const TEMPLATE: &str = include_str!("../../prompts/step_instructions.md");
 
 /// One earlier step as the context section lists it.
-pub struct DoneStep<'a> {
-    pub id: &'a str,
-    pub operation: &'a str,
-    pub message: &'a str,
+pub(crate) struct DoneStep<'a> {
+    pub(crate) id: &'a str,
+    pub(crate) operation: &'a str,
+    pub(crate) message: &'a str,
 }
 
 /// Renders the whole instructions file.
-pub fn render(spec: &StepSpec, step: &Step, done: &[DoneStep<'_>]) -> String {
+pub(crate) fn render(spec: &StepSpec, step: &Step, done: &[DoneStep<'_>]) -> String {
     let inputs = if spec.input_files.is_empty() {
         match spec.work_dir {
             Some(_) => "- the whole repository, with every earlier change applied, at `work_dir`"
@@ -168,7 +168,7 @@ fn preview(value: &Value) -> String {
 }
 
 /// The file parameters of a step that are staged into its `input/`.
-pub fn staged_paths(step: &Step) -> Vec<RepoPath> {
+pub(crate) fn staged_paths(step: &Step) -> Vec<RepoPath> {
     let Some(spec) = operations::find(&step.operation) else {
         return Vec::new();
     };
@@ -183,7 +183,7 @@ pub fn staged_paths(step: &Step) -> Vec<RepoPath> {
 /// The earlier steps whose results a step is given (`steps` in its instructions), in flow
 /// order: those its step-reference parameters name, or for an operation that reads them all
 /// when it names none (`generate_summary`), every step it depends on (docs/step-contract.md).
-pub fn earlier_steps(flow: &Flow, step: &Step, spec: &OperationSpec) -> Map<String, Value> {
+pub(crate) fn earlier_steps(flow: &Flow, step: &Step, spec: &OperationSpec) -> Map<String, Value> {
     let named: Vec<&str> = spec
         .params
         .iter()

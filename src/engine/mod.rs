@@ -2,10 +2,10 @@
 //! the pyo3 bridge to the operation library, the instructions each step gets, the command
 //! sandbox, orphaned commands, and the summary at the end.
 
-pub mod bridge;
-pub mod executor;
-pub mod instructions;
-pub mod orphans;
-pub mod recovery;
-pub mod sandbox;
-pub mod summary;
+pub(crate) mod bridge;
+pub(crate) mod executor;
+pub(crate) mod instructions;
+pub(crate) mod orphans;
+pub(crate) mod recovery;
+pub(crate) mod sandbox;
+pub(crate) mod summary;

@@ -12,10 +12,10 @@ use rustix::process::{Pid, Signal, getpgid, kill_process_group};
 use crate::task::workspace::TaskDir;
 
 /// The environment variable that marks a command as started for a task.
-pub const MARKER: &str = "OCFLOW_TASK";
+pub(crate) const MARKER: &str = "OCFLOW_TASK";
 
 /// The marker's value: the task directory.
-pub fn marker_value(task: &TaskDir) -> String {
+pub(crate) fn marker_value(task: &TaskDir) -> String {
     task.root
         .canonicalize()
         .unwrap_or_else(|_| task.root.clone())
@@ -25,7 +25,7 @@ pub fn marker_value(task: &TaskDir) -> String {
 
 /// Kills the process groups of processes whose working directory is inside the task's
 /// directory; returns how many groups were stopped.
-pub fn stop(task: &TaskDir) -> usize {
+pub(crate) fn stop(task: &TaskDir) -> usize {
     let root = task
         .root
         .canonicalize()

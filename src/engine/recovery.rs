@@ -33,15 +33,15 @@ const LOG_TAIL_BYTES: usize = 6000;
 
 /// The bounds of recovery, from `[recovery]` in ocflow.toml.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub struct Limits {
+pub(crate) struct Limits {
     /// Attempts of one step, all causes together.
-    pub max_attempts_per_step: u32,
+    pub(crate) max_attempts_per_step: u32,
     /// Replans (new revisions of the remaining flow) per flow.
-    pub max_revisions: u32,
+    pub(crate) max_revisions: u32,
     /// Strategies asked of the LLM per flow.
-    pub max_recovery_calls: u32,
+    pub(crate) max_recovery_calls: u32,
     /// Automatic retries of a transient failure, without asking the LLM.
-    pub max_transient_retries: u32,
+    pub(crate) max_transient_retries: u32,
 }
 
 impl Default for Limits {
@@ -57,7 +57,7 @@ impl Default for Limits {
 
 /// Why recovery stopped; the flow fails with this in its summary.
 #[derive(Debug, thiserror::Error)]
-pub enum Stop {
+pub(crate) enum Stop {
     #[error(
         "step {step} has failed {attempts} time(s), the most allowed per step (max_attempts_per_step)"
     )]
@@ -77,8 +77,6 @@ pub enum Stop {
         step: String,
         strategy: StrategyKind,
     },
-    #[error("the LLM chose to abort: {reason}")]
-    Aborted { reason: String },
     #[error(
         "no usable recovery strategy after {answers} answer(s) (saved in {dir}); last problems:\n{problems}"
     )]
@@ -94,29 +92,29 @@ pub enum Stop {
 }
 
 /// A decision and the flow it leads to (`None`: the flow does not change).
-pub struct Decided {
-    pub decision: Decision,
-    pub flow: Option<Flow>,
+pub(crate) struct Decided {
+    pub(crate) decision: Decision,
+    pub(crate) flow: Option<Flow>,
 }
 
 /// What recovery needs to see and check.
-pub struct Context<'a> {
-    pub llm: &'a Llm,
-    pub settings: &'a ModelSettings,
-    pub rules: &'a PathRules,
-    pub task: &'a TaskDir,
-    pub flow: &'a Flow,
-    pub status: &'a FlowStatus,
-    pub limits: Limits,
+pub(crate) struct Context<'a> {
+    pub(crate) llm: &'a Llm,
+    pub(crate) settings: &'a ModelSettings,
+    pub(crate) rules: &'a PathRules,
+    pub(crate) task: &'a TaskDir,
+    pub(crate) flow: &'a Flow,
+    pub(crate) status: &'a FlowStatus,
+    pub(crate) limits: Limits,
     /// What the commands of proposed steps may do.
-    pub policy: CommandPolicy,
+    pub(crate) policy: CommandPolicy,
     /// The failed step's result, when it got one (an exception or an engine fault leaves none).
-    pub result: Option<&'a StepResult>,
+    pub(crate) result: Option<&'a StepResult>,
 }
 
 /// Checks the limits, then asks the LLM for a strategy for `failed` until one passes every
 /// check (at most `MAX_ANSWERS` answers). Answers are saved in `<task>/recovery/`.
-pub async fn decide(context: &Context<'_>, failed: &str) -> Result<Decided, Stop> {
+pub(crate) async fn decide(context: &Context<'_>, failed: &str) -> Result<Decided, Stop> {
     let entry = context.status.step(failed);
     let attempts = entry.map_or(0, |s| s.attempts);
     if attempts >= context.limits.max_attempts_per_step {
@@ -185,7 +183,11 @@ pub async fn decide(context: &Context<'_>, failed: &str) -> Result<Decided, Stop
 }
 
 /// The flow a decision made before a crash leads to, computed again on resume.
-pub fn redo(context: &Context<'_>, failed: &str, decision: Decision) -> Result<Decided, Stop> {
+pub(crate) fn redo(
+    context: &Context<'_>,
+    failed: &str,
+    decision: Decision,
+) -> Result<Decided, Stop> {
     let flow =
         implied_flow(context, failed, &decision).map_err(|problems| Stop::NoValidAnswer {
             answers: 0,

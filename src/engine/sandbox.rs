@@ -20,18 +20,18 @@ use landlock::{
 
 /// How command steps are confined.
 #[derive(Debug, Clone)]
-pub struct SandboxPlan {
+pub(crate) struct SandboxPlan {
     /// What the kernel enforces: `landlock` or `landlock-partial`.
-    pub kind: String,
+    pub(crate) kind: String,
     /// Paths commands may write beneath besides their view and temporary directory.
-    pub writable: Vec<PathBuf>,
+    pub(crate) writable: Vec<PathBuf>,
 }
 
 impl SandboxPlan {
     /// The plan for one flow: without any writable path that would open `protected` (its
     /// repository and workspace, canonical). Landlock grants whole trees, so `/tmp` is left out
     /// when the repository lives in `/tmp`.
-    pub fn protecting(&self, protected: &[PathBuf]) -> SandboxPlan {
+    pub(crate) fn protecting(&self, protected: &[PathBuf]) -> SandboxPlan {
         let writable = self
             .writable
             .iter()
@@ -49,7 +49,11 @@ impl SandboxPlan {
 
     /// The launcher for commands running in `view`: writable are the view, `extra` (the
     /// step's temporary directory) and the plan's paths.
-    pub fn launcher(&self, view: &Path, extra: &[PathBuf]) -> crate::error::Result<StepSandbox> {
+    pub(crate) fn launcher(
+        &self,
+        view: &Path,
+        extra: &[PathBuf],
+    ) -> crate::error::Result<StepSandbox> {
         use crate::error::IoContext;
         let exe = std::env::current_exe()
             .io_context(|| "finding the ocflow executable for the sandbox".into())?;
@@ -76,7 +80,7 @@ const ABI_VERSION: ABI = ABI::V6;
 /// Paths every command may write besides its view and its own temporary directory: the
 /// system's temporary directories, device files programs write to, and tool caches. The cache
 /// directories are created if missing, so a tool's first run can fill them.
-pub fn default_writable() -> Vec<PathBuf> {
+pub(crate) fn default_writable() -> Vec<PathBuf> {
     let mut paths: Vec<PathBuf> = [
         "/tmp",
         "/var/tmp",
@@ -145,7 +149,7 @@ fn restrict(writable: &[PathBuf]) -> Result<&'static str, String> {
 
 /// `ocflow sandbox-exec`: restrict, then exec. Only returns on failure (exit code 126, as a
 /// shell does for a command it cannot run).
-pub fn exec(writable: &[PathBuf], probe: bool, command: &[OsString]) -> ExitCode {
+pub(crate) fn exec(writable: &[PathBuf], probe: bool, command: &[OsString]) -> ExitCode {
     let kind = match restrict(writable) {
         Ok(kind) => kind,
         Err(err) => {
@@ -174,7 +178,7 @@ pub fn exec(writable: &[PathBuf], probe: bool, command: &[OsString]) -> ExitCode
 /// What the kernel enforces here (`landlock`, `landlock-partial`), or `None` when it has no
 /// Landlock. Asks a child `sandbox-exec --probe`: restricting this process would restrict
 /// ocflow. A probe that cannot run is an error, not a silent "no sandbox".
-pub fn probe() -> Result<Option<String>, String> {
+pub(crate) fn probe() -> Result<Option<String>, String> {
     let exe = std::env::current_exe()
         .map_err(|err| format!("cannot find the ocflow executable: {err}"))?;
     let output = std::process::Command::new(&exe)

@@ -13,7 +13,7 @@ use crate::task::review::{self, ChangeKind};
 use crate::task::workspace::{self, TaskDir};
 
 /// Builds `summary.md` from the journal and the final status.
-pub fn from_journal(
+pub(crate) fn from_journal(
     task: &TaskDir,
     status: &FlowStatus,
     flow: &crate::model::flow::Flow,
@@ -136,7 +136,7 @@ const PROMPT: &str = include_str!("../../prompts/summary.md");
 
 /// Asks the LLM for the summary (the seed's summarisation prompt) from the same facts as
 /// `from_journal`: no times or ids, so the prompt of a flow is the same on every run.
-pub async fn with_llm(
+pub(crate) async fn with_llm(
     task: &TaskDir,
     status: &FlowStatus,
     flow: &crate::model::flow::Flow,

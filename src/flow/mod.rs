@@ -2,7 +2,7 @@
 //! problem at once), where paths may go, and which commands are refused. Pure checks over the
 //! model; nothing here writes.
 
-pub mod operations;
-pub mod path_rules;
-pub mod policy;
-pub mod validate;
+pub(crate) mod operations;
+pub(crate) mod path_rules;
+pub(crate) mod policy;
+pub(crate) mod validate;

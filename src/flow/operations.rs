@@ -4,14 +4,14 @@
 
 /// The JSON type a parameter must have.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum ParamType {
+pub(crate) enum ParamType {
     String,
     Integer,
     Boolean,
 }
 
 impl ParamType {
-    pub fn name(self) -> &'static str {
+    pub(crate) fn name(self) -> &'static str {
         match self {
             ParamType::String => "a string",
             ParamType::Integer => "an integer",
@@ -19,7 +19,7 @@ impl ParamType {
         }
     }
 
-    pub fn accepts(self, value: &serde_json::Value) -> bool {
+    pub(crate) fn accepts(self, value: &serde_json::Value) -> bool {
         match self {
             ParamType::String => value.is_string(),
             ParamType::Integer => value.is_i64() || value.is_u64(),
@@ -30,7 +30,7 @@ impl ParamType {
 
 /// What a parameter's value means, beyond its type.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum ParamMeaning {
+pub(crate) enum ParamMeaning {
     /// Free text (content, instructions).
     Text,
     /// A shell command. References in it reach the command as environment variables, never
@@ -48,17 +48,17 @@ pub enum ParamMeaning {
 
 /// One parameter of an operation.
 #[derive(Debug)]
-pub struct ParamSpec {
-    pub name: &'static str,
-    pub kind: ParamType,
-    pub meaning: ParamMeaning,
-    pub required: bool,
-    pub doc: &'static str,
+pub(crate) struct ParamSpec {
+    pub(crate) name: &'static str,
+    pub(crate) kind: ParamType,
+    pub(crate) meaning: ParamMeaning,
+    pub(crate) required: bool,
+    pub(crate) doc: &'static str,
 }
 
 /// How a step of this operation sees the repository.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Access {
+pub(crate) enum Access {
     /// Only the files named in its parameters, staged into `input/`; it writes into `output/`.
     Files,
     /// A full view of the repository with all earlier changes applied; what it changes there is
@@ -68,25 +68,23 @@ pub enum Access {
 
 /// One operation of `open_codex_lib`.
 #[derive(Debug)]
-pub struct OperationSpec {
-    pub name: &'static str,
-    /// The operation this one is another name for, if any.
-    pub alias_of: Option<&'static str>,
-    pub doc: &'static str,
-    pub params: &'static [ParamSpec],
+pub(crate) struct OperationSpec {
+    pub(crate) name: &'static str,
+    pub(crate) doc: &'static str,
+    pub(crate) params: &'static [ParamSpec],
     /// Groups of parameters of which exactly one must be given.
-    pub exactly_one_of: &'static [&'static str],
-    pub access: Access,
-    pub needs_llm: bool,
+    pub(crate) exactly_one_of: &'static [&'static str],
+    pub(crate) access: Access,
+    pub(crate) needs_llm: bool,
     /// The path parameters whose files the operation writes or deletes.
-    pub writes: &'static [&'static str],
+    pub(crate) writes: &'static [&'static str],
     /// Which earlier steps' results the operation is given (the instructions' `steps`).
-    pub reads: Reads,
+    pub(crate) reads: Reads,
 }
 
 /// Which earlier results an operation receives (docs/step-contract.md).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Reads {
+pub(crate) enum Reads {
     /// Only the steps its step-reference parameters name (`content_from_step`).
     Named,
     /// The steps its step-reference parameters name or, when it names none, every step it
@@ -95,7 +93,7 @@ pub enum Reads {
 }
 
 impl OperationSpec {
-    pub fn param(&self, name: &str) -> Option<&'static ParamSpec> {
+    pub(crate) fn param(&self, name: &str) -> Option<&'static ParamSpec> {
         self.params.iter().find(|p| p.name == name)
     }
 }
@@ -160,10 +158,9 @@ const MODIFY_PARAMS: &[ParamSpec] = &[
 ];
 
 /// Every operation, in the order they are documented.
-pub const OPERATIONS: &[OperationSpec] = &[
+pub(crate) const OPERATIONS: &[OperationSpec] = &[
     OperationSpec {
         name: "read_file",
-        alias_of: None,
         doc: "read a file; its text becomes the step's `content` output",
         params: &[FILE_PATH],
         exactly_one_of: &[],
@@ -174,7 +171,6 @@ pub const OPERATIONS: &[OperationSpec] = &[
     },
     OperationSpec {
         name: "write_file",
-        alias_of: None,
         doc: "create or overwrite a file from `content`, from another step's content, or generated from `instructions`",
         params: &[
             FILE_PATH,
@@ -202,7 +198,6 @@ pub const OPERATIONS: &[OperationSpec] = &[
     },
     OperationSpec {
         name: "modify_code",
-        alias_of: None,
         doc: "rewrite a file following instructions (the LLM returns the whole new file)",
         params: MODIFY_PARAMS,
         exactly_one_of: &[],
@@ -213,7 +208,6 @@ pub const OPERATIONS: &[OperationSpec] = &[
     },
     OperationSpec {
         name: "refactor_function",
-        alias_of: Some("modify_code"),
         doc: "rewrite one function of a file following instructions",
         params: MODIFY_PARAMS,
         exactly_one_of: &[],
@@ -224,7 +218,6 @@ pub const OPERATIONS: &[OperationSpec] = &[
     },
     OperationSpec {
         name: "analyze_code",
-        alias_of: None,
         doc: "analyse a file; findings in the result, a report in the step directory",
         params: &[
             FILE_PATH,
@@ -245,7 +238,6 @@ pub const OPERATIONS: &[OperationSpec] = &[
     },
     OperationSpec {
         name: "execute_shell_command",
-        alias_of: None,
         doc: "run a shell command at the repository root (with all earlier changes applied); files it changes become the step's outputs",
         params: &[
             param("command", String, Command, true, "the shell command"),
@@ -260,7 +252,6 @@ pub const OPERATIONS: &[OperationSpec] = &[
     },
     OperationSpec {
         name: "run_tests",
-        alias_of: None,
         doc: "run the test suite (pytest or cargo test when no command is given) and report passed/failed counts",
         params: &[
             param("command", String, Command, false, "the test command"),
@@ -275,7 +266,6 @@ pub const OPERATIONS: &[OperationSpec] = &[
     },
     OperationSpec {
         name: "generate_summary",
-        alias_of: None,
         doc: "write a short summary of what earlier steps did",
         params: &[
             param(
@@ -301,7 +291,6 @@ pub const OPERATIONS: &[OperationSpec] = &[
     },
     OperationSpec {
         name: "list_files",
-        alias_of: None,
         doc: "list the repository's files under a directory",
         params: &[
             param(
@@ -334,7 +323,6 @@ pub const OPERATIONS: &[OperationSpec] = &[
     },
     OperationSpec {
         name: "delete_file",
-        alias_of: None,
         doc: "delete a file",
         params: &[FILE_PATH],
         exactly_one_of: &[],
@@ -346,18 +334,18 @@ pub const OPERATIONS: &[OperationSpec] = &[
 ];
 
 /// Looks an operation up by name.
-pub fn find(name: &str) -> Option<&'static OperationSpec> {
+pub(crate) fn find(name: &str) -> Option<&'static OperationSpec> {
     OPERATIONS.iter().find(|op| op.name == name)
 }
 
 /// All operation names, for error messages.
-pub fn names() -> Vec<&'static str> {
+pub(crate) fn names() -> Vec<&'static str> {
     OPERATIONS.iter().map(|op| op.name).collect()
 }
 
 /// The operations as the planner's prompt lists them, generated from this registry so the
 /// model is told exactly what the validator accepts.
-pub fn catalogue() -> std::string::String {
+pub(crate) fn catalogue() -> std::string::String {
     let mut out = std::string::String::new();
     for op in OPERATIONS {
         out.push_str(&format!("- `{}`: {}\n", op.name, op.doc));
@@ -382,7 +370,7 @@ pub fn catalogue() -> std::string::String {
 }
 
 /// Whether a step of this operation with these parameters calls the LLM.
-pub fn step_needs_llm(
+pub(crate) fn step_needs_llm(
     operation: &str,
     params: &serde_json::Map<std::string::String, serde_json::Value>,
 ) -> bool {

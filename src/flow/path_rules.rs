@@ -10,15 +10,15 @@ use crate::model::repo_path::{self, PathError, RepoPath};
 /// Where file paths must stay: the canonical repository root, minus the forbidden directories
 /// inside it (its `.git` and the workspace).
 #[derive(Debug, Clone)]
-pub struct PathRules {
-    pub repo: PathBuf,
-    pub forbidden: Vec<PathBuf>,
+pub(crate) struct PathRules {
+    pub(crate) repo: PathBuf,
+    pub(crate) forbidden: Vec<PathBuf>,
 }
 
 impl PathRules {
     /// The rules for a repository and a workspace (which may not exist yet): both made
     /// canonical, so a symlinked spelling of either cannot slip past.
-    pub fn new(repo: &Path, workspace: &Path) -> PathRules {
+    pub(crate) fn new(repo: &Path, workspace: &Path) -> PathRules {
         let repo = canonical_or_absolute(repo);
         PathRules {
             forbidden: vec![repo.join(".git"), canonical_or_absolute(workspace)],
@@ -27,7 +27,7 @@ impl PathRules {
     }
 
     /// Checks a path parameter; returns it normalised.
-    pub fn check(&self, raw: &str, is_dir: bool) -> Result<RepoPath, PathError> {
+    pub(crate) fn check(&self, raw: &str, is_dir: bool) -> Result<RepoPath, PathError> {
         let path = if is_dir && (raw == "." || raw == "./" || raw.is_empty()) {
             RepoPath::root()
         } else {
@@ -41,7 +41,7 @@ impl PathRules {
     /// Checks that `path` resolves inside the repository and outside the forbidden
     /// directories, as the file system is now (apply checks again before writing: a symlink may
     /// have been planted since validation).
-    pub fn check_contained(&self, path: &RepoPath) -> Result<(), PathError> {
+    pub(crate) fn check_contained(&self, path: &RepoPath) -> Result<(), PathError> {
         let forbidden: Vec<&Path> = self.forbidden.iter().map(PathBuf::as_path).collect();
         check_contained(&self.repo, path, &forbidden)
     }
@@ -64,7 +64,11 @@ impl PathRules {
 /// `root` and outside every `forbidden` directory. Containment is decided by path components of
 /// canonical paths, never by string prefix, so `/r/app-secrets` is not inside `/r/app`.
 /// `root` and `forbidden` must already be canonical.
-pub fn check_contained(root: &Path, path: &RepoPath, forbidden: &[&Path]) -> Result<(), PathError> {
+pub(crate) fn check_contained(
+    root: &Path,
+    path: &RepoPath,
+    forbidden: &[&Path],
+) -> Result<(), PathError> {
     let full = path.under(root);
     // The longest existing ancestor decides where the path really goes; the rest does not exist
     // yet and so cannot hide a symlink.
@@ -100,7 +104,7 @@ pub fn check_contained(root: &Path, path: &RepoPath, forbidden: &[&Path]) -> Res
 
 /// The canonical form of a path that may not exist yet: its longest existing ancestor made
 /// canonical, with the rest appended.
-pub fn canonical_or_absolute(path: &Path) -> PathBuf {
+pub(crate) fn canonical_or_absolute(path: &Path) -> PathBuf {
     let mut rest = Vec::new();
     let mut current = path;
     loop {

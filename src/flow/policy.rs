@@ -10,14 +10,14 @@ use crate::model::problem::Problem;
 
 /// What commands of model-made steps may do.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
-pub struct CommandPolicy {
+pub(crate) struct CommandPolicy {
     /// Let model-made commands be destructive (`rm -rf ~`, `git reset --hard`, …).
-    pub allow_destructive: bool,
+    pub(crate) allow_destructive: bool,
 }
 
 impl CommandPolicy {
     /// The first of `steps` whose command the policy refuses, as a problem to show the model.
-    pub fn check<'s>(&self, steps: impl IntoIterator<Item = &'s Step>) -> Option<Problem> {
+    pub(crate) fn check<'s>(&self, steps: impl IntoIterator<Item = &'s Step>) -> Option<Problem> {
         if self.allow_destructive {
             return None;
         }
@@ -38,7 +38,7 @@ impl CommandPolicy {
 
 /// The part of a command that makes it destructive, if any. Model-proposed commands run on the
 /// user's machine: wiping a home directory or a repository's history is never a fix.
-pub fn destructive(command: &str) -> Option<&'static str> {
+pub(crate) fn destructive(command: &str) -> Option<&'static str> {
     let squeezed = command.split_whitespace().collect::<Vec<_>>().join(" ");
     const PATTERNS: &[&str] = &[
         "rm -rf /",

@@ -12,16 +12,16 @@ use crate::model::flow::{self, FLOW_VERSION, Flow, Step};
 use crate::model::problem::Problem;
 
 /// Size limits, checked before anything else is done with a flow.
-pub const MAX_FLOW_BYTES: usize = 16 * 1024 * 1024;
-pub const MAX_STEPS: usize = 1000;
-pub const MAX_STRING_BYTES: usize = 1024 * 1024;
-pub const MAX_DEPENDENCIES: usize = 100;
+pub(crate) const MAX_FLOW_BYTES: usize = 16 * 1024 * 1024;
+pub(crate) const MAX_STEPS: usize = 1000;
+pub(crate) const MAX_STRING_BYTES: usize = 1024 * 1024;
+pub(crate) const MAX_DEPENDENCIES: usize = 100;
 
 /// Names a step may not take because the task directory uses them.
 const RESERVED_IDS: &[&str] = &["final_output", "planning", "recovery"];
 
 /// Parses and validates a flow. `default_task` names the task when the flow does not.
-pub fn parse_flow(
+pub(crate) fn parse_flow(
     text: &str,
     default_task: Option<&str>,
     rules: &PathRules,
@@ -278,7 +278,7 @@ fn optional_string(
 }
 
 /// Whether `id` is a valid step id.
-pub fn is_valid_id(id: &str) -> bool {
+pub(crate) fn is_valid_id(id: &str) -> bool {
     let bytes = id.as_bytes();
     !bytes.is_empty()
         && bytes.len() <= 64

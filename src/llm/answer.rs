@@ -5,18 +5,18 @@
 /// Why no JSON could be taken from an answer, in words a model can act on.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 #[error("{0}")]
-pub struct AnswerError(pub String);
+pub(crate) struct AnswerError(pub String);
 
 /// The JSON text found in `answer`, and the repairs made to get it.
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub struct Extracted {
-    pub json: String,
-    pub repairs: Vec<String>,
+pub(crate) struct Extracted {
+    pub(crate) json: String,
+    pub(crate) repairs: Vec<String>,
 }
 
 /// Finds the JSON object or array in an answer. The error says what was wrong, in words a
 /// model can act on when asked again.
-pub fn extract_json(answer: &str) -> Result<Extracted, AnswerError> {
+pub(crate) fn extract_json(answer: &str) -> Result<Extracted, AnswerError> {
     find_json(answer).map_err(AnswerError)
 }
 

@@ -24,23 +24,23 @@ use crate::model::llm::{ChatAnswer, ChatRequest, LlmError, LlmErrorKind, Message
 
 /// Where and how to reach the endpoint.
 #[derive(Debug, Clone)]
-pub struct Endpoint {
+pub(crate) struct Endpoint {
     /// The OpenAI-compatible base URL, ending in `/v1` usually.
-    pub base_url: String,
-    pub api_key: ApiKey,
+    pub(crate) base_url: String,
+    pub(crate) api_key: ApiKey,
     /// Time limit of one HTTP request.
-    pub request_timeout: Duration,
-    pub retry: RetryPolicy,
+    pub(crate) request_timeout: Duration,
+    pub(crate) retry: RetryPolicy,
 }
 
 /// The retry loop's bounds: attempts, total time, and the longest `Retry-After` honoured.
 #[derive(Debug, Clone)]
-pub struct RetryPolicy {
-    pub max_attempts: u32,
-    pub max_elapsed: Duration,
-    pub initial_backoff: Duration,
-    pub max_backoff: Duration,
-    pub retry_after_cap: Duration,
+pub(crate) struct RetryPolicy {
+    pub(crate) max_attempts: u32,
+    pub(crate) max_elapsed: Duration,
+    pub(crate) initial_backoff: Duration,
+    pub(crate) max_backoff: Duration,
+    pub(crate) retry_after_cap: Duration,
 }
 
 impl Default for RetryPolicy {
@@ -56,7 +56,7 @@ impl Default for RetryPolicy {
 }
 
 /// The LLM as the rest of ocflow sees it.
-pub struct Llm {
+pub(crate) struct Llm {
     backend: Backend,
     usage: Mutex<BTreeMap<String, Usage>>,
     recorder: Option<Mutex<File>>,
@@ -90,7 +90,7 @@ const RECORDING_VERSION: u32 = 1;
 impl Llm {
     /// A client for a real endpoint. Redirects are not followed, so the key never reaches
     /// another host.
-    pub fn connect(endpoint: Endpoint, record: Option<&Path>) -> Result<Llm, Error> {
+    pub(crate) fn connect(endpoint: Endpoint, record: Option<&Path>) -> Result<Llm, Error> {
         // reqwest is built without a default crypto provider; ring is lighter to build.
         let _ = rustls::crypto::ring::default_provider().install_default();
         let http = reqwest::Client::builder()
@@ -108,7 +108,7 @@ impl Llm {
     }
 
     /// A client that answers from a recording, without any network.
-    pub fn replay(path: &Path) -> Result<Llm, Error> {
+    pub(crate) fn replay(path: &Path) -> Result<Llm, Error> {
         let file = File::open(path).map_err(|err| {
             Error::Usage(format!(
                 "cannot read the recording {}: {err}",
@@ -153,21 +153,8 @@ impl Llm {
         })
     }
 
-    /// The key, to scrub it from step environments (empty when replaying).
-    pub fn api_key(&self) -> Option<&ApiKey> {
-        match &self.backend {
-            Backend::Http { endpoint, .. } => Some(&endpoint.api_key),
-            Backend::Replay { .. } => None,
-        }
-    }
-
-    /// Tokens used so far, per purpose.
-    pub fn usage(&self) -> BTreeMap<String, Usage> {
-        self.usage.lock().map(|u| u.clone()).unwrap_or_default()
-    }
-
     /// Tokens used for one purpose.
-    pub fn usage_for(&self, purpose: &str) -> Usage {
+    pub(crate) fn usage_for(&self, purpose: &str) -> Usage {
         self.usage
             .lock()
             .ok()
@@ -176,7 +163,7 @@ impl Llm {
     }
 
     /// Makes one chat completion, retrying transient failures within the policy's bounds.
-    pub async fn chat(&self, request: &ChatRequest) -> Result<ChatAnswer, LlmError> {
+    pub(crate) async fn chat(&self, request: &ChatRequest) -> Result<ChatAnswer, LlmError> {
         let answer = match &self.backend {
             Backend::Replay { answers, source } => replay_answer(answers, source, request)?,
             Backend::Http { endpoint, http } => {

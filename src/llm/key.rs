@@ -18,16 +18,12 @@ use std::fmt;
 pub struct ApiKey(String);
 
 impl ApiKey {
-    pub fn new(key: String) -> ApiKey {
+    pub(crate) fn new(key: String) -> ApiKey {
         ApiKey(key)
     }
 
-    pub fn is_empty(&self) -> bool {
-        self.0.is_empty()
-    }
-
     /// The key itself, for the Authorization header and for scrubbing it from step environments.
-    pub fn expose(&self) -> &str {
+    pub(crate) fn expose(&self) -> &str {
         &self.0
     }
 }
@@ -43,7 +39,7 @@ impl fmt::Debug for ApiKey {
 }
 
 /// The variables that may hold the key, in order of precedence.
-pub const KEY_VARIABLES: &[&str] = &["OCFLOW_API_KEY", "OPENAI_API_KEY", "LLM_API_KEY"];
+pub(crate) const KEY_VARIABLES: &[&str] = &["OCFLOW_API_KEY", "OPENAI_API_KEY", "LLM_API_KEY"];
 /// Names the pipe the key arrives through after the re-execution.
 const KEY_FD_VARIABLE: &str = "OCFLOW_KEY_FD";
 

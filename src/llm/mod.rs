@@ -2,7 +2,7 @@
 //! every environment, reading JSON out of a model's answer, and the planner that turns a task
 //! into a validated flow.
 
-pub mod answer;
-pub mod client;
-pub mod key;
-pub mod planner;
+pub(crate) mod answer;
+pub(crate) mod client;
+pub(crate) mod key;
+pub(crate) mod planner;

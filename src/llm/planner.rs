@@ -24,7 +24,7 @@ const USER: &str = include_str!("../../prompts/plan_user.md");
 const FIX: &str = include_str!("../../prompts/plan_fix.md");
 
 /// Answers asked for, in all (the first and at most two re-asks).
-pub const MAX_ATTEMPTS: usize = 3;
+pub(crate) const MAX_ATTEMPTS: usize = 3;
 /// Files listed in the prompt at most.
 const MAX_LISTED_FILES: usize = 300;
 /// Files named by the task whose content is shown, and how much of each.
@@ -33,7 +33,7 @@ const MAX_NAMED_FILE_BYTES: usize = 12 * 1024;
 
 /// Why planning failed.
 #[derive(Debug, thiserror::Error)]
-pub enum PlanError {
+pub(crate) enum PlanError {
     /// The LLM call itself failed (see `LlmError::transient`).
     #[error("the planner's LLM call failed: {0}")]
     Llm(#[from] LlmError),
@@ -52,19 +52,19 @@ pub enum PlanError {
 }
 
 /// What the planner needs.
-pub struct Planner<'a> {
-    pub llm: &'a Llm,
-    pub settings: &'a ModelSettings,
-    pub rules: &'a PathRules,
+pub(crate) struct Planner<'a> {
+    pub(crate) llm: &'a Llm,
+    pub(crate) settings: &'a ModelSettings,
+    pub(crate) rules: &'a PathRules,
     /// Directories never listed (the workspace).
-    pub skip: Vec<PathBuf>,
+    pub(crate) skip: Vec<PathBuf>,
     /// What planned commands may do.
-    pub policy: CommandPolicy,
+    pub(crate) policy: CommandPolicy,
 }
 
 impl Planner<'_> {
     /// Plans `task`; raw answers go to `answers_dir/plan-answer-N.md`.
-    pub async fn plan(&self, task: &str, answers_dir: &Path) -> Result<Flow, PlanError> {
+    pub(crate) async fn plan(&self, task: &str, answers_dir: &Path) -> Result<Flow, PlanError> {
         let mut messages = vec![
             Message::system(SYSTEM.trim()),
             Message::user(self.first_prompt(task)),
@@ -176,7 +176,7 @@ fn save(dir: &Path, name: &str, text: &str) -> Result<(), PlanError> {
 
 /// The repository's files for the prompt: sorted, skipping `.git`, build outputs, the
 /// workspace and secret files (their names alone can matter; their content never goes out).
-pub fn list_files(repo: &Path, skip: &[PathBuf]) -> Vec<RepoPath> {
+pub(crate) fn list_files(repo: &Path, skip: &[PathBuf]) -> Vec<RepoPath> {
     let mut files: Vec<RepoPath> = WalkDir::new(repo)
         .follow_links(false)
         .min_depth(1)
@@ -199,7 +199,7 @@ pub fn list_files(repo: &Path, skip: &[PathBuf]) -> Vec<RepoPath> {
 }
 
 /// File names that hold credentials by convention.
-pub fn is_secret(name: &str) -> bool {
+pub(crate) fn is_secret(name: &str) -> bool {
     let lower = name.to_ascii_lowercase();
     lower == ".env"
         || lower.starts_with(".env.")

@@ -9,7 +9,7 @@ use serde_json::{Value, json};
 /// The closed set of strategies.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "snake_case")]
-pub enum StrategyKind {
+pub(crate) enum StrategyKind {
     /// Run the same step again.
     Retry,
     /// Run a step (the failed one or one it depends on) again with changed parameters or
@@ -37,20 +37,20 @@ impl fmt::Display for StrategyKind {
 
 /// A validated strategy, as journaled and kept in the status.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
-pub struct Decision {
-    pub strategy: StrategyKind,
-    pub reason: String,
+pub(crate) struct Decision {
+    pub(crate) strategy: StrategyKind,
+    pub(crate) reason: String,
     /// For `modify`: the changed step.
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub step: Option<Value>,
+    pub(crate) step: Option<Value>,
     /// For `alternative` and `replan`: the new steps.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
-    pub steps: Vec<Value>,
+    pub(crate) steps: Vec<Value>,
 }
 
 impl Decision {
     /// Strategy and parameters, for the stuck rule: the same twice for one step is stuck.
-    pub fn signature(&self) -> String {
+    pub(crate) fn signature(&self) -> String {
         json!({"strategy": self.strategy, "step": self.step, "steps": self.steps}).to_string()
     }
 }

@@ -8,7 +8,7 @@ use serde::{Deserialize, Serialize};
 use crate::model::status::{FlowState, StepState};
 
 /// The event format version this build writes; readers skip lines of other versions.
-pub const EVENT_VERSION: u32 = 1;
+pub(crate) const EVENT_VERSION: u32 = 1;
 
 fn first_version() -> u32 {
     1
@@ -17,7 +17,7 @@ fn first_version() -> u32 {
 /// Something that happened, as written to `journal.jsonl` and to `--json` output.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 #[serde(tag = "type", rename_all = "snake_case")]
-pub enum Event {
+pub(crate) enum Event {
     /// A new flow begins.
     FlowStarted {
         task_id: String,
@@ -101,20 +101,20 @@ pub enum Event {
 
 /// One journal line: when, and what.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
-pub struct Record {
+pub(crate) struct Record {
     /// Format version of the line; see `EVENT_VERSION`. Lines written before versions existed
     /// have none and are version 1.
     #[serde(default = "first_version")]
-    pub version: u32,
+    pub(crate) version: u32,
     /// RFC 3339 time the event was recorded.
-    pub ts: String,
+    pub(crate) ts: String,
     #[serde(flatten)]
-    pub event: Event,
+    pub(crate) event: Event,
 }
 
 impl Record {
     /// A record of `event` now, in this build's version.
-    pub fn now(ts: String, event: Event) -> Record {
+    pub(crate) fn now(ts: String, event: Event) -> Record {
         Record {
             version: EVENT_VERSION,
             ts,

@@ -8,49 +8,49 @@ use serde::{Deserialize, Serialize};
 use serde_json::{Map, Value};
 
 /// The flow format version this build writes and reads.
-pub const FLOW_VERSION: u32 = 1;
+pub(crate) const FLOW_VERSION: u32 = 1;
 
 /// A validated flow.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
-pub struct Flow {
+pub(crate) struct Flow {
     /// Format version; see `FLOW_VERSION`.
-    pub version: u32,
+    pub(crate) version: u32,
     /// The task in the user's words.
-    pub task: String,
+    pub(crate) task: String,
     /// The steps in the order they were written; execution follows `depends_on`.
-    pub steps: Vec<Step>,
+    pub(crate) steps: Vec<Step>,
 }
 
 /// One step of a flow.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
-pub struct Step {
+pub(crate) struct Step {
     /// Unique id, `[A-Za-z0-9][A-Za-z0-9_-]{0,63}`; also the name of the step's directory.
-    pub id: String,
+    pub(crate) id: String,
     /// An operation of the registry (`operations::OPERATIONS`).
-    pub operation: String,
+    pub(crate) operation: String,
     /// Optional role (developer, tester, …) the planner gave the step.
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub role: Option<String>,
+    pub(crate) role: Option<String>,
     /// Optional one-line purpose, for people.
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub description: Option<String>,
+    pub(crate) description: Option<String>,
     /// The operation's parameters; strings may hold `@{outputs.STEP.FIELD}` references.
     #[serde(default)]
-    pub params: Map<String, Value>,
+    pub(crate) params: Map<String, Value>,
     /// Ids of the steps that must succeed before this one starts.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
-    pub depends_on: Vec<String>,
+    pub(crate) depends_on: Vec<String>,
 }
 
 impl Flow {
-    pub fn step(&self, id: &str) -> Option<&Step> {
+    pub(crate) fn step(&self, id: &str) -> Option<&Step> {
         self.steps.iter().find(|s| s.id == id)
     }
 
     /// The steps in the order `--jobs 1` runs them: dependencies first, and among the steps
     /// ready at the same time, the one written first. Later steps in this order win when two
     /// change the same file, so the result does not depend on which finished first.
-    pub fn topological_order(&self) -> Vec<&str> {
+    pub(crate) fn topological_order(&self) -> Vec<&str> {
         use std::cmp::Reverse;
         use std::collections::BinaryHeap;
         let index: HashMap<&str, usize> = self
@@ -97,7 +97,7 @@ impl Flow {
     }
 
     /// Every step `id` depends on, directly or through other steps.
-    pub fn ancestors(&self, id: &str) -> BTreeSet<String> {
+    pub(crate) fn ancestors(&self, id: &str) -> BTreeSet<String> {
         let by_id: HashMap<&str, &Step> = self.steps.iter().map(|s| (s.id.as_str(), s)).collect();
         let mut seen = BTreeSet::new();
         let mut stack: Vec<&str> = by_id
@@ -117,23 +117,23 @@ impl Flow {
 
 /// A reference to a field of an earlier step's result: `@{outputs.STEP.FIELD.SUBFIELD}`.
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub struct OutputRef {
+pub(crate) struct OutputRef {
     /// The whole `@{...}` text, as written.
-    pub text: String,
-    pub step: String,
+    pub(crate) text: String,
+    pub(crate) step: String,
     /// The path into the step's result dict (at least one field).
-    pub fields: Vec<String>,
+    pub(crate) fields: Vec<String>,
 }
 
 /// A reference that cannot be read or resolved; the message names it.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 #[error("{0}")]
-pub struct RefError(pub String);
+pub(crate) struct RefError(pub String);
 
 const REF_OPEN: &str = "@{outputs.";
 
 /// Finds the output references in a string. A malformed one is an error naming it.
-pub fn output_refs(text: &str) -> Result<Vec<OutputRef>, RefError> {
+pub(crate) fn output_refs(text: &str) -> Result<Vec<OutputRef>, RefError> {
     Ok(scan_refs(text)?
         .into_iter()
         .map(|(_, reference)| reference)
@@ -142,7 +142,7 @@ pub fn output_refs(text: &str) -> Result<Vec<OutputRef>, RefError> {
 
 /// Replaces every output reference in `text` using `lookup`, which returns the field's value
 /// as text or an error naming what is missing. Substituted text is never scanned again.
-pub fn substitute_refs(
+pub(crate) fn substitute_refs(
     text: &str,
     mut lookup: impl FnMut(&OutputRef) -> Result<String, RefError>,
 ) -> Result<String, RefError> {

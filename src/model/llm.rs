@@ -6,35 +6,35 @@ use serde::{Deserialize, Serialize};
 
 /// Which model answers, and how.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
-pub struct ModelSettings {
-    pub model: String,
+pub(crate) struct ModelSettings {
+    pub(crate) model: String,
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub temperature: Option<f32>,
+    pub(crate) temperature: Option<f32>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub max_tokens: Option<u32>,
+    pub(crate) max_tokens: Option<u32>,
 }
 
 /// One chat message.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
-pub struct Message {
-    pub role: String,
-    pub content: String,
+pub(crate) struct Message {
+    pub(crate) role: String,
+    pub(crate) content: String,
 }
 
 impl Message {
-    pub fn system(content: impl Into<String>) -> Message {
+    pub(crate) fn system(content: impl Into<String>) -> Message {
         Message {
             role: "system".into(),
             content: content.into(),
         }
     }
-    pub fn user(content: impl Into<String>) -> Message {
+    pub(crate) fn user(content: impl Into<String>) -> Message {
         Message {
             role: "user".into(),
             content: content.into(),
         }
     }
-    pub fn assistant(content: impl Into<String>) -> Message {
+    pub(crate) fn assistant(content: impl Into<String>) -> Message {
         Message {
             role: "assistant".into(),
             content: content.into(),
@@ -44,27 +44,27 @@ impl Message {
 
 /// A chat completion to make.
 #[derive(Debug, Clone)]
-pub struct ChatRequest {
+pub(crate) struct ChatRequest {
     /// What the call is for: `planner`, `summary`, or a step id. Usage is counted per purpose.
-    pub purpose: String,
-    pub settings: ModelSettings,
-    pub messages: Vec<Message>,
+    pub(crate) purpose: String,
+    pub(crate) settings: ModelSettings,
+    pub(crate) messages: Vec<Message>,
     /// Ask for a JSON object (`response_format`) where the endpoint supports it.
-    pub json: bool,
+    pub(crate) json: bool,
 }
 
 /// Tokens used.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
-pub struct Usage {
-    pub prompt_tokens: u64,
-    pub completion_tokens: u64,
-    pub total_tokens: u64,
+pub(crate) struct Usage {
+    pub(crate) prompt_tokens: u64,
+    pub(crate) completion_tokens: u64,
+    pub(crate) total_tokens: u64,
     /// Completed calls.
-    pub calls: u64,
+    pub(crate) calls: u64,
 }
 
 impl Usage {
-    pub fn add(&mut self, other: &Usage) {
+    pub(crate) fn add(&mut self, other: &Usage) {
         self.prompt_tokens += other.prompt_tokens;
         self.completion_tokens += other.completion_tokens;
         self.total_tokens += other.total_tokens;
@@ -72,7 +72,7 @@ impl Usage {
     }
 
     /// What was used since `before` was taken (counters only grow).
-    pub fn since(&self, before: &Usage) -> Usage {
+    pub(crate) fn since(&self, before: &Usage) -> Usage {
         Usage {
             prompt_tokens: self.prompt_tokens.saturating_sub(before.prompt_tokens),
             completion_tokens: self
@@ -83,22 +83,22 @@ impl Usage {
         }
     }
 
-    pub fn is_zero(&self) -> bool {
+    pub(crate) fn is_zero(&self) -> bool {
         self.calls == 0
     }
 }
 
 /// The model's answer.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
-pub struct ChatAnswer {
-    pub content: String,
+pub(crate) struct ChatAnswer {
+    pub(crate) content: String,
     /// `stop`, `length` (truncated: never act on it), …
-    pub finish_reason: Option<String>,
-    pub usage: Usage,
+    pub(crate) finish_reason: Option<String>,
+    pub(crate) usage: Usage,
 }
 
 impl ChatAnswer {
-    pub fn is_truncated(&self) -> bool {
+    pub(crate) fn is_truncated(&self) -> bool {
         self.finish_reason.as_deref() == Some("length")
     }
 }
@@ -107,13 +107,13 @@ impl ChatAnswer {
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 #[error("{message}")]
 pub struct LlmError {
-    pub kind: LlmErrorKind,
-    pub message: String,
+    pub(crate) kind: LlmErrorKind,
+    pub(crate) message: String,
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "snake_case")]
-pub enum LlmErrorKind {
+pub(crate) enum LlmErrorKind {
     /// 429 without `insufficient_quota` (transient).
     RateLimited,
     /// 5xx (transient).
@@ -142,7 +142,7 @@ pub enum LlmErrorKind {
 }
 
 impl LlmError {
-    pub fn new(kind: LlmErrorKind, message: impl Into<String>) -> LlmError {
+    pub(crate) fn new(kind: LlmErrorKind, message: impl Into<String>) -> LlmError {
         LlmError {
             kind,
             message: message.into(),
@@ -150,7 +150,7 @@ impl LlmError {
     }
 
     /// Whether the same call may succeed if tried again later.
-    pub fn transient(&self) -> bool {
+    pub(crate) fn transient(&self) -> bool {
         // GaveUp only ever follows transient errors: later, the endpoint may answer again.
         matches!(
             self.kind,

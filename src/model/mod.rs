@@ -3,12 +3,12 @@
 //! are made of. Plain data with serde and pure methods; nothing here reads a file or calls
 //! anything above it.
 
-pub mod decision;
-pub mod event;
-pub mod flow;
-pub mod llm;
-pub mod problem;
-pub mod repo_path;
-pub mod status;
-pub mod step_result;
-pub mod step_spec;
+pub(crate) mod decision;
+pub(crate) mod event;
+pub(crate) mod flow;
+pub(crate) mod llm;
+pub(crate) mod problem;
+pub(crate) mod repo_path;
+pub(crate) mod status;
+pub(crate) mod step_result;
+pub(crate) mod step_spec;

@@ -7,11 +7,11 @@ use std::fmt;
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Problem {
     /// The step at fault, when there is one.
-    pub step: Option<String>,
+    pub(crate) step: Option<String>,
     /// Short name of the rule (`id`, `operation`, `params`, `dependencies`, `cycle`,
     /// `reference`, `path`, `limits`, `format`, `version`).
-    pub rule: &'static str,
-    pub message: String,
+    pub(crate) rule: &'static str,
+    pub(crate) message: String,
 }
 
 impl fmt::Display for Problem {

@@ -5,22 +5,22 @@ use std::fmt;
 use std::path::{Component, Path, PathBuf};
 
 /// Longest path accepted in a flow, in bytes.
-pub const MAX_PATH_BYTES: usize = 1024;
+pub(crate) const MAX_PATH_BYTES: usize = 1024;
 
 /// Directory names never staged, copied into a view, or written by a flow, at any depth.
-pub const EXCLUDED_DIR_NAMES: &[&str] =
+pub(crate) const EXCLUDED_DIR_NAMES: &[&str] =
     &[".git", "node_modules", ".venv", "__pycache__", ".ocflow"];
 
 /// Whether a directory called `name` inside `parent` is one that staging skips: the excluded
 /// names anywhere, and `target` where it sits beside a `Cargo.toml` (a Rust build directory).
-pub fn is_excluded_dir(parent: &Path, name: &str) -> bool {
+pub(crate) fn is_excluded_dir(parent: &Path, name: &str) -> bool {
     EXCLUDED_DIR_NAMES.contains(&name) || (name == "target" && parent.join("Cargo.toml").is_file())
 }
 
 /// Why a path cannot be used; the message says what is wrong and how to fix it.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 #[error("{0}")]
-pub struct PathError(pub String);
+pub(crate) struct PathError(pub String);
 
 /// A normalised, relative path inside the repository (`/`-separated, no `.` or `..`).
 /// The empty path is the repository root.
@@ -28,11 +28,11 @@ pub struct PathError(pub String);
     Debug, Clone, PartialEq, Eq, PartialOrd, Ord, Hash, serde::Serialize, serde::Deserialize,
 )]
 #[serde(transparent)]
-pub struct RepoPath(String);
+pub(crate) struct RepoPath(String);
 
 impl RepoPath {
     /// Parses a path written in a flow. The error says what is wrong and how to fix it.
-    pub fn parse(raw: &str) -> Result<RepoPath, PathError> {
+    pub(crate) fn parse(raw: &str) -> Result<RepoPath, PathError> {
         Self::parse_text(raw).map_err(PathError)
     }
 
@@ -80,20 +80,16 @@ impl RepoPath {
     }
 
     /// The repository root itself.
-    pub fn root() -> RepoPath {
+    pub(crate) fn root() -> RepoPath {
         RepoPath(String::new())
     }
 
-    pub fn is_root(&self) -> bool {
-        self.0.is_empty()
-    }
-
-    pub fn as_str(&self) -> &str {
+    pub(crate) fn as_str(&self) -> &str {
         &self.0
     }
 
     /// Whether this path is `dir` or lies below it (by components).
-    pub fn is_within(&self, dir: &RepoPath) -> bool {
+    pub(crate) fn is_within(&self, dir: &RepoPath) -> bool {
         dir.0.is_empty()
             || self.0 == dir.0
             || self
@@ -103,7 +99,7 @@ impl RepoPath {
     }
 
     /// This path below `base`.
-    pub fn under(&self, base: &Path) -> PathBuf {
+    pub(crate) fn under(&self, base: &Path) -> PathBuf {
         if self.0.is_empty() {
             base.to_path_buf()
         } else {
@@ -113,7 +109,7 @@ impl RepoPath {
 
     /// Builds a path from a file found under `base` while walking a tree.
     /// The walk must skip excluded directories itself; a walk yields no `.` or `..`.
-    pub fn from_walk(base: &Path, path: &Path) -> Option<RepoPath> {
+    pub(crate) fn from_walk(base: &Path, path: &Path) -> Option<RepoPath> {
         let text = path.strip_prefix(base).ok()?.to_str()?;
         (!text.is_empty()).then(|| RepoPath(text.to_string()))
     }
@@ -146,7 +142,7 @@ mod tests {
             RepoPath::parse("./a//b/./c.py").map(|p| p.0),
             Ok("a/b/c.py".into())
         );
-        assert_eq!(RepoPath::parse(".").map(|p| p.is_root()), Ok(true));
+        assert_eq!(RepoPath::parse("."), Ok(RepoPath::root()));
         for bad in [
             "",
             "../x",

@@ -11,57 +11,57 @@ use crate::model::flow::Flow;
 use crate::model::llm::Usage;
 
 /// The status file format version this build writes and reads.
-pub const STATUS_VERSION: u32 = 1;
+pub(crate) const STATUS_VERSION: u32 = 1;
 
 /// The whole state of one flow.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
-pub struct FlowStatus {
+pub(crate) struct FlowStatus {
     /// Format version; see `STATUS_VERSION`.
-    pub version: u32,
-    pub task_id: String,
+    pub(crate) version: u32,
+    pub(crate) task_id: String,
     /// The task in the user's words.
-    pub task: String,
+    pub(crate) task: String,
     /// The canonical repository the flow reads.
-    pub repo: PathBuf,
+    pub(crate) repo: PathBuf,
     /// Which revision of the flow is being executed: 1, then one more for each recovery
     /// decision that changed the flow (`flow.rN.json`).
-    pub revision: u32,
-    pub state: FlowState,
+    pub(crate) revision: u32,
+    pub(crate) state: FlowState,
     /// RFC 3339 times.
-    pub created_at: String,
-    pub updated_at: String,
+    pub(crate) created_at: String,
+    pub(crate) updated_at: String,
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub finished_at: Option<String>,
+    pub(crate) finished_at: Option<String>,
     /// When `ocflow apply` last wrote the changes into the repository.
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub applied_at: Option<String>,
+    pub(crate) applied_at: Option<String>,
     /// Why the flow ended as it did, when a step's message does not say it (planning failed).
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub message: Option<String>,
+    pub(crate) message: Option<String>,
     /// The last sequence number given to a succeeded step.
     #[serde(default)]
-    pub last_sequence: u64,
+    pub(crate) last_sequence: u64,
     /// Strategies asked of the LLM in this flow.
     #[serde(default)]
-    pub recovery_calls: u32,
+    pub(crate) recovery_calls: u32,
     /// New revisions of the remaining flow made by `replan`.
     #[serde(default)]
-    pub replans: u32,
+    pub(crate) replans: u32,
     /// A recovery under way: set before the LLM is asked, holding the decision once made, and
     /// cleared when it has been carried out. A crash in between leaves it for `resume`.
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub pending_recovery: Option<PendingRecovery>,
+    pub(crate) pending_recovery: Option<PendingRecovery>,
     /// Tokens used by the whole flow: planning, every step, the summary.
     #[serde(default)]
-    pub tokens: Usage,
+    pub(crate) tokens: Usage,
     /// One entry per step, in flow order.
-    pub steps: Vec<StepStatus>,
+    pub(crate) steps: Vec<StepStatus>,
 }
 
 /// Where a flow stands.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "snake_case")]
-pub enum FlowState {
+pub(crate) enum FlowState {
     Running,
     Succeeded,
     Failed,
@@ -72,7 +72,7 @@ pub enum FlowState {
 /// Where a step stands.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "snake_case")]
-pub enum StepState {
+pub(crate) enum StepState {
     Pending,
     Running,
     Succeeded,
@@ -82,52 +82,52 @@ pub enum StepState {
 
 /// The state of one step.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
-pub struct StepStatus {
-    pub id: String,
-    pub operation: String,
-    pub status: StepState,
+pub(crate) struct StepStatus {
+    pub(crate) id: String,
+    pub(crate) operation: String,
+    pub(crate) status: StepState,
     /// How many times the step has started.
-    pub attempts: u32,
+    pub(crate) attempts: u32,
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub started_at: Option<String>,
+    pub(crate) started_at: Option<String>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub finished_at: Option<String>,
+    pub(crate) finished_at: Option<String>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub duration_ms: Option<u64>,
+    pub(crate) duration_ms: Option<u64>,
     /// Order in which succeeded steps finished; later ones win when two change one file.
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub sequence: Option<u64>,
+    pub(crate) sequence: Option<u64>,
     /// Repository-relative files the step created or changed (kept in `<step>/output/`).
     #[serde(default)]
-    pub output_files: Vec<String>,
+    pub(crate) output_files: Vec<String>,
     /// Repository-relative files the step deleted.
     #[serde(default)]
-    pub deleted_files: Vec<String>,
+    pub(crate) deleted_files: Vec<String>,
     /// The last attempt's message, one sentence.
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub message: Option<String>,
+    pub(crate) message: Option<String>,
     /// Why the last attempt failed.
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub error: Option<StepError>,
+    pub(crate) error: Option<StepError>,
     /// Tokens the step's LLM calls used, over all its attempts.
     #[serde(default)]
-    pub tokens: Usage,
+    pub(crate) tokens: Usage,
     /// Automatic retries after transient failures (no LLM asked).
     #[serde(default, skip_serializing_if = "is_zero")]
-    pub auto_retries: u32,
+    pub(crate) auto_retries: u32,
     /// The recovery strategies decided for this step, in order.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
-    pub recoveries: Vec<RecoveryRecord>,
+    pub(crate) recoveries: Vec<RecoveryRecord>,
 }
 
 /// A change of a step's state that `StepState::may_become` forbids: a fault in ocflow, never the
 /// user's.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 #[error("step {step} cannot go from {from} to {to}")]
-pub struct IllegalTransition {
-    pub step: String,
-    pub from: StepState,
-    pub to: StepState,
+pub(crate) struct IllegalTransition {
+    pub(crate) step: String,
+    pub(crate) from: StepState,
+    pub(crate) to: StepState,
 }
 
 impl StepState {
@@ -135,7 +135,7 @@ impl StepState {
     /// A step waits (pending), runs, and ends succeeded or failed; a failed step may be retried
     /// or skipped by recovery, a succeeded one run again when recovery modifies it or a step it
     /// depends on; a running one goes back to pending when ocflow stops under it.
-    pub fn may_become(self, next: StepState) -> bool {
+    pub(crate) fn may_become(self, next: StepState) -> bool {
         use StepState::*;
         matches!(
             (self, next),
@@ -162,7 +162,7 @@ impl StepStatus {
     }
 
     /// A new attempt starts; returns its number.
-    pub fn start(&mut self, now: String) -> Result<u32, IllegalTransition> {
+    pub(crate) fn start(&mut self, now: String) -> Result<u32, IllegalTransition> {
         self.become_(StepState::Running)?;
         self.attempts += 1;
         self.started_at = Some(now);
@@ -174,7 +174,7 @@ impl StepStatus {
     }
 
     /// The attempt succeeded with these outputs; `sequence` names this version of them.
-    pub fn succeed(
+    pub(crate) fn succeed(
         &mut self,
         now: String,
         duration_ms: u64,
@@ -192,7 +192,7 @@ impl StepStatus {
     }
 
     /// The attempt failed; it produced nothing.
-    pub fn fail(
+    pub(crate) fn fail(
         &mut self,
         now: String,
         duration_ms: u64,
@@ -210,7 +210,7 @@ impl StepStatus {
 
     /// Back to pending, to run again: a running step whose ocflow stopped, or a failed one
     /// retried. The last error stays on record until the next attempt starts.
-    pub fn requeue(&mut self, reason: Option<&str>) -> Result<(), IllegalTransition> {
+    pub(crate) fn requeue(&mut self, reason: Option<&str>) -> Result<(), IllegalTransition> {
         self.become_(StepState::Pending)?;
         if let Some(reason) = reason {
             self.message = Some(reason.to_string());
@@ -219,14 +219,14 @@ impl StepStatus {
     }
 
     /// A transient failure retried automatically, without asking the LLM.
-    pub fn retry_transient(&mut self) -> Result<u32, IllegalTransition> {
+    pub(crate) fn retry_transient(&mut self) -> Result<u32, IllegalTransition> {
         self.requeue(None)?;
         self.auto_retries += 1;
         Ok(self.auto_retries)
     }
 
     /// Back to pending after a recovery decision; earlier outputs no longer count.
-    pub fn reset(&mut self, reason: &str) -> Result<(), IllegalTransition> {
+    pub(crate) fn reset(&mut self, reason: &str) -> Result<(), IllegalTransition> {
         self.become_(StepState::Pending)?;
         self.error = None;
         self.message = Some(reason.to_string());
@@ -237,7 +237,7 @@ impl StepStatus {
     }
 
     /// Skipped by a recovery decision (or because a step it needs was), saying why.
-    pub fn skip(&mut self, reason: String) -> Result<(), IllegalTransition> {
+    pub(crate) fn skip(&mut self, reason: String) -> Result<(), IllegalTransition> {
         self.become_(StepState::Skipped)?;
         self.message = Some(reason);
         Ok(())
@@ -250,45 +250,45 @@ fn is_zero(n: &u32) -> bool {
 
 /// A recovery in progress.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
-pub struct PendingRecovery {
+pub(crate) struct PendingRecovery {
     /// The failed step.
-    pub step: String,
+    pub(crate) step: String,
     /// The decision, once the LLM has given a valid one.
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub decision: Option<Decision>,
+    pub(crate) decision: Option<Decision>,
 }
 
 /// One strategy decided for a step.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
-pub struct RecoveryRecord {
-    pub strategy: StrategyKind,
-    pub reason: String,
+pub(crate) struct RecoveryRecord {
+    pub(crate) strategy: StrategyKind,
+    pub(crate) reason: String,
     /// Strategy and parameters: the same twice for one step is stuck.
-    pub signature: String,
+    pub(crate) signature: String,
     /// The flow revision it produced, for `modify`, `alternative` and `replan`.
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub revision: Option<u32>,
-    pub at: String,
+    pub(crate) revision: Option<u32>,
+    pub(crate) at: String,
 }
 
 /// A failed attempt's error.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
-pub struct StepError {
+pub(crate) struct StepError {
     /// `failure` (the library reported it), `exception` (the library raised), or `engine`
     /// (ocflow could not prepare or record the step).
-    pub kind: String,
+    pub(crate) kind: String,
     /// The exception's type, for `exception`.
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub exception_type: Option<String>,
-    pub message: String,
+    pub(crate) exception_type: Option<String>,
+    pub(crate) message: String,
     /// The step-directory file holding the full traceback, for `exception`.
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub traceback_file: Option<String>,
+    pub(crate) traceback_file: Option<String>,
 }
 
 impl StepError {
     /// An error of `kind` (`failure`, `bridge`, `engine`) with its message.
-    pub fn new(kind: &str, message: String) -> StepError {
+    pub(crate) fn new(kind: &str, message: String) -> StepError {
         StepError {
             kind: kind.to_string(),
             exception_type: None,
@@ -300,7 +300,7 @@ impl StepError {
 
 impl FlowStatus {
     /// A pending entry for a step, as a new flow or a new revision adds it.
-    pub fn pending_step(step: &crate::model::flow::Step) -> StepStatus {
+    pub(crate) fn pending_step(step: &crate::model::flow::Step) -> StepStatus {
         StepStatus {
             id: step.id.clone(),
             operation: step.operation.clone(),
@@ -321,7 +321,7 @@ impl FlowStatus {
     }
 
     /// The initial state of a new flow: every step pending.
-    pub fn new(task_id: &str, flow: &Flow, repo: &Path) -> FlowStatus {
+    pub(crate) fn new(task_id: &str, flow: &Flow, repo: &Path) -> FlowStatus {
         let now = now();
         FlowStatus {
             version: STATUS_VERSION,
@@ -344,16 +344,16 @@ impl FlowStatus {
         }
     }
 
-    pub fn step(&self, id: &str) -> Option<&StepStatus> {
+    pub(crate) fn step(&self, id: &str) -> Option<&StepStatus> {
         self.steps.iter().find(|s| s.id == id)
     }
 
-    pub fn step_mut(&mut self, id: &str) -> Option<&mut StepStatus> {
+    pub(crate) fn step_mut(&mut self, id: &str) -> Option<&mut StepStatus> {
         self.steps.iter_mut().find(|s| s.id == id)
     }
 
     /// The steps that succeeded, in flow order.
-    pub fn succeeded(&self) -> Vec<&StepStatus> {
+    pub(crate) fn succeeded(&self) -> Vec<&StepStatus> {
         self.steps
             .iter()
             .filter(|s| s.status == StepState::Succeeded)
@@ -362,7 +362,7 @@ impl FlowStatus {
 
     /// Never reused, even after recovery sets a step back to pending: a sequence number
     /// names one version of a step's outputs.
-    pub fn next_sequence(&self) -> u64 {
+    pub(crate) fn next_sequence(&self) -> u64 {
         self.steps
             .iter()
             .filter_map(|s| s.sequence)
@@ -397,6 +397,6 @@ impl fmt::Display for StepState {
 }
 
 /// The current time, RFC 3339 in UTC with milliseconds.
-pub fn now() -> String {
+pub(crate) fn now() -> String {
     chrono::Utc::now().to_rfc3339_opts(chrono::SecondsFormat::Millis, true)
 }

@@ -6,60 +6,60 @@ use serde::{Deserialize, Serialize};
 use serde_json::{Map, Value};
 
 /// The instructions file format version.
-pub const INSTRUCTIONS_VERSION: u32 = 1;
+pub(crate) const INSTRUCTIONS_VERSION: u32 = 1;
 
 /// The machine-readable part of the instructions, for the library.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
-pub struct StepSpec {
+pub(crate) struct StepSpec {
     /// Format version; see `INSTRUCTIONS_VERSION`.
-    pub version: u32,
-    pub task_id: String,
-    pub task: String,
-    pub step_id: String,
-    pub operation: String,
-    pub role: Option<String>,
+    pub(crate) version: u32,
+    pub(crate) task_id: String,
+    pub(crate) task: String,
+    pub(crate) step_id: String,
+    pub(crate) operation: String,
+    pub(crate) role: Option<String>,
     /// Parameters with `@{outputs…}` references already resolved.
-    pub params: Map<String, Value>,
+    pub(crate) params: Map<String, Value>,
     /// Relative to the instructions file's directory.
-    pub input_dir: String,
-    pub output_dir: String,
+    pub(crate) input_dir: String,
+    pub(crate) output_dir: String,
     /// The full repository view, for operations that need one; else `None`.
-    pub work_dir: Option<String>,
+    pub(crate) work_dir: Option<String>,
     /// Repository-relative files staged under `input_dir`.
-    pub input_files: Vec<String>,
+    pub(crate) input_files: Vec<String>,
     /// Earlier steps whose results this one is given, by id, in flow order (see
     /// `engine::instructions::earlier_steps`): each an `EarlierStep`.
-    pub steps: Map<String, Value>,
-    pub limits: Limits,
+    pub(crate) steps: Map<String, Value>,
+    pub(crate) limits: Limits,
     /// Environment for commands: the values of references in `command` (`OCFLOW_REF_n`).
     #[serde(default, skip_serializing_if = "Map::is_empty")]
-    pub env: Map<String, Value>,
+    pub(crate) env: Map<String, Value>,
     /// How commands are started, when they run in the sandbox.
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub sandbox: Option<Sandbox>,
+    pub(crate) sandbox: Option<Sandbox>,
 }
 
 /// The sandbox launcher the library puts before every command.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
-pub struct Sandbox {
+pub(crate) struct Sandbox {
     /// `ocflow sandbox-exec --write VIEW --write … --`
-    pub launcher: Vec<String>,
+    pub(crate) launcher: Vec<String>,
     /// What the kernel enforces (`landlock`, `landlock-partial`), reported in results.
-    pub kind: String,
+    pub(crate) kind: String,
 }
 
 /// Limits the library enforces inside the step.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
-pub struct Limits {
-    pub timeout_seconds: u64,
-    pub max_output_bytes: u64,
+pub(crate) struct Limits {
+    pub(crate) timeout_seconds: u64,
+    pub(crate) max_output_bytes: u64,
 }
 
 /// Where an earlier step's result and outputs are, relative to the instructions file.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
-pub struct EarlierStep {
+pub(crate) struct EarlierStep {
     /// Its `result.json`.
-    pub result: String,
+    pub(crate) result: String,
     /// Its `output/` directory.
-    pub output_dir: String,
+    pub(crate) output_dir: String,
 }

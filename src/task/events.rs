@@ -9,18 +9,18 @@ use crate::output::{print_stdout, say};
 use crate::task::journal::Journal;
 
 /// Where events go: the journal, and the caller's stdout (JSON lines) or stderr (progress).
-pub struct Events {
+pub(crate) struct Events {
     journal: Journal,
     json: bool,
 }
 
 impl Events {
-    pub fn new(journal: Journal, json: bool) -> Events {
+    pub(crate) fn new(journal: Journal, json: bool) -> Events {
         Events { journal, json }
     }
 
     /// Records an event in the journal, then shows it.
-    pub fn emit(&mut self, event: Event) -> Result<()> {
+    pub(crate) fn emit(&mut self, event: Event) -> Result<()> {
         let record = Record::now(crate::model::status::now(), event);
         self.journal.append(&record)?;
         show(&record, self.json);
@@ -29,7 +29,7 @@ impl Events {
 }
 
 /// Shows an event to the caller without journaling it (for commands outside a flow).
-pub fn show(record: &Record, json: bool) {
+pub(crate) fn show(record: &Record, json: bool) {
     if json {
         if let Ok(line) = serde_json::to_string(record) {
             print_stdout(&format!("{line}\n"));

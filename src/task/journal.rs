@@ -9,14 +9,14 @@ use crate::error::{IoContext, Result};
 use crate::model::event::{EVENT_VERSION, Record};
 
 /// An open journal, positioned for appending.
-pub struct Journal {
+pub(crate) struct Journal {
     path: PathBuf,
     file: File,
 }
 
 impl Journal {
     /// Opens (or creates) the journal, first cutting off a torn last line.
-    pub fn open(path: &Path) -> Result<Journal> {
+    pub(crate) fn open(path: &Path) -> Result<Journal> {
         let context = || format!("opening the journal {}", path.display());
         let mut file = OpenOptions::new()
             .create(true)
@@ -39,7 +39,7 @@ impl Journal {
 
     /// Appends one event as one line and hands it to the kernel; it survives a crash of
     /// ocflow (the status file, not the journal, is what resume trusts after a power loss).
-    pub fn append(&mut self, record: &Record) -> Result<()> {
+    pub(crate) fn append(&mut self, record: &Record) -> Result<()> {
         let mut line = serde_json::to_vec(record).map_err(|err| crate::error::Error::Io {
             context: "serialising a journal event".into(),
             source: err.into(),
@@ -53,7 +53,7 @@ impl Journal {
 
 /// Reads every whole, well-formed event of this build's version. Lines that do not parse (a
 /// torn tail) or carry another version (written by another ocflow) are skipped and counted.
-pub fn read(path: &Path) -> Result<(Vec<Record>, usize)> {
+pub(crate) fn read(path: &Path) -> Result<(Vec<Record>, usize)> {
     let file = match File::open(path) {
         Ok(file) => file,
         Err(err) if err.kind() == std::io::ErrorKind::NotFound => return Ok((Vec::new(), 0)),

@@ -2,9 +2,9 @@
 //! the journal and the events that feed it, staging (snapshot, overlays, views) and review
 //! (changes, diff, apply).
 
-pub mod events;
-pub mod journal;
-pub mod review;
-pub mod staging;
-pub mod state;
-pub mod workspace;
+pub(crate) mod events;
+pub(crate) mod journal;
+pub(crate) mod review;
+pub(crate) mod staging;
+pub(crate) mod state;
+pub(crate) mod workspace;

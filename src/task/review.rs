@@ -14,24 +14,24 @@ use crate::task::workspace::{self, TaskDir};
 
 /// One changed file.
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub struct Change {
-    pub path: RepoPath,
-    pub kind: ChangeKind,
+pub(crate) struct Change {
+    pub(crate) path: RepoPath,
+    pub(crate) kind: ChangeKind,
     /// The file with the flow's content (`None` for a deletion).
-    pub new: Option<PathBuf>,
+    pub(crate) new: Option<PathBuf>,
     /// The snapshot's file (`None` for an addition).
-    pub old: Option<PathBuf>,
+    pub(crate) old: Option<PathBuf>,
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum ChangeKind {
+pub(crate) enum ChangeKind {
     Added,
     Modified,
     Deleted,
 }
 
 /// The flow's net changes: every path whose final version differs from the snapshot.
-pub fn changes(
+pub(crate) fn changes(
     task: &TaskDir,
     status: &FlowStatus,
     flow: &crate::model::flow::Flow,
@@ -71,7 +71,7 @@ fn read(path: &Path) -> Result<Vec<u8>> {
 }
 
 /// The changes as a unified diff (`a/` is the snapshot, `b/` the flow's result).
-pub fn unified_diff(changes: &[Change]) -> Result<String> {
+pub(crate) fn unified_diff(changes: &[Change]) -> Result<String> {
     let mut out = String::new();
     for change in changes {
         let old = change
@@ -119,11 +119,11 @@ pub fn unified_diff(changes: &[Change]) -> Result<String> {
 
 /// What `apply` did.
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub enum Applied {
+pub(crate) enum Applied {
     /// These files were written or deleted.
     Written(Vec<String>),
     /// The repository already holds the flow's result.
-    AlreadyApplied,
+    AlreadyThere,
     /// The flow changed nothing.
     Nothing,
 }
@@ -149,7 +149,12 @@ fn current(path: &Path) -> Result<Current> {
 /// Writes the changes into the repository. Everything is checked before anything is written:
 /// every target must stay inside the repository (outside `.git` and `workspace`) and hold what
 /// the flow read, unless `force`; then deletions go first, then files, each atomically.
-pub fn apply(rules: &PathRules, task_id: &str, changes: &[Change], force: bool) -> Result<Applied> {
+pub(crate) fn apply(
+    rules: &PathRules,
+    task_id: &str,
+    changes: &[Change],
+    force: bool,
+) -> Result<Applied> {
     if changes.is_empty() {
         return Ok(Applied::Nothing);
     }
@@ -177,7 +182,7 @@ pub fn apply(rules: &PathRules, task_id: &str, changes: &[Change], force: bool) 
         }
     }
     if already {
-        return Ok(Applied::AlreadyApplied);
+        return Ok(Applied::AlreadyThere);
     }
     if !blocked.is_empty() {
         return Err(Error::Usage(format!(

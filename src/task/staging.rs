@@ -20,16 +20,16 @@ use crate::task::workspace::{self, TaskDir};
 
 /// What a copy of a tree contained.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
-pub struct TreeStats {
-    pub files: u64,
-    pub bytes: u64,
-    pub duration_ms: u64,
+pub(crate) struct TreeStats {
+    pub(crate) files: u64,
+    pub(crate) bytes: u64,
+    pub(crate) duration_ms: u64,
 }
 
 /// Copies the repository (minus `.git`, build directories and `skip`, the workspace) into the
 /// task's snapshot. Written under a temporary name and renamed, so a snapshot that exists is
 /// complete.
-pub fn take_snapshot(repo: &Path, task: &TaskDir, skip: &[PathBuf]) -> Result<TreeStats> {
+pub(crate) fn take_snapshot(repo: &Path, task: &TaskDir, skip: &[PathBuf]) -> Result<TreeStats> {
     let target = task.snapshot();
     let partial = task.root.join("_snapshot.partial");
     remove_tree(&partial)?;
@@ -44,7 +44,7 @@ pub fn take_snapshot(repo: &Path, task: &TaskDir, skip: &[PathBuf]) -> Result<Tr
 /// Copies `from` into `to` (which must not exist), skipping excluded directories and `skip`.
 /// Symlinks are copied as symlinks, never followed. Files are copied by several threads:
 /// per-file overhead, not bytes, dominates a source tree.
-pub fn copy_tree(from: &Path, to: &Path, skip: &[PathBuf]) -> Result<TreeStats> {
+pub(crate) fn copy_tree(from: &Path, to: &Path, skip: &[PathBuf]) -> Result<TreeStats> {
     let started = Instant::now();
     let mut files: Vec<(PathBuf, PathBuf)> = Vec::new();
     let mut links: Vec<(PathBuf, PathBuf)> = Vec::new();
@@ -118,7 +118,7 @@ fn is_skipped(entry: &walkdir::DirEntry, skip: &[PathBuf]) -> bool {
 }
 
 /// Removes a directory tree if it exists.
-pub fn remove_tree(path: &Path) -> Result<()> {
+pub(crate) fn remove_tree(path: &Path) -> Result<()> {
     match fs::remove_dir_all(path) {
         Ok(()) => Ok(()),
         Err(err) if err.kind() == io::ErrorKind::NotFound => Ok(()),
@@ -128,7 +128,7 @@ pub fn remove_tree(path: &Path) -> Result<()> {
 
 /// Which version of a path a step sees, when it is not the snapshot's.
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub enum Version {
+pub(crate) enum Version {
     /// The file as the named step left it in `<task>/<step>/output/`, in the success numbered
     /// `sequence`: a step that runs again (recovery) makes a new version of its files.
     Step { step: String, sequence: u64 },
@@ -138,15 +138,15 @@ pub enum Version {
 
 /// The repository's changes as seen by one step: snapshot plus these versions.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
-pub struct Overlay {
-    pub versions: BTreeMap<RepoPath, Version>,
+pub(crate) struct Overlay {
+    pub(crate) versions: BTreeMap<RepoPath, Version>,
 }
 
 impl Overlay {
     /// The changes of the succeeded steps in `only` (all of them when `None`), applied in the
     /// flow's topological order (see `Flow::topological_order`), so that steps running at the
     /// same time give the same result as one after another.
-    pub fn from_status(
+    pub(crate) fn from_status(
         status: &FlowStatus,
         flow: &crate::model::flow::Flow,
         only: Option<&BTreeSet<String>>,
@@ -191,7 +191,7 @@ impl Overlay {
 
     /// The file holding `path`'s content as this overlay sees it, or `None` if it does not exist.
     /// Never leaves the task directory, even through a symlink in the snapshot.
-    pub fn source(&self, task: &TaskDir, path: &RepoPath) -> Result<Option<PathBuf>> {
+    pub(crate) fn source(&self, task: &TaskDir, path: &RepoPath) -> Result<Option<PathBuf>> {
         let file = match self.versions.get(path) {
             Some(Version::Deleted) => return Ok(None),
             Some(Version::Step { step, .. }) => {
@@ -216,7 +216,7 @@ impl Overlay {
 }
 
 /// Copies the current version of each of `paths` into `input_dir`; returns those that exist.
-pub fn stage_inputs(
+pub(crate) fn stage_inputs(
     task: &TaskDir,
     overlay: &Overlay,
     paths: &[RepoPath],
@@ -276,7 +276,7 @@ fn remove_any(path: &Path) -> Result<()> {
 
 /// The files a step left in its `output/` directory. Anything but regular files and
 /// directories (a symlink, a fifo) and any path a flow may not write is an error.
-pub fn list_outputs(output_dir: &Path) -> Result<Vec<RepoPath>, String> {
+pub(crate) fn list_outputs(output_dir: &Path) -> Result<Vec<RepoPath>, String> {
     let mut outputs = Vec::new();
     if !output_dir.exists() {
         return Ok(outputs);
@@ -309,7 +309,7 @@ pub fn list_outputs(output_dir: &Path) -> Result<Vec<RepoPath>, String> {
 
 /// Makes `final_output/` hold the latest version of every file the flow changed: copies a
 /// step's outputs there and removes what it deleted.
-pub fn publish(
+pub(crate) fn publish(
     task: &TaskDir,
     step_id: &str,
     outputs: &[String],
@@ -331,7 +331,7 @@ pub fn publish(
 
 /// Rebuilds `final_output/` from the recorded outputs of the succeeded steps, so that a crash
 /// between a step's status write and its publishing leaves nothing stale.
-pub fn rebuild_final_output(
+pub(crate) fn rebuild_final_output(
     task: &TaskDir,
     status: &FlowStatus,
     flow: &crate::model::flow::Flow,
@@ -455,7 +455,7 @@ const RACY_WINDOW_NS: i128 = 20_000_000;
 
 /// The full view of the repository that command steps run in: a directory kept equal to the
 /// snapshot plus the versions in `applied`.
-pub struct View {
+pub(crate) struct View {
     root: PathBuf,
     manifest: HashMap<RepoPath, Stamp>,
     applied: Overlay,
@@ -464,16 +464,16 @@ pub struct View {
 
 /// What a command step changed in the view.
 #[derive(Debug, Default, Clone, PartialEq, Eq)]
-pub struct Captured {
-    pub output_files: Vec<String>,
-    pub deleted_files: Vec<String>,
+pub(crate) struct Captured {
+    pub(crate) output_files: Vec<String>,
+    pub(crate) deleted_files: Vec<String>,
     /// Paths that changed but cannot be carried (symlinks, special files).
-    pub ignored: Vec<String>,
+    pub(crate) ignored: Vec<String>,
 }
 
 impl View {
     /// Builds a fresh view from the snapshot, replacing any left by an earlier process.
-    pub fn create(task: &TaskDir, root: PathBuf) -> Result<View> {
+    pub(crate) fn create(task: &TaskDir, root: PathBuf) -> Result<View> {
         remove_tree(&root)?;
         copy_tree(&task.snapshot(), &root, &[])?;
         let mut view = View {
@@ -490,7 +490,7 @@ impl View {
     /// Opens the task's view: an existing one (left by an earlier process, perhaps killed in the
     /// middle of a command) is set back to the snapshot, file by file, keeping the excluded
     /// directories — build caches, virtual environments — as an uninterrupted run keeps them.
-    pub fn open(task: &TaskDir, root: PathBuf) -> Result<View> {
+    pub(crate) fn open(task: &TaskDir, root: PathBuf) -> Result<View> {
         if !root.is_dir() {
             return View::create(task, root);
         }
@@ -557,13 +557,9 @@ impl View {
         Ok(view)
     }
 
-    pub fn root(&self) -> &Path {
-        &self.root
-    }
-
     /// Makes the view show `desired`, touching only the paths where it differs from what the
     /// view shows now.
-    pub fn sync(&mut self, task: &TaskDir, desired: &Overlay) -> Result<()> {
+    pub(crate) fn sync(&mut self, task: &TaskDir, desired: &Overlay) -> Result<()> {
         let paths: BTreeSet<RepoPath> = self
             .applied
             .versions
@@ -593,7 +589,7 @@ impl View {
     /// `output_dir`, and records them as the step's versions. Paths under `forbidden` (the
     /// workspace, when inside the repository) are never captured.
     /// `sequence` is the number the step gets if it succeeds.
-    pub fn capture(
+    pub(crate) fn capture(
         &mut self,
         task: &TaskDir,
         step_id: &str,

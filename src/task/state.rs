@@ -60,22 +60,22 @@ fn load_versioned<T: DeserializeOwned>(
 }
 
 /// Reads a flow ocflow wrote (`flow.json` or a revision); it was validated then.
-pub fn load_flow_file(path: &Path) -> Result<Flow> {
+pub(crate) fn load_flow_file(path: &Path) -> Result<Flow> {
     load_versioned(path, "flow", FLOW_VERSION, None)
 }
 
 /// The flow of the status's revision.
-pub fn load_flow(task: &TaskDir, revision: u32) -> Result<Flow> {
+pub(crate) fn load_flow(task: &TaskDir, revision: u32) -> Result<Flow> {
     load_flow_file(&current_flow_file(task, revision))
 }
 
 /// Writes `flow.json`.
-pub fn save_flow(task: &TaskDir, flow: &Flow) -> Result<()> {
+pub(crate) fn save_flow(task: &TaskDir, flow: &Flow) -> Result<()> {
     workspace::write_json_atomic(&task.file(workspace::FLOW_FILE), flow)
 }
 
 /// Saves the flow of a new revision as `flow.rN.json`, keeping the first as `flow.r1.json`.
-pub fn save_revision(task: &TaskDir, flow: &Flow, revision: u32) -> Result<()> {
+pub(crate) fn save_revision(task: &TaskDir, flow: &Flow, revision: u32) -> Result<()> {
     let first = task.file("flow.r1.json");
     if !first.exists() {
         let current = std::fs::read(task.file(workspace::FLOW_FILE)).unwrap_or_default();
@@ -86,7 +86,7 @@ pub fn save_revision(task: &TaskDir, flow: &Flow, revision: u32) -> Result<()> {
 
 /// The flow of the status's revision: `flow.rN.json` when it exists (a crash may have come
 /// before `flow.json` was replaced), else `flow.json`.
-pub fn current_flow_file(task: &TaskDir, revision: u32) -> PathBuf {
+pub(crate) fn current_flow_file(task: &TaskDir, revision: u32) -> PathBuf {
     let revision_file = task.file(&format!("flow.r{revision}.json"));
     if revision > 1 && revision_file.is_file() {
         revision_file
@@ -96,23 +96,23 @@ pub fn current_flow_file(task: &TaskDir, revision: u32) -> PathBuf {
 }
 
 /// Reads a task's `flow_status.json`.
-pub fn load_status(task: &TaskDir) -> Result<FlowStatus> {
+pub(crate) fn load_status(task: &TaskDir) -> Result<FlowStatus> {
     load_status_file(&task.file(workspace::STATUS_FILE))
 }
 
 /// Reads a status file, refusing versions and shapes this build does not know.
-pub fn load_status_file(path: &Path) -> Result<FlowStatus> {
+pub(crate) fn load_status_file(path: &Path) -> Result<FlowStatus> {
     load_versioned(path, "status", STATUS_VERSION, None)
 }
 
 /// Writes the status atomically, stamping `updated_at`.
-pub fn save_status(task: &TaskDir, status: &mut FlowStatus) -> Result<()> {
+pub(crate) fn save_status(task: &TaskDir, status: &mut FlowStatus) -> Result<()> {
     status.updated_at = now();
     workspace::write_json_atomic(&task.file(workspace::STATUS_FILE), status)
 }
 
 /// A step's `result.json`, or `None` when the step has none (it never finished an attempt).
-pub fn load_result(task: &TaskDir, step: &str) -> Result<Option<StepResult>> {
+pub(crate) fn load_result(task: &TaskDir, step: &str) -> Result<Option<StepResult>> {
     let path = task.step_dir(step).join(workspace::RESULT_FILE);
     if !path.exists() {
         return Ok(None);
@@ -121,6 +121,6 @@ pub fn load_result(task: &TaskDir, step: &str) -> Result<Option<StepResult>> {
 }
 
 /// Writes a step's `result.json` (before the status that points at it).
-pub fn save_result(task: &TaskDir, step: &str, result: &StepResult) -> Result<()> {
+pub(crate) fn save_result(task: &TaskDir, step: &str, result: &StepResult) -> Result<()> {
     workspace::write_json_atomic(&task.step_dir(step).join(workspace::RESULT_FILE), result)
 }

@@ -12,19 +12,19 @@ use crate::error::{Error, IoContext, Result};
 
 /// Names inside a task directory. Step directories use the step id, which can never start with
 /// `_` or contain `.`, so these cannot collide with a step.
-pub const FLOW_FILE: &str = "flow.json";
-pub const STATUS_FILE: &str = "flow_status.json";
-pub const JOURNAL_FILE: &str = "journal.jsonl";
-pub const SUMMARY_FILE: &str = "summary.md";
+pub(crate) const FLOW_FILE: &str = "flow.json";
+pub(crate) const STATUS_FILE: &str = "flow_status.json";
+pub(crate) const JOURNAL_FILE: &str = "journal.jsonl";
+pub(crate) const SUMMARY_FILE: &str = "summary.md";
 /// The config file inside a workspace.
-pub const WORKSPACE_CONFIG: &str = "ocflow.toml";
-pub const FINAL_OUTPUT_DIR: &str = "final_output";
-pub const SNAPSHOT_DIR: &str = "_snapshot";
-pub const VIEW_DIR: &str = "_view";
+pub(crate) const WORKSPACE_CONFIG: &str = "ocflow.toml";
+pub(crate) const FINAL_OUTPUT_DIR: &str = "final_output";
+pub(crate) const SNAPSHOT_DIR: &str = "_snapshot";
+pub(crate) const VIEW_DIR: &str = "_view";
 const LOCK_FILE: &str = ".lock";
 
 /// The name of view number `index`.
-pub fn view_dir_name(index: usize) -> String {
+pub(crate) fn view_dir_name(index: usize) -> String {
     if index == 0 {
         VIEW_DIR.to_string()
     } else {
@@ -33,22 +33,22 @@ pub fn view_dir_name(index: usize) -> String {
 }
 
 /// Files inside a step directory.
-pub const INSTRUCTIONS_FILE: &str = "open_codex_instructions.md";
-pub const RESULT_FILE: &str = "result.json";
-pub const STEP_LOG_FILE: &str = "step.log";
-pub const TRACEBACK_FILE: &str = "traceback.txt";
-pub const INPUT_DIR: &str = "input";
-pub const OUTPUT_DIR: &str = "output";
+pub(crate) const INSTRUCTIONS_FILE: &str = "open_codex_instructions.md";
+pub(crate) const RESULT_FILE: &str = "result.json";
+pub(crate) const STEP_LOG_FILE: &str = "step.log";
+pub(crate) const TRACEBACK_FILE: &str = "traceback.txt";
+pub(crate) const INPUT_DIR: &str = "input";
+pub(crate) const OUTPUT_DIR: &str = "output";
 
 /// One task's directory, `<workspace>/<task_id>/`.
 #[derive(Debug, Clone)]
-pub struct TaskDir {
-    pub task_id: String,
-    pub root: PathBuf,
+pub(crate) struct TaskDir {
+    pub(crate) task_id: String,
+    pub(crate) root: PathBuf,
 }
 
 impl TaskDir {
-    pub fn new(workspace: &Path, task_id: &str) -> TaskDir {
+    pub(crate) fn new(workspace: &Path, task_id: &str) -> TaskDir {
         TaskDir {
             task_id: task_id.to_string(),
             root: workspace.join(task_id),
@@ -56,42 +56,42 @@ impl TaskDir {
     }
 
     /// Opens an existing task directory given as a path.
-    pub fn at(root: PathBuf) -> Option<TaskDir> {
+    pub(crate) fn at(root: PathBuf) -> Option<TaskDir> {
         let task_id = root.file_name()?.to_str()?.to_string();
         Some(TaskDir { task_id, root })
     }
 
     /// The workspace holding this task.
-    pub fn workspace(&self) -> PathBuf {
+    pub(crate) fn workspace(&self) -> PathBuf {
         self.root
             .parent()
             .map_or_else(|| self.root.clone(), Path::to_path_buf)
     }
 
-    pub fn file(&self, name: &str) -> PathBuf {
+    pub(crate) fn file(&self, name: &str) -> PathBuf {
         self.root.join(name)
     }
 
-    pub fn step_dir(&self, step_id: &str) -> PathBuf {
+    pub(crate) fn step_dir(&self, step_id: &str) -> PathBuf {
         self.root.join(step_id)
     }
 
-    pub fn snapshot(&self) -> PathBuf {
+    pub(crate) fn snapshot(&self) -> PathBuf {
         self.root.join(SNAPSHOT_DIR)
     }
 
     /// The directory of view number `index` (0, 1, …): `_view`, `_view-2`, …
-    pub fn view(&self, index: usize) -> PathBuf {
+    pub(crate) fn view(&self, index: usize) -> PathBuf {
         self.root.join(view_dir_name(index))
     }
 
-    pub fn final_output(&self) -> PathBuf {
+    pub(crate) fn final_output(&self) -> PathBuf {
         self.root.join(FINAL_OUTPUT_DIR)
     }
 
     /// Creates the directory for a new task; fails if it already exists, so two runs cannot
     /// both start the same task.
-    pub fn create(&self) -> Result<()> {
+    pub(crate) fn create(&self) -> Result<()> {
         if let Some(workspace) = self.root.parent() {
             create_workspace(workspace)?;
         }
@@ -120,7 +120,7 @@ impl TaskDir {
 
     /// Takes the task's lock for as long as the returned guard lives. The lock is an OS file
     /// lock, so it disappears with the process even after a `kill -9`.
-    pub fn lock(&self) -> Result<TaskLock> {
+    pub(crate) fn lock(&self) -> Result<TaskLock> {
         let path = self.file(LOCK_FILE);
         let file = OpenOptions::new()
             .create(true)
@@ -148,7 +148,7 @@ const WORKSPACE_TEMPLATE: &[(&str, &str)] = &[(
 )];
 
 /// Creates the workspace directory if needed; a new one gets the template's files.
-pub fn create_workspace(dir: &Path) -> Result<()> {
+pub(crate) fn create_workspace(dir: &Path) -> Result<()> {
     if dir.is_dir() {
         return Ok(());
     }
@@ -161,14 +161,14 @@ pub fn create_workspace(dir: &Path) -> Result<()> {
 
 /// Holds a task's lock; dropping it releases the lock.
 #[derive(Debug)]
-pub struct TaskLock {
+pub(crate) struct TaskLock {
     _file: File,
 }
 
 /// Writes `bytes` to `path` so that readers see either the old file or the new one, never a
 /// mix, even across a crash or power loss: temp file in the same directory, fsync, rename,
 /// fsync the directory.
-pub fn write_atomic(path: &Path, bytes: &[u8]) -> Result<()> {
+pub(crate) fn write_atomic(path: &Path, bytes: &[u8]) -> Result<()> {
     let dir = path.parent().unwrap_or(Path::new("."));
     let context = || format!("writing {}", path.display());
     let mut temp = tempfile::Builder::new()
@@ -184,7 +184,7 @@ pub fn write_atomic(path: &Path, bytes: &[u8]) -> Result<()> {
 }
 
 /// Serialises `value` as pretty JSON and writes it atomically.
-pub fn write_json_atomic<T: Serialize>(path: &Path, value: &T) -> Result<()> {
+pub(crate) fn write_json_atomic<T: Serialize>(path: &Path, value: &T) -> Result<()> {
     let mut bytes = serde_json::to_vec_pretty(value).map_err(|err| Error::Io {
         context: format!("serialising {}", path.display()),
         source: err.into(),
@@ -194,7 +194,7 @@ pub fn write_json_atomic<T: Serialize>(path: &Path, value: &T) -> Result<()> {
 }
 
 /// Makes a rename or creation inside `dir` durable.
-pub fn sync_dir(dir: &Path) -> Result<()> {
+pub(crate) fn sync_dir(dir: &Path) -> Result<()> {
     File::open(dir)
         .and_then(|d| d.sync_all())
         .io_context(|| format!("syncing the directory {}", dir.display()))
@@ -202,7 +202,7 @@ pub fn sync_dir(dir: &Path) -> Result<()> {
 
 /// Makes files (and the directories holding them) durable before the state that refers to
 /// them is saved: after a power loss a succeeded step's outputs must be whole.
-pub fn sync_files(root: &Path, relative: &[String]) -> Result<()> {
+pub(crate) fn sync_files(root: &Path, relative: &[String]) -> Result<()> {
     let mut dirs = std::collections::BTreeSet::new();
     for file in relative {
         let path = root.join(file);
@@ -225,7 +225,7 @@ pub fn sync_files(root: &Path, relative: &[String]) -> Result<()> {
 
 /// Flushes the whole file system holding `dir` (one call instead of one fsync per file, for
 /// the snapshot's thousands of files).
-pub fn sync_file_system(dir: &Path) -> Result<()> {
+pub(crate) fn sync_file_system(dir: &Path) -> Result<()> {
     let handle = File::open(dir).io_context(|| format!("opening {}", dir.display()))?;
     rustix::fs::syncfs(&handle)
         .map_err(std::io::Error::from)
@@ -233,7 +233,7 @@ pub fn sync_file_system(dir: &Path) -> Result<()> {
 }
 
 /// A new task id: `<YYYYMMDD>-<HHMMSS>-<slug of the task>`.
-pub fn new_task_id(task: &str, now: chrono::DateTime<chrono::Local>) -> String {
+pub(crate) fn new_task_id(task: &str, now: chrono::DateTime<chrono::Local>) -> String {
     let slug = slugify(task);
     let stamp = now.format("%Y%m%d-%H%M%S");
     if slug.is_empty() {
@@ -262,7 +262,7 @@ fn slugify(text: &str) -> String {
 }
 
 /// Whether a user-given task id is safe as a directory name.
-pub fn is_valid_task_id(id: &str) -> bool {
+pub(crate) fn is_valid_task_id(id: &str) -> bool {
     let bytes = id.as_bytes();
     !bytes.is_empty()
         && bytes.len() <= 128

@@ -35,7 +35,30 @@ _NOT_SEARCHED = frozenset(
 _SEARCH_LIMIT = 20000
 
 
+def _check_passable(command: str, env: dict) -> None:
+    """Refuse what no process can receive (a NUL byte), as a failure instead of a ValueError.
+
+    A command or a reference value (``env``, from ``@{outputs...}``, e.g. the
+    content of a binary file) may hold a NUL byte; ``subprocess`` would raise.
+    """
+    if "\0" in command:
+        raise StepError("the command contains a NUL character: remove it from params.command")
+    for name, value in env.items():
+        if "\0" in name or "=" in name or not name:
+            raise StepError(
+                f"the step's env has an invalid variable name {name!r}: regenerate the step "
+                "with ocflow"
+            )
+        if "\0" in value:
+            raise StepError(
+                f"the value of {name} (a reference in params.command) contains a NUL "
+                "character, which cannot be passed to a command: reference a text field, "
+                "or let the command read the file itself"
+            )
+
+
 def _run(step: Step, llm_config: dict | None, command: str) -> tuple[CommandOutcome, float]:
+    _check_passable(command, step.env)
     work_dir = require_work_dir(step)
     timeout = optional_positive_number(step.params, "timeout_seconds", step.limits.timeout_seconds)
     api_key = (llm_config or {}).get("api_key")

@@ -1,5 +1,6 @@
-//! The registry of operations a flow may use: their parameters, types and how each one touches
-//! the repository. The validator and (later) the planner's prompt are both generated from it, so
+//! The registry of operations a flow may use: their parameters, types, how each one touches
+//! the repository and which earlier results it is given. The validator, the planner's and the
+//! recovery prompt's lists of operations and the step contract's checks all come from it, so
 //! they cannot drift apart.
 
 /// The JSON type a parameter must have.
@@ -377,4 +378,25 @@ pub(crate) fn step_needs_llm(
     find(operation).is_some_and(|op| {
         op.needs_llm || (op.name == "write_file" && params.contains_key("instructions"))
     })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_contract_documents_every_operation_of_the_registry() {
+        let block = crate::model::step_spec::tests::contract_block("step-contract:results");
+        let mut documented: Vec<std::string::String> = block["operations"]
+            .as_object()
+            .unwrap()
+            .keys()
+            .cloned()
+            .collect();
+        let mut registry: Vec<std::string::String> =
+            names().into_iter().map(str::to_string).collect();
+        documented.sort();
+        registry.sort();
+        assert_eq!(documented, registry);
+    }
 }

@@ -63,3 +63,30 @@ pub(crate) struct EarlierStep {
     /// Its `output/` directory.
     pub(crate) output_dir: String,
 }
+
+#[cfg(test)]
+pub(crate) mod tests {
+    use super::*;
+
+    /// The fenced block of docs/step-contract.md whose info string is `json <name>`.
+    pub(crate) fn contract_block(name: &str) -> Value {
+        let path = concat!(env!("CARGO_MANIFEST_DIR"), "/docs/step-contract.md");
+        let text = std::fs::read_to_string(path).unwrap();
+        let opening = format!("```json {name}\n");
+        let start = text.find(&opening).unwrap() + opening.len();
+        let end = start + text[start..].find("\n```").unwrap();
+        serde_json::from_str(&text[start..end]).unwrap()
+    }
+
+    #[test]
+    fn the_documented_step_block_is_exactly_what_the_host_writes() {
+        let example = contract_block("step-contract:instructions");
+        let spec: StepSpec = serde_json::from_value(example.clone()).unwrap();
+        // Every documented field is one StepSpec has, and back again: nothing lost or added.
+        assert_eq!(serde_json::to_value(&spec).unwrap(), example);
+        assert_eq!(spec.version, INSTRUCTIONS_VERSION);
+        for earlier in spec.steps.values() {
+            let _: EarlierStep = serde_json::from_value(earlier.clone()).unwrap();
+        }
+    }
+}

@@ -8,8 +8,10 @@ use super::support::*;
 
 fn editing_flow() -> Value {
     json!({"task": "edit", "steps": [
-        {"id": "edit", "operation": "write_file", "params": {"file_path": "a.txt", "content": "new a\n"}},
-        {"id": "add", "operation": "write_file", "params": {"file_path": "dir/b.txt", "content": "b\n"}},
+        {"id": "edit", "operation": "write_file",
+         "params": {"file_path": "a.txt", "content": "new a\n"}},
+        {"id": "add", "operation": "write_file",
+         "params": {"file_path": "dir/b.txt", "content": "b\n"}},
         {"id": "remove", "operation": "delete_file", "params": {"file_path": "gone.txt"}}
     ]})
 }
@@ -106,8 +108,10 @@ fn run_with_apply_applies_a_successful_flow() {
 fn a_failed_flow_is_not_applied() {
     let sandbox = Sandbox::new(&[("a.txt", "old a\n")]);
     let flow = json!([
-        {"id": "edit", "operation": "write_file", "params": {"file_path": "a.txt", "content": "new\n"}},
-        {"id": "fail", "operation": "execute_shell_command", "depends_on": "edit", "params": {"command": "exit 1"}}
+        {"id": "edit", "operation": "write_file",
+         "params": {"file_path": "a.txt", "content": "new\n"}},
+        {"id": "fail", "operation": "execute_shell_command", "depends_on": "edit",
+         "params": {"command": "exit 1"}}
     ]);
     assert_exit(&sandbox.run(&flow, "t"), 1);
     let output = sandbox.ocflow().args(["apply", "t"]).output().unwrap();

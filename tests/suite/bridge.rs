@@ -29,7 +29,14 @@ fn run_with(sandbox: &Sandbox, lib: &std::path::Path, module: &str) -> std::proc
 fn a_raising_library_fails_the_step_with_its_traceback_saved() {
     let (sandbox, lib) = sandbox_with_library(
         "raising_lib",
-        "def helper():\n    raise ValueError('boom from the library')\n\ndef execute_operation(path, config):\n    print('about to fail')\n    helper()\n",
+        concat!(
+            "def helper():\n",
+            "    raise ValueError('boom from the library')\n",
+            "\n",
+            "def execute_operation(path, config):\n",
+            "    print('about to fail')\n",
+            "    helper()\n",
+        ),
     );
     let output = run_with(&sandbox, &lib, "raising_lib");
     assert_exit(&output, 1);
@@ -75,7 +82,10 @@ fn a_library_returning_garbage_fails_the_step() {
             "returned status Some(\"maybe\")",
         ),
         (
-            "def execute_operation(path, config):\n    return {'status': 'success', 'x': object()}\n",
+            concat!(
+                "def execute_operation(path, config):\n",
+                "    return {'status': 'success', 'x': object()}\n",
+            ),
             "not JSON-like",
         ),
         (
@@ -100,7 +110,17 @@ fn a_library_returning_garbage_fails_the_step() {
 fn another_module_with_the_same_interface_can_be_driven() {
     let (sandbox, lib) = sandbox_with_library(
         "echo_lib",
-        "import json, os\nfrom pathlib import Path\n\ndef execute_operation(path, config):\n    text = Path(path).read_text()\n    block = text.split('```json ocflow-step')[1].split('```')[0]\n    step = json.loads(block)\n    return {'status': 'success', 'message': 'echoed ' + step['params']['file_path'], 'output_files': []}\n",
+        concat!(
+            "import json, os\n",
+            "from pathlib import Path\n",
+            "\n",
+            "def execute_operation(path, config):\n",
+            "    text = Path(path).read_text()\n",
+            "    block = text.split('```json ocflow-step')[1].split('```')[0]\n",
+            "    step = json.loads(block)\n",
+            "    return {'status': 'success', 'message': 'echoed ' + step['params']['file_path'],",
+            " 'output_files': []}\n",
+        ),
     );
     let output = run_with(&sandbox, &lib, "echo_lib");
     assert_exit(&output, 0);

@@ -10,9 +10,12 @@ use super::support::*;
 fn status_shows_a_table_and_json() {
     let sandbox = Sandbox::new(&[]);
     let flow = json!([
-        {"id": "hello", "operation": "write_file", "params": {"file_path": "h.txt", "content": "hi"}},
-        {"id": "boom", "operation": "execute_shell_command", "params": {"command": "exit 4"}, "depends_on": "hello"},
-        {"id": "never", "operation": "read_file", "params": {"file_path": "h.txt"}, "depends_on": "boom"}
+        {"id": "hello", "operation": "write_file",
+         "params": {"file_path": "h.txt", "content": "hi"}},
+        {"id": "boom", "operation": "execute_shell_command",
+         "params": {"command": "exit 4"}, "depends_on": "hello"},
+        {"id": "never", "operation": "read_file",
+         "params": {"file_path": "h.txt"}, "depends_on": "boom"}
     ]);
     assert_exit(&sandbox.run(&flow, "t"), 1);
     let table = sandbox.ocflow().arg("status").output().unwrap();
@@ -54,7 +57,8 @@ fn a_command_that_outlives_its_timeout_is_killed_with_its_children() {
     let sandbox = Sandbox::new(&[]);
     let pid_file = sandbox.shared().join("child.pid");
     let flow = json!([{"id": "hang", "operation": "execute_shell_command",
-        "params": {"command": format!("sleep 300 & echo $! > {}; sleep 300", pid_file.display()), "timeout_seconds": 1}}]);
+        "params": {"command": format!("sleep 300 & echo $! > {}; sleep 300", pid_file.display()),
+                   "timeout_seconds": 1}}]);
     let started = Instant::now();
     let output = sandbox.run(&flow, "t");
     assert_exit(&output, 1);
@@ -80,7 +84,10 @@ fn a_command_that_outlives_its_timeout_is_killed_with_its_children() {
 #[test]
 fn a_command_printing_megabytes_is_capped() {
     let sandbox = Sandbox::new(&[]);
-    let plan = sandbox.flow(&json!([{"id": "flood", "operation": "execute_shell_command", "params": {"command": "yes | head -c 5000000"}}]));
+    let plan = sandbox.flow(
+        &json!([{"id": "flood", "operation": "execute_shell_command",
+                 "params": {"command": "yes | head -c 5000000"}}]),
+    );
     let output = sandbox
         .ocflow()
         .args([
@@ -124,7 +131,8 @@ fn run_without_an_endpoint_says_what_to_set() {
         "{}",
         stderr(&output)
     );
-    let plan = sandbox.flow(&json!([{"id": "m", "operation": "modify_code", "params": {"file_path": "a.py", "instructions": "x"}}]));
+    let plan = sandbox.flow(&json!([{"id": "m", "operation": "modify_code",
+        "params": {"file_path": "a.py", "instructions": "x"}}]));
     let output = sandbox
         .ocflow()
         .args(["run", "--plan"])
@@ -166,7 +174,8 @@ fn a_missing_repository_or_task_is_a_clear_usage_error() {
 #[test]
 fn a_new_workspace_gets_the_template_and_its_settings_apply_below_flags() {
     let sandbox = Sandbox::new(&[]);
-    let flow = json!([{"id": "flood", "operation": "execute_shell_command", "params": {"command": "yes | head -c 50000"}}]);
+    let flow = json!([{"id": "flood", "operation": "execute_shell_command",
+        "params": {"command": "yes | head -c 50000"}}]);
     assert_exit(&sandbox.run(&flow, "first"), 0);
     let template = std::fs::read_to_string(sandbox.workspace.join("ocflow.toml")).unwrap();
     assert!(

@@ -64,7 +64,10 @@ impl Respond for Script {
     fn respond(&self, request: &Request) -> ResponseTemplate {
         let body: Value = serde_json::from_slice(&request.body).unwrap_or(Value::Null);
         if self.reject_response_format && body.get("response_format").is_some() {
-            return ResponseTemplate::new(400).set_body_json(json!({"error": {"message": "response_format is not supported", "type": "invalid_request_error", "param": null, "code": null}}));
+            return ResponseTemplate::new(400).set_body_json(json!({"error": {
+                "message": "response_format is not supported",
+                "type": "invalid_request_error", "param": null, "code": null
+            }}));
         }
         let Some(reply) = self.replies.lock().unwrap().pop_front() else {
             return ResponseTemplate::new(500)
@@ -103,8 +106,10 @@ impl Respond for Script {
 fn completion(content: &str, (prompt, completion): (u64, u64), finish_reason: &str) -> Value {
     json!({
         "id": "chatcmpl-test", "object": "chat.completion", "created": 0, "model": "fake-model",
-        "choices": [{"index": 0, "message": {"role": "assistant", "content": content}, "finish_reason": finish_reason}],
-        "usage": {"prompt_tokens": prompt, "completion_tokens": completion, "total_tokens": prompt + completion}
+        "choices": [{"index": 0, "message": {"role": "assistant", "content": content},
+                     "finish_reason": finish_reason}],
+        "usage": {"prompt_tokens": prompt, "completion_tokens": completion,
+                  "total_tokens": prompt + completion}
     })
 }
 

@@ -29,11 +29,15 @@ fn multi_step_flow() -> Value {
         "version": 1,
         "task": "write, read, count and copy",
         "steps": [
-            {"id": "w1", "operation": "write_file", "params": {"file_path": "./notes/data.txt", "content": "alpha\nbeta\n"}},
-            {"id": "r1", "operation": "read_file", "params": {"file_path": "notes/data.txt"}, "depends_on": "w1"},
+            {"id": "w1", "operation": "write_file",
+             "params": {"file_path": "./notes/data.txt", "content": "alpha\nbeta\n"}},
+            {"id": "r1", "operation": "read_file",
+             "params": {"file_path": "notes/data.txt"}, "depends_on": "w1"},
             {"id": "sh", "operation": "execute_shell_command", "depends_on": ["w1"],
-             "params": {"command": "wc -l < notes/data.txt | tr -d ' ' > notes/count.txt && rm old.txt"}},
-            {"id": "w2", "operation": "write_file", "params": {"file_path": "copy.txt", "content_from_step": "r1"}, "depends_on": ["r1"]},
+             "params": {"command":
+                 "wc -l < notes/data.txt | tr -d ' ' > notes/count.txt && rm old.txt"}},
+            {"id": "w2", "operation": "write_file",
+             "params": {"file_path": "copy.txt", "content_from_step": "r1"}, "depends_on": ["r1"]},
             {"id": "sum", "operation": "generate_summary", "depends_on": ["sh", "w2"],
              "params": {"message": "exit @{outputs.sh.exit_code}, @{outputs.r1.size} bytes read"}}
         ]
@@ -75,20 +79,26 @@ fn multi_step_flow_leaves_every_file_as_specified() {
                 outputs: Value,
                 deleted: Value,
                 message: &str| {
-        json!({"id": id, "operation": operation, "status": "succeeded", "attempts": 1, "sequence": sequence,
-               "output_files": outputs, "deleted_files": deleted, "message": message, "tokens": no_tokens()})
+        json!({"id": id, "operation": operation, "status": "succeeded", "attempts": 1,
+               "sequence": sequence, "output_files": outputs, "deleted_files": deleted,
+               "message": message, "tokens": no_tokens()})
     };
     assert_eq!(
         stable(sandbox.status("multi")),
         json!({
-            "version": 1, "task_id": "multi", "task": "write, read, count and copy", "revision": 1, "state": "succeeded",
+            "version": 1, "task_id": "multi", "task": "write, read, count and copy", "revision": 1,
+            "state": "succeeded",
             "tokens": no_tokens(), "recovery_calls": 0, "replans": 0, "last_sequence": 5,
             "steps": [
-                step("w1", "write_file", 1, json!(["notes/data.txt"]), json!([]), "wrote 11 bytes to notes/data.txt from params.content"),
+                step("w1", "write_file", 1, json!(["notes/data.txt"]), json!([]),
+                     "wrote 11 bytes to notes/data.txt from params.content"),
                 step("r1", "read_file", 2, json!([]), json!([]), "read notes/data.txt (11 bytes)"),
-                step("sh", "execute_shell_command", 3, json!(["notes/count.txt"]), json!(["old.txt"]), "command exited with code 0"),
-                step("w2", "write_file", 4, json!(["copy.txt"]), json!([]), "wrote 11 bytes to copy.txt from the result of r1"),
-                step("sum", "generate_summary", 5, json!([]), json!([]), "summary taken from params.message"),
+                step("sh", "execute_shell_command", 3,
+                     json!(["notes/count.txt"]), json!(["old.txt"]), "command exited with code 0"),
+                step("w2", "write_file", 4, json!(["copy.txt"]), json!([]),
+                     "wrote 11 bytes to copy.txt from the result of r1"),
+                step("sum", "generate_summary", 5, json!([]), json!([]),
+                     "summary taken from params.message"),
             ]
         })
     );
@@ -181,11 +191,15 @@ fn multi_step_flow_leaves_every_file_as_specified() {
 fn a_step_sees_only_the_changes_of_steps_it_depends_on() {
     let sandbox = Sandbox::new(&[("a.txt", "original\n")]);
     let flow = json!({"task": "isolation", "steps": [
-        {"id": "change", "operation": "write_file", "params": {"file_path": "a.txt", "content": "changed\n"}},
+        {"id": "change", "operation": "write_file",
+         "params": {"file_path": "a.txt", "content": "changed\n"}},
         {"id": "independent", "operation": "read_file", "params": {"file_path": "a.txt"}},
-        {"id": "dependent", "operation": "read_file", "params": {"file_path": "a.txt"}, "depends_on": "change"},
-        {"id": "shell_independent", "operation": "execute_shell_command", "params": {"command": "cat a.txt"}},
-        {"id": "shell_dependent", "operation": "execute_shell_command", "params": {"command": "cat a.txt"}, "depends_on": "change"}
+        {"id": "dependent", "operation": "read_file",
+         "params": {"file_path": "a.txt"}, "depends_on": "change"},
+        {"id": "shell_independent", "operation": "execute_shell_command",
+         "params": {"command": "cat a.txt"}},
+        {"id": "shell_dependent", "operation": "execute_shell_command",
+         "params": {"command": "cat a.txt"}, "depends_on": "change"}
     ]});
     let output = sandbox.run(&flow, "iso");
     assert_exit(&output, 0);
@@ -211,8 +225,10 @@ fn a_step_sees_only_the_changes_of_steps_it_depends_on() {
 fn a_failing_command_fails_the_flow_and_its_changes_are_not_kept() {
     let sandbox = Sandbox::new(&[("a.txt", "a\n")]);
     let flow = json!({"task": "fails", "steps": [
-        {"id": "bad", "operation": "execute_shell_command", "params": {"command": "echo junk > junk.txt; exit 3"}},
-        {"id": "after", "operation": "read_file", "params": {"file_path": "a.txt"}, "depends_on": "bad"}
+        {"id": "bad", "operation": "execute_shell_command",
+         "params": {"command": "echo junk > junk.txt; exit 3"}},
+        {"id": "after", "operation": "read_file",
+         "params": {"file_path": "a.txt"}, "depends_on": "bad"}
     ]});
     let output = sandbox.run(&flow, "fails");
     assert_exit(&output, 1);
@@ -244,7 +260,8 @@ fn a_failing_command_fails_the_flow_and_its_changes_are_not_kept() {
 #[test]
 fn json_mode_prints_one_event_per_line_on_stdout() {
     let sandbox = Sandbox::new(&[]);
-    let plan = sandbox.flow(&json!([{"id": "w", "operation": "write_file", "params": {"file_path": "x.txt", "content": "x"}}]));
+    let plan = sandbox.flow(&json!([{"id": "w", "operation": "write_file",
+        "params": {"file_path": "x.txt", "content": "x"}}]));
     let output = sandbox
         .ocflow()
         .args(["--json", "run", "--task-id", "j", "--plan"])
@@ -301,7 +318,8 @@ fn the_bundled_example_flow_runs_on_the_sample_repository() {
 fn a_command_cannot_carry_symlinks_or_git_files_out_of_the_view() {
     let sandbox = Sandbox::new(&[("a.txt", "a\n")]);
     let flow = json!([{"id": "sneaky", "operation": "execute_shell_command", "params": {"command":
-        "mkdir -p .git/hooks && echo evil > .git/hooks/pre-commit && ln -s /etc/passwd passwd && ln -s a.txt alias && echo ok > fine.txt"}}]);
+        "mkdir -p .git/hooks && echo evil > .git/hooks/pre-commit && ln -s /etc/passwd passwd \
+         && ln -s a.txt alias && echo ok > fine.txt"}}]);
     assert_exit(&sandbox.run(&flow, "t"), 0);
     let result = sandbox.result("t", "sneaky");
     assert_eq!(result["output_files"], json!(["fine.txt"]));
@@ -370,10 +388,14 @@ fn repository_text_reaches_a_command_as_data_never_as_code() {
 fn a_path_can_change_between_file_and_directory() {
     let sandbox = Sandbox::new(&[("keep.txt", "k\n")]);
     let flow = json!([
-        {"id": "dir", "operation": "write_file", "params": {"file_path": "a/b.txt", "content": "b\n"}},
-        {"id": "file", "operation": "execute_shell_command", "depends_on": "dir", "params": {"command": "rm -r a && echo file > a"}},
-        {"id": "back", "operation": "execute_shell_command", "depends_on": "file", "params": {"command": "rm a && mkdir a && echo c > a/c.txt"}},
-        {"id": "sibling", "operation": "execute_shell_command", "depends_on": "dir", "params": {"command": "cat a/b.txt"}}
+        {"id": "dir", "operation": "write_file",
+         "params": {"file_path": "a/b.txt", "content": "b\n"}},
+        {"id": "file", "operation": "execute_shell_command", "depends_on": "dir",
+         "params": {"command": "rm -r a && echo file > a"}},
+        {"id": "back", "operation": "execute_shell_command", "depends_on": "file",
+         "params": {"command": "rm a && mkdir a && echo c > a/c.txt"}},
+        {"id": "sibling", "operation": "execute_shell_command", "depends_on": "dir",
+         "params": {"command": "cat a/b.txt"}}
     ]);
     assert_exit(&sandbox.run(&flow, "t"), 0);
     assert_eq!(sandbox.result("t", "sibling")["stdout"], json!("b\n"));
@@ -395,8 +417,12 @@ fn a_path_can_change_between_file_and_directory() {
 fn a_command_cannot_write_into_a_workspace_inside_the_repository() {
     let sandbox = Sandbox::new(&[("a.txt", "a\n")]);
     let workspace = sandbox.repo.join("flows");
-    let plan = sandbox.flow(&json!([{"id": "sneak", "operation": "execute_shell_command",
-        "params": {"command": "mkdir -p flows && echo 'codex_lib = \"evil\"' > flows/ocflow.toml && echo ok > ok.txt"}}]));
+    let plan = sandbox.flow(
+        &json!([{"id": "sneak", "operation": "execute_shell_command",
+                 "params": {"command":
+                     "mkdir -p flows && echo 'codex_lib = \"evil\"' > flows/ocflow.toml \
+                      && echo ok > ok.txt"}}]),
+    );
     let output = std::process::Command::new(env!("CARGO_BIN_EXE_ocflow"))
         .arg("--repo")
         .arg(&sandbox.repo)
@@ -418,7 +444,8 @@ fn a_symlink_replaced_by_a_file_is_reviewed_but_never_applied_through() {
     let outside = sandbox.root().join("outside.txt");
     std::fs::write(&outside, "outside\n").unwrap();
     std::os::unix::fs::symlink(&outside, sandbox.repo.join("current")).unwrap();
-    let flow = json!([{"id": "swap", "operation": "execute_shell_command", "params": {"command": "rm current && echo v2 > current"}}]);
+    let flow = json!([{"id": "swap", "operation": "execute_shell_command",
+        "params": {"command": "rm current && echo v2 > current"}}]);
     assert_exit(&sandbox.run(&flow, "t"), 0);
     let diff = sandbox.ocflow().args(["diff", "t"]).output().unwrap();
     assert_exit(&diff, 0);
@@ -477,7 +504,9 @@ fn commands_write_only_in_their_view_when_the_kernel_has_landlock() {
             repo.display()
         );
         let plan = workspace.parent().unwrap().join("flow.json");
-        std::fs::write(&plan, json!([{"id": "c", "operation": "execute_shell_command", "params": {"command": command}}]).to_string()).unwrap();
+        let flow = json!([{"id": "c", "operation": "execute_shell_command",
+            "params": {"command": command}}]);
+        std::fs::write(&plan, flow.to_string()).unwrap();
         let mut run = std::process::Command::new(env!("CARGO_BIN_EXE_ocflow"));
         run.arg("--repo")
             .arg(&repo)
@@ -531,7 +560,8 @@ fn a_repository_in_tmp_stays_protected_and_git_does_not_find_it_from_the_view() 
             .success()
     );
     let command = format!(
-        "git rev-parse --show-toplevel 2>&1 | head -1; echo evil > {}/evil.txt; echo t > \"$TMPDIR/x\" && echo tmp-ok",
+        "git rev-parse --show-toplevel 2>&1 | head -1; echo evil > {}/evil.txt; \
+         echo t > \"$TMPDIR/x\" && echo tmp-ok",
         sandbox.repo.display()
     );
     // The default workspace, inside the repository, as most users have it.

@@ -13,7 +13,8 @@ const TASK: &str = "Create notes.txt saying hello";
 
 fn write_plan() -> String {
     json!({"version": 1, "task": TASK, "steps": [
-        {"id": "write_notes", "operation": "write_file", "params": {"file_path": "notes.txt", "content": "hello\n"}}
+        {"id": "write_notes", "operation": "write_file",
+         "params": {"file_path": "notes.txt", "content": "hello\n"}}
     ]})
     .to_string()
 }
@@ -153,7 +154,14 @@ fn a_truncated_plan_is_never_acted_on() {
 #[test]
 fn rate_limits_are_retried_after_the_time_asked() {
     let sandbox = Sandbox::new(&[]);
-    let limited = Reply::Raw { status: 429, body: json!({"error": {"message": "slow down", "type": "rate_limit_error", "param": null, "code": null}}).to_string(), headers: vec![("retry-after", "1".into())] };
+    let limited = Reply::Raw {
+        status: 429,
+        body: json!({"error": {
+            "message": "slow down", "type": "rate_limit_error", "param": null, "code": null
+        }})
+        .to_string(),
+        headers: vec![("retry-after", "1".into())],
+    };
     let llm = FakeLlm::start(vec![limited, chat(&write_plan()), chat("done")]);
     let started = Instant::now();
     assert_exit(&run_task(&sandbox, &llm, &[]), 0);
@@ -259,7 +267,10 @@ fn an_endpoint_rejecting_response_format_gets_plain_prompting_for_the_rest_of_th
 #[test]
 fn an_unauthorized_key_says_what_to_check_without_showing_the_key() {
     let sandbox = Sandbox::new(&[]);
-    let llm = FakeLlm::start(vec![status(401, &json!({"error": {"message": "invalid key sk-test", "type": "auth", "param": null, "code": null}}).to_string())]);
+    let unauthorized = json!({"error": {
+        "message": "invalid key sk-test", "type": "auth", "param": null, "code": null
+    }});
+    let llm = FakeLlm::start(vec![status(401, &unauthorized.to_string())]);
     let output = run_task(&sandbox, &llm, &[]);
     assert_exit(&output, 2);
     let err = stderr(&output);
@@ -324,7 +335,8 @@ fn the_key_reaches_nothing_but_the_authorization_header() {
     let sandbox = Sandbox::new(&[("a.txt", "a\n")]);
     let plan = json!({"steps": [
         {"id": "look", "operation": "execute_shell_command",
-         "params": {"command": "env > env.txt; tr '\\0' '\\n' < /proc/$PPID/environ > parent_env.txt; echo done"}}
+         "params": {"command": "env > env.txt; tr '\\0' '\\n' < /proc/$PPID/environ \
+                                > parent_env.txt; echo done"}}
     ]})
     .to_string();
     let llm = FakeLlm::start(vec![chat(&plan), chat("summary")]);
@@ -376,8 +388,21 @@ fn the_key_reaches_nothing_but_the_authorization_header() {
     }
 }
 
-const UTILS: &str = "def calculate_metrics(values):\n    t = 0\n    for v in values:\n        t = t + v\n    return {\"total\": t, \"mean\": t / len(values)}\n";
-const FIXED: &str = "def calculate_metrics(values):\n    \"\"\"Total and mean of values; zeros for an empty list.\"\"\"\n    if not values:\n        return {\"total\": 0, \"mean\": 0.0}\n    total = sum(values)\n    return {\"total\": total, \"mean\": total / len(values)}\n";
+const UTILS: &str = concat!(
+    "def calculate_metrics(values):\n",
+    "    t = 0\n",
+    "    for v in values:\n",
+    "        t = t + v\n",
+    "    return {\"total\": t, \"mean\": t / len(values)}\n",
+);
+const FIXED: &str = concat!(
+    "def calculate_metrics(values):\n",
+    "    \"\"\"Total and mean of values; zeros for an empty list.\"\"\"\n",
+    "    if not values:\n",
+    "        return {\"total\": 0, \"mean\": 0.0}\n",
+    "    total = sum(values)\n",
+    "    return {\"total\": total, \"mean\": total / len(values)}\n",
+);
 
 #[test]
 fn a_planned_flow_modifies_code_runs_the_tests_and_summarises() {
@@ -385,7 +410,12 @@ fn a_planned_flow_modifies_code_runs_the_tests_and_summarises() {
         ("utils.py", UTILS),
         (
             "test_utils.py",
-            "from utils import calculate_metrics\n\ndef test_empty():\n    assert calculate_metrics([]) == {\"total\": 0, \"mean\": 0.0}\n",
+            concat!(
+                "from utils import calculate_metrics\n",
+                "\n",
+                "def test_empty():\n",
+                "    assert calculate_metrics([]) == {\"total\": 0, \"mean\": 0.0}\n",
+            ),
         ),
     ]);
     let task = "Make calculate_metrics in utils.py handle an empty list";
@@ -393,7 +423,8 @@ fn a_planned_flow_modifies_code_runs_the_tests_and_summarises() {
         {"id": "read", "operation": "read_file", "params": {"file_path": "utils.py"}},
         {"id": "fix", "operation": "modify_code", "depends_on": ["read"],
          "params": {"file_path": "utils.py", "instructions": "return zeros for an empty list"}},
-        {"id": "test", "operation": "run_tests", "depends_on": ["fix"], "params": {"command": "python3 -m pytest -q -p no:cacheprovider"}}
+        {"id": "test", "operation": "run_tests", "depends_on": ["fix"],
+         "params": {"command": "python3 -m pytest -q -p no:cacheprovider"}}
     ]});
     let code_answer = format!("Here is the updated file:\n\n```python\n{FIXED}```\n");
     let llm = FakeLlm::start(vec![
@@ -455,7 +486,13 @@ fn a_planned_flow_modifies_code_runs_the_tests_and_summarises() {
 #[test]
 fn a_failing_summary_call_falls_back_to_the_journal_summary() {
     let sandbox = Sandbox::new(&[]);
-    let llm = FakeLlm::start(vec![chat(&write_plan()), status(400, &json!({"error": {"message": "context too long", "type": "x", "param": null, "code": null}}).to_string())]);
+    let too_long = json!({"error": {
+        "message": "context too long", "type": "x", "param": null, "code": null
+    }});
+    let llm = FakeLlm::start(vec![
+        chat(&write_plan()),
+        status(400, &too_long.to_string()),
+    ]);
     let output = run_task(&sandbox, &llm, &[]);
     assert_exit(&output, 0);
     assert!(
@@ -578,8 +615,13 @@ fn parallel_steps_hitting_a_rate_limit_back_off_and_the_flow_completes() {
         .map(|i| json!({"id": format!("g{i}"), "operation": "generate_summary", "params": {}}))
         .collect();
     let plan = sandbox.flow(&Value::Array(steps));
-    let limited = || {
-        Reply::Raw { status: 429, body: json!({"error": {"message": "slow down", "type": "rate_limit_error", "param": null, "code": null}}).to_string(), headers: vec![] }
+    let limited = || Reply::Raw {
+        status: 429,
+        body: json!({"error": {
+            "message": "slow down", "type": "rate_limit_error", "param": null, "code": null
+        }})
+        .to_string(),
+        headers: vec![],
     };
     let mut replies: Vec<Reply> = (0..6).map(|_| limited()).collect();
     replies.extend((0..7).map(|_| chat("ok")));

@@ -4,6 +4,7 @@ mod support;
 mod apply;
 mod bridge;
 mod commands;
+mod contract;
 mod flows;
 mod layers;
 mod llm;

@@ -19,11 +19,13 @@ fn run_jobs(sandbox: &Sandbox, flow: &Value, task_id: &str, jobs: &str) -> std::
 }
 
 fn shell(id: &str, command: &str, deps: &[&str]) -> Value {
-    json!({"id": id, "operation": "execute_shell_command", "params": {"command": command}, "depends_on": deps})
+    json!({"id": id, "operation": "execute_shell_command", "params": {"command": command},
+           "depends_on": deps})
 }
 
 fn write(id: &str, path: &str, content: &str, deps: &[&str]) -> Value {
-    json!({"id": id, "operation": "write_file", "params": {"file_path": path, "content": content}, "depends_on": deps})
+    json!({"id": id, "operation": "write_file", "params": {"file_path": path, "content": content},
+           "depends_on": deps})
 }
 
 #[test]
@@ -98,7 +100,14 @@ fn concurrent_writers_of_one_path_are_refused_until_one_depends_on_the_other() {
     let flow = json!([write("a", "x.txt", "1", &[]), write("b", "x.txt", "2", &[])]);
     let output = run_jobs(&sandbox, &flow, "t", "1");
     assert_exit(&output, 2);
-    assert!(stderr(&output).contains("step b: steps a and b may run at the same time and both write x.txt; make one depend on the other [concurrency]"), "{}", stderr(&output));
+    assert!(
+        stderr(&output).contains(
+            "step b: steps a and b may run at the same time and both write x.txt; \
+             make one depend on the other [concurrency]"
+        ),
+        "{}",
+        stderr(&output)
+    );
     let ordered = json!([
         write("a", "x.txt", "1", &[]),
         write("b", "x.txt", "2", &["a"])
@@ -216,7 +225,8 @@ fn references_to_a_field_a_nested_field_a_missing_field_and_a_non_ancestor() {
         {"id": "r", "operation": "read_file", "params": {"file_path": "a.txt"}},
         {"id": "l", "operation": "list_files", "params": {"path": "dir", "pattern": "*.py"}},
         {"id": "use", "operation": "write_file", "depends_on": ["r", "l"],
-         "params": {"file_path": "out.txt", "content": "@{outputs.r.size} bytes; first: @{outputs.l.files.0}; count @{outputs.l.count}"}}
+         "params": {"file_path": "out.txt", "content":
+             "@{outputs.r.size} bytes; first: @{outputs.l.files.0}; count @{outputs.l.count}"}}
     ]);
     assert_exit(&run_jobs(&sandbox, &flow, "t", "4"), 0);
     assert_eq!(
@@ -226,16 +236,24 @@ fn references_to_a_field_a_nested_field_a_missing_field_and_a_non_ancestor() {
 
     let missing = json!([
         {"id": "r", "operation": "read_file", "params": {"file_path": "a.txt"}},
-        {"id": "use", "operation": "write_file", "depends_on": "r", "params": {"file_path": "out.txt", "content": "@{outputs.r.data.functions}"}}
+        {"id": "use", "operation": "write_file", "depends_on": "r",
+         "params": {"file_path": "out.txt", "content": "@{outputs.r.data.functions}"}}
     ]);
     assert_exit(&run_jobs(&sandbox, &missing, "m", "4"), 1);
     let step = sandbox.step_status("m", "use");
     assert_eq!(step["status"], json!("failed"));
-    assert!(step["message"].as_str().unwrap().contains("@{outputs.r.data.functions} cannot be resolved: the result of step r has no field `data`"), "{step}");
+    assert!(
+        step["message"].as_str().unwrap().contains(
+            "@{outputs.r.data.functions} cannot be resolved: \
+             the result of step r has no field `data`"
+        ),
+        "{step}"
+    );
 
     let stranger = json!([
         {"id": "r", "operation": "read_file", "params": {"file_path": "a.txt"}},
-        {"id": "use", "operation": "write_file", "params": {"file_path": "out.txt", "content": "@{outputs.r.content}"}}
+        {"id": "use", "operation": "write_file",
+         "params": {"file_path": "out.txt", "content": "@{outputs.r.content}"}}
     ]);
     let output = run_jobs(&sandbox, &stranger, "s", "4");
     assert_exit(&output, 2);

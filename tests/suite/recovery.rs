@@ -46,7 +46,8 @@ fn strategy(value: Value) -> Reply {
 }
 
 fn shell(id: &str, command: &str, deps: &[&str]) -> Value {
-    json!({"id": id, "operation": "execute_shell_command", "params": {"command": command}, "depends_on": deps})
+    json!({"id": id, "operation": "execute_shell_command", "params": {"command": command},
+           "depends_on": deps})
 }
 
 fn recovery_prompts(llm: &FakeLlm) -> Vec<String> {
@@ -140,8 +141,10 @@ fn a_failing_test_is_fixed_by_modifying_the_code_and_then_passes() {
         "",
     );
     let flow = json!([
-        {"id": "write_code", "operation": "write_file", "params": {"file_path": "calc.py", "content": BUGGY}},
-        {"id": "test", "operation": "run_tests", "depends_on": "write_code", "params": {"command": "python3 -m pytest -q -p no:cacheprovider"}}
+        {"id": "write_code", "operation": "write_file",
+         "params": {"file_path": "calc.py", "content": BUGGY}},
+        {"id": "test", "operation": "run_tests", "depends_on": "write_code",
+         "params": {"command": "python3 -m pytest -q -p no:cacheprovider"}}
     ]);
     let llm = FakeLlm::start(vec![strategy(
         json!({"strategy": "modify", "reason": "add subtracts",
@@ -165,10 +168,12 @@ fn a_failing_test_is_fixed_by_modifying_the_code_and_then_passes() {
 #[test]
 fn alternative_replaces_the_failed_step_and_rewires_its_dependents() {
     let sandbox = sandbox(&[], "");
-    let flow = json!([shell("a", "exit 1", &[]), {"id": "b", "operation": "write_file", "depends_on": "a", "params": {"file_path": "b.txt", "content": "b"}}]);
+    let flow = json!([shell("a", "exit 1", &[]), {"id": "b", "operation": "write_file",
+        "depends_on": "a", "params": {"file_path": "b.txt", "content": "b"}}]);
     let llm = FakeLlm::start(vec![strategy(
         json!({"strategy": "alternative", "reason": "write it directly",
-        "steps": [{"id": "a2", "operation": "write_file", "params": {"file_path": "alt.txt", "content": "alt"}}]}),
+        "steps": [{"id": "a2", "operation": "write_file",
+                   "params": {"file_path": "alt.txt", "content": "alt"}}]}),
     )]);
     assert_exit(&run_flow(&sandbox, &llm, &flow), 0);
     assert_eq!(sandbox.step_status("t", "a")["status"], json!("skipped"));
@@ -201,7 +206,8 @@ fn skip_skips_the_step_and_what_needs_it_and_says_why() {
     let sandbox = sandbox(&[], "");
     let flow = json!([
         shell("a", "exit 1", &[]),
-        {"id": "b", "operation": "write_file", "depends_on": "a", "params": {"file_path": "b.txt", "content": "b"}},
+        {"id": "b", "operation": "write_file", "depends_on": "a",
+         "params": {"file_path": "b.txt", "content": "b"}},
         {"id": "c", "operation": "write_file", "params": {"file_path": "c.txt", "content": "c"}}
     ]);
     let llm = FakeLlm::start(vec![strategy(
@@ -232,12 +238,15 @@ fn replan_replaces_the_remaining_steps_in_a_new_revision() {
     let sandbox = sandbox(&[], "");
     let flow = json!([
         {"id": "a", "operation": "write_file", "params": {"file_path": "a.txt", "content": "a"}},
-        {"id": "b", "operation": "execute_shell_command", "depends_on": "a", "params": {"command": "exit 1"}},
-        {"id": "c", "operation": "write_file", "depends_on": "b", "params": {"file_path": "c.txt", "content": "c"}}
+        {"id": "b", "operation": "execute_shell_command", "depends_on": "a",
+         "params": {"command": "exit 1"}},
+        {"id": "c", "operation": "write_file", "depends_on": "b",
+         "params": {"file_path": "c.txt", "content": "c"}}
     ]);
     let llm = FakeLlm::start(vec![strategy(
         json!({"strategy": "replan", "reason": "another way",
-        "steps": [{"id": "d", "operation": "write_file", "depends_on": ["a"], "params": {"file_path": "d.txt", "content": "d"}}]}),
+        "steps": [{"id": "d", "operation": "write_file", "depends_on": ["a"],
+                   "params": {"file_path": "d.txt", "content": "d"}}]}),
     )]);
     assert_exit(&run_flow(&sandbox, &llm, &flow), 0);
     let status = sandbox.status("t");
@@ -290,9 +299,8 @@ fn abort_fails_the_flow_with_the_reason_in_the_summary() {
 fn the_attempts_cap_stops_recovery() {
     let sandbox = sandbox(&[], "max_attempts_per_step = 3");
     let modify = |code: u32| {
-        strategy(
-            json!({"strategy": "modify", "reason": "try another exit", "step": {"id": "a", "params": {"command": format!("exit {code}")}}}),
-        )
+        strategy(json!({"strategy": "modify", "reason": "try another exit",
+            "step": {"id": "a", "params": {"command": format!("exit {code}")}}}))
     };
     let llm = FakeLlm::start(vec![modify(4), modify(5), modify(6)]);
     assert_exit(
@@ -344,18 +352,24 @@ fn the_same_strategy_twice_is_stuck() {
         1,
     );
     assert_eq!(sandbox.step_status("t", "a")["attempts"], json!(2));
-    assert!(summary(&sandbox).contains("recovery is stuck: the LLM proposed `retry` with the same parameters for step a a second time"), "{}", summary(&sandbox));
+    assert!(
+        summary(&sandbox).contains(
+            "recovery is stuck: the LLM proposed `retry` with the same parameters \
+             for step a a second time"
+        ),
+        "{}",
+        summary(&sandbox)
+    );
 }
 
 #[test]
 fn an_alternative_writing_outside_the_repository_is_refused_by_validation() {
     let sandbox = sandbox(&[], "");
-    let outside = strategy(
-        json!({"strategy": "alternative", "reason": "x", "steps": [{"id": "evil", "operation": "write_file", "params": {"file_path": "../evil.txt", "content": "x"}}]}),
-    );
-    let destructive = strategy(
-        json!({"strategy": "alternative", "reason": "x", "steps": [shell("wipe", "rm -rf ~", &[])]}),
-    );
+    let outside = strategy(json!({"strategy": "alternative", "reason": "x",
+        "steps": [{"id": "evil", "operation": "write_file",
+                   "params": {"file_path": "../evil.txt", "content": "x"}}]}));
+    let destructive = strategy(json!({"strategy": "alternative", "reason": "x",
+        "steps": [shell("wipe", "rm -rf ~", &[])]}));
     let abort = strategy(json!({"strategy": "abort", "reason": "nothing safe to do"}));
     let llm = FakeLlm::start(vec![outside, destructive, abort]);
     assert_exit(
@@ -387,7 +401,8 @@ fn a_timeout_marked_retryable_is_retried_without_an_llm() {
         "if [ -f {0} ]; then echo ok; else touch {0}; sleep 10; fi",
         flag.display()
     );
-    let flow = json!([{"id": "s", "operation": "execute_shell_command", "params": {"command": command, "timeout_seconds": 1, "retryable": true}}]);
+    let flow = json!([{"id": "s", "operation": "execute_shell_command",
+        "params": {"command": command, "timeout_seconds": 1, "retryable": true}}]);
     let output = sandbox.run(&flow, "t");
     assert_exit(&output, 0);
     let step = sandbox.step_status("t", "s");
@@ -439,7 +454,8 @@ fn a_kill_during_recovery_is_resumed() {
     assert_eq!(sandbox.status("t")["pending_recovery"]["step"], json!("a"));
 
     let llm = FakeLlm::start(vec![strategy(
-        json!({"strategy": "modify", "reason": "make it pass", "step": {"id": "a", "params": {"command": "true"}}}),
+        json!({"strategy": "modify", "reason": "make it pass",
+        "step": {"id": "a", "params": {"command": "true"}}}),
     )]);
     let output = sandbox
         .ocflow()
@@ -508,7 +524,8 @@ fn a_failure_queued_behind_a_replan_that_dropped_it_is_not_recovered() {
     ]);
     let llm = FakeLlm::start(vec![strategy(
         json!({"strategy": "replan", "reason": "do it differently",
-        "steps": [{"id": "c", "operation": "write_file", "params": {"file_path": "c.txt", "content": "c"}}]}),
+        "steps": [{"id": "c", "operation": "write_file",
+                   "params": {"file_path": "c.txt", "content": "c"}}]}),
     )]);
     let plan = sandbox.flow(&flow);
     let output = sandbox

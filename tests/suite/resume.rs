@@ -14,7 +14,8 @@ use super::support::*;
 /// 60 s), then writes `file`.
 fn gated(marker: &Path, file: &str) -> String {
     format!(
-        "echo $$ > {}.pid; i=0; while [ ! -f {} ] && [ $i -lt 600 ]; do sleep 0.1; i=$((i+1)); done; echo done > {file}",
+        "echo $$ > {}.pid; i=0; while [ ! -f {} ] && [ $i -lt 600 ]; do sleep 0.1; i=$((i+1)); \
+         done; echo done > {file}",
         marker.display(),
         marker.display()
     )
@@ -22,9 +23,12 @@ fn gated(marker: &Path, file: &str) -> String {
 
 fn gated_flow(marker: &Path) -> Value {
     json!({"task": "gated", "steps": [
-        {"id": "first", "operation": "write_file", "params": {"file_path": "first.txt", "content": "1\n"}},
-        {"id": "wait", "operation": "execute_shell_command", "depends_on": "first", "params": {"command": gated(marker, "waited.txt")}},
-        {"id": "last", "operation": "write_file", "depends_on": "wait", "params": {"file_path": "last.txt", "content": "3\n"}}
+        {"id": "first", "operation": "write_file",
+         "params": {"file_path": "first.txt", "content": "1\n"}},
+        {"id": "wait", "operation": "execute_shell_command", "depends_on": "first",
+         "params": {"command": gated(marker, "waited.txt")}},
+        {"id": "last", "operation": "write_file", "depends_on": "wait",
+         "params": {"file_path": "last.txt", "content": "3\n"}}
     ]})
 }
 
@@ -265,8 +269,10 @@ fn resume_stops_at_a_failed_step_unless_asked_to_retry_it() {
     let sandbox = Sandbox::new(&[]);
     let marker = sandbox.root().join("marker");
     let flow = json!({"task": "retry", "steps": [
-        {"id": "check", "operation": "execute_shell_command", "params": {"command": format!("test -f {}", marker.display())}},
-        {"id": "after", "operation": "write_file", "depends_on": "check", "params": {"file_path": "after.txt", "content": "ok"}}
+        {"id": "check", "operation": "execute_shell_command",
+         "params": {"command": format!("test -f {}", marker.display())}},
+        {"id": "after", "operation": "write_file", "depends_on": "check",
+         "params": {"file_path": "after.txt", "content": "ok"}}
     ]});
     assert_exit(&sandbox.run(&flow, "t"), 1);
     let refused = sandbox.ocflow().args(["resume", "t"]).output().unwrap();
@@ -299,7 +305,8 @@ fn resume_stops_at_a_failed_step_unless_asked_to_retry_it() {
 #[test]
 fn a_status_file_of_an_unknown_version_or_shape_is_refused() {
     let sandbox = Sandbox::new(&[]);
-    let flow = json!([{"id": "w", "operation": "write_file", "params": {"file_path": "x", "content": "x"}}]);
+    let flow = json!([{"id": "w", "operation": "write_file",
+        "params": {"file_path": "x", "content": "x"}}]);
     let marker_flow =
         json!([{"id": "w", "operation": "execute_shell_command", "params": {"command": "false"}}]);
     assert_exit(&sandbox.run(&flow, "done"), 0);
@@ -341,10 +348,19 @@ fn repeated_kills_at_random_moments_end_with_the_same_files_and_no_finished_step
             vec![format!("s{}", i - 1)]
         };
         if i % 2 == 0 {
-            steps.push(json!({"id": format!("s{i}"), "operation": "write_file", "depends_on": deps, "params": {"file_path": format!("f{i}.txt"), "content": format!("{i}\n")}}));
+            steps.push(
+                json!({"id": format!("s{i}"), "operation": "write_file", "depends_on": deps,
+                       "params": {"file_path": format!("f{i}.txt"), "content": format!("{i}\n")}}),
+            );
         } else {
-            steps.push(json!({"id": format!("s{i}"), "operation": "execute_shell_command", "depends_on": deps,
-                "params": {"command": format!("sleep 0.05; cat f{}.txt > g{i}.txt; echo {i} >> g{i}.txt", i - 1)}}));
+            let command = format!(
+                "sleep 0.05; cat f{}.txt > g{i}.txt; echo {i} >> g{i}.txt",
+                i - 1
+            );
+            steps.push(
+                json!({"id": format!("s{i}"), "operation": "execute_shell_command",
+                       "depends_on": deps, "params": {"command": command}}),
+            );
         }
     }
     let flow = Value::Array(steps);

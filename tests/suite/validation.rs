@@ -80,7 +80,8 @@ fn structure_rules() {
     );
     assert_refused(
         &sandbox,
-        &json!([{"id": "a", "operation": "read_file", "params": {"file_path": "a.txt", "colour": "red"}}]),
+        &json!([{"id": "a", "operation": "read_file",
+                 "params": {"file_path": "a.txt", "colour": "red"}}]),
         &["has no parameter `colour`", "[params]"],
     );
     assert_refused(
@@ -95,17 +96,20 @@ fn structure_rules() {
     );
     assert_refused(
         &sandbox,
-        &json!([{"id": "a", "operation": "execute_shell_command", "params": {"command": "true", "timeout_seconds": "soon"}}]),
+        &json!([{"id": "a", "operation": "execute_shell_command",
+                 "params": {"command": "true", "timeout_seconds": "soon"}}]),
         &["must be an integer"],
     );
     assert_refused(
         &sandbox,
-        &json!([{"id": "a", "operation": "write_file", "params": {"file_path": "x", "content": "1", "instructions": "2"}}]),
+        &json!([{"id": "a", "operation": "write_file",
+                 "params": {"file_path": "x", "content": "1", "instructions": "2"}}]),
         &["exactly one of content, content_from_step, instructions"],
     );
     assert_refused(
         &sandbox,
-        &json!([{"id": "a", "operation": "read_file", "params": {"file_path": "a.txt"}, "priority": 1}]),
+        &json!([{"id": "a", "operation": "read_file",
+                 "params": {"file_path": "a.txt"}, "priority": 1}]),
         &["unknown field `priority`", "[format]"],
     );
 }
@@ -160,29 +164,35 @@ fn reference_rules() {
     let read = json!({"id": "r", "operation": "read_file", "params": {"file_path": "a.txt"}});
     assert_refused(
         &sandbox,
-        &json!([read, {"id": "w", "operation": "write_file", "params": {"file_path": "b.txt", "content_from_step": "r"}}]),
+        &json!([read, {"id": "w", "operation": "write_file",
+                       "params": {"file_path": "b.txt", "content_from_step": "r"}}]),
         &[
-            "step w: `content_from_step` reads step `r`, which this step does not depend on; add it to depends_on [reference]",
+            "step w: `content_from_step` reads step `r`, which this step does not depend on; \
+             add it to depends_on [reference]",
         ],
     );
     assert_refused(
         &sandbox,
-        &json!([read, {"id": "w", "operation": "write_file", "params": {"file_path": "b.txt", "content": "@{outputs.r.content}"}}]),
+        &json!([read, {"id": "w", "operation": "write_file",
+                       "params": {"file_path": "b.txt", "content": "@{outputs.r.content}"}}]),
         &["@{outputs.r.content} reads step `r`, which this step does not depend on"],
     );
     assert_refused(
         &sandbox,
-        &json!([{"id": "w", "operation": "write_file", "params": {"file_path": "b.txt", "content_from_step": "nowhere"}}]),
+        &json!([{"id": "w", "operation": "write_file",
+                 "params": {"file_path": "b.txt", "content_from_step": "nowhere"}}]),
         &["names `nowhere`, which is not a step of this flow"],
     );
     assert_refused(
         &sandbox,
-        &json!([read, {"id": "w", "operation": "write_file", "depends_on": "r", "params": {"file_path": "b.txt", "content": "@{outputs.r}"}}]),
+        &json!([read, {"id": "w", "operation": "write_file", "depends_on": "r",
+                       "params": {"file_path": "b.txt", "content": "@{outputs.r}"}}]),
         &["malformed reference"],
     );
     assert_refused(
         &sandbox,
-        &json!([read, {"id": "w", "operation": "write_file", "depends_on": "r", "params": {"file_path": "@{outputs.r.content}", "content": "x"}}]),
+        &json!([read, {"id": "w", "operation": "write_file", "depends_on": "r",
+                       "params": {"file_path": "@{outputs.r.content}", "content": "x"}}]),
         &[
             "`file_path` holds a reference; paths must be written out",
             "[path]",
@@ -248,7 +258,8 @@ fn size_limits() {
     let huge = "x".repeat(1024 * 1024 + 1);
     assert_refused(
         &sandbox,
-        &json!([{"id": "a", "operation": "write_file", "params": {"file_path": "x", "content": huge}}]),
+        &json!([{"id": "a", "operation": "write_file",
+                 "params": {"file_path": "x", "content": huge}}]),
         &["`content` is 1048577 bytes", "[limits]"],
     );
 }

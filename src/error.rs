@@ -25,7 +25,8 @@ pub enum Error {
     /// Another ocflow process holds the task's lock (transient: it goes away when that run
     /// ends; exit 2).
     #[error(
-        "task {task_id} is locked by another ocflow run (lock file {}); wait for it to finish, or stop it first",
+        "task {task_id} is locked by another ocflow run (lock file {}); wait for it to finish, or \
+         stop it first",
         lock.display()
     )]
     Locked { task_id: String, lock: PathBuf },
@@ -33,7 +34,8 @@ pub enum Error {
     /// The repository changed since the flow read it; applying would overwrite someone's work
     /// (permanent until the user decides; exit 2).
     #[error(
-        "the repository changed since the flow read these files, so nothing was applied:\n{}\nreview them, then run `ocflow apply {task_id} --force` to overwrite",
+        "the repository changed since the flow read these files, so nothing was \
+         applied:\n{}\nreview them, then run `ocflow apply {task_id} --force` to overwrite",
         .files.iter().map(|p| format!("  {p}")).collect::<Vec<_>>().join("\n")
     )]
     Drift { task_id: String, files: Vec<String> },
@@ -62,7 +64,8 @@ pub enum Error {
 
     /// A fault in ocflow itself, not in the user's input (exit 1).
     #[error(
-        "internal error: {message}\nthis is a bug in ocflow; please report it with the task directory{}",
+        "internal error: {message}\nthis is a bug in ocflow; please report it with the task \
+         directory{}",
         task_dir.as_ref().map(|d| format!(" {}", d.display())).unwrap_or_default()
     )]
     Internal {

@@ -27,13 +27,15 @@ pub(crate) struct GlobalArgs {
     /// Print events as JSON lines on stdout (for scripts and headless callers).
     #[arg(long, global = true)]
     pub(crate) json: bool,
-    /// Python module to drive instead of open_codex_lib (must define execute_operation) [default: open_codex_lib].
+    /// Python module to drive instead of open_codex_lib (must define execute_operation)
+    /// [default: open_codex_lib].
     #[arg(long, global = true, value_name = "MODULE", env = "OCFLOW_CODEX_LIB")]
     pub(crate) codex_lib: Option<String>,
     /// Directory to put first on Python's sys.path [default: the bundled python/ folder].
     #[arg(long, global = true, value_name = "DIR", env = "OCFLOW_PYTHON_DIR")]
     pub(crate) python_dir: Option<PathBuf>,
-    /// OpenAI-compatible endpoint, e.g. http://localhost:8000/v1 [env: OCFLOW_BASE_URL, OPENAI_BASE_URL, LLM_BASE_URL].
+    /// OpenAI-compatible endpoint, e.g. http://localhost:8000/v1
+    /// [env: OCFLOW_BASE_URL, OPENAI_BASE_URL, LLM_BASE_URL].
     #[arg(long, global = true, value_name = "URL")]
     pub(crate) base_url: Option<String>,
     /// Model for planning and for the operations [env: OCFLOW_MODEL, LLM_MODEL].
@@ -61,7 +63,8 @@ pub(crate) enum Command {
     Diff(TaskArg),
     /// Write the flow's changes into the repository.
     Apply(ApplyArgs),
-    /// Run a complete flow on a bundled sample repository with recorded LLM answers (no network, no key).
+    /// Run a complete flow on a bundled sample repository with recorded LLM answers
+    /// (no network, no key).
     Demo,
     /// (internal) Run a command in the sandbox: write access only beneath the --write paths.
     #[command(hide = true)]
@@ -85,7 +88,8 @@ pub(crate) struct SandboxArgs {
 pub(crate) struct PlanArgs {
     /// The task, in words.
     pub(crate) task: String,
-    /// Id of the task directory where the planner's answers are kept [default: <date>-<time>-<slug>].
+    /// Id of the task directory where the planner's answers are kept
+    /// [default: <date>-<time>-<slug>].
     #[arg(long, value_name = "ID")]
     pub(crate) task_id: Option<String>,
 }
@@ -112,7 +116,8 @@ pub(crate) struct LimitArgs {
     /// Steps run at the same time at most; 1 runs them one after another [default: 4].
     #[arg(long, value_name = "N")]
     pub(crate) jobs: Option<usize>,
-    /// Default time limit of a command step, in seconds (a step's timeout_seconds wins) [default: 600].
+    /// Default time limit of a command step, in seconds (a step's timeout_seconds wins)
+    /// [default: 600].
     #[arg(long, value_name = "SECONDS")]
     pub(crate) step_timeout: Option<u64>,
     /// Most bytes of each output stream a command step keeps [default: 1048576].

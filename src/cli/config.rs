@@ -439,7 +439,8 @@ fn resolve_llm(
         (Some(url), None) => {
             if !(url.starts_with("http://") || url.starts_with("https://")) {
                 return Err(Error::Usage(format!(
-                    "the base URL {url:?} must start with http:// or https:// (for example http://localhost:8000/v1)"
+                    "the base URL {url:?} must start with http:// or https:// (for example \
+                     http://localhost:8000/v1)"
                 )));
             }
             Some(Endpoint {

@@ -72,7 +72,8 @@ pub(crate) fn follow(task: &TaskDir, json: bool) -> Result<ExitCode> {
         // Quiet for a while and "running": is anybody holding the task's lock?
         if task.lock().is_ok() {
             say(&format!(
-                "ocflow: task {} is not running (its ocflow stopped); continue it with `ocflow resume {0}`",
+                "ocflow: task {} is not running (its ocflow stopped); continue it with `ocflow \
+                 resume {0}`",
                 task.task_id
             ));
             return Ok(ExitCode::Failure);

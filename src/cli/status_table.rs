@@ -5,7 +5,8 @@ use crate::model::status::{FlowStatus, StepState};
 /// The status as a table: one line per step.
 pub(crate) fn render(status: &FlowStatus) -> String {
     let mut out = format!(
-        "task {}  [{}]  revision {}\n{}\nrepository {}\ntokens {} (prompt {}, completion {}) in {} LLM call(s)\n\n",
+        "task {}  [{}]  revision {}\n{}\nrepository {}\ntokens {} (prompt {}, completion {}) in {} \
+         LLM call(s)\n\n",
         status.task_id,
         status.state,
         status.revision,

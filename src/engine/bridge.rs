@@ -39,7 +39,14 @@ impl HostLlm {
     fn complete(&self, purpose: &str, call: &str) -> String {
         let call: CompleteCall = match serde_json::from_str(call) {
             Ok(call) => call,
-            Err(err) => return json!({"error": {"kind": "bad_request", "transient": false, "message": format!("complete() got {err}")}}).to_string(),
+            Err(err) => {
+                return json!({"error": {
+                    "kind": "bad_request",
+                    "transient": false,
+                    "message": format!("complete() got {err}"),
+                }})
+                .to_string();
+            }
         };
         let request = ChatRequest {
             purpose: purpose.to_string(),
@@ -48,10 +55,22 @@ impl HostLlm {
             json: call.json,
         };
         match self.runtime.block_on(self.llm.chat(&request)) {
-            Ok(answer) => json!({"content": answer.content, "finish_reason": answer.finish_reason, "usage": {
-                "prompt_tokens": answer.usage.prompt_tokens, "completion_tokens": answer.usage.completion_tokens, "total_tokens": answer.usage.total_tokens}})
+            Ok(answer) => json!({
+                "content": answer.content,
+                "finish_reason": answer.finish_reason,
+                "usage": {
+                    "prompt_tokens": answer.usage.prompt_tokens,
+                    "completion_tokens": answer.usage.completion_tokens,
+                    "total_tokens": answer.usage.total_tokens,
+                },
+            })
             .to_string(),
-            Err(error) => json!({"error": {"kind": error.kind, "transient": error.transient(), "message": error.message}}).to_string(),
+            Err(error) => json!({"error": {
+                "kind": error.kind,
+                "transient": error.transient(),
+                "message": error.message,
+            }})
+            .to_string(),
         }
     }
 }
@@ -91,11 +110,16 @@ impl Bridge {
                 let path = py.import("sys")?.getattr("path")?;
                 path.call_method1("insert", (0, dir.to_string_lossy().to_string()))?;
             }
-            let code = CString::new(SHIM).map_err(|e| pyo3::exceptions::PyValueError::new_err(e.to_string()))?;
-            let shim = PyModule::from_code(py, &code, c"ocflow_bridge_shim.py", c"ocflow_bridge_shim")?;
+            let code = CString::new(SHIM)
+                .map_err(|e| pyo3::exceptions::PyValueError::new_err(e.to_string()))?;
+            let shim =
+                PyModule::from_code(py, &code, c"ocflow_bridge_shim.py", c"ocflow_bridge_shim")?;
             shim.call_method0("install")?;
             let library = shim.call_method1("load", (module,))?;
-            let file: String = library.getattr("__file__").and_then(|f| f.extract()).unwrap_or_else(|_| "?".into());
+            let file: String = library
+                .getattr("__file__")
+                .and_then(|f| f.extract())
+                .unwrap_or_else(|_| "?".into());
             let python: String = shim.call_method0("describe")?.extract()?;
             Ok(Bridge {
                 shim: shim.unbind(),
@@ -106,7 +130,9 @@ impl Bridge {
         .map_err(|err| {
             let detail = Python::attach(|py| format_error(py, &err));
             Error::Bridge(format!(
-                "{detail}\nocflow looks for the library in --python-dir / OCFLOW_PYTHON_DIR, next to the executable, and in its source tree; a module given with --codex-lib must be importable (PYTHONPATH)"
+                "{detail}\nocflow looks for the library in --python-dir / OCFLOW_PYTHON_DIR, next \
+                 to the executable, and in its source tree; a module given with --codex-lib must \
+                 be importable (PYTHONPATH)"
             ))
         })
     }

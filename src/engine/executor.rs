@@ -548,15 +548,11 @@ impl Executor {
 
     /// The text of a referenced result field.
     fn reference_value(&self, reference: &flow::OutputRef) -> Result<String, RefError> {
+        let cannot =
+            |why: String| RefError(format!("{} cannot be resolved: {why}", reference.text));
         let result = state::load_result(&self.task, &reference.step)
-            .ok()
-            .flatten()
-            .ok_or_else(|| {
-                RefError(format!(
-                    "{} cannot be resolved: step {} has no result",
-                    reference.text, reference.step
-                ))
-            })?;
+            .map_err(|err| cannot(err.to_string()))?
+            .ok_or_else(|| cannot(format!("step {} has no result", reference.step)))?;
         let field = result.lookup(&reference.fields).ok_or_else(|| {
             // The first field on the path that is not there.
             let missing = (1..=reference.fields.len())
@@ -720,7 +716,8 @@ impl Executor {
         // A file step writes only the files it names, all checked by validation.
         if let Some(stray) = outputs.iter().find(|path| !named.contains(*path)) {
             return Err(format!(
-                "the library wrote {stray}, which the step does not name; a file step may only write the files in its parameters"
+                "the library wrote {stray}, which the step does not name; a file step may only \
+                 write the files in its parameters"
             ));
         }
         let mut deleted = Vec::new();
@@ -876,7 +873,8 @@ impl Executor {
             {
                 Ok(text) => summary = Some(text),
                 Err(reason) => crate::output::say(&format!(
-                    "ocflow: the LLM summary failed ({reason}); writing the summary from the journal"
+                    "ocflow: the LLM summary failed ({reason}); writing the summary from the \
+                     journal"
                 )),
             }
             self.status

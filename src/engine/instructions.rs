@@ -37,8 +37,14 @@ pub(crate) fn render(spec: &StepSpec, step: &Step, done: &[DoneStep<'_>]) -> Str
             .join("\n")
     };
     let outputs = match operations::find(&spec.operation).map(|op| op.access) {
-        Some(Access::View) => "- files the command creates, changes or deletes in `work_dir` are captured by ocflow as this step's outputs".to_string(),
-        _ => "- write every new or changed file under `output/`, at its repository-relative path; report deletions in `deleted_files`".to_string(),
+        Some(Access::View) => {
+            "- files the command creates, changes or deletes in `work_dir` are captured by ocflow \
+             as this step's outputs"
+                .to_string()
+        }
+        _ => "- write every new or changed file under `output/`, at its repository-relative path; \
+              report deletions in `deleted_files`"
+            .to_string(),
     };
     let mut context = vec![format!(
         "- Role: {}",

@@ -59,26 +59,31 @@ impl Default for Limits {
 #[derive(Debug, thiserror::Error)]
 pub(crate) enum Stop {
     #[error(
-        "step {step} has failed {attempts} time(s), the most allowed per step (max_attempts_per_step)"
+        "step {step} has failed {attempts} time(s), the most allowed per step \
+         (max_attempts_per_step)"
     )]
     AttemptsCap { step: String, attempts: u32 },
     #[error(
-        "{calls} recovery decision(s) were asked in this flow, the most allowed (max_recovery_calls)"
+        "{calls} recovery decision(s) were asked in this flow, the most allowed \
+         (max_recovery_calls)"
     )]
     RecoveryCallsCap { calls: u32 },
     #[error(
-        "the LLM proposed replanning again, but the flow has been replanned {revisions} time(s), the most allowed (max_revisions)"
+        "the LLM proposed replanning again, but the flow has been replanned {revisions} time(s), \
+         the most allowed (max_revisions)"
     )]
     RevisionsCap { revisions: u32 },
     #[error(
-        "recovery is stuck: the LLM proposed `{strategy}` with the same parameters for step {step} a second time"
+        "recovery is stuck: the LLM proposed `{strategy}` with the same parameters for step {step} \
+         a second time"
     )]
     Stuck {
         step: String,
         strategy: StrategyKind,
     },
     #[error(
-        "no usable recovery strategy after {answers} answer(s) (saved in {dir}); last problems:\n{problems}"
+        "no usable recovery strategy after {answers} answer(s) (saved in {dir}); last \
+         problems:\n{problems}"
     )]
     NoValidAnswer {
         answers: usize,
@@ -202,7 +207,11 @@ pub(crate) fn redo(
 fn check(context: &Context<'_>, failed: &str, text: &str) -> Result<Decided, Vec<String>> {
     let extracted = answer::extract_json(text).map_err(|p| vec![p.to_string()])?;
     let decision: Decision = serde_json::from_str(&extracted.json).map_err(|err| {
-        vec![format!("the answer must be one JSON object {{\"strategy\": \"retry\" | \"modify\" | \"alternative\" | \"skip\" | \"replan\" | \"abort\", \"reason\": \"...\", \"step\": {{...}}, \"steps\": [...]}}: {err}")]
+        vec![format!(
+            "the answer must be one JSON object {{\"strategy\": \"retry\" | \"modify\" | \
+             \"alternative\" | \"skip\" | \"replan\" | \"abort\", \"reason\": \"...\", \"step\": \
+             {{...}}, \"steps\": [...]}}: {err}"
+        )]
     })?;
     let flow = implied_flow(context, failed, &decision)?;
     if let Some(flow) = &flow {

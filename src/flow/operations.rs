@@ -172,7 +172,8 @@ pub(crate) const OPERATIONS: &[OperationSpec] = &[
     },
     OperationSpec {
         name: "write_file",
-        doc: "create or overwrite a file from `content`, from another step's content, or generated from `instructions`",
+        doc: "create or overwrite a file from `content`, from another step's content, or generated \
+              from `instructions`",
         params: &[
             FILE_PATH,
             param("content", String, Text, false, "the whole new content"),
@@ -239,7 +240,8 @@ pub(crate) const OPERATIONS: &[OperationSpec] = &[
     },
     OperationSpec {
         name: "execute_shell_command",
-        doc: "run a shell command at the repository root (with all earlier changes applied); files it changes become the step's outputs",
+        doc: "run a shell command at the repository root (with all earlier changes applied); files \
+              it changes become the step's outputs",
         params: &[
             param("command", String, Command, true, "the shell command"),
             TIMEOUT,
@@ -253,7 +255,8 @@ pub(crate) const OPERATIONS: &[OperationSpec] = &[
     },
     OperationSpec {
         name: "run_tests",
-        doc: "run the test suite (pytest or cargo test when no command is given) and report passed/failed counts",
+        doc: "run the test suite (pytest or cargo test when no command is given) and report \
+              passed/failed counts",
         params: &[
             param("command", String, Command, false, "the test command"),
             TIMEOUT,

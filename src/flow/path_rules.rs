@@ -51,7 +51,8 @@ impl PathRules {
         for part in path.as_str().split('/').filter(|p| !p.is_empty()) {
             if repo_path::is_excluded_dir(&parent, part) {
                 return Err(PathError(format!(
-                    "{path} goes through the build directory {part}/, which flows never read or write"
+                    "{path} goes through the build directory {part}/, which flows never read or \
+                     write"
                 )));
             }
             parent.push(part);

@@ -92,7 +92,13 @@ fn read_flow(value: Value, default_task: Option<&str>, problems: &mut Problems) 
                     FLOW_VERSION
                 }
                 Some(other) => {
-                    problems.flow("version", format!("unsupported flow version {other}; this ocflow reads version {FLOW_VERSION}"));
+                    problems.flow(
+                        "version",
+                        format!(
+                            "unsupported flow version {other}; this ocflow reads version \
+                             {FLOW_VERSION}"
+                        ),
+                    );
                     return None;
                 }
             };
@@ -155,7 +161,13 @@ fn read_flow(value: Value, default_task: Option<&str>, problems: &mut Problems) 
         if let Some(step) = read_step(raw, &label, problems) {
             // Ids name directories: on a case-insensitive file system `Step1` and `step1` collide.
             if !seen.insert(step.id.to_ascii_lowercase()) {
-                problems.step(&step.id, "id", "the id is used by more than one step (ids are compared ignoring case); give each step its own id".into());
+                problems.step(
+                    &step.id,
+                    "id",
+                    "the id is used by more than one step (ids are compared ignoring case); give \
+                     each step its own id"
+                        .into(),
+                );
             }
             steps.push(step);
         }
@@ -249,7 +261,14 @@ fn read_step(raw: Value, label: &str, problems: &mut Problems) -> Option<Step> {
         }
     };
     for key in object.keys() {
-        problems.step(&name, "format", format!("unknown field `{key}`; allowed: id, operation, params, depends_on, role, description"));
+        problems.step(
+            &name,
+            "format",
+            format!(
+                "unknown field `{key}`; allowed: id, operation, params, depends_on, role, \
+                 description"
+            ),
+        );
     }
     Some(Step {
         id: name,
@@ -409,7 +428,14 @@ fn check_concurrent_writers(flow: &Flow, problems: &mut Problems) {
                 let related = ancestors.get(first).is_some_and(|a| a.contains(*second))
                     || ancestors.get(second).is_some_and(|a| a.contains(*first));
                 if !related && first != second {
-                    problems.step(second, "concurrency", format!("steps {first} and {second} may run at the same time and both write {path}; make one depend on the other"));
+                    problems.step(
+                        second,
+                        "concurrency",
+                        format!(
+                            "steps {first} and {second} may run at the same time and both write \
+                             {path}; make one depend on the other"
+                        ),
+                    );
                 }
             }
         }
@@ -450,7 +476,14 @@ fn check_params(
                     format!("{what} names `{target}`, which is not a step of this flow"),
                 );
             } else if !ancestors.contains(target) {
-                problems.step(&step.id, "reference", format!("{what} reads step `{target}`, which this step does not depend on; add it to depends_on"));
+                problems.step(
+                    &step.id,
+                    "reference",
+                    format!(
+                        "{what} reads step `{target}`, which this step does not depend on; add it \
+                         to depends_on"
+                    ),
+                );
             }
         };
         for (name, value) in &step.params {
@@ -499,7 +532,14 @@ fn check_params(
             }
             match param.meaning {
                 ParamMeaning::FilePath | ParamMeaning::DirPath if text.contains("@{") => {
-                    problems.step(&step.id, "path", format!("`{name}` holds a reference; paths must be written out so they can be checked before the flow runs"));
+                    problems.step(
+                        &step.id,
+                        "path",
+                        format!(
+                            "`{name}` holds a reference; paths must be written out so they can be \
+                             checked before the flow runs"
+                        ),
+                    );
                 }
                 ParamMeaning::FilePath | ParamMeaning::DirPath => {
                     match rules.check(text, param.meaning == ParamMeaning::DirPath) {

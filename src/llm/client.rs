@@ -289,7 +289,8 @@ fn replay_answer(
             Err(LlmError::new(
                 LlmErrorKind::NotRecorded,
                 format!(
-                    "{} has no answer for this {} request (last message begins: {preview:?}); record it again with --record",
+                    "{} has no answer for this {} request (last message begins: {preview:?}); \
+                     record it again with --record",
                     source.display(),
                     request.purpose
                 ),
@@ -404,7 +405,8 @@ fn classify(
         return LlmError::new(
             Redirected,
             format!(
-                "the endpoint {base_url} answered HTTP {code} redirecting to {}; ocflow does not follow redirects with your key: set the base URL to the final address",
+                "the endpoint {base_url} answered HTTP {code} redirecting to {}; ocflow does not \
+                 follow redirects with your key: set the base URL to the final address",
                 location.unwrap_or("?")
             ),
         );
@@ -420,20 +422,24 @@ fn classify(
                 429 if quota => LlmError::new(
                     QuotaExceeded,
                     format!(
-                        "the endpoint says the quota is used up (HTTP 429 insufficient_quota): {detail}"
+                        "the endpoint says the quota is used up (HTTP 429 insufficient_quota): \
+                         {detail}"
                     ),
                 ),
                 429 => LlmError::new(RateLimited, format!("rate limited (HTTP 429): {detail}")),
                 401 | 403 => LlmError::new(
                     Unauthorized,
                     format!(
-                        "the endpoint refused the request (HTTP {code}): check the API key (OCFLOW_API_KEY, OPENAI_API_KEY or LLM_API_KEY) and the base URL {base_url}"
+                        "the endpoint refused the request (HTTP {code}): check the API key \
+                         (OCFLOW_API_KEY, OPENAI_API_KEY or LLM_API_KEY) and the base URL \
+                         {base_url}"
                     ),
                 ),
                 404 => LlmError::new(
                     NotFound,
                     format!(
-                        "HTTP 404 from {base_url}/chat/completions: check the base URL (it usually ends in /v1) and the model name; {detail}"
+                        "HTTP 404 from {base_url}/chat/completions: check the base URL (it usually \
+                         ends in /v1) and the model name; {detail}"
                     ),
                 ),
                 408 => LlmError::new(

@@ -38,7 +38,11 @@ pub(crate) enum PlanError {
     #[error("the planner's LLM call failed: {0}")]
     Llm(#[from] LlmError),
     /// No usable flow after every attempt (permanent for this task and model).
-    #[error("no valid flow after {attempts} answer(s); the answers are in {}; last problems:\n{problems}", dir.display())]
+    #[error(
+        "no valid flow after {attempts} answer(s); the answers are in {}; last \
+         problems:\n{problems}",
+        dir.display()
+    )]
     NoValidFlow {
         attempts: usize,
         dir: PathBuf,
@@ -84,7 +88,9 @@ impl Planner<'_> {
                 &reply.content,
             )?;
             problems = if reply.is_truncated() {
-                "- the answer was cut off before its end (the model hit its token limit): answer with a shorter flow, fewer steps, and no explanations".to_string()
+                "- the answer was cut off before its end (the model hit its token limit): answer \
+                 with a shorter flow, fewer steps, and no explanations"
+                    .to_string()
             } else {
                 match answer::extract_json(&reply.content) {
                     Err(problem) => format!("- {problem}"),

@@ -48,7 +48,8 @@ impl RepoPath {
         }
         if raw.starts_with('~') {
             return Err(format!(
-                "{raw:?} starts with `~`; paths are relative to the repository root, home directories are out of reach"
+                "{raw:?} starts with `~`; paths are relative to the repository root, home \
+                 directories are out of reach"
             ));
         }
         let mut parts = Vec::new();
@@ -61,7 +62,8 @@ impl RepoPath {
                 Component::CurDir => {}
                 Component::ParentDir => {
                     return Err(format!(
-                        "{raw:?} contains `..`; write the path relative to the repository root without `..`"
+                        "{raw:?} contains `..`; write the path relative to the repository root \
+                         without `..`"
                     ));
                 }
                 Component::RootDir | Component::Prefix(_) => {

@@ -186,7 +186,8 @@ pub(crate) fn apply(
     }
     if !blocked.is_empty() {
         return Err(Error::Usage(format!(
-            "not applying anything: a directory or special file now stands where the flow writes a file: {}; move it away first",
+            "not applying anything: a directory or special file now stands where the flow writes a \
+             file: {}; move it away first",
             blocked.join(", ")
         )));
     }

@@ -295,7 +295,8 @@ pub(crate) fn list_outputs(output_dir: &Path) -> Result<Vec<RepoPath>, String> {
             .to_string();
         if !kind.is_file() {
             return Err(format!(
-                "the step left {relative} in output/, which is not a regular file (symlinks are not accepted)"
+                "the step left {relative} in output/, which is not a regular file (symlinks are \
+                 not accepted)"
             ));
         }
         outputs.push(

@@ -108,7 +108,8 @@ impl TaskDir {
             }
             Err(err) if err.kind() == std::io::ErrorKind::AlreadyExists => {
                 Err(Error::Usage(format!(
-                    "task {} already exists in {}; continue it with `ocflow resume {}` or choose another --task-id",
+                    "task {} already exists in {}; continue it with `ocflow resume {}` or choose \
+                     another --task-id",
                     self.task_id,
                     self.root.display(),
                     self.task_id

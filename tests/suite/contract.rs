@@ -132,3 +132,49 @@ fn the_host_writes_the_documented_step_block_and_results() {
         }
     }
 }
+
+#[test]
+fn saved_files_of_an_unknown_version_are_refused() {
+    let sandbox = Sandbox::new(&[("README.md", "readme\n")]);
+    let go = sandbox.shared().join("go");
+    let flow = json!([
+        {"id": "a", "operation": "write_file", "params": {"file_path": "a.txt", "content": "A"}},
+        {"id": "b", "operation": "execute_shell_command", "depends_on": "a",
+         "params": {"command": format!("test -f {}", go.display())}},
+        {"id": "c", "operation": "generate_summary", "depends_on": "b",
+         "params": {"message": "a wrote @{outputs.a.bytes} bytes"}}
+    ]);
+    assert_exit(&sandbox.run(&flow, "t"), 1);
+    // A result.json of another version is not read as if it were this one's.
+    let result = sandbox.task_dir("t").join("a").join("result.json");
+    let mut value = read_json(&result);
+    value["version"] = json!(9);
+    fs::write(&result, value.to_string()).unwrap();
+    fs::write(&go, "").unwrap();
+    let resumed = sandbox
+        .ocflow()
+        .args(["resume", "t", "--retry-failed"])
+        .output()
+        .unwrap();
+    assert_exit(&resumed, 1);
+    let message = sandbox.step_status("t", "c")["message"].clone();
+    assert!(
+        message
+            .as_str()
+            .unwrap()
+            .contains("result format version 9 is not supported"),
+        "{message}"
+    );
+    // Nor a flow.json of another version.
+    let flow_file = sandbox.task_dir("t").join("flow.json");
+    let mut saved = read_json(&flow_file);
+    saved["version"] = json!(7);
+    fs::write(&flow_file, saved.to_string()).unwrap();
+    let diff = sandbox.ocflow().args(["diff", "t"]).output().unwrap();
+    assert_exit(&diff, 2);
+    assert!(
+        stderr(&diff).contains("flow format version 7 is not supported"),
+        "{}",
+        stderr(&diff)
+    );
+}

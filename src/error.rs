@@ -83,6 +83,20 @@ impl Error {
         }
     }
 
+    /// This error, naming `task_dir` when it is an internal fault that does not name one yet.
+    pub(crate) fn in_task(self, task_dir: &std::path::Path) -> Error {
+        match self {
+            Error::Internal {
+                message,
+                task_dir: None,
+            } => Error::Internal {
+                message,
+                task_dir: Some(task_dir.to_path_buf()),
+            },
+            other => other,
+        }
+    }
+
     /// The process exit code for this error, as fixed by the contract.
     pub fn exit_code(&self) -> ExitCode {
         match self {
@@ -122,3 +136,21 @@ impl<T> IoContext<T> for std::io::Result<T> {
 }
 
 pub type Result<T, E = Error> = std::result::Result<T, E>;
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn an_internal_fault_asks_for_a_bug_report_with_the_task_directory() {
+        let error = Error::internal("step x cannot go from skipped to running")
+            .in_task(std::path::Path::new("/ws/t"));
+        let text = error.to_string();
+        assert!(text.contains("this is a bug in ocflow"), "{text}");
+        assert!(text.ends_with("with the task directory /ws/t"), "{text}");
+        assert_eq!(error.exit_code(), ExitCode::Failure);
+        let usage = Error::Usage("give a task".into()).in_task(std::path::Path::new("/ws/t"));
+        assert_eq!(usage.to_string(), "give a task");
+        assert_eq!(usage.exit_code(), ExitCode::Usage);
+    }
+}

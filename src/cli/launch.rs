@@ -155,7 +155,7 @@ pub(crate) async fn execute(mut executor: Executor, apply_after: bool) -> Result
         Ok(outcome) => outcome,
         Err(error) => {
             executor.abandon(&error);
-            return Err(error);
+            return Err(error.in_task(&executor.task.root));
         }
     };
     match outcome {

@@ -30,11 +30,18 @@ pub use output::say;
 pub fn run(cli: Cli, api_key: ApiKey) -> Result<ExitCode> {
     // The sandbox launcher needs no configuration, and must stay small before its exec.
     if let Command::SandboxExec(args) = &cli.command {
-        return Ok(engine::sandbox::exec(
-            &args.write,
-            args.probe,
-            &args.command,
-        ));
+        if args.probe {
+            return Ok(engine::sandbox::probe_exec());
+        }
+        return Ok(engine::sandbox::exec(&engine::sandbox::ExecRequest {
+            writable: &args.write,
+            network: args.network,
+            bwrap: args.bwrap.as_deref(),
+            memory_mb: args.memory_mb,
+            max_processes: args.max_processes,
+            inner: args.inner,
+            command: &args.command,
+        }));
     }
     let demo = cli::args::LimitArgs::default();
     let limits = match &cli.command {

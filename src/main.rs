@@ -8,7 +8,7 @@ fn main() -> ExitCode {
     // First, while single-threaded: may re-execute the binary to drop the key from the environment.
     let api_key = ocflow::take_key_at_startup();
     let cli = ocflow::Cli::parse();
-    match ocflow::run(cli, api_key) {
+    match api_key.and_then(|api_key| ocflow::run(cli, api_key)) {
         Ok(code) => code.into(),
         Err(err) => {
             ocflow::say(&format!("ocflow: error: {err:#}"));

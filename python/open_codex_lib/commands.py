@@ -9,6 +9,7 @@ parsed test report from :mod:`.tests_report`.
 from __future__ import annotations
 
 import os
+import re
 
 from .instructions import Step
 from .params import optional_positive_number, optional_str, require_str
@@ -81,22 +82,77 @@ def _run(step: Step, llm_config: dict | None, command: str) -> tuple[CommandOutc
     return outcome, timeout
 
 
-def _outcome_message(outcome: CommandOutcome, timeout: float, what: str = "command") -> str:
+# What a command prints when the sandbox refused it something, and what to tell the user.
+_NETWORK_REFUSED = (
+    "could not resolve host",
+    "temporary failure in name resolution",
+    "name or service not known",
+    "network is unreachable",
+    "connection refused",
+    "permission denied (connect",
+    "failed to establish a new connection",
+    "no route to host",
+    "getaddrinfo",
+)
+# Error codes node and others print, matched as whole words in their own case.
+_NETWORK_CODES = re.compile(r"\b(ECONNREFUSED|ENOTFOUND|EAI_AGAIN|ENETUNREACH)\b")
+_MEMORY_REFUSED = ("memoryerror", "cannot allocate memory", "out of memory", "bad_alloc")
+_PROCESSES_REFUSED = ("fork: retry", "resource temporarily unavailable", "cannot fork")
+
+
+def _outcome_message(
+    outcome: CommandOutcome, timeout: float, what: str = "command", step: Step | None = None
+) -> str:
     if outcome.timed_out:
         return f"{what} timed out after {timeout:g} s and was killed with its process group"
     if outcome.cancelled:
         return f"{what} was cancelled (ocflow is stopping) and killed with its process group"
     if outcome.exit_code is None:
-        return f"{what} was killed by signal {outcome.signal}"
-    return f"{what} exited with code {outcome.exit_code}"
+        message = f"{what} was killed by signal {outcome.signal}"
+    else:
+        message = f"{what} exited with code {outcome.exit_code}"
+    if outcome.exit_code != 0 and step is not None:
+        message += _sandbox_hint(outcome, step)
+    return message
+
+
+def _sandbox_hint(outcome: CommandOutcome, step: Step) -> str:
+    """What the sandbox refused the command, if its output shows it, and how to allow it."""
+    layers = step.sandbox_layers or {}
+    printed = outcome.stdout + "\n" + outcome.stderr
+    output = printed.lower()
+    # Landlock refuses a TCP connect or bind with EACCES: "Permission denied" near a socket.
+    denied_socket = "permission denied" in output and ("connect" in output or "socket" in output)
+    refused = (
+        any(sign in output for sign in _NETWORK_REFUSED)
+        or _NETWORK_CODES.search(printed)
+        or denied_socket
+    )
+    if layers.get("network") == "off" and refused:
+        return (
+            '; the network is off for command steps: give the step `"network": true` in a '
+            "flow you write, or set `[sandbox] network = true` in your ocflow config"
+        )
+    if "memory_mb" in layers and any(sign in output for sign in _MEMORY_REFUSED):
+        return (
+            f"; a command step may use {layers['memory_mb']} MiB: raise `[sandbox] memory_mb` "
+            "if it needs more"
+        )
+    if "processes" in layers and any(sign in output for sign in _PROCESSES_REFUSED):
+        return (
+            f"; a command step may run {layers['processes']} processes at once: raise "
+            "`[sandbox] max_processes` if it needs more"
+        )
+    return ""
 
 
 def _outcome_fields(command: str, outcome: CommandOutcome, step: Step) -> dict:
     return {
         "command": command,
-        # "landlock": the host's sandbox let the command write only in its view, temporary
-        # directories and tool caches ("landlock-partial" on older kernels); "none": no sandbox.
+        # What confined the command, in one word ("namespaces+landlock", "landlock", "none"),
+        # and layer by layer in sandbox_layers (when the host sandboxed it).
         "sandbox": step.sandbox_kind,
+        **({"sandbox_layers": step.sandbox_layers} if step.sandbox_layers else {}),
         "exit_code": outcome.exit_code,
         "stdout": outcome.stdout,
         "stderr": outcome.stderr,
@@ -119,7 +175,7 @@ def execute_shell_command(step: Step, llm_config: dict | None) -> dict:
     return make_result(
         step.operation,
         status,
-        _outcome_message(outcome, timeout),
+        _outcome_message(outcome, timeout, step=step),
         **_outcome_fields(command, outcome, step),
     )
 
@@ -173,7 +229,7 @@ def run_tests(step: Step, llm_config: dict | None) -> dict:
     report = parse_test_output(outcome.stdout + "\n" + outcome.stderr)
     passed = _succeeded(outcome)
     if outcome.timed_out or outcome.cancelled or outcome.exit_code is None:
-        message = _outcome_message(outcome, timeout, "test command")
+        message = _outcome_message(outcome, timeout, "test command", step)
     elif report["framework"] is None:
         message = (
             f"test command exited with code {outcome.exit_code} "

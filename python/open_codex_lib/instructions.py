@@ -96,6 +96,9 @@ class Step:
     # enforces ("landlock", "landlock-partial").
     sandbox_launcher: list[str] = field(default_factory=list)
     sandbox_kind: str = "none"
+    # What holds, layer by layer (namespaces, network, landlock, processes, memory_mb), as the
+    # host says; reported in command results.
+    sandbox_layers: dict | None = None
 
 
 def extract_step_block(text: str) -> str:
@@ -206,6 +209,9 @@ def _step_from_dict(data: dict, base_dir: str, path: str) -> Step:
 
     sandbox = data.get("sandbox") or {}
     launcher = sandbox.get("launcher") if isinstance(sandbox, dict) else None
+    layers = sandbox.get("layers") if isinstance(sandbox, dict) else None
+    if layers is not None and not isinstance(layers, dict):
+        raise fail("field 'sandbox.layers' must be an object")
     if launcher is not None and (
         not isinstance(launcher, list) or not all(isinstance(a, str) for a in launcher)
     ):
@@ -230,6 +236,7 @@ def _step_from_dict(data: dict, base_dir: str, path: str) -> Step:
         env=dict(env),
         sandbox_launcher=list(launcher or []),
         sandbox_kind=str(sandbox.get("kind", "landlock")) if launcher else "none",
+        sandbox_layers=dict(layers) if launcher and layers else None,
     )
 
 

@@ -76,9 +76,24 @@ pub(crate) struct SandboxArgs {
     /// A path the command may write beneath (repeatable).
     #[arg(long = "write", value_name = "PATH")]
     pub(crate) write: Vec<PathBuf>,
-    /// Only report whether the kernel enforces the sandbox ("landlock" or "none").
+    /// Only report what Landlock enforces here ("landlock", "landlock-partial" or "none").
     #[arg(long)]
     pub(crate) probe: bool,
+    /// Let the command use the network (otherwise only loopback, and TCP refused).
+    #[arg(long)]
+    pub(crate) network: bool,
+    /// Run the command in namespaces made by this bubblewrap.
+    #[arg(long, value_name = "PATH")]
+    pub(crate) bwrap: Option<PathBuf>,
+    /// The memory the command may use, in MiB.
+    #[arg(long, value_name = "MB")]
+    pub(crate) memory_mb: Option<u64>,
+    /// The processes the command may run at once.
+    #[arg(long, value_name = "N")]
+    pub(crate) max_processes: Option<u64>,
+    /// (internal) Already inside the namespaces: apply Landlock and run the command.
+    #[arg(long)]
+    pub(crate) inner: bool,
     /// The command and its arguments.
     #[arg(last = true)]
     pub(crate) command: Vec<std::ffi::OsString>,

@@ -10,7 +10,7 @@ use serde::Deserialize;
 
 use crate::cli::args::{GlobalArgs, LimitArgs};
 use crate::engine::recovery;
-use crate::engine::sandbox::{self, SandboxPlan};
+use crate::engine::sandbox::{self, SandboxPlan, SandboxSettings};
 use crate::error::{Error, IoContext, Result};
 use crate::flow::path_rules::PathRules;
 use crate::flow::policy::CommandPolicy;
@@ -26,6 +26,10 @@ const DEFAULT_STEP_TIMEOUT_SECONDS: u64 = 600;
 /// LLM-bound steps wait most of their time; four at once is a fair share of a small endpoint.
 const DEFAULT_JOBS: usize = 4;
 const DEFAULT_MAX_OUTPUT_BYTES: u64 = 1024 * 1024;
+/// A command step's memory: room for a compiler or a test suite, not for the whole machine.
+const DEFAULT_MEMORY_MB: u64 = 8192;
+/// A command step's processes at once: a parallel build fits, a fork bomb does not.
+const DEFAULT_MAX_PROCESSES: u64 = 1024;
 
 /// Everything a command needs to know, resolved once.
 #[derive(Debug, Clone)]
@@ -45,6 +49,9 @@ pub(crate) struct Config {
     pub(crate) policy: CommandPolicy,
     /// The LLM settings, or why there are none.
     pub(crate) llm: std::result::Result<LlmConfig, NoLlm>,
+    /// The environment variable the API key came from, if one held it: a process that started
+    /// ocflow still holds it there.
+    pub(crate) key_variable: Option<String>,
     /// How steps run: for the commands that run them (`run`, `resume`, `demo`).
     pub(crate) run: RunConfig,
 }
@@ -81,6 +88,8 @@ pub(crate) struct LlmConfig {
     pub(crate) operations: ModelSettings,
     pub(crate) record: Option<PathBuf>,
     pub(crate) replay: Option<PathBuf>,
+    /// Prints the key when no variable or file gave one (`[llm] api_key_command`).
+    pub(crate) key_command: Option<String>,
 }
 
 /// The contents of a config file. Unknown keys are errors, so a typo is not silently ignored.
@@ -103,11 +112,20 @@ pub(crate) struct FileConfig {
 #[derive(Debug, Clone, Default, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub(crate) struct FileSandbox {
-    /// Run command steps in the Landlock sandbox where the kernel has it (default true).
+    /// Run command steps in the sandbox (default true).
     pub(crate) enabled: Option<bool>,
+    /// Use namespaces (bubblewrap) where the kernel allows them (default true); `false` leaves
+    /// Landlock and the limits alone, as on a machine that refuses namespaces.
+    pub(crate) namespaces: Option<bool>,
+    /// Let every command step use the network (default false: only loopback).
+    pub(crate) network: Option<bool>,
     /// More paths commands may write beneath (`~/` is the home directory).
     #[serde(default)]
     pub(crate) writable: Vec<String>,
+    /// The memory a command step may use, in MiB (default 8192).
+    pub(crate) memory_mb: Option<u64>,
+    /// The processes a command step may run at once (default 1024).
+    pub(crate) max_processes: Option<u64>,
 }
 
 /// `[recovery]` in a config file.
@@ -124,11 +142,15 @@ pub(crate) struct FileRecovery {
     pub(crate) allow_destructive: Option<bool>,
 }
 
-/// `[llm]` in a config file. The key is never read from a file: only from the environment.
+/// `[llm]` in a config file. The key itself is never in a config file: it comes from the
+/// environment, the file `OCFLOW_API_KEY_FILE` names, or `api_key_command`.
 #[derive(Debug, Clone, Default, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub(crate) struct FileLlm {
     pub(crate) base_url: Option<String>,
+    /// A command that prints the key (a password manager, a credential helper), run once when
+    /// a command needs the LLM and no key variable or file gave one.
+    pub(crate) api_key_command: Option<String>,
     pub(crate) model: Option<String>,
     pub(crate) request_timeout_seconds: Option<u64>,
     pub(crate) max_attempts: Option<u32>,
@@ -197,6 +219,7 @@ impl FileConfig {
             },
             llm: FileLlm {
                 base_url: self.llm.base_url.or(fallback.llm.base_url),
+                api_key_command: self.llm.api_key_command.or(fallback.llm.api_key_command),
                 model: self.llm.model.or(fallback.llm.model),
                 request_timeout_seconds: self
                     .llm
@@ -212,6 +235,13 @@ impl FileConfig {
             },
             sandbox: FileSandbox {
                 enabled: self.sandbox.enabled.or(fallback.sandbox.enabled),
+                namespaces: self.sandbox.namespaces.or(fallback.sandbox.namespaces),
+                network: self.sandbox.network.or(fallback.sandbox.network),
+                memory_mb: self.sandbox.memory_mb.or(fallback.sandbox.memory_mb),
+                max_processes: self
+                    .sandbox
+                    .max_processes
+                    .or(fallback.sandbox.max_processes),
                 writable: self
                     .sandbox
                     .writable
@@ -302,6 +332,7 @@ impl Config {
         let policy = CommandPolicy {
             allow_destructive: flags.allow_destructive
                 || file.recovery.allow_destructive == Some(true),
+            allow_network: file.sandbox.network == Some(true),
         };
         let run = RunConfig {
             jobs: flags
@@ -328,6 +359,7 @@ impl Config {
         };
         Ok(Config {
             rules: PathRules::new(&repo, &workspace),
+            key_variable: api_key.variable().map(str::to_string),
             llm: resolve_llm(args, &file.llm, api_key)?,
             repo,
             workspace,
@@ -377,12 +409,6 @@ fn resolve_sandbox(flags: &LimitArgs, file: &FileSandbox) -> Result<Option<Sandb
     if flags.no_sandbox || file.enabled == Some(false) {
         return Ok(None);
     }
-    let probed = sandbox::probe().map_err(|problem| {
-        Error::Usage(format!(
-            "{problem}; run with --no-sandbox to go on without it"
-        ))
-    })?;
-    let Some(kind) = probed else { return Ok(None) };
     let home = std::env::var_os("HOME").map(PathBuf::from);
     let extra = file
         .writable
@@ -391,11 +417,16 @@ fn resolve_sandbox(flags: &LimitArgs, file: &FileSandbox) -> Result<Option<Sandb
             (Some(rest), Some(home)) => home.join(rest),
             _ => PathBuf::from(p),
         });
-    let writable = sandbox::default_writable()
-        .into_iter()
-        .chain(extra)
-        .collect();
-    Ok(Some(SandboxPlan { kind, writable }))
+    SandboxPlan::probe(SandboxSettings {
+        namespaces: file.namespaces != Some(false),
+        network: file.network == Some(true),
+        writable: sandbox::default_writable()
+            .into_iter()
+            .chain(extra)
+            .collect(),
+        memory_mb: file.memory_mb.unwrap_or(DEFAULT_MEMORY_MB).max(16),
+        max_processes: file.max_processes.unwrap_or(DEFAULT_MAX_PROCESSES).max(4),
+    })
 }
 
 /// The first non-empty environment variable of `names`.
@@ -482,6 +513,7 @@ fn resolve_llm(
         operations,
         record,
         replay,
+        key_command: file.api_key_command.clone(),
     }))
 }
 

@@ -81,6 +81,7 @@ pub(crate) fn prepare(config: &Config) -> Result<(Config, RunArgs)> {
             operations: model,
             record: None,
             replay: Some(recording),
+            key_command: None,
         }),
         ..config.clone()
     };

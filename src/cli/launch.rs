@@ -14,6 +14,7 @@ use crate::exit::ExitCode;
 use crate::flow::path_rules::{PathRules, canonical_or_absolute};
 use crate::flow::validate;
 use crate::llm::client::Llm;
+use crate::llm::key;
 use crate::model::event::Event;
 use crate::model::flow::Flow;
 use crate::model::problem::Problem;
@@ -40,7 +41,13 @@ pub(crate) fn connect_llm(config: &Config) -> Result<Option<Arc<Llm>>> {
     };
     let client = match (&llm.replay, &llm.endpoint) {
         (Some(recording), _) => Llm::replay(recording)?,
-        (None, Some(endpoint)) => Llm::connect(endpoint.clone(), llm.record.as_deref())?,
+        (None, Some(endpoint)) => {
+            let mut endpoint = endpoint.clone();
+            if let (true, Some(command)) = (endpoint.api_key.is_empty(), &llm.key_command) {
+                endpoint.api_key = key::from_command(command)?;
+            }
+            Llm::connect(endpoint, llm.record.as_deref())?
+        }
         (None, None) => return Ok(None),
     };
     Ok(Some(Arc::new(client)))
@@ -130,6 +137,36 @@ pub(crate) fn engine_settings(
             .into_iter()
             .collect(),
     }
+}
+
+/// Records what confines the flow's command steps, and warns, once per flow, when a command
+/// could still read the key from the environment of a process that started ocflow.
+pub(crate) fn report_sandbox(
+    config: &Config,
+    settings: &Settings,
+    flow_status: &mut FlowStatus,
+    events: &mut Events,
+) -> Result<()> {
+    let plan = settings.sandbox.as_ref();
+    flow_status.sandbox = Some(match plan {
+        Some(plan) => format!("{}: {}", plan.kind(), plan.describe()),
+        None => "none: command steps run unconfined (--no-sandbox, `[sandbox] enabled = false`, \
+                 or a kernel with neither namespaces nor Landlock)"
+            .into(),
+    });
+    let key_variable = config.key_variable.as_deref();
+    if let (Some(variable), true) = (key_variable, plan.is_none_or(|p| p.bwrap.is_none())) {
+        events.emit(Event::Warning {
+            message: format!(
+                "the sandbox is partial here (no namespaces), so a command step could read \
+                 the API key from the environment of a process that started ocflow \
+                 ({variable}); give the key in a file only you can read ({}) or through \
+                 `api_key_command` in your ocflow config instead",
+                key::KEY_FILE_VARIABLE
+            ),
+        })?;
+    }
+    Ok(())
 }
 
 /// Copies the repository into the task's snapshot and says so.

@@ -135,11 +135,12 @@ pub(crate) async fn resume(config: &Config, args: ResumeArgs) -> Result<ExitCode
         });
     }
     flow_status.message = None;
-    state::save_status(&task, &mut flow_status)?;
     let mut events = Events::new(
         Journal::open(&task.file(workspace::JOURNAL_FILE))?,
         config.json,
     );
+    launch::report_sandbox(config, &settings, &mut flow_status, &mut events)?;
+    state::save_status(&task, &mut flow_status)?;
     let pending = flow_status
         .steps
         .iter()

@@ -121,13 +121,14 @@ pub(crate) async fn run(config: &Config, args: RunArgs) -> Result<ExitCode> {
     if let Some(llm) = &llm {
         flow_status.tokens.add(&llm.usage_for("planner"));
     }
+    let settings = launch::engine_settings(config, &config.rules, &config.workspace, llm);
+    launch::report_sandbox(config, &settings, &mut flow_status, &mut events)?;
     state::save_status(&task, &mut flow_status)?;
     events.emit(Event::FlowPlanned {
         steps: flow.steps.len(),
         planner_answers: answers,
     })?;
     launch::snapshot(&task, &config.repo, &config.workspace, &mut events)?;
-    let settings = launch::engine_settings(config, &config.rules, &config.workspace, llm);
     let executor = Executor::new(task, flow, flow_status, events, bridge, settings, interrupt);
     launch::execute(executor, args.apply).await
 }

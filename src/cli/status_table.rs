@@ -17,6 +17,9 @@ pub(crate) fn render(status: &FlowStatus) -> String {
         status.tokens.completion_tokens,
         status.tokens.calls
     );
+    if let Some(sandbox) = &status.sandbox {
+        out.push_str(&format!("sandbox {sandbox}\n\n"));
+    }
     let running: Vec<&str> = status
         .steps
         .iter()

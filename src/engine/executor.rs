@@ -468,8 +468,15 @@ impl Executor {
                 crate::engine::orphans::MARKER.into(),
                 Value::String(crate::engine::orphans::marker_value(&self.task)),
             );
+            env.insert(
+                crate::engine::orphans::STEP_MARKER.into(),
+                Value::String(step.id.clone()),
+            );
             if let Some(plan) = &self.settings.sandbox {
-                sandbox = Some(plan.launcher(&self.task.view(index), &[temp])?);
+                // The network is off unless the user allowed it, for every step or this one.
+                let asked = step.params.get("network").and_then(Value::as_bool) == Some(true);
+                sandbox =
+                    Some(plan.launcher(&self.task.view(index), &[temp], plan.network || asked)?);
             }
         }
 
@@ -589,6 +596,16 @@ impl Executor {
         // must never name two different contents.
         let sequence = self.status.next_sequence();
         self.status.last_sequence = sequence;
+        // Without a PID namespace to end with the step, what it left running is stopped here.
+        if access == Access::View
+            && self
+                .settings
+                .sandbox
+                .as_ref()
+                .is_none_or(|p| p.bwrap.is_none())
+        {
+            crate::engine::orphans::stop_step(&self.task, &step.id);
+        }
         let captured = match (access, view.and_then(|index| self.views.get_mut(index))) {
             (Access::View, Some(view)) => Some(view.capture(
                 &self.task,
@@ -711,7 +728,7 @@ impl Executor {
         result: &StepResult,
     ) -> Result<(Vec<String>, Vec<String>), String> {
         let output_dir = self.task.step_dir(&step.id).join(workspace::OUTPUT_DIR);
-        let outputs = staging::list_outputs(&output_dir).map_err(|problem| problem.to_string())?;
+        let outputs = staging::list_outputs(&output_dir).map_err(|problem| problem.0)?;
         let named: BTreeSet<RepoPath> = instructions::staged_paths(step).into_iter().collect();
         // A file step writes only the files it names, all checked by validation.
         if let Some(stray) = outputs.iter().find(|path| !named.contains(*path)) {

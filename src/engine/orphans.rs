@@ -13,6 +13,8 @@ use crate::task::workspace::TaskDir;
 
 /// The environment variable that marks a command as started for a task.
 pub(crate) const MARKER: &str = "OCFLOW_TASK";
+/// The environment variable that names the step a command was started for.
+pub(crate) const STEP_MARKER: &str = "OCFLOW_STEP";
 
 /// The marker's value: the task directory.
 pub(crate) fn marker_value(task: &TaskDir) -> String {
@@ -26,6 +28,16 @@ pub(crate) fn marker_value(task: &TaskDir) -> String {
 /// Kills the process groups of processes whose working directory is inside the task's
 /// directory; returns how many groups were stopped.
 pub(crate) fn stop(task: &TaskDir) -> usize {
+    stop_marked(task, None)
+}
+
+/// Kills what one step's command left running after it ended — a daemon that left its process
+/// group with `setsid` — where no PID namespace took it down with the step.
+pub(crate) fn stop_step(task: &TaskDir, step: &str) -> usize {
+    stop_marked(task, Some(&format!("{STEP_MARKER}={step}")))
+}
+
+fn stop_marked(task: &TaskDir, step_marker: Option<&str>) -> usize {
     let root = task
         .root
         .canonicalize()
@@ -41,7 +53,8 @@ pub(crate) fn stop(task: &TaskDir) -> usize {
         else {
             continue;
         };
-        if pid == me || !works_in(pid, &root) || !marked(pid, &marker) {
+        let of_the_step = step_marker.is_none_or(|step| marked(pid, step));
+        if pid == me || !works_in(pid, &root) || !marked(pid, &marker) || !of_the_step {
             continue;
         }
         if let Some(group) = Pid::from_raw(pid as i32).and_then(|p| getpgid(Some(p)).ok()) {

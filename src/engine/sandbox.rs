@@ -1,36 +1,107 @@
-//! The command sandbox: `ocflow sandbox-exec --write DIR … -- PROGRAM ARGS…` restricts itself
-//! with Landlock (the kernel's unprivileged access control) and then becomes PROGRAM. The
-//! library starts every command step through it, so a command can read anything but write
-//! only in its view, its own temporary directory, the system temporary directories and tool
-//! caches — never in a directory that holds the repository or the workspace. It can neither
-//! reach abstract Unix sockets nor signal processes outside the sandbox. Where the kernel has no
-//! Landlock, commands run as they are and their results say `"sandbox": "none"`.
+//! The command sandbox. The library starts every command step through
+//! `ocflow sandbox-exec [OPTIONS] -- /bin/sh -c COMMAND`, which confines itself in layers and
+//! then becomes the command:
+//!
+//! 1. **limits**: a process limit (a `pids` cgroup where ocflow may make one, else
+//!    `RLIMIT_NPROC`) and a memory limit (`RLIMIT_DATA`), so a runaway step fails alone;
+//! 2. **namespaces** (bubblewrap, where the kernel allows them): new PID, mount, network, IPC
+//!    and UTS namespaces and a new session; a fresh `/proc` that shows only the step's
+//!    processes (no other process's environment, no key); the whole file system read-only except
+//!    the view, the step's temporary directory and the allowed caches (no `chmod`, `touch` or
+//!    `setxattr` on the repository); `/run` hidden (no Docker or D-Bus socket); only loopback
+//!    unless the step may use the network; and everything the step started dies with it;
+//! 3. **Landlock**: writes only beneath the same paths, TCP connect and bind refused when the
+//!    network is off (ABI 4), abstract Unix sockets and signals outside scoped off (ABI 6).
+//!
+//! Where namespaces are refused (an unprivileged container), layers 1 and 3 still hold and every
+//! result says the sandbox is partial.
 
 use std::ffi::OsString;
 use std::os::unix::process::CommandExt;
 use std::path::{Path, PathBuf};
 
+use crate::error::{Error, IoContext};
 use crate::exit::ExitCode;
-use crate::model::step_spec::Sandbox as StepSandbox;
+use crate::model::step_spec::{Sandbox as StepSandbox, SandboxLayers};
 
 use landlock::{
-    ABI, Access, AccessFs, Ruleset, RulesetAttr, RulesetCreatedAttr, RulesetStatus, Scope,
-    path_beneath_rules,
+    ABI, Access, AccessFs, AccessNet, Ruleset, RulesetAttr, RulesetCreatedAttr, RulesetStatus,
+    Scope, path_beneath_rules,
 };
 
-/// How command steps are confined.
+/// The Landlock ABI ocflow asks for (file system and TCP rights, scopes); older kernels enforce
+/// what they can, and results say `landlock-partial`.
+const ABI_VERSION: ABI = ABI::V6;
+
+/// Where ocflow makes a `pids` cgroup per command step (cgroup v1 hierarchy).
+const PIDS_CGROUP: &str = "/sys/fs/cgroup/pids/ocflow";
+
+/// Directories hidden from commands behind an empty tmpfs: they hold the host's sockets
+/// (`/run/docker.sock`, `/run/dbus/system_bus_socket`, `/run/user/…`, tmux's and ssh-agent's
+/// in `/tmp`). A step's `/tmp` is its own; its view and temporary directory are bound in.
+const HIDDEN: &[&str] = &["/run", "/tmp"];
+
+/// How command steps are confined, as probed once at start-up.
 #[derive(Debug, Clone)]
 pub(crate) struct SandboxPlan {
-    /// What the kernel enforces: `landlock` or `landlock-partial`.
-    pub(crate) kind: String,
+    /// bubblewrap, when it can make namespaces here (and `[sandbox] namespaces` is not off).
+    pub(crate) bwrap: Option<PathBuf>,
+    /// What Landlock enforces: `landlock`, `landlock-partial` or `none`.
+    pub(crate) landlock: String,
+    /// Whether commands may open network connections (`[sandbox] network`).
+    pub(crate) network: bool,
     /// Paths commands may write beneath besides their view and temporary directory.
     pub(crate) writable: Vec<PathBuf>,
+    /// The memory a step may use, in MiB (`RLIMIT_DATA`).
+    pub(crate) memory_mb: u64,
+    /// The processes a step may run at once.
+    pub(crate) max_processes: u64,
+    /// How the process limit is enforced: `cgroup` or `rlimit`.
+    pub(crate) process_limit: &'static str,
+}
+
+/// The settings a plan is made from.
+pub(crate) struct SandboxSettings {
+    pub(crate) namespaces: bool,
+    pub(crate) network: bool,
+    pub(crate) writable: Vec<PathBuf>,
+    pub(crate) memory_mb: u64,
+    pub(crate) max_processes: u64,
 }
 
 impl SandboxPlan {
+    /// Probes what this machine enforces and makes the plan, or `None` when the kernel has
+    /// neither namespaces ocflow may use nor Landlock (commands then run unconfined, and say
+    /// so). A probe that cannot run is an error, not a silent "no sandbox".
+    pub(crate) fn probe(settings: SandboxSettings) -> Result<Option<SandboxPlan>, Error> {
+        let landlock = probe_landlock()?;
+        let bwrap = if settings.namespaces {
+            usable_bwrap()
+        } else {
+            None
+        };
+        if bwrap.is_none() && landlock == "none" {
+            return Ok(None);
+        }
+        let process_limit = if cgroup_available() {
+            "cgroup"
+        } else {
+            "rlimit"
+        };
+        Ok(Some(SandboxPlan {
+            bwrap,
+            landlock,
+            network: settings.network,
+            writable: settings.writable,
+            memory_mb: settings.memory_mb,
+            max_processes: settings.max_processes,
+            process_limit,
+        }))
+    }
+
     /// The plan for one flow: without any writable path that would open `protected` (its
-    /// repository and workspace, canonical). Landlock grants whole trees, so `/tmp` is left out
-    /// when the repository lives in `/tmp`.
+    /// repository and workspace, canonical). Landlock and bind mounts grant whole trees, so
+    /// `/tmp` is left out when the repository lives in `/tmp`.
     pub(crate) fn protecting(&self, protected: &[PathBuf]) -> SandboxPlan {
         let writable = self
             .writable
@@ -42,19 +113,59 @@ impl SandboxPlan {
             .cloned()
             .collect();
         SandboxPlan {
-            kind: self.kind.clone(),
             writable,
+            ..self.clone()
         }
     }
 
-    /// The launcher for commands running in `view`: writable are the view, `extra` (the
-    /// step's temporary directory) and the plan's paths.
+    /// What holds for a step, by layer; `network`: whether this step may use the network.
+    pub(crate) fn layers(&self, network: bool) -> SandboxLayers {
+        SandboxLayers {
+            namespaces: self.bwrap.is_some(),
+            network: if network { "on" } else { "off" }.into(),
+            landlock: self.landlock.clone(),
+            processes: format!("{} ({})", self.max_processes, self.process_limit),
+            memory_mb: self.memory_mb,
+        }
+    }
+
+    /// One word for the whole: `namespaces+landlock`, `namespaces`, `landlock`,
+    /// `landlock-partial` (older kernel), the last two meaning namespaces were refused.
+    pub(crate) fn kind(&self) -> String {
+        match (&self.bwrap, self.landlock.as_str()) {
+            (Some(_), "none") => "namespaces".into(),
+            (Some(_), landlock) => format!("namespaces+{landlock}"),
+            (None, landlock) => landlock.into(),
+        }
+    }
+
+    /// A sentence for people: what confines command steps in this flow.
+    pub(crate) fn describe(&self) -> String {
+        let namespaces = if self.bwrap.is_some() {
+            "namespaces (PID, mount, network, IPC; the file system read-only but the step's view)"
+        } else {
+            "no namespaces (refused here: commands can see other processes and host sockets)"
+        };
+        format!(
+            "{namespaces}; Landlock: {}; network {} unless a step allows it; at most {} \
+             processes ({}) and {} MiB per step",
+            self.landlock,
+            if self.network { "on" } else { "off" },
+            self.max_processes,
+            self.process_limit,
+            self.memory_mb
+        )
+    }
+
+    /// The launcher for a command running in `view`: writable are the view, `extra` (the
+    /// step's temporary directory) and the plan's paths; `network`: whether this step may use
+    /// the network.
     pub(crate) fn launcher(
         &self,
         view: &Path,
         extra: &[PathBuf],
+        network: bool,
     ) -> crate::error::Result<StepSandbox> {
-        use crate::error::IoContext;
         let exe = std::env::current_exe()
             .io_context(|| "finding the ocflow executable for the sandbox".into())?;
         let view = view
@@ -65,17 +176,25 @@ impl SandboxPlan {
             launcher.push("--write".into());
             launcher.push(path.to_string_lossy().into_owned());
         }
+        if network {
+            launcher.push("--network".into());
+        }
+        if let Some(bwrap) = &self.bwrap {
+            launcher.push("--bwrap".into());
+            launcher.push(bwrap.to_string_lossy().into_owned());
+        }
+        launcher.push("--memory-mb".into());
+        launcher.push(self.memory_mb.to_string());
+        launcher.push("--max-processes".into());
+        launcher.push(self.max_processes.to_string());
         launcher.push("--".into());
         Ok(StepSandbox {
             launcher,
-            kind: self.kind.clone(),
+            kind: self.kind(),
+            layers: Some(self.layers(network)),
         })
     }
 }
-
-/// The Landlock ABI ocflow asks for (file system rights and scopes); older kernels enforce
-/// what they can, and the result says `landlock-partial`.
-const ABI_VERSION: ABI = ABI::V6;
 
 /// Paths every command may write besides its view and its own temporary directory: the
 /// system's temporary directories, device files programs write to, and tool caches. The cache
@@ -117,17 +236,223 @@ pub(crate) fn default_writable() -> Vec<PathBuf> {
     paths
 }
 
+/// What `ocflow sandbox-exec` was asked to do.
+pub(crate) struct ExecRequest<'a> {
+    pub(crate) writable: &'a [PathBuf],
+    pub(crate) network: bool,
+    pub(crate) bwrap: Option<&'a Path>,
+    pub(crate) memory_mb: Option<u64>,
+    pub(crate) max_processes: Option<u64>,
+    /// Already inside the namespaces: only Landlock is left to apply.
+    pub(crate) inner: bool,
+    pub(crate) command: &'a [OsString],
+}
+
+/// `ocflow sandbox-exec`: confine, then exec. Only returns on failure (exit code 126, as a shell
+/// does for a command it cannot run).
+pub(crate) fn exec(request: &ExecRequest<'_>) -> ExitCode {
+    match confine_and_exec(request) {
+        Ok(never) => match never {},
+        Err(problem) => {
+            crate::output::say(&format!("ocflow sandbox-exec: {problem}"));
+            ExitCode::CannotRun
+        }
+    }
+}
+
+/// `ocflow sandbox-exec --probe`: what Landlock enforces here, on stdout.
+pub(crate) fn probe_exec() -> ExitCode {
+    match restrict(&[], true) {
+        Ok(kind) => {
+            crate::output::print_stdout(&format!("{kind}\n"));
+            ExitCode::Success
+        }
+        Err(err) => {
+            crate::output::say(&format!(
+                "ocflow sandbox-exec: cannot set up Landlock: {err}"
+            ));
+            ExitCode::CannotRun
+        }
+    }
+}
+
+enum Never {}
+
+fn confine_and_exec(request: &ExecRequest<'_>) -> Result<Never, String> {
+    let Some((program, args)) = request.command.split_first() else {
+        return Err("give the command after `--`".into());
+    };
+    if !request.inner {
+        limit_resources(request.memory_mb, request.max_processes)?;
+        if let Some(bwrap) = request.bwrap {
+            let error = bwrap_command(bwrap, request)?.exec();
+            return Err(format!("cannot run {}: {error}", bwrap.display()));
+        }
+    }
+    restrict(request.writable, request.network)
+        .map_err(|err| format!("cannot set up Landlock: {err}"))?;
+    let error = std::process::Command::new(program).args(args).exec();
+    Err(format!("cannot run {}: {error}", program.to_string_lossy()))
+}
+
+/// bubblewrap around `ocflow sandbox-exec --inner … -- COMMAND`.
+fn bwrap_command(bwrap: &Path, request: &ExecRequest<'_>) -> Result<std::process::Command, String> {
+    let exe = std::env::current_exe().map_err(|err| format!("cannot find ocflow: {err}"))?;
+    let mut command = std::process::Command::new(bwrap);
+    command.args([
+        "--die-with-parent",
+        "--new-session",
+        "--unshare-pid",
+        "--unshare-ipc",
+    ]);
+    command.args(["--unshare-uts", "--unshare-cgroup-try"]);
+    if !request.network {
+        command.arg("--unshare-net");
+    }
+    command.args(["--ro-bind", "/", "/", "--dev", "/dev", "--proc", "/proc"]);
+    for hidden in HIDDEN {
+        command.args(["--tmpfs", hidden]);
+    }
+    // After the tmpfs mounts, so what lies beneath one of them stays reachable: ocflow itself
+    // (for the inner launcher) and the writable paths, but not the hidden directories whole.
+    if HIDDEN.iter().any(|hidden| exe.starts_with(hidden)) {
+        command.arg("--ro-bind").arg(&exe).arg(&exe);
+    }
+    let bound = |p: &&PathBuf| {
+        p.exists()
+            && !p.starts_with("/dev")
+            && !HIDDEN.iter().any(|hidden| p.as_path() == Path::new(hidden))
+    };
+    for path in request.writable.iter().filter(bound) {
+        command.arg("--bind").arg(path).arg(path);
+    }
+    command.arg("--").arg(exe).args(["sandbox-exec", "--inner"]);
+    // The private /tmp holds nothing of the host's: the command may use it as it likes.
+    for path in request
+        .writable
+        .iter()
+        .map(PathBuf::as_path)
+        .chain([Path::new("/tmp")])
+    {
+        command.arg("--write").arg(path);
+    }
+    if request.network {
+        command.arg("--network");
+    }
+    command.arg("--").args(request.command);
+    Ok(command)
+}
+
+/// The memory limit (`RLIMIT_DATA`) and the process limit: a `pids` cgroup of its own where
+/// ocflow may make one (it bounds root too), else `RLIMIT_NPROC`.
+fn limit_resources(memory_mb: Option<u64>, max_processes: Option<u64>) -> Result<(), String> {
+    use rustix::process::{Resource, Rlimit, setrlimit};
+    if let Some(mb) = memory_mb {
+        let bytes = mb.saturating_mul(1024 * 1024);
+        let limit = Rlimit {
+            current: Some(bytes),
+            maximum: Some(bytes),
+        };
+        setrlimit(Resource::Data, limit).map_err(|err| format!("cannot limit memory: {err}"))?;
+    }
+    if let Some(max) = max_processes
+        && !join_pids_cgroup(max)
+    {
+        let limit = Rlimit {
+            current: Some(max),
+            maximum: Some(max),
+        };
+        setrlimit(Resource::Nproc, limit)
+            .map_err(|err| format!("cannot limit processes: {err}"))?;
+    }
+    Ok(())
+}
+
+/// Whether ocflow may make `pids` cgroups here.
+fn cgroup_available() -> bool {
+    std::fs::create_dir_all(PIDS_CGROUP).is_ok()
+        && std::fs::metadata(Path::new(PIDS_CGROUP).join("cgroup.procs")).is_ok()
+        && !std::fs::metadata(PIDS_CGROUP).is_ok_and(|m| m.permissions().readonly())
+}
+
+/// Moves this process into a new `pids` cgroup allowing `max` processes; whatever it starts
+/// stays there. Cgroups left empty by earlier steps are removed first.
+fn join_pids_cgroup(max: u64) -> bool {
+    let root = Path::new(PIDS_CGROUP);
+    if std::fs::create_dir_all(root).is_err() {
+        return false;
+    }
+    for entry in std::fs::read_dir(root).into_iter().flatten().flatten() {
+        // A group is named after the sandbox-exec that made it (it becomes bubblewrap, keeping
+        // its pid): one whose maker is gone is left over. One just made and not yet joined
+        // must not go. Removal fails, harmlessly, while processes remain in it.
+        let owner = entry
+            .file_name()
+            .to_str()
+            .and_then(|name| name.parse::<u32>().ok());
+        if owner.is_some_and(|pid| !Path::new(&format!("/proc/{pid}")).exists()) {
+            let _ = std::fs::remove_dir(entry.path());
+        }
+    }
+    let group = root.join(std::process::id().to_string());
+    std::fs::create_dir_all(&group).is_ok()
+        && std::fs::write(group.join("pids.max"), max.to_string()).is_ok()
+        && std::fs::write(group.join("cgroup.procs"), "0").is_ok()
+}
+
+/// bubblewrap, if it is installed and the kernel lets it make the namespaces ocflow uses.
+fn usable_bwrap() -> Option<PathBuf> {
+    let path = std::env::var_os("PATH").unwrap_or_default();
+    let found = std::env::split_paths(&path)
+        .chain([PathBuf::from("/usr/bin"), PathBuf::from("/bin")])
+        .map(|dir| dir.join("bwrap"))
+        .find(|candidate| candidate.is_file())?;
+    let works = std::process::Command::new(&found)
+        .args([
+            "--ro-bind",
+            "/",
+            "/",
+            "--dev",
+            "/dev",
+            "--proc",
+            "/proc",
+            "--unshare-pid",
+        ])
+        .args([
+            "--unshare-net",
+            "--unshare-ipc",
+            "--new-session",
+            "--",
+            "/bin/true",
+        ])
+        .stdin(std::process::Stdio::null())
+        .stdout(std::process::Stdio::null())
+        .stderr(std::process::Stdio::null())
+        .status()
+        .is_ok_and(|status| status.success());
+    works.then_some(found)
+}
+
 /// Restricts this process to reading everywhere and writing only beneath `writable` (paths
-/// that do not exist are left out). Returns what the kernel enforced.
-fn restrict(writable: &[PathBuf]) -> Result<&'static str, String> {
+/// that do not exist are left out), and, unless `network`, to no TCP connect or bind. Returns
+/// what the kernel enforced.
+fn restrict(writable: &[PathBuf], network: bool) -> Result<&'static str, String> {
     let existing: Vec<&Path> = writable
         .iter()
         .map(PathBuf::as_path)
         .filter(|p| p.exists())
         .collect();
-    let status = Ruleset::default()
+    let mut ruleset = Ruleset::default()
         .handle_access(AccessFs::from_all(ABI_VERSION))
-        .and_then(|ruleset| ruleset.scope(Scope::AbstractUnixSocket | Scope::Signal))
+        .map_err(|err| err.to_string())?;
+    if !network {
+        // Handled with no port allowed: every TCP connect and bind is refused.
+        ruleset = ruleset
+            .handle_access(AccessNet::from_all(ABI_VERSION))
+            .map_err(|e| e.to_string())?;
+    }
+    let status = ruleset
+        .scope(Scope::AbstractUnixSocket | Scope::Signal)
         .and_then(|ruleset| ruleset.create())
         .and_then(|ruleset| {
             ruleset.add_rules(path_beneath_rules(["/"], AccessFs::from_read(ABI_VERSION)))
@@ -147,51 +472,26 @@ fn restrict(writable: &[PathBuf]) -> Result<&'static str, String> {
     })
 }
 
-/// `ocflow sandbox-exec`: restrict, then exec. Only returns on failure (exit code 126, as a
-/// shell does for a command it cannot run).
-pub(crate) fn exec(writable: &[PathBuf], probe: bool, command: &[OsString]) -> ExitCode {
-    let kind = match restrict(writable) {
-        Ok(kind) => kind,
-        Err(err) => {
-            crate::output::say(&format!(
-                "ocflow sandbox-exec: cannot set up the sandbox: {err}"
-            ));
-            return ExitCode::CannotRun;
-        }
+/// What Landlock enforces here (`landlock`, `landlock-partial`, `none`). Asks a child
+/// `sandbox-exec --probe`: restricting this process would restrict ocflow.
+fn probe_landlock() -> Result<String, Error> {
+    let failed = |problem: String| {
+        Error::Usage(format!(
+            "{problem}; run with --no-sandbox to go on without it"
+        ))
     };
-    if probe {
-        crate::output::print_stdout(&format!("{kind}\n"));
-        return ExitCode::Success;
-    }
-    let Some((program, args)) = command.split_first() else {
-        crate::output::say("ocflow sandbox-exec: give the command after `--`");
-        return ExitCode::CannotRun;
-    };
-    let error = std::process::Command::new(program).args(args).exec();
-    crate::output::say(&format!(
-        "ocflow sandbox-exec: cannot run {}: {error}",
-        program.to_string_lossy()
-    ));
-    ExitCode::CannotRun
-}
-
-/// What the kernel enforces here (`landlock`, `landlock-partial`), or `None` when it has no
-/// Landlock. Asks a child `sandbox-exec --probe`: restricting this process would restrict
-/// ocflow. A probe that cannot run is an error, not a silent "no sandbox".
-pub(crate) fn probe() -> Result<Option<String>, String> {
     let exe = std::env::current_exe()
-        .map_err(|err| format!("cannot find the ocflow executable: {err}"))?;
+        .map_err(|err| failed(format!("cannot find the ocflow executable: {err}")))?;
     let output = std::process::Command::new(&exe)
         .args(["sandbox-exec", "--probe"])
         .output()
-        .map_err(|err| format!("cannot run {}: {err}", exe.display()))?;
+        .map_err(|err| failed(format!("cannot run {}: {err}", exe.display())))?;
     let kind = String::from_utf8_lossy(&output.stdout).trim().to_string();
     match kind.as_str() {
-        "none" => Ok(None),
-        "landlock" | "landlock-partial" if output.status.success() => Ok(Some(kind)),
-        _ => Err(format!(
+        "none" | "landlock" | "landlock-partial" if output.status.success() => Ok(kind),
+        _ => Err(failed(format!(
             "the sandbox probe failed: {}",
             String::from_utf8_lossy(&output.stderr).trim()
-        )),
+        ))),
     }
 }

@@ -6,7 +6,7 @@ use std::fmt::Write;
 use crate::error::Result;
 use crate::llm::client::Llm;
 use crate::model::event::Event;
-use crate::model::llm::{ChatRequest, Message, ModelSettings};
+use crate::model::llm::{ChatRequest, LlmError, Message, ModelSettings};
 use crate::model::status::{FlowState, FlowStatus, StepState};
 use crate::task::journal;
 use crate::task::review::{self, ChangeKind};
@@ -38,6 +38,9 @@ pub(crate) fn from_journal(
     let _ = writeln!(out, "The flow `{}` {verdict}.\n", status.task_id);
     if let Some(message) = &status.message {
         let _ = writeln!(out, "{message}\n");
+    }
+    if let Some(sandbox) = &status.sandbox {
+        let _ = writeln!(out, "Command steps' sandbox: {sandbox}.\n");
     }
 
     let _ = writeln!(out, "## Steps\n");
@@ -134,6 +137,17 @@ pub(crate) fn from_journal(
 
 const PROMPT: &str = include_str!("../../prompts/summary.md");
 
+/// Why the model's summary is not used (the journal's is written instead).
+#[derive(Debug, thiserror::Error)]
+pub(crate) enum SummaryError {
+    #[error("{0}")]
+    Llm(#[from] LlmError),
+    #[error("the model's summary was empty or cut off")]
+    Unusable,
+    #[error("{0}")]
+    State(#[from] crate::error::Error),
+}
+
 /// Asks the LLM for the summary (the seed's summarisation prompt) from the same facts as
 /// `from_journal`: no times or ids, so the prompt of a flow is the same on every run.
 pub(crate) async fn with_llm(
@@ -142,7 +156,7 @@ pub(crate) async fn with_llm(
     flow: &crate::model::flow::Flow,
     llm: &Llm,
     settings: &ModelSettings,
-) -> Result<String, String> {
+) -> Result<String, SummaryError> {
     let steps = status
         .steps
         .iter()
@@ -160,7 +174,7 @@ pub(crate) async fn with_llm(
         })
         .collect::<Vec<_>>()
         .join("\n");
-    let changes = review::changes(task, status, flow).map_err(|e| e.to_string())?;
+    let changes = review::changes(task, status, flow)?;
     let files = if changes.is_empty() {
         "none".to_string()
     } else {
@@ -186,9 +200,9 @@ pub(crate) async fn with_llm(
         messages: vec![Message::user(prompt)],
         json: false,
     };
-    let answer = llm.chat(&request).await.map_err(|e| e.to_string())?;
+    let answer = llm.chat(&request).await?;
     if answer.is_truncated() || answer.content.trim().is_empty() {
-        return Err("the model's summary was empty or cut off".into());
+        return Err(SummaryError::Unusable);
     }
     Ok(format!(
         "# {}\n\n{}\n\n---\n\n{}",
@@ -198,8 +212,7 @@ pub(crate) async fn with_llm(
             &status.task
         },
         answer.content.trim(),
-        from_journal(task, status, flow)
-            .map_err(|e| e.to_string())?
+        from_journal(task, status, flow)?
             .split_once('\n')
             .map_or("", |(_, rest)| rest)
             .trim_start()

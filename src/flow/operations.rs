@@ -132,6 +132,14 @@ const TIMEOUT: ParamSpec = param(
     false,
     "kill the command (and its children) after this many seconds",
 );
+const NETWORK: ParamSpec = param(
+    "network",
+    Boolean,
+    Setting,
+    false,
+    "let the command use the network (off by default; model-made steps need the user's \
+     `[sandbox] network = true`)",
+);
 const RETRYABLE: ParamSpec = param(
     "retryable",
     Boolean,
@@ -246,6 +254,7 @@ pub(crate) const OPERATIONS: &[OperationSpec] = &[
             param("command", String, Command, true, "the shell command"),
             TIMEOUT,
             RETRYABLE,
+            NETWORK,
         ],
         exactly_one_of: &[],
         access: Access::View,
@@ -261,6 +270,7 @@ pub(crate) const OPERATIONS: &[OperationSpec] = &[
             param("command", String, Command, false, "the test command"),
             TIMEOUT,
             RETRYABLE,
+            NETWORK,
         ],
         exactly_one_of: &[],
         access: Access::View,

@@ -13,25 +13,40 @@ use crate::model::problem::Problem;
 pub(crate) struct CommandPolicy {
     /// Let model-made commands be destructive (`rm -rf ~`, `git reset --hard`, …).
     pub(crate) allow_destructive: bool,
+    /// Let model-made steps ask for the network (`network: true`); the user's
+    /// `[sandbox] network = true` says so.
+    pub(crate) allow_network: bool,
 }
 
 impl CommandPolicy {
     /// The first of `steps` whose command the policy refuses, as a problem to show the model.
     pub(crate) fn check<'s>(&self, steps: impl IntoIterator<Item = &'s Step>) -> Option<Problem> {
+        steps.into_iter().find_map(|step| self.check_step(step))
+    }
+
+    fn check_step(&self, step: &Step) -> Option<Problem> {
+        let asks_network = step.params.get("network").and_then(Value::as_bool) == Some(true);
+        if asks_network && !self.allow_network {
+            return Some(Problem {
+                step: Some(step.id.clone()),
+                rule: "policy",
+                message: "the step asks for the network, which only the user can open \
+                          (`[sandbox] network = true`, or a flow they write); do without it"
+                    .into(),
+            });
+        }
         if self.allow_destructive {
             return None;
         }
-        steps.into_iter().find_map(|step| {
-            let command = step.params.get("command").and_then(Value::as_str)?;
-            let pattern = destructive(command)?;
-            Some(Problem {
-                step: Some(step.id.clone()),
-                rule: "policy",
-                message: format!(
-                    "the command contains `{pattern}`, which is refused (destructive); propose \
-                     something that does not destroy data"
-                ),
-            })
+        let command = step.params.get("command").and_then(Value::as_str)?;
+        let pattern = destructive(command)?;
+        Some(Problem {
+            step: Some(step.id.clone()),
+            rule: "policy",
+            message: format!(
+                "the command contains `{pattern}`, which is refused (destructive); propose \
+                 something that does not destroy data"
+            ),
         })
     }
 }

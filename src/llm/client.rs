@@ -562,7 +562,7 @@ mod tests {
 
     #[test]
     fn the_key_never_shows_in_debug_output() {
-        let key = ApiKey::new("sk-canary-123".into());
+        let key = ApiKey::new("sk-canary-123".into(), None);
         assert_eq!(format!("{key:?}"), "ApiKey(***)");
     }
 }

@@ -15,22 +15,36 @@ use std::fmt;
 
 /// An API key. It is never serialised, printed, or written anywhere.
 #[derive(Clone, Default)]
-pub struct ApiKey(String);
+pub struct ApiKey {
+    key: String,
+    /// The environment variable it came from, if it did: a process that started ocflow still
+    /// holds it there.
+    variable: Option<String>,
+}
 
 impl ApiKey {
-    pub(crate) fn new(key: String) -> ApiKey {
-        ApiKey(key)
+    pub(crate) fn new(key: String, variable: Option<String>) -> ApiKey {
+        ApiKey { key, variable }
     }
 
-    /// The key itself, for the Authorization header and for scrubbing it from step environments.
+    /// The key itself, for the Authorization header.
     pub(crate) fn expose(&self) -> &str {
-        &self.0
+        &self.key
+    }
+
+    pub(crate) fn is_empty(&self) -> bool {
+        self.key.is_empty()
+    }
+
+    /// The environment variable the key came from, if it came from one.
+    pub(crate) fn variable(&self) -> Option<&str> {
+        self.variable.as_deref()
     }
 }
 
 impl fmt::Debug for ApiKey {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.write_str(if self.0.is_empty() {
+        f.write_str(if self.key.is_empty() {
             "ApiKey(none)"
         } else {
             "ApiKey(***)"
@@ -38,15 +52,21 @@ impl fmt::Debug for ApiKey {
     }
 }
 
+/// Names a file holding the key: no environment holds the key then, not even a parent's.
+pub(crate) const KEY_FILE_VARIABLE: &str = "OCFLOW_API_KEY_FILE";
+/// Carries, across the re-execution, the name of the variable the key came from.
+const KEY_SOURCE_VARIABLE: &str = "OCFLOW_KEY_SOURCE";
+
 /// The variables that may hold the key, in order of precedence.
 pub(crate) const KEY_VARIABLES: &[&str] = &["OCFLOW_API_KEY", "OPENAI_API_KEY", "LLM_API_KEY"];
 /// Names the pipe the key arrives through after the re-execution.
 const KEY_FD_VARIABLE: &str = "OCFLOW_KEY_FD";
 
-/// Call first thing in `main`, while the process has one thread. Returns the key, if any.
-/// When a key variable is set this does not return: it re-executes the binary (unless that
-/// fails, in which case the key is taken from the environment as it is).
-pub fn take_key_at_startup() -> ApiKey {
+/// Call first thing in `main`, while the process has one thread. Returns the key, if any: from
+/// a key variable or, failing that, the file `OCFLOW_API_KEY_FILE` names (which only its owner
+/// may read). When a key variable is set this does not return: it re-executes the binary
+/// (unless that fails, in which case the key is taken from the environment as it is).
+pub fn take_key_at_startup() -> Result<ApiKey, crate::error::Error> {
     // Not dumpable: other processes of the same user (a command step, without the sandbox)
     // cannot read this process's memory or environment through /proc.
     let _ = rustix::process::set_dumpable_behavior(rustix::process::DumpableBehavior::NotDumpable);
@@ -54,35 +74,88 @@ pub fn take_key_at_startup() -> ApiKey {
         .ok()
         .and_then(|v| v.parse::<i32>().ok())
     {
+        let variable = std::env::var(KEY_SOURCE_VARIABLE).ok();
         // SAFETY: single-threaded start-up; no other code reads the environment yet.
-        unsafe { std::env::remove_var(KEY_FD_VARIABLE) };
-        return read_handed_over(fd);
+        unsafe {
+            std::env::remove_var(KEY_FD_VARIABLE);
+            std::env::remove_var(KEY_SOURCE_VARIABLE);
+        }
+        return Ok(ApiKey::new(read_handed_over(fd), variable));
     }
-    let Some(key) = KEY_VARIABLES
-        .iter()
-        .find_map(|name| std::env::var(name).ok().filter(|v| !v.is_empty()))
-    else {
-        return ApiKey::default();
+    let Some((variable, key)) = KEY_VARIABLES.iter().find_map(|name| {
+        std::env::var(name)
+            .ok()
+            .filter(|v| !v.is_empty())
+            .map(|key| (*name, key))
+    }) else {
+        return match std::env::var_os(KEY_FILE_VARIABLE) {
+            Some(path) => from_file(std::path::Path::new(&path)),
+            None => Ok(ApiKey::default()),
+        };
     };
-    if let Err(reason) = reexec_without(&key) {
+    if let Err(reason) = reexec_without(&key, variable) {
         // Still correct, only less private: the key stays in this process's start-up block.
         crate::output::say(&format!(
             "ocflow: warning: could not hide the API key from child processes ({reason})"
         ));
     }
-    ApiKey::new(key)
+    Ok(ApiKey::new(key, Some(variable.to_string())))
 }
 
-fn read_handed_over(fd: i32) -> ApiKey {
+/// The key in a file only its owner may read.
+fn from_file(path: &std::path::Path) -> Result<ApiKey, crate::error::Error> {
+    use std::os::unix::fs::MetadataExt;
+    let usage =
+        |problem: String| crate::error::Error::Usage(format!("{KEY_FILE_VARIABLE}: {problem}"));
+    let meta = std::fs::metadata(path)
+        .map_err(|err| usage(format!("cannot read {}: {err}", path.display())))?;
+    if meta.mode() & 0o077 != 0 {
+        return Err(usage(format!(
+            "{} can be read by others (mode {:o}); make it yours alone: chmod 600 {0}",
+            path.display(),
+            meta.mode() & 0o777
+        )));
+    }
+    let text = std::fs::read_to_string(path)
+        .map_err(|err| usage(format!("cannot read {}: {err}", path.display())))?;
+    let key = text.trim();
+    if key.is_empty() {
+        return Err(usage(format!("{} is empty", path.display())));
+    }
+    Ok(ApiKey::new(key.to_string(), None))
+}
+
+/// The key a credential helper prints (`api_key_command`, like git's credential helpers): run
+/// once, with `sh -c`, its first line of output taken.
+pub(crate) fn from_command(command: &str) -> Result<ApiKey, crate::error::Error> {
+    let usage = |problem: String| crate::error::Error::Usage(format!("api_key_command: {problem}"));
+    let output = std::process::Command::new("/bin/sh")
+        .args(["-c", command])
+        .stdin(std::process::Stdio::null())
+        .stderr(std::process::Stdio::inherit())
+        .output()
+        .map_err(|err| usage(format!("cannot run it: {err}")))?;
+    if !output.status.success() {
+        return Err(usage(format!("`{command}` failed ({})", output.status)));
+    }
+    let text = String::from_utf8_lossy(&output.stdout);
+    let key = text.lines().next().unwrap_or("").trim();
+    if key.is_empty() {
+        return Err(usage(format!("`{command}` printed no key")));
+    }
+    Ok(ApiKey::new(key.to_string(), None))
+}
+
+fn read_handed_over(fd: i32) -> String {
     // SAFETY: the fd was created by our own parent image for exactly this hand-over and is
     // not used anywhere else.
     let mut file = std::fs::File::from(unsafe { OwnedFd::from_raw_fd(fd) });
     let mut key = String::new();
     let _ = file.read_to_string(&mut key);
-    ApiKey::new(key)
+    key
 }
 
-fn reexec_without(key: &str) -> Result<(), String> {
+fn reexec_without(key: &str, variable: &str) -> Result<(), String> {
     let exe = std::env::current_exe().map_err(|e| e.to_string())?;
     let (reader, writer) = rustix::pipe::pipe().map_err(|e| e.to_string())?;
     // The pipe holds 64 KiB: the whole key fits before anyone reads it.
@@ -94,7 +167,8 @@ fn reexec_without(key: &str) -> Result<(), String> {
     let mut command = std::process::Command::new(exe);
     command
         .args(args)
-        .env(KEY_FD_VARIABLE, reader.as_raw_fd().to_string());
+        .env(KEY_FD_VARIABLE, reader.as_raw_fd().to_string())
+        .env(KEY_SOURCE_VARIABLE, variable);
     for name in KEY_VARIABLES {
         command.env_remove(name);
     }

@@ -95,6 +95,8 @@ pub(crate) enum Event {
         task_id: String,
         running: Vec<String>,
     },
+    /// Something a person and a headless caller should know, though the flow goes on.
+    Warning { message: String },
     /// `ocflow apply` wrote the flow's changes into the repository.
     ChangesApplied { task_id: String, files: Vec<String> },
 }

@@ -51,6 +51,9 @@ pub(crate) struct FlowStatus {
     /// cleared when it has been carried out. A crash in between leaves it for `resume`.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub(crate) pending_recovery: Option<PendingRecovery>,
+    /// What confines the flow's command steps, in words (the last run's, for `status`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub(crate) sandbox: Option<String>,
     /// Tokens used by the whole flow: planning, every step, the summary.
     #[serde(default)]
     pub(crate) tokens: Usage,
@@ -339,6 +342,7 @@ impl FlowStatus {
             recovery_calls: 0,
             replans: 0,
             pending_recovery: None,
+            sandbox: None,
             tokens: Usage::default(),
             steps: flow.steps.iter().map(FlowStatus::pending_step).collect(),
         }

@@ -44,8 +44,27 @@ pub(crate) struct StepSpec {
 pub(crate) struct Sandbox {
     /// `ocflow sandbox-exec --write VIEW --write … --`
     pub(crate) launcher: Vec<String>,
-    /// What the kernel enforces (`landlock`, `landlock-partial`), reported in results.
+    /// What confines the command, in one word (`namespaces+landlock`, `landlock`, …), reported
+    /// in results as `sandbox`.
     pub(crate) kind: String,
+    /// What holds, layer by layer, reported in results as `sandbox_layers`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub(crate) layers: Option<SandboxLayers>,
+}
+
+/// What confines a command step, layer by layer.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub(crate) struct SandboxLayers {
+    /// PID, mount, network, IPC and UTS namespaces (bubblewrap).
+    pub(crate) namespaces: bool,
+    /// `off` (only loopback, TCP refused) or `on`.
+    pub(crate) network: String,
+    /// What Landlock enforces: `landlock`, `landlock-partial` or `none`.
+    pub(crate) landlock: String,
+    /// The process limit and how it is enforced: `256 (cgroup)`, `256 (rlimit)`.
+    pub(crate) processes: String,
+    /// The memory limit, in MiB.
+    pub(crate) memory_mb: u64,
 }
 
 /// Limits the library enforces inside the step.

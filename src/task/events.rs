@@ -128,6 +128,7 @@ fn progress_line(event: &Event) -> Option<String> {
         Event::FlowInterrupted { task_id, .. } => {
             format!("ocflow: interrupted; state saved. Continue with `ocflow resume {task_id}`")
         }
+        Event::Warning { message } => format!("ocflow: warning: {message}"),
         Event::ChangesApplied { files, .. } => {
             format!("ocflow: applied {} file(s) to the repository", files.len())
         }

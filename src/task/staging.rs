@@ -274,15 +274,21 @@ fn remove_any(path: &Path) -> Result<()> {
     }
 }
 
+/// What is wrong with what a step left in its `output/` directory: the step fails with it.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error("{0}")]
+pub(crate) struct OutputError(pub(crate) String);
+
 /// The files a step left in its `output/` directory. Anything but regular files and
 /// directories (a symlink, a fifo) and any path a flow may not write is an error.
-pub(crate) fn list_outputs(output_dir: &Path) -> Result<Vec<RepoPath>, String> {
+pub(crate) fn list_outputs(output_dir: &Path) -> Result<Vec<RepoPath>, OutputError> {
     let mut outputs = Vec::new();
     if !output_dir.exists() {
         return Ok(outputs);
     }
     for entry in WalkDir::new(output_dir).follow_links(false).min_depth(1) {
-        let entry = entry.map_err(|err| format!("cannot read {}: {err}", output_dir.display()))?;
+        let entry = entry
+            .map_err(|err| OutputError(format!("cannot read {}: {err}", output_dir.display())))?;
         let kind = entry.file_type();
         if kind.is_dir() {
             continue;
@@ -294,14 +300,14 @@ pub(crate) fn list_outputs(output_dir: &Path) -> Result<Vec<RepoPath>, String> {
             .display()
             .to_string();
         if !kind.is_file() {
-            return Err(format!(
+            return Err(OutputError(format!(
                 "the step left {relative} in output/, which is not a regular file (symlinks are \
                  not accepted)"
-            ));
+            )));
         }
         outputs.push(
             RepoPath::parse(&relative)
-                .map_err(|err| format!("the step wrote output/{relative}: {err}"))?,
+                .map_err(|err| OutputError(format!("the step wrote output/{relative}: {err}")))?,
         );
     }
     outputs.sort();
@@ -323,8 +329,10 @@ pub(crate) fn publish(
         remove_any(&final_dir.join(file))?;
     }
     for file in outputs {
-        let path = RepoPath::parse(file)
-            .map_err(|problem| Error::Usage(format!("recorded output {file}: {problem}")))?;
+        let path = RepoPath::parse(file).map_err(|problem| Error::BadStateFile {
+            path: task.file(workspace::STATUS_FILE),
+            problem: format!("the recorded output {file}: {problem}; it was edited by hand"),
+        })?;
         place_file(&final_dir, &path, &output_dir.join(file))?;
     }
     Ok(())

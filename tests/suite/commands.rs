@@ -54,31 +54,29 @@ fn status_shows_a_table_and_json() {
 
 #[test]
 fn a_command_that_outlives_its_timeout_is_killed_with_its_children() {
-    let sandbox = Sandbox::new(&[]);
-    let pid_file = sandbox.shared().join("child.pid");
-    let flow = json!([{"id": "hang", "operation": "execute_shell_command",
-        "params": {"command": format!("sleep 300 & echo $! > {}; sleep 300", pid_file.display()),
-                   "timeout_seconds": 1}}]);
-    let started = Instant::now();
-    let output = sandbox.run(&flow, "t");
-    assert_exit(&output, 1);
-    assert!(
-        started.elapsed() < Duration::from_secs(10),
-        "took {:?}",
-        started.elapsed()
-    );
-    let result = sandbox.result("t", "hang");
-    assert_eq!(result["timed_out"], json!(true));
-    let pid = std::fs::read_to_string(&pid_file)
-        .unwrap()
-        .trim()
-        .to_string();
-    std::thread::sleep(Duration::from_millis(200));
-    let state = std::fs::read_to_string(format!("/proc/{pid}/stat")).unwrap_or_default();
-    assert!(
-        state.is_empty() || state.contains(") Z "),
-        "the background child {pid} still runs: {state}"
-    );
+    // Both sandboxes: namespaces (the child dies with its PID namespace) and Landlock alone
+    // (the child dies with its process group).
+    for (namespaces, seconds) in [("true", "301"), ("false", "302")] {
+        let sandbox = Sandbox::new(&[]);
+        sandbox.configure_sandbox(&format!("namespaces = {namespaces}"));
+        let flow = json!([{"id": "hang", "operation": "execute_shell_command",
+            "params": {"command": format!("sleep {seconds} & sleep 300"), "timeout_seconds": 1}}]);
+        let started = Instant::now();
+        let output = sandbox.run(&flow, "t");
+        assert_exit(&output, 1);
+        assert!(
+            started.elapsed() < Duration::from_secs(10),
+            "took {:?}",
+            started.elapsed()
+        );
+        let result = sandbox.result("t", "hang");
+        assert_eq!(result["timed_out"], json!(true));
+        std::thread::sleep(Duration::from_millis(200));
+        assert!(
+            !running(&["sleep", seconds]),
+            "the background child still runs"
+        );
+    }
 }
 
 #[test]

@@ -11,4 +11,5 @@ mod llm;
 mod parallel;
 mod recovery;
 mod resume;
+mod sandbox;
 mod validation;

@@ -118,7 +118,7 @@ fn concurrent_writers_of_one_path_are_refused_until_one_depends_on_the_other() {
 #[test]
 fn a_failure_in_one_branch_lets_running_steps_finish_and_resumes_correctly() {
     let sandbox = Sandbox::new(&[]);
-    let marker = sandbox.root().join("fixed");
+    let marker = sandbox.shared().join("fixed");
     let flow = json!([
         shell(
             "a",
@@ -181,7 +181,7 @@ fn a_failure_in_one_branch_lets_running_steps_finish_and_resumes_correctly() {
 #[test]
 fn status_shows_the_steps_running_at_once() {
     let sandbox = Sandbox::new(&[]);
-    let marker = sandbox.root().join("go");
+    let marker = sandbox.shared().join("go");
     let wait = format!("while [ ! -f {} ]; do sleep 0.05; done", marker.display());
     let flow = json!([
         shell("x", &wait, &[]),
@@ -287,7 +287,7 @@ fn final_files_follow_the_flow_order_not_the_finishing_order() {
 #[test]
 fn status_follow_shows_each_change_until_the_flow_stops() {
     let sandbox = Sandbox::new(&[]);
-    let marker = sandbox.root().join("go");
+    let marker = sandbox.shared().join("go");
     let wait = format!("while [ ! -f {} ]; do sleep 0.05; done", marker.display());
     let flow = json!([
         shell("first", &wait, &[]),

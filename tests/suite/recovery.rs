@@ -475,7 +475,7 @@ fn a_kill_during_recovery_is_resumed() {
 #[test]
 fn resume_retry_failed_starts_a_new_recovery_round() {
     let sandbox = sandbox(&[], "");
-    let flag = sandbox.root().join("fixed");
+    let flag = sandbox.shared().join("fixed");
     let command = format!("test -f {}", flag.display());
     let llm = FakeLlm::start(vec![strategy(
         json!({"strategy": "abort", "reason": "needs a human"}),

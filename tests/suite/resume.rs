@@ -101,6 +101,9 @@ fn sigkill_during_a_step_then_resume_finishes_without_redoing_work() {
     assert_exit(&reference.run(&gated_flow(&marker), "t"), 0);
 
     let sandbox = Sandbox::new(&[("a.txt", "a\n")]);
+    // Without namespaces a killed ocflow's command goes on running; resume must stop it.
+    // (With them it dies with ocflow: see the next test.)
+    sandbox.configure_sandbox("namespaces = false");
     let marker = sandbox.shared().join("marker");
     let mut child = spawn_run(&sandbox, &gated_flow(&marker), "t");
     wait_until_running(&sandbox, "t", "wait");
@@ -181,9 +184,44 @@ fn sigkill_during_a_step_then_resume_finishes_without_redoing_work() {
 }
 
 #[test]
+fn with_namespaces_a_killed_ocflow_takes_its_commands_with_it() {
+    if !namespaces_available() {
+        return;
+    }
+    let sandbox = Sandbox::new(&[("a.txt", "a\n")]);
+    let marker = sandbox.shared().join("marker");
+    let mut child = spawn_run(&sandbox, &gated_flow(&marker), "t");
+    wait_until_running(&sandbox, "t", "wait");
+    wait_for_file(&marker.with_extension("pid"));
+    let command = gated(&marker, "waited.txt");
+    assert!(running(&["/bin/sh", "-c", &command]));
+    child.kill().unwrap(); // SIGKILL
+    child.wait().unwrap();
+    let deadline = Instant::now() + Duration::from_secs(5);
+    while running(&["/bin/sh", "-c", &command]) && Instant::now() < deadline {
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    assert!(
+        !running(&["/bin/sh", "-c", &command]),
+        "the command outlived ocflow"
+    );
+    std::fs::write(&marker, "").unwrap();
+    let output = sandbox.ocflow().arg("resume").output().unwrap();
+    assert_exit(&output, 0);
+    assert_eq!(
+        attempts(&sandbox, "t"),
+        vec![
+            ("first".into(), "succeeded".into(), 1),
+            ("wait".into(), "succeeded".into(), 2),
+            ("last".into(), "succeeded".into(), 1)
+        ]
+    );
+}
+
+#[test]
 fn sigterm_saves_the_state_exits_130_and_resume_continues() {
     let sandbox = Sandbox::new(&[]);
-    let marker = sandbox.root().join("marker");
+    let marker = sandbox.shared().join("marker");
     let child = spawn_run(&sandbox, &gated_flow(&marker), "t");
     wait_until_running(&sandbox, "t", "wait");
     let started = Instant::now();
@@ -222,7 +260,7 @@ fn send_signal(pid: u32, signal: &str) {
 #[test]
 fn a_second_run_or_resume_of_a_running_task_is_refused() {
     let sandbox = Sandbox::new(&[]);
-    let marker = sandbox.root().join("marker");
+    let marker = sandbox.shared().join("marker");
     let child = spawn_run(&sandbox, &gated_flow(&marker), "t");
     wait_until_running(&sandbox, "t", "wait");
 
@@ -250,7 +288,7 @@ fn a_second_run_or_resume_of_a_running_task_is_refused() {
 #[test]
 fn concurrent_runs_of_one_task_let_exactly_one_proceed() {
     let sandbox = Sandbox::new(&[]);
-    let marker = sandbox.root().join("marker");
+    let marker = sandbox.shared().join("marker");
     std::fs::write(&marker, "").unwrap();
     let children: Vec<Child> = (0..4)
         .map(|_| spawn_run(&sandbox, &gated_flow(&marker), "same"))
@@ -267,7 +305,7 @@ fn concurrent_runs_of_one_task_let_exactly_one_proceed() {
 #[test]
 fn resume_stops_at_a_failed_step_unless_asked_to_retry_it() {
     let sandbox = Sandbox::new(&[]);
-    let marker = sandbox.root().join("marker");
+    let marker = sandbox.shared().join("marker");
     let flow = json!({"task": "retry", "steps": [
         {"id": "check", "operation": "execute_shell_command",
          "params": {"command": format!("test -f {}", marker.display())}},

@@ -47,6 +47,15 @@ impl Sandbox {
         }
     }
 
+    /// Adds lines to the test's user config (`~/.config/ocflow/config.toml`), whose
+    /// `[sandbox]` table already allows `shared/`; `sandbox_lines` go into that table.
+    pub fn configure_sandbox(&self, sandbox_lines: &str) {
+        let path = self.root().join("user-config/ocflow/config.toml");
+        let text = fs::read_to_string(&path).unwrap();
+        let text = text.replacen("[sandbox]\n", &format!("[sandbox]\n{sandbox_lines}\n"), 1);
+        fs::write(path, text).unwrap();
+    }
+
     /// A directory sandboxed commands may write, for files a test reads back.
     pub fn shared(&self) -> PathBuf {
         self.root().join("shared")
@@ -179,4 +188,72 @@ pub fn assert_exit(output: &std::process::Output, code: i32) {
         stdout(output),
         stderr(output)
     );
+}
+
+/// Whether any process runs `program` with exactly these arguments (found by its command line,
+/// so it works whatever PID namespace the process sees itself in).
+pub fn running(command_line: &[&str]) -> bool {
+    let wanted: Vec<u8> = command_line
+        .iter()
+        .flat_map(|a| a.bytes().chain([0]))
+        .collect();
+    fs::read_dir("/proc").unwrap().flatten().any(|entry| {
+        let stat = fs::read_to_string(entry.path().join("stat")).unwrap_or_default();
+        let zombie = stat
+            .rsplit_once(") ")
+            .is_some_and(|(_, rest)| rest.starts_with('Z'));
+        !zombie && fs::read(entry.path().join("cmdline")).is_ok_and(|line| line == wanted)
+    })
+}
+
+/// Whether bubblewrap can make the namespaces ocflow uses here (CI installs it; elsewhere the
+/// sandbox falls back to Landlock alone, and the tests check that fallback instead).
+pub fn namespaces_available() -> bool {
+    let works = std::process::Command::new("bwrap")
+        .args([
+            "--ro-bind",
+            "/",
+            "/",
+            "--dev",
+            "/dev",
+            "--proc",
+            "/proc",
+            "--unshare-pid",
+        ])
+        .args(["--unshare-net", "--", "/bin/true"])
+        .status()
+        .is_ok_and(|s| s.success());
+    if std::env::var_os("CI").is_some() {
+        assert!(
+            works,
+            "CI installs bubblewrap (.ci/run): the namespace layer must be tested"
+        );
+    }
+    works
+}
+
+/// A repository outside the temporary directories (which sandboxed commands may write): in
+/// cargo's target directory, or in the home directory when the checkout itself is in /tmp.
+pub fn sandbox_outside_tmp() -> (tempfile::TempDir, std::path::PathBuf, std::path::PathBuf) {
+    let writable = ["/tmp", "/var/tmp", "/dev/shm"];
+    let candidates = [
+        std::path::PathBuf::from(env!("CARGO_TARGET_TMPDIR")),
+        std::path::PathBuf::from(std::env::var("HOME").unwrap()),
+    ];
+    let base = candidates
+        .into_iter()
+        .find(|dir| {
+            dir.canonicalize()
+                .is_ok_and(|real| !writable.iter().any(|w| real.starts_with(w)))
+        })
+        .expect("a directory outside /tmp for the sandbox test");
+    let dir = tempfile::Builder::new()
+        .prefix(".ocflow-sandbox-test-")
+        .tempdir_in(base)
+        .unwrap();
+    let root = dir.path().canonicalize().unwrap();
+    let (repo, workspace) = (root.join("repo"), root.join("workspace"));
+    std::fs::create_dir_all(&repo).unwrap();
+    std::fs::write(repo.join("a.txt"), "a\n").unwrap();
+    (dir, repo, workspace)
 }

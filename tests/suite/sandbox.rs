@@ -1,0 +1,313 @@
+//! The sandbox against an attacker's commands: each attack of the threat model, run as the
+//! attacker would run it, must do no harm — with namespaces (the default where the kernel
+//! allows them) and, where they are refused (simulated with `[sandbox] namespaces = false`), as
+//! far as Landlock and the limits reach, with the result saying the sandbox is partial.
+
+use std::fs;
+use std::io::Read;
+use std::net::TcpListener;
+use std::os::unix::fs::{MetadataExt, PermissionsExt};
+use std::time::{Duration, Instant};
+
+use serde_json::{Value, json};
+
+use super::support::*;
+
+const CANARY: &str = "sk-canary-sandbox-7f3a";
+
+/// Runs `flow` the way the attack was found: the key exported in a shell that starts ocflow.
+fn run_with_key_in_parent(sandbox: &Sandbox, flow: &Value, task_id: &str) -> std::process::Output {
+    let plan = sandbox.flow(flow);
+    let ocflow = env!("CARGO_BIN_EXE_ocflow");
+    let script = format!(
+        "{ocflow} --repo {} --workspace {} run --task-id {task_id} --plan {}; exit $?",
+        sandbox.repo.display(),
+        sandbox.workspace.display(),
+        plan.display()
+    );
+    // The environment `sandbox.ocflow()` would give, plus the key.
+    let template = sandbox.ocflow();
+    let mut shell = std::process::Command::new("bash");
+    shell.arg("-c").arg(script);
+    for (name, value) in template.get_envs() {
+        match value {
+            Some(value) => shell.env(name, value),
+            None => shell.env_remove(name),
+        };
+    }
+    shell.env("OCFLOW_API_KEY", CANARY).output().unwrap()
+}
+
+fn shell_step(id: &str, command: &str) -> Value {
+    json!({"id": id, "operation": "execute_shell_command", "params": {"command": command}})
+}
+
+/// Every file under `dir`, searched for the canary.
+fn files_holding_the_canary(dir: &std::path::Path) -> Vec<String> {
+    tree(dir)
+        .into_iter()
+        .filter(|(_, bytes)| bytes.windows(CANARY.len()).any(|w| w == CANARY.as_bytes()))
+        .map(|(path, _)| path)
+        .collect()
+}
+
+#[test]
+fn no_command_reads_the_key_from_another_process() {
+    let namespaces = namespaces_available();
+    for namespaces_on in [true, false] {
+        let sandbox = Sandbox::new(&[("a.txt", "a\n")]);
+        sandbox.configure_sandbox(&format!("namespaces = {namespaces_on}"));
+        let steal = shell_step(
+            "steal",
+            "P=$(awk '{print $4}' /proc/$PPID/stat); tr '\\0' '\\n' < /proc/$P/environ \
+             | grep API_KEY; cat /proc/[0-9]*/environ | tr '\\0' '\\n' | grep API_KEY; true",
+        );
+        let output = run_with_key_in_parent(&sandbox, &json!([steal]), "t");
+        assert_exit(&output, 0);
+        let result = sandbox.result("t", "steal");
+        let holds = namespaces && namespaces_on;
+        assert_eq!(
+            result["sandbox_layers"]["namespaces"],
+            json!(holds),
+            "{result}"
+        );
+        if holds {
+            assert!(
+                !result["stdout"].as_str().unwrap().contains(CANARY),
+                "{result}"
+            );
+            assert_eq!(
+                files_holding_the_canary(&sandbox.workspace),
+                Vec::<String>::new()
+            );
+        } else {
+            // Without namespaces an ancestor's environment is readable: ocflow says so once,
+            // naming the way out (a key file or command).
+            let stderr = stderr(&output);
+            assert_eq!(
+                stderr.matches("the sandbox is partial").count(),
+                1,
+                "{stderr}"
+            );
+            assert!(stderr.contains("OCFLOW_API_KEY_FILE"), "{stderr}");
+        }
+    }
+}
+
+#[test]
+fn commands_reach_no_network_unless_allowed() {
+    let listener = TcpListener::bind("127.0.0.1:0").unwrap();
+    let port = listener.local_addr().unwrap().port();
+    listener.set_nonblocking(true).unwrap();
+    let connect = format!(
+        "python3 -c \"import socket; socket.create_connection(('127.0.0.1', {port}), 3); \
+         print('connected')\""
+    );
+    let listen = "python3 -c \"import socket; s=socket.socket(); s.bind(('0.0.0.0', 0)); s.listen(); \
+         print('listening')\"";
+    for namespaces_on in [true, false] {
+        let sandbox = Sandbox::new(&[]);
+        sandbox.configure_sandbox(&format!("namespaces = {namespaces_on}"));
+        let mut allowed = shell_step("allowed", &connect);
+        allowed["params"]["network"] = json!(true);
+        let flow = json!([
+            shell_step("connect", &connect),
+            shell_step("listen", listen),
+            allowed
+        ]);
+        assert_exit(&sandbox.run(&flow, "t"), 1);
+        let refused = sandbox.result("t", "connect");
+        assert_eq!(refused["status"], json!("failure"), "{refused}");
+        assert_eq!(refused["sandbox_layers"]["network"], json!("off"));
+        assert!(
+            refused["message"]
+                .as_str()
+                .unwrap()
+                .contains("the network is off for command steps"),
+            "{refused}"
+        );
+        assert_eq!(sandbox.result("t", "listen")["status"], json!("failure"));
+        // A step the user allows (in a flow they wrote) reaches the network.
+        let result = sandbox.result("t", "allowed");
+        assert_eq!(result["sandbox_layers"]["network"], json!("on"));
+        assert!(
+            result["stdout"].as_str().unwrap().contains("connected"),
+            "{result}"
+        );
+    }
+    // Nothing from a refused step ever arrived.
+    let mut accepted = 0;
+    while let Ok((mut stream, _)) = listener.accept() {
+        let mut buffer = [0u8; 1];
+        let _ = stream.read(&mut buffer);
+        accepted += 1;
+    }
+    assert_eq!(accepted, 2, "only the two allowed steps connected");
+}
+
+#[test]
+fn the_repository_keeps_its_metadata() {
+    if !namespaces_available() {
+        return;
+    }
+    // Outside /tmp, where the repository is visible to commands, read-only.
+    let (_dir, repo, workspace) = sandbox_outside_tmp();
+    let file = repo.join("a.txt");
+    let before = fs::metadata(&file).unwrap();
+    let path = file.display();
+    let command = format!(
+        "chmod 600 {path}; chown nobody {path}; touch -d 2001-01-01 {path}; python3 -c \
+         \"import os; os.setxattr('{path}', 'user.evil', b'1')\"; true"
+    );
+    let plan = workspace.parent().unwrap().join("flow.json");
+    fs::write(&plan, json!([shell_step("meta", &command)]).to_string()).unwrap();
+    let output = std::process::Command::new(env!("CARGO_BIN_EXE_ocflow"))
+        .arg("--repo")
+        .arg(&repo)
+        .arg("--workspace")
+        .arg(&workspace)
+        .args(["run", "--task-id", "t", "--plan"])
+        .arg(&plan)
+        .output()
+        .unwrap();
+    assert_exit(&output, 0);
+    let after = fs::metadata(&file).unwrap();
+    assert_eq!(after.permissions().mode(), before.permissions().mode());
+    assert_eq!(after.modified().unwrap(), before.modified().unwrap());
+    assert_eq!(after.uid(), before.uid());
+    let xattr = std::process::Command::new("python3")
+        .arg("-c")
+        .arg(format!("import os; print(os.listxattr('{path}'))"))
+        .output()
+        .unwrap();
+    assert!(!stdout(&xattr).contains("user.evil"), "{}", stdout(&xattr));
+    let result = read_json(&workspace.join("t/meta/result.json"));
+    let stderr = result["stderr"].as_str().unwrap();
+    assert_eq!(
+        stderr.matches("Read-only file system").count(),
+        4,
+        "{stderr}"
+    );
+}
+
+#[test]
+fn no_daemon_outlives_its_step() {
+    for (namespaces_on, seconds) in [("true", "331"), ("false", "332")] {
+        let sandbox = Sandbox::new(&[]);
+        sandbox.configure_sandbox(&format!("namespaces = {namespaces_on}"));
+        let command =
+            format!("setsid sh -c 'sleep {seconds}' </dev/null >/dev/null 2>&1 & echo started");
+        assert_exit(
+            &sandbox.run(&json!([shell_step("daemon", &command)]), "t"),
+            0,
+        );
+        let deadline = Instant::now() + Duration::from_secs(5);
+        while running(&["sleep", seconds]) && Instant::now() < deadline {
+            std::thread::sleep(Duration::from_millis(50));
+        }
+        assert!(
+            !running(&["sleep", seconds]),
+            "a daemon outlived its step ({namespaces_on})"
+        );
+    }
+}
+
+#[test]
+fn host_unix_sockets_are_out_of_reach() {
+    if !namespaces_available() {
+        return;
+    }
+    let sandbox = Sandbox::new(&[]);
+    let socket = sandbox.root().join("host.sock");
+    let _listener = std::os::unix::net::UnixListener::bind(&socket).unwrap();
+    let command = format!(
+        "python3 -c \"import socket; s=socket.socket(socket.AF_UNIX); s.connect('{}')\"; \
+         ls /run | wc -l",
+        socket.display()
+    );
+    assert_exit(&sandbox.run(&json!([shell_step("sock", &command)]), "t"), 0);
+    let result = sandbox.result("t", "sock");
+    let stderr = result["stderr"].as_str().unwrap();
+    assert!(stderr.contains("No such file or directory"), "{result}");
+    assert_eq!(result["stdout"], json!("0\n"), "/run is hidden: {result}");
+}
+
+#[test]
+fn a_runaway_step_fails_with_the_reason_and_the_others_go_on() {
+    let sandbox = Sandbox::new(&[]);
+    sandbox.configure_sandbox("memory_mb = 200\nmax_processes = 40");
+    let flow = json!([
+        shell_step(
+            "memory",
+            "python3 -c \"b = []\nwhile True: b.append(bytearray(10 ** 7))\""
+        ),
+        shell_step(
+            "forks",
+            "python3 -c \"import os, time\nfor i in range(200):\n    if os.fork() == 0:\n        \
+             time.sleep(5)\n        os._exit(0)\""
+        ),
+        shell_step("fine", "echo fine > fine.txt"),
+    ]);
+    let started = Instant::now();
+    let output = sandbox.run(&flow, "t");
+    assert_exit(&output, 1);
+    assert!(
+        started.elapsed() < Duration::from_secs(60),
+        "took {:?}",
+        started.elapsed()
+    );
+    let memory = sandbox.result("t", "memory");
+    assert!(
+        memory["message"]
+            .as_str()
+            .unwrap()
+            .contains("may use 200 MiB"),
+        "{memory}"
+    );
+    let forks = sandbox.result("t", "forks");
+    assert!(
+        forks["message"].as_str().unwrap().contains("may run 40"),
+        "{forks}"
+    );
+    assert_eq!(
+        sandbox.step_status("t", "fine")["status"],
+        json!("succeeded")
+    );
+}
+
+#[test]
+fn tools_still_work_inside_the_sandbox() {
+    let sandbox = Sandbox::new(&[
+        ("Makefile", "all:\n\techo built > built.txt\n"),
+        ("test_a.py", "def test_a():\n    assert 1 + 1 == 2\n"),
+        (
+            "package.json",
+            "{\"scripts\": {\"test\": \"node -e \\\"console.log('ok')\\\"\"}}",
+        ),
+    ]);
+    let flow = json!([
+        shell_step("make", "make -s"),
+        {"id": "pytest", "operation": "run_tests", "depends_on": "make",
+         "params": {"command": "python3 -m pytest -q -p no:cacheprovider && python3 -m pytest -q"}},
+        shell_step("npm", "NPM_CONFIG_UPDATE_NOTIFIER=false npm test --silent"),
+        shell_step("caches", "mkdir -p ~/.cache/ocflow-test && echo x > ~/.cache/ocflow-test/x"),
+        shell_step("tmp", "echo t > \"$TMPDIR/t\" && cat \"$TMPDIR/t\""),
+    ]);
+    if namespaces_available() {
+        // A step's /tmp is its own: writable, and empty of the host's files.
+        let mut flow = flow.clone();
+        flow.as_array_mut()
+            .unwrap()
+            .push(shell_step("own-tmp", "echo t > /tmp/t && cat /tmp/t"));
+        assert_exit(&sandbox.run(&flow, "own"), 0);
+    }
+    let output = sandbox.run(&flow, "t");
+    assert_exit(&output, 0);
+    assert_eq!(sandbox.result("t", "pytest")["tests"]["passed"], json!(1));
+    assert!(
+        sandbox
+            .task_dir("t")
+            .join("final_output/built.txt")
+            .is_file()
+    );
+}

@@ -9,6 +9,7 @@ traceback, or a return value that is not a JSON-like dict.
 import importlib
 import io
 import json
+import signal
 import sys
 import threading
 import traceback
@@ -71,7 +72,11 @@ class _StepOutput(io.TextIOBase):
 
 
 def install():
-    """Routes sys.stdout and sys.stderr through the per-step logs (once)."""
+    """Routes sys.stdout and sys.stderr through the per-step logs (once), and leaves SIGINT to
+    ocflow: Python's handler would otherwise be chained to ocflow's and raise KeyboardInterrupt
+    inside the next call into the library, cancel_all included, which then kills nothing."""
+    if threading.current_thread() is threading.main_thread():
+        signal.signal(signal.SIGINT, signal.SIG_DFL)
     if not isinstance(sys.stdout, _StepOutput):
         # Outside a step, stray prints go to stderr: stdout belongs to ocflow's --json events.
         sys.stdout = _StepOutput(sys.__stderr__)

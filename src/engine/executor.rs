@@ -45,7 +45,7 @@ pub(crate) enum FlowOutcome {
     Interrupted,
 }
 
-/// Set once Ctrl-C or SIGTERM arrives.
+/// Set once SIGINT (Ctrl-C), SIGTERM or SIGHUP arrives, however delivered.
 #[derive(Default)]
 pub(crate) struct Interrupt {
     raised: AtomicBool,
@@ -55,20 +55,34 @@ pub(crate) struct Interrupt {
 impl Interrupt {
     /// Starts listening for SIGINT and SIGTERM.
     pub(crate) fn listen() -> Arc<Interrupt> {
+        use tokio::signal::unix::{Signal, SignalKind, signal};
         let interrupt = Arc::new(Interrupt::default());
+        // Registered now, not when the task below first runs: no signal is lost in between.
+        let mut streams: Vec<Option<Signal>> = [
+            SignalKind::interrupt(),
+            SignalKind::terminate(),
+            SignalKind::hangup(),
+        ]
+        .into_iter()
+        .map(|kind| signal(kind).ok())
+        .collect();
+        async fn next(stream: &mut Option<Signal>) {
+            match stream {
+                Some(stream) => {
+                    stream.recv().await;
+                }
+                None => std::future::pending::<()>().await,
+            }
+        }
         let listener = interrupt.clone();
         tokio::spawn(async move {
-            let terminate = async {
-                match tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate()) {
-                    Ok(mut stream) => {
-                        stream.recv().await;
-                    }
-                    Err(_) => std::future::pending::<()>().await,
-                }
+            let [int, term, hup] = streams.as_mut_slice() else {
+                return;
             };
             tokio::select! {
-                _ = tokio::signal::ctrl_c() => {}
-                _ = terminate => {}
+                () = next(int) => {}
+                () = next(term) => {}
+                () = next(hup) => {}
             }
             listener.raised.store(true, Ordering::SeqCst);
             listener.notify.notify_waiters();

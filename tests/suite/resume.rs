@@ -247,6 +247,62 @@ fn sigterm_saves_the_state_exits_130_and_resume_continues() {
     assert_eq!(sandbox.step_status("t", "first")["attempts"], json!(1));
 }
 
+#[test]
+fn any_stop_signal_through_a_wrapper_stops_the_commands_and_saves_the_state() {
+    // `timeout 60 ocflow …` forwards the signal it gets to ocflow; with or without namespaces,
+    // and for INT, TERM and HUP alike, the step's command must stop and the state be saved.
+    for (namespaces, signal) in [
+        ("true", "INT"),
+        ("false", "INT"),
+        ("false", "TERM"),
+        ("false", "HUP"),
+    ] {
+        let sandbox = Sandbox::new(&[]);
+        sandbox.configure_sandbox(&format!("namespaces = {namespaces}"));
+        let marker = sandbox.shared().join("marker");
+        let plan = sandbox.flow(&gated_flow(&marker));
+        let template = sandbox.ocflow();
+        let mut wrapper = std::process::Command::new("timeout");
+        wrapper
+            .arg("60")
+            .arg(template.get_program())
+            .args(template.get_args());
+        for (name, value) in template.get_envs() {
+            match value {
+                Some(value) => wrapper.env(name, value),
+                None => wrapper.env_remove(name),
+            };
+        }
+        let child = wrapper
+            .args(["run", "--task-id", "t", "--plan"])
+            .arg(plan)
+            .stdout(Stdio::null())
+            .stderr(Stdio::piped())
+            .spawn()
+            .unwrap();
+        wait_until_running(&sandbox, "t", "wait");
+        wait_for_file(&marker.with_extension("pid"));
+        let command = gated(&marker, "waited.txt");
+        assert!(running(&["/bin/sh", "-c", &command]));
+        send_signal(child.id(), signal);
+        let output = child.wait_with_output().unwrap();
+        assert_exit(&output, 130);
+        let deadline = Instant::now() + Duration::from_secs(5);
+        while running(&["/bin/sh", "-c", &command]) && Instant::now() < deadline {
+            std::thread::sleep(Duration::from_millis(50));
+        }
+        assert!(
+            !running(&["/bin/sh", "-c", &command]),
+            "SIG{signal} with namespaces = {namespaces}: the command goes on"
+        );
+        assert_eq!(
+            sandbox.status("t")["state"],
+            json!("interrupted"),
+            "SIG{signal}"
+        );
+    }
+}
+
 /// Sends a signal with the `kill` command.
 fn send_signal(pid: u32, signal: &str) {
     let status = std::process::Command::new("kill")

@@ -103,8 +103,8 @@ fn commands_reach_no_network_unless_allowed() {
         "python3 -c \"import socket; socket.create_connection(('127.0.0.1', {port}), 3); \
          print('connected')\""
     );
-    let listen = "python3 -c \"import socket; s=socket.socket(); s.bind(('0.0.0.0', 0)); s.listen(); \
-         print('listening')\"";
+    let listen = "python3 -c \"import socket; s=socket.socket(); s.bind(('0.0.0.0', 0)); \
+         s.listen(); print('listening')\"";
     for namespaces_on in [true, false] {
         let sandbox = Sandbox::new(&[]);
         sandbox.configure_sandbox(&format!("namespaces = {namespaces_on}"));

@@ -5,4 +5,5 @@
 pub(crate) mod operations;
 pub(crate) mod path_rules;
 pub(crate) mod policy;
+pub(crate) mod shell;
 pub(crate) mod validate;

@@ -5,6 +5,7 @@
 
 use serde_json::Value;
 
+use crate::flow::shell::destructive;
 use crate::model::flow::Step;
 use crate::model::problem::Problem;
 
@@ -39,41 +40,16 @@ impl CommandPolicy {
             return None;
         }
         let command = step.params.get("command").and_then(Value::as_str)?;
-        let pattern = destructive(command)?;
+        let reason = destructive(command)?;
         Some(Problem {
             step: Some(step.id.clone()),
             rule: "policy",
             message: format!(
-                "the command contains `{pattern}`, which is refused (destructive); propose \
-                 something that does not destroy data"
+                "the command is refused (destructive): {reason}; propose something that does \
+                 not destroy data"
             ),
         })
     }
-}
-
-/// The part of a command that makes it destructive, if any. Model-proposed commands run on the
-/// user's machine: wiping a home directory or a repository's history is never a fix.
-pub(crate) fn destructive(command: &str) -> Option<&'static str> {
-    let squeezed = command.split_whitespace().collect::<Vec<_>>().join(" ");
-    const PATTERNS: &[&str] = &[
-        "rm -rf /",
-        "rm -rf ~",
-        "rm -rf $HOME",
-        "rm -rf *",
-        "rm -fr /",
-        "rm -fr ~",
-        "git reset --hard",
-        "git clean -f",
-        "git push --force",
-        "mkfs",
-        "dd if=",
-        "> /dev/sd",
-        ":(){",
-        "chmod -R 777 /",
-        "| sh",
-        "| bash",
-    ];
-    PATTERNS.iter().find(|p| squeezed.contains(*p)).copied()
 }
 
 #[cfg(test)]

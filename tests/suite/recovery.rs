@@ -384,8 +384,10 @@ fn an_alternative_writing_outside_the_repository_is_refused_by_validation() {
         prompts[1]
     );
     assert!(
-        prompts[2]
-            .contains("step wipe: the command contains `rm -rf ~`, which is refused (destructive)"),
+        prompts[2].contains(
+            "step wipe: the command is refused (destructive): `rm -r ~` deletes a tree outside \
+             the repository"
+        ),
         "{}",
         prompts[2]
     );

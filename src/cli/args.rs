@@ -63,6 +63,9 @@ pub(crate) enum Command {
     Diff(TaskArg),
     /// Write the flow's changes into the repository.
     Apply(ApplyArgs),
+    /// Obey the repository's own config (`.ocflow/ocflow.toml`) in full from now on: its
+    /// settings that run code, widen the sandbox or send the key elsewhere are ignored until then.
+    Trust(TrustArgs),
     /// Run a complete flow on a bundled sample repository with recorded LLM answers
     /// (no network, no key).
     Demo,
@@ -97,6 +100,13 @@ pub(crate) struct SandboxArgs {
     /// The command and its arguments.
     #[arg(last = true)]
     pub(crate) command: Vec<std::ffi::OsString>,
+}
+
+#[derive(Debug, Args)]
+pub(crate) struct TrustArgs {
+    /// Stop trusting the repository.
+    #[arg(long)]
+    pub(crate) revoke: bool,
 }
 
 #[derive(Debug, Args)]

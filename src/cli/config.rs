@@ -12,7 +12,7 @@ use crate::cli::args::{GlobalArgs, LimitArgs};
 use crate::engine::recovery;
 use crate::engine::sandbox::{self, SandboxPlan, SandboxSettings};
 use crate::error::{Error, IoContext, Result};
-use crate::flow::path_rules::PathRules;
+use crate::flow::path_rules::{PathRules, canonical_or_absolute};
 use crate::flow::policy::CommandPolicy;
 use crate::llm::client::{Endpoint, RetryPolicy};
 use crate::llm::key::ApiKey;
@@ -54,6 +54,11 @@ pub(crate) struct Config {
     pub(crate) key_variable: Option<String>,
     /// How steps run: for the commands that run them (`run`, `resume`, `demo`).
     pub(crate) run: RunConfig,
+    /// What a person and a headless caller should be told before the command runs (settings
+    /// of an untrusted repository's config that were ignored).
+    pub(crate) warnings: Vec<String>,
+    /// The user's own config file, where `ocflow trust` writes.
+    pub(crate) user_config: Option<PathBuf>,
 }
 
 /// Why no LLM is configured; the message names what to set.
@@ -106,6 +111,18 @@ pub(crate) struct FileConfig {
     pub(crate) recovery: FileRecovery,
     #[serde(default)]
     pub(crate) sandbox: FileSandbox,
+    /// Only in the user's own config: the repositories whose own config is obeyed in full.
+    #[serde(default)]
+    pub(crate) trust: FileTrust,
+}
+
+/// `[trust]` in the user's config, written by `ocflow trust`.
+#[derive(Debug, Clone, Default, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub(crate) struct FileTrust {
+    /// Canonical repository paths.
+    #[serde(default)]
+    pub(crate) repositories: Vec<String>,
 }
 
 /// `[sandbox]` in a config file.
@@ -203,8 +220,52 @@ impl FileConfig {
     }
 
     /// `self` where it says something, else `fallback`.
+    /// Takes out what a repository's own config may not decide until the user trusts it:
+    /// whatever runs or loads code, widens the sandbox or sends the key elsewhere. Returns the
+    /// keys it took out.
+    fn without_untrusted(&mut self) -> Vec<&'static str> {
+        let mut ignored = Vec::new();
+        let mut drop = |name: &'static str, present: bool| {
+            if present {
+                ignored.push(name);
+            }
+        };
+        drop("codex_lib", self.codex_lib.take().is_some());
+        drop("llm.base_url", self.llm.base_url.take().is_some());
+        drop(
+            "llm.api_key_command",
+            self.llm.api_key_command.take().is_some(),
+        );
+        let sandbox = &mut self.sandbox;
+        drop(
+            "sandbox.enabled = false",
+            sandbox.enabled.take() == Some(false),
+        );
+        drop(
+            "sandbox.namespaces = false",
+            sandbox.namespaces.take() == Some(false),
+        );
+        drop(
+            "sandbox.network = true",
+            sandbox.network.take() == Some(true),
+        );
+        drop(
+            "sandbox.writable",
+            !std::mem::take(&mut sandbox.writable).is_empty(),
+        );
+        drop("sandbox.memory_mb", sandbox.memory_mb.take().is_some());
+        drop(
+            "sandbox.max_processes",
+            sandbox.max_processes.take().is_some(),
+        );
+        let destructive = self.recovery.allow_destructive.take() == Some(true);
+        drop("recovery.allow_destructive = true", destructive);
+        ignored
+    }
+
     fn or(self, fallback: FileConfig) -> FileConfig {
         FileConfig {
+            trust: fallback.trust,
             codex_lib: self.codex_lib.or(fallback.codex_lib),
             limits: FileLimits {
                 jobs: self.limits.jobs.or(fallback.limits.jobs),
@@ -310,7 +371,26 @@ impl Config {
             .map(FileConfig::load)
             .transpose()?
             .unwrap_or_default();
-        let file = FileConfig::load(&workspace.join(WORKSPACE_CONFIG))?.or(user);
+        let own_path = workspace.join(WORKSPACE_CONFIG);
+        let mut own = FileConfig::load(&own_path)?;
+        let mut warnings = Vec::new();
+        // The workspace's config, when the workspace lies in the repository, came with the
+        // repository: obeyed in full only once the user trusts that repository.
+        let trusted = user.trust.repositories.iter().any(|r| Path::new(r) == repo);
+        if canonical_or_absolute(&own_path).starts_with(&repo) && !trusted {
+            let ignored = own.without_untrusted();
+            if !ignored.is_empty() {
+                warnings.push(format!(
+                    "the repository's own config {} sets {}, which run or load code, widen the \
+                     sandbox or send the key elsewhere: ignored until you trust this repository \
+                     (`ocflow --repo {} trust`)",
+                    own_path.display(),
+                    ignored.join(", "),
+                    repo.display()
+                ));
+            }
+        }
+        let file = own.or(user);
         let codex_lib = args
             .codex_lib
             .clone()
@@ -373,6 +453,8 @@ impl Config {
             json: args.json,
             policy,
             run,
+            warnings,
+            user_config,
         })
     }
 

@@ -2,12 +2,22 @@
 
 use crate::cli::args::Command;
 use crate::cli::config::Config;
-use crate::cli::{demo, resume, review, run};
+use crate::cli::{demo, resume, review, run, trust};
 use crate::error::{Error, IoContext, Result};
 use crate::exit::ExitCode;
+use crate::model::event::{Event, Record};
+use crate::model::status::now;
+use crate::task::events;
 
 /// Runs one command.
 pub(crate) fn dispatch(config: &Config, command: Command) -> Result<ExitCode> {
+    // Said before the command runs, to people (stderr) and headless callers (a warning event).
+    for message in &config.warnings {
+        let event = Event::Warning {
+            message: message.clone(),
+        };
+        events::show(&Record::now(now(), event), config.json);
+    }
     match command {
         Command::Run(args) => with_runtime(|| run::run(config, args)),
         Command::Plan(args) => with_runtime(|| run::plan(config, args)),
@@ -21,6 +31,7 @@ pub(crate) fn dispatch(config: &Config, command: Command) -> Result<ExitCode> {
         Command::Status(args) => review::status(config, args),
         Command::Diff(args) => review::diff(config, args),
         Command::Apply(args) => review::apply(config, args),
+        Command::Trust(args) => trust::trust(config, args),
         Command::SandboxExec(_) => Err(Error::internal(
             "sandbox-exec runs before the configuration is resolved",
         )),

@@ -13,3 +13,4 @@ pub(crate) mod review;
 pub(crate) mod run;
 pub(crate) mod status_table;
 pub(crate) mod tasks;
+pub(crate) mod trust;

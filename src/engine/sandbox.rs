@@ -126,6 +126,7 @@ impl SandboxPlan {
             landlock: self.landlock.clone(),
             processes: format!("{} ({})", self.max_processes, self.process_limit),
             memory_mb: self.memory_mb,
+            partial: self.bwrap.is_none() || self.landlock != "landlock",
         }
     }
 
@@ -305,7 +306,7 @@ fn bwrap_command(bwrap: &Path, request: &ExecRequest<'_>) -> Result<std::process
         "--unshare-pid",
         "--unshare-ipc",
     ]);
-    command.args(["--unshare-uts", "--unshare-cgroup-try"]);
+    command.arg("--unshare-uts");
     if !request.network {
         command.arg("--unshare-net");
     }
@@ -382,7 +383,13 @@ fn join_pids_cgroup(max: u64) -> bool {
     if std::fs::create_dir_all(root).is_err() {
         return false;
     }
-    for entry in std::fs::read_dir(root).into_iter().flatten().flatten() {
+    // Sweeping waits on the kernel while groups' last processes exit: only when they pile up.
+    let groups: Vec<_> = std::fs::read_dir(root)
+        .into_iter()
+        .flatten()
+        .flatten()
+        .collect();
+    for entry in groups.iter().filter(|_| groups.len() > 64) {
         // A group is named after the sandbox-exec that made it (it becomes bubblewrap, keeping
         // its pid): one whose maker is gone is left over. One just made and not yet joined
         // must not go. Removal fails, harmlessly, while processes remain in it.

@@ -65,6 +65,9 @@ pub(crate) struct SandboxLayers {
     pub(crate) processes: String,
     /// The memory limit, in MiB.
     pub(crate) memory_mb: u64,
+    /// Whether a layer is missing here (no namespaces, or Landlock only in part): other
+    /// processes' environments and the host's sockets may then be within reach.
+    pub(crate) partial: bool,
 }
 
 /// Limits the library enforces inside the step.

@@ -71,6 +71,11 @@ fn no_command_reads_the_key_from_another_process() {
             json!(holds),
             "{result}"
         );
+        assert_eq!(
+            result["sandbox_layers"]["partial"],
+            json!(!holds),
+            "{result}"
+        );
         if holds {
             assert!(
                 !result["stdout"].as_str().unwrap().contains(CANARY),

@@ -30,10 +30,20 @@ pub use output::say;
 pub fn run(cli: Cli, api_key: ApiKey) -> Result<ExitCode> {
     // The sandbox launcher needs no configuration, and must stay small before its exec.
     if let Command::SandboxExec(args) = &cli.command {
+        use engine::sandbox_exec;
         if args.probe {
-            return Ok(engine::sandbox::probe_exec());
+            return Ok(match sandbox_exec::probe() {
+                Ok(kind) => {
+                    output::print_stdout(&format!("{kind}\n"));
+                    ExitCode::Success
+                }
+                Err(problem) => {
+                    say(&format!("ocflow sandbox-exec: {problem}"));
+                    ExitCode::CannotRun
+                }
+            });
         }
-        return Ok(engine::sandbox::exec(&engine::sandbox::ExecRequest {
+        let problem = sandbox_exec::exec(&sandbox_exec::ExecRequest {
             writable: &args.write,
             network: args.network,
             bwrap: args.bwrap.as_deref(),
@@ -41,7 +51,9 @@ pub fn run(cli: Cli, api_key: ApiKey) -> Result<ExitCode> {
             max_processes: args.max_processes,
             inner: args.inner,
             command: &args.command,
-        }));
+        });
+        say(&format!("ocflow sandbox-exec: {problem}"));
+        return Ok(ExitCode::CannotRun);
     }
     let demo = cli::args::LimitArgs::default();
     let limits = match &cli.command {

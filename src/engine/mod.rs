@@ -8,4 +8,5 @@ pub(crate) mod instructions;
 pub(crate) mod orphans;
 pub(crate) mod recovery;
 pub(crate) mod sandbox;
+pub(crate) mod sandbox_exec;
 pub(crate) mod summary;

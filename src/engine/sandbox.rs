@@ -16,30 +16,11 @@
 //! Where namespaces are refused (an unprivileged container), layers 1 and 3 still hold and every
 //! result says the sandbox is partial.
 
-use std::ffi::OsString;
-use std::os::unix::process::CommandExt;
 use std::path::{Path, PathBuf};
 
+use crate::engine::sandbox_exec::PIDS_CGROUP;
 use crate::error::{Error, IoContext};
-use crate::exit::ExitCode;
 use crate::model::step_spec::{Sandbox as StepSandbox, SandboxLayers};
-
-use landlock::{
-    ABI, Access, AccessFs, AccessNet, Ruleset, RulesetAttr, RulesetCreatedAttr, RulesetStatus,
-    Scope, path_beneath_rules,
-};
-
-/// The Landlock ABI ocflow asks for (file system and TCP rights, scopes); older kernels enforce
-/// what they can, and results say `landlock-partial`.
-const ABI_VERSION: ABI = ABI::V6;
-
-/// Where ocflow makes a `pids` cgroup per command step (cgroup v1 hierarchy).
-const PIDS_CGROUP: &str = "/sys/fs/cgroup/pids/ocflow";
-
-/// Directories hidden from commands behind an empty tmpfs: they hold the host's sockets
-/// (`/run/docker.sock`, `/run/dbus/system_bus_socket`, `/run/user/…`, tmux's and ssh-agent's
-/// in `/tmp`). A step's `/tmp` is its own; its view and temporary directory are bound in.
-const HIDDEN: &[&str] = &["/run", "/tmp"];
 
 /// How command steps are confined, as probed once at start-up.
 #[derive(Debug, Clone)]
@@ -169,6 +150,10 @@ impl SandboxPlan {
     ) -> crate::error::Result<StepSandbox> {
         let exe = std::env::current_exe()
             .io_context(|| "finding the ocflow executable for the sandbox".into())?;
+        // The small launcher beside ocflow starts in a fraction of the time: it is not linked
+        // with Python. It takes the same arguments.
+        let small = exe.with_file_name("ocflow-sandbox");
+        let exe = if small.is_file() { small } else { exe };
         let view = view
             .canonicalize()
             .io_context(|| format!("resolving {}", view.display()))?;
@@ -237,174 +222,11 @@ pub(crate) fn default_writable() -> Vec<PathBuf> {
     paths
 }
 
-/// What `ocflow sandbox-exec` was asked to do.
-pub(crate) struct ExecRequest<'a> {
-    pub(crate) writable: &'a [PathBuf],
-    pub(crate) network: bool,
-    pub(crate) bwrap: Option<&'a Path>,
-    pub(crate) memory_mb: Option<u64>,
-    pub(crate) max_processes: Option<u64>,
-    /// Already inside the namespaces: only Landlock is left to apply.
-    pub(crate) inner: bool,
-    pub(crate) command: &'a [OsString],
-}
-
-/// `ocflow sandbox-exec`: confine, then exec. Only returns on failure (exit code 126, as a shell
-/// does for a command it cannot run).
-pub(crate) fn exec(request: &ExecRequest<'_>) -> ExitCode {
-    match confine_and_exec(request) {
-        Ok(never) => match never {},
-        Err(problem) => {
-            crate::output::say(&format!("ocflow sandbox-exec: {problem}"));
-            ExitCode::CannotRun
-        }
-    }
-}
-
-/// `ocflow sandbox-exec --probe`: what Landlock enforces here, on stdout.
-pub(crate) fn probe_exec() -> ExitCode {
-    match restrict(&[], true) {
-        Ok(kind) => {
-            crate::output::print_stdout(&format!("{kind}\n"));
-            ExitCode::Success
-        }
-        Err(err) => {
-            crate::output::say(&format!(
-                "ocflow sandbox-exec: cannot set up Landlock: {err}"
-            ));
-            ExitCode::CannotRun
-        }
-    }
-}
-
-enum Never {}
-
-fn confine_and_exec(request: &ExecRequest<'_>) -> Result<Never, String> {
-    let Some((program, args)) = request.command.split_first() else {
-        return Err("give the command after `--`".into());
-    };
-    if !request.inner {
-        limit_resources(request.memory_mb, request.max_processes)?;
-        if let Some(bwrap) = request.bwrap {
-            let error = bwrap_command(bwrap, request)?.exec();
-            return Err(format!("cannot run {}: {error}", bwrap.display()));
-        }
-    }
-    restrict(request.writable, request.network)
-        .map_err(|err| format!("cannot set up Landlock: {err}"))?;
-    let error = std::process::Command::new(program).args(args).exec();
-    Err(format!("cannot run {}: {error}", program.to_string_lossy()))
-}
-
-/// bubblewrap around `ocflow sandbox-exec --inner … -- COMMAND`.
-fn bwrap_command(bwrap: &Path, request: &ExecRequest<'_>) -> Result<std::process::Command, String> {
-    let exe = std::env::current_exe().map_err(|err| format!("cannot find ocflow: {err}"))?;
-    let mut command = std::process::Command::new(bwrap);
-    command.args([
-        "--die-with-parent",
-        "--new-session",
-        "--unshare-pid",
-        "--unshare-ipc",
-    ]);
-    command.arg("--unshare-uts");
-    if !request.network {
-        command.arg("--unshare-net");
-    }
-    command.args(["--ro-bind", "/", "/", "--dev", "/dev", "--proc", "/proc"]);
-    for hidden in HIDDEN {
-        command.args(["--tmpfs", hidden]);
-    }
-    // After the tmpfs mounts, so what lies beneath one of them stays reachable: ocflow itself
-    // (for the inner launcher) and the writable paths, but not the hidden directories whole.
-    if HIDDEN.iter().any(|hidden| exe.starts_with(hidden)) {
-        command.arg("--ro-bind").arg(&exe).arg(&exe);
-    }
-    let bound = |p: &&PathBuf| {
-        p.exists()
-            && !p.starts_with("/dev")
-            && !HIDDEN.iter().any(|hidden| p.as_path() == Path::new(hidden))
-    };
-    for path in request.writable.iter().filter(bound) {
-        command.arg("--bind").arg(path).arg(path);
-    }
-    command.arg("--").arg(exe).args(["sandbox-exec", "--inner"]);
-    // The private /tmp holds nothing of the host's: the command may use it as it likes.
-    for path in request
-        .writable
-        .iter()
-        .map(PathBuf::as_path)
-        .chain([Path::new("/tmp")])
-    {
-        command.arg("--write").arg(path);
-    }
-    if request.network {
-        command.arg("--network");
-    }
-    command.arg("--").args(request.command);
-    Ok(command)
-}
-
-/// The memory limit (`RLIMIT_DATA`) and the process limit: a `pids` cgroup of its own where
-/// ocflow may make one (it bounds root too), else `RLIMIT_NPROC`.
-fn limit_resources(memory_mb: Option<u64>, max_processes: Option<u64>) -> Result<(), String> {
-    use rustix::process::{Resource, Rlimit, setrlimit};
-    if let Some(mb) = memory_mb {
-        let bytes = mb.saturating_mul(1024 * 1024);
-        let limit = Rlimit {
-            current: Some(bytes),
-            maximum: Some(bytes),
-        };
-        setrlimit(Resource::Data, limit).map_err(|err| format!("cannot limit memory: {err}"))?;
-    }
-    if let Some(max) = max_processes
-        && !join_pids_cgroup(max)
-    {
-        let limit = Rlimit {
-            current: Some(max),
-            maximum: Some(max),
-        };
-        setrlimit(Resource::Nproc, limit)
-            .map_err(|err| format!("cannot limit processes: {err}"))?;
-    }
-    Ok(())
-}
-
 /// Whether ocflow may make `pids` cgroups here.
 fn cgroup_available() -> bool {
     std::fs::create_dir_all(PIDS_CGROUP).is_ok()
         && std::fs::metadata(Path::new(PIDS_CGROUP).join("cgroup.procs")).is_ok()
         && !std::fs::metadata(PIDS_CGROUP).is_ok_and(|m| m.permissions().readonly())
-}
-
-/// Moves this process into a new `pids` cgroup allowing `max` processes; whatever it starts
-/// stays there. Cgroups left empty by earlier steps are removed first.
-fn join_pids_cgroup(max: u64) -> bool {
-    let root = Path::new(PIDS_CGROUP);
-    if std::fs::create_dir_all(root).is_err() {
-        return false;
-    }
-    // Sweeping waits on the kernel while groups' last processes exit: only when they pile up.
-    let groups: Vec<_> = std::fs::read_dir(root)
-        .into_iter()
-        .flatten()
-        .flatten()
-        .collect();
-    for entry in groups.iter().filter(|_| groups.len() > 64) {
-        // A group is named after the sandbox-exec that made it (it becomes bubblewrap, keeping
-        // its pid): one whose maker is gone is left over. One just made and not yet joined
-        // must not go. Removal fails, harmlessly, while processes remain in it.
-        let owner = entry
-            .file_name()
-            .to_str()
-            .and_then(|name| name.parse::<u32>().ok());
-        if owner.is_some_and(|pid| !Path::new(&format!("/proc/{pid}")).exists()) {
-            let _ = std::fs::remove_dir(entry.path());
-        }
-    }
-    let group = root.join(std::process::id().to_string());
-    std::fs::create_dir_all(&group).is_ok()
-        && std::fs::write(group.join("pids.max"), max.to_string()).is_ok()
-        && std::fs::write(group.join("cgroup.procs"), "0").is_ok()
 }
 
 /// bubblewrap, if it is installed and the kernel lets it make the namespaces ocflow uses.
@@ -438,45 +260,6 @@ fn usable_bwrap() -> Option<PathBuf> {
         .status()
         .is_ok_and(|status| status.success());
     works.then_some(found)
-}
-
-/// Restricts this process to reading everywhere and writing only beneath `writable` (paths
-/// that do not exist are left out), and, unless `network`, to no TCP connect or bind. Returns
-/// what the kernel enforced.
-fn restrict(writable: &[PathBuf], network: bool) -> Result<&'static str, String> {
-    let existing: Vec<&Path> = writable
-        .iter()
-        .map(PathBuf::as_path)
-        .filter(|p| p.exists())
-        .collect();
-    let mut ruleset = Ruleset::default()
-        .handle_access(AccessFs::from_all(ABI_VERSION))
-        .map_err(|err| err.to_string())?;
-    if !network {
-        // Handled with no port allowed: every TCP connect and bind is refused.
-        ruleset = ruleset
-            .handle_access(AccessNet::from_all(ABI_VERSION))
-            .map_err(|e| e.to_string())?;
-    }
-    let status = ruleset
-        .scope(Scope::AbstractUnixSocket | Scope::Signal)
-        .and_then(|ruleset| ruleset.create())
-        .and_then(|ruleset| {
-            ruleset.add_rules(path_beneath_rules(["/"], AccessFs::from_read(ABI_VERSION)))
-        })
-        .and_then(|ruleset| {
-            ruleset.add_rules(path_beneath_rules(
-                existing,
-                AccessFs::from_all(ABI_VERSION),
-            ))
-        })
-        .and_then(|ruleset| ruleset.restrict_self())
-        .map_err(|err| err.to_string())?;
-    Ok(match status.ruleset {
-        RulesetStatus::FullyEnforced => "landlock",
-        RulesetStatus::PartiallyEnforced => "landlock-partial",
-        RulesetStatus::NotEnforced => "none",
-    })
 }
 
 /// What Landlock enforces here (`landlock`, `landlock-partial`, `none`). Asks a child

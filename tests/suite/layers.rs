@@ -20,6 +20,7 @@ const LAYERS: &[(&str, usize)] = &[
     ("cli", 5),
     ("lib.rs", 6),
     ("main.rs", 6),
+    ("bin", 6),
 ];
 
 fn src() -> PathBuf {

@@ -388,6 +388,68 @@ fn the_key_reaches_nothing_but_the_authorization_header() {
     }
 }
 
+#[test]
+fn the_key_can_come_from_a_file_only_its_owner_reads_or_from_a_command() {
+    use std::os::unix::fs::PermissionsExt;
+    let canary = "sk-canary-file-8e7d";
+    let sandbox = Sandbox::new(&[("a.txt", "a\n")]);
+    let plan = json!({"steps": [{"id": "read", "operation": "read_file",
+        "params": {"file_path": "a.txt"}}]})
+    .to_string();
+    let key_file = sandbox.root().join("key");
+    std::fs::write(&key_file, format!("{canary}\n")).unwrap();
+    let run = |llm: &FakeLlm, key_file: Option<&std::path::Path>| {
+        let mut command = sandbox.ocflow();
+        command.args(["--base-url", &llm.base_url(), "--model", "m", "run", TASK]);
+        if let Some(path) = key_file {
+            command.env("OCFLOW_API_KEY_FILE", path);
+        }
+        command.output().unwrap()
+    };
+    // A key file others may read is refused, naming the fix.
+    std::fs::set_permissions(&key_file, std::fs::Permissions::from_mode(0o644)).unwrap();
+    let llm = FakeLlm::start(vec![chat(&plan), chat("summary")]);
+    let refused = run(&llm, Some(&key_file));
+    assert_exit(&refused, 2);
+    assert!(
+        stderr(&refused).contains("chmod 600"),
+        "{}",
+        stderr(&refused)
+    );
+    assert!(llm.requests().is_empty());
+    // Only its owner may read it: used, and no environment of any process ever held it.
+    std::fs::set_permissions(&key_file, std::fs::Permissions::from_mode(0o600)).unwrap();
+    let output = run(&llm, Some(&key_file));
+    assert_exit(&output, 0);
+    let authorization = |llm: &FakeLlm| -> Vec<String> {
+        let requests = llm.requests();
+        let headers = requests
+            .iter()
+            .map(|r| r.headers.get("authorization").unwrap());
+        headers.map(|h| h.to_str().unwrap().to_string()).collect()
+    };
+    assert_eq!(authorization(&llm), vec![format!("Bearer {canary}"); 2]);
+    // Or a command prints it (from the user's own config), run once per ocflow run.
+    let counter = sandbox.shared().join("asked");
+    sandbox.configure_sandbox("");
+    let config = sandbox.root().join("user-config/ocflow/config.toml");
+    let mut text = std::fs::read_to_string(&config).unwrap();
+    text.push_str(&format!(
+        "[llm]\napi_key_command = \"echo x >> {}; cat {}\"\n",
+        counter.display(),
+        key_file.display()
+    ));
+    std::fs::write(&config, text).unwrap();
+    let llm = FakeLlm::start(vec![chat(&plan), chat("summary")]);
+    assert_exit(&run(&llm, None), 0);
+    assert_eq!(authorization(&llm), vec![format!("Bearer {canary}"); 2]);
+    assert_eq!(
+        std::fs::read_to_string(&counter).unwrap(),
+        "x\n",
+        "asked once"
+    );
+}
+
 const UTILS: &str = concat!(
     "def calculate_metrics(values):\n",
     "    t = 0\n",

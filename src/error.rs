@@ -97,6 +97,37 @@ impl Error {
         }
     }
 
+    /// What kind of error this is, for a headless caller (the `error` event's `code`).
+    pub fn code(&self) -> &'static str {
+        match self {
+            Error::Usage(_) => "usage",
+            Error::InvalidFlow(_) => "invalid_flow",
+            Error::Locked { .. } => "locked",
+            Error::Drift { .. } => "drift",
+            Error::BadStateFile { .. } => "bad_state_file",
+            Error::Bridge(_) => "bridge",
+            Error::Llm(_) => "llm",
+            Error::Io { .. } => "io",
+            Error::Internal { .. } => "internal",
+        }
+    }
+
+    /// What to do about it, where the message alone does not say.
+    pub fn hint(&self) -> Option<String> {
+        match self {
+            Error::InvalidFlow(_) => Some("fix every problem listed, then run again".into()),
+            Error::Locked { task_id, .. } => Some(format!(
+                "wait for the other run of {task_id} to end, or stop it"
+            )),
+            Error::Llm(error) if error.transient() => {
+                Some("the endpoint may answer later: run the same command again".into())
+            }
+            Error::Llm(_) => Some("check the base URL, the model name and the API key".into()),
+            Error::Io { .. } => Some("free the disk or fix the permission, then resume".into()),
+            _ => None,
+        }
+    }
+
     /// The process exit code for this error, as fixed by the contract.
     pub fn exit_code(&self) -> ExitCode {
         match self {

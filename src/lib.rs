@@ -65,3 +65,21 @@ pub fn run(cli: Cli, api_key: ApiKey) -> Result<ExitCode> {
     let config = cli::config::Config::resolve(&cli.global, limits, api_key)?;
     cli::dispatch::dispatch(&config, cli.command)
 }
+
+/// Says why a command failed: to people on stderr (with the context chain) and, with `--json`,
+/// as an `error` event on stdout, so a headless caller reading only stdout learns it too.
+pub fn report(error: &Error, json: bool) {
+    say(&format!("ocflow: error: {error:#}"));
+    if json {
+        let event = model::event::Event::Error {
+            code: error.code().into(),
+            exit_code: error.exit_code().code(),
+            message: format!("{error:#}"),
+            hint: error.hint(),
+        };
+        task::events::show(
+            &model::event::Record::now(model::status::now(), event),
+            true,
+        );
+    }
+}

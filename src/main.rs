@@ -8,10 +8,11 @@ fn main() -> ExitCode {
     // First, while single-threaded: may re-execute the binary to drop the key from the environment.
     let api_key = ocflow::take_key_at_startup();
     let cli = ocflow::Cli::parse();
+    let json = cli.json();
     match api_key.and_then(|api_key| ocflow::run(cli, api_key)) {
         Ok(code) => code.into(),
         Err(err) => {
-            ocflow::say(&format!("ocflow: error: {err:#}"));
+            ocflow::report(&err, json);
             err.exit_code().into()
         }
     }

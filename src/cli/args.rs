@@ -15,6 +15,13 @@ pub struct Cli {
     pub(crate) command: Command,
 }
 
+impl Cli {
+    /// Whether the caller asked for JSON lines (`--json`).
+    pub fn json(&self) -> bool {
+        self.global.json
+    }
+}
+
 /// Options every command takes.
 #[derive(Debug, Args)]
 pub(crate) struct GlobalArgs {

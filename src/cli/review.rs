@@ -23,7 +23,7 @@ pub(crate) fn status(config: &Config, args: StatusArgs) -> Result<ExitCode> {
     }
     let flow_status = state::load_status(&task)?;
     let text = if config.json {
-        serde_json::to_string_pretty(&flow_status).unwrap_or_default() + "\n"
+        serde_json::to_string(&flow_status).unwrap_or_default() + "\n"
     } else {
         status_table::render(&flow_status)
     };
@@ -40,7 +40,19 @@ pub(crate) fn diff(config: &Config, args: TaskArg) -> Result<ExitCode> {
     if changes.is_empty() {
         say(&format!("ocflow: task {} changed no file", task.task_id));
     }
-    print_stdout(&review::unified_diff(&changes)?);
+    let diff = review::unified_diff(&changes)?;
+    if config.json {
+        // One JSON line: the files by kind, and the unified diff itself.
+        let files: Vec<serde_json::Value> = changes
+            .iter()
+            .map(|c| serde_json::json!({"path": c.path.as_str(), "kind": c.kind.name()}))
+            .collect();
+        let line = serde_json::json!({"type": "diff", "task_id": task.task_id, "files": files,
+            "diff": diff});
+        print_stdout(&format!("{line}\n"));
+    } else {
+        print_stdout(&diff);
+    }
     Ok(ExitCode::Success)
 }
 

@@ -180,8 +180,11 @@ fn planning_failed(
     events.emit(Event::FlowFinished {
         task_id: task.task_id.clone(),
         state: FlowState::Failed,
+        reason: flow_status.failure_reason(),
         changed_files: Vec::new(),
         summary: summary_path,
+        summary_text: summary,
+        tokens: flow_status.tokens,
     })?;
     say(&format!("ocflow: planning failed: {error}"));
     Ok(if is_configuration(&error) {
@@ -213,7 +216,13 @@ pub(crate) async fn plan(config: &Config, args: PlanArgs) -> Result<ExitCode> {
     let answers = config.workspace.join("_plans").join(&id);
     match planner(config, &llm)?.plan(&args.task, &answers).await {
         Ok(flow) => {
-            print_stdout(&(serde_json::to_string_pretty(&flow).unwrap_or_default() + "\n"));
+            // For people, indented; with --json, one line like every other JSON output.
+            let text = if config.json {
+                serde_json::to_string(&flow)
+            } else {
+                serde_json::to_string_pretty(&flow)
+            };
+            print_stdout(&(text.unwrap_or_default() + "\n"));
             say(&format!(
                 "ocflow: planned {} step(s); the model's answers are in {}",
                 flow.steps.len(),

@@ -925,8 +925,11 @@ impl Executor {
         self.events.emit(Event::FlowFinished {
             task_id: self.task.task_id.clone(),
             state: self.status.state,
+            reason: self.status.failure_reason(),
             changed_files,
             summary: summary_path,
+            summary_text: summary,
+            tokens: self.status.tokens,
         })?;
         Ok(if all_done {
             FlowOutcome::Succeeded

@@ -5,6 +5,7 @@ use std::path::PathBuf;
 
 use serde::{Deserialize, Serialize};
 
+use crate::model::llm::Usage;
 use crate::model::status::{FlowState, StepState};
 
 /// The event format version this build writes; readers skip lines of other versions.
@@ -86,9 +87,18 @@ pub(crate) enum Event {
     FlowFinished {
         task_id: String,
         state: FlowState,
+        /// Why it did not succeed (the first failure, a limit, an abort); absent on success.
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        reason: Option<String>,
         /// Every repository file the flow changed.
         changed_files: Vec<String>,
+        /// Where the summary is, and what it says.
         summary: PathBuf,
+        #[serde(default)]
+        summary_text: String,
+        /// Tokens the whole flow used.
+        #[serde(default)]
+        tokens: Usage,
     },
     /// Ctrl-C or SIGTERM stopped the flow; `ocflow resume` continues it.
     FlowInterrupted {
@@ -97,6 +107,18 @@ pub(crate) enum Event {
     },
     /// Something a person and a headless caller should know, though the flow goes on.
     Warning { message: String },
+    /// The command stopped with an error (shown, with `--json`, as the last line on stdout).
+    Error {
+        /// What kind: `usage`, `invalid_flow`, `locked`, `drift`, `bad_state_file`, `bridge`,
+        /// `llm`, `io`, `internal`.
+        code: String,
+        /// The process's exit code.
+        exit_code: u8,
+        message: String,
+        /// What to do about it, when there is more to say than the message.
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        hint: Option<String>,
+    },
     /// `ocflow apply` wrote the flow's changes into the repository.
     ChangesApplied { task_id: String, files: Vec<String> },
 }

@@ -364,6 +364,23 @@ impl FlowStatus {
             .collect()
     }
 
+    /// Why the flow did not succeed, in one line: the flow's own message (planning failed, a
+    /// limit, an abort) or the first failed step's; `None` when it succeeded or still runs.
+    pub(crate) fn failure_reason(&self) -> Option<String> {
+        if matches!(self.state, FlowState::Succeeded | FlowState::Running) {
+            return None;
+        }
+        self.message.clone().or_else(|| {
+            self.steps
+                .iter()
+                .find(|s| s.status == StepState::Failed)
+                .map(|step| {
+                    let message = step.message.as_deref().unwrap_or("no message");
+                    format!("step {} failed: {message}", step.id)
+                })
+        })
+    }
+
     /// Never reused, even after recovery sets a step back to pending: a sequence number
     /// names one version of a step's outputs.
     pub(crate) fn next_sequence(&self) -> u64 {

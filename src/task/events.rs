@@ -101,6 +101,7 @@ fn progress_line(event: &Event) -> Option<String> {
             state,
             changed_files,
             summary,
+            ..
         } => format!(
             "ocflow: task {task_id} {state}; {} file(s) changed; summary: {}",
             changed_files.len(),
@@ -129,6 +130,8 @@ fn progress_line(event: &Event) -> Option<String> {
             format!("ocflow: interrupted; state saved. Continue with `ocflow resume {task_id}`")
         }
         Event::Warning { message } => format!("ocflow: warning: {message}"),
+        // Said by `main` itself, with the error's context chain.
+        Event::Error { .. } => return None,
         Event::ChangesApplied { files, .. } => {
             format!("ocflow: applied {} file(s) to the repository", files.len())
         }

@@ -30,6 +30,17 @@ pub(crate) enum ChangeKind {
     Deleted,
 }
 
+impl ChangeKind {
+    /// `added`, `modified` or `deleted`.
+    pub(crate) fn name(self) -> &'static str {
+        match self {
+            ChangeKind::Added => "added",
+            ChangeKind::Modified => "modified",
+            ChangeKind::Deleted => "deleted",
+        }
+    }
+}
+
 /// The flow's net changes: every path whose final version differs from the snapshot.
 pub(crate) fn changes(
     task: &TaskDir,

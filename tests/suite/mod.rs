@@ -12,4 +12,5 @@ mod parallel;
 mod recovery;
 mod resume;
 mod sandbox;
+mod stream;
 mod validation;

@@ -50,6 +50,7 @@ pub fn run(cli: Cli, api_key: ApiKey) -> Result<ExitCode> {
             memory_mb: args.memory_mb,
             max_processes: args.max_processes,
             inner: args.inner,
+            hidden: &args.hide,
             command: &args.command,
         });
         say(&format!("ocflow sandbox-exec: {problem}"));

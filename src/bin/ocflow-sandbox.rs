@@ -17,12 +17,13 @@ fn main() -> ExitCode {
     }
     let (mut writable, mut network, mut bwrap, mut inner, mut probe) =
         (Vec::new(), false, None, false, false);
-    let (mut memory_mb, mut max_processes) = (None, None);
+    let (mut memory_mb, mut max_processes, mut hidden) = (None, None, Vec::new());
     let mut command: Vec<OsString> = Vec::new();
     while let Some(arg) = args.next() {
         let number = |value: Option<OsString>| value.and_then(|v| v.to_str()?.parse::<u64>().ok());
         match arg.to_str() {
             Some("--write") => writable.extend(args.next().map(PathBuf::from)),
+            Some("--hide") => hidden.extend(args.next().map(PathBuf::from)),
             Some("--bwrap") => bwrap = args.next().map(PathBuf::from),
             Some("--memory-mb") => memory_mb = number(args.next()),
             Some("--max-processes") => max_processes = number(args.next()),
@@ -49,6 +50,7 @@ fn main() -> ExitCode {
         memory_mb,
         max_processes,
         inner,
+        hidden: &hidden,
         command: &command,
     }))
 }

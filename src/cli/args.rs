@@ -101,6 +101,9 @@ pub(crate) struct SandboxArgs {
     /// The processes the command may run at once.
     #[arg(long, value_name = "N")]
     pub(crate) max_processes: Option<u64>,
+    /// A file or directory the command must not see (repeatable).
+    #[arg(long = "hide", value_name = "PATH")]
+    pub(crate) hide: Vec<PathBuf>,
     /// (internal) Already inside the namespaces: apply Landlock and run the command.
     #[arg(long)]
     pub(crate) inner: bool,

@@ -377,7 +377,12 @@ impl Config {
         // The workspace's config, when the workspace lies in the repository, came with the
         // repository: obeyed in full only once the user trusts that repository.
         let trusted = user.trust.repositories.iter().any(|r| Path::new(r) == repo);
-        if canonical_or_absolute(&own_path).starts_with(&repo) && !trusted {
+        // Inside by its path or by where a symlink leads: a repository may ship
+        // `.ocflow/ocflow.toml` as a link to a file a command step can write.
+        let from_repo = own_path.starts_with(&repo)
+            || absolute(&own_path)?.starts_with(&repo)
+            || canonical_or_absolute(&own_path).starts_with(&repo);
+        if from_repo && !trusted {
             let ignored = own.without_untrusted();
             if !ignored.is_empty() {
                 warnings.push(format!(
@@ -508,6 +513,11 @@ fn resolve_sandbox(flags: &LimitArgs, file: &FileSandbox) -> Result<Option<Sandb
             .collect(),
         memory_mb: file.memory_mb.unwrap_or(DEFAULT_MEMORY_MB).max(16),
         max_processes: file.max_processes.unwrap_or(DEFAULT_MAX_PROCESSES).max(4),
+        // The key file, when the key came from one: no command may read it.
+        hidden: std::env::var_os(crate::llm::key::KEY_FILE_VARIABLE)
+            .map(|path| canonical_or_absolute(Path::new(&path)))
+            .into_iter()
+            .collect(),
     })
 }
 

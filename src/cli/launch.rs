@@ -160,8 +160,10 @@ pub(crate) fn report_sandbox(
             message: format!(
                 "the sandbox is partial here (no namespaces), so a command step could read \
                  the API key from the environment of a process that started ocflow \
-                 ({variable}); give the key in a file only you can read ({}) or through \
-                 `api_key_command` in your ocflow config instead",
+                 ({variable}); namespaces close this (install bubblewrap). Without them a \
+                 command can read your files too, so a key file ({}) does not help here: let \
+                 `api_key_command` in your ocflow config fetch the key (a password manager) \
+                 instead",
                 key::KEY_FILE_VARIABLE
             ),
         })?;

@@ -19,7 +19,7 @@ use crate::model::flow::{FLOW_VERSION, Flow};
 use crate::model::llm::LlmErrorKind;
 use crate::model::status::{FlowState, FlowStatus, now};
 use crate::output::{print_stdout, say};
-use crate::task::events::Events;
+use crate::task::events::{Events, beating};
 use crate::task::journal::Journal;
 use crate::task::state;
 use crate::task::workspace::{self, TaskDir};
@@ -100,7 +100,10 @@ pub(crate) async fn run(config: &Config, args: RunArgs) -> Result<ExitCode> {
         (None, Some(llm)) => {
             let planner = planner(config, llm)?;
             let answers_dir = task.root.join(PLANNING_DIR);
-            match planner.plan(&task_text, &answers_dir).await {
+            let pulse = events.pulse();
+            let planning = planner.plan(&task_text, &answers_dir);
+            let beat = || pulse.beat("planning", Vec::new(), llm.usage_for("planner"));
+            match beating(planning, beat).await {
                 Ok(flow) => (flow, count_answers(&answers_dir)),
                 Err(error) => {
                     return planning_failed(

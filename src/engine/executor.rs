@@ -220,6 +220,10 @@ impl Executor {
                 Next::Interrupted => return self.interrupted(&[]),
             }
         }
+        let mut heartbeat = tokio::time::interval_at(
+            tokio::time::Instant::now() + crate::task::events::HEARTBEAT,
+            crate::task::events::HEARTBEAT,
+        );
         let mut running: JoinSet<CallOutcome> = JoinSet::new();
         let mut in_flight: HashMap<tokio::task::Id, Running> = HashMap::new();
         let mut failures: Vec<Step> = Vec::new();
@@ -292,6 +296,11 @@ impl Executor {
             let joined = tokio::select! {
                 joined = running.join_next_with_id() => joined,
                 () = interrupt.wait() => return self.interrupted_all(&in_flight),
+                _ = heartbeat.tick() => {
+                    let names = in_flight.values().map(|r| r.step.id.clone()).collect();
+                    self.events.pulse().beat("running", names, self.status.tokens);
+                    continue;
+                }
             };
             let (id, outcome) = match joined {
                 Some(Ok((id, outcome))) => (id, outcome),
@@ -893,15 +902,16 @@ impl Executor {
         let mut summary = None;
         if let Some((llm, settings)) = &self.settings.summary_llm {
             let before = llm.usage_for("summary");
-            match crate::engine::summary::with_llm(
+            let (pulse, tokens) = (self.events.pulse(), self.status.tokens);
+            let writing = crate::engine::summary::with_llm(
                 &self.task,
                 &self.status,
                 &self.flow,
                 llm,
                 settings,
-            )
-            .await
-            {
+            );
+            let beat = || pulse.beat("summarising", Vec::new(), tokens);
+            match crate::task::events::beating(writing, beat).await {
                 Ok(text) => summary = Some(text),
                 Err(reason) => crate::output::say(&format!(
                     "ocflow: the LLM summary failed ({reason}); writing the summary from the \

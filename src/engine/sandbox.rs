@@ -37,8 +37,10 @@ pub(crate) struct SandboxPlan {
     pub(crate) memory_mb: u64,
     /// The processes a step may run at once.
     pub(crate) max_processes: u64,
-    /// How the process limit is enforced: `cgroup` or `rlimit`.
+    /// How the process limit is enforced: `cgroup`, or `none` where no cgroup can be made.
     pub(crate) process_limit: &'static str,
+    /// What commands must not see: the key file.
+    pub(crate) hidden: Vec<PathBuf>,
 }
 
 /// The settings a plan is made from.
@@ -48,6 +50,7 @@ pub(crate) struct SandboxSettings {
     pub(crate) writable: Vec<PathBuf>,
     pub(crate) memory_mb: u64,
     pub(crate) max_processes: u64,
+    pub(crate) hidden: Vec<PathBuf>,
 }
 
 impl SandboxPlan {
@@ -64,11 +67,7 @@ impl SandboxPlan {
         if bwrap.is_none() && landlock == "none" {
             return Ok(None);
         }
-        let process_limit = if cgroup_available() {
-            "cgroup"
-        } else {
-            "rlimit"
-        };
+        let process_limit = if cgroup_available() { "cgroup" } else { "none" };
         Ok(Some(SandboxPlan {
             bwrap,
             landlock,
@@ -77,6 +76,7 @@ impl SandboxPlan {
             memory_mb: settings.memory_mb,
             max_processes: settings.max_processes,
             process_limit,
+            hidden: settings.hidden,
         }))
     }
 
@@ -88,8 +88,12 @@ impl SandboxPlan {
             .writable
             .iter()
             .filter(|path| {
+                // Neither a tree holding the repository or workspace, nor one inside them
+                // (a CARGO_HOME or TMPDIR in the repository, a repository in the home).
                 let real = path.canonicalize().unwrap_or_else(|_| path.to_path_buf());
-                !protected.iter().any(|p| p.starts_with(&real))
+                !protected
+                    .iter()
+                    .any(|p| p.starts_with(&real) || real.starts_with(p))
             })
             .cloned()
             .collect();
@@ -105,7 +109,10 @@ impl SandboxPlan {
             namespaces: self.bwrap.is_some(),
             network: if network { "on" } else { "off" }.into(),
             landlock: self.landlock.clone(),
-            processes: format!("{} ({})", self.max_processes, self.process_limit),
+            processes: match self.process_limit {
+                "none" => "not limited (no pids cgroup here)".into(),
+                how => format!("{} ({how})", self.max_processes),
+            },
             memory_mb: self.memory_mb,
             partial: self.bwrap.is_none() || self.landlock != "landlock",
         }
@@ -165,6 +172,10 @@ impl SandboxPlan {
         if network {
             launcher.push("--network".into());
         }
+        for path in &self.hidden {
+            launcher.push("--hide".into());
+            launcher.push(path.to_string_lossy().into_owned());
+        }
         if let Some(bwrap) = &self.bwrap {
             launcher.push("--bwrap".into());
             launcher.push(bwrap.to_string_lossy().into_owned());
@@ -207,9 +218,13 @@ pub(crate) fn default_writable() -> Vec<PathBuf> {
     let cargo_home = std::env::var_os("CARGO_HOME")
         .map(PathBuf::from)
         .or_else(|| home.as_ref().map(|h| h.join(".cargo")));
-    if let Some(cargo) = cargo_home {
-        // Not all of CARGO_HOME: its bin/ is on PATH.
-        paths.extend(["registry", "git"].iter().map(|dir| cargo.join(dir)));
+    if let Some(cargo) = cargo_home.filter(|dir| dir.is_dir()) {
+        // Not all of CARGO_HOME: its bin/ is on PATH. Made if missing, so that cargo's first
+        // run in a step has somewhere to write.
+        for dir in ["registry", "git"] {
+            let _ = std::fs::create_dir_all(cargo.join(dir));
+            paths.push(cargo.join(dir));
+        }
         paths.push(cargo.join(".package-cache"));
     }
     if let Some(home) = home {

@@ -35,8 +35,28 @@ pub(crate) struct ExecRequest<'a> {
     pub(crate) max_processes: Option<u64>,
     /// Already inside the namespaces: only Landlock is left to apply.
     pub(crate) inner: bool,
+    /// Files and directories the command must not see (the key file).
+    pub(crate) hidden: &'a [PathBuf],
     pub(crate) command: &'a [OsString],
 }
+
+/// Credential stores in the home directory a command has no business reading: hidden with
+/// namespaces (a command could print them, and a failed step's output goes into the recovery
+/// prompt, to the model).
+const SECRETS_IN_HOME: &[&str] = &[
+    ".ssh",
+    ".gnupg",
+    ".aws",
+    ".docker",
+    ".kube",
+    ".config/gcloud",
+    ".config/gh",
+    ".password-store",
+    ".netrc",
+    ".git-credentials",
+    ".pypirc",
+    ".npmrc",
+];
 
 /// Confines this process, then becomes the command. Only returns on failure, with the reason.
 pub(crate) fn exec(request: &ExecRequest<'_>) -> String {
@@ -91,6 +111,17 @@ fn bwrap_command(bwrap: &Path, request: &ExecRequest<'_>) -> Result<std::process
     for hidden in HIDDEN {
         command.args(["--tmpfs", hidden]);
     }
+    let home = std::env::var_os("HOME").map(PathBuf::from);
+    let secrets = home
+        .iter()
+        .flat_map(|home| SECRETS_IN_HOME.iter().map(|s| home.join(s)));
+    for secret in secrets.chain(request.hidden.iter().cloned()) {
+        match std::fs::metadata(&secret) {
+            Ok(meta) if meta.is_dir() => command.arg("--tmpfs").arg(&secret),
+            Ok(_) => command.arg("--ro-bind").arg("/dev/null").arg(&secret),
+            Err(_) => continue,
+        };
+    }
     // After the tmpfs mounts, so what lies beneath one of them stays reachable: ocflow itself
     // (for the inner launcher) and the writable paths, but not the hidden directories whole.
     if HIDDEN.iter().any(|hidden| exe.starts_with(hidden)) {
@@ -114,15 +145,16 @@ fn bwrap_command(bwrap: &Path, request: &ExecRequest<'_>) -> Result<std::process
     {
         command.arg("--write").arg(path);
     }
-    if request.network {
-        command.arg("--network");
-    }
+    // Inside a private network namespace TCP reaches only the step's own loopback (test suites
+    // start local servers there): Landlock's TCP rules are for when there is no such namespace.
+    command.arg("--network");
     command.arg("--").args(request.command);
     Ok(command)
 }
 
 /// The memory limit (`RLIMIT_DATA`) and the process limit: a `pids` cgroup of its own where
-/// ocflow may make one (it bounds root too), else `RLIMIT_NPROC`.
+/// ocflow may make one. Not `RLIMIT_NPROC`: it counts every process and thread of the user (a
+/// desktop's browser included), so a step would fail for what others run, and root ignores it.
 fn limit_resources(memory_mb: Option<u64>, max_processes: Option<u64>) -> Result<(), String> {
     use rustix::process::{Resource, Rlimit, setrlimit};
     if let Some(mb) = memory_mb {
@@ -133,15 +165,9 @@ fn limit_resources(memory_mb: Option<u64>, max_processes: Option<u64>) -> Result
         };
         setrlimit(Resource::Data, limit).map_err(|err| format!("cannot limit memory: {err}"))?;
     }
-    if let Some(max) = max_processes
-        && !join_pids_cgroup(max)
-    {
-        let limit = Rlimit {
-            current: Some(max),
-            maximum: Some(max),
-        };
-        setrlimit(Resource::Nproc, limit)
-            .map_err(|err| format!("cannot limit processes: {err}"))?;
+    if let Some(max) = max_processes {
+        // Where no cgroup can be made, the step runs without a process limit (results say so).
+        join_pids_cgroup(max);
     }
     Ok(())
 }

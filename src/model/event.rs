@@ -105,6 +105,18 @@ pub(crate) enum Event {
         task_id: String,
         running: Vec<String>,
     },
+    /// Still working: shown at least every 15 s while a flow runs (a caller that stops waiting
+    /// after some silence — OpenHands' terminal, after 30 s — keeps waiting); not journaled.
+    Heartbeat {
+        /// `planning`, `running`, `recovering` or `summarising`.
+        stage: String,
+        /// The steps running now.
+        running: Vec<String>,
+        /// Seconds since this ocflow started working on the flow.
+        elapsed_seconds: u64,
+        /// Tokens used so far.
+        tokens: Usage,
+    },
     /// Something a person and a headless caller should know, though the flow goes on.
     Warning { message: String },
     /// The command stopped with an error (shown, with `--json`, as the last line on stdout).

@@ -8,15 +8,31 @@ use crate::model::status::StepState;
 use crate::output::{print_stdout, say};
 use crate::task::journal::Journal;
 
+/// How often a running flow says it is still working, at least.
+pub(crate) const HEARTBEAT: std::time::Duration = std::time::Duration::from_secs(15);
+
 /// Where events go: the journal, and the caller's stdout (JSON lines) or stderr (progress).
 pub(crate) struct Events {
     journal: Journal,
     json: bool,
+    started: std::time::Instant,
 }
 
 impl Events {
     pub(crate) fn new(journal: Journal, json: bool) -> Events {
-        Events { journal, json }
+        Events {
+            journal,
+            json,
+            started: std::time::Instant::now(),
+        }
+    }
+
+    /// What heartbeats need: where to show them, and since when the flow runs.
+    pub(crate) fn pulse(&self) -> Pulse {
+        Pulse {
+            json: self.json,
+            started: self.started,
+        }
     }
 
     /// Records an event in the journal, then shows it.
@@ -25,6 +41,41 @@ impl Events {
         self.journal.append(&record)?;
         show(&record, self.json);
         Ok(())
+    }
+}
+
+/// Says that a flow is still working, without journaling it: heartbeats are for the caller.
+#[derive(Debug, Clone, Copy)]
+pub(crate) struct Pulse {
+    json: bool,
+    started: std::time::Instant,
+}
+
+impl Pulse {
+    pub(crate) fn beat(&self, stage: &str, running: Vec<String>, tokens: crate::model::llm::Usage) {
+        let event = Event::Heartbeat {
+            stage: stage.into(),
+            running,
+            elapsed_seconds: self.started.elapsed().as_secs(),
+            tokens,
+        };
+        show(&Record::now(crate::model::status::now(), event), self.json);
+    }
+}
+
+/// Awaits `future`, calling `beat` every `HEARTBEAT` until it is done: an LLM call or a step may
+/// take minutes, and a caller must not take the silence for a hang.
+pub(crate) async fn beating<T>(
+    future: impl std::future::Future<Output = T>,
+    mut beat: impl FnMut(),
+) -> T {
+    let mut ticks = tokio::time::interval_at(tokio::time::Instant::now() + HEARTBEAT, HEARTBEAT);
+    tokio::pin!(future);
+    loop {
+        tokio::select! {
+            value = &mut future => return value,
+            _ = ticks.tick() => beat(),
+        }
     }
 }
 
@@ -130,6 +181,25 @@ fn progress_line(event: &Event) -> Option<String> {
             format!("ocflow: interrupted; state saved. Continue with `ocflow resume {task_id}`")
         }
         Event::Warning { message } => format!("ocflow: warning: {message}"),
+        Event::Heartbeat {
+            stage,
+            running,
+            elapsed_seconds,
+            ..
+        } if running.is_empty() => {
+            format!("ocflow: still {stage} ({elapsed_seconds} s)")
+        }
+        Event::Heartbeat {
+            stage,
+            running,
+            elapsed_seconds,
+            ..
+        } => {
+            format!(
+                "ocflow: still {stage}: {} ({elapsed_seconds} s)",
+                running.join(", ")
+            )
+        }
         // Said by `main` itself, with the error's context chain.
         Event::Error { .. } => return None,
         Event::ChangesApplied { files, .. } => {

@@ -393,14 +393,25 @@ fn the_key_can_come_from_a_file_only_its_owner_reads_or_from_a_command() {
     use std::os::unix::fs::PermissionsExt;
     let canary = "sk-canary-file-8e7d";
     let sandbox = Sandbox::new(&[("a.txt", "a\n")]);
-    let plan = json!({"steps": [{"id": "read", "operation": "read_file",
-        "params": {"file_path": "a.txt"}}]})
-    .to_string();
     let key_file = sandbox.root().join("key");
+    // A command step trying to read the key file sees nothing there (with namespaces).
+    let plan = json!({"steps": [{"id": "read", "operation": "read_file",
+        "params": {"file_path": "a.txt"}},
+        {"id": "peek", "operation": "execute_shell_command",
+         "params": {"command": format!("cat {} || true", key_file.display())}}]})
+    .to_string();
     std::fs::write(&key_file, format!("{canary}\n")).unwrap();
-    let run = |llm: &FakeLlm, key_file: Option<&std::path::Path>| {
+    let run = |llm: &FakeLlm, key_file: Option<&std::path::Path>, task_id: &str| {
         let mut command = sandbox.ocflow();
-        command.args(["--base-url", &llm.base_url(), "--model", "m", "run", TASK]);
+        command.args([
+            "--base-url",
+            &llm.base_url(),
+            "--model",
+            "m",
+            "run",
+            "--task-id",
+        ]);
+        command.args([task_id, TASK]);
         if let Some(path) = key_file {
             command.env("OCFLOW_API_KEY_FILE", path);
         }
@@ -409,7 +420,7 @@ fn the_key_can_come_from_a_file_only_its_owner_reads_or_from_a_command() {
     // A key file others may read is refused, naming the fix.
     std::fs::set_permissions(&key_file, std::fs::Permissions::from_mode(0o644)).unwrap();
     let llm = FakeLlm::start(vec![chat(&plan), chat("summary")]);
-    let refused = run(&llm, Some(&key_file));
+    let refused = run(&llm, Some(&key_file), "refused");
     assert_exit(&refused, 2);
     assert!(
         stderr(&refused).contains("chmod 600"),
@@ -419,7 +430,7 @@ fn the_key_can_come_from_a_file_only_its_owner_reads_or_from_a_command() {
     assert!(llm.requests().is_empty());
     // Only its owner may read it: used, and no environment of any process ever held it.
     std::fs::set_permissions(&key_file, std::fs::Permissions::from_mode(0o600)).unwrap();
-    let output = run(&llm, Some(&key_file));
+    let output = run(&llm, Some(&key_file), "t");
     assert_exit(&output, 0);
     let authorization = |llm: &FakeLlm| -> Vec<String> {
         let requests = llm.requests();
@@ -429,6 +440,10 @@ fn the_key_can_come_from_a_file_only_its_owner_reads_or_from_a_command() {
         headers.map(|h| h.to_str().unwrap().to_string()).collect()
     };
     assert_eq!(authorization(&llm), vec![format!("Bearer {canary}"); 2]);
+    if namespaces_available() {
+        let peek = sandbox.result("t", "peek");
+        assert!(!peek["stdout"].as_str().unwrap().contains(canary), "{peek}");
+    }
     // Or a command prints it (from the user's own config), run once per ocflow run.
     let counter = sandbox.shared().join("asked");
     sandbox.configure_sandbox("");
@@ -441,7 +456,7 @@ fn the_key_can_come_from_a_file_only_its_owner_reads_or_from_a_command() {
     ));
     std::fs::write(&config, text).unwrap();
     let llm = FakeLlm::start(vec![chat(&plan), chat("summary")]);
-    assert_exit(&run(&llm, None), 0);
+    assert_exit(&run(&llm, None, "command"), 0);
     assert_eq!(authorization(&llm), vec![format!("Bearer {canary}"); 2]);
     assert_eq!(
         std::fs::read_to_string(&counter).unwrap(),

@@ -122,3 +122,90 @@ fn every_json_output_of_every_command_is_json_lines() {
         }
     }
 }
+
+/// Reads a child's merged output the way OpenHands' terminal does: it gives up after 30 s
+/// without a new byte. Returns the output, or `None` when it gave up.
+fn read_like_openhands(mut child: std::process::Child) -> Option<String> {
+    use std::io::Read;
+    use std::sync::mpsc;
+    use std::time::Duration;
+    let mut out = child.stdout.take().unwrap();
+    let (sender, chunks) = mpsc::channel();
+    std::thread::spawn(move || {
+        let mut buffer = [0u8; 4096];
+        while let Ok(n) = out.read(&mut buffer) {
+            if n == 0 || sender.send(buffer[..n].to_vec()).is_err() {
+                break;
+            }
+        }
+    });
+    let mut seen = Vec::new();
+    loop {
+        match chunks.recv_timeout(Duration::from_secs(30)) {
+            Ok(chunk) => seen.extend(chunk),
+            Err(mpsc::RecvTimeoutError::Disconnected) => break,
+            Err(mpsc::RecvTimeoutError::Timeout) => {
+                let _ = child.kill();
+                return None;
+            }
+        }
+    }
+    child.wait().unwrap();
+    Some(String::from_utf8_lossy(&seen).into_owned())
+}
+
+#[test]
+fn a_slow_model_keeps_the_stream_alive_for_a_reader_that_gives_up_after_30_s_of_silence() {
+    use super::fake_llm::{FakeLlm, Reply};
+    use std::time::Duration;
+    let sandbox = Sandbox::new(&[("a.txt", "a\n")]);
+    let plan = json!({"steps": [{"id": "read", "operation": "read_file",
+        "params": {"file_path": "a.txt"}}]});
+    let llm = FakeLlm::start(vec![
+        Reply::SlowChat {
+            content: plan.to_string(),
+            delay: Duration::from_secs(60),
+        },
+        Reply::SlowChat {
+            content: "Read a.txt.".into(),
+            delay: Duration::from_secs(1),
+        },
+    ]);
+    // No TTY, stdout and stderr merged into one pipe, as OpenHands' terminal sees them.
+    let merged = std::process::Command::new("sh")
+        .arg("-c")
+        .arg("exec \"$@\" 2>&1")
+        .arg("sh")
+        .arg(env!("CARGO_BIN_EXE_ocflow"))
+        .args(["--repo"])
+        .arg(&sandbox.repo)
+        .arg("--workspace")
+        .arg(&sandbox.workspace)
+        .args([
+            "--json",
+            "--base-url",
+            &llm.base_url(),
+            "--model",
+            "m",
+            "run",
+            "--task-id",
+            "t",
+        ])
+        .arg("Read a.txt")
+        .env("XDG_CONFIG_HOME", sandbox.root().join("user-config"))
+        .env_remove("OCFLOW_BASE_URL")
+        .stdin(std::process::Stdio::null())
+        .stdout(std::process::Stdio::piped())
+        .spawn()
+        .unwrap();
+    let output = read_like_openhands(merged).expect("the reader gave up: 30 s of silence");
+    let beats: Vec<Value> = output
+        .lines()
+        .filter_map(|line| serde_json::from_str::<Value>(line).ok())
+        .filter(|event| event["type"] == json!("heartbeat"))
+        .collect();
+    assert!(beats.len() >= 3, "{output}");
+    assert_eq!(beats[0]["stage"], json!("planning"));
+    assert!(output.contains("\"type\":\"flow_finished\""), "{output}");
+    assert_eq!(sandbox.status("t")["state"], json!("succeeded"));
+}

@@ -14,6 +14,7 @@ use crate::model::event::Event;
 use crate::model::flow::Step;
 use crate::model::status::{self, FlowStatus, StepState};
 use crate::model::step_result::StepResult;
+use crate::task::events::beating;
 use crate::task::{staging, state};
 
 impl Executor {
@@ -100,8 +101,14 @@ impl Executor {
             Some(decision) => recovery::redo(&context, failed, decision),
             None => {
                 let interrupt = self.interrupt.clone();
+                let (pulse, tokens, llm) = (self.events.pulse(), self.status.tokens, &settings.llm);
+                let beat = || {
+                    let mut so_far = tokens;
+                    so_far.add(&llm.usage_for("recovery").since(&before));
+                    pulse.beat("recovering", vec![failed.to_string()], so_far);
+                };
                 tokio::select! {
-                    decided = recovery::decide(&context, failed) => decided,
+                    decided = beating(recovery::decide(&context, failed), beat) => decided,
                     () = interrupt.wait() => return Ok(Next::Interrupted),
                 }
             }

@@ -63,7 +63,14 @@ pub fn run(cli: Cli, api_key: ApiKey) -> Result<ExitCode> {
         Command::Demo => Some(&demo),
         _ => None,
     };
-    let config = cli::config::Config::resolve(&cli.global, limits, api_key)?;
+    // Commands that start work on a repository need one; the others can find their task
+    // through an explicit workspace or task directory.
+    let needs_repo = match &cli.command {
+        Command::Run(_) | Command::Plan(_) | Command::Trust(_) => true,
+        Command::Demo | Command::SandboxExec(_) => false,
+        _ => cli.global.workspace.is_none(),
+    };
+    let config = cli::config::Config::resolve(&cli.global, needs_repo, limits, api_key)?;
     cli::dispatch::dispatch(&config, cli.command)
 }
 

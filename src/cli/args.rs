@@ -25,9 +25,10 @@ impl Cli {
 /// Options every command takes.
 #[derive(Debug, Args)]
 pub(crate) struct GlobalArgs {
-    /// The repository the flow works on (only read until `apply`).
-    #[arg(long, global = true, value_name = "DIR", default_value = ".")]
-    pub(crate) repo: PathBuf,
+    /// The repository the flow works on (only read until `apply`) [default: the git repository
+    /// holding the current directory].
+    #[arg(long, global = true, value_name = "DIR")]
+    pub(crate) repo: Option<PathBuf>,
     /// Where task directories live [default: <repo>/.ocflow].
     #[arg(long, global = true, value_name = "DIR", env = "OCFLOW_WORKSPACE")]
     pub(crate) workspace: Option<PathBuf>,

@@ -338,20 +338,25 @@ impl FileConfig {
 }
 
 impl Config {
-    /// Resolves every setting. `limits` are the flags of a command that runs steps (`None`
-    /// for the others, which then probe no sandbox); `api_key` comes from
+    /// Resolves every setting. `needs_repo`: whether the command works on a repository, which
+    /// must then be named or found (see `discover_repo`); `limits` are the flags of a command
+    /// that runs steps (`None` for the others, which then probe no sandbox); `api_key` comes from
     /// `llm::key::take_key_at_startup`, which read the environment.
     pub(crate) fn resolve(
         args: &GlobalArgs,
+        needs_repo: bool,
         limits: Option<&LimitArgs>,
         api_key: ApiKey,
     ) -> Result<Config> {
-        let repo = args.repo.canonicalize().map_err(|err| {
-            Error::Usage(format!(
-                "--repo {}: {err}; give the path of an existing directory",
-                args.repo.display()
-            ))
-        })?;
+        let repo = match &args.repo {
+            Some(repo) => repo.canonicalize().map_err(|err| {
+                Error::Usage(format!(
+                    "--repo {}: {err}; give the path of an existing directory",
+                    repo.display()
+                ))
+            })?,
+            None => discover_repo(needs_repo)?,
+        };
         if !repo.is_dir() {
             return Err(Error::Usage(format!(
                 "--repo {} is not a directory",
@@ -442,10 +447,25 @@ impl Config {
             recovery_limits: recovery_limits(&file.recovery),
             recovery: !flags.no_recovery && file.recovery.enabled != Some(false),
         };
+        let key_variable = api_key.variable().map(str::to_string);
+        let llm = resolve_llm(args, &file.llm, api_key)?;
+        // Say what is sent when a provider prefix was taken off, so nobody is surprised.
+        let asked = args
+            .model
+            .clone()
+            .or_else(|| env_first(&["OCFLOW_MODEL", "LLM_MODEL"]));
+        if let (Some(asked), Ok(llm)) = (asked, &llm)
+            && asked != llm.planner.model
+        {
+            warnings.push(format!(
+                "the model is sent as `{}`: `{asked}` carries LiteLLM's provider prefix",
+                llm.planner.model
+            ));
+        }
         Ok(Config {
             rules: PathRules::new(&repo, &workspace),
-            key_variable: api_key.variable().map(str::to_string),
-            llm: resolve_llm(args, &file.llm, api_key)?,
+            key_variable,
+            llm,
             repo,
             workspace,
             default_workspace,
@@ -469,6 +489,27 @@ impl Config {
             .as_ref()
             .map_err(|missing| Error::Usage(missing.to_string()))
     }
+}
+
+/// The repository, found as git finds it: the current directory or the nearest one above it
+/// holding `.git`. Without one, a command that works on a repository is refused, naming
+/// `--repo`; the others (a task given by its directory, the demo) take the current directory.
+fn discover_repo(needs_repo: bool) -> Result<PathBuf> {
+    let cwd = std::env::current_dir().io_context(|| "finding the current directory".into())?;
+    if let Some(root) = cwd.ancestors().find(|dir| dir.join(".git").exists()) {
+        return root
+            .canonicalize()
+            .io_context(|| format!("resolving {}", root.display()));
+    }
+    if needs_repo {
+        return Err(Error::Usage(format!(
+            "{} is not in a git repository (nor is any directory above it): run ocflow inside \
+             your repository, or name it with --repo DIR",
+            cwd.display()
+        )));
+    }
+    cwd.canonicalize()
+        .io_context(|| format!("resolving {}", cwd.display()))
 }
 
 /// The recovery limits: config files, then defaults.
@@ -521,6 +562,28 @@ fn resolve_sandbox(flags: &LimitArgs, file: &FileSandbox) -> Result<Option<Sandb
     })
 }
 
+/// LiteLLM's provider prefixes for OpenAI-compatible servers (OpenHands' `LLM_MODEL` carries
+/// one: `openai/gpt-4o`, `hosted_vllm/…`): not part of the name the server knows. A served name
+/// with a slash of its own (`mistralai/Devstral-Small-2505`) is left whole.
+const PROVIDER_PREFIXES: &[&str] = &[
+    "openai",
+    "hosted_vllm",
+    "litellm_proxy",
+    "openrouter",
+    "custom_openai",
+    "text-completion-openai",
+    "lm_studio",
+    "vllm",
+];
+
+/// The model name as the endpoint knows it.
+fn without_provider(model: &str) -> &str {
+    match model.split_once('/') {
+        Some((provider, name)) if PROVIDER_PREFIXES.contains(&provider) && !name.is_empty() => name,
+        _ => model,
+    }
+}
+
 /// The first non-empty environment variable of `names`.
 fn env_first(names: &[&str]) -> Option<String> {
     names
@@ -552,7 +615,7 @@ fn resolve_llm(
             .or_else(|| file.model.clone())
             .or_else(|| replay.as_ref().map(|_| "replay".to_string()))?;
         Some(ModelSettings {
-            model: name,
+            model: without_provider(&name).to_string(),
             temperature: Some(section.temperature.unwrap_or(0.2)),
             max_tokens: Some(section.max_tokens.unwrap_or(max_tokens)),
         })

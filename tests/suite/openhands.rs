@@ -8,14 +8,7 @@ use super::support::*;
 
 /// `ocflow` run from `dir`, without `--repo`.
 fn ocflow_in(sandbox: &Sandbox, dir: &std::path::Path) -> std::process::Command {
-    let template = sandbox.ocflow();
-    let mut command = std::process::Command::new(env!("CARGO_BIN_EXE_ocflow"));
-    for (name, value) in template.get_envs() {
-        match value {
-            Some(value) => command.env(name, value),
-            None => command.env_remove(name),
-        };
-    }
+    let mut command = sandbox.command_like_ocflow(env!("CARGO_BIN_EXE_ocflow"));
     command
         .current_dir(dir)
         .arg("--workspace")

@@ -262,17 +262,11 @@ fn any_stop_signal_through_a_wrapper_stops_the_commands_and_saves_the_state() {
         let marker = sandbox.shared().join("marker");
         let plan = sandbox.flow(&gated_flow(&marker));
         let template = sandbox.ocflow();
-        let mut wrapper = std::process::Command::new("timeout");
+        let mut wrapper = sandbox.command_like_ocflow("timeout");
         wrapper
             .arg("60")
             .arg(template.get_program())
             .args(template.get_args());
-        for (name, value) in template.get_envs() {
-            match value {
-                Some(value) => wrapper.env(name, value),
-                None => wrapper.env_remove(name),
-            };
-        }
         let child = wrapper
             .args(["run", "--task-id", "t", "--plan"])
             .arg(plan)

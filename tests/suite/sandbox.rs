@@ -26,15 +26,8 @@ fn run_with_key_in_parent(sandbox: &Sandbox, flow: &Value, task_id: &str) -> std
         plan.display()
     );
     // The environment `sandbox.ocflow()` would give, plus the key.
-    let template = sandbox.ocflow();
-    let mut shell = std::process::Command::new("bash");
+    let mut shell = sandbox.command_like_ocflow("bash");
     shell.arg("-c").arg(script);
-    for (name, value) in template.get_envs() {
-        match value {
-            Some(value) => shell.env(name, value),
-            None => shell.env_remove(name),
-        };
-    }
     shell.env("OCFLOW_API_KEY", CANARY).output().unwrap()
 }
 

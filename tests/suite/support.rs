@@ -94,6 +94,20 @@ impl Sandbox {
         command
     }
 
+    /// `program` with the environment `ocflow()` gives (no key, no endpoint, the test's user
+    /// config), for starting ocflow through a shell or a wrapper, or without its arguments.
+    pub fn command_like_ocflow(&self, program: impl AsRef<std::ffi::OsStr>) -> Command {
+        let template = self.ocflow();
+        let mut command = Command::new(program);
+        for (name, value) in template.get_envs() {
+            match value {
+                Some(value) => command.env(name, value),
+                None => command.env_remove(name),
+            };
+        }
+        command
+    }
+
     /// Writes a flow file next to the repository and returns its path.
     pub fn flow(&self, flow: &Value) -> PathBuf {
         let path = self.root().join("flow.json");

@@ -79,6 +79,13 @@ pub(crate) async fn run(config: &Config, args: RunArgs) -> Result<ExitCode> {
     };
     let interrupt = Interrupt::listen();
     let task = TaskDir::new(&config.workspace, &task_id);
+    if config.repo.starts_with(canonical_or_absolute(&task.root)) {
+        return Err(Error::Usage(format!(
+            "--task-id {task_id}: the task directory {} would hold the repository; choose \
+             another id",
+            task.root.display()
+        )));
+    }
     task.create()?;
     let _lock = task.lock()?;
     if config.default_workspace {

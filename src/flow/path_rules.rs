@@ -18,12 +18,18 @@ pub(crate) struct PathRules {
 impl PathRules {
     /// The rules for a repository and a workspace (which may not exist yet): both made
     /// canonical, so a symlinked spelling of either cannot slip past.
+    /// The workspace is out of reach when it lies inside the repository (the default,
+    /// `<repo>/.ocflow`). When it holds the repository (OpenHands' `/workspace/project/repo`),
+    /// only its task directories are out of reach, and none of them can be inside the
+    /// repository (`run` refuses such a task id).
     pub(crate) fn new(repo: &Path, workspace: &Path) -> PathRules {
         let repo = canonical_or_absolute(repo);
-        PathRules {
-            forbidden: vec![repo.join(".git"), canonical_or_absolute(workspace)],
-            repo,
+        let workspace = canonical_or_absolute(workspace);
+        let mut forbidden = vec![repo.join(".git")];
+        if !repo.starts_with(&workspace) {
+            forbidden.push(workspace);
         }
+        PathRules { forbidden, repo }
     }
 
     /// Checks a path parameter; returns it normalised.

@@ -91,3 +91,38 @@ fn a_provider_prefix_is_taken_off_and_a_slashed_model_name_kept() {
         assert_eq!(said, asked != sent, "{asked}: {}", stderr(&output));
     }
 }
+
+#[test]
+fn a_workspace_that_holds_the_repository_works() {
+    // OpenHands' layout: the repository under /workspace, and ocflow's tasks there too.
+    let sandbox = Sandbox::new(&[("a.txt", "a\n")]);
+    let workspace = sandbox.root();
+    let flow = json!([
+        {"id": "w", "operation": "write_file", "params": {"file_path": "b.txt", "content": "b\n"}},
+        {"id": "sh", "operation": "execute_shell_command", "depends_on": "w",
+         "params": {"command": "cat b.txt > c.txt"}}
+    ]);
+    let plan = sandbox.flow(&flow);
+    let ocflow = |args: &[&str]| {
+        sandbox
+            .command_like_ocflow(env!("CARGO_BIN_EXE_ocflow"))
+            .arg("--repo")
+            .arg(&sandbox.repo)
+            .arg("--workspace")
+            .arg(workspace)
+            .args(args)
+            .output()
+            .unwrap()
+    };
+    let run = ocflow(&["run", "--task-id", "t", "--plan", plan.to_str().unwrap()]);
+    assert_exit(&run, 0);
+    let apply = ocflow(&["apply", "t"]);
+    assert_exit(&apply, 0);
+    assert_eq!(
+        std::fs::read_to_string(sandbox.repo.join("c.txt")).unwrap(),
+        "b\n"
+    );
+    // A task directory may still never be the one holding the repository.
+    let clash = ocflow(&["run", "--task-id", "repo", "--plan", plan.to_str().unwrap()]);
+    assert_exit(&clash, 2);
+}

@@ -62,12 +62,13 @@ pub(crate) fn load_bridge(config: &Config) -> Result<Arc<Bridge>> {
     )?))
 }
 
-/// Reads and validates a flow file, checking its size before reading it whole.
+/// Reads and validates a flow file, checking its size before reading it whole; with what
+/// validation added to it (see `validate::parse_flow_noting`).
 pub(crate) fn read_flow(
     path: &Path,
     default_task: Option<&str>,
     rules: &PathRules,
-) -> Result<Flow> {
+) -> Result<(Flow, Vec<String>)> {
     let unreadable = |err: std::io::Error| {
         Error::Usage(format!("cannot read the flow {}: {err}", path.display()))
     };
@@ -84,7 +85,7 @@ pub(crate) fn read_flow(
         }]));
     }
     let text = fs::read_to_string(path).map_err(unreadable)?;
-    validate::parse_flow(&text, default_task, rules).map_err(Error::InvalidFlow)
+    validate::parse_flow_noting(&text, default_task, rules).map_err(Error::InvalidFlow)
 }
 
 /// The engine's settings for a flow on `rules.repo` with its tasks in `workspace_dir`, from the

@@ -29,12 +29,14 @@ const PLANNING_DIR: &str = "planning";
 
 /// `ocflow run`: plan (or read the flow), then run it.
 pub(crate) async fn run(config: &Config, args: RunArgs) -> Result<ExitCode> {
+    // What validation added to the flow as written (implied dependencies), said once it runs.
+    let mut notes = Vec::new();
     let given = match (&args.plan, &args.task) {
-        (Some(plan), _) => Some(launch::read_flow(
-            plan,
-            args.task.as_deref(),
-            &config.rules,
-        )?),
+        (Some(plan), _) => {
+            let (flow, added) = launch::read_flow(plan, args.task.as_deref(), &config.rules)?;
+            notes = added;
+            Some(flow)
+        }
         (None, Some(_)) => None,
         (None, None) => {
             return Err(Error::Usage(
@@ -111,7 +113,10 @@ pub(crate) async fn run(config: &Config, args: RunArgs) -> Result<ExitCode> {
             let planning = planner.plan(&task_text, &answers_dir);
             let beat = || pulse.beat("planning", Vec::new(), llm.usage_for("planner"));
             match beating(planning, beat).await {
-                Ok(flow) => (flow, count_answers(&answers_dir)),
+                Ok((flow, added)) => {
+                    notes = added;
+                    (flow, count_answers(&answers_dir))
+                }
                 Err(error) => {
                     return planning_failed(
                         &task,
@@ -126,6 +131,9 @@ pub(crate) async fn run(config: &Config, args: RunArgs) -> Result<ExitCode> {
         }
         (None, None) => return Err(Error::internal("planning without an LLM client")),
     };
+    for message in notes {
+        events.emit(Event::Warning { message })?;
+    }
     state::save_flow(&task, &flow)?;
     let mut flow_status = FlowStatus::new(&task_id, &flow, &config.repo);
     if let Some(llm) = &llm {
@@ -225,7 +233,10 @@ pub(crate) async fn plan(config: &Config, args: PlanArgs) -> Result<ExitCode> {
     };
     let answers = config.workspace.join("_plans").join(&id);
     match planner(config, &llm)?.plan(&args.task, &answers).await {
-        Ok(flow) => {
+        Ok((flow, notes)) => {
+            for note in notes {
+                say(&format!("ocflow: {note}"));
+            }
             // For people, indented; with --json, one line like every other JSON output.
             let text = if config.json {
                 serde_json::to_string(&flow)

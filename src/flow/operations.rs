@@ -347,6 +347,16 @@ pub(crate) const OPERATIONS: &[OperationSpec] = &[
     },
 ];
 
+/// Other names a parameter is known by — the seed's planning prompt (`modify_code(file_path,
+/// instructions_for_llm)`, `analyze_code(file_path, analysis_query)`), which models keep using:
+/// (operation, alias, parameter).
+pub(crate) const PARAM_ALIASES: &[(&str, &str, &str)] = &[
+    ("modify_code", "instructions_for_llm", "instructions"),
+    ("refactor_function", "instructions_for_llm", "instructions"),
+    ("write_file", "instructions_for_llm", "instructions"),
+    ("analyze_code", "analysis_query", "query"),
+];
+
 /// Looks an operation up by name.
 pub(crate) fn find(name: &str) -> Option<&'static OperationSpec> {
     OPERATIONS.iter().find(|op| op.name == name)

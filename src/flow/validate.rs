@@ -26,6 +26,18 @@ pub(crate) fn parse_flow(
     default_task: Option<&str>,
     rules: &PathRules,
 ) -> Result<Flow, Vec<Problem>> {
+    parse_flow_noting(text, default_task, rules).map(|(flow, _)| flow)
+}
+
+/// `parse_flow`, also returning what was added to the flow as written: a dependency a step's
+/// reference implies (`content_from_step`, `@{outputs.…}`) but `depends_on` left out, as the
+/// seed's own examples do — added unless it would make a cycle. One sentence each.
+pub(crate) fn parse_flow_noting(
+    text: &str,
+    default_task: Option<&str>,
+    rules: &PathRules,
+) -> Result<(Flow, Vec<String>), Vec<Problem>> {
+    let mut notes = Vec::new();
     let mut problems = Problems::default();
     if text.len() > MAX_FLOW_BYTES {
         problems.flow(
@@ -46,6 +58,7 @@ pub(crate) fn parse_flow(
     };
     let mut flow = read_flow(value, default_task, &mut problems);
     if let Some(flow) = &mut flow {
+        notes = add_implied_dependencies(flow);
         check_graph(flow, &mut problems);
         // Paths are stored normalised so staging and diffing see one spelling.
         for (index, name, path) in check_params(flow, rules, &mut problems) {
@@ -56,7 +69,7 @@ pub(crate) fn parse_flow(
         }
     }
     match flow {
-        Some(flow) if problems.0.is_empty() => Ok(flow),
+        Some(flow) if problems.0.is_empty() => Ok((flow, notes)),
         _ => Err(problems.0),
     }
 }
@@ -226,7 +239,18 @@ fn read_step(raw: Value, label: &str, problems: &mut Problems) -> Option<Step> {
     let role = optional_string(&mut object, "role", &name, problems);
     let description = optional_string(&mut object, "description", &name, problems);
     let params = match object.remove("params") {
-        Some(Value::Object(params)) => params,
+        Some(Value::Object(mut params)) => {
+            // The seed's names for a parameter, unless the step also gives ours.
+            for (op, alias, name) in operations::PARAM_ALIASES {
+                if *op == operation
+                    && !params.contains_key(*name)
+                    && let Some(value) = params.remove(*alias)
+                {
+                    params.insert(name.to_string(), value);
+                }
+            }
+            params
+        }
         None | Some(Value::Null) => Map::new(),
         Some(_) => {
             problems.step(&name, "params", "`params` must be an object".into());
@@ -294,6 +318,49 @@ fn optional_string(
             None
         }
     }
+}
+
+/// Adds to `depends_on` the steps a step reads (a step-reference parameter or an
+/// `@{outputs.STEP…}` reference) but does not depend on, when that makes no cycle.
+fn add_implied_dependencies(flow: &mut Flow) -> Vec<String> {
+    let mut notes = Vec::new();
+    for index in 0..flow.steps.len() {
+        let step = &flow.steps[index];
+        let spec = operations::find(&step.operation);
+        let mut read: Vec<String> = Vec::new();
+        for (name, value) in &step.params {
+            let Some(text) = value.as_str() else { continue };
+            let is_step_ref = spec
+                .and_then(|s| s.param(name))
+                .is_some_and(|p| p.meaning == ParamMeaning::StepRef);
+            if is_step_ref {
+                read.push(text.to_string());
+            }
+            read.extend(
+                flow::output_refs(text)
+                    .into_iter()
+                    .flatten()
+                    .map(|r| r.step),
+            );
+        }
+        for target in read {
+            let step = &flow.steps[index];
+            let known = flow.steps.iter().any(|s| s.id == target);
+            if !known || target == step.id || step.depends_on.contains(&target) {
+                continue;
+            }
+            // Only where it makes no cycle: the target must not already need this step.
+            if flow.ancestors(&target).contains(&step.id) {
+                continue;
+            }
+            let id = step.id.clone();
+            flow.steps[index].depends_on.push(target.clone());
+            notes.push(format!(
+                "step {id} reads step {target} but did not depend on it: the dependency was added"
+            ));
+        }
+    }
+    notes
 }
 
 /// Whether `id` is a valid step id.

@@ -67,8 +67,13 @@ pub(crate) struct Planner<'a> {
 }
 
 impl Planner<'_> {
-    /// Plans `task`; raw answers go to `answers_dir/plan-answer-N.md`.
-    pub(crate) async fn plan(&self, task: &str, answers_dir: &Path) -> Result<Flow, PlanError> {
+    /// Plans `task`: the flow, and what validation added to it (implied dependencies). Raw
+    /// answers go to `answers_dir/plan-answer-N.md`.
+    pub(crate) async fn plan(
+        &self,
+        task: &str,
+        answers_dir: &Path,
+    ) -> Result<(Flow, Vec<String>), PlanError> {
         let mut messages = vec![
             Message::system(SYSTEM.trim()),
             Message::user(self.first_prompt(task)),
@@ -95,17 +100,17 @@ impl Planner<'_> {
                 match answer::extract_json(&reply.content) {
                     Err(problem) => format!("- {problem}"),
                     Ok(extracted) => {
-                        match validate::parse_flow(&extracted.json, Some(task), self.rules) {
-                            Ok(flow) if self.policy.check(&flow.steps).is_some() => self
+                        match validate::parse_flow_noting(&extracted.json, Some(task), self.rules) {
+                            Ok((flow, _)) if self.policy.check(&flow.steps).is_some() => self
                                 .policy
                                 .check(&flow.steps)
                                 .map(|problem| format!("- {problem}"))
                                 .unwrap_or_default(),
-                            Ok(mut flow) => {
+                            Ok((mut flow, notes)) => {
                                 if flow.task.trim().is_empty() {
                                     flow.task = task.to_string();
                                 }
-                                return Ok(flow);
+                                return Ok((flow, notes));
                             }
                             Err(found) => found
                                 .iter()

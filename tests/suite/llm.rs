@@ -314,6 +314,45 @@ fn token_totals_are_the_sums_the_server_reported() {
     );
 }
 
+/// Seed 002's planning prompt teaches `modify_code(file_path, instructions_for_llm)` and
+/// `analyze_code(file_path, analysis_query)`; a model keeping those names is understood at its
+/// first answer, and its `generate_summary` reading a step it does not list gets the dependency.
+#[test]
+fn the_seeds_vocabulary_is_understood_at_the_first_answer() {
+    let sandbox = Sandbox::new(&[("utils.py", "x = 1\n")]);
+    let plan = json!([
+        {"operation": "read_file", "params": {"file_path": "utils.py"}, "id": "step1"},
+        {"operation": "modify_code", "depends_on": "step1", "id": "step2",
+         "params": {"file_path": "utils.py", "instructions_for_llm": "rename x to y"}},
+        {"operation": "analyze_code", "depends_on": "step2", "id": "step3",
+         "params": {"file_path": "utils.py", "analysis_query": "is x still used?"}},
+        {"operation": "generate_summary", "params": {"changes_from_step": "step2"}, "id": "step4"}
+    ]);
+    let llm = FakeLlm::start(vec![chat(&format!("```json\n{plan}\n```"))]);
+    let output = sandbox
+        .ocflow()
+        .args(["--base-url", &llm.base_url(), "--model", "m", "plan", TASK])
+        .output()
+        .unwrap();
+    assert_exit(&output, 0);
+    assert_eq!(
+        llm.bodies().len(),
+        1,
+        "planning asked again: {}",
+        stderr(&output)
+    );
+    let flow: Value = serde_json::from_str(&stdout(&output)).unwrap();
+    let params = |index: usize| flow["steps"][index]["params"].clone();
+    assert_eq!(params(1)["instructions"], json!("rename x to y"), "{flow}");
+    assert_eq!(params(2)["query"], json!("is x still used?"), "{flow}");
+    assert_eq!(flow["steps"][3]["depends_on"], json!(["step2"]), "{flow}");
+    assert!(
+        stderr(&output).contains("step step4 reads step step2 but did not depend on it"),
+        "{}",
+        stderr(&output)
+    );
+}
+
 #[test]
 fn plan_prints_the_validated_flow() {
     let sandbox = Sandbox::new(&[]);
@@ -480,6 +519,57 @@ const FIXED: &str = concat!(
     "    total = sum(values)\n",
     "    return {\"total\": total, \"mean\": total / len(values)}\n",
 );
+
+/// Seed 002's example flow, word for word: string `depends_on`, a `generate_summary` that reads
+/// step2 without depending on it.
+#[test]
+fn the_seeds_example_flow_runs() {
+    let sandbox = Sandbox::new(&[("utils.py", UTILS)]);
+    let plan = sandbox.flow(&json!([
+        {"operation": "read_file", "params": {"file_path": "utils.py"}, "id": "step1"},
+        {"operation": "refactor_function", "params": {"file_path": "utils.py",
+            "function_name": "calculate_metrics",
+            "instructions": "improve readability, add div zero error handling"},
+         "depends_on": "step1", "id": "step2"},
+        {"operation": "write_file", "params": {"file_path": "utils.py",
+            "content_from_step": "step2"}, "depends_on": "step2", "id": "step3"},
+        {"operation": "generate_summary", "params": {"changes_from_step": "step2"}, "id": "step4"}
+    ]));
+    let llm = FakeLlm::start(vec![
+        chat(&format!("```python\n{FIXED}```\n")),
+        chat("calculate_metrics is easier to read and handles an empty list."),
+    ]);
+    let output = sandbox
+        .ocflow()
+        .args([
+            "--base-url",
+            &llm.base_url(),
+            "--model",
+            "m",
+            "run",
+            "--task-id",
+            "t",
+        ])
+        .arg("--plan")
+        .arg(plan)
+        .output()
+        .unwrap();
+    assert_exit(&output, 0);
+    assert!(
+        stderr(&output).contains("step step4 reads step step2 but did not depend on it"),
+        "{}",
+        stderr(&output)
+    );
+    assert_eq!(
+        std::fs::read_to_string(sandbox.task_dir("t").join("final_output/utils.py")).unwrap(),
+        FIXED
+    );
+    let answer = sandbox.task_dir("t").join("step4/llm-answer-1.md");
+    let summary = std::fs::read_to_string(answer).unwrap();
+    assert!(summary.contains("easier to read"), "{summary}");
+    let prompt = last_user_message(&llm.bodies()[1]);
+    assert!(prompt.contains("rewrote utils.py"), "{prompt}");
+}
 
 #[test]
 fn a_planned_flow_modifies_code_runs_the_tests_and_summarises() {

@@ -255,7 +255,28 @@ fn references_to_a_field_a_nested_field_a_missing_field_and_a_non_ancestor() {
         {"id": "use", "operation": "write_file",
          "params": {"file_path": "out.txt", "content": "@{outputs.r.content}"}}
     ]);
+    // Issue 11: a reference to a non-ancestor implies the dependency, which is added and said;
+    // with 4 jobs `use` still waits for `r`.
     let output = run_jobs(&sandbox, &stranger, "s", "4");
+    assert_exit(&output, 0);
+    assert!(
+        stderr(&output).contains("step use reads step r but did not depend on it"),
+        "{}",
+        stderr(&output)
+    );
+    let written = sandbox.task_dir("s").join("final_output/out.txt");
+    assert_eq!(
+        std::fs::read_to_string(written).unwrap(),
+        std::fs::read_to_string(sandbox.repo.join("a.txt")).unwrap()
+    );
+    // Unless that dependency would make a cycle: then it is refused as before.
+    let cycle = json!([
+        {"id": "r", "operation": "read_file", "depends_on": "use",
+         "params": {"file_path": "a.txt"}},
+        {"id": "use", "operation": "write_file",
+         "params": {"file_path": "out.txt", "content": "@{outputs.r.content}"}}
+    ]);
+    let output = run_jobs(&sandbox, &cycle, "c", "4");
     assert_exit(&output, 2);
     assert!(
         stderr(&output).contains("reads step `r`, which this step does not depend on"),

@@ -162,20 +162,17 @@ fn dependency_rules() {
 fn reference_rules() {
     let sandbox = Sandbox::new(&[("a.txt", "a")]);
     let read = json!({"id": "r", "operation": "read_file", "params": {"file_path": "a.txt"}});
+    // A reference that would need a dependency making a cycle is still refused.
     assert_refused(
         &sandbox,
-        &json!([read, {"id": "w", "operation": "write_file",
-                       "params": {"file_path": "b.txt", "content_from_step": "r"}}]),
+        &json!([{"id": "r", "operation": "read_file", "depends_on": ["w"],
+                 "params": {"file_path": "a.txt"}},
+                {"id": "w", "operation": "write_file",
+                 "params": {"file_path": "b.txt", "content_from_step": "r"}}]),
         &[
             "step w: `content_from_step` reads step `r`, which this step does not depend on; \
              add it to depends_on [reference]",
         ],
-    );
-    assert_refused(
-        &sandbox,
-        &json!([read, {"id": "w", "operation": "write_file",
-                       "params": {"file_path": "b.txt", "content": "@{outputs.r.content}"}}]),
-        &["@{outputs.r.content} reads step `r`, which this step does not depend on"],
     );
     assert_refused(
         &sandbox,
@@ -198,6 +195,39 @@ fn reference_rules() {
             "[path]",
         ],
     );
+}
+
+/// Seed 002's refactor example reads an earlier step (`content_from_step`, or seed 004's
+/// `@{outputs.…}`) without listing it in `depends_on`: the dependency is implied, added, and
+/// said — it used to be refused.
+#[test]
+fn a_dependency_a_reference_implies_is_added_and_said() {
+    for params in [
+        json!({"file_path": "b.txt", "content_from_step": "r"}),
+        json!({"file_path": "b.txt", "content": "@{outputs.r.content}"}),
+    ] {
+        let sandbox = Sandbox::new(&[("a.txt", "from a")]);
+        let flow = json!([
+            {"id": "r", "operation": "read_file", "params": {"file_path": "a.txt"}},
+            {"id": "w", "operation": "write_file", "params": params}
+        ]);
+        let output = sandbox.run(&flow, "implied");
+        assert_exit(&output, 0);
+        assert!(
+            stderr(&output).contains(
+                "step w reads step r but did not depend on it: \
+                                      the dependency was added"
+            ),
+            "{}",
+            stderr(&output)
+        );
+        let saved = read_json(&sandbox.task_dir("implied").join("flow.json"));
+        let w = &saved["steps"][1];
+        assert_eq!(w["depends_on"], json!(["r"]), "{saved}");
+        assert_eq!(sandbox.step_status("implied", "w")["status"], "succeeded");
+        let written = sandbox.task_dir("implied").join("final_output/b.txt");
+        assert_eq!(std::fs::read_to_string(written).unwrap(), "from a");
+    }
 }
 
 #[test]

@@ -4,8 +4,10 @@
 operation and returns its result dict.  User errors (bad instructions, bad
 parameters, missing files, unknown operations, failing commands) come back as
 failure dicts; only genuine bugs raise.  The LLM-backed operations use only
-what ``llm_config`` gives (its ``complete`` callable); nothing here builds a
-model client.  Their results always carry ``llm_calls`` (0 when the step
+what ``llm_config`` gives: the host's ``complete`` callable, or — for the
+library used on its own, as seed 002 describes it — the endpoint, key and model
+(``base_url``/``endpoint``, ``api_key``/``key``, ``model``), from which
+:mod:`.standalone` builds a client with the ``openai`` package.  Their results always carry ``llm_calls`` (0 when the step
 failed before asking the model).  The LLM API key is redacted from
 every string in the result before it is returned.
 """
@@ -17,6 +19,7 @@ from typing import Any, Callable, Optional
 from . import analysis, code_edit, commands, files, llm, summary
 from .instructions import InstructionsError, Step, parse_instructions
 from .results import StepError, failure
+from .standalone import endpoint_config, has_own_endpoint, prepare_llm_config
 
 Operation = Callable[[Step, Optional[dict]], dict]
 
@@ -40,7 +43,21 @@ def execute_operation(instruction_file_path: str, llm_config: dict | None) -> di
         step = parse_instructions(instruction_file_path)
     except InstructionsError as exc:
         return failure(exc.operation, str(exc))
+    if has_own_endpoint(llm_config):
+        # Seed 002's signature: an endpoint, a key and a model, no host to call through.
+        llm_config, problem = prepare_llm_config(step, endpoint_config(llm_config))
+        if problem is not None and not llm_config.get("model"):
+            problem = f"{problem.split(':')[0]}: llm_config has an endpoint but no `model`; add one"
+        if problem is not None:
+            return run_step_failure(step, problem, llm_config)
     return run_step(step, llm_config)
+
+
+def run_step_failure(step: Step, message: str, llm_config: dict) -> dict:
+    """The failure result for a step that could not start, redacted like every result."""
+    result = failure(step.operation, message, llm_calls=0)
+    api_key = llm_config.get("api_key")
+    return redact(result, api_key) if isinstance(api_key, str) and api_key else result
 
 
 def run_step(step: Step, llm_config: dict | None) -> dict:

@@ -56,6 +56,34 @@ class LLMCallError(Exception):
         self.transient = transient
 
 
+# Other names callers give the settings (seed 002: "endpoint, API key, and model").
+SETTING_ALIASES = {
+    "base_url": ("endpoint", "api_base", "base_url"),
+    "api_key": ("key", "api_key"),
+    "model": ("model_name", "model"),
+}
+
+
+def has_own_endpoint(llm_config: dict | None) -> bool:
+    """Whether the caller gave an endpoint and no ``complete``: the library is used on its own.
+
+    ocflow never passes an endpoint (it calls the model itself), so a host
+    without a model never makes the library reach the network.
+    """
+    if not llm_config or get_complete(llm_config) is not None:
+        return False
+    return any(llm_config.get(name) for name in SETTING_ALIASES["base_url"])
+
+
+def endpoint_config(llm_config: dict) -> dict:
+    """``llm_config`` with ``base_url``, ``api_key`` and ``model`` under our names."""
+    config = dict(llm_config)
+    for setting, names in SETTING_ALIASES.items():
+        if not config.get(setting):
+            config[setting] = next((config[n] for n in names if config.get(n)), None)
+    return config
+
+
 def prepare_llm_config(step: Step, llm_config: dict) -> tuple[dict, str | None]:
     """``(config, None)`` ready for the step, or ``(config, failure message)``.
 

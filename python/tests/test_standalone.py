@@ -188,3 +188,50 @@ def test_wrap_error_uses_status_code_for_unknown_errors():
         False,
         "ValueError: bad",
     )
+
+
+def test_execute_operation_with_the_seeds_llm_config(make_step, monkeypatch):
+    """Seed 002: ``execute_operation(path, llm_config)`` with an endpoint, a key and a model
+    calls the model when the library is used on its own."""
+    from open_codex_lib import execute_operation
+
+    module = fake_openai([f"Here you go:\n```python\n{NEW}```"])
+    monkeypatch.setitem(sys.modules, "openai", module)
+    files = modify_step(make_step)
+    config = {"endpoint": "http://127.0.0.1:8080/v1", "key": "sk-seed", "model": "devstral"}
+    result = execute_operation(files.path, config)
+    assert result["status"] == "success", result["message"]
+    assert (files.output_dir / "a.py").read_text() == NEW
+    [client] = module.clients
+    assert client.options["base_url"] == "http://127.0.0.1:8080/v1"
+    assert client.options["api_key"] == "sk-seed"
+    [request] = client.requests
+    assert request["model"] == "devstral"
+    assert "sk-seed" not in json.dumps(request["messages"])
+    assert "sk-seed" not in json.dumps(result)
+
+
+def test_execute_operation_says_what_the_llm_config_lacks(make_step, monkeypatch):
+    monkeypatch.setitem(sys.modules, "openai", fake_openai([]))
+    files = modify_step(make_step)
+    result = execute_operation_of(files, {"base_url": "http://127.0.0.1:8080/v1", "key": "k"})
+    assert result["status"] == "failure"
+    assert "needs an LLM: llm_config has an endpoint but no `model`" in result["message"]
+    assert result["llm_calls"] == 0
+
+
+def test_without_an_endpoint_the_library_never_builds_a_client(make_step, monkeypatch):
+    """The host passes the model but no endpoint, and no ``complete`` when it has no LLM:
+    the library must not reach a default endpoint (api.openai.com) on its own."""
+    module = fake_openai([f"```python\n{NEW}```"])
+    monkeypatch.setitem(sys.modules, "openai", module)
+    files = modify_step(make_step)
+    result = execute_operation_of(files, {"model": "m", "temperature": 0.2})
+    assert result["status"] == "failure"
+    assert module.clients == []
+
+
+def execute_operation_of(files, llm_config):
+    from open_codex_lib import execute_operation
+
+    return execute_operation(files.path, llm_config)

@@ -67,7 +67,7 @@ pub fn run(cli: Cli, api_key: ApiKey) -> Result<ExitCode> {
     // through an explicit workspace or task directory.
     let needs_repo = match &cli.command {
         Command::Run(_) | Command::Plan(_) | Command::Trust(_) => true,
-        Command::Demo | Command::SandboxExec(_) => false,
+        Command::Demo | Command::Skill(_) | Command::SandboxExec(_) => false,
         _ => cli.global.workspace.is_none(),
     };
     let config = cli::config::Config::resolve(&cli.global, needs_repo, limits, api_key)?;

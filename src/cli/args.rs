@@ -77,6 +77,9 @@ pub(crate) enum Command {
     /// Run a complete flow on a bundled sample repository with recorded LLM answers
     /// (no network, no key).
     Demo,
+    /// Print the OpenHands skill that teaches an agent to call ocflow; `--install DIR` puts it
+    /// where OpenHands reads skills (`DIR/.agents/skills/ocflow/SKILL.md`).
+    Skill(SkillArgs),
     /// (internal) Run a command in the sandbox: write access only beneath the --write paths.
     #[command(hide = true)]
     SandboxExec(SandboxArgs),
@@ -111,6 +114,16 @@ pub(crate) struct SandboxArgs {
     /// The command and its arguments.
     #[arg(last = true)]
     pub(crate) command: Vec<std::ffi::OsString>,
+}
+
+#[derive(Debug, Args)]
+pub(crate) struct SkillArgs {
+    /// The repository or workspace OpenHands opens (the agent's starting directory is `.`).
+    #[arg(long, value_name = "DIR")]
+    pub(crate) install: Option<PathBuf>,
+    /// Replace a SKILL.md that differs from ocflow's (the old one is kept as SKILL.md.bak).
+    #[arg(long, requires = "install")]
+    pub(crate) force: bool,
 }
 
 #[derive(Debug, Args)]

@@ -2,7 +2,7 @@
 
 use crate::cli::args::Command;
 use crate::cli::config::Config;
-use crate::cli::{demo, resume, review, run, trust};
+use crate::cli::{demo, resume, review, run, skill, trust};
 use crate::error::{Error, IoContext, Result};
 use crate::exit::ExitCode;
 use crate::model::event::{Event, Record};
@@ -32,6 +32,7 @@ pub(crate) fn dispatch(config: &Config, command: Command) -> Result<ExitCode> {
         Command::Diff(args) => review::diff(config, args),
         Command::Apply(args) => review::apply(config, args),
         Command::Trust(args) => trust::trust(config, args),
+        Command::Skill(args) => skill::skill(config, args),
         Command::SandboxExec(_) => Err(Error::internal(
             "sandbox-exec runs before the configuration is resolved",
         )),

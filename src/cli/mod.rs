@@ -1,5 +1,6 @@
 //! The command line: clap's raw arguments, the configuration resolved once from them, and the
-//! commands — `run`/`plan`, `resume`, `status`/`diff`/`apply`, `status --follow`, the demo —
+//! commands — `run`/`plan`, `resume`, `status`/`diff`/`apply`, `status --follow`, the demo,
+//! `trust`, the OpenHands `skill` —
 //! with what they share (`launch`, `tasks`).
 
 pub(crate) mod args;
@@ -11,6 +12,7 @@ pub(crate) mod launch;
 pub(crate) mod resume;
 pub(crate) mod review;
 pub(crate) mod run;
+pub(crate) mod skill;
 pub(crate) mod status_table;
 pub(crate) mod tasks;
 pub(crate) mod trust;

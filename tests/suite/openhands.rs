@@ -1,5 +1,6 @@
 //! OpenHands' conventions: its agent starts in the workspace root, not in the repository, and
-//! its `LLM_MODEL` carries LiteLLM's provider prefix.
+//! its `LLM_MODEL` carries LiteLLM's provider prefix; the skill it reads, put in place by
+//! `ocflow skill --install`.
 
 use serde_json::json;
 
@@ -125,4 +126,119 @@ fn a_workspace_that_holds_the_repository_works() {
     // A task directory may still never be the one holding the repository.
     let clash = ocflow(&["run", "--task-id", "repo", "--plan", plan.to_str().unwrap()]);
     assert_exit(&clash, 2);
+}
+
+/// `ocflow skill` without a repository, from any directory.
+fn skill_command(sandbox: &Sandbox, dir: &std::path::Path) -> std::process::Command {
+    let mut command = sandbox.command_like_ocflow(env!("CARGO_BIN_EXE_ocflow"));
+    command.current_dir(dir).arg("skill");
+    command
+}
+
+#[test]
+fn the_skill_is_in_openhands_format_and_the_binary_carries_it() {
+    let sandbox = Sandbox::new(&[]);
+    let output = skill_command(&sandbox, sandbox.root()).output().unwrap();
+    assert_exit(&output, 0);
+    let shipped = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("skills/ocflow/SKILL.md");
+    let text = stdout(&output);
+    assert_eq!(text, std::fs::read_to_string(shipped).unwrap());
+    // Front matter: `name` equal to the folder's, a description, the trigger word.
+    let front = text
+        .strip_prefix("---\n")
+        .and_then(|rest| rest.split_once("\n---\n"))
+        .map(|(front, _)| front)
+        .expect("front matter between --- lines");
+    let lines: Vec<&str> = front.lines().collect();
+    assert!(lines.contains(&"name: ocflow"), "{front}");
+    assert!(
+        lines
+            .iter()
+            .any(|l| l.starts_with("description: ") && l.len() > 60),
+        "{front}"
+    );
+    let triggers = lines
+        .iter()
+        .position(|l| *l == "triggers:")
+        .expect("triggers");
+    assert_eq!(lines[triggers + 1], "- ocflow", "{front}");
+    // What an agent must know: --json, a long timeout, the final event, apply.
+    for needed in [
+        "--json",
+        "timeout",
+        "flow_finished",
+        "ocflow apply",
+        "heartbeat",
+    ] {
+        assert!(text.contains(needed), "the skill never says {needed}");
+    }
+    let output = skill_command(&sandbox, sandbox.root())
+        .arg("--json")
+        .output()
+        .unwrap();
+    assert_exit(&output, 0);
+    let line: serde_json::Value = serde_json::from_str(stdout(&output).trim_end()).unwrap();
+    assert_eq!(line["text"], json!(text));
+}
+
+#[test]
+fn skill_install_writes_where_openhands_reads_and_loses_nothing() {
+    let sandbox = Sandbox::new(&[]);
+    let workspace = sandbox.root().join("oh-workspace");
+    std::fs::create_dir(&workspace).unwrap();
+    let install = |dir: &str, force: bool| {
+        let mut command = skill_command(&sandbox, &workspace);
+        command.args(["--install", dir]);
+        if force {
+            command.arg("--force");
+        }
+        command.output().unwrap()
+    };
+    let output = install(".", false);
+    assert_exit(&output, 0);
+    let path = workspace.join(".agents/skills/ocflow/SKILL.md");
+    let skill = std::fs::read_to_string(&path).unwrap();
+    assert!(skill.starts_with("---\nname: ocflow\n"), "{skill}");
+    assert!(
+        stderr(&output).contains("installed the OpenHands skill"),
+        "{}",
+        stderr(&output)
+    );
+    assert_exit(&install(".", false), 0);
+
+    // The user's own edits are not overwritten without --force, and kept with it.
+    std::fs::write(&path, "my notes").unwrap();
+    let output = install(".", false);
+    assert_exit(&output, 2);
+    assert!(stderr(&output).contains("--force"), "{}", stderr(&output));
+    assert_eq!(std::fs::read_to_string(&path).unwrap(), "my notes");
+    assert_exit(&install(".", true), 0);
+    assert_eq!(std::fs::read_to_string(&path).unwrap(), skill);
+    assert_eq!(
+        std::fs::read_to_string(path.with_file_name("SKILL.md.bak")).unwrap(),
+        "my notes"
+    );
+
+    // A cloned repository's `.agents` pointing elsewhere is not followed.
+    let elsewhere = sandbox.root().join("elsewhere");
+    std::fs::create_dir(&elsewhere).unwrap();
+    let cloned = workspace.join("cloned");
+    std::fs::create_dir(&cloned).unwrap();
+    std::os::unix::fs::symlink(&elsewhere, cloned.join(".agents")).unwrap();
+    let output = install("cloned", false);
+    assert_exit(&output, 2);
+    assert!(
+        stderr(&output).contains("is a symlink"),
+        "{}",
+        stderr(&output)
+    );
+    assert_eq!(std::fs::read_dir(&elsewhere).unwrap().count(), 0);
+
+    let output = install("missing", false);
+    assert_exit(&output, 2);
+    assert!(
+        stderr(&output).contains("not a directory"),
+        "{}",
+        stderr(&output)
+    );
 }

@@ -105,6 +105,7 @@ impl Bridge {
     /// Starts the interpreter if needed, puts `python_dir` first on `sys.path`, and imports
     /// `module`, which must have a callable `execute_operation`.
     pub(crate) fn load(python_dir: Option<&Path>, module: &str) -> Result<Bridge> {
+        crate::engine::interpreter::start();
         Python::attach(|py| -> PyResult<Bridge> {
             if let Some(dir) = python_dir {
                 let path = py.import("sys")?.getattr("path")?;
@@ -131,8 +132,10 @@ impl Bridge {
             let detail = Python::attach(|py| format_error(py, &err));
             Error::Bridge(format!(
                 "{detail}\nocflow looks for the library in --python-dir / OCFLOW_PYTHON_DIR, next \
-                 to the executable, and in its source tree; a module given with --codex-lib must \
-                 be importable (PYTHONPATH)"
+                 to the executable, in its source tree, then in its Python's own paths (`pip \
+                 install ./python` from a clone, with the Python ocflow was built against: {}); \
+                 a module given with --codex-lib must be importable (PYTHONPATH)",
+                crate::engine::interpreter::built_home().unwrap_or("see PYO3_PYTHON")
             ))
         })
     }

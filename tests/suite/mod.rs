@@ -11,6 +11,7 @@ mod llm;
 mod openhands;
 mod parallel;
 mod recovery;
+mod relocatable;
 mod resume;
 mod sandbox;
 mod stream;

@@ -17,6 +17,7 @@ fn first_version() -> u32 {
 
 /// Something that happened, as written to `journal.jsonl` and to `--json` output.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[cfg_attr(test, derive(schemars::JsonSchema))]
 #[serde(tag = "type", rename_all = "snake_case")]
 pub(crate) enum Event {
     /// A new flow begins.
@@ -137,6 +138,7 @@ pub(crate) enum Event {
 
 /// One journal line: when, and what.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[cfg_attr(test, derive(schemars::JsonSchema))]
 pub(crate) struct Record {
     /// Format version of the line; see `EVENT_VERSION`. Lines written before versions existed
     /// have none and are version 1.
@@ -156,5 +158,30 @@ impl Record {
             ts,
             event,
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// `docs/events.schema.json` is generated from these types, so callers' schema and the
+    /// stream cannot drift apart. To regenerate after changing an event:
+    /// `OCFLOW_WRITE_SCHEMA=1 cargo test --lib events_schema`.
+    #[test]
+    fn events_schema_file_is_generated_from_the_types() {
+        let schema = schemars::schema_for!(Record);
+        let text = serde_json::to_string_pretty(&schema).unwrap() + "\n";
+        let path = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("docs/events.schema.json");
+        if std::env::var_os("OCFLOW_WRITE_SCHEMA").is_some() {
+            std::fs::write(&path, &text).unwrap();
+        }
+        let written = std::fs::read_to_string(&path).unwrap_or_default();
+        assert!(
+            written == text,
+            "{} is not what the event types generate; regenerate it with \
+             OCFLOW_WRITE_SCHEMA=1 cargo test --lib events_schema",
+            path.display()
+        );
     }
 }

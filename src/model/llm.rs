@@ -55,6 +55,7 @@ pub(crate) struct ChatRequest {
 
 /// Tokens used.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[cfg_attr(test, derive(schemars::JsonSchema))]
 pub(crate) struct Usage {
     pub(crate) prompt_tokens: u64,
     pub(crate) completion_tokens: u64,

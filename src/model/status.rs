@@ -63,6 +63,7 @@ pub(crate) struct FlowStatus {
 
 /// Where a flow stands.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[cfg_attr(test, derive(schemars::JsonSchema))]
 #[serde(rename_all = "snake_case")]
 pub(crate) enum FlowState {
     Running,
@@ -74,6 +75,7 @@ pub(crate) enum FlowState {
 
 /// Where a step stands.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[cfg_attr(test, derive(schemars::JsonSchema))]
 #[serde(rename_all = "snake_case")]
 pub(crate) enum StepState {
     Pending,

@@ -13,6 +13,57 @@ fn events(output: &std::process::Output) -> Vec<Value> {
         .collect()
 }
 
+/// The events on stdout, each checked against `docs/events.schema.json` (generated from the
+/// Rust types) with Python's `jsonschema`, as a caller in another language would check them.
+fn valid_events(output: &std::process::Output) -> Vec<Value> {
+    let events = events(output);
+    assert_valid(&events);
+    events
+}
+
+#[track_caller]
+fn assert_valid(events: &[Value]) {
+    use std::io::Write;
+    let schema = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("docs/events.schema.json");
+    let mut child = std::process::Command::new("python3")
+        .args(["-c", VALIDATE])
+        .arg(schema)
+        .stdin(std::process::Stdio::piped())
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .unwrap();
+    let mut input = child.stdin.take().unwrap();
+    for event in events {
+        writeln!(input, "{event}").unwrap();
+    }
+    drop(input);
+    let result = child.wait_with_output().unwrap();
+    assert!(
+        result.status.success(),
+        "an event does not match docs/events.schema.json:\n{}",
+        String::from_utf8_lossy(&result.stderr)
+    );
+    assert_eq!(
+        String::from_utf8_lossy(&result.stdout).trim(),
+        events.len().to_string(),
+        "the validator did not see every event"
+    );
+}
+
+/// Validates each stdin line against the schema given as the argument; prints the count.
+const VALIDATE: &str = "
+import json, sys, jsonschema
+validator = jsonschema.Draft202012Validator(json.load(open(sys.argv[1])))
+count = 0
+for line in sys.stdin:
+    event = json.loads(line)
+    for error in validator.iter_errors(event):
+        sys.exit(f'{error.message} in {line}')
+    count += 1
+print(count)
+";
+
 #[test]
 fn errors_before_any_flow_reach_stdout_as_error_events() {
     let sandbox = Sandbox::new(&[]);
@@ -33,7 +84,7 @@ fn errors_before_any_flow_reach_stdout_as_error_events() {
     for (args, code, exit_code) in cases {
         let output = sandbox.ocflow().arg("--json").args(&args).output().unwrap();
         assert_exit(&output, i32::from(exit_code));
-        let events = events(&output);
+        let events = valid_events(&output);
         let last = events
             .last()
             .unwrap_or_else(|| panic!("{args:?}: stdout is empty"));
@@ -71,7 +122,7 @@ fn flow_finished_says_why_with_the_summary_text_and_the_tokens() {
         .output()
         .unwrap();
     assert_exit(&output, 1);
-    let events = events(&output);
+    let events = valid_events(&output);
     let finished = events
         .iter()
         .find(|e| e["type"] == json!("flow_finished"))
@@ -199,13 +250,67 @@ fn a_slow_model_keeps_the_stream_alive_for_a_reader_that_gives_up_after_30_s_of_
         .spawn()
         .unwrap();
     let output = read_like_openhands(merged).expect("the reader gave up: 30 s of silence");
-    let beats: Vec<Value> = output
+    // Merged: stderr's lines for people are not JSON; every JSON line is an event.
+    let events: Vec<Value> = output
         .lines()
         .filter_map(|line| serde_json::from_str::<Value>(line).ok())
+        .collect();
+    assert_valid(&events);
+    let beats: Vec<&Value> = events
+        .iter()
         .filter(|event| event["type"] == json!("heartbeat"))
         .collect();
     assert!(beats.len() >= 3, "{output}");
     assert_eq!(beats[0]["stage"], json!("planning"));
     assert!(output.contains("\"type\":\"flow_finished\""), "{output}");
     assert_eq!(sandbox.status("t")["state"], json!("succeeded"));
+}
+
+/// The events of a whole life — a warning, steps, a failure, a resume, an apply, an error —
+/// each match the schema, and the kinds a caller meets most are all among them.
+#[test]
+fn every_kind_of_event_matches_the_published_schema() {
+    let sandbox = Sandbox::new(&[("a.txt", "a\n")]);
+    let mut seen = Vec::new();
+    let mut run = |args: &[&str], flow: Option<&Value>| {
+        let mut command = sandbox.ocflow();
+        command.arg("--json").args(args);
+        if let Some(flow) = flow {
+            command.arg("--plan").arg(sandbox.flow(flow));
+        }
+        let output = command.output().unwrap();
+        for event in valid_events(&output) {
+            seen.push(event["type"].as_str().unwrap().to_string());
+        }
+    };
+    // `w` reads `r` without depending on it: a warning, then the flow.
+    let good = json!([
+        {"id": "r", "operation": "read_file", "params": {"file_path": "a.txt"}},
+        {"id": "w", "operation": "write_file",
+         "params": {"file_path": "b.txt", "content_from_step": "r"}}
+    ]);
+    run(&["run", "--task-id", "good"], Some(&good));
+    run(&["apply", "good"], None);
+    let bad = json!([{"id": "boom", "operation": "execute_shell_command",
+                      "params": {"command": "exit 3"}}]);
+    run(&["run", "--task-id", "bad"], Some(&bad));
+    run(&["resume", "--retry-failed", "bad"], None);
+    run(&["status", "no-such-task"], None);
+    for kind in [
+        "warning",
+        "flow_started",
+        "flow_planned",
+        "snapshot_taken",
+        "step_started",
+        "step_finished",
+        "flow_finished",
+        "changes_applied",
+        "flow_resumed",
+        "error",
+    ] {
+        assert!(
+            seen.iter().any(|s| s == kind),
+            "no {kind} event in {seen:?}"
+        );
+    }
 }

@@ -200,6 +200,7 @@ fn planning_failed(
         state: FlowState::Failed,
         reason: flow_status.failure_reason(),
         changed_files: Vec::new(),
+        diff: None,
         summary: summary_path,
         summary_text: summary,
         tokens: flow_status.tokens,

@@ -928,7 +928,16 @@ impl Executor {
             None => crate::engine::summary::from_journal(&self.task, &self.status, &self.flow)?,
         };
         workspace::write_atomic(&summary_path, summary.as_bytes())?;
-        let changed_files = crate::task::review::changes(&self.task, &self.status, &self.flow)?
+        let changes = crate::task::review::changes(&self.task, &self.status, &self.flow)?;
+        let diff = if changes.is_empty() {
+            None
+        } else {
+            let path = self.task.file(workspace::DIFF_FILE);
+            let text = crate::task::review::unified_diff(&changes)?;
+            workspace::write_atomic(&path, text.as_bytes())?;
+            Some(path)
+        };
+        let changed_files = changes
             .into_iter()
             .map(|c| c.path.as_str().to_string())
             .collect();
@@ -937,6 +946,7 @@ impl Executor {
             state: self.status.state,
             reason: self.status.failure_reason(),
             changed_files,
+            diff,
             summary: summary_path,
             summary_text: summary,
             tokens: self.status.tokens,

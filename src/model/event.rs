@@ -93,6 +93,10 @@ pub(crate) enum Event {
         reason: Option<String>,
         /// Every repository file the flow changed.
         changed_files: Vec<String>,
+        /// The unified diff of `changed_files` against the repository, as it was when the flow
+        /// ended (`ocflow diff` recomputes it); absent when nothing changed.
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        diff: Option<PathBuf>,
         /// Where the summary is, and what it says.
         summary: PathBuf,
         #[serde(default)]

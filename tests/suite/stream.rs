@@ -136,6 +136,7 @@ fn flow_finished_says_why_with_the_summary_text_and_the_tokens() {
     let on_disk = std::fs::read_to_string(sandbox.task_dir("t").join("summary.md")).unwrap();
     assert_eq!(text, on_disk);
     assert_eq!(finished["tokens"]["calls"], json!(0));
+    assert_eq!(finished.get("diff"), None, "nothing changed, so no diff");
     assert!(
         events.iter().all(|e| e["version"] == json!(1)),
         "every event has the version"
@@ -272,16 +273,14 @@ fn a_slow_model_keeps_the_stream_alive_for_a_reader_that_gives_up_after_30_s_of_
 fn every_kind_of_event_matches_the_published_schema() {
     let sandbox = Sandbox::new(&[("a.txt", "a\n")]);
     let mut seen = Vec::new();
-    let mut run = |args: &[&str], flow: Option<&Value>| {
+    let run = |args: &[&str], flow: Option<&Value>| {
         let mut command = sandbox.ocflow();
         command.arg("--json").args(args);
         if let Some(flow) = flow {
             command.arg("--plan").arg(sandbox.flow(flow));
         }
         let output = command.output().unwrap();
-        for event in valid_events(&output) {
-            seen.push(event["type"].as_str().unwrap().to_string());
-        }
+        valid_events(&output)
     };
     // `w` reads `r` without depending on it: a warning, then the flow.
     let good = json!([
@@ -289,13 +288,20 @@ fn every_kind_of_event_matches_the_published_schema() {
         {"id": "w", "operation": "write_file",
          "params": {"file_path": "b.txt", "content_from_step": "r"}}
     ]);
-    run(&["run", "--task-id", "good"], Some(&good));
-    run(&["apply", "good"], None);
+    seen.extend(run(&["run", "--task-id", "good"], Some(&good)));
+    // Where the diff is: written when the flow ended.
+    let finished = seen.iter().find(|e| e["type"] == "flow_finished").unwrap();
+    let diff = std::fs::read_to_string(finished["diff"].as_str().unwrap()).unwrap();
+    assert!(
+        diff.contains("+++ b/b.txt") && diff.contains("+a"),
+        "{diff}"
+    );
+    seen.extend(run(&["apply", "good"], None));
     let bad = json!([{"id": "boom", "operation": "execute_shell_command",
                       "params": {"command": "exit 3"}}]);
-    run(&["run", "--task-id", "bad"], Some(&bad));
-    run(&["resume", "--retry-failed", "bad"], None);
-    run(&["status", "no-such-task"], None);
+    seen.extend(run(&["run", "--task-id", "bad"], Some(&bad)));
+    seen.extend(run(&["resume", "--retry-failed", "bad"], None));
+    seen.extend(run(&["status", "no-such-task"], None));
     for kind in [
         "warning",
         "flow_started",
@@ -309,7 +315,7 @@ fn every_kind_of_event_matches_the_published_schema() {
         "error",
     ] {
         assert!(
-            seen.iter().any(|s| s == kind),
+            seen.iter().any(|e| e["type"].as_str() == Some(kind)),
             "no {kind} event in {seen:?}"
         );
     }

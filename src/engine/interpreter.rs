@@ -2,9 +2,10 @@
 //! its home (where the standard library lives) from the first `python3` on PATH; with a
 //! minimal PATH (`/usr/bin:/bin`, as in a sandbox) that is another Python, and the import of
 //! `math` fails. ocflow knows the right home (`OCFLOW_BUILT_PYTHON_HOME`, from `build.rs`) and
-//! sets it, unless the user set `PYTHONHOME` or that directory is gone (then Python guesses as
-//! before). The interpreter's own `site-packages` come with it, so a `pip install`ed library
-//! is found there.
+//! sets it, unless the user set `PYTHONHOME`, a virtual environment is active (`VIRTUAL_ENV`:
+//! its `python3` comes first on PATH, and Python's own guess is what finds its
+//! `site-packages`), or that directory is gone; then Python guesses as before. The
+//! interpreter's own `site-packages` come with it, so a `pip install`ed library is found there.
 
 use std::ffi::CString;
 use std::mem::MaybeUninit;
@@ -26,7 +27,9 @@ pub(crate) fn start() {
     static START: Once = Once::new();
     START.call_once(|| {
         let home = BUILT_HOME.filter(|home| {
-            std::env::var_os("PYTHONHOME").is_none() && Path::new(home).join("lib").is_dir()
+            std::env::var_os("PYTHONHOME").is_none()
+                && std::env::var_os("VIRTUAL_ENV").is_none()
+                && Path::new(home).join("lib").is_dir()
         });
         let Some(home) = home.and_then(|home| CString::new(home).ok()) else {
             return;

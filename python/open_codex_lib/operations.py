@@ -49,15 +49,8 @@ def execute_operation(instruction_file_path: str, llm_config: dict | None) -> di
         if problem is not None and not llm_config.get("model"):
             problem = f"{problem.split(':')[0]}: llm_config has an endpoint but no `model`; add one"
         if problem is not None:
-            return run_step_failure(step, problem, llm_config)
+            return without_key(failure(step.operation, problem, llm_calls=0), llm_config)
     return run_step(step, llm_config)
-
-
-def run_step_failure(step: Step, message: str, llm_config: dict) -> dict:
-    """The failure result for a step that could not start, redacted like every result."""
-    result = failure(step.operation, message, llm_calls=0)
-    api_key = llm_config.get("api_key")
-    return redact(result, api_key) if isinstance(api_key, str) and api_key else result
 
 
 def run_step(step: Step, llm_config: dict | None) -> dict:
@@ -75,10 +68,13 @@ def run_step(step: Step, llm_config: dict | None) -> dict:
             result = failure(step.operation, str(exc), **exc.fields)
         if llm.llm_use(step)[0] is not None:
             result.setdefault("llm_calls", 0)  # e.g. failed before asking the model
+    return without_key(result, llm_config)
+
+
+def without_key(result: dict, llm_config: dict | None) -> dict:
+    """``result`` with ``llm_config``'s API key, if any, redacted from every string."""
     api_key = (llm_config or {}).get("api_key")
-    if isinstance(api_key, str) and api_key:
-        result = redact(result, api_key)
-    return result
+    return redact(result, api_key) if isinstance(api_key, str) and api_key else result
 
 
 def redact(value: Any, secret: str) -> Any:

@@ -101,17 +101,15 @@ impl Planner<'_> {
                     Err(problem) => format!("- {problem}"),
                     Ok(extracted) => {
                         match validate::parse_flow_noting(&extracted.json, Some(task), self.rules) {
-                            Ok((flow, _)) if self.policy.check(&flow.steps).is_some() => self
-                                .policy
-                                .check(&flow.steps)
-                                .map(|problem| format!("- {problem}"))
-                                .unwrap_or_default(),
-                            Ok((mut flow, notes)) => {
-                                if flow.task.trim().is_empty() {
-                                    flow.task = task.to_string();
+                            Ok((mut flow, notes)) => match self.policy.check(&flow.steps) {
+                                Some(problem) => format!("- {problem}"),
+                                None => {
+                                    if flow.task.trim().is_empty() {
+                                        flow.task = task.to_string();
+                                    }
+                                    return Ok((flow, notes));
                                 }
-                                return Ok((flow, notes));
-                            }
+                            },
                             Err(found) => found
                                 .iter()
                                 .map(|p| format!("- {p}"))

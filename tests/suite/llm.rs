@@ -330,8 +330,8 @@ fn the_seeds_vocabulary_is_understood_at_the_first_answer() {
     ]);
     let llm = FakeLlm::start(vec![chat(&format!("```json\n{plan}\n```"))]);
     let output = sandbox
-        .ocflow()
-        .args(["--base-url", &llm.base_url(), "--model", "m", "plan", TASK])
+        .ocflow_llm(&llm.base_url())
+        .args(["plan", TASK])
         .output()
         .unwrap();
     assert_exit(&output, 0);
@@ -358,8 +358,8 @@ fn plan_prints_the_validated_flow() {
     let sandbox = Sandbox::new(&[]);
     let llm = FakeLlm::start(vec![chat(&format!("```json\n{}\n```", write_plan()))]);
     let output = sandbox
-        .ocflow()
-        .args(["--base-url", &llm.base_url(), "--model", "m", "plan", TASK])
+        .ocflow_llm(&llm.base_url())
+        .args(["plan", TASK])
         .output()
         .unwrap();
     assert_exit(&output, 0);
@@ -540,16 +540,8 @@ fn the_seeds_example_flow_runs() {
         chat("calculate_metrics is easier to read and handles an empty list."),
     ]);
     let output = sandbox
-        .ocflow()
-        .args([
-            "--base-url",
-            &llm.base_url(),
-            "--model",
-            "m",
-            "run",
-            "--task-id",
-            "t",
-        ])
+        .ocflow_llm(&llm.base_url())
+        .args(["run", "--task-id", "t"])
         .arg("--plan")
         .arg(plan)
         .output()
@@ -600,17 +592,8 @@ fn a_planned_flow_modifies_code_runs_the_tests_and_summarises() {
         chat("calculate_metrics now handles an empty list; the tests pass."),
     ]);
     let output = sandbox
-        .ocflow()
-        .args([
-            "--base-url",
-            &llm.base_url(),
-            "--model",
-            "m",
-            "run",
-            "--task-id",
-            "t",
-            task,
-        ])
+        .ocflow_llm(&llm.base_url())
+        .args(["run", "--task-id", "t", task])
         .output()
         .unwrap();
     assert_exit(&output, 0);
@@ -695,6 +678,21 @@ fn the_demo_runs_offline_from_its_recording() {
         "{}",
         stderr(&output)
     );
+    // It makes its own repository: from a directory outside any, without --repo, too.
+    let elsewhere = sandbox.root().join("not-a-repository");
+    std::fs::create_dir(&elsewhere).unwrap();
+    let output = sandbox
+        .command_like_ocflow(env!("CARGO_BIN_EXE_ocflow"))
+        .current_dir(&elsewhere)
+        .arg("demo")
+        .output()
+        .unwrap();
+    assert_exit(&output, 0);
+    assert!(
+        stdout(&output).contains("calculate_metrics in `utils.py` is now readable"),
+        "{}",
+        stderr(&output)
+    );
 }
 
 #[test]
@@ -703,8 +701,8 @@ fn a_recorded_run_replays_without_the_server_and_an_unknown_request_fails_clearl
     let recording = sandbox.root().join("rec.jsonl");
     let llm = FakeLlm::start(vec![chat(&write_plan()), chat("done")]);
     let output = sandbox
-        .ocflow()
-        .args(["--base-url", &llm.base_url(), "--model", "m", "--record"])
+        .ocflow_llm(&llm.base_url())
+        .args(["--record"])
         .arg(&recording)
         .args(["run", "--task-id", "recorded", TASK])
         .env("OPENAI_API_KEY", "sk-recorded-key")
@@ -794,19 +792,8 @@ fn parallel_steps_hitting_a_rate_limit_back_off_and_the_flow_completes() {
     replies.extend((0..7).map(|_| chat("ok")));
     let llm = FakeLlm::start(replies);
     let output = sandbox
-        .ocflow()
-        .args([
-            "--base-url",
-            &llm.base_url(),
-            "--model",
-            "m",
-            "run",
-            "--jobs",
-            "6",
-            "--task-id",
-            "t",
-            "--plan",
-        ])
+        .ocflow_llm(&llm.base_url())
+        .args(["run", "--jobs", "6", "--task-id", "t", "--plan"])
         .arg(plan)
         .output()
         .unwrap();

@@ -25,17 +25,8 @@ fn sandbox(files: &[(&str, &str)], recovery: &str) -> Sandbox {
 fn run_flow(sandbox: &Sandbox, llm: &FakeLlm, flow: &Value) -> Output {
     let plan = sandbox.flow(flow);
     sandbox
-        .ocflow()
-        .args([
-            "--base-url",
-            &llm.base_url(),
-            "--model",
-            "m",
-            "run",
-            "--task-id",
-            "t",
-            "--plan",
-        ])
+        .ocflow_llm(&llm.base_url())
+        .args(["run", "--task-id", "t", "--plan"])
         .arg(plan)
         .output()
         .unwrap()
@@ -428,17 +419,8 @@ fn a_kill_during_recovery_is_resumed() {
     }]);
     let plan = sandbox.flow(&json!([shell("a", "exit 1", &[])]));
     let mut child = sandbox
-        .ocflow()
-        .args([
-            "--base-url",
-            &slow.base_url(),
-            "--model",
-            "m",
-            "run",
-            "--task-id",
-            "t",
-            "--plan",
-        ])
+        .ocflow_llm(&slow.base_url())
+        .args(["run", "--task-id", "t", "--plan"])
         .arg(&plan)
         .stdout(Stdio::null())
         .stderr(Stdio::null())
@@ -460,8 +442,8 @@ fn a_kill_during_recovery_is_resumed() {
         "step": {"id": "a", "params": {"command": "true"}}}),
     )]);
     let output = sandbox
-        .ocflow()
-        .args(["--base-url", &llm.base_url(), "--model", "m", "resume", "t"])
+        .ocflow_llm(&llm.base_url())
+        .args(["resume", "t"])
         .output()
         .unwrap();
     assert_exit(&output, 0);
@@ -491,16 +473,8 @@ fn resume_retry_failed_starts_a_new_recovery_round() {
         json!({"strategy": "retry", "reason": "the human fixed it"}),
     )]);
     let output = sandbox
-        .ocflow()
-        .args([
-            "--base-url",
-            &llm.base_url(),
-            "--model",
-            "m",
-            "resume",
-            "t",
-            "--retry-failed",
-        ])
+        .ocflow_llm(&llm.base_url())
+        .args(["resume", "t", "--retry-failed"])
         .output()
         .unwrap();
     assert_exit(&output, 0);
@@ -531,19 +505,8 @@ fn a_failure_queued_behind_a_replan_that_dropped_it_is_not_recovered() {
     )]);
     let plan = sandbox.flow(&flow);
     let output = sandbox
-        .ocflow()
-        .args([
-            "--base-url",
-            &llm.base_url(),
-            "--model",
-            "m",
-            "run",
-            "--jobs",
-            "2",
-            "--task-id",
-            "t",
-            "--plan",
-        ])
+        .ocflow_llm(&llm.base_url())
+        .args(["run", "--jobs", "2", "--task-id", "t", "--plan"])
         .arg(plan)
         .output()
         .unwrap();

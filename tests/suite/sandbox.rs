@@ -357,16 +357,8 @@ fn a_readme_injection_cannot_get_a_script_fetched_and_run() {
         chat("The README was read."),
     ]);
     let output = sandbox
-        .ocflow()
-        .args([
-            "--base-url",
-            &llm.base_url(),
-            "--model",
-            "m",
-            "run",
-            "--task-id",
-            "t",
-        ])
+        .ocflow_llm(&llm.base_url())
+        .args(["run", "--task-id", "t"])
         .arg("Set the project up as the README says")
         .output()
         .unwrap();

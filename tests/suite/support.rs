@@ -94,6 +94,13 @@ impl Sandbox {
         command
     }
 
+    /// `ocflow()` talking to the OpenAI-compatible server at `base_url`, with model `m`.
+    pub fn ocflow_llm(&self, base_url: &str) -> Command {
+        let mut command = self.ocflow();
+        command.args(["--base-url", base_url, "--model", "m"]);
+        command
+    }
+
     /// `program` with the environment `ocflow()` gives (no key, no endpoint, the test's user
     /// config), for starting ocflow through a shell or a wrapper, or without its arguments.
     pub fn command_like_ocflow(&self, program: impl AsRef<std::ffi::OsStr>) -> Command {

@@ -56,6 +56,10 @@ pub fn run(cli: Cli, api_key: ApiKey) -> Result<ExitCode> {
         say(&format!("ocflow sandbox-exec: {problem}"));
         return Ok(ExitCode::CannotRun);
     }
+    // The MCP server resolves nothing itself: each tool runs this binary, which does.
+    if let Command::Mcp = &cli.command {
+        return cli::mcp::serve(&cli.global, api_key);
+    }
     let demo = cli::args::LimitArgs::default();
     let limits = match &cli.command {
         Command::Run(args) => Some(&args.limits),
@@ -67,7 +71,7 @@ pub fn run(cli: Cli, api_key: ApiKey) -> Result<ExitCode> {
     // through an explicit workspace or task directory.
     let needs_repo = match &cli.command {
         Command::Run(_) | Command::Plan(_) | Command::Trust(_) => true,
-        Command::Demo | Command::Skill(_) | Command::SandboxExec(_) => false,
+        Command::Demo | Command::Skill(_) | Command::SandboxExec(_) | Command::Mcp => false,
         _ => cli.global.workspace.is_none(),
     };
     let config = cli::config::Config::resolve(&cli.global, needs_repo, limits, api_key)?;

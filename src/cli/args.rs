@@ -80,6 +80,9 @@ pub(crate) enum Command {
     /// Print the OpenHands skill that teaches an agent to call ocflow; `--install DIR` puts it
     /// where OpenHands reads skills (`DIR/.agents/skills/ocflow/SKILL.md`).
     Skill(SkillArgs),
+    /// Serve ocflow's tools over MCP on stdio (ocflow_plan, ocflow_run, ocflow_status,
+    /// ocflow_diff, ocflow_apply) for agents such as OpenHands; flows run in the background.
+    Mcp,
     /// (internal) Run a command in the sandbox: write access only beneath the --write paths.
     #[command(hide = true)]
     SandboxExec(SandboxArgs),

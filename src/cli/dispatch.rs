@@ -33,8 +33,8 @@ pub(crate) fn dispatch(config: &Config, command: Command) -> Result<ExitCode> {
         Command::Apply(args) => review::apply(config, args),
         Command::Trust(args) => trust::trust(config, args),
         Command::Skill(args) => skill::skill(config, args),
-        Command::SandboxExec(_) => Err(Error::internal(
-            "sandbox-exec runs before the configuration is resolved",
+        Command::SandboxExec(_) | Command::Mcp => Err(Error::internal(
+            "sandbox-exec and mcp run before the configuration is resolved",
         )),
     }
 }

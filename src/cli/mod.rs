@@ -1,6 +1,6 @@
 //! The command line: clap's raw arguments, the configuration resolved once from them, and the
 //! commands — `run`/`plan`, `resume`, `status`/`diff`/`apply`, `status --follow`, the demo,
-//! `trust`, the OpenHands `skill` —
+//! `trust`, the OpenHands `skill`, the MCP server —
 //! with what they share (`launch`, `tasks`).
 
 pub(crate) mod args;
@@ -9,6 +9,7 @@ pub(crate) mod demo;
 pub(crate) mod dispatch;
 pub(crate) mod follow;
 pub(crate) mod launch;
+pub(crate) mod mcp;
 pub(crate) mod resume;
 pub(crate) mod review;
 pub(crate) mod run;

@@ -97,6 +97,14 @@ pub(crate) async fn run(config: &Config, args: RunArgs) -> Result<ExitCode> {
         Journal::open(&task.file(workspace::JOURNAL_FILE))?,
         config.json,
     );
+    // Written before anything is said of the flow, so `ocflow status` (and an MCP client
+    // polling) finds the task at once, while the planner still works.
+    let mut starting = FlowStatus::new(&task_id, &no_steps(&task_text), &config.repo);
+    starting.message = Some(match given {
+        Some(_) => "starting".into(),
+        None => "planning the flow with the LLM".into(),
+    });
+    state::save_status(&task, &mut starting)?;
     events.emit(Event::FlowStarted {
         task_id: task_id.clone(),
         task: task_text.clone(),
@@ -181,11 +189,7 @@ fn planning_failed(
     events: &mut Events,
     error: PlanError,
 ) -> Result<ExitCode> {
-    let empty = Flow {
-        version: FLOW_VERSION,
-        task: task_text.to_string(),
-        steps: Vec::new(),
-    };
+    let empty = no_steps(task_text);
     let mut flow_status = FlowStatus::new(&task.task_id, &empty, repo);
     flow_status.tokens.add(&llm.usage_for("planner"));
     flow_status.state = FlowState::Failed;
@@ -211,6 +215,15 @@ fn planning_failed(
     } else {
         ExitCode::Failure
     })
+}
+
+/// The flow of a task before (or without) a plan.
+fn no_steps(task_text: &str) -> Flow {
+    Flow {
+        version: FLOW_VERSION,
+        task: task_text.to_string(),
+        steps: Vec::new(),
+    }
 }
 
 /// Whether a planning failure is the configuration's fault (key, URL, model, quota).

@@ -176,3 +176,36 @@ fn reexec_without(key: &str, variable: &str) -> Result<(), String> {
     let error = command.exec();
     Err(error.to_string())
 }
+
+/// Hands `key` to a child ocflow the way the re-execution does: through a pipe whose reading
+/// end only that child inherits, never through its environment. Returns the parent's copy of
+/// the reading end, to be dropped once the child is spawned (`None`: no key to give).
+pub(crate) fn hand_over(
+    command: &mut tokio::process::Command,
+    key: &ApiKey,
+) -> std::io::Result<Option<OwnedFd>> {
+    for name in KEY_VARIABLES {
+        command.env_remove(name);
+    }
+    if key.is_empty() {
+        return Ok(None);
+    }
+    // Close-on-exec here, so a child spawned at the same time elsewhere never inherits it.
+    let (reader, writer) = rustix::pipe::pipe_with(rustix::pipe::PipeFlags::CLOEXEC)?;
+    std::fs::File::from(writer).write_all(key.expose().as_bytes())?;
+    let fd = reader.as_raw_fd();
+    command.env(KEY_FD_VARIABLE, fd.to_string());
+    match key.variable() {
+        Some(variable) => command.env(KEY_SOURCE_VARIABLE, variable),
+        None => command.env_remove(KEY_SOURCE_VARIABLE),
+    };
+    // SAFETY: between fork and exec the closure only calls fcntl, which is async-signal-safe;
+    // it keeps the pipe open across this one child's exec.
+    unsafe {
+        command.pre_exec(move || {
+            let fd = rustix::fd::BorrowedFd::borrow_raw(fd);
+            rustix::io::fcntl_setfd(fd, rustix::io::FdFlags::empty()).map_err(Into::into)
+        });
+    }
+    Ok(Some(reader))
+}

@@ -8,6 +8,7 @@ mod contract;
 mod flows;
 mod layers;
 mod llm;
+mod mcp;
 mod openhands;
 mod parallel;
 mod recovery;

@@ -1,0 +1,424 @@
+//! `ocflow mcp`: ocflow as an MCP server over stdio (the official Rust SDK, `rmcp`), for agents
+//! that call tools rather than commands. Each tool runs this same binary with `--json` and hands
+//! back the JSON lines it printed, so the server and the command line cannot drift apart: one
+//! behaviour, one stream, one set of exit codes.
+//!
+//! An MCP call times out (OpenHands: after 300 s), and a flow can take an hour, so
+//! `ocflow_run` starts the flow in the background and returns as soon as it has a task id;
+//! `ocflow_status` is polled until the flow finishes. The key reaches each child through a pipe
+//! (`key::hand_over`), never an environment. When the session ends (the client closes stdin),
+//! flows still running are interrupted as Ctrl-C would: recorded, and resumable.
+
+use std::collections::HashMap;
+use std::ffi::OsString;
+use std::path::PathBuf;
+use std::process::Stdio;
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+use rmcp::handler::server::router::tool::ToolRouter;
+use rmcp::handler::server::wrapper::Parameters;
+use rmcp::model::{CallToolResult, Implementation, ServerCapabilities, ServerConfig};
+use rmcp::{ServerHandler, ServiceExt, tool, tool_handler, tool_router};
+use serde::Deserialize;
+use serde_json::{Value, json};
+use tokio::io::{AsyncBufReadExt, BufReader, Lines};
+use tokio::process::{Child, ChildStdout};
+
+use crate::cli::args::GlobalArgs;
+use crate::error::{Error, IoContext, Result};
+use crate::exit::ExitCode;
+use crate::llm::key::{self, ApiKey};
+use crate::output::say;
+
+/// What the server tells the client's model about itself.
+const INSTRUCTIONS: &str = "ocflow plans a coding task with an LLM, runs it as a flow of steps \
+    in a workspace (the repository is only read), and hands back a diff to review and apply. \
+    Call ocflow_run with the task; it returns a task_id at once. Poll ocflow_status with that \
+    task_id every 10-30 s until `running` is false; `finished` then holds the outcome and the \
+    summary. Review with ocflow_diff, then write the changes with ocflow_apply.";
+
+/// How long a session's end waits for interrupted flows to record their state.
+const STOP_GRACE: Duration = Duration::from_secs(20);
+
+/// A flow this server started, as its JSON lines tell it.
+#[derive(Debug, Default)]
+struct Started {
+    pid: Option<u32>,
+    running: bool,
+    exit_code: Option<i32>,
+    /// The newest event (a heartbeat, a step's end…).
+    last_event: Option<Value>,
+    /// `flow_finished`, once it came.
+    finished: Option<Value>,
+}
+
+#[derive(Debug, Deserialize, schemars::JsonSchema)]
+struct PlanParams {
+    /// The task, in words.
+    task: String,
+    /// The repository's path [default: the server's --repo, or the git repository holding its
+    /// directory].
+    repo: Option<String>,
+}
+
+#[derive(Debug, Deserialize, schemars::JsonSchema)]
+struct RunParams {
+    /// The task, in words (planned by the LLM). Give this or `plan`.
+    task: Option<String>,
+    /// The path of a flow file to run instead of planning (a JSON flow, as ocflow_plan prints).
+    plan: Option<String>,
+    /// The repository's path [default: the server's --repo, or the git repository holding its
+    /// directory].
+    repo: Option<String>,
+}
+
+#[derive(Debug, Deserialize, schemars::JsonSchema)]
+struct TaskParams {
+    /// The task id ocflow_run returned (or the task directory).
+    task_id: String,
+    /// The repository's path, when the flow was started with one.
+    repo: Option<String>,
+}
+
+#[derive(Debug, Deserialize, schemars::JsonSchema)]
+struct ApplyParams {
+    /// The task id ocflow_run returned (or the task directory).
+    task_id: String,
+    /// The repository's path, when the flow was started with one.
+    repo: Option<String>,
+    /// Overwrite files that changed in the repository since the flow read them.
+    #[serde(default)]
+    force: bool,
+}
+
+/// The MCP server.
+#[derive(Clone)]
+struct Server {
+    /// The binary to run for each tool: this one.
+    program: PathBuf,
+    /// Global flags the server was started with, passed on to every child.
+    forwarded: Vec<OsString>,
+    /// The server's `--repo`, used when a call names none.
+    repo: Option<PathBuf>,
+    key: ApiKey,
+    started: Arc<Mutex<HashMap<String, Started>>>,
+    tool_router: ToolRouter<Server>,
+}
+
+/// `ocflow mcp`: serves until the client closes the connection.
+pub(crate) fn serve(global: &GlobalArgs, key: ApiKey) -> Result<ExitCode> {
+    let program = std::env::current_exe().io_context(|| "finding ocflow's own binary".into())?;
+    let server = Server {
+        program,
+        forwarded: forwarded_flags(global),
+        repo: global.repo.clone(),
+        key,
+        started: Arc::default(),
+        tool_router: Server::tool_router(),
+    };
+    let runtime = tokio::runtime::Builder::new_multi_thread()
+        .enable_all()
+        .build()
+        .io_context(|| "starting the async runtime".into())?;
+    let code = runtime.block_on(async {
+        let service = server
+            .clone()
+            .serve(rmcp::transport::stdio())
+            .await
+            .map_err(|err| Error::Usage(format!("MCP: the client's handshake failed: {err}")))?;
+        let _ = service.waiting().await;
+        server.stop_flows().await;
+        Ok(ExitCode::Success)
+    });
+    runtime.shutdown_background();
+    code
+}
+
+/// The global flags a child needs to see what the server sees (`--repo` is per call).
+fn forwarded_flags(global: &GlobalArgs) -> Vec<OsString> {
+    let mut flags = Vec::new();
+    let mut pass = |flag: &str, value: Option<OsString>| {
+        if let Some(value) = value {
+            flags.push(OsString::from(flag));
+            flags.push(value);
+        }
+    };
+    let path = |p: &Option<PathBuf>| p.as_ref().map(|p| p.clone().into_os_string());
+    let text = |t: &Option<String>| t.as_ref().map(OsString::from);
+    pass("--workspace", path(&global.workspace));
+    pass("--codex-lib", text(&global.codex_lib));
+    pass("--python-dir", path(&global.python_dir));
+    pass("--base-url", text(&global.base_url));
+    pass("--model", text(&global.model));
+    pass("--record", path(&global.record));
+    pass("--replay", path(&global.replay));
+    flags
+}
+
+#[tool_router]
+impl Server {
+    #[tool(
+        description = "Plan a coding task with the LLM and return the validated flow (JSON) \
+        without running it. Takes one LLM call, with retries."
+    )]
+    async fn ocflow_plan(&self, Parameters(params): Parameters<PlanParams>) -> CallToolResult {
+        let args = [OsString::from("plan"), OsString::from(params.task)];
+        self.call(params.repo, args).await
+    }
+
+    #[tool(
+        description = "Start a flow for a coding task in the background and return its \
+        task_id at once (the repository is only read; nothing is written to it until \
+        ocflow_apply). Poll ocflow_status with the task_id until `running` is false."
+    )]
+    async fn ocflow_run(&self, Parameters(params): Parameters<RunParams>) -> CallToolResult {
+        let mut args = vec![OsString::from("run")];
+        match (params.task, params.plan) {
+            (task, Some(plan)) => {
+                args.extend([OsString::from("--plan"), OsString::from(plan)]);
+                args.extend(task.map(OsString::from));
+            }
+            (Some(task), None) => args.push(OsString::from(task)),
+            (None, None) => {
+                return failure(json!({"type": "error", "code": "usage", "message":
+                    "give `task` (words) or `plan` (a flow file's path)"}));
+            }
+        }
+        self.start(params.repo, args).await
+    }
+
+    #[tool(
+        description = "A flow's state: its steps, attempts, tokens and timings. For a flow \
+        this server started, also whether it is still running and, once it ended, the \
+        flow_finished event (outcome, reason, summary text, where the diff is)."
+    )]
+    async fn ocflow_status(&self, Parameters(params): Parameters<TaskParams>) -> CallToolResult {
+        let args = [OsString::from("status"), OsString::from(&params.task_id)];
+        let (code, lines) = match self.output(params.repo, args).await {
+            Ok(output) => output,
+            Err(err) => return failure(spawn_error(&err)),
+        };
+        let mut result = json!({"status": lines.first().cloned().unwrap_or(Value::Null)});
+        if code != 0 {
+            return failure(json!({"exit_code": code, "output": lines}));
+        }
+        let id = result["status"]["task_id"]
+            .as_str()
+            .unwrap_or_default()
+            .to_string();
+        if let Some(started) = self.lock().get(&id) {
+            result["running"] = json!(started.running);
+            result["exit_code"] = json!(started.exit_code);
+            result["last_event"] = json!(started.last_event);
+            result["finished"] = json!(started.finished);
+        }
+        CallToolResult::structured(result)
+    }
+
+    #[tool(description = "The flow's changes: the files by kind and the unified diff.")]
+    async fn ocflow_diff(&self, Parameters(params): Parameters<TaskParams>) -> CallToolResult {
+        let args = [OsString::from("diff"), OsString::from(params.task_id)];
+        self.call(params.repo, args).await
+    }
+
+    #[tool(
+        description = "Write a succeeded flow's changes into the repository. Refuses files \
+        changed in the repository since the flow read them, unless `force`."
+    )]
+    async fn ocflow_apply(&self, Parameters(params): Parameters<ApplyParams>) -> CallToolResult {
+        let mut args = vec![OsString::from("apply"), OsString::from(params.task_id)];
+        if params.force {
+            args.push(OsString::from("--force"));
+        }
+        self.call(params.repo, args).await
+    }
+}
+
+#[tool_handler(router = self.tool_router)]
+impl ServerHandler for Server {
+    fn get_info(&self) -> ServerConfig {
+        ServerConfig::new(ServerCapabilities::builder().enable_tools().build())
+            .with_server_info(Implementation::new("ocflow", env!("CARGO_PKG_VERSION")))
+            .with_instructions(INSTRUCTIONS)
+    }
+}
+
+impl Server {
+    fn lock(&self) -> std::sync::MutexGuard<'_, HashMap<String, Started>> {
+        self.started
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner)
+    }
+
+    /// This binary with the forwarded flags, `--json`, the call's repository and `args`; the
+    /// key handed over through a pipe. Its stdin is not the session's: that is the protocol.
+    fn command(
+        &self,
+        repo: Option<String>,
+        args: impl IntoIterator<Item = OsString>,
+    ) -> std::io::Result<(tokio::process::Command, Option<std::os::fd::OwnedFd>)> {
+        let mut command = tokio::process::Command::new(&self.program);
+        command.args(&self.forwarded).arg("--json");
+        if let Some(repo) = repo.map(PathBuf::from).or_else(|| self.repo.clone()) {
+            command.arg("--repo").arg(repo);
+        }
+        command
+            .args(args)
+            .stdin(Stdio::null())
+            .stdout(Stdio::piped())
+            .stderr(Stdio::inherit());
+        let pipe = key::hand_over(&mut command, &self.key)?;
+        Ok((command, pipe))
+    }
+
+    /// Runs a short command to its end; its JSON lines are the result.
+    async fn call(
+        &self,
+        repo: Option<String>,
+        args: impl IntoIterator<Item = OsString>,
+    ) -> CallToolResult {
+        match self.output(repo, args).await {
+            Ok((0, lines)) => CallToolResult::structured(json!({"exit_code": 0, "output": lines})),
+            Ok((code, lines)) => failure(json!({"exit_code": code, "output": lines})),
+            Err(err) => failure(spawn_error(&err)),
+        }
+    }
+
+    /// The exit code and the JSON lines of a short command.
+    async fn output(
+        &self,
+        repo: Option<String>,
+        args: impl IntoIterator<Item = OsString>,
+    ) -> std::io::Result<(i32, Vec<Value>)> {
+        let (mut command, pipe) = self.command(repo, args)?;
+        // A cancelled call (the client gave up) does not leave the command running.
+        command.kill_on_drop(true);
+        let mut child = command.spawn()?;
+        drop(pipe);
+        let mut lines = stdout_lines(&mut child)?;
+        let mut values = Vec::new();
+        while let Some(line) = lines.next_line().await? {
+            values.push(as_json(line));
+        }
+        let status = child.wait().await?;
+        Ok((status.code().unwrap_or(-1), values))
+    }
+
+    /// Starts a flow; answers once it has a task id (`flow_started`), or with the error that
+    /// stopped it first. The rest of its stream is read in the background.
+    async fn start(
+        &self,
+        repo: Option<String>,
+        args: impl IntoIterator<Item = OsString>,
+    ) -> CallToolResult {
+        let started = async {
+            let (mut command, pipe) = self.command(repo, args)?;
+            let mut child = command.spawn()?;
+            drop(pipe);
+            let lines = stdout_lines(&mut child)?;
+            Ok::<_, std::io::Error>((child, lines))
+        };
+        let (mut child, mut lines) = match started.await {
+            Ok(started) => started,
+            Err(err) => return failure(spawn_error(&err)),
+        };
+        let mut before = Vec::new();
+        loop {
+            match lines.next_line().await {
+                Ok(Some(line)) => {
+                    let event = as_json(line);
+                    if event["type"] == "flow_started" {
+                        let id = event["task_id"].as_str().unwrap_or_default().to_string();
+                        self.lock().insert(
+                            id.clone(),
+                            Started {
+                                pid: child.id(),
+                                running: true,
+                                last_event: Some(event.clone()),
+                                ..Started::default()
+                            },
+                        );
+                        tokio::spawn(self.clone().follow(id, child, lines));
+                        return CallToolResult::structured(json!({
+                            "task_id": event["task_id"],
+                            "task_dir": event["task_dir"],
+                            "repo": event["repo"],
+                            "running": true,
+                            "next": "poll ocflow_status with this task_id until running is false",
+                        }));
+                    }
+                    before.push(event);
+                }
+                // It ended before starting a flow: a start-up error, in its own events.
+                Ok(None) | Err(_) => {
+                    let code = child.wait().await.ok().and_then(|s| s.code()).unwrap_or(-1);
+                    return failure(json!({"exit_code": code, "output": before}));
+                }
+            }
+        }
+    }
+
+    /// Reads a started flow's events to their end, then its exit code.
+    async fn follow(self, id: String, mut child: Child, mut lines: Lines<BufReader<ChildStdout>>) {
+        while let Ok(Some(line)) = lines.next_line().await {
+            let event = as_json(line);
+            if let Some(started) = self.lock().get_mut(&id) {
+                if event["type"] == "flow_finished" {
+                    started.finished = Some(event.clone());
+                }
+                started.last_event = Some(event);
+            }
+        }
+        let code = child.wait().await.ok().and_then(|s| s.code());
+        if let Some(started) = self.lock().get_mut(&id) {
+            started.running = false;
+            started.exit_code = Some(code.unwrap_or(-1));
+        }
+    }
+
+    /// Interrupts the flows still running (as Ctrl-C does: recorded, resumable) and gives them
+    /// a moment to say so.
+    async fn stop_flows(&self) {
+        let running: Vec<(String, u32)> = self
+            .lock()
+            .iter()
+            .filter(|(_, s)| s.running)
+            .filter_map(|(id, s)| s.pid.map(|pid| (id.clone(), pid)))
+            .collect();
+        for (id, pid) in &running {
+            say(&format!(
+                "ocflow mcp: the session ended; interrupting task {id} (resume it with `ocflow \
+                 resume {id}`)"
+            ));
+            if let Some(pid) = rustix::process::Pid::from_raw(*pid as i32) {
+                let _ = rustix::process::kill_process(pid, rustix::process::Signal::INT);
+            }
+        }
+        let deadline = tokio::time::Instant::now() + STOP_GRACE;
+        while tokio::time::Instant::now() < deadline && self.lock().values().any(|s| s.running) {
+            tokio::time::sleep(Duration::from_millis(100)).await;
+        }
+    }
+}
+
+fn stdout_lines(child: &mut Child) -> std::io::Result<Lines<BufReader<ChildStdout>>> {
+    let stdout = child
+        .stdout
+        .take()
+        .ok_or_else(|| std::io::Error::other("the child's stdout was not piped"))?;
+    Ok(BufReader::new(stdout).lines())
+}
+
+/// A line as JSON; a line that is not JSON (which would be a bug) kept as text.
+fn as_json(line: String) -> Value {
+    serde_json::from_str(&line).unwrap_or(Value::String(line))
+}
+
+fn failure(value: Value) -> CallToolResult {
+    CallToolResult::structured_error(value)
+}
+
+fn spawn_error(err: &std::io::Error) -> Value {
+    json!({"type": "error", "code": "io", "message": format!("could not run ocflow: {err}")})
+}

@@ -1,0 +1,84 @@
+"""A real MCP client (the Python `mcp` package's stdio client) driving `ocflow mcp` the way an
+agent would: list the tools, start a flow, poll its status until it ends, read the diff, apply.
+
+Usage: mcp_client.py SCENARIO JSON_ARGS -- SERVER_COMMAND...
+The server's environment is exactly what JSON_ARGS["env"] gives (as an agent's MCP config
+would), over the package's safe defaults. Prints one JSON object: every call's result.
+"""
+
+import asyncio
+import json
+import sys
+import time
+
+from mcp import ClientSession, StdioServerParameters
+from mcp.client.stdio import stdio_client
+
+
+def result(answer):
+    return {"is_error": bool(answer.is_error), "value": answer.structured_content}
+
+
+async def poll(session, task_id, deadline_seconds):
+    deadline = time.monotonic() + deadline_seconds
+    polls = []
+    while time.monotonic() < deadline:
+        status = result(await session.call_tool("ocflow_status", {"task_id": task_id}))
+        polls.append(status)
+        if status["is_error"] or not status["value"].get("running", False):
+            return polls
+        await asyncio.sleep(0.3)
+    return polls
+
+
+async def scenario_flow(session, args):
+    report = {}
+    tools = await session.list_tools()
+    report["tools"] = sorted(tool.name for tool in tools.tools)
+    report["schemas"] = {tool.name: tool.input_schema for tool in tools.tools}
+    started = result(await session.call_tool("ocflow_run", {"task": args["task"]}))
+    report["run"] = started
+    if started["is_error"]:
+        return report
+    task_id = started["value"]["task_id"]
+    report["polls"] = await poll(session, task_id, 120)
+    report["diff"] = result(await session.call_tool("ocflow_diff", {"task_id": task_id}))
+    report["apply"] = result(await session.call_tool("ocflow_apply", {"task_id": task_id}))
+    report["unknown"] = result(
+        await session.call_tool("ocflow_status", {"task_id": "no-such-task"})
+    )
+    report["neither"] = result(await session.call_tool("ocflow_run", {}))
+    return report
+
+
+async def scenario_start_and_leave(session, args):
+    """Starts a flow and ends the session while it runs."""
+    started = result(await session.call_tool("ocflow_run", {"task": args["task"]}))
+    return {"run": started}
+
+
+async def scenario_plan(session, args):
+    return {"plan": result(await session.call_tool("ocflow_plan", {"task": args["task"]}))}
+
+
+SCENARIOS = {
+    "flow": scenario_flow,
+    "start_and_leave": scenario_start_and_leave,
+    "plan": scenario_plan,
+}
+
+
+async def main():
+    scenario, raw = sys.argv[1], sys.argv[2]
+    server = sys.argv[sys.argv.index("--") + 1 :]
+    args = json.loads(raw)
+    params = StdioServerParameters(command=server[0], args=server[1:], env=args.get("env"))
+    async with stdio_client(params) as (read, write), ClientSession(read, write) as session:
+        init = await session.initialize()
+        report = await SCENARIOS[scenario](session, args)
+        report["server"] = {"name": init.server_info.name, "instructions": init.instructions}
+    print(json.dumps(report))
+
+
+if __name__ == "__main__":
+    asyncio.run(main())

@@ -53,3 +53,99 @@ fn a_copied_binary_runs_from_an_empty_directory_with_a_minimal_path() {
         .expect("a flow_finished event");
     assert_eq!(finished["state"], json!("succeeded"), "{finished}");
 }
+
+/// Copies `from` into `to`, recursively (a clone's `python/` folder, without the test's caches).
+fn copy_tree(from: &std::path::Path, to: &std::path::Path) {
+    for entry in walkdir::WalkDir::new(from) {
+        let entry = entry.unwrap();
+        let relative = entry.path().strip_prefix(from).unwrap();
+        let name = relative.to_string_lossy();
+        if name.contains("__pycache__") || name.contains(".pytest_cache") {
+            continue;
+        }
+        let target = to.join(relative);
+        if entry.file_type().is_dir() {
+            std::fs::create_dir_all(&target).unwrap();
+        } else {
+            std::fs::copy(entry.path(), &target).unwrap();
+        }
+    }
+}
+
+#[test]
+fn a_pip_installed_library_is_found_through_the_interpreters_own_paths() {
+    // As after `cargo install` and `pip install ./python` in a virtual environment, then the
+    // clone deleted: no bundled python/ folder anywhere ocflow looks (an empty one is named).
+    let sandbox = Sandbox::new(&[("a.txt", "a\n")]);
+    let clone = sandbox.root().join("clone-python");
+    copy_tree(
+        &std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("python"),
+        &clone,
+    );
+    let venv = sandbox.root().join("venv");
+    let made = Command::new("python3")
+        .args(["-m", "venv"])
+        .arg(&venv)
+        .status()
+        .unwrap();
+    assert!(made.success());
+    let pip = Command::new(venv.join("bin/python"))
+        .args([
+            "-m",
+            "pip",
+            "install",
+            "--quiet",
+            "--no-deps",
+            "--disable-pip-version-check",
+        ])
+        .arg(&clone)
+        .output()
+        .unwrap();
+    assert!(pip.status.success(), "{}", stderr(&pip));
+    std::fs::remove_dir_all(&clone).unwrap();
+    let no_bundled_library = sandbox.root().join("no-python-dir");
+    std::fs::create_dir(&no_bundled_library).unwrap();
+
+    let bin = sandbox.root().join("bin");
+    std::fs::create_dir(&bin).unwrap();
+    let ocflow = bin.join("ocflow");
+    std::fs::copy(env!("CARGO_BIN_EXE_ocflow"), &ocflow).unwrap();
+    let plan = sandbox.flow(&json!([
+        {"id": "w", "operation": "write_file", "params": {"file_path": "b.txt", "content": "b\n"}}
+    ]));
+    let output = Command::new(&ocflow)
+        .current_dir(&bin)
+        .env_clear()
+        .env(
+            "PATH",
+            format!("{}:/usr/bin:/bin", venv.join("bin").display()),
+        )
+        .env("VIRTUAL_ENV", &venv)
+        .env("HOME", sandbox.root())
+        .env("XDG_CONFIG_HOME", sandbox.root().join("user-config"))
+        .env("OCFLOW_PYTHON_DIR", &no_bundled_library)
+        .arg("--repo")
+        .arg(&sandbox.repo)
+        .arg("--workspace")
+        .arg(&sandbox.workspace)
+        .args(["--json", "run", "--task-id", "t", "--plan"])
+        .arg(plan)
+        .output()
+        .unwrap();
+    assert_exit(&output, 0);
+    let started = stdout(&output)
+        .lines()
+        .filter_map(|line| serde_json::from_str::<serde_json::Value>(line).ok())
+        .find(|event| event["type"] == "flow_started")
+        .expect("a flow_started event");
+    let library = started["library"].as_str().unwrap();
+    let site = venv.join("lib");
+    assert!(
+        library.contains(&format!("from {}", site.display())),
+        "the library came from the virtual environment: {library}"
+    );
+    assert_eq!(
+        std::fs::read_to_string(sandbox.task_dir("t").join("final_output/b.txt")).unwrap(),
+        "b\n"
+    );
+}

@@ -40,6 +40,9 @@ pub(crate) struct Config {
     pub(crate) workspace: PathBuf,
     /// Whether the workspace is the default one inside the repository.
     pub(crate) default_workspace: bool,
+    /// Whether the repository was named (`--repo`) or found as git finds it, rather than taken
+    /// to be the current directory by a command that needs none.
+    pub(crate) repo_named: bool,
     /// Where the flow's paths may go in `repo`.
     pub(crate) rules: PathRules,
     pub(crate) codex_lib: String,
@@ -348,13 +351,16 @@ impl Config {
         limits: Option<&LimitArgs>,
         api_key: ApiKey,
     ) -> Result<Config> {
-        let repo = match &args.repo {
-            Some(repo) => repo.canonicalize().map_err(|err| {
-                Error::Usage(format!(
-                    "--repo {}: {err}; give the path of an existing directory",
-                    repo.display()
-                ))
-            })?,
+        let (repo, repo_named) = match &args.repo {
+            Some(repo) => (
+                repo.canonicalize().map_err(|err| {
+                    Error::Usage(format!(
+                        "--repo {}: {err}; give the path of an existing directory",
+                        repo.display()
+                    ))
+                })?,
+                true,
+            ),
             None => discover_repo(needs_repo)?,
         };
         if !repo.is_dir() {
@@ -469,6 +475,7 @@ impl Config {
             repo,
             workspace,
             default_workspace,
+            repo_named,
             codex_lib,
             python_dir: args
                 .python_dir
@@ -494,12 +501,14 @@ impl Config {
 /// The repository, found as git finds it: the current directory or the nearest one above it
 /// holding `.git`. Without one, a command that works on a repository is refused, naming
 /// `--repo`; the others (a task given by its directory, the demo) take the current directory.
-fn discover_repo(needs_repo: bool) -> Result<PathBuf> {
+/// Returns the repository and whether it was found as git finds it.
+fn discover_repo(needs_repo: bool) -> Result<(PathBuf, bool)> {
     let cwd = std::env::current_dir().io_context(|| "finding the current directory".into())?;
     if let Some(root) = cwd.ancestors().find(|dir| dir.join(".git").exists()) {
-        return root
+        let root = root
             .canonicalize()
-            .io_context(|| format!("resolving {}", root.display()));
+            .io_context(|| format!("resolving {}", root.display()))?;
+        return Ok((root, true));
     }
     if needs_repo {
         return Err(Error::Usage(format!(
@@ -508,8 +517,10 @@ fn discover_repo(needs_repo: bool) -> Result<PathBuf> {
             cwd.display()
         )));
     }
-    cwd.canonicalize()
-        .io_context(|| format!("resolving {}", cwd.display()))
+    let cwd = cwd
+        .canonicalize()
+        .io_context(|| format!("resolving {}", cwd.display()))?;
+    Ok((cwd, false))
 }
 
 /// The recovery limits: config files, then defaults.

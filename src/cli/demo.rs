@@ -75,6 +75,7 @@ pub(crate) fn prepare(config: &Config) -> Result<(Config, RunArgs)> {
         repo,
         workspace,
         default_workspace: false,
+        repo_named: true,
         llm: Ok(LlmConfig {
             endpoint: None,
             planner: model.clone(),

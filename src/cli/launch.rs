@@ -20,8 +20,9 @@ use crate::model::flow::Flow;
 use crate::model::problem::Problem;
 use crate::model::repo_path::RepoPath;
 use crate::model::status::{FlowStatus, now};
+use crate::task::apply::{self, Applied};
 use crate::task::events::Events;
-use crate::task::review::{self, Applied};
+use crate::task::review;
 use crate::task::staging;
 use crate::task::state;
 use crate::task::workspace::TaskDir;
@@ -202,7 +203,7 @@ pub(crate) async fn execute(mut executor: Executor, apply_after: bool) -> Result
         FlowOutcome::Succeeded if apply_after => {
             let changes = review::changes(&executor.task, &executor.status, &executor.flow)?;
             let rules = PathRules::new(&executor.status.repo, &executor.task.workspace());
-            let applied = review::apply(&rules, &executor.task.task_id, &changes, false)?;
+            let applied = apply::apply(&rules, &executor.task.task_id, &changes, false)?;
             record_applied(
                 &mut executor.events,
                 &mut executor.status,

@@ -13,7 +13,7 @@ use crate::model::status::FlowState;
 use crate::output::{print_stdout, say};
 use crate::task::events::Events;
 use crate::task::journal::Journal;
-use crate::task::{review, state, workspace};
+use crate::task::{apply, review, state, workspace};
 
 /// `ocflow status`: the table, JSON, or the table again at every change (`--follow`).
 pub(crate) fn status(config: &Config, args: StatusArgs) -> Result<ExitCode> {
@@ -68,10 +68,20 @@ pub(crate) fn apply(config: &Config, args: ApplyArgs) -> Result<ExitCode> {
             task.task_id, flow_status.state
         )));
     }
+    // The changes go where the flow read; a different repository named here is a mistake.
+    if config.repo_named && config.repo != flow_status.repo {
+        return Err(Error::Usage(format!(
+            "task {} was made from the repository {}, not {}; nothing was written. Apply it \
+             there (`--repo {1}`), or run the task again on {2}",
+            task.task_id,
+            flow_status.repo.display(),
+            config.repo.display()
+        )));
+    }
     let flow = state::load_flow(&task, flow_status.revision)?;
     let changes = review::changes(&task, &flow_status, &flow)?;
     let rules = PathRules::new(&flow_status.repo, &task.workspace());
-    let applied = review::apply(&rules, &task.task_id, &changes, args.force)?;
+    let applied = apply::apply(&rules, &task.task_id, &changes, args.force)?;
     let mut events = Events::new(
         Journal::open(&task.file(workspace::JOURNAL_FILE))?,
         config.json,

@@ -84,6 +84,18 @@ pub(crate) fn check_contained(
     let resolved = loop {
         match existing.canonicalize() {
             Ok(canonical) => break canonical,
+            // A symlink that leads nowhere (or in a loop): where a write through it would land
+            // depends on what appears later, so it is refused by name.
+            Err(_) if existing.is_symlink() => {
+                let target = std::fs::read_link(existing).unwrap_or_default();
+                let link = existing.strip_prefix(root).unwrap_or(existing);
+                return Err(PathError(format!(
+                    "{path} goes through the symlink {} → {}, which leads nowhere; remove it \
+                     or make it point to a directory inside the repository",
+                    link.display(),
+                    target.display()
+                )));
+            }
             Err(_) => match (existing.parent(), existing.file_name()) {
                 (Some(parent), Some(name)) => {
                     rest.push(name.to_owned());

@@ -73,9 +73,21 @@ impl RepoPath {
                 }
             }
         }
-        if let Some(excluded) = parts.iter().find(|part| EXCLUDED_DIR_NAMES.contains(part)) {
+        // Compared without case: on a case-insensitive file system `.GIT` is the `.git`.
+        for part in &parts {
+            let Some(excluded) = EXCLUDED_DIR_NAMES
+                .iter()
+                .find(|name| name.eq_ignore_ascii_case(part))
+            else {
+                continue;
+            };
+            let same = if part == excluded {
+                String::new()
+            } else {
+                format!(" (which is `{excluded}` on a case-insensitive file system)")
+            };
             return Err(format!(
-                "{raw:?} goes through `{excluded}`, which flows never read or write"
+                "{raw:?} goes through `{part}`{same}, which flows never read or write"
             ));
         }
         Ok(RepoPath(parts.join("/")))

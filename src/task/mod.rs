@@ -1,7 +1,8 @@
 //! The durable state of a task on disk: the workspace and task directories, atomic writes,
 //! the journal and the events that feed it, staging (snapshot, overlays, views) and review
-//! (changes, diff, apply).
+//! (changes, diff) and the all-or-nothing apply.
 
+pub(crate) mod apply;
 pub(crate) mod events;
 pub(crate) mod journal;
 pub(crate) mod review;

@@ -1,16 +1,14 @@
-//! Review and apply: what the flow changed compared with the snapshot it started from, as a
-//! list, as a unified diff, and written into the repository — atomically per file, and only if
-//! the repository still holds what the flow read (unless forced).
+//! Review: what the flow changed compared with the snapshot it started from, as a list and as a
+//! unified diff (`apply` writes it into the repository).
 
 use std::fs;
 use std::path::{Path, PathBuf};
 
-use crate::error::{Error, IoContext, Result};
-use crate::flow::path_rules::PathRules;
+use crate::error::{IoContext, Result};
 use crate::model::repo_path::RepoPath;
 use crate::model::status::FlowStatus;
 use crate::task::staging::{Overlay, Version};
-use crate::task::workspace::{self, TaskDir};
+use crate::task::workspace::TaskDir;
 
 /// One changed file.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -126,112 +124,4 @@ pub(crate) fn unified_diff(changes: &[Change]) -> Result<String> {
         }
     }
     Ok(out)
-}
-
-/// What `apply` did.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub(crate) enum Applied {
-    /// These files were written or deleted.
-    Written(Vec<String>),
-    /// The repository already holds the flow's result.
-    AlreadyThere,
-    /// The flow changed nothing.
-    Nothing,
-}
-
-/// What stands at a path in the repository now.
-#[derive(Debug, PartialEq, Eq)]
-enum Current {
-    Missing,
-    File(Vec<u8>),
-    /// A directory or anything else that is not a regular file.
-    Other,
-}
-
-fn current(path: &Path) -> Result<Current> {
-    match fs::symlink_metadata(path) {
-        Err(err) if err.kind() == std::io::ErrorKind::NotFound => Ok(Current::Missing),
-        Err(err) => Err(err).io_context(|| format!("reading {}", path.display())),
-        Ok(meta) if meta.is_file() => Ok(Current::File(read(path)?)),
-        Ok(_) => Ok(Current::Other),
-    }
-}
-
-/// Writes the changes into the repository. Everything is checked before anything is written:
-/// every target must stay inside the repository (outside `.git` and `workspace`) and hold what
-/// the flow read, unless `force`; then deletions go first, then files, each atomically.
-pub(crate) fn apply(
-    rules: &PathRules,
-    task_id: &str,
-    changes: &[Change],
-    force: bool,
-) -> Result<Applied> {
-    if changes.is_empty() {
-        return Ok(Applied::Nothing);
-    }
-    let root = &rules.repo;
-    let mut drifted = Vec::new();
-    let mut blocked = Vec::new();
-    let mut already = true;
-    for change in changes {
-        // Symlinks planted since the flow ran must not redirect a write out of the repository.
-        if let Err(problem) = rules.check_contained(&change.path) {
-            return Err(Error::Usage(format!("not applying anything: {problem}")));
-        }
-        let now = current(&change.path.under(root))?;
-        let old = change.old.as_deref().map(read).transpose()?;
-        let new = change.new.as_deref().map(read).transpose()?;
-        let as_file = |bytes: Option<Vec<u8>>| bytes.map_or(Current::Missing, Current::File);
-        if now == Current::Other {
-            blocked.push(change.path.as_str().to_string());
-        }
-        if now != as_file(new) {
-            already = false;
-        }
-        if now != as_file(old) {
-            drifted.push(change.path.as_str().to_string());
-        }
-    }
-    if already {
-        return Ok(Applied::AlreadyThere);
-    }
-    if !blocked.is_empty() {
-        return Err(Error::Usage(format!(
-            "not applying anything: a directory or special file now stands where the flow writes a \
-             file: {}; move it away first",
-            blocked.join(", ")
-        )));
-    }
-    if !drifted.is_empty() && !force {
-        return Err(Error::Drift {
-            task_id: task_id.to_string(),
-            files: drifted,
-        });
-    }
-    let mut written = Vec::new();
-    let (deletions, writes): (Vec<&Change>, Vec<&Change>) =
-        changes.iter().partition(|c| c.new.is_none());
-    for change in deletions {
-        let target = change.path.under(root);
-        match fs::remove_file(&target) {
-            Err(err) if err.kind() != std::io::ErrorKind::NotFound => {
-                return Err(err).io_context(|| format!("deleting {}", target.display()));
-            }
-            _ => written.push(change.path.as_str().to_string()),
-        }
-    }
-    for change in writes {
-        let Some(source) = &change.new else { continue };
-        let target = change.path.under(root);
-        let bytes = read(source)?;
-        if let Some(parent) = target.parent() {
-            fs::create_dir_all(parent).io_context(|| format!("creating {}", parent.display()))?;
-        }
-        workspace::write_atomic(&target, &bytes)?;
-        if let Ok(meta) = fs::metadata(source) {
-            let _ = fs::set_permissions(&target, meta.permissions());
-        }
-        written.push(change.path.as_str().to_string());
-    }
-    Ok(Applied::Written(written))
 }

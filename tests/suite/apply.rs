@@ -126,3 +126,81 @@ fn a_failed_flow_is_not_applied() {
         "old a\n"
     );
 }
+
+/// A dangling symlink pointing out of the repository: refused at validation, and at apply when
+/// planted after the run — before anything is written.
+#[test]
+fn a_dangling_symlink_out_of_the_repository_is_refused_at_validation_and_at_apply() {
+    let sandbox = Sandbox::new(&[("a.txt", "a\n")]);
+    let outside = sandbox.root().join("outside-nowhere");
+    std::os::unix::fs::symlink(&outside, sandbox.repo.join("dlink")).unwrap();
+    let through_link = json!([
+        {"id": "a", "operation": "write_file", "params": {"file_path": "aaa.txt", "content": "x"}},
+        {"id": "d", "operation": "write_file",
+         "params": {"file_path": "dlink/x.txt", "content": "x"}}
+    ]);
+    let refused = sandbox.run(&through_link, "v");
+    assert_exit(&refused, 2);
+    assert!(stderr(&refused).contains("dlink"), "{}", stderr(&refused));
+    assert!(!outside.exists());
+
+    let into_dir = json!([
+        {"id": "a", "operation": "write_file", "params": {"file_path": "aaa.txt", "content": "x"}},
+        {"id": "d", "operation": "write_file", "params": {"file_path": "d/x.txt", "content": "x"}}
+    ]);
+    assert_exit(&sandbox.run(&into_dir, "t"), 0);
+    std::os::unix::fs::symlink(&outside, sandbox.repo.join("d")).unwrap();
+    let before = tree(&sandbox.repo);
+    let output = sandbox.ocflow().args(["apply", "t"]).output().unwrap();
+    assert_exit(&output, 2);
+    assert!(
+        stderr(&output).contains("not applying anything"),
+        "{}",
+        stderr(&output)
+    );
+    assert_eq!(tree(&sandbox.repo), before, "nothing was written");
+    assert!(!outside.exists());
+}
+
+/// A file planted where the flow needs a directory stops the apply before any write (it used
+/// to write the other files, then fail).
+#[test]
+fn a_file_where_a_directory_must_be_stops_the_apply_before_any_write() {
+    let sandbox = Sandbox::new(&[("a.txt", "a\n")]);
+    let flow = json!([
+        {"id": "a", "operation": "write_file", "params": {"file_path": "aaa.txt", "content": "x"}},
+        {"id": "p", "operation": "write_file", "params": {"file_path": "p/x.txt", "content": "x"}}
+    ]);
+    assert_exit(&sandbox.run(&flow, "t"), 0);
+    std::fs::write(sandbox.repo.join("p"), "a file\n").unwrap();
+    let before = tree(&sandbox.repo);
+    let output = sandbox.ocflow().args(["apply", "t"]).output().unwrap();
+    assert_exit(&output, 2);
+    let err = stderr(&output);
+    assert!(err.contains("p/x.txt (needs p to be a directory)"), "{err}");
+    assert_eq!(tree(&sandbox.repo), before, "nothing was written");
+}
+
+/// `apply TASK --repo OTHER` used to write into the task's own repository, silently.
+#[test]
+fn apply_into_another_repository_than_the_tasks_is_refused() {
+    let sandbox = Sandbox::new(&[("a.txt", "old a\n"), ("gone.txt", "bye\n")]);
+    assert_exit(&sandbox.run(&editing_flow(), "t"), 0);
+    let other = sandbox.root().join("other");
+    std::fs::create_dir(&other).unwrap();
+    let before = tree(&sandbox.repo);
+    let output = sandbox
+        .command_like_ocflow(env!("CARGO_BIN_EXE_ocflow"))
+        .arg("--repo")
+        .arg(&other)
+        .arg("--workspace")
+        .arg(&sandbox.workspace)
+        .args(["apply", "t"])
+        .output()
+        .unwrap();
+    assert_exit(&output, 2);
+    let err = stderr(&output);
+    assert!(err.contains("was made from the repository"), "{err}");
+    assert_eq!(tree(&sandbox.repo), before);
+    assert!(tree(&other).is_empty());
+}

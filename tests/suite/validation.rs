@@ -245,6 +245,14 @@ fn path_rules() {
         ("/etc/passwd", "is absolute"),
         ("~/.ssh/id_rsa", "starts with `~`"),
         (".git/hooks/pre-commit", "goes through `.git`"),
+        (
+            ".GIT/hooks/pre-commit",
+            "`.GIT` (which is `.git` on a case-insensitive",
+        ),
+        (
+            "lib/Node_Modules/x.js",
+            "`Node_Modules` (which is `node_modules`",
+        ),
         ("lib/node_modules/x.js", "goes through `node_modules`"),
         ("shortcut/key.pem", "outside the repository"),
         ("passwd", "outside the repository"),

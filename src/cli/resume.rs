@@ -11,12 +11,14 @@ use crate::error::{Error, Result};
 use crate::exit::ExitCode;
 use crate::flow::path_rules::PathRules;
 use crate::model::event::Event;
+use crate::model::flow::Flow;
 use crate::model::status::{FlowState, FlowStatus, PendingRecovery, StepState};
 use crate::output::say;
 use crate::task::events::Events;
 use crate::task::journal::Journal;
-use crate::task::workspace;
+use crate::task::workspace::{self, TaskDir};
 use crate::task::{staging, state};
+use std::collections::BTreeSet;
 
 pub(crate) async fn resume(config: &Config, args: ResumeArgs) -> Result<ExitCode> {
     let task = find_task(config, args.task.as_deref(), true)?;
@@ -49,6 +51,7 @@ pub(crate) async fn resume(config: &Config, args: ResumeArgs) -> Result<ExitCode
             ),
         });
     }
+    let redone = redo_vanished(&task, &mut flow_status, &flow)?;
     if flow_status.state == FlowState::Succeeded {
         say(&format!(
             "ocflow: task {} already succeeded; nothing to resume. Review it with `ocflow diff \
@@ -140,6 +143,9 @@ pub(crate) async fn resume(config: &Config, args: ResumeArgs) -> Result<ExitCode
         Journal::open(&task.file(workspace::JOURNAL_FILE))?,
         config.json,
     );
+    for message in redone {
+        events.emit(Event::Warning { message })?;
+    }
     launch::report_sandbox(config, &settings, &mut flow_status, &mut events)?;
     state::save_status(&task, &mut flow_status)?;
     let pending = flow_status
@@ -160,4 +166,46 @@ pub(crate) async fn resume(config: &Config, args: ResumeArgs) -> Result<ExitCode
     staging::rebuild_final_output(&task, &flow_status, &flow)?;
     let executor = Executor::new(task, flow, flow_status, events, bridge, settings, interrupt);
     launch::execute(executor, args.apply).await
+}
+
+/// Sends back to pending every succeeded step whose recorded outputs vanished from the task
+/// directory, and every succeeded step after it (it may have read them); says which.
+fn redo_vanished(task: &TaskDir, flow_status: &mut FlowStatus, flow: &Flow) -> Result<Vec<String>> {
+    let vanished = state::vanished_outputs(task, flow_status, flow);
+    if vanished.is_empty() {
+        return Ok(Vec::new());
+    }
+    let mut redo: BTreeSet<&str> = vanished.iter().map(|v| v.step.as_str()).collect();
+    loop {
+        let before = redo.len();
+        for step in &flow.steps {
+            if step.depends_on.iter().any(|d| redo.contains(d.as_str())) {
+                redo.insert(step.id.as_str());
+            }
+        }
+        if redo.len() == before {
+            break;
+        }
+    }
+    let mut notes: Vec<String> = vanished
+        .iter()
+        .map(|v| format!("the recorded outputs of {v} are gone: it runs again"))
+        .collect();
+    for id in redo {
+        let Some(step) = flow_status.step_mut(id) else {
+            continue;
+        };
+        if step.status != StepState::Succeeded {
+            continue;
+        }
+        if !vanished.iter().any(|v| v.step == id) {
+            notes.push(format!(
+                "step {id} comes after a step that runs again: it runs again too"
+            ));
+        }
+        step.reset("its recorded outputs (or an earlier step's) were gone; it runs again")?;
+    }
+    flow_status.state = FlowState::Running;
+    flow_status.finished_at = None;
+    Ok(notes)
 }

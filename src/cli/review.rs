@@ -36,6 +36,7 @@ pub(crate) fn diff(config: &Config, args: TaskArg) -> Result<ExitCode> {
     let task = find_task(config, args.task.as_deref(), false)?;
     let flow_status = state::load_status(&task)?;
     let flow = state::load_flow(&task, flow_status.revision)?;
+    state::require_intact(&task, &flow_status, &flow)?;
     let changes = review::changes(&task, &flow_status, &flow)?;
     if changes.is_empty() {
         say(&format!("ocflow: task {} changed no file", task.task_id));
@@ -79,6 +80,7 @@ pub(crate) fn apply(config: &Config, args: ApplyArgs) -> Result<ExitCode> {
         )));
     }
     let flow = state::load_flow(&task, flow_status.revision)?;
+    state::require_intact(&task, &flow_status, &flow)?;
     let changes = review::changes(&task, &flow_status, &flow)?;
     let rules = PathRules::new(&flow_status.repo, &task.workspace());
     let applied = apply::apply(&rules, &task.task_id, &changes, args.force)?;

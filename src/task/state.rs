@@ -124,3 +124,67 @@ pub(crate) fn load_result(task: &TaskDir, step: &str) -> Result<Option<StepResul
 pub(crate) fn save_result(task: &TaskDir, step: &str, result: &StepResult) -> Result<()> {
     workspace::write_json_atomic(&task.step_dir(step).join(workspace::RESULT_FILE), result)
 }
+
+/// A succeeded step whose recorded outputs are gone from the task directory (deleted by hand,
+/// a disk cleaner, a partial copy).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(crate) struct Vanished {
+    pub(crate) step: String,
+    /// The missing files, or the step's `result.json` when its whole directory went.
+    pub(crate) missing: Vec<String>,
+}
+
+impl std::fmt::Display for Vanished {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(
+            f,
+            "step {} ({} missing)",
+            self.step,
+            self.missing.join(", ")
+        )
+    }
+}
+
+/// The succeeded steps of `flow` whose recorded outputs are no longer in the task directory.
+pub(crate) fn vanished_outputs(task: &TaskDir, status: &FlowStatus, flow: &Flow) -> Vec<Vanished> {
+    let mut vanished = Vec::new();
+    for step in status.succeeded() {
+        if flow.step(&step.id).is_none() {
+            continue;
+        }
+        let dir = task.step_dir(&step.id);
+        let output = dir.join(workspace::OUTPUT_DIR);
+        let mut missing: Vec<String> = step
+            .output_files
+            .iter()
+            .filter(|file| std::fs::symlink_metadata(output.join(file)).is_err())
+            .cloned()
+            .collect();
+        if !dir.join(workspace::RESULT_FILE).is_file() {
+            missing.push(format!("{}/{}", step.id, workspace::RESULT_FILE));
+        }
+        if !missing.is_empty() {
+            vanished.push(Vanished {
+                step: step.id.clone(),
+                missing,
+            });
+        }
+    }
+    vanished
+}
+
+/// Refuses to review or apply a task whose recorded outputs vanished.
+pub(crate) fn require_intact(task: &TaskDir, status: &FlowStatus, flow: &Flow) -> Result<()> {
+    let vanished = vanished_outputs(task, status, flow);
+    if vanished.is_empty() {
+        return Ok(());
+    }
+    let list: Vec<String> = vanished.iter().map(ToString::to_string).collect();
+    Err(Error::Usage(format!(
+        "task {} is damaged: the recorded outputs of {} are gone from {}; nothing was written. \
+         Run `ocflow resume {0}` to run those steps again, then review",
+        task.task_id,
+        list.join("; "),
+        task.root.display()
+    )))
+}

@@ -529,3 +529,53 @@ fn repeated_kills_at_random_moments_end_with_the_same_files_and_no_finished_step
         tree(&reference.task_dir("t").join("final_output"))
     );
 }
+
+/// A succeeded step's directory deleted after the run (a damaged workspace): diff and apply
+/// refuse, naming the step and what to do, and write nothing; resume runs the step again and
+/// says so (it used to fail every time with a raw "No such file or directory", while apply
+/// silently wrote the other files).
+#[test]
+fn a_step_whose_recorded_outputs_vanished_is_refused_by_apply_and_run_again_by_resume() {
+    let sandbox = Sandbox::new(&[("keep.txt", "keep\n")]);
+    let flow = json!([
+        {"id": "a", "operation": "write_file", "params": {"file_path": "a.txt", "content": "a\n"}},
+        {"id": "b", "operation": "write_file", "params": {"file_path": "b.txt", "content": "b\n"}},
+        {"id": "c", "operation": "read_file", "depends_on": ["b"],
+         "params": {"file_path": "b.txt"}}
+    ]);
+    assert_exit(&sandbox.run(&flow, "t"), 0);
+    let task = sandbox.task_dir("t");
+    std::fs::remove_dir_all(task.join("b")).unwrap();
+    std::fs::remove_file(task.join("final_output/b.txt")).unwrap();
+    let before = tree(&sandbox.repo);
+    for command in ["apply", "diff"] {
+        let output = sandbox.ocflow().args([command, "t"]).output().unwrap();
+        assert_exit(&output, 2);
+        let err = stderr(&output);
+        assert!(
+            err.contains("step b") && err.contains("b.txt") && err.contains("ocflow resume t"),
+            "{command}: {err}"
+        );
+    }
+    assert_eq!(tree(&sandbox.repo), before, "nothing was applied");
+
+    let resumed = sandbox.ocflow().args(["resume", "t"]).output().unwrap();
+    assert_exit(&resumed, 0);
+    let err = stderr(&resumed);
+    assert!(
+        err.contains("step b") && err.contains("runs again"),
+        "{err}"
+    );
+    assert_eq!(
+        std::fs::read_to_string(task.join("final_output/b.txt")).unwrap(),
+        "b\n"
+    );
+    assert_eq!(sandbox.step_status("t", "b")["attempts"], json!(2));
+    assert_eq!(sandbox.step_status("t", "a")["attempts"], json!(1));
+    let applied = sandbox.ocflow().args(["apply", "t"]).output().unwrap();
+    assert_exit(&applied, 0);
+    assert_eq!(
+        std::fs::read_to_string(sandbox.repo.join("b.txt")).unwrap(),
+        "b\n"
+    );
+}

@@ -338,22 +338,78 @@ fn implied_flow(
             steps.extend(added);
         }
     }
+    after_finished_steps(&mut steps, flow, context.status);
     let text = json!({"version": FLOW_VERSION, "task": flow.task, "steps": steps}).to_string();
     validate::parse_flow(&text, Some(&flow.task), context.rules)
         .map(Some)
         .map_err(|problems| problems.iter().map(|p| p.to_string()).collect())
 }
 
-/// Replaces `old` in a step's `depends_on` with `new`.
-fn rewire(step: &mut Value, old: &str, new: &[String]) {
-    let deps: Vec<String> = match step.get("depends_on") {
+/// A revision's new steps come after every step that has already finished (it ran before
+/// them), so each new step that depends on no other new step is made to depend on the finished
+/// steps nothing finished depends on — all finished steps are then its ancestors. Without this,
+/// a new step rewriting a file a finished step wrote would be refused as a race that cannot
+/// happen, and would not see that step's version of the file.
+fn after_finished_steps(steps: &mut [Value], flow: &Flow, status: &FlowStatus) {
+    let id_of = |v: &Value| v.get("id").and_then(Value::as_str).map(str::to_string);
+    let ids: Vec<String> = steps.iter().filter_map(id_of).collect();
+    let new: BTreeSet<&str> = ids
+        .iter()
+        .map(String::as_str)
+        .filter(|id| flow.step(id).is_none())
+        .collect();
+    let finished: Vec<&str> = ids
+        .iter()
+        .map(String::as_str)
+        .filter(|id| {
+            status
+                .step(id)
+                .is_some_and(|s| s.status == StepState::Succeeded)
+        })
+        .collect();
+    let depended_on: BTreeSet<String> = finished
+        .iter()
+        .filter_map(|id| flow.step(id))
+        .flat_map(|s| s.depends_on.iter().cloned())
+        .collect();
+    let sinks: Vec<&str> = finished
+        .iter()
+        .copied()
+        .filter(|id| !depended_on.contains(*id))
+        .collect();
+    for step in steps.iter_mut() {
+        let Some(id) = id_of(step) else { continue };
+        if !new.contains(id.as_str()) {
+            continue;
+        }
+        let mut deps = depends_on(step);
+        if deps.iter().any(|d| new.contains(d.as_str())) {
+            continue;
+        }
+        for sink in &sinks {
+            if !deps.iter().any(|d| d == sink) {
+                deps.push((*sink).to_string());
+            }
+        }
+        step["depends_on"] = json!(deps);
+    }
+}
+
+/// A step's `depends_on`, written as one id or a list.
+fn depends_on(step: &Value) -> Vec<String> {
+    match step.get("depends_on") {
         Some(Value::String(dep)) => vec![dep.clone()],
         Some(Value::Array(deps)) => deps
             .iter()
             .filter_map(|d| d.as_str().map(str::to_string))
             .collect(),
-        _ => return,
-    };
+        _ => Vec::new(),
+    }
+}
+
+/// Replaces `old` in a step's `depends_on` with `new`.
+fn rewire(step: &mut Value, old: &str, new: &[String]) {
+    let deps = depends_on(step);
     if !deps.iter().any(|d| d == old) {
         return;
     }

@@ -519,3 +519,39 @@ fn a_failure_queued_behind_a_replan_that_dropped_it_is_not_recovered() {
     assert_eq!(sandbox.step_status("t", "b")["status"], json!("skipped"));
     assert_eq!(sandbox.step_status("t", "c")["status"], json!("succeeded"));
 }
+
+/// A replan's new steps rewrite a file a finished step wrote, without depending on it: they
+/// come after every finished step (it has already run), so this is no race. It used to be
+/// refused as "steps fix and fix_again may run at the same time".
+#[test]
+fn a_replan_may_rewrite_what_a_finished_step_wrote() {
+    let sandbox = sandbox(&[("m.py", "x = 1\n")], "");
+    let flow = json!([
+        {"id": "fix", "operation": "write_file",
+         "params": {"file_path": "m.py", "content": "x = 2\n"}},
+        {"id": "test", "operation": "execute_shell_command", "depends_on": "fix",
+         "params": {"command": "grep -q 'x = 3' m.py"}}
+    ]);
+    let llm = FakeLlm::start(vec![strategy(
+        json!({"strategy": "replan", "reason": "3, not 2",
+        "steps": [
+            {"id": "fix_again", "operation": "write_file",
+             "params": {"file_path": "m.py", "content": "x = 3\n"}},
+            {"id": "test_again", "operation": "execute_shell_command", "depends_on": "fix_again",
+             "params": {"command": "grep -q 'x = 3' m.py"}}
+        ]}),
+    )]);
+    let output = run_flow(&sandbox, &llm, &flow);
+    assert_exit(&output, 0);
+    assert_eq!(
+        sandbox.step_status("t", "test_again")["status"],
+        json!("succeeded")
+    );
+    let revised = read_json(&sandbox.task_dir("t").join("flow.r2.json"));
+    assert_eq!(revised["steps"][1]["id"], json!("fix_again"));
+    assert_eq!(revised["steps"][1]["depends_on"], json!(["fix"]));
+    assert_eq!(
+        std::fs::read_to_string(sandbox.task_dir("t").join("final_output/m.py")).unwrap(),
+        "x = 3\n"
+    );
+}

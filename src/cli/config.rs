@@ -468,6 +468,20 @@ impl Config {
                 llm.planner.model
             ));
         }
+        if let Ok(LlmConfig {
+            endpoint: Some(endpoint),
+            ..
+        }) = &llm
+            && endpoint.retry.max_elapsed < endpoint.request_timeout
+        {
+            warnings.push(format!(
+                "max_retry_seconds ({} s) is shorter than request_timeout_seconds ({} s): a slow \
+                 answer is given up at {0} s, before one request could time out; raise \
+                 max_retry_seconds under [llm] in ocflow.toml to at least {1}",
+                endpoint.retry.max_elapsed.as_secs(),
+                endpoint.request_timeout.as_secs()
+            ));
+        }
         Ok(Config {
             rules: PathRules::new(&repo, &workspace),
             key_variable,

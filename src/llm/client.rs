@@ -204,7 +204,24 @@ impl Llm {
             attempt += 1;
             let with_format =
                 request.json && self.response_format_supported.load(Ordering::Relaxed);
-            let (error, retry_after) = match send_once(endpoint, http, request, with_format).await {
+            // The budget ends every wait, the request in flight included.
+            let remaining = policy.max_elapsed.saturating_sub(started.elapsed());
+            let sent =
+                tokio::time::timeout(remaining, send_once(endpoint, http, request, with_format))
+                    .await;
+            let Ok(sent) = sent else {
+                return Err(LlmError::new(
+                    LlmErrorKind::GaveUp,
+                    format!(
+                        "no answer within the retry budget of {} s (attempt {attempt}, {:.1} s \
+                         after the first): check the server (it accepted the request but did \
+                         not answer), or raise max_retry_seconds under [llm] in ocflow.toml",
+                        policy.max_elapsed.as_secs(),
+                        started.elapsed().as_secs_f64()
+                    ),
+                ));
+            };
+            let (error, retry_after) = match sent {
                 Ok(answer) => return Ok(answer),
                 Err((error, _))
                     if with_format && matches!(error.kind, LlmErrorKind::BadRequest) =>
@@ -229,8 +246,11 @@ impl Llm {
                 return Err(LlmError::new(
                     LlmErrorKind::GaveUp,
                     format!(
-                        "gave up after {attempt} attempt(s) in {:.1} s; last error: {}",
+                        "gave up after {attempt} attempt(s) in {:.1} s (retry budget of {} s, \
+                         {} attempts at most); last error: {}",
                         elapsed.as_secs_f64(),
+                        policy.max_elapsed.as_secs(),
+                        policy.max_attempts,
                         error.message
                     ),
                 ));

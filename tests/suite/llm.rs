@@ -811,3 +811,34 @@ fn parallel_steps_hitting_a_rate_limit_back_off_and_the_flow_completes() {
         );
     }
 }
+
+/// The retry budget counts from the first attempt and ends every wait, the request in flight
+/// included: a server that accepts and never answers used to be waited for a whole request
+/// timeout past the budget (361 s against 300 s). Settings where the budget cannot hold one
+/// full attempt are said at start-up.
+#[test]
+fn the_retry_budget_ends_every_wait_and_a_budget_shorter_than_one_request_is_reported() {
+    let sandbox = Sandbox::new(&[]);
+    llm_settings(
+        &sandbox,
+        "max_attempts = 5\nrequest_timeout_seconds = 30\nmax_retry_seconds = 2",
+    );
+    let llm = FakeLlm::start(vec![Reply::Slow {
+        delay: Duration::from_secs(60),
+    }]);
+    let started = Instant::now();
+    let output = run_task(&sandbox, &llm, &[]);
+    assert_exit(&output, 1);
+    assert!(
+        started.elapsed() < Duration::from_secs(10),
+        "took {:?}, past the 2 s budget",
+        started.elapsed()
+    );
+    let err = stderr(&output);
+    assert!(
+        err.contains("max_retry_seconds (2 s) is shorter than request_timeout_seconds (30 s)"),
+        "{err}"
+    );
+    assert!(err.contains("retry budget of 2 s"), "{err}");
+    assert!(err.contains("check the server"), "{err}");
+}

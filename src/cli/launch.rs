@@ -19,7 +19,7 @@ use crate::model::event::Event;
 use crate::model::flow::Flow;
 use crate::model::problem::Problem;
 use crate::model::repo_path::RepoPath;
-use crate::model::status::{FlowStatus, now};
+use crate::model::status::{FlowState, FlowStatus, now};
 use crate::task::apply::{self, Applied};
 use crate::task::events::Events;
 use crate::task::review;
@@ -174,13 +174,31 @@ pub(crate) fn report_sandbox(
 }
 
 /// Copies the repository into the task's snapshot and says so.
+/// A failure is recorded in the status (the flow failed, why, and how to go on) before it is
+/// returned.
 pub(crate) fn snapshot(
     task: &TaskDir,
     repo: &Path,
     workspace_dir: &Path,
     events: &mut Events,
+    flow_status: &mut FlowStatus,
 ) -> Result<()> {
-    let stats = staging::take_snapshot(repo, task, &[canonical_or_absolute(workspace_dir)])?;
+    let taken = staging::take_snapshot(repo, task, &[canonical_or_absolute(workspace_dir)]);
+    let stats = match taken {
+        Ok(stats) => stats,
+        Err(error) => {
+            flow_status.state = FlowState::Failed;
+            flow_status.finished_at = Some(now());
+            flow_status.message = Some(format!(
+                "the repository could not be copied into the task (the partial copy was \
+                 removed): {error:#}; free space in {}, then run `ocflow resume {}`",
+                task.root.display(),
+                task.task_id
+            ));
+            state::save_status(task, flow_status)?;
+            return Err(error);
+        }
+    };
     fs::create_dir_all(task.final_output())
         .io_context(|| format!("creating {}", task.final_output().display()))?;
     events.emit(Event::SnapshotTaken {

@@ -161,7 +161,7 @@ pub(crate) async fn resume(config: &Config, args: ResumeArgs) -> Result<ExitCode
     })?;
     let repo = flow_status.repo.clone();
     if !task.snapshot().is_dir() {
-        launch::snapshot(&task, &repo, &workspace_dir, &mut events)?;
+        launch::snapshot(&task, &repo, &workspace_dir, &mut events, &mut flow_status)?;
     }
     staging::rebuild_final_output(&task, &flow_status, &flow)?;
     let executor = Executor::new(task, flow, flow_status, events, bridge, settings, interrupt);

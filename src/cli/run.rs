@@ -154,7 +154,13 @@ pub(crate) async fn run(config: &Config, args: RunArgs) -> Result<ExitCode> {
         steps: flow.steps.len(),
         planner_answers: answers,
     })?;
-    launch::snapshot(&task, &config.repo, &config.workspace, &mut events)?;
+    launch::snapshot(
+        &task,
+        &config.repo,
+        &config.workspace,
+        &mut events,
+        &mut flow_status,
+    )?;
     let executor = Executor::new(task, flow, flow_status, events, bridge, settings, interrupt);
     launch::execute(executor, args.apply).await
 }

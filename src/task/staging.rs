@@ -33,12 +33,18 @@ pub(crate) fn take_snapshot(repo: &Path, task: &TaskDir, skip: &[PathBuf]) -> Re
     let target = task.snapshot();
     let partial = task.root.join("_snapshot.partial");
     remove_tree(&partial)?;
-    let stats = copy_tree(repo, &partial, skip)?;
-    workspace::sync_file_system(&partial)?;
-    fs::rename(&partial, &target)
-        .io_context(|| format!("renaming {} into place", partial.display()))?;
-    workspace::sync_dir(&task.root)?;
-    Ok(stats)
+    let copied = copy_tree(repo, &partial, skip).and_then(|stats| {
+        workspace::sync_file_system(&partial)?;
+        fs::rename(&partial, &target)
+            .io_context(|| format!("renaming {} into place", partial.display()))?;
+        workspace::sync_dir(&task.root)?;
+        Ok(stats)
+    });
+    // A failed copy (a full disk, most often) must not keep its space.
+    if copied.is_err() {
+        let _ = remove_tree(&partial);
+    }
+    copied
 }
 
 /// Copies `from` into `to` (which must not exist), skipping excluded directories and `skip`.

@@ -579,3 +579,59 @@ fn a_step_whose_recorded_outputs_vanished_is_refused_by_apply_and_run_again_by_r
         "b\n"
     );
 }
+
+/// The disk fills up while the repository is copied: the partial copy is removed (it used to
+/// stay, keeping the disk full) and the status says why and what to do (it used to say
+/// `running`, with no message). A 1 MiB file system (bubblewrap's sized tmpfs) holds the
+/// workspace; the repository holds 3 MB.
+#[test]
+fn a_disk_full_during_the_snapshot_is_cleaned_up_and_recorded() {
+    if !namespaces_available() {
+        eprintln!("skipped: bubblewrap cannot make namespaces here (CI has them)");
+        return;
+    }
+    let sandbox = Sandbox::new(&[("small.txt", "s\n")]);
+    let big: Vec<u8> = (0..3_000_000u32).map(|i| (i * 7 % 251) as u8).collect();
+    std::fs::write(sandbox.repo.join("big.bin"), big).unwrap();
+    std::fs::create_dir_all(&sandbox.workspace).unwrap();
+    let plan = sandbox.flow(&json!([{"id": "w", "operation": "write_file",
+        "params": {"file_path": "b.txt", "content": "b\n"}}]));
+    let ocflow = sandbox.ocflow();
+    let args: Vec<String> = ocflow
+        .get_args()
+        .map(|a| a.to_string_lossy().into_owned())
+        .chain(["run", "--task-id", "t", "--plan"].map(String::from))
+        .chain([plan.display().to_string()])
+        .collect();
+    let task = sandbox.task_dir("t");
+    let script = format!(
+        "\"$0\" \"$@\"; code=$?; echo '--ls'; ls -a {task}; echo '--status'; \
+         cat {task}/flow_status.json; exit $code",
+        task = task.display()
+    );
+    let mut command = sandbox.command_like_ocflow("bwrap");
+    command
+        .args(["--dev-bind", "/", "/", "--size", "1048576", "--tmpfs"])
+        .arg(&sandbox.workspace)
+        .args(["sh", "-c", &script, env!("CARGO_BIN_EXE_ocflow")])
+        .args(&args);
+    let output = command.output().unwrap();
+    assert_exit(&output, 1);
+    let out = stdout(&output);
+    let listing = out
+        .split("--ls")
+        .nth(1)
+        .unwrap()
+        .split("--status")
+        .next()
+        .unwrap();
+    assert!(
+        !listing.contains("_snapshot"),
+        "the partial copy stays: {listing}"
+    );
+    let status: Value = serde_json::from_str(out.split("--status").nth(1).unwrap()).unwrap();
+    assert_eq!(status["state"], json!("failed"), "{status}");
+    let message = status["message"].as_str().unwrap();
+    assert!(message.contains("No space left on device"), "{message}");
+    assert!(message.contains("ocflow resume t"), "{message}");
+}

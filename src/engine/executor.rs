@@ -22,6 +22,7 @@ use crate::error::{Error, IoContext, Result};
 use crate::flow::operations::{self, Access, ParamMeaning};
 use crate::flow::path_rules::PathRules;
 use crate::flow::policy::CommandPolicy;
+use crate::flow::shell;
 use crate::llm::client::Llm;
 use crate::model::event::Event;
 use crate::model::flow::{self, Flow, RefError, Step};
@@ -561,14 +562,18 @@ impl Executor {
             let is_command = spec
                 .and_then(|s| s.param(name))
                 .is_some_and(|p| p.meaning == ParamMeaning::Command);
-            let resolved = flow::substitute_refs(text, |reference| {
+            let resolved = flow::substitute_refs(text, |reference, at| {
                 let value = self.reference_value(reference)?;
                 if !is_command {
                     return Ok(value);
                 }
                 let variable = format!("OCFLOW_REF_{}", env.len() + 1);
                 env.insert(variable.clone(), Value::String(value));
-                Ok(format!("${{{variable}}}"))
+                // Inside single quotes the shell expands nothing: close them around it.
+                Ok(match shell::quote_at(text, at) {
+                    shell::Quote::Single => format!("'\"${{{variable}}}\"'"),
+                    shell::Quote::Double | shell::Quote::None => format!("${{{variable}}}"),
+                })
             })
             .map_err(|message| Error::Usage(format!("parameter `{name}`: {message}")))?;
             *value = Value::String(resolved);

@@ -455,3 +455,57 @@ mod tests {
         }
     }
 }
+
+/// The quoting in force at a byte offset of a shell command.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Quote {
+    None,
+    Single,
+    Double,
+}
+
+/// Which quotes are open at `offset` in `command` (backslash escapes honoured outside single
+/// quotes, as POSIX shells do; comments and here-documents are not told apart).
+pub(crate) fn quote_at(command: &str, offset: usize) -> Quote {
+    let mut quote = Quote::None;
+    let mut escaped = false;
+    for (at, c) in command.char_indices() {
+        if at >= offset {
+            break;
+        }
+        if escaped {
+            escaped = false;
+            continue;
+        }
+        quote = match (quote, c) {
+            (Quote::Single, '\'') => Quote::None,
+            (Quote::Single, _) => Quote::Single,
+            (_, '\\') => {
+                escaped = true;
+                quote
+            }
+            (Quote::None, '\'') => Quote::Single,
+            (Quote::None, '"') => Quote::Double,
+            (Quote::Double, '"') => Quote::None,
+            (other, _) => other,
+        };
+    }
+    quote
+}
+
+#[cfg(test)]
+mod quote_tests {
+    use super::*;
+
+    #[test]
+    fn quotes_are_followed_as_the_shell_reads_them() {
+        let at = |text: &str| quote_at(text, text.find('@').unwrap());
+        assert_eq!(at("echo @"), Quote::None);
+        assert_eq!(at("echo 'a @"), Quote::Single);
+        assert_eq!(at("echo \"a '@"), Quote::Double);
+        assert_eq!(at("echo 'a' \"b\" @"), Quote::None);
+        assert_eq!(at("echo \\' @"), Quote::None);
+        assert_eq!(at("echo \"\\\" @"), Quote::Double);
+        assert_eq!(at("echo 'it\\' @"), Quote::None);
+    }
+}

@@ -142,15 +142,16 @@ pub(crate) fn output_refs(text: &str) -> Result<Vec<OutputRef>, RefError> {
 
 /// Replaces every output reference in `text` using `lookup`, which returns the field's value
 /// as text or an error naming what is missing. Substituted text is never scanned again.
+/// `lookup` also gets where the reference stands in the text (for a shell's quotes).
 pub(crate) fn substitute_refs(
     text: &str,
-    mut lookup: impl FnMut(&OutputRef) -> Result<String, RefError>,
+    mut lookup: impl FnMut(&OutputRef, usize) -> Result<String, RefError>,
 ) -> Result<String, RefError> {
     let mut out = String::with_capacity(text.len());
     let mut copied = 0;
     for (start, reference) in scan_refs(text)? {
         out.push_str(&text[copied..start]);
-        out.push_str(&lookup(&reference)?);
+        out.push_str(&lookup(&reference, start)?);
         copied = start + reference.text.len();
     }
     out.push_str(&text[copied..]);

@@ -354,3 +354,22 @@ fn status_follow_shows_each_change_until_the_flow_stops() {
     assert_eq!(states.first().map(String::as_str), Some("running"));
     assert_eq!(states.last().map(String::as_str), Some("succeeded"));
 }
+
+/// A reference inside single quotes in a command reaches it as its value (it used to become
+/// the literal `${OCFLOW_REF_1}`, since the shell expands nothing there); in double quotes and
+/// bare, as before.
+#[test]
+fn a_reference_in_single_quotes_reaches_the_command_as_its_value() {
+    let sandbox = Sandbox::new(&[("a.txt", "it's $HOME\n")]);
+    let flow = json!([
+        {"id": "r", "operation": "read_file", "params": {"file_path": "a.txt"}},
+        {"id": "c", "operation": "execute_shell_command", "depends_on": ["r"],
+         "params": {"command": "printf '%s|' '@{outputs.r.size}' 'x@{outputs.r.content}y' \
+            \"@{outputs.r.size}\" @{outputs.r.size} > out.txt"}}
+    ]);
+    assert_exit(&sandbox.run(&flow, "t"), 0);
+    assert_eq!(
+        std::fs::read_to_string(sandbox.task_dir("t").join("final_output/out.txt")).unwrap(),
+        "11|xit's $HOME\ny|11|11|"
+    );
+}

@@ -5,8 +5,9 @@ The model gets the file with line numbers and is asked for ONE JSON object
 "info"|"warning"|"error", "message": str}]}`` (the host is asked for JSON
 mode).  :func:`parse_json_object` reads it leniently: the object may sit in
 prose or in a ```` ```json ```` fence and may have trailing commas.
-:func:`normalize_analysis` then fixes the fields (unknown severity -> "info",
-missing summary -> "").  If no JSON object can be read the model is asked once
+:func:`normalize_analysis` then fixes the fields (common severity words such as
+"critical" or "low" -> one of the three, anything else -> "info", the model's
+own word kept in ``severity_given``; missing summary -> "").  If no JSON object can be read the model is asked once
 more with the parse error.  The Markdown report is written to
 ``<step dir>/report.md`` and, with ``params.report_path``, to the output.
 """
@@ -25,6 +26,21 @@ from .paths import normalize_repo_path, output_target, staged_file
 from .results import success
 
 SEVERITIES = ("info", "warning", "error")
+# Words models use for severity, by the level they mean. Scales with four or five levels
+# (blocker/critical/major/minor/trivial, critical/high/medium/low) are folded so that anything
+# that must be fixed is an error, anything worth fixing a warning, the rest info.
+SEVERITY_WORDS = {
+    "error": (
+        "error", "err", "critical", "crit", "blocker", "fatal", "high", "major", "severe",
+        "serious", "urgent", "bug",
+    ),
+    "warning": ("warning", "warn", "medium", "moderate", "minor", "caution", "important"),
+    "info": (
+        "info", "information", "informational", "low", "trivial", "note", "hint", "style",
+        "suggestion", "nit", "nitpick", "tip", "optional", "cosmetic",
+    ),
+}  # fmt: skip
+SEVERITY_OF = {word: level for level, words in SEVERITY_WORDS.items() for word in words}
 DEFAULT_QUERY = (
     "What does this file do, and what problems (bugs, risks, unclear code) does it have?"
 )
@@ -234,16 +250,28 @@ def normalize_analysis(data: dict) -> dict:
         message = item.get("message")
         if not isinstance(message, str) or not message.strip():
             continue
-        severity = item.get("severity")
-        severity = severity.strip().lower() if isinstance(severity, str) else ""
-        findings.append(
-            {
-                "line": _line_number(item.get("line")),
-                "severity": severity if severity in SEVERITIES else "info",
-                "message": message.strip(),
-            }
-        )
+        finding = {"line": _line_number(item.get("line"))}
+        finding.update(_severity(item.get("severity")))
+        finding["message"] = message.strip()
+        findings.append(finding)
     return {"summary": summary.strip(), "findings": findings}
+
+
+def _severity(given) -> dict:
+    """``{"severity": level}``, plus ``severity_given`` when the model's word was another.
+
+    The model's word is kept so that a mapping ("high" -> "error") or a fallback
+    (an unknown word -> "info") can be seen and questioned.
+    """
+    if given is None or (isinstance(given, str) and not given.strip()):
+        return {"severity": "info"}
+    if not isinstance(given, str):
+        given = json.dumps(given, ensure_ascii=False)
+    word = given.strip()
+    level = SEVERITY_OF.get(word.lower(), "info")
+    if word.lower() == level:
+        return {"severity": level}
+    return {"severity": level, "severity_given": word}
 
 
 def _line_number(value) -> int | None:

@@ -41,7 +41,7 @@ def test_analyze_code_fenced_json_with_trailing_commas(make_step):
     assert result["summary"] == "f evaluates its argument."
     assert result["findings"] == [
         {"line": 4, "severity": "error", "message": "eval on input is unsafe"},
-        {"line": None, "severity": "info", "message": "no docstring"},
+        {"line": None, "severity": "info", "severity_given": "nit", "message": "no docstring"},
     ]
     assert result["output_files"] == ["docs/review.md"]
     report = (files.step_dir / "report.md").read_text()
@@ -133,9 +133,47 @@ def test_normalize_analysis_fixes_fields():
         "findings": [
             {"line": None, "severity": "info", "message": "plain string finding"},
             {"line": 7, "severity": "warning", "message": "trim me"},
-            {"line": None, "severity": "info", "message": "x"},
+            {"line": None, "severity": "error", "severity_given": "critical", "message": "x"},
         ],
     }
+
+
+def test_normalize_analysis_maps_common_severity_words_and_keeps_the_given_one():
+    given = {
+        "critical": "error",
+        "High": "error",
+        "MAJOR": "error",
+        "severe": "error",
+        "blocker": "error",
+        "medium": "warning",
+        "moderate": "warning",
+        "minor": "warning",
+        "warn": "warning",
+        "low": "info",
+        "note": "info",
+        "hint": "info",
+        "style": "info",
+        "suggestion": "info",
+        "nit": "info",
+        "whatever": "info",
+    }
+    raw = [{"severity": word, "message": f"m {word}"} for word in given]
+    findings = normalize_analysis({"findings": raw})["findings"]
+    assert [(f["severity_given"], f["severity"]) for f in findings] == list(given.items())
+
+
+def test_normalize_analysis_adds_no_severity_given_for_the_three_known_words():
+    raw = [
+        {"severity": " Warning ", "message": "a"},
+        {"severity": "ERROR", "message": "b"},
+        {"message": "c"},
+    ]
+    findings = normalize_analysis({"findings": raw})["findings"]
+    assert findings == [
+        {"line": None, "severity": "warning", "message": "a"},
+        {"line": None, "severity": "error", "message": "b"},
+        {"line": None, "severity": "info", "message": "c"},
+    ]
 
 
 def test_number_lines():

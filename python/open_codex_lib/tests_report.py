@@ -16,6 +16,9 @@ from __future__ import annotations
 
 import re
 
+# Terminal escape sequences: CSI (colours, "\x1b[31m"), OSC ("\x1b]...BEL") and two-byte ones.
+_ANSI_ESCAPE = re.compile(r"\x1b(?:\[[0-?]*[ -/]*[@-~]|\][^\x07\x1b]*(?:\x07|\x1b\\)|[@-Z\\-_])")
+
 # pytest: "1 failed, 3 passed, 1 skipped in 0.12s", possibly framed by "=".
 _PYTEST_SUMMARY = re.compile(
     r"^=*\s*(?P<counts>(?:\d+ [a-z]+(?:, )?)+|no tests ran)"
@@ -41,9 +44,18 @@ _UNITTEST_PROBLEM = re.compile(r"^(?P<kind>FAIL|ERROR): (?P<name>\S+) \((?P<wher
 
 
 def parse_test_output(output: str) -> dict:
-    """Parse test runner output (stdout and stderr together)."""
-    lines = output.splitlines()
+    """Parse test runner output (stdout and stderr together).
+
+    Colour codes are removed first: a project's ``addopts = --color=yes`` (or
+    ``cargo test --color=always``) splits every summary line with them.
+    """
+    lines = strip_ansi(output).splitlines()
     return parse_cargo(lines) or parse_pytest(lines) or parse_unittest(lines) or _unrecognised()
+
+
+def strip_ansi(text: str) -> str:
+    """``text`` without terminal escape sequences."""
+    return _ANSI_ESCAPE.sub("", text)
 
 
 def _unrecognised() -> dict:

@@ -44,6 +44,37 @@ def test_real_pytest_run_with_one_failure(make_step):
     )
 
 
+def test_real_pytest_run_with_colours_is_parsed(make_step):
+    coloured = {**PROJECT, "pytest.ini": PROJECT["pytest.ini"].rstrip() + " --color=yes\n"}
+    files = make_step("run_tests", {}, work=coloured)
+    result = execute_operation(files.path, {})
+    assert "\x1b[" in result["stdout"]  # pytest did colour its output
+    assert result["status"] == "failure"
+    tests = result["tests"]
+    assert tests["framework"] == "pytest"
+    assert (tests["passed"], tests["failed"], tests["errors"], tests["skipped"]) == (1, 1, 0, 0)
+    assert tests["failures"] == [
+        {
+            "name": "tests/test_calc.py::test_add_wrong",
+            "error_type": "AssertionError",
+            "message": "assert 2 == 3",
+        }
+    ]
+    assert result["message"] == (
+        "tests failed: 1 passed, 1 failed, 0 errors, 0 skipped (exit code 1)"
+    )
+
+
+def test_parse_coloured_cargo_output():
+    report = parse_test_output(
+        "test tests::bad ... \x1b[31mFAILED\x1b[0m\n"
+        "test result: \x1b[31mFAILED\x1b[0m. 1 passed; 1 failed; 0 ignored; 0 measured; "
+        "0 filtered out; finished in 0.00s\n"
+    )
+    assert (report["framework"], report["passed"], report["failed"]) == ("cargo", 1, 1)
+    assert [failure["name"] for failure in report["failures"]] == ["tests::bad"]
+
+
 def test_real_pytest_run_passing_with_explicit_command(make_step):
     files = make_step("run_tests", {"command": "python3 -m pytest -q -k 'not wrong'"}, work=PROJECT)
     result = execute_operation(files.path, {})

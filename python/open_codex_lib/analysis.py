@@ -5,10 +5,15 @@ The model gets the file with line numbers and is asked for ONE JSON object
 "info"|"warning"|"error", "message": str}]}`` (the host is asked for JSON
 mode).  :func:`parse_json_object` reads it leniently: the object may sit in
 prose or in a ```` ```json ```` fence and may have trailing commas.
-:func:`normalize_analysis` then fixes the fields (unknown severity -> "info",
-missing summary -> "").  If no JSON object can be read the model is asked once
-more with the parse error.  The Markdown report is written to
-``<step dir>/report.md`` and, with ``params.report_path``, to the output.
+:func:`normalize_analysis` then fixes the fields (common severity words such as
+"critical" or "low" -> one of the three, anything else -> "info", the model's
+own word kept in ``severity_given``; missing summary -> "").  If no JSON
+object can be read the model is asked once more with the parse error; if it
+answers in prose again, its text is kept as the report (``structured:
+false``, the prose as summary, no findings) rather than thrown away: a review
+in prose is still a review.  Only empty answers fail the step.  The Markdown
+report is written to ``<step dir>/report.md`` and, with
+``params.report_path``, to the output.
 """
 
 from __future__ import annotations
@@ -25,10 +30,26 @@ from .paths import normalize_repo_path, output_target, staged_file
 from .results import success
 
 SEVERITIES = ("info", "warning", "error")
+# Words models use for severity, by the level they mean. Scales with four or five levels
+# (blocker/critical/major/minor/trivial, critical/high/medium/low) are folded so that anything
+# that must be fixed is an error, anything worth fixing a warning, the rest info.
+SEVERITY_WORDS = {
+    "error": (
+        "error", "err", "critical", "crit", "blocker", "fatal", "high", "major", "severe",
+        "serious", "urgent", "bug",
+    ),
+    "warning": ("warning", "warn", "medium", "moderate", "minor", "caution", "important"),
+    "info": (
+        "info", "information", "informational", "low", "trivial", "note", "hint", "style",
+        "suggestion", "nit", "nitpick", "tip", "optional", "cosmetic",
+    ),
+}  # fmt: skip
+SEVERITY_OF = {word: level for level, words in SEVERITY_WORDS.items() for word in words}
 DEFAULT_QUERY = (
     "What does this file do, and what problems (bugs, risks, unclear code) does it have?"
 )
 REPORT_FILE = "report.md"
+PROSE_NOTE = "the model answered in prose; kept as the report, no structured findings"
 MAX_OBJECT_STARTS = 50  # '{' positions tried when looking for the object in prose
 
 
@@ -71,27 +92,8 @@ def analyze_code(step: Step, llm_config: dict | None) -> dict:
             ),
         },
     ]
-    answer = chat.ask(messages, json=True)
-    try:
-        data = parse_analysis(answer)
-    except AnswerError as exc:
-        retry = messages + [
-            {"role": "assistant", "content": answer},
-            {
-                "role": "user",
-                "content": llm.render_prompt("fix_json", problem=str(exc)),
-            },
-        ]
-        answer = chat.ask(retry, json=True)
-        try:
-            data = parse_analysis(answer)
-        except AnswerError as again:
-            raise chat.fail(
-                f"the LLM gave no usable analysis of {rel} in {chat.calls} attempts: "
-                f"{again} ({chat.saved()}): retry the step"
-            ) from None
-
-    report = render_report(rel, query, data["summary"], data["findings"])
+    data, structured = ask_analysis(chat, messages, rel)
+    report = render_report(rel, query, data["summary"], data["findings"], structured)
     secret = (llm_config or {}).get("api_key")
     if isinstance(secret, str) and secret:
         report = report.replace(secret, "[REDACTED]")
@@ -103,18 +105,52 @@ def analyze_code(step: Step, llm_config: dict | None) -> dict:
         with open(output_target(step, report_path), "w", encoding="utf-8") as handle:
             handle.write(report)
         output_files.append(report_path)
-    count = len(data["findings"])
+    where = REPORT_FILE + (f" and {report_path}" if report_path else "")
+    if structured:
+        what = f"{len(data['findings'])} finding(s), report in {where}"
+    else:
+        what = f"{PROSE_NOTE} (report in {where})"
     return success(
         step.operation,
-        f"analyzed {rel}: {count} finding(s), report in {REPORT_FILE}"
-        + (f" and {report_path}" if report_path else ""),
+        f"analyzed {rel}: {what}",
         output_files=output_files,
         summary=data["summary"],
         findings=data["findings"],
+        structured=structured,
         report=report,
         report_file=report_file,
         **chat.fields,
     )
+
+
+def ask_analysis(chat: llm.Conversation, messages: list[dict], rel: str) -> tuple[dict, bool]:
+    """Ask for the JSON analysis, once more if it cannot be read: ``(analysis, structured)``.
+
+    When the second answer still holds no usable JSON, the last non-empty
+    answer is kept as a prose analysis (``structured`` False); only empty
+    answers fail the step.
+    """
+    first = chat.ask(messages, json=True)
+    try:
+        return parse_analysis(first), True
+    except AnswerError as exc:
+        problem = str(exc)
+    retry = messages + [
+        {"role": "assistant", "content": first},
+        {"role": "user", "content": llm.render_prompt("fix_json", problem=problem)},
+    ]
+    second = chat.ask(retry, json=True)
+    try:
+        return parse_analysis(second), True
+    except AnswerError:
+        pass
+    prose = next((text.strip() for text in (second, first) if text.strip()), None)
+    if prose is None:
+        raise chat.fail(
+            f"the LLM gave no usable analysis of {rel} in {chat.calls} attempts: the answers "
+            f"are empty ({chat.saved()}): retry the step"
+        )
+    return {"summary": prose, "findings": []}, False
 
 
 def number_lines(source: str) -> str:
@@ -234,16 +270,28 @@ def normalize_analysis(data: dict) -> dict:
         message = item.get("message")
         if not isinstance(message, str) or not message.strip():
             continue
-        severity = item.get("severity")
-        severity = severity.strip().lower() if isinstance(severity, str) else ""
-        findings.append(
-            {
-                "line": _line_number(item.get("line")),
-                "severity": severity if severity in SEVERITIES else "info",
-                "message": message.strip(),
-            }
-        )
+        finding = {"line": _line_number(item.get("line"))}
+        finding.update(_severity(item.get("severity")))
+        finding["message"] = message.strip()
+        findings.append(finding)
     return {"summary": summary.strip(), "findings": findings}
+
+
+def _severity(given) -> dict:
+    """``{"severity": level}``, plus ``severity_given`` when the model's word was another.
+
+    The model's word is kept so that a mapping ("high" -> "error") or a fallback
+    (an unknown word -> "info") can be seen and questioned.
+    """
+    if given is None or (isinstance(given, str) and not given.strip()):
+        return {"severity": "info"}
+    if not isinstance(given, str):
+        given = json.dumps(given, ensure_ascii=False)
+    word = given.strip()
+    level = SEVERITY_OF.get(word.lower(), "info")
+    if word.lower() == level:
+        return {"severity": level}
+    return {"severity": level, "severity_given": word}
 
 
 def _line_number(value) -> int | None:
@@ -256,13 +304,21 @@ def _line_number(value) -> int | None:
     return value if isinstance(value, int) and value > 0 else None
 
 
-def render_report(rel: str, query: str | None, summary: str, findings: list[dict]) -> str:
-    """The Markdown report: title, question, summary and the findings list."""
+def render_report(
+    rel: str, query: str | None, summary: str, findings: list[dict], structured: bool = True
+) -> str:
+    """The Markdown report: title, question, summary and the findings list.
+
+    A prose answer (``structured`` False) is the summary; the findings section
+    then says there are none in structured form, not that the file has none.
+    """
     lines = [f"# Analysis of {rel}", ""]
     if query:
         lines += [f"Question: {query}", ""]
     lines += ["## Summary", "", summary or "(no summary given)", "", "## Findings", ""]
-    if not findings:
+    if not structured:
+        lines.append("No structured findings: the model answered in prose (above).")
+    elif not findings:
         lines.append("No findings.")
     for finding in findings:
         where = f" (line {finding['line']})" if finding["line"] is not None else ""

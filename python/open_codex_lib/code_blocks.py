@@ -7,7 +7,10 @@ second short block (a usage example, a shell command), or forget the fence.
 
 1. Among the fenced blocks of the answer, a block whose language matches the
    file's extension (```` ```python ```` or ```` ```py ```` for ``.py``, ...)
-   wins; when several match, or none does, the longest block is taken.
+   wins; when several match, or none does, the longest block is taken.  A
+   chosen block that is never closed is refused: an answer that stops inside
+   its code block may have stopped halfway through the file, and half a file
+   often still compiles.
 2. An answer without any fence is taken whole only if it does not look like
    prose: for a ``.py`` file it must compile, for ``.json`` it must parse,
    otherwise it must not open like a chatty reply ("Here is ...").
@@ -184,11 +187,15 @@ def extract_code_block(text: str, file_path: str) -> str:
     Raises :class:`CodeBlockError` when there is no usable content.
     """
     blocks = find_blocks(text)
-    closed = [block for block in blocks if block.closed]
-    candidates = closed or blocks
-    if candidates:
-        matching = [b for b in candidates if language_matches(b.language, file_path)]
-        chosen = max(matching or candidates, key=lambda block: len(block.content))
+    if blocks:
+        matching = [b for b in blocks if language_matches(b.language, file_path)]
+        chosen = max(matching or blocks, key=lambda block: len(block.content))
+        if not chosen.closed:
+            raise CodeBlockError(
+                "the code block is not closed: the answer stops before the closing fence "
+                "line, so the file may be cut off; give the whole file and end the block "
+                "with its closing fence line"
+            )
         if not chosen.content.strip():
             raise CodeBlockError("the code block is empty: put the complete file content inside it")
         return _finish(chosen.content)

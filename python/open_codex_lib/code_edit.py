@@ -5,6 +5,10 @@ Both ask the model for the WHOLE content of the file in one fenced code block
 (small models make far fewer broken edits that way than with diffs or
 search/replace blocks).  The content is taken from the answer with
 :func:`.code_blocks.extract_code_block`; a Python file must also compile.
+An answer that would lose part of the file is unusable too, even when it
+compiles: a code block that is never closed (the answer stopped halfway), an
+answer far larger than the file and the change could need, or a new version
+that drops most of the lines while the instructions ask to remove nothing.
 When the answer is unusable the model is asked once more, told exactly what
 was wrong; a second unusable answer fails the step and nothing is written.
 An answer cut off at the token limit is never used (see :mod:`.llm`).
@@ -14,6 +18,8 @@ from __future__ import annotations
 
 import ast
 import os
+import re
+from dataclasses import dataclass
 
 from . import llm
 from .code_blocks import (
@@ -28,6 +34,36 @@ from .instructions import Step
 from .params import optional_str, require_str
 from .paths import normalize_repo_path, output_target, resolve_inside, staged_file
 from .results import StepError, success
+
+# An answer may be at most GROWTH times the old file and the instructions, plus SLACK bytes.
+# The new file is the old one plus what the instructions ask for: even a change that touches
+# every line ("add type hints and docstrings everywhere") stays well under 4x, and the instructions
+# count too because they may hold text to paste in. SLACK (about 1500 lines of code) lets a tiny or
+# new file grow into a real one. Beyond that the answer is repetition or garbage, not the file.
+GROWTH = 4
+SLACK = 64 * 1024
+# A new version with fewer than KEEP_RATIO of the old non-blank lines drops most of the file,
+# which is what an answer that stopped halfway looks like. Judged only from MIN_LINES non-blank
+# lines on (a small file legitimately halves in one edit), and only when the instructions do
+# not ask to take something out.
+KEEP_RATIO = 0.5
+MIN_LINES = 20
+_REMOVAL_WORDS = re.compile(
+    r"\b(remov|delet|drop|strip|short|shrink|smaller|simplif|rewrit|trim|cut|reduc|condens|"
+    r"minimi|clean|prune|purg|eliminat|get rid|dedup|consolidat|compact|merg|mov|split|"
+    r"extract|truncat|empty|clear|replace (?:it|everything|the (?:whole |entire )?file))",
+    re.IGNORECASE,
+)
+
+
+@dataclass(frozen=True)
+class FileRequest:
+    """What the model was asked to write, to judge whether an answer can be the whole file."""
+
+    rel: str
+    fence: str
+    instructions: str
+    original: str | None  # the current content; None for a new file
 
 
 def modify_code(step: Step, llm_config: dict | None) -> dict:
@@ -69,7 +105,7 @@ def modify_code(step: Step, llm_config: dict | None) -> dict:
             ),
         },
     ]
-    new = obtain_file_content(chat, messages, rel, fence)
+    new = obtain_file_content(chat, messages, FileRequest(rel, fence, instructions, original))
     if "\r\n" in original:
         new = new.replace("\n", "\r\n")
     target = output_target(step, rel)
@@ -133,7 +169,7 @@ def generate_file(step: Step, llm_config: dict | None, rel: str, instructions: s
             ),
         },
     ]
-    content = obtain_file_content(chat, messages, rel, fence)
+    content = obtain_file_content(chat, messages, FileRequest(rel, fence, instructions, old))
     data = content.encode("utf-8")
     with open(output_target(step, rel), "wb") as handle:
         handle.write(data)
@@ -146,10 +182,11 @@ def generate_file(step: Step, llm_config: dict | None, rel: str, instructions: s
     )
 
 
-def obtain_file_content(chat: llm.Conversation, messages: list[dict], rel: str, fence: str) -> str:
+def obtain_file_content(chat: llm.Conversation, messages: list[dict], request: FileRequest) -> str:
     """Ask for the file; ask once more if the answer is unusable; return the content."""
+    rel = request.rel
     answer = chat.ask(messages)
-    content, problem = usable_content(answer, rel)
+    content, problem = usable_content(answer, request)
     if problem is None:
         return content
     retry = messages + [
@@ -160,13 +197,13 @@ def obtain_file_content(chat: llm.Conversation, messages: list[dict], rel: str, 
                 "fix_code",
                 problem=problem,
                 file_path=rel,
-                fence=fence,
+                fence=request.fence,
                 language=language_tag(rel),
             ),
         },
     ]
     answer = chat.ask(retry)
-    content, problem = usable_content(answer, rel)
+    content, problem = usable_content(answer, request)
     if problem is None:
         return content
     raise chat.fail(
@@ -176,8 +213,12 @@ def obtain_file_content(chat: llm.Conversation, messages: list[dict], rel: str, 
     )
 
 
-def usable_content(answer: str, rel: str) -> tuple[str | None, str | None]:
-    """``(content, None)`` if ``answer`` holds valid content for ``rel``, else ``(None, problem)``."""
+def usable_content(answer: str, request: FileRequest) -> tuple[str | None, str | None]:
+    """``(content, None)`` if ``answer`` holds the whole new file, else ``(None, problem)``."""
+    rel = request.rel
+    problem = oversized(answer, request)
+    if problem is not None:
+        return None, problem
     try:
         content = extract_code_block(answer, rel)
     except CodeBlockError as exc:
@@ -186,7 +227,43 @@ def usable_content(answer: str, rel: str) -> tuple[str | None, str | None]:
         problem = check_python(content, rel)
         if problem is not None:
             return None, f"the code does not compile: {problem}"
+    problem = drops_most_lines(content, request)
+    if problem is not None:
+        return None, problem
     return content, None
+
+
+def oversized(answer: str, request: FileRequest) -> str | None:
+    """The problem when ``answer`` is far larger than the file and the change could need."""
+    size = len(answer.encode("utf-8"))
+    before = len((request.original or "").encode("utf-8"))
+    limit = GROWTH * (before + len(request.instructions.encode("utf-8"))) + SLACK
+    if size <= limit:
+        return None
+    what = f"{request.rel} ({before} bytes)" if request.original is not None else request.rel
+    return (
+        f"the answer is {size} bytes, far more than {what} and the change could need (at most "
+        f"{limit} bytes were expected): give the complete file once, nothing repeated"
+    )
+
+
+def drops_most_lines(content: str, request: FileRequest) -> str | None:
+    """The problem when the new version loses most of a sizeable file nobody asked to shorten."""
+    if request.original is None or _REMOVAL_WORDS.search(request.instructions):
+        return None
+    before = _non_blank_lines(request.original)
+    after = _non_blank_lines(content)
+    if before < MIN_LINES or after >= KEEP_RATIO * before:
+        return None
+    return (
+        f"the new {request.rel} has {after} non-blank lines where it had {before}: it drops "
+        "more than half of the file, and the instructions do not ask to remove anything; give "
+        "the whole file, with every line the change does not touch"
+    )
+
+
+def _non_blank_lines(text: str) -> int:
+    return sum(1 for line in text.splitlines() if line.strip())
 
 
 def read_text(path: str, rel: str) -> str:

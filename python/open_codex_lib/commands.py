@@ -226,10 +226,12 @@ def run_tests(step: Step, llm_config: dict | None) -> dict:
     if command is None or not command.strip():
         command, _ = default_test_command(require_work_dir(step))
     outcome, timeout = _run(step, llm_config, command)
-    report = parse_test_output(outcome.stdout + "\n" + outcome.stderr)
+    report = parse_test_output(outcome.stdout + "\n" + outcome.stderr, outcome.exit_code)
     passed = _succeeded(outcome)
     if outcome.timed_out or outcome.cancelled or outcome.exit_code is None:
         message = _outcome_message(outcome, timeout, "test command", step)
+    elif report["problem"] is not None:
+        message = f"{report['problem']} (exit code {outcome.exit_code})"
     elif report["framework"] is None:
         message = (
             f"test command exited with code {outcome.exit_code} "

@@ -10,6 +10,8 @@ with :mod:`.paths`.
 
 from __future__ import annotations
 
+import base64
+import binascii
 import codecs
 import fnmatch
 import os
@@ -32,7 +34,13 @@ WRITE_SOURCES = ("content", "content_from_step", "instructions")
 
 
 def read_file(step: Step, llm_config: dict | None) -> dict:
-    """Return the content of a staged file, capped at ``limits.max_output_bytes``."""
+    """Return the content of a staged file, capped at ``limits.max_output_bytes``.
+
+    Text (valid UTF-8) comes back as ``content``.  Other bytes would only
+    survive as replacement characters, so they come back exactly, in
+    ``content_base64``, and ``content`` is None: a later step then copies the
+    real bytes or refuses, never writes different ones.
+    """
     rel = normalize_repo_path(step.params.get("file_path"), "params.file_path")
     target = staged_file(step, rel)
     cap = step.limits.max_output_bytes
@@ -41,20 +49,38 @@ def read_file(step: Step, llm_config: dict | None) -> dict:
         data = handle.read(cap + 1)
     truncated = len(data) > cap
     data = data[:cap]
-    # final=False drops a UTF-8 sequence cut in half by the cap.
-    decoder = codecs.getincrementaldecoder("utf-8")(errors="replace")
-    content = decoder.decode(data, final=not truncated)
+    content = utf8_text(data, cut=truncated)
+    fields = {"content": content}
+    if content is None:
+        fields.update(content_base64=base64.b64encode(data).decode("ascii"), encoding="base64")
     message = f"read {rel} ({size} bytes)"
+    if content is None:
+        message += ": not UTF-8 text, so content is null and the exact bytes are in content_base64"
     if truncated:
         message += f", content truncated to the first {cap} bytes"
     return success(
         step.operation,
         message,
-        content=content,
+        **fields,
         size=size,
-        binary=b"\0" in data,
+        binary=content is None or b"\0" in data,
         truncated=truncated,
+        file_path=rel,
     )
+
+
+def utf8_text(data: bytes, cut: bool) -> str | None:
+    """``data`` decoded as UTF-8, or None if it is not UTF-8.
+
+    With ``cut`` (the bytes stop at the size cap, not at the file's end) a
+    character cut in half at the very end is dropped rather than counted as
+    invalid: the file may be text even though its prefix ends mid-character.
+    """
+    decoder = codecs.getincrementaldecoder("utf-8")(errors="strict")
+    try:
+        return decoder.decode(data, final=not cut)
+    except UnicodeDecodeError:
+        return None
 
 
 def write_file(step: Step, llm_config: dict | None) -> dict:
@@ -97,9 +123,11 @@ def write_file(step: Step, llm_config: dict | None) -> dict:
 def content_from_step(step: Step, source_step: str, rel: str) -> tuple[bytes, str]:
     """Find the content an earlier step produced for ``rel``.
 
-    Tried in order: the string ``content`` of the step's result, the file
-    ``rel`` in its output dir, the only file in its output dir.  Returns the
-    bytes and a description of where they came from.
+    Tried in order: the content of the step's result (``content_base64``,
+    exact bytes, else the string ``content``), the file ``rel`` in its output
+    dir, the only file in its output dir.  Returns the bytes and a description
+    of where they came from.  A result whose content was cut at the size cap
+    is refused: writing the prefix would silently shorten the file.
     """
     ref = step.steps.get(source_step)
     if ref is None:
@@ -109,8 +137,10 @@ def content_from_step(step: Step, source_step: str, rel: str) -> tuple[bytes, st
             f"this step may read (available: {available})"
         )
     result, problem = ref.load_result()
-    if result is not None and isinstance(result.get("content"), str):
-        return result["content"].encode("utf-8"), f"the result of {source_step}"
+    if result is not None:
+        data = result_content(result, source_step)
+        if data is not None:
+            return data, f"the result of {source_step}"
 
     looked = [f"a string 'content' in {ref.result} ({problem or 'it has none'})"]
     if ref.output_dir and os.path.isdir(ref.output_dir):
@@ -132,6 +162,47 @@ def content_from_step(step: Step, source_step: str, rel: str) -> tuple[bytes, st
         f"cannot take content from step {source_step}: looked for "
         + "; ".join(looked)
         + ". Give params.content, or make the step produce exactly that file"
+    )
+
+
+def result_content(result: dict, source_step: str) -> bytes | None:
+    """The exact bytes a result carries as its content, or None if it carries none.
+
+    ``content_base64`` (a non-UTF-8 read) wins over ``content``; a content
+    marked ``truncated`` is refused, naming the file, the cap and the ways out.
+    """
+    encoded = result.get("content_base64")
+    text = result.get("content")
+    if isinstance(encoded, str):
+        try:
+            data = base64.b64decode(encoded, validate=True)
+        except (binascii.Error, ValueError) as exc:
+            raise StepError(
+                f"cannot take content from step {source_step}: its content_base64 is not "
+                f"valid base64 ({exc}): run that step again"
+            ) from None
+    elif isinstance(text, str):
+        data = text.encode("utf-8")
+    else:
+        return None
+    if result.get("truncated") is True:
+        raise StepError(truncated_content_message(result, source_step, len(data)))
+    return data
+
+
+def truncated_content_message(result: dict, source_step: str, kept: int) -> str:
+    """Why a cut content is refused, with the file, the sizes and what to do instead."""
+    file_path = result.get("file_path")
+    what = file_path if isinstance(file_path, str) else "its file"
+    size = result.get("size")
+    known = isinstance(size, int) and not isinstance(size, bool)
+    sizes = f"{kept} bytes of {size}" if known else f"{kept} bytes"
+    return (
+        f"cannot take content from step {source_step}: its read of {what} was cut at "
+        f"max_output_bytes ({sizes}), and writing that prefix would lose the rest: "
+        "raise the cap (ocflow --max-output-bytes, or max_output_bytes in [limits])"
+        + (f" above {size}" if known else "")
+        + ", or copy the file with a command step (cp)"
     )
 
 

@@ -5,16 +5,26 @@ result::
 
     {"framework": "pytest" | "cargo" | None,
      "passed": int, "failed": int, "errors": int, "skipped": int,
+     "collected": int | None, "problem": str | None,
      "failures": [{"name": str, "error_type": str | None, "message": str}]}
 
 unittest output (``Ran N tests`` then ``OK`` or ``FAILED (failures=1)``) gives
-``framework`` "unittest". Output that matches none of these formats gives ``framework`` None, null counts and
-no failures.
+``framework`` "unittest". Output that matches none of these formats gives
+``framework`` None, null counts and no failures.
+
+``collected`` is how many tests the runner collected, when its output says
+(pytest prints it without ``-q``, and 0 when nothing ran; cargo and unittest
+always).  ``problem`` says why no test ran, when none did: a run that
+collected nothing is not "0 failed", and recovery must see the real cause
+(pytest's own error line, e.g. ``file or directory not found: tests/x.py``).
 """
 
 from __future__ import annotations
 
 import re
+
+# Terminal escape sequences: CSI (colours, "\x1b[31m"), OSC ("\x1b]...BEL") and two-byte ones.
+_ANSI_ESCAPE = re.compile(r"\x1b(?:\[[0-?]*[ -/]*[@-~]|\][^\x07\x1b]*(?:\x07|\x1b\\)|[@-Z\\-_])")
 
 # pytest: "1 failed, 3 passed, 1 skipped in 0.12s", possibly framed by "=".
 _PYTEST_SUMMARY = re.compile(
@@ -22,6 +32,14 @@ _PYTEST_SUMMARY = re.compile(
     r"(?: in [\d.]+s(?: \([\d:.]+\))?)?\s*=*\s*$"
 )
 _PYTEST_COUNT = re.compile(r"(\d+) ([a-z]+)")
+_PYTEST_COLLECTED = re.compile(r"^collected (\d+) items?\b")
+# pytest's own errors: "ERROR: file or directory not found: x", "ERROR: not found: a.py::t",
+# "ERROR: usage: ... pytest ..." followed by argparse's "...pytest: error: <what>".
+_PYTEST_ERROR = re.compile(r"^ERROR: (?P<text>.+)$")
+_PYTEST_ARGUMENT_ERROR = re.compile(r"^.*\bpytest: error: (?P<text>.+)$")
+# Exit codes: 4 = usage error (a path or test not found, a bad option), 5 = no tests collected.
+PYTEST_USAGE_ERROR = 4
+_NOT_OUTCOMES = frozenset({"warning", "warnings", "deselected", "rerun"})
 _PYTEST_PROBLEM = re.compile(r"^(?P<kind>FAILED|ERROR) (?P<name>.+?)(?: - (?P<message>.*))?$")
 _EXCEPTION_PREFIX = re.compile(r"^(?P<type>[A-Za-z_][\w.]*): (?P<message>.*)$")
 
@@ -29,6 +47,7 @@ _EXCEPTION_PREFIX = re.compile(r"^(?P<type>[A-Za-z_][\w.]*): (?P<message>.*)$")
 _CARGO_RESULT = re.compile(
     r"^test result: \w+\. (\d+) passed; (\d+) failed; (\d+) ignored; (\d+) measured"
 )
+_CARGO_RUNNING = re.compile(r"^running (\d+) tests?$")
 _CARGO_FAILED_TEST = re.compile(r"^test (?P<name>.+?) \.\.\. FAILED$")
 _CARGO_SECTION = re.compile(r"^---- (?P<name>.+) stdout ----$")
 _CARGO_PANIC = re.compile(r"^thread '[^']*'(?: \(\d+\))? panicked at (?P<rest>.*)$")
@@ -40,10 +59,27 @@ _UNITTEST_VERDICT = re.compile(r"^(?P<verdict>OK|FAILED)(?: \((?P<details>[^)]*)
 _UNITTEST_PROBLEM = re.compile(r"^(?P<kind>FAIL|ERROR): (?P<name>\S+) \((?P<where>[^)]*)\)")
 
 
-def parse_test_output(output: str) -> dict:
-    """Parse test runner output (stdout and stderr together)."""
-    lines = output.splitlines()
-    return parse_cargo(lines) or parse_pytest(lines) or parse_unittest(lines) or _unrecognised()
+def parse_test_output(output: str, exit_code: int | None = None) -> dict:
+    """Parse the output (stdout and stderr together) of a test run that exited with ``exit_code``.
+
+    Colour codes are removed first: a project's ``addopts = --color=yes`` (or
+    ``cargo test --color=always``) splits every summary line with them.
+    """
+    lines = strip_ansi(output).splitlines()
+    report = (
+        parse_cargo(lines)
+        or parse_pytest(lines, exit_code)
+        or parse_unittest(lines)
+        or _unrecognised()
+    )
+    report.setdefault("collected", None)
+    report.setdefault("problem", None)
+    return report
+
+
+def strip_ansi(text: str) -> str:
+    """``text`` without terminal escape sequences."""
+    return _ANSI_ESCAPE.sub("", text)
 
 
 def _unrecognised() -> dict:
@@ -57,20 +93,35 @@ def _unrecognised() -> dict:
     }
 
 
-def parse_pytest(lines: list[str]) -> dict | None:
-    """Counts from pytest's last summary line, failures from FAILED/ERROR lines."""
+def parse_pytest(lines: list[str], exit_code: int | None = None) -> dict | None:
+    """Counts from pytest's last summary line, failures from FAILED/ERROR lines.
+
+    Output without a summary line is still pytest's when it holds pytest's
+    usage error or "file or directory not found" line.
+    """
     summary = None
     for line in lines:
         match = _PYTEST_SUMMARY.match(line.strip())
         if match and (" in " in line or "no tests ran" in line):
             summary = match.group("counts")
-    if summary is None:
+    error = _pytest_error(lines)
+    if summary is None and not (error and error[1]):
         return None
+    words: dict[str, int] = {}
+    for number, word in _PYTEST_COUNT.findall(summary or ""):
+        words[word] = words.get(word, 0) + int(number)
     counts = {"passed": 0, "failed": 0, "errors": 0, "skipped": 0}
-    for number, word in _PYTEST_COUNT.findall(summary):
+    for word, number in words.items():
         key = {"error": "errors", "errors": "errors"}.get(word, word)
         if key in counts:
-            counts[key] += int(number)
+            counts[key] += number
+    nothing_ran = sum(n for word, n in words.items() if word not in _NOT_OUTCOMES) == 0
+    collected = _pytest_collected(lines)
+    if collected is None and nothing_ran:
+        collected = words.get("deselected", 0)
+    problem = None
+    if nothing_ran or exit_code == PYTEST_USAGE_ERROR:
+        problem = _pytest_problem(error[0] if error else None, words.get("deselected", 0))
 
     failures = []
     seen = set()
@@ -81,7 +132,60 @@ def parse_pytest(lines: list[str]) -> dict | None:
         seen.add((match["kind"], match["name"]))
         error_type, message = _split_exception(match["message"] or "")
         failures.append({"name": match["name"], "error_type": error_type, "message": message})
-    return {"framework": "pytest", **counts, "failures": failures}
+    return {
+        "framework": "pytest",
+        **counts,
+        "collected": collected,
+        "problem": problem,
+        "failures": failures,
+    }
+
+
+def _pytest_collected(lines: list[str]) -> int | None:
+    """N of the ``collected N items`` line pytest prints without ``-q``."""
+    for line in lines:
+        match = _PYTEST_COLLECTED.match(line.strip())
+        if match:
+            return int(match.group(1))
+    return None
+
+
+def _pytest_error(lines: list[str]) -> tuple[str, bool] | None:
+    """pytest's first own error, and whether it can only come from pytest.
+
+    ``ERROR: usage: ...`` becomes argparse's reason (``unrecognized arguments:
+    --x``); a following ``(no match in any of [...])`` line is kept.
+    """
+    for index, line in enumerate(lines):
+        match = _PYTEST_ERROR.match(line.strip())
+        if not match:
+            continue
+        text = match["text"].strip()
+        if text.startswith("usage:") and "pytest" in text:
+            for later in lines[index + 1 :]:
+                argument = _PYTEST_ARGUMENT_ERROR.match(later.strip())
+                if argument:
+                    return argument["text"].strip(), True
+            return "usage error", True
+        following = lines[index + 1].strip() if index + 1 < len(lines) else ""
+        if following.startswith("(") and following.endswith(")"):
+            text += " " + following
+        return text, text.startswith("file or directory not found:")
+    return None
+
+
+def _pytest_problem(error: str | None, deselected: int) -> str:
+    """Why pytest ran no test, in one phrase."""
+    if error is not None:
+        if error.startswith(("file or directory not found:", "not found:")):
+            return f"no tests were collected: {error}"
+        return f"pytest could not run: {error}"
+    if deselected:
+        return (
+            f"no tests were selected: all {deselected} collected tests were deselected "
+            "(by -k, -m or a node id)"
+        )
+    return "no tests were collected"
 
 
 def _split_exception(text: str) -> tuple[str | None, str]:
@@ -97,7 +201,11 @@ def _split_exception(text: str) -> tuple[str | None, str]:
 def parse_cargo(lines: list[str]) -> dict | None:
     """Sum every ``test result:`` line; failures from the ``---- name stdout ----`` sections."""
     totals = None
+    collected = 0
     for line in lines:
+        running = _CARGO_RUNNING.match(line.strip())
+        if running:
+            collected += int(running.group(1))
         match = _CARGO_RESULT.match(line.strip())
         if match:
             passed, failed, ignored, _ = (int(group) for group in match.groups())
@@ -117,7 +225,7 @@ def parse_cargo(lines: list[str]) -> dict | None:
     failures = [
         {"name": name, "error_type": "panic", "message": messages.get(name, "")} for name in names
     ]
-    return {"framework": "cargo", **totals, "failures": failures}
+    return {"framework": "cargo", **totals, "collected": collected, "failures": failures}
 
 
 def _cargo_panic_messages(lines: list[str]) -> dict[str, str]:
@@ -215,5 +323,7 @@ def parse_unittest(lines: list[str]) -> dict | None:
         "failed": failed,
         "errors": errors,
         "skipped": skipped,
+        "collected": ran,
+        "problem": "no tests were collected" if ran == 0 else None,
         "failures": failures,
     }

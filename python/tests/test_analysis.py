@@ -41,7 +41,7 @@ def test_analyze_code_fenced_json_with_trailing_commas(make_step):
     assert result["summary"] == "f evaluates its argument."
     assert result["findings"] == [
         {"line": 4, "severity": "error", "message": "eval on input is unsafe"},
-        {"line": None, "severity": "info", "message": "no docstring"},
+        {"line": None, "severity": "info", "severity_given": "nit", "message": "no docstring"},
     ]
     assert result["output_files"] == ["docs/review.md"]
     report = (files.step_dir / "report.md").read_text()
@@ -86,18 +86,55 @@ def test_analyze_code_reasks_once_then_succeeds(make_step):
     assert llm.calls[1]["json"] is True
 
 
-def test_analyze_code_garbage_twice_fails(make_step):
+def test_analyze_code_prose_twice_is_kept_as_the_report(make_step):
     files = analyze_step(make_step, report_path="review.md")
-    llm = FakeLLM("I think the code is fine.", "Still no JSON, sorry.")
+    prose = "The code is short.\n\nf calls eval on its argument (line 4): that runs any code."
+    llm = FakeLLM("I think the code is fine.", f"  {prose}\n")
+    result = execute_operation(files.path, {"complete": llm})
+    assert result["status"] == "success", result["message"]
+    assert len(llm.calls) == 2 and result["llm_calls"] == 2
+    assert "no JSON object" in llm.last_user_message(1)  # asked again first, as before
+    assert result["structured"] is False
+    assert result["summary"] == prose and result["findings"] == []
+    assert result["message"] == (
+        "analyzed src/a.py: the model answered in prose; kept as the report, no structured "
+        "findings (report in report.md and review.md)"
+    )
+    report = (files.step_dir / "report.md").read_text()
+    assert report == result["report"] == (files.output_dir / "review.md").read_text()
+    assert f"## Summary\n\n{prose}\n" in report
+    assert "No structured findings: the model answered in prose (above)." in report
+    assert result["output_files"] == ["review.md"]
+
+
+def test_analyze_code_keeps_the_first_prose_when_the_second_answer_is_empty(make_step):
+    files = analyze_step(make_step)
+    llm = FakeLLM("f is unsafe: it calls eval.", "   ")
+    result = execute_operation(files.path, {"complete": llm})
+    assert result["status"] == "success", result["message"]
+    assert result["structured"] is False
+    assert result["summary"] == "f is unsafe: it calls eval."
+
+
+def test_analyze_code_empty_answers_fail(make_step):
+    files = analyze_step(make_step, report_path="review.md")
+    llm = FakeLLM("", " \n\t ")
     result = execute_operation(files.path, {"complete": llm})
     assert result["status"] == "failure"
     assert len(llm.calls) == 2
-    assert "no JSON object" in llm.last_user_message(1)
-    assert "no usable analysis of src/a.py in 2 attempts" in result["message"]
+    assert (
+        "no usable analysis of src/a.py in 2 attempts: the answers are empty" in (result["message"])
+    )
     assert "llm-answer-1.md, llm-answer-2.md" in result["message"]
-    assert (files.step_dir / "llm-answer-2.md").read_text() == "Still no JSON, sorry."
     assert not (files.step_dir / "report.md").exists()
     assert list(files.output_dir.iterdir()) == []
+
+
+def test_analyze_code_json_answer_is_structured(make_step):
+    files = analyze_step(make_step)
+    result = execute_operation(files.path, {"complete": FakeLLM('{"summary": "s"}')})
+    assert result["status"] == "success"
+    assert result["structured"] is True
 
 
 def test_parse_json_object_in_prose_and_strings_kept():
@@ -133,9 +170,47 @@ def test_normalize_analysis_fixes_fields():
         "findings": [
             {"line": None, "severity": "info", "message": "plain string finding"},
             {"line": 7, "severity": "warning", "message": "trim me"},
-            {"line": None, "severity": "info", "message": "x"},
+            {"line": None, "severity": "error", "severity_given": "critical", "message": "x"},
         ],
     }
+
+
+def test_normalize_analysis_maps_common_severity_words_and_keeps_the_given_one():
+    given = {
+        "critical": "error",
+        "High": "error",
+        "MAJOR": "error",
+        "severe": "error",
+        "blocker": "error",
+        "medium": "warning",
+        "moderate": "warning",
+        "minor": "warning",
+        "warn": "warning",
+        "low": "info",
+        "note": "info",
+        "hint": "info",
+        "style": "info",
+        "suggestion": "info",
+        "nit": "info",
+        "whatever": "info",
+    }
+    raw = [{"severity": word, "message": f"m {word}"} for word in given]
+    findings = normalize_analysis({"findings": raw})["findings"]
+    assert [(f["severity_given"], f["severity"]) for f in findings] == list(given.items())
+
+
+def test_normalize_analysis_adds_no_severity_given_for_the_three_known_words():
+    raw = [
+        {"severity": " Warning ", "message": "a"},
+        {"severity": "ERROR", "message": "b"},
+        {"message": "c"},
+    ]
+    findings = normalize_analysis({"findings": raw})["findings"]
+    assert findings == [
+        {"line": None, "severity": "warning", "message": "a"},
+        {"line": None, "severity": "error", "message": "b"},
+        {"line": None, "severity": "info", "message": "c"},
+    ]
 
 
 def test_number_lines():

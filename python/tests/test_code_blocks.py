@@ -55,8 +55,19 @@ def test_indented_fence_in_a_list_is_dedented():
     assert extract_code_block(answer, "a.py") == "def f():\n    return 2\n"
 
 
-def test_unclosed_fence_runs_to_the_end():
-    assert extract_code_block("```python\nx = 1\ny = 2", "a.py") == "x = 1\ny = 2\n"
+def test_unclosed_fence_runs_to_the_end_and_is_refused():
+    [block] = find_blocks("```python\nx = 1\ny = 2")
+    assert (block.content, block.closed) == ("x = 1\ny = 2", False)
+    with pytest.raises(CodeBlockError, match="the code block is not closed"):
+        extract_code_block("```python\nx = 1\ny = 2", "a.py")
+
+
+def test_unclosed_block_after_a_closed_one_is_taken_only_if_it_is_not_chosen():
+    complete = "```python\nx = 1\n```\nRun it:\n```bash\npython a.py"
+    assert extract_code_block(complete, "a.py") == "x = 1\n"
+    cut = "Run it:\n```bash\npython a.py\n```\nThe file:\n```python\nx = 1"
+    with pytest.raises(CodeBlockError, match="the code block is not closed"):
+        extract_code_block(cut, "a.py")
 
 
 def test_crlf_answer_is_normalised():

@@ -236,3 +236,130 @@ def test_api_key_never_saved_or_returned(make_step):
     }
     assert "sk-top-secret" not in json.dumps(result)
     assert "sk-top-secret" not in (files.step_dir / "llm-answer-1.md").read_text()
+
+
+# --- answers that would lose part of the file ----------------------------------
+
+# A 37-line program; its first 9 lines compile on their own, like a half answer does.
+PROGRAM = "".join(f"def step_{n}(value):\n    return value + {n}\n\n" for n in range(12)) + (
+    "print(step_11(step_0(1)))\n"
+)
+PROGRAM_NEW = PROGRAM.replace("return value + 0", "return value + 100")
+HALF = "".join(PROGRAM.splitlines(keepends=True)[:9])
+
+
+def program_step(make_step, instructions="make step_0 add 100", operation="modify_code"):
+    params = {"file_path": "app.py", "instructions": instructions}
+    return make_step(operation, params, inputs={"app.py": PROGRAM})
+
+
+def test_program_fixture_is_what_the_issue_describes():
+    assert len(PROGRAM.splitlines()) == 37 and len(HALF.splitlines()) == 9
+    assert compile(HALF, "half.py", "exec")
+
+
+def test_modify_code_unclosed_fence_is_asked_again_even_when_the_half_compiles(make_step):
+    files = program_step(make_step)
+    half = f"```python\n{HALF}"  # no closing fence, finish_reason "stop"
+    llm = FakeLLM(half, f"```python\n{PROGRAM_NEW}```")
+    result = run(files, llm)
+    assert result["status"] == "success", result["message"]
+    assert len(llm.calls) == 2
+    assert "the code block is not closed" in llm.last_user_message(1)
+    assert (files.output_dir / "app.py").read_text() == PROGRAM_NEW
+
+
+def test_modify_code_unclosed_fence_twice_fails_and_writes_nothing(make_step):
+    files = program_step(make_step)
+    result = run(files, FakeLLM(f"```python\n{HALF}"))
+    assert result["status"] == "failure"
+    assert result["llm_calls"] == 2
+    assert "the code block is not closed" in result["message"]
+    assert "app.py is left unchanged" in result["message"]
+    assert list(files.output_dir.iterdir()) == []
+
+
+def test_modify_code_unclosed_python_block_after_a_closed_shell_block_is_refused(make_step):
+    files = program_step(make_step, operation="refactor_function")
+    answer = f"Run it with:\n```bash\npython app.py\n```\nThe file:\n```python\n{HALF}"
+    result = run(files, FakeLLM(answer))
+    assert result["status"] == "failure"
+    assert "the code block is not closed" in result["message"]
+    assert list(files.output_dir.iterdir()) == []
+
+
+def test_modify_code_ten_megabyte_answer_without_closing_fence_is_refused(make_step):
+    files = modify_step(make_step)
+    huge = "```python\n" + "x = 1\n" * (10 * 1024 * 1024 // 6)
+    llm = FakeLLM(huge)
+    result = run(files, llm)
+    assert result["status"] == "failure"
+    assert len(llm.calls) == 2
+    assert "the answer is 10485766 bytes" in llm.last_user_message(1)
+    assert "far more than src/utils.py" in result["message"]
+    assert list(files.output_dir.iterdir()) == []
+
+
+def test_modify_code_oversized_closed_answer_is_asked_again(make_step):
+    files = modify_step(make_step)
+    oversized = "```python\n" + NEW + "x = 1\n" * 40000 + "```"  # compiles, 240 KB
+    llm = FakeLLM(oversized, f"```python\n{NEW}```")
+    result = run(files, llm)
+    assert result["status"] == "success", result["message"]
+    problem = llm.last_user_message(1)
+    assert "far more than src/utils.py (46 bytes) and the change could need" in problem
+    assert (files.output_dir / "src/utils.py").read_text() == NEW
+
+
+def test_modify_code_answer_dropping_most_of_the_file_is_asked_again(make_step):
+    files = program_step(make_step)
+    llm = FakeLLM(f"```python\n{HALF}```", f"```python\n{PROGRAM_NEW}```")
+    result = run(files, llm)
+    assert result["status"] == "success", result["message"]
+    problem = llm.last_user_message(1)
+    assert "the new app.py has 6 non-blank lines where it had 25" in problem
+    assert (files.output_dir / "app.py").read_text() == PROGRAM_NEW
+
+
+def test_modify_code_answer_dropping_most_of_the_file_twice_fails(make_step):
+    files = program_step(make_step)
+    result = run(files, FakeLLM(f"```python\n{HALF}```"))
+    assert result["status"] == "failure"
+    assert "drops more than half of the file" in result["message"]
+    assert list(files.output_dir.iterdir()) == []
+
+
+def test_modify_code_may_shrink_the_file_when_asked_to_remove_code(make_step):
+    for instructions in (
+        "Remove every step except step_0 to step_2",
+        "delete the unused functions",
+        "Simplify this module",
+        "rewrite it from scratch as one function",
+        "Replace the whole file with a smaller version",
+    ):
+        files = program_step(make_step, instructions)
+        llm = FakeLLM(f"```python\n{HALF}```")
+        result = run(files, llm)
+        assert result["status"] == "success", (instructions, result["message"])
+        assert len(llm.calls) == 1
+
+
+def test_everyday_instructions_do_not_excuse_dropping_most_of_the_file(make_step):
+    for instructions in ("replace the print with logging", "only change step_0"):
+        files = program_step(make_step, instructions)
+        llm = FakeLLM(f"```python\n{HALF}```", f"```python\n{PROGRAM_NEW}```")
+        result = run(files, llm)
+        assert result["status"] == "success", (instructions, result["message"])
+        assert "drops more than half of the file" in llm.last_user_message(1), instructions
+
+
+def test_write_file_with_instructions_refuses_dropping_most_of_the_old_file(make_step):
+    files = make_step(
+        "write_file",
+        {"file_path": "app.py", "instructions": "add a main guard"},
+        inputs={"app.py": PROGRAM},
+    )
+    result = run(files, FakeLLM(f"```python\n{HALF}```"))
+    assert result["status"] == "failure"
+    assert "drops more than half of the file" in result["message"]
+    assert list(files.output_dir.iterdir()) == []

@@ -1,5 +1,6 @@
 """read_file, write_file (incl. content_from_step), list_files, delete_file and path safety."""
 
+import base64
 import json
 import os
 
@@ -52,7 +53,52 @@ def test_read_binary_file(make_step):
     assert result["status"] == "success"
     assert result["binary"] is True
     assert result["size"] == 3
-    assert result["content"] == "\x00\ufffd\x01"
+    assert result["content"] is None
+    assert result["encoding"] == "base64"
+    assert base64.b64decode(result["content_base64"]) == b"\x00\xff\x01"
+
+
+def non_utf8_bytes(size):
+    """``size`` bytes that are not UTF-8 from the first byte on: every value, 0xff first."""
+    every = bytes(range(255, -1, -1))
+    return every * (size // 256) + every[: size % 256]
+
+
+def test_read_non_utf8_file_gives_its_exact_bytes_in_base64_and_no_text(make_step):
+    blob = non_utf8_bytes(3000)
+    files = make_step("read_file", {"file_path": "blob.bin"}, inputs={"blob.bin": blob})
+    result = run(files)
+    assert result["status"] == "success"
+    assert result["content"] is None  # never replacement characters posing as the content
+    assert base64.b64decode(result["content_base64"], validate=True) == blob
+    assert result["encoding"] == "base64"
+    assert (result["size"], result["binary"], result["truncated"]) == (3000, True, False)
+    assert result["message"] == (
+        "read blob.bin (3000 bytes): not UTF-8 text, so content is null and the exact "
+        "bytes are in content_base64"
+    )
+
+
+def test_read_utf8_text_with_nul_stays_text(make_step):
+    files = make_step("read_file", {"file_path": "a.dat"}, inputs={"a.dat": "a\0é\n"})
+    result = run(files)
+    assert result["status"] == "success"
+    assert result["content"] == "a\0é\n" and result["binary"] is True
+    assert "content_base64" not in result and "encoding" not in result
+
+
+def test_read_truncated_non_utf8_file_gives_the_exact_bytes_read(make_step):
+    blob = non_utf8_bytes(300)
+    files = make_step(
+        "read_file",
+        {"file_path": "blob.bin"},
+        inputs={"blob.bin": blob},
+        limits={"timeout_seconds": 5, "max_output_bytes": 100},
+    )
+    result = run(files)
+    assert result["status"] == "success"
+    assert result["content"] is None and result["truncated"] is True
+    assert base64.b64decode(result["content_base64"]) == blob[:100]
 
 
 def test_read_missing_file(make_step):
@@ -251,6 +297,67 @@ def test_content_from_unknown_step(make_step, earlier_step):
         "'step9', which is not an earlier step this step may read (available: step1)"
         in result["message"]
     )
+
+
+def read_then_write(make_step, earlier_step, data, limits=None):
+    """Run ``read_file data.bin``, then ``write_file copy.bin`` with ``content_from_step``."""
+    reader = make_step(
+        "read_file", {"file_path": "data.bin"}, inputs={"data.bin": data}, limits=limits
+    )
+    read = run(reader)
+    assert read["status"] == "success", read["message"]
+    ref = earlier_step("step1", json.loads(json.dumps(read)))  # as result.json holds it
+    writer = make_step(
+        "write_file",
+        {"file_path": "copy.bin", "content_from_step": "step1"},
+        steps={"step1": ref},
+    )
+    return run(writer), writer
+
+
+def test_content_from_step_copies_a_non_utf8_read_byte_for_byte(make_step, earlier_step):
+    blob = non_utf8_bytes(3000)
+    result, writer = read_then_write(make_step, earlier_step, blob)
+    assert result["status"] == "success", result["message"]
+    assert (writer.output_dir / "copy.bin").read_bytes() == blob
+    assert result["bytes"] == 3000
+    assert result["message"] == "wrote 3000 bytes to copy.bin from the result of step1"
+
+
+def test_content_from_step_copies_a_text_read_byte_for_byte(make_step, earlier_step):
+    text = "line é\r\n\ufeffsecond\tline\n".encode()
+    result, writer = read_then_write(make_step, earlier_step, text)
+    assert result["status"] == "success", result["message"]
+    assert (writer.output_dir / "copy.bin").read_bytes() == text
+
+
+def test_content_from_step_refuses_a_truncated_read(make_step, earlier_step):
+    for data in (b"a" * 30, non_utf8_bytes(30)):
+        limits = {"timeout_seconds": 5, "max_output_bytes": 10}
+        result, writer = read_then_write(make_step, earlier_step, data, limits)
+        assert result["status"] == "failure"
+        assert result["message"] == (
+            "cannot take content from step step1: its read of data.bin was cut at "
+            "max_output_bytes (10 bytes of 30), and writing that prefix would lose the rest: "
+            "raise the cap (ocflow --max-output-bytes, or max_output_bytes in [limits]) above "
+            "30, or copy the file with a command step (cp)"
+        )
+        assert list(writer.output_dir.iterdir()) == []
+
+
+def test_content_from_step_refuses_invalid_base64(make_step, earlier_step):
+    ref = earlier_step("step1", {"status": "success", "content": None, "content_base64": "%%"})
+    files = make_step(
+        "write_file",
+        {"file_path": "a.bin", "content_from_step": "step1"},
+        steps={"step1": ref},
+    )
+    result = run(files)
+    assert result["status"] == "failure"
+    assert result["message"].startswith(
+        "cannot take content from step step1: its content_base64 is not valid base64"
+    )
+    assert list(files.output_dir.iterdir()) == []
 
 
 # --- list_files ----------------------------------------------------------------

@@ -44,6 +44,37 @@ def test_real_pytest_run_with_one_failure(make_step):
     )
 
 
+def test_real_pytest_run_with_colours_is_parsed(make_step):
+    coloured = {**PROJECT, "pytest.ini": PROJECT["pytest.ini"].rstrip() + " --color=yes\n"}
+    files = make_step("run_tests", {}, work=coloured)
+    result = execute_operation(files.path, {})
+    assert "\x1b[" in result["stdout"]  # pytest did colour its output
+    assert result["status"] == "failure"
+    tests = result["tests"]
+    assert tests["framework"] == "pytest"
+    assert (tests["passed"], tests["failed"], tests["errors"], tests["skipped"]) == (1, 1, 0, 0)
+    assert tests["failures"] == [
+        {
+            "name": "tests/test_calc.py::test_add_wrong",
+            "error_type": "AssertionError",
+            "message": "assert 2 == 3",
+        }
+    ]
+    assert result["message"] == (
+        "tests failed: 1 passed, 1 failed, 0 errors, 0 skipped (exit code 1)"
+    )
+
+
+def test_parse_coloured_cargo_output():
+    report = parse_test_output(
+        "test tests::bad ... \x1b[31mFAILED\x1b[0m\n"
+        "test result: \x1b[31mFAILED\x1b[0m. 1 passed; 1 failed; 0 ignored; 0 measured; "
+        "0 filtered out; finished in 0.00s\n"
+    )
+    assert (report["framework"], report["passed"], report["failed"]) == ("cargo", 1, 1)
+    assert [failure["name"] for failure in report["failures"]] == ["tests::bad"]
+
+
 def test_real_pytest_run_passing_with_explicit_command(make_step):
     files = make_step("run_tests", {"command": "python3 -m pytest -q -k 'not wrong'"}, work=PROJECT)
     result = execute_operation(files.path, {})
@@ -52,6 +83,72 @@ def test_real_pytest_run_passing_with_explicit_command(make_step):
     assert result["tests"]["failed"] == 0
     assert result["tests"]["failures"] == []
     assert result["message"].startswith("tests passed: 1 passed, 0 failed")
+
+
+def run_pytest(make_step, command, work=PROJECT):
+    result = execute_operation(make_step("run_tests", {"command": command}, work=work).path, {})
+    json.dumps(result)
+    return result
+
+
+def test_real_pytest_run_of_a_missing_test_file_says_no_tests_were_collected(make_step):
+    result = run_pytest(make_step, "python3 -m pytest -q tests/test_x.py")
+    assert result["status"] == "failure" and result["exit_code"] == 4
+    tests = result["tests"]
+    assert tests["framework"] == "pytest" and tests["collected"] == 0
+    assert tests["problem"] == (
+        "no tests were collected: file or directory not found: tests/test_x.py"
+    )
+    assert result["message"] == (
+        "no tests were collected: file or directory not found: tests/test_x.py (exit code 4)"
+    )
+
+
+def test_real_pytest_run_of_a_missing_test_name_says_which(make_step):
+    result = run_pytest(make_step, "python3 -m pytest -q tests/test_calc.py::test_zzz")
+    assert result["exit_code"] == 4
+    problem = result["tests"]["problem"]
+    assert problem.startswith("no tests were collected: not found: ")
+    assert "tests/test_calc.py::test_zzz (no match in any of [<Module test_calc.py>])" in problem
+    assert result["message"] == problem + " (exit code 4)"
+
+
+def test_real_pytest_run_finding_no_tests_says_so(make_step):
+    work = {**PROJECT, "empty/README.md": "nothing to test\n"}
+    result = run_pytest(make_step, "python3 -m pytest -q empty", work)
+    assert result["status"] == "failure" and result["exit_code"] == 5
+    assert (result["tests"]["collected"], result["tests"]["problem"]) == (
+        0,
+        "no tests were collected",
+    )
+    assert result["message"] == "no tests were collected (exit code 5)"
+
+
+def test_real_pytest_run_deselecting_every_test_says_so(make_step):
+    result = run_pytest(make_step, "python3 -m pytest -q -k nothing_matches")
+    assert result["exit_code"] == 5
+    assert result["tests"]["collected"] == 2
+    assert result["tests"]["problem"] == (
+        "no tests were selected: all 2 collected tests were deselected (by -k, -m or a node id)"
+    )
+
+
+def test_real_pytest_usage_error_is_reported_as_such(make_step):
+    result = run_pytest(make_step, "python3 -m pytest -q --no-such-option")
+    assert result["exit_code"] == 4
+    assert result["tests"]["framework"] == "pytest"
+    assert result["tests"]["problem"] == (
+        "pytest could not run: unrecognized arguments: --no-such-option"
+    )
+    assert result["message"] == result["tests"]["problem"] + " (exit code 4)"
+
+
+def test_ordinary_runs_have_no_problem(make_step):
+    result = run_pytest(make_step, "python3 -m pytest -q")
+    assert result["tests"]["problem"] is None
+    assert result["tests"]["collected"] is None  # pytest -q does not print it
+    verbose = run_pytest(make_step, "python3 -m pytest")
+    assert (verbose["tests"]["collected"], verbose["tests"]["problem"]) == (2, None)
 
 
 def test_unrecognised_output(make_step):
@@ -64,6 +161,8 @@ def test_unrecognised_output(make_step):
         "failed": None,
         "errors": None,
         "skipped": None,
+        "collected": None,
+        "problem": None,
         "failures": [],
     }
     assert "not recognised" in result["message"]
@@ -242,6 +341,17 @@ def test_parse_cargo_output():
     ]
 
 
+def test_parse_cargo_output_counts_the_collected_tests():
+    assert parse_test_output(CARGO_OUTPUT)["collected"] == 8  # 4 + 3 + 1 running
+    assert parse_test_output(CARGO_OUTPUT)["problem"] is None
+
+
+def test_parse_unittest_that_ran_no_test():
+    tests = parse_test_output("\n" + "-" * 70 + "\nRan 0 tests in 0.000s\n\nNO TESTS RAN\n", 5)
+    assert tests["framework"] == "unittest"
+    assert (tests["collected"], tests["problem"]) == (0, "no tests were collected")
+
+
 def test_parse_cargo_all_ok():
     report = parse_test_output(
         "running 5 tests\n.....\ntest result: ok. 5 passed; 0 failed; 1 ignored; 0 measured; "
@@ -310,5 +420,7 @@ def test_parse_unittest_all_ok():
         "failed": 0,
         "errors": 0,
         "skipped": 0,
+        "collected": 3,
+        "problem": None,
         "failures": [],
     }

@@ -37,9 +37,16 @@ pub(crate) fn diff(config: &Config, args: TaskArg) -> Result<ExitCode> {
     let flow_status = state::load_status(&task)?;
     let flow = state::load_flow(&task, flow_status.revision)?;
     state::require_intact(&task, &flow_status, &flow)?;
-    let changes = review::changes(&task, &flow_status, &flow)?;
+    let (changes, left_out) = review::changes_and_left_out(&task, &flow_status, &flow)?;
     if changes.is_empty() {
         say(&format!("ocflow: task {} changed no file", task.task_id));
+    }
+    if !left_out.is_empty() {
+        say(&format!(
+            "ocflow: left out {} file(s) the commands made that git ignores: {}",
+            left_out.len(),
+            left_out.join(", ")
+        ));
     }
     let diff = review::unified_diff(&changes)?;
     if config.json {
@@ -49,7 +56,7 @@ pub(crate) fn diff(config: &Config, args: TaskArg) -> Result<ExitCode> {
             .map(|c| serde_json::json!({"path": c.path.as_str(), "kind": c.kind.name()}))
             .collect();
         let line = serde_json::json!({"type": "diff", "task_id": task.task_id, "files": files,
-            "diff": diff});
+            "ignored": left_out, "diff": diff});
         print_stdout(&format!("{line}\n"));
     } else {
         print_stdout(&diff);

@@ -588,6 +588,26 @@ impl Executor {
         let result = state::load_result(&self.task, &reference.step)
             .map_err(|err| cannot(err.to_string()))?
             .ok_or_else(|| cannot(format!("step {} has no result", reference.step)))?;
+        // Content that is not text, or not whole, would arrive as other bytes: refused.
+        if reference.fields.first().is_some_and(|f| f == "content") {
+            if result.fields.contains_key("content_base64") {
+                return Err(cannot(format!(
+                    "step {} read a file that is not UTF-8 text ({} bytes), and a reference \
+                     carries only text; copy it byte for byte with write_file's \
+                     content_from_step",
+                    reference.step,
+                    result.fields.get("size").cloned().unwrap_or(Value::Null)
+                )));
+            }
+            if result.fields.get("truncated") == Some(&Value::Bool(true)) {
+                return Err(cannot(format!(
+                    "step {} kept only the first part of the file (its content was cut at \
+                     max_output_bytes); raise --max-output-bytes, or copy the file with a \
+                     command",
+                    reference.step
+                )));
+            }
+        }
         let field = result.lookup(&reference.fields).ok_or_else(|| {
             // The first field on the path that is not there.
             let missing = (1..=reference.fields.len())

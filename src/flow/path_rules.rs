@@ -5,6 +5,7 @@
 
 use std::path::{Path, PathBuf};
 
+use crate::flow::ignore_rules;
 use crate::model::repo_path::{self, PathError, RepoPath};
 
 /// Where file paths must stay: the canonical repository root, minus the forbidden directories
@@ -41,6 +42,13 @@ impl PathRules {
         };
         self.check_contained(&path)?;
         self.check_not_build_dir(&path)?;
+        if let Some(rule) = ignore_rules::ignored_by(&self.repo, &path) {
+            return Err(PathError(format!(
+                "{path} is ignored by the repository ({rule}); flows neither read nor write \
+                 what git ignores (secrets, environments, build output). Name a tracked file, \
+                 or use a command step"
+            )));
+        }
         Ok(path)
     }
 

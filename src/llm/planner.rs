@@ -7,8 +7,7 @@
 use std::fs;
 use std::path::{Path, PathBuf};
 
-use walkdir::WalkDir;
-
+use crate::flow::ignore_rules;
 use crate::flow::operations;
 use crate::flow::path_rules::PathRules;
 use crate::flow::policy::CommandPolicy;
@@ -184,22 +183,25 @@ fn save(dir: &Path, name: &str, text: &str) -> Result<(), PlanError> {
 }
 
 /// The repository's files for the prompt: sorted, skipping `.git`, build outputs, the
-/// workspace and secret files (their names alone can matter; their content never goes out).
+/// workspace, what git ignores and secret files (their names alone can matter; their content
+/// never goes out).
 pub(crate) fn list_files(repo: &Path, skip: &[PathBuf]) -> Vec<RepoPath> {
-    let mut files: Vec<RepoPath> = WalkDir::new(repo)
-        .follow_links(false)
-        .min_depth(1)
-        .into_iter()
-        .filter_entry(|entry| {
-            let name = entry.file_name().to_str().unwrap_or("");
-            let parent = entry.path().parent().unwrap_or(repo);
-            !(entry.file_type().is_dir()
-                && (repo_path::is_excluded_dir(parent, name)
-                    || skip.iter().any(|s| s == entry.path())))
-        })
+    let skip = skip.to_vec();
+    let root = repo.to_path_buf();
+    let mut walk = ignore_rules::walk(repo);
+    walk.filter_entry(move |entry| {
+        let name = entry.file_name().to_str().unwrap_or("");
+        let parent = entry.path().parent().unwrap_or(&root);
+        let is_dir = entry.file_type().is_some_and(|t| t.is_dir());
+        !(is_dir
+            && (repo_path::is_excluded_dir(parent, name) || skip.iter().any(|s| s == entry.path())))
+    });
+    let mut files: Vec<RepoPath> = walk
+        .build()
         .filter_map(Result::ok)
         .filter(|entry| {
-            entry.file_type().is_file() && !is_secret(entry.file_name().to_str().unwrap_or(""))
+            entry.file_type().is_some_and(|t| t.is_file())
+                && !is_secret(entry.file_name().to_str().unwrap_or(""))
         })
         .filter_map(|entry| RepoPath::from_walk(repo, entry.path()))
         .collect();

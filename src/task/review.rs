@@ -5,6 +5,8 @@ use std::fs;
 use std::path::{Path, PathBuf};
 
 use crate::error::{IoContext, Result};
+use crate::flow::ignore_rules;
+use crate::flow::operations::{self, Access};
 use crate::model::repo_path::RepoPath;
 use crate::model::status::FlowStatus;
 use crate::task::staging::{Overlay, Version};
@@ -45,10 +47,29 @@ pub(crate) fn changes(
     status: &FlowStatus,
     flow: &crate::model::flow::Flow,
 ) -> Result<Vec<Change>> {
+    changes_and_left_out(task, status, flow).map(|(changes, _)| changes)
+}
+
+/// The flow's net changes, and the files a command left behind that git ignores (caches,
+/// build output), which are left out of them: reviewed and applied are only what a person
+/// would commit. A file step cannot write an ignored file (validation refuses it).
+pub(crate) fn changes_and_left_out(
+    task: &TaskDir,
+    status: &FlowStatus,
+    flow: &crate::model::flow::Flow,
+) -> Result<(Vec<Change>, Vec<String>)> {
     let overlay = Overlay::from_status(status, flow, None);
     let base = Overlay::default();
     let mut out = Vec::new();
+    let mut left_out = Vec::new();
     for (path, version) in &overlay.versions {
+        if let Version::Step { step, .. } = version
+            && made_by_command(flow, step)
+            && ignore_rules::ignored_by(&status.repo, path).is_some()
+        {
+            left_out.push(path.as_str().to_string());
+            continue;
+        }
         let old = base.source(task, path)?;
         let new = match version {
             Version::Deleted => None,
@@ -72,7 +93,14 @@ pub(crate) fn changes(
             old,
         });
     }
-    Ok(out)
+    Ok((out, left_out))
+}
+
+/// Whether `step` ran in a view (a command), whose changes were captured rather than asked for.
+fn made_by_command(flow: &crate::model::flow::Flow, step: &str) -> bool {
+    flow.step(step)
+        .and_then(|s| operations::find(&s.operation))
+        .is_some_and(|op| op.access == Access::View)
 }
 
 fn read(path: &Path) -> Result<Vec<u8>> {

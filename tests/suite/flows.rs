@@ -578,3 +578,97 @@ fn a_repository_in_tmp_stays_protected_and_git_does_not_find_it_from_the_view() 
         "{result}"
     );
 }
+
+/// The repository's ignore rules: what git ignores is not listed for the planner, not read or
+/// written by file steps, and not carried into the diff or the apply from what a command left
+/// behind (a `.pytest_cache/`); command views still hold it, for builds and tests.
+#[test]
+fn what_git_ignores_stays_out_of_prompts_diffs_and_applies() {
+    use super::fake_llm::{FakeLlm, chat};
+    let sandbox = Sandbox::new(&[
+        (".gitignore", "secret.env\n.pytest_cache/\nvenv/\nbuild/\n"),
+        ("secret.env", "TOKEN=hunter2\n"),
+        ("venv/bin/tool", "#!/bin/sh\n"),
+        ("build/out.o", "object\n"),
+        ("src/a.py", "x = 1\n"),
+    ]);
+    let plan = json!({"steps": [{"id": "w", "operation": "write_file",
+        "params": {"file_path": "src/b.py", "content": "y = 2\n"}}]});
+    let llm = FakeLlm::start(vec![chat(&plan.to_string()), chat("Wrote src/b.py.")]);
+    let output = sandbox
+        .ocflow_llm(&llm.base_url())
+        .args(["plan", "add src/b.py"])
+        .output()
+        .unwrap();
+    assert_exit(&output, 0);
+    let prompt = llm.bodies()[0].to_string();
+    assert!(prompt.contains("src/a.py"), "{prompt}");
+    for hidden in ["secret.env", "venv/bin/tool", "build/out.o"] {
+        assert!(!prompt.contains(hidden), "{hidden} reached the planner");
+    }
+
+    let read_secret = json!([{"id": "r", "operation": "read_file",
+        "params": {"file_path": "secret.env"}}]);
+    let refused = sandbox.run(&read_secret, "r");
+    assert_exit(&refused, 2);
+    assert!(
+        stderr(&refused).contains("`secret.env` in .gitignore"),
+        "{}",
+        stderr(&refused)
+    );
+
+    let command = json!([{"id": "c", "operation": "execute_shell_command",
+        "params": {"command": "test -f venv/bin/tool && mkdir -p .pytest_cache && \
+            echo cache > .pytest_cache/v && echo z = 3 > src/c.py"}}]);
+    assert_exit(&sandbox.run(&command, "t"), 0);
+    let diff = sandbox
+        .ocflow()
+        .args(["--json", "diff", "t"])
+        .output()
+        .unwrap();
+    assert_exit(&diff, 0);
+    let line: Value = serde_json::from_str(stdout(&diff).trim()).unwrap();
+    assert_eq!(
+        line["files"],
+        json!([{"path": "src/c.py", "kind": "added"}])
+    );
+    assert_eq!(line["ignored"], json!([".pytest_cache/v"]));
+    assert_exit(&sandbox.ocflow().args(["apply", "t"]).output().unwrap(), 0);
+    assert!(sandbox.repo.join("src/c.py").is_file());
+    assert!(!sandbox.repo.join(".pytest_cache").exists());
+}
+
+/// Content that is not UTF-8 travels byte for byte between steps (`content_from_step`), and a
+/// reference, which carries only text, refuses it by name (a 3000-byte file used to become
+/// 5420 bytes of U+FFFD, and the step succeeded).
+#[test]
+fn binary_content_travels_byte_exact_or_is_refused_by_name() {
+    let sandbox = Sandbox::new(&[("a.txt", "a\n")]);
+    let blob: Vec<u8> = (0..3000u32).map(|i| (i * 131 % 256) as u8).collect();
+    assert!(std::str::from_utf8(&blob).is_err());
+    std::fs::write(sandbox.repo.join("blob.bin"), &blob).unwrap();
+    let copy = json!([
+        {"id": "r", "operation": "read_file", "params": {"file_path": "blob.bin"}},
+        {"id": "w", "operation": "write_file", "depends_on": ["r"],
+         "params": {"file_path": "copy.bin", "content_from_step": "r"}}
+    ]);
+    assert_exit(&sandbox.run(&copy, "t"), 0);
+    let copied = std::fs::read(sandbox.task_dir("t").join("final_output/copy.bin")).unwrap();
+    assert_eq!(copied.len(), 3000);
+    assert!(copied == blob, "the bytes changed on the way");
+
+    let by_reference = json!([
+        {"id": "r", "operation": "read_file", "params": {"file_path": "blob.bin"}},
+        {"id": "w", "operation": "write_file", "depends_on": ["r"],
+         "params": {"file_path": "copy.bin", "content": "@{outputs.r.content}"}}
+    ]);
+    assert_exit(&sandbox.run(&by_reference, "u"), 1);
+    let step = sandbox.step_status("u", "w");
+    assert_eq!(step["status"], json!("failed"));
+    let message = step["message"].as_str().unwrap();
+    assert!(
+        message.contains("not UTF-8 text") && message.contains("content_from_step"),
+        "{message}"
+    );
+    assert!(!sandbox.task_dir("u").join("final_output/copy.bin").exists());
+}

@@ -190,9 +190,13 @@ pub(crate) struct LimitArgs {
 pub(crate) struct ResumeArgs {
     /// Task id or task directory [default: the most recent unfinished flow].
     pub(crate) task: Option<String>,
-    /// Run failed steps again (otherwise resume reports them and stops).
+    /// Run failed steps again, as they are (otherwise resume reports them and stops).
     #[arg(long)]
     pub(crate) retry_failed: bool,
+    /// Ask the LLM for a new recovery strategy for a failed step instead of running it again
+    /// as it is.
+    #[arg(long, conflicts_with = "retry_failed")]
+    pub(crate) recover: bool,
     /// Apply the changes to the repository when the flow succeeds.
     #[arg(long)]
     pub(crate) apply: bool,

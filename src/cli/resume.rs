@@ -80,7 +80,7 @@ pub(crate) async fn resume(config: &Config, args: ResumeArgs) -> Result<ExitCode
         })
         .map(|s| s.id.clone())
         .collect();
-    if !failed.is_empty() && !args.retry_failed {
+    if !failed.is_empty() && !args.retry_failed && !args.recover {
         for step in flow_status
             .steps
             .iter()
@@ -94,7 +94,7 @@ pub(crate) async fn resume(config: &Config, args: ResumeArgs) -> Result<ExitCode
         }
         say(&format!(
             "ocflow: not resuming over failed steps; fix the cause and run `ocflow resume {} \
-             --retry-failed`",
+             --retry-failed` (or `--recover` to ask the LLM for a new strategy)",
             task.task_id
         ));
         return Ok(ExitCode::Failure);
@@ -116,10 +116,11 @@ pub(crate) async fn resume(config: &Config, args: ResumeArgs) -> Result<ExitCode
             StepState::Running => {
                 step.requeue(Some("was running when ocflow stopped; it runs again"))?
             }
-            // With an LLM, --retry-failed starts a new recovery round for the failed step, where
-            // the caps leave room for one; otherwise the step simply runs again, as asked.
+            // --recover starts a new recovery round for the failed step, where there is an LLM
+            // and the caps leave room for one; otherwise the step simply runs again, as asked.
             StepState::Failed
                 if failed.contains(&step.id)
+                    && args.recover
                     && settings.recovery.is_some()
                     && new_round.is_none()
                     && pending_recovery.is_none()

@@ -457,7 +457,7 @@ fn a_kill_during_recovery_is_resumed() {
 }
 
 #[test]
-fn resume_retry_failed_starts_a_new_recovery_round() {
+fn resume_recover_starts_a_new_recovery_round() {
     let sandbox = sandbox(&[], "");
     let flag = sandbox.shared().join("fixed");
     let command = format!("test -f {}", flag.display());
@@ -474,7 +474,7 @@ fn resume_retry_failed_starts_a_new_recovery_round() {
     )]);
     let output = sandbox
         .ocflow_llm(&llm.base_url())
-        .args(["resume", "t", "--retry-failed"])
+        .args(["resume", "t", "--recover"])
         .output()
         .unwrap();
     assert_exit(&output, 0);
@@ -487,6 +487,42 @@ fn resume_retry_failed_starts_a_new_recovery_round() {
             .map(|r| r["strategy"].clone())
             .collect::<Vec<_>>(),
         vec![json!("abort"), json!("retry")]
+    );
+    assert_eq!(sandbox.status("t")["state"], json!("succeeded"));
+}
+
+/// `resume --retry-failed` runs the failed step again as it says, with an LLM configured too
+/// (it used to ask the LLM for a new recovery instead, and the step never re-ran).
+#[test]
+fn resume_retry_failed_runs_the_failed_step_again_without_asking_the_llm() {
+    let sandbox = sandbox(&[], "");
+    let flag = sandbox.shared().join("fixed");
+    let command = format!("test -f {}", flag.display());
+    let llm = FakeLlm::start(vec![strategy(
+        json!({"strategy": "abort", "reason": "needs a human"}),
+    )]);
+    assert_exit(
+        &run_flow(&sandbox, &llm, &json!([shell("a", &command, &[])])),
+        1,
+    );
+    std::fs::write(&flag, "").unwrap();
+    let llm = FakeLlm::start(vec![chat("The check passed once fixed.")]);
+    let output = sandbox
+        .ocflow_llm(&llm.base_url())
+        .args(["resume", "t", "--retry-failed"])
+        .output()
+        .unwrap();
+    assert_exit(&output, 0);
+    let step = sandbox.step_status("t", "a");
+    assert_eq!(step["attempts"], json!(2));
+    assert_eq!(
+        step["recoveries"].as_array().unwrap().len(),
+        1,
+        "no new recovery"
+    );
+    assert!(
+        recovery_prompts(&llm).is_empty(),
+        "the LLM was asked to recover"
     );
     assert_eq!(sandbox.status("t")["state"], json!("succeeded"));
 }

@@ -56,6 +56,11 @@ pub fn run(cli: Cli, api_key: ApiKey) -> Result<ExitCode> {
         say(&format!("ocflow sandbox-exec: {problem}"));
         return Ok(ExitCode::CannotRun);
     }
+    match &cli.command {
+        Command::Completions(args) => return cli::help_files::completions(args.shell),
+        Command::Man => return cli::help_files::man_page(),
+        _ => {}
+    }
     // The MCP server resolves nothing itself: each tool runs this binary, which does.
     if let Command::Mcp = &cli.command {
         return cli::mcp::serve(&cli.global, api_key);
@@ -71,7 +76,12 @@ pub fn run(cli: Cli, api_key: ApiKey) -> Result<ExitCode> {
     // through an explicit workspace or task directory.
     let needs_repo = match &cli.command {
         Command::Run(_) | Command::Plan(_) | Command::Trust(_) => true,
-        Command::Demo | Command::Skill(_) | Command::SandboxExec(_) | Command::Mcp => false,
+        Command::Demo
+        | Command::Skill(_)
+        | Command::SandboxExec(_)
+        | Command::Mcp
+        | Command::Completions(_)
+        | Command::Man => false,
         _ => cli.global.workspace.is_none(),
     };
     let config = cli::config::Config::resolve(&cli.global, needs_repo, limits, api_key)?;

@@ -7,7 +7,7 @@ use clap::{Args, Parser, Subcommand};
 /// Orchestrates LLM coding flows: runs a validated flow of operations step by step through
 /// open_codex_lib, keeps the state to resume it, and hands back a diff to apply.
 #[derive(Debug, Parser)]
-#[command(name = "ocflow", version, about, long_about = None)]
+#[command(name = "ocflow", version, about, long_about = None, after_help = ENVIRONMENT)]
 pub struct Cli {
     #[command(flatten)]
     pub(crate) global: GlobalArgs,
@@ -22,8 +22,20 @@ impl Cli {
     }
 }
 
-/// Options every command takes.
+/// What `--help` says of the environment: where the LLM and its key come from.
+const ENVIRONMENT: &str = "\
+Environment:
+  OCFLOW_API_KEY (or OPENAI_API_KEY, LLM_API_KEY)  the API key; kept in memory only
+  OCFLOW_API_KEY_FILE                              a file holding the key (mode 600)
+  OCFLOW_BASE_URL (or OPENAI_BASE_URL, LLM_BASE_URL)  the OpenAI-compatible endpoint
+  OCFLOW_MODEL (or LLM_MODEL)                      the model
+  OCFLOW_WORKSPACE                                 where task directories live
+  NO_COLOR, CLICOLOR_FORCE                         colour off, or on without a terminal
+Config: <workspace>/ocflow.toml, ~/.config/ocflow/config.toml.";
+
+/// Options every command takes (shown apart from each command's own).
 #[derive(Debug, Args)]
+#[command(next_help_heading = "Global options")]
 pub(crate) struct GlobalArgs {
     /// The repository the flow works on (only read until `apply`) [default: the git repository
     /// holding the current directory].
@@ -80,6 +92,11 @@ pub(crate) enum Command {
     /// Print the OpenHands skill that teaches an agent to call ocflow; `--install DIR` puts it
     /// where OpenHands reads skills (`DIR/.agents/skills/ocflow/SKILL.md`).
     Skill(SkillArgs),
+    /// Print a shell completion script (bash, zsh, fish, elvish, powershell):
+    /// `ocflow completions bash > ~/.local/share/bash-completion/completions/ocflow`.
+    Completions(CompletionsArgs),
+    /// Print the manual page (roff): `ocflow man | man -l -`.
+    Man,
     /// Serve ocflow's tools over MCP on stdio (ocflow_plan, ocflow_run, ocflow_status,
     /// ocflow_diff, ocflow_apply) for agents such as OpenHands; flows run in the background.
     Mcp,
@@ -120,6 +137,12 @@ pub(crate) struct SandboxArgs {
 }
 
 #[derive(Debug, Args)]
+pub(crate) struct CompletionsArgs {
+    /// The shell.
+    pub(crate) shell: clap_complete::Shell,
+}
+
+#[derive(Debug, Args)]
 pub(crate) struct SkillArgs {
     /// The repository or workspace OpenHands opens (the agent's starting directory is `.`).
     #[arg(long, value_name = "DIR")]
@@ -138,8 +161,12 @@ pub(crate) struct TrustArgs {
 
 #[derive(Debug, Args)]
 pub(crate) struct PlanArgs {
-    /// The task, in words.
-    pub(crate) task: String,
+    /// The task, in words; `-` reads it from stdin.
+    #[arg(required_unless_present = "task_file")]
+    pub(crate) task: Option<String>,
+    /// Read the task from FILE.
+    #[arg(long, value_name = "FILE", conflicts_with = "task")]
+    pub(crate) task_file: Option<PathBuf>,
     /// Id of the task directory where the planner's answers are kept
     /// [default: <date>-<time>-<slug>].
     #[arg(long, value_name = "ID")]
@@ -148,8 +175,11 @@ pub(crate) struct PlanArgs {
 
 #[derive(Debug, Args)]
 pub(crate) struct RunArgs {
-    /// The task, in words.
+    /// The task, in words; `-` reads it from stdin.
     pub(crate) task: Option<String>,
+    /// Read the task from FILE.
+    #[arg(long, value_name = "FILE", conflicts_with = "task")]
+    pub(crate) task_file: Option<PathBuf>,
     /// Execute this flow file instead of planning.
     #[arg(long, value_name = "FLOW.json")]
     pub(crate) plan: Option<PathBuf>,

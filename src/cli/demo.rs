@@ -91,6 +91,7 @@ pub(crate) fn prepare(config: &Config) -> Result<(Config, RunArgs)> {
         demo.repo.display()
     ));
     let args = RunArgs {
+        task_file: None,
         task: Some(TASK.into()),
         plan: None,
         task_id: Some(TASK_ID.into()),

@@ -33,9 +33,11 @@ pub(crate) fn dispatch(config: &Config, command: Command) -> Result<ExitCode> {
         Command::Apply(args) => review::apply(config, args),
         Command::Trust(args) => trust::trust(config, args),
         Command::Skill(args) => skill::skill(config, args),
-        Command::SandboxExec(_) | Command::Mcp => Err(Error::internal(
-            "sandbox-exec and mcp run before the configuration is resolved",
-        )),
+        Command::SandboxExec(_) | Command::Mcp | Command::Completions(_) | Command::Man => {
+            Err(Error::internal(
+                "sandbox-exec, mcp, completions and man run before the configuration is resolved",
+            ))
+        }
     }
 }
 

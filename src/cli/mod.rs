@@ -8,6 +8,7 @@ pub(crate) mod config;
 pub(crate) mod demo;
 pub(crate) mod dispatch;
 pub(crate) mod follow;
+pub(crate) mod help_files;
 pub(crate) mod launch;
 pub(crate) mod mcp;
 pub(crate) mod resume;

@@ -8,7 +8,7 @@ use crate::cli::args::{PlanArgs, RunArgs};
 use crate::cli::config::Config;
 use crate::cli::launch::{self, connect_llm, require_llm};
 use crate::engine::executor::{Executor, Interrupt};
-use crate::error::{Error, Result};
+use crate::error::{Error, IoContext, Result};
 use crate::exit::ExitCode;
 use crate::flow::operations;
 use crate::flow::path_rules::canonical_or_absolute;
@@ -28,7 +28,8 @@ use crate::task::workspace::{self, TaskDir};
 const PLANNING_DIR: &str = "planning";
 
 /// `ocflow run`: plan (or read the flow), then run it.
-pub(crate) async fn run(config: &Config, args: RunArgs) -> Result<ExitCode> {
+pub(crate) async fn run(config: &Config, mut args: RunArgs) -> Result<ExitCode> {
+    args.task = read_task(args.task.take(), args.task_file.as_deref())?;
     // What validation added to the flow as written (implied dependencies), said once it runs.
     let mut notes = Vec::new();
     let given = match (&args.plan, &args.task) {
@@ -241,6 +242,8 @@ fn is_configuration(error: &PlanError) -> bool {
 
 /// `ocflow plan TASK`: the validated flow on stdout; the answers kept under `_plans/`.
 pub(crate) async fn plan(config: &Config, args: PlanArgs) -> Result<ExitCode> {
+    let task = read_task(args.task.clone(), args.task_file.as_deref())?
+        .ok_or_else(|| Error::Usage("give a task, or --task-file FILE".into()))?;
     let llm = require_llm(config)?;
     let id = match &args.task_id {
         Some(id) if workspace::is_valid_task_id(id) => id.clone(),
@@ -249,10 +252,10 @@ pub(crate) async fn plan(config: &Config, args: PlanArgs) -> Result<ExitCode> {
                 "--task-id {id:?}: use letters, digits, `.`, `_` and `-`"
             )));
         }
-        None => workspace::new_task_id(&args.task, chrono::Local::now()),
+        None => workspace::new_task_id(&task, chrono::Local::now()),
     };
     let answers = config.workspace.join("_plans").join(&id);
-    match planner(config, &llm)?.plan(&args.task, &answers).await {
+    match planner(config, &llm)?.plan(&task, &answers).await {
         Ok((flow, notes)) => {
             for note in notes {
                 say(&format!("ocflow: {note}"));
@@ -278,6 +281,32 @@ pub(crate) async fn plan(config: &Config, args: PlanArgs) -> Result<ExitCode> {
             Ok(ExitCode::Failure)
         }
     }
+}
+
+/// The task's words: as given, from stdin (`-`), or from a file; an empty one is refused.
+fn read_task(task: Option<String>, file: Option<&Path>) -> Result<Option<String>> {
+    let (text, source) = match (task, file) {
+        (Some(dash), None) if dash == "-" => {
+            let mut text = String::new();
+            std::io::Read::read_to_string(&mut std::io::stdin(), &mut text)
+                .io_context(|| "reading the task from stdin".into())?;
+            (text, "stdin".to_string())
+        }
+        (_, Some(path)) => (
+            fs::read_to_string(path)
+                .map_err(|err| Error::Usage(format!("--task-file {}: {err}", path.display())))?,
+            path.display().to_string(),
+        ),
+        (task, None) => return Ok(task),
+    };
+    let text = text.trim();
+    if text.is_empty() {
+        return Err(Error::Usage(format!(
+            "the task from {source} is empty; write what to do, e.g. `echo \"fix the failing \
+             test\" | ocflow run -`"
+        )));
+    }
+    Ok(Some(text.to_string()))
 }
 
 /// A task id not yet used in the workspace.

@@ -230,3 +230,91 @@ fn a_new_workspace_gets_the_template_and_its_settings_apply_below_flags() {
         stderr(&output)
     );
 }
+
+/// The task can come from stdin (`-`) or a file; an empty one is refused (`ocflow run -` used
+/// to send "-" as the task).
+#[test]
+fn the_task_comes_from_stdin_or_a_file() {
+    use super::fake_llm::{FakeLlm, chat};
+    use std::io::Write;
+    let sandbox = Sandbox::new(&[("a.txt", "a\n")]);
+    let plan = json!({"steps": [{"id": "r", "operation": "read_file",
+        "params": {"file_path": "a.txt"}}]});
+    let llm = FakeLlm::start(vec![chat(&plan.to_string()), chat(&plan.to_string())]);
+    let mut child = sandbox
+        .ocflow_llm(&llm.base_url())
+        .args(["plan", "-"])
+        .stdin(std::process::Stdio::piped())
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .unwrap();
+    let mut stdin = child.stdin.take().unwrap();
+    stdin
+        .write_all(b"count the words in a.txt\nand say how many\n")
+        .unwrap();
+    drop(stdin);
+    assert_exit(&child.wait_with_output().unwrap(), 0);
+    let file = sandbox.root().join("task.md");
+    std::fs::write(&file, "  read a.txt from a file  \n").unwrap();
+    let from_file = sandbox
+        .ocflow_llm(&llm.base_url())
+        .args(["plan", "--task-file"])
+        .arg(&file)
+        .output()
+        .unwrap();
+    assert_exit(&from_file, 0);
+    let asked: Vec<String> = llm.bodies().iter().map(|b| b.to_string()).collect();
+    assert!(
+        asked[0].contains("count the words in a.txt\\nand say how many"),
+        "{}",
+        asked[0]
+    );
+    assert!(asked[1].contains("read a.txt from a file"), "{}", asked[1]);
+
+    let empty = sandbox
+        .ocflow_llm(&llm.base_url())
+        .args(["run", "-"])
+        .stdin(std::process::Stdio::null())
+        .output()
+        .unwrap();
+    assert_exit(&empty, 2);
+    assert!(
+        stderr(&empty).contains("the task from stdin is empty"),
+        "{}",
+        stderr(&empty)
+    );
+}
+
+/// `--help` names the key's variables and keeps the global options apart; completions and the
+/// manual page come from the same definition.
+#[test]
+fn help_completions_and_the_manual_page() {
+    let sandbox = Sandbox::new(&[]);
+    let help = sandbox.ocflow().arg("--help").output().unwrap();
+    assert_exit(&help, 0);
+    let text = stdout(&help);
+    assert!(
+        text.contains("OCFLOW_API_KEY (or OPENAI_API_KEY, LLM_API_KEY)"),
+        "{text}"
+    );
+    let apply = sandbox.ocflow().args(["apply", "--help"]).output().unwrap();
+    let text = stdout(&apply);
+    let own = text.split("Global options:").next().unwrap();
+    assert!(
+        own.contains("--force") && !own.contains("--base-url"),
+        "{text}"
+    );
+    for shell in ["bash", "zsh", "fish"] {
+        let output = sandbox
+            .ocflow()
+            .args(["completions", shell])
+            .output()
+            .unwrap();
+        assert_exit(&output, 0);
+        assert!(stdout(&output).contains("resume"), "{shell}");
+    }
+    let man = sandbox.ocflow().arg("man").output().unwrap();
+    assert_exit(&man, 0);
+    assert!(stdout(&man).contains(".TH ocflow"), "{}", stdout(&man));
+}

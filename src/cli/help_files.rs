@@ -22,7 +22,7 @@ pub(crate) fn man_page() -> Result<ExitCode> {
     let mut page = Vec::new();
     clap_mangen::Man::new(Cli::command())
         .render(&mut page)
-        .map_err(|err| Error::internal(&format!("rendering the manual page: {err}")))?;
+        .map_err(|err| Error::internal(format!("rendering the manual page: {err}")))?;
     print_stdout(&String::from_utf8_lossy(&page));
     Ok(ExitCode::Success)
 }

@@ -81,8 +81,10 @@ pub(crate) enum Command {
     Status(StatusArgs),
     /// Show the flow's changes as a unified diff against the repository.
     Diff(TaskArg),
-    /// Write the flow's changes into the repository.
+    /// Write the flow's changes into the repository: all of them or none.
     Apply(ApplyArgs),
+    /// Put back what a task's last apply replaced, byte for byte.
+    Undo(UndoArgs),
     /// Obey the repository's own config (`.ocflow/ocflow.toml`) in full from now on: its
     /// settings that run code, widen the sandbox or send the key elsewhere are ignored until then.
     Trust(TrustArgs),
@@ -252,9 +254,28 @@ pub(crate) struct StatusArgs {
 
 #[derive(Debug, Args)]
 pub(crate) struct ApplyArgs {
-    /// Task id or task directory [default: the most recent flow].
+    /// Task id or task directory [default: the one succeeded flow not yet applied; with
+    /// several, they are listed and nothing is applied].
     pub(crate) task: Option<String>,
     /// Overwrite files that changed in the repository since the flow read them.
+    #[arg(long)]
+    pub(crate) force: bool,
+    /// Apply only this file, or the files below this directory (repeatable).
+    #[arg(long, value_name = "PATH")]
+    pub(crate) only: Vec<String>,
+    /// Leave this file, or the files below this directory, as they are (repeatable).
+    #[arg(long, value_name = "PATH")]
+    pub(crate) exclude: Vec<String>,
+    /// Commit exactly the applied files with git, with a message from the task and its summary.
+    #[arg(long)]
+    pub(crate) commit: bool,
+}
+
+#[derive(Debug, Args)]
+pub(crate) struct UndoArgs {
+    /// Task id or task directory [default: the most recently applied flow].
+    pub(crate) task: Option<String>,
+    /// Put the files back even where they changed since the apply.
     #[arg(long)]
     pub(crate) force: bool,
 }

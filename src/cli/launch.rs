@@ -6,6 +6,7 @@ use std::fs;
 use std::path::Path;
 use std::sync::Arc;
 
+use crate::cli::apply;
 use crate::cli::config::Config;
 use crate::engine::bridge::{self, Bridge, HostLlm};
 use crate::engine::executor::{Executor, FlowOutcome, RecoverySettings, Settings};
@@ -20,7 +21,6 @@ use crate::model::flow::Flow;
 use crate::model::problem::Problem;
 use crate::model::repo_path::RepoPath;
 use crate::model::status::{FlowState, FlowStatus, now};
-use crate::task::apply::{self, Applied};
 use crate::task::events::Events;
 use crate::task::review;
 use crate::task::staging;
@@ -220,9 +220,14 @@ pub(crate) async fn execute(mut executor: Executor, apply_after: bool) -> Result
     match outcome {
         FlowOutcome::Succeeded if apply_after => {
             let changes = review::changes(&executor.task, &executor.status, &executor.flow)?;
-            let rules = PathRules::new(&executor.status.repo, &executor.task.workspace());
-            let applied = apply::apply(&rules, &executor.task.task_id, &changes, false)?;
-            record_applied(
+            let applied = apply::apply_changes(
+                &executor.task,
+                &executor.status,
+                &executor.flow,
+                &changes,
+                false,
+            )?;
+            apply::record_applied(
                 &mut executor.events,
                 &mut executor.status,
                 &executor.task,
@@ -233,39 +238,5 @@ pub(crate) async fn execute(mut executor: Executor, apply_after: bool) -> Result
         FlowOutcome::Succeeded => Ok(ExitCode::Success),
         FlowOutcome::Failed => Ok(ExitCode::Failure),
         FlowOutcome::Interrupted => Ok(ExitCode::Interrupted),
-    }
-}
-
-/// Records what `apply` did: the time in the status, an event, or a word when nothing was
-/// written.
-pub(crate) fn record_applied(
-    events: &mut Events,
-    flow_status: &mut FlowStatus,
-    task: &TaskDir,
-    applied: Applied,
-) -> Result<()> {
-    match applied {
-        Applied::Written(files) => {
-            flow_status.applied_at = Some(now());
-            state::save_status(task, flow_status)?;
-            events.emit(Event::ChangesApplied {
-                task_id: task.task_id.clone(),
-                files,
-            })
-        }
-        Applied::AlreadyThere => {
-            crate::output::say(&format!(
-                "ocflow: the repository already holds the changes of task {}",
-                task.task_id
-            ));
-            Ok(())
-        }
-        Applied::Nothing => {
-            crate::output::say(&format!(
-                "ocflow: task {} changed no file; nothing to apply",
-                task.task_id
-            ));
-            Ok(())
-        }
     }
 }

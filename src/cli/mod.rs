@@ -3,6 +3,7 @@
 //! `trust`, the OpenHands `skill`, the MCP server —
 //! with what they share (`launch`, `tasks`).
 
+pub(crate) mod apply;
 pub(crate) mod args;
 pub(crate) mod config;
 pub(crate) mod demo;

@@ -6,7 +6,7 @@ use std::path::PathBuf;
 
 use crate::cli::config::Config;
 use crate::error::{Error, IoContext, Result};
-use crate::model::status::FlowState;
+use crate::model::status::{FlowState, FlowStatus};
 use crate::task::state;
 use crate::task::workspace::{self, TaskDir};
 
@@ -34,20 +34,8 @@ pub(crate) fn find_task(config: &Config, arg: Option<&str>, unfinished: bool) ->
             config.workspace.display()
         )));
     }
-    let entries = fs::read_dir(&config.workspace).map_err(|_| {
-        Error::Usage(format!(
-            "no flows in {}: start one with `ocflow run`, or point --workspace at the right place",
-            config.workspace.display()
-        ))
-    })?;
     let mut best: Option<(String, TaskDir)> = None;
-    for entry in entries.flatten() {
-        let Some(task) = TaskDir::at(entry.path()) else {
-            continue;
-        };
-        let Ok(flow_status) = state::load_status(&task) else {
-            continue;
-        };
+    for (task, flow_status) in task_dirs(config)? {
         if unfinished && flow_status.state == FlowState::Succeeded {
             continue;
         }
@@ -65,4 +53,19 @@ pub(crate) fn find_task(config: &Config, arg: Option<&str>, unfinished: bool) ->
             config.workspace.display()
         ))
     })
+}
+
+/// Every task of the workspace whose status can be read, with it.
+pub(crate) fn task_dirs(config: &Config) -> Result<Vec<(TaskDir, FlowStatus)>> {
+    let entries = fs::read_dir(&config.workspace).map_err(|_| {
+        Error::Usage(format!(
+            "no flows in {}: start one with `ocflow run`, or point --workspace at the right place",
+            config.workspace.display()
+        ))
+    })?;
+    Ok(entries
+        .flatten()
+        .filter_map(|entry| TaskDir::at(entry.path()))
+        .filter_map(|task| state::load_status(&task).ok().map(|status| (task, status)))
+        .collect())
 }

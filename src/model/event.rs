@@ -138,6 +138,8 @@ pub(crate) enum Event {
     },
     /// `ocflow apply` wrote the flow's changes into the repository.
     ChangesApplied { task_id: String, files: Vec<String> },
+    /// `ocflow undo` put back what the task's last apply replaced.
+    ChangesUndone { task_id: String, files: Vec<String> },
 }
 
 /// One journal line: when, and what.

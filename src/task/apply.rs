@@ -141,7 +141,7 @@ fn apply_with(
 }
 
 /// Checks every change before any is made; `None` when the repository already holds them all.
-/// Returns each change with its target path.
+/// Returns each change still to make with its target path.
 fn check<'a>(
     rules: &PathRules,
     task_id: &str,
@@ -151,7 +151,7 @@ fn check<'a>(
     let root = &rules.repo;
     let mut drifted = Vec::new();
     let mut blocked = Vec::new();
-    let mut already = true;
+    let mut plan: Vec<(PathBuf, &Change)> = Vec::new();
     for change in changes {
         // Symlinks planted since the flow ran must not redirect a write out of the repository.
         if let Err(problem) = rules.check_contained(&change.path) {
@@ -175,12 +175,14 @@ fn check<'a>(
         if now == Current::Other {
             blocked.push(change.path.as_str().to_string());
         }
-        if now != as_file(new) {
-            already = false;
+        // Already in place (an earlier `apply --only`, or by hand): nothing to do there.
+        if now == as_file(new) {
+            continue;
         }
         if now != as_file(old) {
             drifted.push(change.path.as_str().to_string());
         }
+        plan.push((target, change));
     }
     if !blocked.is_empty() {
         return Err(Error::Usage(format!(
@@ -189,7 +191,7 @@ fn check<'a>(
             blocked.join(", ")
         )));
     }
-    if already {
+    if plan.is_empty() {
         return Ok(None);
     }
     if !drifted.is_empty() && !force {
@@ -199,8 +201,6 @@ fn check<'a>(
         });
     }
     // Deletions first, then writes.
-    let mut plan: Vec<(PathBuf, &Change)> =
-        changes.iter().map(|c| (c.path.under(root), c)).collect();
     plan.sort_by_key(|(_, c)| c.new.is_some());
     Ok(Some(plan))
 }

@@ -205,5 +205,8 @@ fn progress_line(event: &Event) -> Option<String> {
         Event::ChangesApplied { files, .. } => {
             format!("ocflow: applied {} file(s) to the repository", files.len())
         }
+        Event::ChangesUndone { files, .. } => {
+            format!("ocflow: put back {} file(s) in the repository", files.len())
+        }
     })
 }

@@ -8,4 +8,5 @@ pub(crate) mod journal;
 pub(crate) mod review;
 pub(crate) mod staging;
 pub(crate) mod state;
+pub(crate) mod undo;
 pub(crate) mod workspace;

@@ -204,3 +204,173 @@ fn apply_into_another_repository_than_the_tasks_is_refused() {
     assert_eq!(tree(&sandbox.repo), before);
     assert!(tree(&other).is_empty());
 }
+
+fn write(id: &str, path: &str, content: &str) -> Value {
+    json!({"id": id, "operation": "write_file",
+           "params": {"file_path": path, "content": content}})
+}
+
+/// With two flows waiting, a bare `apply` lists them and writes nothing (it used to take the
+/// most recent one, which need not be the one just reviewed); with one waiting, it applies it.
+#[test]
+fn apply_without_a_task_id_never_picks_silently() {
+    let sandbox = Sandbox::new(&[("a.txt", "a\n")]);
+    assert_exit(
+        &sandbox.run(&json!([write("w", "one.txt", "1\n")]), "first"),
+        0,
+    );
+    assert_exit(
+        &sandbox.run(&json!([write("w", "two.txt", "2\n")]), "second"),
+        0,
+    );
+    let before = tree(&sandbox.repo);
+    let output = sandbox.ocflow().arg("apply").output().unwrap();
+    assert_exit(&output, 2);
+    let err = stderr(&output);
+    assert!(err.contains("first") && err.contains("second"), "{err}");
+    assert!(err.contains("name the one you reviewed"), "{err}");
+    assert_eq!(tree(&sandbox.repo), before);
+
+    assert_exit(
+        &sandbox.ocflow().args(["apply", "first"]).output().unwrap(),
+        0,
+    );
+    let output = sandbox.ocflow().arg("apply").output().unwrap();
+    assert_exit(&output, 0);
+    assert!(
+        sandbox.repo.join("two.txt").is_file(),
+        "the one waiting is applied"
+    );
+}
+
+/// `undo` puts back byte for byte what the last apply replaced: a modified file, a deleted
+/// one, an added one in a new directory; it refuses files changed since, unless forced.
+#[test]
+fn undo_restores_the_repository_byte_for_byte() {
+    let sandbox = Sandbox::new(&[
+        ("a.txt", "old a\n"),
+        ("gone.txt", "bye\n"),
+        ("keep.txt", "keep\n"),
+    ]);
+    std::fs::write(sandbox.repo.join("blob.bin"), [0u8, 255, 1, 254]).unwrap();
+    assert_exit(&sandbox.run(&editing_flow(), "t"), 0);
+    let before = tree(&sandbox.repo);
+    assert_exit(&sandbox.ocflow().args(["apply", "t"]).output().unwrap(), 0);
+    assert_ne!(tree(&sandbox.repo), before);
+    let undone = sandbox
+        .ocflow()
+        .args(["--json", "undo", "t"])
+        .output()
+        .unwrap();
+    assert_exit(&undone, 0);
+    assert_eq!(tree(&sandbox.repo), before, "the repository is as it was");
+    assert!(
+        !sandbox.repo.join("dir").exists(),
+        "the directory the apply made is gone"
+    );
+    assert!(stdout(&undone).contains("\"type\":\"changes_undone\""));
+    assert_eq!(sandbox.status("t")["applied_at"], Value::Null);
+
+    // Applied again, then edited by hand: undo refuses, naming the file, unless forced.
+    assert_exit(&sandbox.ocflow().args(["apply", "t"]).output().unwrap(), 0);
+    std::fs::write(sandbox.repo.join("a.txt"), "my own edit\n").unwrap();
+    let refused = sandbox.ocflow().args(["undo", "t"]).output().unwrap();
+    assert_exit(&refused, 2);
+    assert!(stderr(&refused).contains("a.txt"), "{}", stderr(&refused));
+    assert_exit(
+        &sandbox
+            .ocflow()
+            .args(["undo", "t", "--force"])
+            .output()
+            .unwrap(),
+        0,
+    );
+    assert_eq!(tree(&sandbox.repo), before);
+    let nothing = sandbox.ocflow().args(["undo", "t"]).output().unwrap();
+    assert_exit(&nothing, 2);
+    assert!(
+        stderr(&nothing).contains("no apply to undo"),
+        "{}",
+        stderr(&nothing)
+    );
+}
+
+/// `--only` and `--exclude` choose files; the rest can be applied later.
+#[test]
+fn apply_only_and_exclude_choose_the_files() {
+    let sandbox = Sandbox::new(&[("a.txt", "old a\n"), ("gone.txt", "bye\n")]);
+    assert_exit(&sandbox.run(&editing_flow(), "t"), 0);
+    let only = sandbox
+        .ocflow()
+        .args(["apply", "t", "--only", "dir/"])
+        .output()
+        .unwrap();
+    assert_exit(&only, 0);
+    assert!(sandbox.repo.join("dir/b.txt").is_file());
+    assert_eq!(
+        std::fs::read_to_string(sandbox.repo.join("a.txt")).unwrap(),
+        "old a\n"
+    );
+    assert!(sandbox.repo.join("gone.txt").is_file());
+    let rest = sandbox
+        .ocflow()
+        .args(["apply", "t", "--exclude", "gone.txt"])
+        .output()
+        .unwrap();
+    assert_exit(&rest, 0);
+    assert_eq!(
+        std::fs::read_to_string(sandbox.repo.join("a.txt")).unwrap(),
+        "new a\n"
+    );
+    assert!(sandbox.repo.join("gone.txt").is_file(), "excluded");
+    let unknown = sandbox
+        .ocflow()
+        .args(["apply", "t", "--only", "nope.txt"])
+        .output()
+        .unwrap();
+    assert_exit(&unknown, 2);
+    assert!(stderr(&unknown).contains("matches none of the changed files"));
+}
+
+/// `--commit` commits exactly the applied files, leaving what the user had staged alone.
+#[test]
+fn apply_commit_commits_exactly_the_applied_files() {
+    let sandbox = Sandbox::new(&[("a.txt", "old a\n"), ("gone.txt", "bye\n")]);
+    let git = |args: &[&str]| {
+        let output = std::process::Command::new("git")
+            .current_dir(&sandbox.repo)
+            .args(["-c", "user.name=T", "-c", "user.email=t@example.com"])
+            .args(args)
+            .output()
+            .unwrap();
+        assert!(output.status.success(), "{}", stderr(&output));
+        stdout(&output)
+    };
+    git(&["init", "-q"]);
+    git(&["add", "-A"]);
+    git(&["commit", "-q", "-m", "start"]);
+    assert_exit(&sandbox.run(&editing_flow(), "t"), 0);
+    std::fs::write(sandbox.repo.join("mine.txt"), "staged by me\n").unwrap();
+    git(&["add", "mine.txt"]);
+    let output = sandbox
+        .ocflow()
+        .args(["apply", "t", "--commit"])
+        .env("GIT_AUTHOR_NAME", "T")
+        .env("GIT_AUTHOR_EMAIL", "t@example.com")
+        .env("GIT_COMMITTER_NAME", "T")
+        .env("GIT_COMMITTER_EMAIL", "t@example.com")
+        .output()
+        .unwrap();
+    assert_exit(&output, 0);
+    let committed = git(&["show", "--name-status", "--format=%s%n%b", "HEAD"]);
+    assert!(committed.starts_with("edit\n"), "{committed}");
+    assert!(
+        committed.contains("Applied by ocflow from task t."),
+        "{committed}"
+    );
+    for line in ["M\ta.txt", "A\tdir/b.txt", "D\tgone.txt"] {
+        assert!(committed.contains(line), "{line} in {committed}");
+    }
+    assert!(!committed.contains("mine.txt"), "{committed}");
+    assert_eq!(git(&["diff", "--cached", "--name-only"]), "mine.txt\n");
+}

@@ -47,7 +47,7 @@ pub(crate) fn apply(config: &Config, args: ApplyArgs) -> Result<ExitCode> {
             config.repo.display()
         )));
     }
-    let flow = state::load_flow(&task, flow_status.revision)?;
+    let flow = state::load_flow_of(&task, &flow_status)?;
     let changes = select(
         review::changes(&task, &flow_status, &flow)?,
         &args.only,

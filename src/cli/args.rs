@@ -79,8 +79,11 @@ pub(crate) enum Command {
     Resume(ResumeArgs),
     /// Show a flow's steps, states, attempts, tokens and timings.
     Status(StatusArgs),
-    /// Show the flow's changes as a unified diff against the repository.
-    Diff(TaskArg),
+    /// List the workspace's tasks: state, age, files changed, applied or not.
+    List,
+    /// Show the flow's changes as a unified diff against the repository (paged and coloured
+    /// at a terminal).
+    Diff(DiffArgs),
     /// Write the flow's changes into the repository: all of them or none.
     Apply(ApplyArgs),
     /// Put back what a task's last apply replaced, byte for byte.
@@ -240,6 +243,15 @@ pub(crate) struct ResumeArgs {
 pub(crate) struct TaskArg {
     /// Task id or task directory [default: the most recent flow].
     pub(crate) task: Option<String>,
+}
+
+#[derive(Debug, Args)]
+pub(crate) struct DiffArgs {
+    /// Task id or task directory [default: the most recent flow].
+    pub(crate) task: Option<String>,
+    /// Only the changed files with their lines added and removed.
+    #[arg(long)]
+    pub(crate) stat: bool,
 }
 
 #[derive(Debug, Args)]

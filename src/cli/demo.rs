@@ -10,7 +10,7 @@ use crate::error::{IoContext, Result};
 use crate::flow::path_rules::PathRules;
 use crate::model::llm::ModelSettings;
 use crate::output::{print_stdout, say};
-use crate::task::workspace::{self, TaskDir};
+use crate::task::workspace::TaskDir;
 use crate::task::{review, state};
 
 /// The demo's task id.
@@ -101,19 +101,19 @@ pub(crate) fn prepare(config: &Config) -> Result<(Config, RunArgs)> {
     Ok((demo, args))
 }
 
-/// After the demo's run: the summary and the diff, and where everything is.
+/// After the demo's run (whose end already gave the summary): the diff, and where everything
+/// is.
 pub(crate) fn show(demo: &Config) -> Result<()> {
     if demo.json {
         return Ok(());
     }
     let task = TaskDir::new(&demo.workspace, TASK_ID);
-    let summary = fs::read_to_string(task.file(workspace::SUMMARY_FILE)).unwrap_or_default();
     let status = state::load_status(&task)?;
     let flow = state::load_flow(&task, status.revision)?;
     let diff = review::unified_diff(&review::changes(&task, &status, &flow)?)?;
     let dir = demo.workspace.parent().unwrap_or(&demo.workspace);
     print_stdout(&format!(
-        "\n{summary}\n## The diff\n\n{diff}\nEverything is in {}. Try `ocflow --repo {} \
+        "\nThe diff (`ocflow diff`):\n\n{diff}\nEverything is in {}. Try `ocflow --repo {} \
          --workspace {} status {TASK_ID}`.\n",
         dir.display(),
         demo.repo.display(),

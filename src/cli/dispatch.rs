@@ -29,6 +29,7 @@ pub(crate) fn dispatch(config: &Config, command: Command) -> Result<ExitCode> {
         }),
         Command::Resume(args) => with_runtime(|| resume::resume(config, args)),
         Command::Status(args) => review::status(config, args),
+        Command::List => review::list(config),
         Command::Diff(args) => review::diff(config, args),
         Command::Apply(args) => apply::apply(config, args),
         Command::Undo(args) => apply::undo(config, args),

@@ -217,6 +217,15 @@ pub(crate) async fn execute(mut executor: Executor, apply_after: bool) -> Result
             return Err(error.in_task(&executor.task.root));
         }
     };
+    let code = finish(&mut executor, outcome, apply_after)?;
+    if !executor.events.json() {
+        crate::cli::ending::show(&executor.task, &executor.status, &executor.flow)?;
+    }
+    Ok(code)
+}
+
+/// The exit code of a flow's outcome, after applying it when asked and it succeeded.
+fn finish(executor: &mut Executor, outcome: FlowOutcome, apply_after: bool) -> Result<ExitCode> {
     match outcome {
         FlowOutcome::Succeeded if apply_after => {
             let changes = review::changes(&executor.task, &executor.status, &executor.flow)?;

@@ -4,6 +4,7 @@
 use crate::cli::args::ResumeArgs;
 use crate::cli::config::Config;
 use crate::cli::launch::{self, connect_llm};
+use crate::cli::live;
 use crate::cli::tasks::find_task;
 use crate::engine::executor::{Executor, Interrupt};
 use crate::engine::orphans;
@@ -35,6 +36,8 @@ pub(crate) async fn resume(config: &Config, args: ResumeArgs) -> Result<ExitCode
         loaded => loaded?,
     };
     let rules = PathRules::new(&flow_status.repo, &workspace_dir);
+    // A task whose planning never gave a flow says so, instead of "flow.json: cannot read it".
+    state::load_flow_of(&task, &flow_status)?;
     let flow_file = state::current_flow_file(&task, flow_status.revision);
     let (flow, _) = launch::read_flow(&flow_file, None, &rules)?;
     // Earlier revisions' steps stay in the status; every step of the flow must be there.
@@ -101,6 +104,11 @@ pub(crate) async fn resume(config: &Config, args: ResumeArgs) -> Result<ExitCode
     }
     let bridge = launch::load_bridge(config)?;
     let interrupt = Interrupt::listen();
+    live::install(
+        config.json,
+        None,
+        config.llm.as_ref().ok().map(|l| l.operations.model.clone()),
+    );
     let stopped = orphans::stop(&task);
     if stopped > 0 {
         say(&format!(

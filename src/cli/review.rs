@@ -1,12 +1,12 @@
 //! `ocflow status` and `ocflow diff`: what a flow did (`apply` writes it into the repository).
 
-use crate::cli::args::{StatusArgs, TaskArg};
+use crate::cli::args::{DiffArgs, StatusArgs};
 use crate::cli::config::Config;
-use crate::cli::tasks::find_task;
+use crate::cli::tasks::{find_task, task_dirs};
 use crate::cli::{follow, status_table};
 use crate::error::Result;
 use crate::exit::ExitCode;
-use crate::output::{print_stdout, say};
+use crate::output::{self, paint, print_stdout, say, styles};
 use crate::task::{review, state};
 
 /// `ocflow status`: the table, JSON, or the table again at every change (`--follow`).
@@ -25,11 +25,33 @@ pub(crate) fn status(config: &Config, args: StatusArgs) -> Result<ExitCode> {
     Ok(ExitCode::Success)
 }
 
+/// `ocflow list`: the workspace's tasks, newest first (with `--json`, one line per task).
+pub(crate) fn list(config: &Config) -> Result<ExitCode> {
+    let mut tasks: Vec<_> = task_dirs(config)?.into_iter().map(|(_, s)| s).collect();
+    tasks.sort_by(|a, b| b.updated_at.cmp(&a.updated_at));
+    if config.json {
+        for status in &tasks {
+            let line = serde_json::json!({"type": "task", "task_id": status.task_id,
+                "state": status.state, "task": status.task, "created_at": status.created_at,
+                "updated_at": status.updated_at, "applied_at": status.applied_at});
+            print_stdout(&format!("{line}\n"));
+        }
+    } else if tasks.is_empty() {
+        say(&format!(
+            "ocflow: no tasks in {}",
+            config.workspace.display()
+        ));
+    } else {
+        print_stdout(&status_table::render_list(&tasks, chrono::Utc::now()));
+    }
+    Ok(ExitCode::Success)
+}
+
 /// `ocflow diff`: the flow's changes as a unified diff.
-pub(crate) fn diff(config: &Config, args: TaskArg) -> Result<ExitCode> {
+pub(crate) fn diff(config: &Config, args: DiffArgs) -> Result<ExitCode> {
     let task = find_task(config, args.task.as_deref(), false)?;
     let flow_status = state::load_status(&task)?;
-    let flow = state::load_flow(&task, flow_status.revision)?;
+    let flow = state::load_flow_of(&task, &flow_status)?;
     state::require_intact(&task, &flow_status, &flow)?;
     let (changes, left_out) = review::changes_and_left_out(&task, &flow_status, &flow)?;
     if changes.is_empty() {
@@ -52,8 +74,95 @@ pub(crate) fn diff(config: &Config, args: TaskArg) -> Result<ExitCode> {
         let line = serde_json::json!({"type": "diff", "task_id": task.task_id, "files": files,
             "ignored": left_out, "diff": diff});
         print_stdout(&format!("{line}\n"));
+    } else if args.stat {
+        print_stdout(&stat_text(&review::diff_stat(&changes)?));
     } else {
-        print_stdout(&diff);
+        page(&colour_diff(&diff));
     }
     Ok(ExitCode::Success)
+}
+
+/// `git diff --stat`'s shape: each file with its lines added and removed, then the totals.
+fn stat_text(stat: &[review::FileStat]) -> String {
+    let width = stat
+        .iter()
+        .map(|f| f.path.chars().count())
+        .max()
+        .unwrap_or(0);
+    let mut out = String::new();
+    let (mut added, mut removed) = (0, 0);
+    for file in stat {
+        let counts = match file.lines {
+            Some((a, r)) => {
+                added += a;
+                removed += r;
+                format!(
+                    "{} {}",
+                    paint(&format!("+{a}"), styles::ADDED),
+                    paint(&format!("-{r}"), styles::REMOVED)
+                )
+            }
+            None => "binary".into(),
+        };
+        out.push_str(&format!(" {:<width$} | {counts}\n", file.path));
+    }
+    out.push_str(&format!(
+        " {} file(s) changed, {added} insertion(s)(+), {removed} deletion(s)(-)\n",
+        stat.len()
+    ));
+    out
+}
+
+/// The diff's lines coloured as git colours them.
+fn colour_diff(diff: &str) -> String {
+    diff.lines()
+        .map(|line| {
+            let header = ["diff --git", "+++", "---", "new file", "deleted file"];
+            let style = if header.iter().any(|h| line.starts_with(h)) {
+                Some(styles::NAME)
+            } else if line.starts_with('+') {
+                Some(styles::ADDED)
+            } else if line.starts_with('-') {
+                Some(styles::REMOVED)
+            } else if line.starts_with("@@") {
+                Some(styles::HUNK)
+            } else {
+                None
+            };
+            let line = style.map_or(line.to_string(), |s| paint(line, s));
+            line + "\n"
+        })
+        .collect()
+}
+
+/// Shows `text` through the user's pager at a terminal (`PAGER`, else `less -FRX`, as git
+/// does), straight to stdout otherwise or when no pager runs.
+fn page(text: &str) {
+    if !output::stdout_is_terminal() {
+        print_stdout(text);
+        return;
+    }
+    let pager = std::env::var("PAGER").unwrap_or_else(|_| "less".into());
+    let mut command = std::process::Command::new("sh");
+    command
+        .args(["-c", &pager])
+        .stdin(std::process::Stdio::piped());
+    if std::env::var_os("LESS").is_none() {
+        command.env("LESS", "FRX");
+    }
+    let Ok(mut child) = command.spawn() else {
+        print_stdout(text);
+        return;
+    };
+    // The pager gets the bytes as they are: without colour where colour is turned off.
+    let text = if output::stdout_colour() {
+        text.to_string()
+    } else {
+        anstream::adapter::strip_str(text).to_string()
+    };
+    if let Some(mut stdin) = child.stdin.take() {
+        use std::io::Write;
+        let _ = stdin.write_all(text.as_bytes());
+    }
+    let _ = child.wait();
 }

@@ -7,6 +7,7 @@ use std::path::Path;
 use crate::cli::args::{PlanArgs, RunArgs};
 use crate::cli::config::Config;
 use crate::cli::launch::{self, connect_llm, require_llm};
+use crate::cli::live;
 use crate::engine::executor::{Executor, Interrupt};
 use crate::error::{Error, IoContext, Result};
 use crate::exit::ExitCode;
@@ -81,6 +82,14 @@ pub(crate) async fn run(config: &Config, mut args: RunArgs) -> Result<ExitCode> 
         None => unused_task_id(&config.workspace, &task_text),
     };
     let interrupt = Interrupt::listen();
+    let models = config.llm.as_ref().ok();
+    live::install(
+        config.json,
+        models
+            .filter(|_| given.is_none())
+            .map(|l| l.planner.model.clone()),
+        models.map(|l| l.operations.model.clone()),
+    );
     let task = TaskDir::new(&config.workspace, &task_id);
     if config.repo.starts_with(canonical_or_absolute(&task.root)) {
         return Err(Error::Usage(format!(
@@ -143,6 +152,7 @@ pub(crate) async fn run(config: &Config, mut args: RunArgs) -> Result<ExitCode> 
     for message in notes {
         events.emit(Event::Warning { message })?;
     }
+    live::show_plan(&flow, config.json);
     state::save_flow(&task, &flow)?;
     let mut flow_status = FlowStatus::new(&task_id, &flow, &config.repo);
     if let Some(llm) = &llm {

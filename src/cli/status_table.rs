@@ -1,14 +1,57 @@
-//! `ocflow status` for people: the flow's state and one line per step.
+//! `ocflow status` and `ocflow list` for people: tables that fit the terminal (comfy-table),
+//! the long column wrapped rather than cut; piped, each row stays one line with the message's
+//! first line in full (`--json` has every field).
 
-use crate::model::status::{FlowStatus, StepState};
+use comfy_table::{CellAlignment, ColumnConstraint, ContentArrangement, Table, presets};
 
-/// The status as a table: one line per step.
+use crate::model::status::{FlowState, FlowStatus, StepState};
+use crate::output::{paint, styles};
+use crate::task::events::seconds;
+
+/// A borderless table as wide as the terminal when stdout is one.
+///
+/// Only the last column wraps: the others are names and numbers, kept whole.
+fn table(header: &[&str]) -> Table {
+    let mut table = Table::new();
+    table.load_style(presets::NOTHING);
+    table.set_header(header.to_vec());
+    for column in table.column_iter_mut().take(header.len().saturating_sub(1)) {
+        column.set_constraint(ColumnConstraint::ContentWidth);
+    }
+    let term = console::Term::stdout();
+    if let Some((_, width)) = term.is_term().then(|| term.size_checked()).flatten() {
+        table
+            .set_content_arrangement(ContentArrangement::Dynamic)
+            .set_width(width);
+    }
+    table
+}
+
+fn trim_rows(rendered: String) -> String {
+    rendered
+        .lines()
+        .map(|line| line.trim_end().strip_prefix(' ').unwrap_or(line.trim_end()))
+        .collect::<Vec<_>>()
+        .join("\n")
+        + "\n"
+}
+
+fn painted_state(state: &str) -> String {
+    match state {
+        "succeeded" => paint(state, styles::GOOD),
+        "failed" => paint(state, styles::BAD),
+        "running" | "interrupted" => paint(state, styles::NOTE),
+        _ => state.to_string(),
+    }
+}
+
+/// The status: the flow's state, then one row per step.
 pub(crate) fn render(status: &FlowStatus) -> String {
     let mut out = format!(
         "task {}  [{}]  revision {}\n{}\nrepository {}\ntokens {} (prompt {}, completion {}) in {} \
          LLM call(s)\n\n",
         status.task_id,
-        status.state,
+        painted_state(&status.state.to_string()),
         status.revision,
         status.task,
         status.repo.display(),
@@ -33,50 +76,122 @@ pub(crate) fn render(status: &FlowStatus) -> String {
             running.join(", ")
         ));
     }
-    let width = status
-        .steps
-        .iter()
-        .map(|s| s.id.len())
-        .max()
-        .unwrap_or(4)
-        .max(4);
-    out.push_str(&format!(
-        "{:<width$}  {:<22}  {:<9}  {:>8}  {:>9}  {:>7}  {}\n",
-        "STEP", "OPERATION", "STATUS", "ATTEMPTS", "TIME", "TOKENS", "MESSAGE"
-    ));
+    let mut table = table(&[
+        "STEP",
+        "OPERATION",
+        "STATUS",
+        "ATTEMPTS",
+        "TIME",
+        "TOKENS",
+        "MESSAGE",
+    ]);
+    let mut messages = Vec::new();
     for step in &status.steps {
-        let time = step
-            .duration_ms
-            .map(|ms| format!("{:.2}s", ms as f64 / 1000.0))
-            .unwrap_or_else(|| "-".into());
+        let time = step.duration_ms.map_or_else(|| "-".into(), seconds);
         let message = step
             .error
             .as_ref()
             .map(|e| e.message.as_str())
             .or(step.message.as_deref())
             .unwrap_or("");
-        let message: String = message
-            .lines()
-            .next()
-            .unwrap_or("")
-            .chars()
-            .take(80)
-            .collect();
         let tokens = if step.tokens.is_zero() {
             "-".to_string()
         } else {
             step.tokens.total_tokens.to_string()
         };
-        out.push_str(&format!(
-            "{:<width$}  {:<22}  {:<9}  {:>8}  {:>9}  {:>7}  {}\n",
-            step.id,
-            step.operation,
+        let message = message.lines().next().unwrap_or("").to_string();
+        table.add_row(vec![
+            step.id.clone(),
+            step.operation.clone(),
             step.status.to_string(),
-            step.attempts,
+            step.attempts.to_string(),
             time,
             tokens,
-            message
-        ));
+            message.clone(),
+        ]);
+        messages.push(message);
+    }
+    for column in [3, 4, 5] {
+        if let Some(column) = table.column_mut(column) {
+            column.set_cell_alignment(CellAlignment::Right);
+        }
+    }
+    // On a narrow terminal the message would get a sliver: it goes on its own line instead.
+    let fixed: u16 = table
+        .column_max_content_widths()
+        .iter()
+        .take(6)
+        .map(|w| w + 2)
+        .sum();
+    match table.width() {
+        Some(width) if width < fixed + MIN_MESSAGE_WIDTH => {
+            if let Some(column) = table.column_mut(6) {
+                column.set_constraint(ColumnConstraint::Hidden);
+            }
+            let rendered = trim_rows(table.to_string());
+            let mut lines = rendered.lines();
+            if let Some(header) = lines.next() {
+                out.push_str(&format!("{header}\n"));
+            }
+            for (row, message) in lines.zip(&messages) {
+                out.push_str(&format!("{row}\n"));
+                if !message.is_empty() {
+                    out.push_str(&paint(&format!("    {message}\n"), styles::DIM));
+                }
+            }
+        }
+        _ => out.push_str(&trim_rows(table.to_string())),
     }
     out
+}
+
+/// The narrowest message column worth reading; narrower, messages go below their rows.
+const MIN_MESSAGE_WIDTH: u16 = 30;
+
+/// `ocflow list`: the workspace's tasks, newest first.
+pub(crate) fn render_list(tasks: &[FlowStatus], now: chrono::DateTime<chrono::Utc>) -> String {
+    let mut table = table(&["TASK", "STATE", "AGE", "FILES", "APPLIED", "WHAT"]);
+    for status in tasks {
+        let files: usize = {
+            let mut all: Vec<&String> = status
+                .steps
+                .iter()
+                .filter(|s| s.status == StepState::Succeeded)
+                .flat_map(|s| s.output_files.iter().chain(&s.deleted_files))
+                .collect();
+            all.sort();
+            all.dedup();
+            all.len()
+        };
+        let applied = match (&status.applied_at, status.state) {
+            (Some(_), _) => "yes",
+            (None, FlowState::Succeeded) if files > 0 => "no",
+            _ => "-",
+        };
+        table.add_row(vec![
+            status.task_id.clone(),
+            status.state.to_string(),
+            age(&status.updated_at, now),
+            files.to_string(),
+            applied.to_string(),
+            status.task.lines().next().unwrap_or("").to_string(),
+        ]);
+    }
+    trim_rows(table.to_string())
+}
+
+/// How long ago an RFC 3339 time was: `40 s`, `12 min`, `3 h`, `5 d`.
+fn age(time: &str, now: chrono::DateTime<chrono::Utc>) -> String {
+    let Ok(then) = chrono::DateTime::parse_from_rfc3339(time) else {
+        return "?".into();
+    };
+    let secs = (now - then.with_timezone(&chrono::Utc))
+        .num_seconds()
+        .max(0);
+    match secs {
+        0..60 => format!("{secs} s"),
+        60..3600 => format!("{} min", secs / 60),
+        3600..86_400 => format!("{} h", secs / 3600),
+        _ => format!("{} d", secs / 86_400),
+    }
 }

@@ -5,7 +5,7 @@
 use crate::error::Result;
 use crate::model::event::{Event, Record};
 use crate::model::status::StepState;
-use crate::output::{print_stdout, say};
+use crate::output::{paint, print_stdout, say, styles};
 use crate::task::journal::Journal;
 
 /// How often a running flow says it is still working, at least.
@@ -25,6 +25,11 @@ impl Events {
             json,
             started: std::time::Instant::now(),
         }
+    }
+
+    /// Whether the caller reads JSON lines (`--json`).
+    pub(crate) fn json(&self) -> bool {
+        self.json
     }
 
     /// What heartbeats need: where to show them, and since when the flow runs.
@@ -85,6 +90,8 @@ pub(crate) fn show(record: &Record, json: bool) {
         if let Ok(line) = serde_json::to_string(record) {
             print_stdout(&format!("{line}\n"));
         }
+    } else if crate::output::live().is_some_and(|live| live.show(&record.event)) {
+        // Shown live.
     } else if let Some(line) = progress_line(&record.event) {
         say(&line);
     }
@@ -138,13 +145,15 @@ fn progress_line(event: &Event) -> Option<String> {
             duration_ms,
             ..
         } => {
+            let mark = if *status == StepState::Succeeded {
+                paint("ok", styles::GOOD)
+            } else {
+                paint("!!", styles::BAD)
+            };
             format!(
-                "  {} {step} {status} in {duration_ms} ms: {message}",
-                if *status == StepState::Succeeded {
-                    "ok"
-                } else {
-                    "!!"
-                }
+                "  {mark} {} {status} in {}: {message}",
+                paint(step, styles::NAME),
+                seconds(*duration_ms)
             )
         }
         Event::FlowFinished {
@@ -209,4 +218,13 @@ fn progress_line(event: &Event) -> Option<String> {
             format!("ocflow: put back {} file(s) in the repository", files.len())
         }
     })
+}
+
+/// A duration for people: `850 ms`, `12.4 s`, `3 min 5 s`.
+pub(crate) fn seconds(ms: u64) -> String {
+    match ms {
+        0..1000 => format!("{ms} ms"),
+        1000..60_000 => format!("{:.1} s", ms as f64 / 1000.0),
+        _ => format!("{} min {} s", ms / 60_000, ms % 60_000 / 1000),
+    }
 }

@@ -153,3 +153,44 @@ pub(crate) fn unified_diff(changes: &[Change]) -> Result<String> {
     }
     Ok(out)
 }
+
+/// One line of a diff stat: a changed file and its lines added and removed (`None` for a
+/// binary file).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(crate) struct FileStat {
+    pub(crate) path: String,
+    pub(crate) kind: ChangeKind,
+    pub(crate) lines: Option<(usize, usize)>,
+}
+
+/// The changes' diff stat, as `git diff --stat` counts it.
+pub(crate) fn diff_stat(changes: &[Change]) -> Result<Vec<FileStat>> {
+    let mut stats = Vec::new();
+    for change in changes {
+        let text = |side: &Option<PathBuf>| -> Result<Option<String>> {
+            let bytes = side.as_deref().map(read).transpose()?.unwrap_or_default();
+            Ok(String::from_utf8(bytes).ok().filter(|t| !t.contains('\0')))
+        };
+        let lines = match (text(&change.old)?, text(&change.new)?) {
+            (Some(old), Some(new)) => {
+                let diff = similar::TextDiff::from_lines(&old, &new);
+                let mut counts = (0, 0);
+                for op in diff.iter_all_changes() {
+                    match op.tag() {
+                        similar::ChangeTag::Insert => counts.0 += 1,
+                        similar::ChangeTag::Delete => counts.1 += 1,
+                        similar::ChangeTag::Equal => {}
+                    }
+                }
+                Some(counts)
+            }
+            _ => None,
+        };
+        stats.push(FileStat {
+            path: change.path.as_str().to_string(),
+            kind: change.kind,
+            lines,
+        });
+    }
+    Ok(stats)
+}

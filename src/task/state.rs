@@ -69,6 +69,28 @@ pub(crate) fn load_flow(task: &TaskDir, revision: u32) -> Result<Flow> {
     load_flow_file(&current_flow_file(task, revision))
 }
 
+/// The flow of a task's status, or a clear refusal for a task that has none (its planning
+/// failed, or was stopped, before a flow existed).
+pub(crate) fn load_flow_of(task: &TaskDir, status: &FlowStatus) -> Result<Flow> {
+    let file = current_flow_file(task, status.revision);
+    if !file.exists() && status.steps.is_empty() {
+        let why = match (&status.state, &status.message) {
+            (crate::model::status::FlowState::Running, _) => {
+                "it is being planned, or its planning was stopped".to_string()
+            }
+            (_, Some(message)) => message.clone(),
+            (state, None) => format!("it {state} before a flow was planned"),
+        };
+        return Err(Error::Usage(format!(
+            "task {} has no flow ({why}); nothing was changed. Start it again: `ocflow run \
+             \"{}\"`",
+            task.task_id,
+            status.task.replace('"', "\\\"")
+        )));
+    }
+    load_flow_file(&file)
+}
+
 /// Writes `flow.json`.
 pub(crate) fn save_flow(task: &TaskDir, flow: &Flow) -> Result<()> {
     workspace::write_json_atomic(&task.file(workspace::FLOW_FILE), flow)

@@ -1,0 +1,138 @@
+//! The end of a run, for people: how it ended and in what time, with how many tokens; the
+//! summary's first lines; a diff stat; and the exact next commands, with the task id. Printed
+//! on stdout as plain text where colour does not belong, and not at all with `--json` (the
+//! `flow_finished` event says it all there).
+
+use crate::error::Result;
+use crate::model::flow::Flow;
+use crate::model::status::{FlowState, FlowStatus};
+use crate::output::{paint, print_stdout, styles};
+use crate::task::events::seconds;
+use crate::task::review::{self, ChangeKind};
+use crate::task::workspace::{self, TaskDir};
+
+/// How many of the summary's lines are shown.
+const SUMMARY_LINES: usize = 8;
+
+/// Prints the end of a run.
+pub(crate) fn show(task: &TaskDir, status: &FlowStatus, flow: &Flow) -> Result<()> {
+    let mut out = String::from("\n");
+    let took = took(status)
+        .map(|ms| format!(" in {}", seconds(ms)))
+        .unwrap_or_default();
+    let tokens = match status.tokens.prompt_tokens + status.tokens.completion_tokens {
+        0 => String::new(),
+        n => format!(" · {n} tokens in {} call(s)", status.tokens.calls),
+    };
+    let steps = format!(" · {} step(s)", flow.steps.len());
+    let headline = match status.state {
+        FlowState::Succeeded => paint(&format!("✓ succeeded{took}"), styles::GOOD),
+        FlowState::Interrupted => paint("■ interrupted", styles::NOTE),
+        _ => paint(&format!("✗ failed{took}"), styles::BAD),
+    };
+    out.push_str(&format!(
+        "{headline}{steps}{tokens} — task {}\n",
+        paint(&task.task_id, styles::NAME)
+    ));
+    if let Some(reason) = status.failure_reason() {
+        out.push_str(&format!("  {}\n", paint(&reason, styles::BAD)));
+    }
+    let summary = std::fs::read_to_string(task.file(workspace::SUMMARY_FILE)).unwrap_or_default();
+    // The model's words come first; the facts ocflow adds after a `---` are what this shows.
+    let lines: Vec<&str> = summary
+        .lines()
+        .take_while(|l| l.trim() != "---")
+        .filter(|l| !l.starts_with('#') && !l.trim().is_empty())
+        .collect();
+    for line in lines.iter().take(SUMMARY_LINES) {
+        out.push_str(&format!("  {line}\n"));
+    }
+    if lines.len() > SUMMARY_LINES {
+        out.push_str(&paint(
+            &format!(
+                "  … the whole summary: {}\n",
+                task.file(workspace::SUMMARY_FILE).display()
+            ),
+            styles::DIM,
+        ));
+    }
+    let changes = review::changes(task, status, flow)?;
+    let stat = review::diff_stat(&changes)?;
+    if !stat.is_empty() {
+        let (added, removed) = stat
+            .iter()
+            .filter_map(|s| s.lines)
+            .fold((0, 0), |(a, r), (x, y)| (a + x, r + y));
+        out.push_str(&format!(
+            "  {} file(s) changed, {} {}\n",
+            stat.len(),
+            paint(&format!("+{added}"), styles::ADDED),
+            paint(&format!("-{removed}"), styles::REMOVED)
+        ));
+        for file in &stat {
+            let kind = match file.kind {
+                ChangeKind::Added => "A",
+                ChangeKind::Modified => "M",
+                ChangeKind::Deleted => "D",
+            };
+            let lines = match file.lines {
+                Some((a, r)) => format!(
+                    "{} {}",
+                    paint(&format!("+{a}"), styles::ADDED),
+                    paint(&format!("-{r}"), styles::REMOVED)
+                ),
+                None => "binary".to_string(),
+            };
+            out.push_str(&format!("    {kind} {}  {lines}\n", file.path));
+        }
+    }
+    let id = &task.task_id;
+    let next: Vec<(String, &str)> = match status.state {
+        FlowState::Succeeded if status.applied_at.is_some() => vec![(
+            format!("ocflow undo {id}"),
+            "put the files back as they were",
+        )],
+        FlowState::Succeeded if stat.is_empty() => {
+            vec![(format!("ocflow status {id}"), "what each step did")]
+        }
+        FlowState::Succeeded => vec![
+            (format!("ocflow diff {id}"), "review the changes"),
+            (
+                format!("ocflow apply {id}"),
+                "write them into the repository",
+            ),
+        ],
+        FlowState::Interrupted => {
+            vec![(format!("ocflow resume {id}"), "continue where it stopped")]
+        }
+        _ => vec![
+            (format!("ocflow status {id}"), "what each step did"),
+            (
+                format!("ocflow resume {id} --retry-failed"),
+                "run the failed step again once fixed",
+            ),
+        ],
+    };
+    out.push_str("next:\n");
+    let width = next
+        .iter()
+        .map(|(c, _)| c.chars().count())
+        .max()
+        .unwrap_or(0);
+    for (command, why) in next {
+        out.push_str(&format!(
+            "  {command:<width$}  {}\n",
+            paint(why, styles::DIM)
+        ));
+    }
+    print_stdout(&out);
+    Ok(())
+}
+
+/// The flow's time from its start to its end, in milliseconds.
+fn took(status: &FlowStatus) -> Option<u64> {
+    let parse = |t: &str| chrono::DateTime::parse_from_rfc3339(t).ok();
+    let start = parse(&status.created_at)?;
+    let end = parse(status.finished_at.as_deref()?)?;
+    u64::try_from((end - start).num_milliseconds()).ok()
+}

@@ -69,6 +69,9 @@ pub(crate) enum Command {
     Status(StatusArgs),
     /// Show the flow's changes as a unified diff against the repository.
     Diff(TaskArg),
+    /// Write one self-contained HTML page of the flow (graph, timeline, tokens, summary, diff)
+    /// into the task directory and print its path.
+    Report(TaskArg),
     /// Write the flow's changes into the repository.
     Apply(ApplyArgs),
     /// Obey the repository's own config (`.ocflow/ocflow.toml`) in full from now on: its

@@ -2,7 +2,7 @@
 
 use crate::cli::args::Command;
 use crate::cli::config::Config;
-use crate::cli::{demo, resume, review, run, skill, trust};
+use crate::cli::{demo, report, resume, review, run, skill, trust};
 use crate::error::{Error, IoContext, Result};
 use crate::exit::ExitCode;
 use crate::model::event::{Event, Record};
@@ -30,6 +30,7 @@ pub(crate) fn dispatch(config: &Config, command: Command) -> Result<ExitCode> {
         Command::Resume(args) => with_runtime(|| resume::resume(config, args)),
         Command::Status(args) => review::status(config, args),
         Command::Diff(args) => review::diff(config, args),
+        Command::Report(args) => report::report(config, args),
         Command::Apply(args) => review::apply(config, args),
         Command::Trust(args) => trust::trust(config, args),
         Command::Skill(args) => skill::skill(config, args),

@@ -84,6 +84,9 @@ pub(crate) enum Command {
     /// Show the flow's changes as a unified diff against the repository (paged and coloured
     /// at a terminal).
     Diff(DiffArgs),
+    /// Write one self-contained HTML page of the flow (graph, timeline, tokens, summary, diff)
+    /// into the task directory and print its path.
+    Report(TaskArg),
     /// Write the flow's changes into the repository: all of them or none.
     Apply(ApplyArgs),
     /// Put back what a task's last apply replaced, byte for byte.

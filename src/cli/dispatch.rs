@@ -2,7 +2,7 @@
 
 use crate::cli::args::Command;
 use crate::cli::config::Config;
-use crate::cli::{apply, demo, resume, review, run, skill, trust};
+use crate::cli::{apply, demo, report, resume, review, run, skill, trust};
 use crate::error::{Error, IoContext, Result};
 use crate::exit::ExitCode;
 use crate::model::event::{Event, Record};
@@ -31,6 +31,7 @@ pub(crate) fn dispatch(config: &Config, command: Command) -> Result<ExitCode> {
         Command::Status(args) => review::status(config, args),
         Command::List => review::list(config),
         Command::Diff(args) => review::diff(config, args),
+        Command::Report(args) => report::report(config, args),
         Command::Apply(args) => apply::apply(config, args),
         Command::Undo(args) => apply::undo(config, args),
         Command::Trust(args) => trust::trust(config, args),

@@ -1,7 +1,7 @@
 //! The command line: clap's raw arguments, the configuration resolved once from them, and the
-//! commands — `run`/`plan`, `resume`, `status`/`diff`/`apply`, `status --follow`, the demo,
-//! `trust`, the OpenHands `skill`, the MCP server —
-//! with what they share (`launch`, `tasks`).
+//! commands — `run`/`plan`, `resume`, `status`/`diff`/`apply`, the HTML `report`, `status
+//! --follow`, the demo, `trust`, the OpenHands `skill`, the MCP server — with what they share
+//! (`launch`, `tasks`).
 
 pub(crate) mod apply;
 pub(crate) mod args;
@@ -14,6 +14,7 @@ pub(crate) mod help_files;
 pub(crate) mod launch;
 pub(crate) mod live;
 pub(crate) mod mcp;
+pub(crate) mod report;
 pub(crate) mod resume;
 pub(crate) mod review;
 pub(crate) mod run;

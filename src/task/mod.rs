@@ -1,10 +1,11 @@
 //! The durable state of a task on disk: the workspace and task directories, atomic writes,
 //! the journal and the events that feed it, staging (snapshot, overlays, views) and review
-//! (changes, diff) and the all-or-nothing apply.
+//! (changes, diff), the all-or-nothing apply, and what the HTML report shows.
 
 pub(crate) mod apply;
 pub(crate) mod events;
 pub(crate) mod journal;
+pub(crate) mod report;
 pub(crate) mod review;
 pub(crate) mod staging;
 pub(crate) mod state;

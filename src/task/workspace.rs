@@ -16,6 +16,8 @@ pub(crate) const FLOW_FILE: &str = "flow.json";
 pub(crate) const STATUS_FILE: &str = "flow_status.json";
 pub(crate) const JOURNAL_FILE: &str = "journal.jsonl";
 pub(crate) const SUMMARY_FILE: &str = "summary.md";
+/// The page `ocflow report` writes.
+pub(crate) const REPORT_FILE: &str = "report.html";
 /// The flow's changes as a unified diff, written when it ends.
 pub(crate) const DIFF_FILE: &str = "changes.diff";
 /// The config file inside a workspace.

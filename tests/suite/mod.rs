@@ -13,6 +13,7 @@ mod openhands;
 mod parallel;
 mod recovery;
 mod relocatable;
+mod report;
 mod resume;
 mod sandbox;
 mod stream;

@@ -318,3 +318,71 @@ fn help_completions_and_the_manual_page() {
     assert_exit(&man, 0);
     assert!(stdout(&man).contains(".TH ocflow"), "{}", stdout(&man));
 }
+
+/// `ocflow list`: every task with its state; `diff --stat`: the files with their counts; a task
+/// whose planning failed says so (it used to answer "flow.json: cannot read it").
+#[test]
+fn list_diff_stat_and_a_task_without_a_flow() {
+    use super::fake_llm::{FakeLlm, status};
+    let sandbox = Sandbox::new(&[("a.txt", "one\ntwo\n")]);
+    let edit = json!([{"id": "w", "operation": "write_file",
+        "params": {"file_path": "a.txt", "content": "one\nTWO\nthree\n"}}]);
+    assert_exit(&sandbox.run(&edit, "edited"), 0);
+    let boom = json!([{"id": "b", "operation": "execute_shell_command",
+        "params": {"command": "exit 1"}}]);
+    assert_exit(&sandbox.run(&boom, "broken"), 1);
+
+    let list = sandbox.ocflow().arg("list").output().unwrap();
+    assert_exit(&list, 0);
+    let text = stdout(&list);
+    let row = |id: &str| {
+        text.lines()
+            .find(|l| l.starts_with(id))
+            .unwrap_or("")
+            .to_string()
+    };
+    assert!(row("edited").contains("succeeded"), "{text}");
+    assert!(row("broken").contains("failed"), "{text}");
+    let json = sandbox.ocflow().args(["--json", "list"]).output().unwrap();
+    let lines: Vec<Value> = stdout(&json)
+        .lines()
+        .map(|l| serde_json::from_str(l).unwrap())
+        .collect();
+    assert_eq!(lines.len(), 2);
+    assert!(lines.iter().all(|l| l["type"] == json!("task")));
+
+    let stat = sandbox
+        .ocflow()
+        .args(["diff", "edited", "--stat"])
+        .output()
+        .unwrap();
+    assert_exit(&stat, 0);
+    let text = stdout(&stat);
+    assert!(text.contains(" a.txt | +2 -1"), "{text}");
+    assert!(
+        text.contains("1 file(s) changed, 2 insertion(s)(+), 1 deletion(s)(-)"),
+        "{text}"
+    );
+
+    let llm = FakeLlm::start(vec![status(401, "{\"error\": {\"message\": \"bad key\"}}")]);
+    let planned = sandbox
+        .ocflow_llm(&llm.base_url())
+        .args(["run", "--task-id", "unplanned", "do something"])
+        .output()
+        .unwrap();
+    assert_exit(&planned, 2);
+    for command in ["diff", "resume"] {
+        let output = sandbox
+            .ocflow()
+            .args([command, "unplanned"])
+            .output()
+            .unwrap();
+        assert_exit(&output, 2);
+        let err = stderr(&output);
+        assert!(
+            err.contains("task unplanned has no flow (planning failed"),
+            "{command}: {err}"
+        );
+        assert!(!err.contains("cannot read"), "{err}");
+    }
+}

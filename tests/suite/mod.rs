@@ -17,4 +17,5 @@ mod report;
 mod resume;
 mod sandbox;
 mod stream;
+mod terminal;
 mod validation;

@@ -176,7 +176,7 @@ pub(crate) struct PlanArgs {
     #[arg(long, value_name = "FILE", conflicts_with = "task")]
     pub(crate) task_file: Option<PathBuf>,
     /// Id of the task directory where the planner's answers are kept
-    /// [default: <date>-<time>-<slug>].
+    /// [default: the task's first word and three letters, e.g. refactor-k7m].
     #[arg(long, value_name = "ID")]
     pub(crate) task_id: Option<String>,
 }
@@ -191,7 +191,8 @@ pub(crate) struct RunArgs {
     /// Execute this flow file instead of planning.
     #[arg(long, value_name = "FLOW.json")]
     pub(crate) plan: Option<PathBuf>,
-    /// Id of the task directory [default: <date>-<time>-<slug of the task>].
+    /// Id of the task directory [default: the task's first word and three letters, e.g.
+    /// refactor-k7m; any unique prefix names it later].
     #[arg(long, value_name = "ID")]
     pub(crate) task_id: Option<String>,
     /// Apply the changes to the repository when the flow succeeds.

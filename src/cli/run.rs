@@ -262,7 +262,7 @@ pub(crate) async fn plan(config: &Config, args: PlanArgs) -> Result<ExitCode> {
                 "--task-id {id:?}: use letters, digits, `.`, `_` and `-`"
             )));
         }
-        None => workspace::new_task_id(&task, chrono::Local::now()),
+        None => workspace::new_task_id(&task),
     };
     let answers = config.workspace.join("_plans").join(&id);
     match planner(config, &llm)?.plan(&task, &answers).await {
@@ -321,7 +321,14 @@ fn read_task(task: Option<String>, file: Option<&Path>) -> Result<Option<String>
 
 /// A task id not yet used in the workspace.
 fn unused_task_id(workspace_dir: &Path, task: &str) -> String {
-    let base = workspace::new_task_id(task, chrono::Local::now());
+    // 32³ suffixes per word: a few tries find a free one; a crowded word gets a longer id.
+    for _ in 0..20 {
+        let id = workspace::new_task_id(task);
+        if !workspace_dir.join(&id).exists() && !is_prefix_of_a_task(workspace_dir, &id) {
+            return id;
+        }
+    }
+    let base = workspace::new_task_id(task);
     let mut id = base.clone();
     let mut n = 2;
     while workspace_dir.join(&id).exists() {
@@ -329,6 +336,15 @@ fn unused_task_id(workspace_dir: &Path, task: &str) -> String {
         n += 1;
     }
     id
+}
+
+/// Whether `id` is the beginning of another task's id (it could not then name itself alone).
+fn is_prefix_of_a_task(workspace_dir: &Path, id: &str) -> bool {
+    fs::read_dir(workspace_dir).is_ok_and(|entries| {
+        entries
+            .flatten()
+            .any(|e| e.file_name().to_str().is_some_and(|n| n.starts_with(id)))
+    })
 }
 
 /// Adds the default workspace to the repository's `.git/info/exclude`, so it never shows up

@@ -1,5 +1,5 @@
-//! Finding a task: a task directory given as a path, a task id in the workspace, or the most
-//! recently updated flow.
+//! Finding a task: a task directory given as a path, a task id (or a unique beginning of one)
+//! in the workspace, or the most recently updated flow.
 
 use std::fs;
 use std::path::PathBuf;
@@ -27,6 +27,27 @@ pub(crate) fn find_task(config: &Config, arg: Option<&str>, unfinished: bool) ->
             || task.file(workspace::FLOW_FILE).is_file();
         if workspace::is_valid_task_id(arg) && exists {
             return Ok(task);
+        }
+        // Any unique beginning of a task id names it.
+        if workspace::is_valid_task_id(arg) {
+            let mut matching: Vec<TaskDir> = task_dirs(config)
+                .unwrap_or_default()
+                .into_iter()
+                .map(|(task, _)| task)
+                .filter(|task| task.task_id.starts_with(arg))
+                .collect();
+            match matching.len() {
+                1 => return Ok(matching.remove(0)),
+                0 => {}
+                _ => {
+                    let mut ids: Vec<&str> = matching.iter().map(|t| t.task_id.as_str()).collect();
+                    ids.sort_unstable();
+                    return Err(Error::Usage(format!(
+                        "{arg:?} begins several task ids: {}; give more of it",
+                        ids.join(", ")
+                    )));
+                }
+            }
         }
         return Err(Error::Usage(format!(
             "no task {arg:?} in the workspace {}; give a task id from there, a task directory, \

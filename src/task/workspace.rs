@@ -237,33 +237,24 @@ pub(crate) fn sync_file_system(dir: &Path) -> Result<()> {
         .io_context(|| format!("syncing the file system of {}", dir.display()))
 }
 
-/// A new task id: `<YYYYMMDD>-<HHMMSS>-<slug of the task>`.
-pub(crate) fn new_task_id(task: &str, now: chrono::DateTime<chrono::Local>) -> String {
-    let slug = slugify(task);
-    let stamp = now.format("%Y%m%d-%H%M%S");
-    if slug.is_empty() {
-        format!("{stamp}-flow")
-    } else {
-        format!("{stamp}-{slug}")
-    }
-}
-
-/// Lower-case words joined by `-`, at most 40 bytes.
-fn slugify(text: &str) -> String {
-    let mut slug = String::new();
-    for word in text
+/// A new task id, short enough to type and to remember: the task's first word and three
+/// random letters or digits, `refactor-k7m` (`flow-…` for a task without words). Any unique
+/// prefix of it names the task too. The task's words stay in the status as its title.
+pub(crate) fn new_task_id(task: &str) -> String {
+    let word: String = task
         .split(|c: char| !c.is_ascii_alphanumeric())
-        .filter(|w| !w.is_empty())
-    {
-        if slug.len() + word.len() + 1 > 40 {
-            break;
-        }
-        if !slug.is_empty() {
-            slug.push('-');
-        }
-        slug.push_str(&word.to_ascii_lowercase());
-    }
-    slug
+        .find(|w| !w.is_empty())
+        .unwrap_or("flow")
+        .to_ascii_lowercase()
+        .chars()
+        .take(12)
+        .collect();
+    // No 0/o, 1/l: ids are read aloud and copied by hand.
+    const ALPHABET: &[u8] = b"23456789abcdefghijkmnpqrstuvwxyz";
+    let suffix: String = (0..3)
+        .map(|_| ALPHABET[rand::random_range(0..ALPHABET.len())] as char)
+        .collect();
+    format!("{word}-{suffix}")
 }
 
 /// Whether a user-given task id is safe as a directory name.
@@ -282,14 +273,15 @@ mod tests {
     use super::*;
 
     #[test]
-    fn task_ids_are_readable_and_safe() {
-        let now = chrono::Local::now();
-        let id = new_task_id("Refactor calculate_metrics in utils.py!", now);
+    fn task_ids_are_short_readable_and_safe() {
+        let id = new_task_id("Refactor calculate_metrics in utils.py!");
         assert!(
-            id.ends_with("-refactor-calculate-metrics-in-utils-py"),
+            id.starts_with("refactor-") && id.len() == "refactor-".len() + 3,
             "{id}"
         );
         assert!(is_valid_task_id(&id));
+        assert!(new_task_id("¿?").starts_with("flow-"));
+        assert!(new_task_id("Internationalisation of everything").len() <= 16);
         assert!(!is_valid_task_id("../x"));
         assert!(!is_valid_task_id(".hidden"));
     }

@@ -386,3 +386,60 @@ fn list_diff_stat_and_a_task_without_a_flow() {
         assert!(!err.contains("cannot read"), "{err}");
     }
 }
+
+/// Task ids are short (the task's first word and three letters), and any unique beginning of
+/// one names the task; an ambiguous one lists the candidates.
+#[test]
+fn short_task_ids_and_unique_prefixes() {
+    let sandbox = Sandbox::new(&[("a.txt", "a\n")]);
+    let flow = json!({"task": "Refactor the greeting", "steps": [{"id": "r",
+        "operation": "read_file", "params": {"file_path": "a.txt"}}]});
+    let plan = sandbox.flow(&flow);
+    let mut ids = Vec::new();
+    for _ in 0..2 {
+        let output = sandbox
+            .ocflow()
+            .args(["--json", "run", "--plan"])
+            .arg(&plan)
+            .output()
+            .unwrap();
+        assert_exit(&output, 0);
+        let started: Value = stdout(&output)
+            .lines()
+            .map(|l| serde_json::from_str::<Value>(l).unwrap())
+            .find(|e| e["type"] == json!("flow_started"))
+            .unwrap();
+        ids.push(started["task_id"].as_str().unwrap().to_string());
+    }
+    for id in &ids {
+        assert!(id.starts_with("refactor-") && id.len() == 12, "{id}");
+    }
+    assert_ne!(ids[0], ids[1]);
+    let unique = |id: &str, other: &str| {
+        (1..=id.len())
+            .map(|n| &id[..n])
+            .find(|p| !other.starts_with(p))
+            .unwrap()
+            .to_string()
+    };
+    let prefix = unique(&ids[0], &ids[1]);
+    let status = sandbox
+        .ocflow()
+        .args(["--json", "status", &prefix])
+        .output()
+        .unwrap();
+    assert_exit(&status, 0);
+    let status: Value = serde_json::from_str(&stdout(&status)).unwrap();
+    assert_eq!(status["task_id"], json!(ids[0]));
+    let ambiguous = sandbox
+        .ocflow()
+        .args(["status", "refactor"])
+        .output()
+        .unwrap();
+    assert_exit(&ambiguous, 2);
+    let err = stderr(&ambiguous);
+    assert!(
+        err.contains("begins several task ids") && err.contains(&ids[1]),
+        "{err}"
+    );
+}

@@ -200,6 +200,14 @@ impl Live for Display {
                     let model = self.planner.as_deref().unwrap_or("the model");
                     bar.set_message(format!("{stage} with {model}…{extra}"));
                 }
+                // The flow's tokens so far, on every line still asking a model.
+                for bar in bars.steps.values() {
+                    let message = bar.message();
+                    let base = message.split(" · ").next().unwrap_or(&message).to_string();
+                    if base.contains(", asking ") {
+                        bar.set_message(format!("{base}{extra}"));
+                    }
+                }
                 true
             }
             Event::FlowFinished { .. } | Event::FlowInterrupted { .. } => {

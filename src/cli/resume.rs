@@ -5,6 +5,7 @@ use crate::cli::args::ResumeArgs;
 use crate::cli::config::Config;
 use crate::cli::launch::{self, connect_llm};
 use crate::cli::live;
+use crate::cli::run;
 use crate::cli::tasks::find_task;
 use crate::engine::executor::{Executor, Interrupt};
 use crate::engine::orphans;
@@ -23,6 +24,19 @@ use std::collections::BTreeSet;
 
 pub(crate) async fn resume(config: &Config, args: ResumeArgs) -> Result<ExitCode> {
     let task = find_task(config, args.task.as_deref(), true)?;
+    // Stopped before the model gave a flow (interrupted, killed, or failed while planning):
+    // planned again, from the task's own words.
+    if let Ok(status) = state::load_status(&task)
+        && status.steps.is_empty()
+        && status.state != FlowState::Succeeded
+        && !state::current_flow_file(&task, status.revision).exists()
+    {
+        say(&format!(
+            "ocflow: task {} has no flow yet; planning it again",
+            task.task_id
+        ));
+        return run::plan_again(config, &task.task_id, &status.task, args.apply, args.limits).await;
+    }
     let _lock = task.lock()?;
     let status_path = task.file(workspace::STATUS_FILE);
     let workspace_dir = task.workspace();

@@ -29,7 +29,32 @@ use crate::task::workspace::{self, TaskDir};
 const PLANNING_DIR: &str = "planning";
 
 /// `ocflow run`: plan (or read the flow), then run it.
-pub(crate) async fn run(config: &Config, mut args: RunArgs) -> Result<ExitCode> {
+pub(crate) async fn run(config: &Config, args: RunArgs) -> Result<ExitCode> {
+    start(config, args, false).await
+}
+
+/// `ocflow resume` of a task stopped before it had a flow: plans it again, in its own task
+/// directory.
+pub(crate) async fn plan_again(
+    config: &Config,
+    task_id: &str,
+    task: &str,
+    apply: bool,
+    limits: crate::cli::args::LimitArgs,
+) -> Result<ExitCode> {
+    let args = RunArgs {
+        task: Some(task.to_string()),
+        task_file: None,
+        plan: None,
+        task_id: Some(task_id.to_string()),
+        apply,
+        limits,
+    };
+    start(config, args, true).await
+}
+
+/// Plans (or reads the flow) and runs it; `again`: the task directory exists already.
+async fn start(config: &Config, mut args: RunArgs, again: bool) -> Result<ExitCode> {
     args.task = read_task(args.task.take(), args.task_file.as_deref())?;
     // What validation added to the flow as written (implied dependencies), said once it runs.
     let mut notes = Vec::new();
@@ -98,7 +123,9 @@ pub(crate) async fn run(config: &Config, mut args: RunArgs) -> Result<ExitCode> 
             task.root.display()
         )));
     }
-    task.create()?;
+    if !again {
+        task.create()?;
+    }
     let _lock = task.lock()?;
     if config.default_workspace {
         exclude_from_git(&config.repo);
@@ -130,7 +157,14 @@ pub(crate) async fn run(config: &Config, mut args: RunArgs) -> Result<ExitCode> 
             let pulse = events.pulse();
             let planning = planner.plan(&task_text, &answers_dir);
             let beat = || pulse.beat("planning", Vec::new(), llm.usage_for("planner"));
-            match beating(planning, beat).await {
+            // Ctrl-C or SIGTERM ends planning at once: the request is dropped, the state saved.
+            let planned = tokio::select! {
+                planned = beating(planning, beat) => planned,
+                () = interrupt.wait() => {
+                    return planning_interrupted(&task, &task_text, &config.repo, llm, &mut events);
+                }
+            };
+            match planned {
                 Ok((flow, added)) => {
                     notes = added;
                     (flow, count_answers(&answers_dir))
@@ -232,6 +266,29 @@ fn planning_failed(
     } else {
         ExitCode::Failure
     })
+}
+
+/// Records a flow interrupted while the model planned it: `resume` plans it again.
+fn planning_interrupted(
+    task: &TaskDir,
+    task_text: &str,
+    repo: &Path,
+    llm: &Llm,
+    events: &mut Events,
+) -> Result<ExitCode> {
+    let mut flow_status = FlowStatus::new(&task.task_id, &no_steps(task_text), repo);
+    flow_status.tokens.add(&llm.usage_for("planner"));
+    flow_status.state = FlowState::Interrupted;
+    flow_status.message = Some(format!(
+        "interrupted while planning; `ocflow resume {}` plans it again",
+        task.task_id
+    ));
+    state::save_status(task, &mut flow_status)?;
+    events.emit(Event::FlowInterrupted {
+        task_id: task.task_id.clone(),
+        running: Vec::new(),
+    })?;
+    Ok(ExitCode::Interrupted)
 }
 
 /// The flow of a task before (or without) a plan.

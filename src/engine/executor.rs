@@ -95,7 +95,7 @@ impl Interrupt {
         self.raised.load(Ordering::SeqCst)
     }
 
-    async fn wait(&self) {
+    pub(crate) async fn wait(&self) {
         loop {
             let notified = self.notify.notified();
             if self.is_raised() {

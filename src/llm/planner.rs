@@ -47,6 +47,10 @@ pub(crate) enum PlanError {
         dir: PathBuf,
         problems: String,
     },
+    /// The model's plans do not fit the task (its prompt's example, placeholders, or files the
+    /// task does not touch), after it was told once: an unrelated plan is never run.
+    #[error("the model's plan does not fit the task: {reason}; its answers are in {}", dir.display())]
+    Unfit { reason: String, dir: PathBuf },
     #[error("cannot save the planner's answer in {}: {source}", dir.display())]
     Io {
         dir: PathBuf,
@@ -77,11 +81,20 @@ impl Planner<'_> {
             Message::system(SYSTEM.trim()),
             Message::user(self.first_prompt(task)),
         ];
+        let named = named_files(task, &list_files(&self.rules.repo, &self.skip));
         let mut problems = String::new();
+        let mut answers: Vec<String> = Vec::new();
+        let mut unfit_said = false;
         for attempt in 1..=MAX_ATTEMPTS {
+            // A re-ask a little warmer each time: a deterministic model would repeat itself.
+            let mut settings = self.settings.clone();
+            if attempt > 1 {
+                let warmer = settings.temperature.unwrap_or(0.2) + 0.3 * (attempt - 1) as f32;
+                settings.temperature = Some(warmer.min(1.0));
+            }
             let request = ChatRequest {
                 purpose: "planner".into(),
-                settings: self.settings.clone(),
+                settings,
                 messages: messages.clone(),
                 json: true,
             };
@@ -91,6 +104,18 @@ impl Planner<'_> {
                 &format!("plan-answer-{attempt}.md"),
                 &reply.content,
             )?;
+            if answers.iter().any(|a| a.trim() == reply.content.trim()) {
+                problems = format!(
+                    "{problems}\n- the model gave the same answer again, so asking once more \
+                     would not help"
+                );
+                return Err(PlanError::NoValidFlow {
+                    attempts: attempt,
+                    dir: answers_dir.to_path_buf(),
+                    problems: problems.trim().to_string(),
+                });
+            }
+            answers.push(reply.content.clone());
             problems = if reply.is_truncated() {
                 "- the answer was cut off before its end (the model hit its token limit): answer \
                  with a shorter flow, fewer steps, and no explanations"
@@ -102,12 +127,24 @@ impl Planner<'_> {
                         match validate::parse_flow_noting(&extracted.json, Some(task), self.rules) {
                             Ok((mut flow, notes)) => match self.policy.check(&flow.steps) {
                                 Some(problem) => format!("- {problem}"),
-                                None => {
-                                    if flow.task.trim().is_empty() {
-                                        flow.task = task.to_string();
+                                None => match unfit(&flow, &named) {
+                                    Some(reason) if unfit_said => {
+                                        return Err(PlanError::Unfit {
+                                            reason,
+                                            dir: answers_dir.to_path_buf(),
+                                        });
                                     }
-                                    return Ok((flow, notes));
-                                }
+                                    Some(reason) => {
+                                        unfit_said = true;
+                                        format!("- {reason}")
+                                    }
+                                    None => {
+                                        // The user's words are the task, whatever the model
+                                        // wrote in its `task` field.
+                                        flow.task = task.to_string();
+                                        return Ok((flow, notes));
+                                    }
+                                },
                             },
                             Err(found) => found
                                 .iter()
@@ -224,6 +261,49 @@ pub(crate) fn is_secret(name: &str) -> bool {
             .any(|ext| lower.ends_with(ext))
 }
 
+/// Why a valid flow still does not fit the task, if it does not: it is the prompt's own
+/// example, it holds the prompt's placeholders, or it touches none of the files the task names.
+fn unfit(flow: &Flow, named: &[RepoPath]) -> Option<String> {
+    let steps = serde_json::to_value(&flow.steps).ok()?;
+    if example_steps().is_some_and(|example| example == steps) {
+        return Some(
+            "this is the example from the instructions, not a plan for this task: plan the \
+             task itself, on this repository's files"
+                .into(),
+        );
+    }
+    let text = steps.to_string();
+    if let Some(placeholder) = ["<the task>", "<task>", "<file>", "\"...\"", "TODO: fill"]
+        .iter()
+        .find(|p| text.contains(*p))
+    {
+        return Some(format!(
+            "the flow holds the placeholder {placeholder} from the instructions; write the real \
+             values"
+        ));
+    }
+    let touches = |path: &RepoPath| {
+        let name = path.as_str().rsplit('/').next().unwrap_or(path.as_str());
+        text.contains(path.as_str()) || text.contains(name)
+    };
+    if !named.is_empty() && !named.iter().any(touches) {
+        let names: Vec<&str> = named.iter().map(RepoPath::as_str).collect();
+        return Some(format!(
+            "the flow touches none of the files the task names ({}); plan the change to them",
+            names.join(", ")
+        ));
+    }
+    None
+}
+
+/// The steps of the system prompt's example answer, as a parsed flow serialises them.
+fn example_steps() -> Option<serde_json::Value> {
+    let at = SYSTEM.find("Example answer")?;
+    let extracted = answer::extract_json(&SYSTEM[at..]).ok()?;
+    let flow: Flow = serde_json::from_str(&extracted.json).ok()?;
+    serde_json::to_value(&flow.steps).ok()
+}
+
 /// Files the task mentions, by path or by unique file name.
 fn named_files(task: &str, files: &[RepoPath]) -> Vec<RepoPath> {
     let mut named = Vec::new();
@@ -259,6 +339,11 @@ fn named_files(task: &str, files: &[RepoPath]) -> Vec<RepoPath> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn the_prompts_example_is_recognised() {
+        assert!(example_steps().is_some_and(|s| s.as_array().is_some_and(|a| a.len() == 2)));
+    }
 
     #[test]
     fn the_task_names_files_by_path_or_unique_name() {

@@ -371,20 +371,28 @@ fn list_diff_stat_and_a_task_without_a_flow() {
         .output()
         .unwrap();
     assert_exit(&planned, 2);
-    for command in ["diff", "resume"] {
-        let output = sandbox
-            .ocflow()
-            .args([command, "unplanned"])
-            .output()
-            .unwrap();
-        assert_exit(&output, 2);
-        let err = stderr(&output);
-        assert!(
-            err.contains("task unplanned has no flow (planning failed"),
-            "{command}: {err}"
-        );
-        assert!(!err.contains("cannot read"), "{err}");
-    }
+    let output = sandbox
+        .ocflow()
+        .args(["diff", "unplanned"])
+        .output()
+        .unwrap();
+    assert_exit(&output, 2);
+    let err = stderr(&output);
+    assert!(
+        err.contains("task unplanned has no flow (planning failed"),
+        "{err}"
+    );
+    assert!(!err.contains("cannot read"), "{err}");
+    // Resume plans it again (here without an LLM, which it then asks for).
+    let output = sandbox
+        .ocflow()
+        .args(["resume", "unplanned"])
+        .output()
+        .unwrap();
+    assert_exit(&output, 2);
+    let err = stderr(&output);
+    assert!(err.contains("has no flow yet; planning it again"), "{err}");
+    assert!(err.contains("no LLM endpoint is configured"), "{err}");
 }
 
 /// Task ids are short (the task's first word and three letters), and any unique beginning of

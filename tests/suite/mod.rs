@@ -16,6 +16,7 @@ mod relocatable;
 mod report;
 mod resume;
 mod sandbox;
+mod small_models;
 mod stream;
 mod terminal;
 mod validation;

@@ -1,0 +1,168 @@
+//! Honest with small models: their real answers (`../shared/notes/small-models.md`), replayed
+//! through the fake server, never become a success they are not.
+
+use std::process::{Child, Stdio};
+use std::time::{Duration, Instant};
+
+use serde_json::{Value, json};
+
+use super::fake_llm::{FakeLlm, Reply, chat};
+use super::support::*;
+
+const FIX_TASK: &str =
+    "Fix calculate_metrics in utils.py: it crashes with ZeroDivisionError on an empty list";
+
+/// Gemma-3-270M's answer to every task: the planning prompt's own example, byte for byte.
+const GEMMA_EXAMPLE: &str = r#"{"version": 1, "task": "<the task>", "steps": [
+  {"id": "write_hello", "operation": "write_file",
+   "params": {"file_path": "hello.py", "content": "def greet():\n    print(\"Hello\")\n"}},
+  {"id": "check", "operation": "execute_shell_command", "depends_on": ["write_hello"],
+   "params": {"command": "python3 -c 'import hello; hello.greet()'"}}
+ ]}"#;
+
+fn utils_repo() -> Sandbox {
+    Sandbox::new(&[(
+        "utils.py",
+        "def calculate_metrics(values):\n    return sum(values) / len(values)\n",
+    )])
+}
+
+fn run_task(sandbox: &Sandbox, llm: &FakeLlm, task: &str) -> std::process::Output {
+    sandbox
+        .ocflow_llm(&llm.base_url())
+        .args(["run", "--task-id", "t", task])
+        .output()
+        .unwrap()
+}
+
+/// The example copied twice: the same answer twice ends the re-asks; nothing runs, the flow
+/// fails, the summary never says it succeeded, and the task stays the user's.
+#[test]
+fn the_prompts_example_copied_is_never_run() {
+    let sandbox = utils_repo();
+    let llm = FakeLlm::start(vec![chat(GEMMA_EXAMPLE), chat(GEMMA_EXAMPLE)]);
+    let output = run_task(&sandbox, &llm, FIX_TASK);
+    assert_exit(&output, 1);
+    let status = sandbox.status("t");
+    assert_eq!(status["state"], json!("failed"));
+    assert_eq!(status["task"], json!(FIX_TASK));
+    let message = status["message"].as_str().unwrap();
+    assert!(message.contains("the same answer again"), "{message}");
+    assert!(!sandbox.task_dir("t").join("final_output/hello.py").exists());
+    let problems = std::fs::read_to_string(
+        sandbox
+            .task_dir("t")
+            .join("planning/plan-answer-1.problems.txt"),
+    )
+    .unwrap();
+    assert!(
+        problems.contains("this is the example from the instructions"),
+        "{problems}"
+    );
+    let summary = std::fs::read_to_string(sandbox.task_dir("t").join("summary.md")).unwrap();
+    assert!(summary.contains(FIX_TASK), "{summary}");
+    assert!(
+        !summary.contains("<the task>") && !summary.contains("succeeded"),
+        "{summary}"
+    );
+}
+
+/// A plan that touches none of the files the task names is told so once; when it stays, the
+/// flow fails with that reason (a new hello.py is never the fix for utils.py).
+#[test]
+fn an_unrelated_plan_fails_the_flow_with_the_reason() {
+    let sandbox = utils_repo();
+    let unrelated = |name: &str| {
+        json!({"steps": [{"id": "w", "operation": "write_file",
+            "params": {"file_path": name, "content": "x = 1\n"}}]})
+        .to_string()
+    };
+    let llm = FakeLlm::start(vec![
+        chat(&unrelated("hello.py")),
+        chat(&unrelated("other.py")),
+    ]);
+    let output = run_task(&sandbox, &llm, FIX_TASK);
+    assert_exit(&output, 1);
+    let message = sandbox.status("t")["message"].as_str().unwrap().to_string();
+    assert!(
+        message.contains("does not fit the task")
+            && message.contains("touches none of the files the task names (utils.py)"),
+        "{message}"
+    );
+    assert_eq!(sandbox.status("t")["steps"], json!([]));
+    let second = llm.bodies()[1].to_string();
+    assert!(
+        second.contains("touches none of the files"),
+        "the model was told"
+    );
+}
+
+/// The model's `task` field never replaces the user's task.
+#[test]
+fn the_users_task_is_the_task() {
+    let sandbox = utils_repo();
+    let plan = json!({"version": 1, "task": "<the task>", "steps": [{"id": "r",
+        "operation": "read_file", "params": {"file_path": "utils.py"}}]});
+    let llm = FakeLlm::start(vec![chat(&plan.to_string()), chat("Read utils.py.")]);
+    assert_exit(&run_task(&sandbox, &llm, FIX_TASK), 0);
+    assert_eq!(sandbox.status("t")["task"], json!(FIX_TASK));
+    let flow = read_json(&sandbox.task_dir("t").join("flow.json"));
+    assert_eq!(flow["task"], json!(FIX_TASK));
+}
+
+fn spawn(sandbox: &Sandbox, llm: &FakeLlm) -> Child {
+    sandbox
+        .ocflow_llm(&llm.base_url())
+        .args(["run", "--task-id", "t", FIX_TASK])
+        .stdout(Stdio::null())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap()
+}
+
+/// SIGINT and SIGTERM during a long planning call end it within a second (they used to do
+/// nothing for minutes); the task shows in `status` and `resume` plans it again.
+#[test]
+fn a_signal_during_planning_stops_it_at_once_and_resume_plans_again() {
+    for signal in [rustix::process::Signal::INT, rustix::process::Signal::TERM] {
+        let sandbox = utils_repo();
+        let llm = FakeLlm::start(vec![Reply::Slow {
+            delay: Duration::from_secs(60),
+        }]);
+        let mut child = spawn(&sandbox, &llm);
+        let deadline = Instant::now() + Duration::from_secs(20);
+        while llm.requests().is_empty() && Instant::now() < deadline {
+            std::thread::sleep(Duration::from_millis(50));
+        }
+        assert!(!llm.requests().is_empty(), "planning never started");
+        let pid = rustix::process::Pid::from_child(&child);
+        let sent = Instant::now();
+        rustix::process::kill_process(pid, signal).unwrap();
+        let output = child.wait_with_output().unwrap();
+        assert!(
+            sent.elapsed() < Duration::from_secs(3),
+            "took {:?}",
+            sent.elapsed()
+        );
+        assert_eq!(output.status.code(), Some(130), "{}", stderr(&output));
+        let status = sandbox
+            .ocflow()
+            .args(["--json", "status", "t"])
+            .output()
+            .unwrap();
+        assert_exit(&status, 0);
+        let status: Value = serde_json::from_str(&stdout(&status)).unwrap();
+        assert_eq!(status["state"], json!("interrupted"), "{status}");
+
+        let plan = json!({"steps": [{"id": "r", "operation": "read_file",
+            "params": {"file_path": "utils.py"}}]});
+        let llm = FakeLlm::start(vec![chat(&plan.to_string()), chat("Read it.")]);
+        let resumed = sandbox
+            .ocflow_llm(&llm.base_url())
+            .args(["resume", "t"])
+            .output()
+            .unwrap();
+        assert_exit(&resumed, 0);
+        assert_eq!(sandbox.status("t")["state"], json!("succeeded"));
+    }
+}

@@ -49,7 +49,10 @@ pub(crate) enum PlanError {
     },
     /// The model's plans do not fit the task (its prompt's example, placeholders, or files the
     /// task does not touch), after it was told once: an unrelated plan is never run.
-    #[error("the model's plan does not fit the task: {reason}; its answers are in {}", dir.display())]
+    #[error(
+        "the model's plan does not fit the task: {reason}; its answers are in {}",
+        dir.display()
+    )]
     Unfit { reason: String, dir: PathBuf },
     #[error("cannot save the planner's answer in {}: {source}", dir.display())]
     Io {

@@ -129,7 +129,7 @@ fn a_signal_during_planning_stops_it_at_once_and_resume_plans_again() {
         let llm = FakeLlm::start(vec![Reply::Slow {
             delay: Duration::from_secs(60),
         }]);
-        let mut child = spawn(&sandbox, &llm);
+        let child = spawn(&sandbox, &llm);
         let deadline = Instant::now() + Duration::from_secs(20);
         while llm.requests().is_empty() && Instant::now() < deadline {
             std::thread::sleep(Duration::from_millis(50));

@@ -3,6 +3,7 @@
 //! on stdout as plain text where colour does not belong, and not at all with `--json` (the
 //! `flow_finished` event says it all there).
 
+use crate::engine::summary;
 use crate::error::Result;
 use crate::model::flow::Flow;
 use crate::model::status::{FlowState, FlowStatus};
@@ -38,12 +39,18 @@ pub(crate) fn show(task: &TaskDir, status: &FlowStatus, flow: &Flow) -> Result<(
         out.push_str(&format!("  {}\n", paint(&reason, styles::BAD)));
     }
     let summary = std::fs::read_to_string(task.file(workspace::SUMMARY_FILE)).unwrap_or_default();
-    // The model's words come first; the facts ocflow adds after a `---` are what this shows.
+    // The facts are in the lines above and below; of the summary, the model's words are shown,
+    // labelled as its own (contradictions with the facts already marked in them).
     let lines: Vec<&str> = summary
+        .split_once(summary::MODEL_SECTION)
+        .map(|(_, words)| words)
+        .unwrap_or_default()
         .lines()
-        .take_while(|l| l.trim() != "---")
-        .filter(|l| !l.starts_with('#') && !l.trim().is_empty())
+        .filter(|l| !l.trim().is_empty())
         .collect();
+    if !lines.is_empty() {
+        out.push_str(&paint("  the model's summary:\n", styles::DIM));
+    }
     for line in lines.iter().take(SUMMARY_LINES) {
         out.push_str(&format!("  {line}\n"));
     }

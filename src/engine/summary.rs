@@ -204,17 +204,150 @@ pub(crate) async fn with_llm(
     if answer.is_truncated() || answer.content.trim().is_empty() {
         return Err(SummaryError::Unusable);
     }
+    let changed: Vec<String> = changes
+        .iter()
+        .map(|c| c.path.as_str().to_string())
+        .collect();
+    let attempts: u32 = status.steps.iter().map(|s| s.attempts).sum();
+    let prose = checked(answer.content.trim(), status.state, &changed, attempts);
+    // The facts first, from the journal; the model's words after, labelled as its own.
     Ok(format!(
-        "# {}\n\n{}\n\n---\n\n{}",
-        if status.task.is_empty() {
-            &status.task_id
-        } else {
-            &status.task
-        },
-        answer.content.trim(),
-        from_journal(task, status, flow)?
-            .split_once('\n')
-            .map_or("", |(_, rest)| rest)
-            .trim_start()
+        "{}\n{MODEL_SECTION}\n\n{prose}\n",
+        from_journal(task, status, flow)?.trim_end()
     ))
+}
+
+/// The heading of the model's part of a summary.
+pub(crate) const MODEL_SECTION: &str = "## The model's summary (its words; the facts are above)";
+
+/// The model's prose with every sentence that contradicts the facts marked: a success claimed
+/// for a flow that did not succeed, a file said to be changed that the flow did not change, a
+/// number of attempts that is not the flow's.
+fn checked(prose: &str, state: FlowState, changed: &[String], attempts: u32) -> String {
+    let mut out = String::new();
+    for line in prose.lines() {
+        let mut marked = String::new();
+        for sentence in sentences(line) {
+            match contradiction(sentence, state, changed, attempts) {
+                Some(why) => {
+                    marked.push_str(&format!("~~{}~~ *(not so: {why})* ", sentence.trim()))
+                }
+                None => marked.push_str(sentence),
+            }
+        }
+        out.push_str(marked.trim_end());
+        out.push('\n');
+    }
+    out.trim_end().to_string()
+}
+
+/// A line cut after each `. `, `! ` or `? `, keeping the separators.
+fn sentences(line: &str) -> Vec<&str> {
+    let mut parts = Vec::new();
+    let mut start = 0;
+    let bytes = line.as_bytes();
+    for i in 0..bytes.len() {
+        if matches!(bytes[i], b'.' | b'!' | b'?') && bytes.get(i + 1) == Some(&b' ') {
+            parts.push(&line[start..=i + 1]);
+            start = i + 2;
+        }
+    }
+    parts.push(&line[start..]);
+    parts
+}
+
+fn contradiction(
+    sentence: &str,
+    state: FlowState,
+    changed: &[String],
+    attempts: u32,
+) -> Option<String> {
+    let lower = sentence.to_lowercase();
+    let words: Vec<&str> = lower
+        .split(|c: char| !(c.is_alphanumeric() || matches!(c, '.' | '_' | '/' | '-')))
+        .map(|w| w.trim_matches(|c: char| c == '.' || c == '-'))
+        .filter(|w| !w.is_empty())
+        .collect();
+    let claims_success = ["succeeded", "successfully", "successful", "success"]
+        .iter()
+        .any(|w| words.contains(w));
+    if state != FlowState::Succeeded && claims_success {
+        return Some(format!("the flow {}", verdict_word(state)));
+    }
+    let says_changed = [
+        "created", "added", "changed", "modified", "updated", "wrote", "written", "deleted",
+        "removed", "renamed",
+    ]
+    .iter()
+    .any(|w| words.contains(w));
+    if says_changed {
+        for word in &words {
+            let file = *word;
+            let looks_like_file = file.rsplit_once('.').is_some_and(|(stem, ext)| {
+                !stem.is_empty()
+                    && (1..=5).contains(&ext.len())
+                    && ext.chars().all(char::is_alphanumeric)
+                    && !ext.chars().all(|c| c.is_ascii_digit())
+            });
+            let known = changed.iter().any(|c| {
+                let c = c.to_lowercase();
+                c == file || c.rsplit('/').next() == Some(file)
+            });
+            if looks_like_file && !known {
+                return Some(format!("this flow did not change {file}"));
+            }
+        }
+    }
+    for pair in words.windows(2) {
+        if pair[1].starts_with("attempt")
+            && let Ok(n) = pair[0].parse::<u32>()
+            && n != attempts
+        {
+            return Some(format!("its steps took {attempts} attempt(s) in all"));
+        }
+    }
+    None
+}
+
+fn verdict_word(state: FlowState) -> &'static str {
+    match state {
+        FlowState::Succeeded => "succeeded",
+        FlowState::Failed => "failed",
+        FlowState::Interrupted => "was interrupted",
+        FlowState::Running => "is still running",
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// SmolLM2's real summaries (small-models.md §8), checked against the facts.
+    #[test]
+    fn claims_that_contradict_the_facts_are_marked() {
+        let f1 = "The user was asked to fix the code in `utils.py`. It took 150 attempts to \
+                  complete the task without any failures.";
+        let marked = checked(f1, FlowState::Failed, &[], 3);
+        assert!(marked.contains("~~It took 150 attempts"), "{marked}");
+        assert!(
+            marked.contains("its steps took 3 attempt(s) in all"),
+            "{marked}"
+        );
+        let f4 = "The flow succeeded. Files changed: inflection/__init__.py (modified) and \
+                  kebabize.py (created).";
+        let marked = checked(f4, FlowState::Failed, &["inflection/__init__.py".into()], 2);
+        assert!(
+            marked.contains("~~The flow succeeded.~~ *(not so: the flow failed)*"),
+            "{marked}"
+        );
+        assert!(
+            marked.contains("this flow did not change kebabize.py"),
+            "{marked}"
+        );
+        let honest = "Added a check for empty lists to `utils.py`. All 2 tests pass.";
+        assert_eq!(
+            checked(honest, FlowState::Succeeded, &["utils.py".into()], 2),
+            honest
+        );
+    }
 }

@@ -166,3 +166,42 @@ fn a_signal_during_planning_stops_it_at_once_and_resume_plans_again() {
         assert_eq!(sandbox.status("t")["state"], json!("succeeded"));
     }
 }
+
+/// SmolLM2's summary of a failed flow said it succeeded and named a file it never made: the
+/// facts now come first, and its false claims are marked, never shown as true.
+#[test]
+fn a_summary_never_says_a_failed_flow_succeeded() {
+    let sandbox = utils_repo();
+    let flow = json!([
+        {"id": "rename", "operation": "write_file",
+         "params": {"file_path": "utils.py", "content": "def kebabize(word):\n    return word\n"}},
+        {"id": "test", "operation": "execute_shell_command", "depends_on": ["rename"],
+         "params": {"command": "exit 1"}}
+    ]);
+    let smol = "The flow succeeded. Files changed: - utils.py (modified) - kebabize.py (created)";
+    let llm = FakeLlm::start(vec![chat(smol)]);
+    let plan = sandbox.flow(&flow);
+    let output = sandbox
+        .ocflow_llm(&llm.base_url())
+        .args(["run", "--no-recovery", "--task-id", "t", "--plan"])
+        .arg(plan)
+        .output()
+        .unwrap();
+    assert_exit(&output, 1);
+    let summary = std::fs::read_to_string(sandbox.task_dir("t").join("summary.md")).unwrap();
+    let facts = summary.find("The flow `t` failed.").expect("the facts");
+    let words = summary
+        .find("## The model's summary")
+        .expect("the model's part, labelled");
+    assert!(facts < words, "the facts come first:\n{summary}");
+    assert!(
+        summary.contains("~~The flow succeeded.~~ *(not so: the flow failed)*"),
+        "{summary}"
+    );
+    assert!(
+        summary.contains("this flow did not change kebabize.py"),
+        "{summary}"
+    );
+    let unmarked = summary.replace("~~The flow succeeded.~~", "");
+    assert!(!unmarked.contains("The flow succeeded"), "{summary}");
+}

@@ -64,7 +64,7 @@ pub(crate) enum Stop {
     )]
     AttemptsCap { step: String, attempts: u32 },
     #[error(
-        "{calls} recovery decision(s) were asked in this flow, the most allowed \
+        "{calls} recovery answer(s) were asked of the LLM in this flow, the most allowed \
          (max_recovery_calls)"
     )]
     RecoveryCallsCap { calls: u32 },
@@ -138,10 +138,17 @@ pub(crate) async fn decide(context: &Context<'_>, failed: &str) -> Result<Decide
     fs::create_dir_all(&dir)?;
     let mut messages = vec![Message::user(prompt(context, failed))];
     let mut problems = String::new();
+    let mut answers: Vec<String> = Vec::new();
     for answer_number in 1..=MAX_ANSWERS {
+        // A re-ask a little warmer each time: a deterministic model would repeat itself.
+        let mut settings = context.settings.clone();
+        if answer_number > 1 {
+            let warmer = settings.temperature.unwrap_or(0.2) + 0.3 * (answer_number - 1) as f32;
+            settings.temperature = Some(warmer.min(1.0));
+        }
         let request = ChatRequest {
             purpose: "recovery".into(),
-            settings: context.settings.clone(),
+            settings,
             messages: messages.clone(),
             json: true,
         };
@@ -150,6 +157,17 @@ pub(crate) async fn decide(context: &Context<'_>, failed: &str) -> Result<Decide
             dir.join(format!("{failed}-round{round}-answer{answer_number}.md")),
             &reply.content,
         )?;
+        if answers.iter().any(|a| a.trim() == reply.content.trim()) {
+            return Err(Stop::NoValidAnswer {
+                answers: answer_number,
+                dir: dir.display().to_string(),
+                problems: format!(
+                    "{problems}\n- the model gave the same answer again, so asking once more \
+                     would not help"
+                ),
+            });
+        }
+        answers.push(reply.content.clone());
         let checked = if reply.is_truncated() {
             Err(vec![
                 "the answer was cut off (token limit): answer with a shorter JSON object"
@@ -206,11 +224,23 @@ pub(crate) fn redo(
 /// model. A repeated strategy, an exhausted cap and `abort` are final: they are not re-asked.
 fn check(context: &Context<'_>, failed: &str, text: &str) -> Result<Decided, Vec<String>> {
     let extracted = answer::extract_json(text).map_err(|p| vec![p.to_string()])?;
-    let decision: Decision = serde_json::from_str(&extracted.json).map_err(|err| {
+    let value: serde_json::Value =
+        serde_json::from_str(&extracted.json).map_err(|err| vec![format!("not JSON: {err}")])?;
+    if let Some(problem) = shape_problem(&value) {
+        return Err(vec![problem]);
+    }
+    let decision: Decision = serde_json::from_value(value).map_err(|err| {
+        // serde's words without its positions: a small model reads plain sentences best.
+        let plain = err.to_string();
+        let plain = plain
+            .split(" at line ")
+            .next()
+            .unwrap_or(&plain)
+            .to_string();
         vec![format!(
             "the answer must be one JSON object {{\"strategy\": \"retry\" | \"modify\" | \
              \"alternative\" | \"skip\" | \"replan\" | \"abort\", \"reason\": \"...\", \"step\": \
-             {{...}}, \"steps\": [...]}}: {err}"
+             {{...}}, \"steps\": [...]}}: {plain}"
         )]
     })?;
     let flow = implied_flow(context, failed, &decision)?;
@@ -225,6 +255,57 @@ fn check(context: &Context<'_>, failed: &str, text: &str) -> Result<Decided, Vec
         }
     }
     Ok(Decided { decision, flow })
+}
+
+/// The strategies, as the model must write them.
+const STRATEGIES: &str = "\"retry\", \"modify\", \"alternative\", \"skip\", \"replan\", \"abort\"";
+
+/// What is wrong with the answer's shape, said plainly for a small model.
+fn shape_problem(value: &serde_json::Value) -> Option<String> {
+    let Some(object) = value.as_object() else {
+        return Some(format!(
+            "answer with one JSON object, not a {}: {{\"strategy\": ..., \"reason\": ...}}",
+            kind_of(value)
+        ));
+    };
+    match object.get("strategy") {
+        None => Some(format!(
+            "`strategy` is missing: add \"strategy\" with one of these strings: {STRATEGIES}"
+        )),
+        Some(serde_json::Value::String(name)) => {
+            let known = STRATEGIES.split(", ").any(|s| s.trim_matches('"') == name);
+            (!known).then(|| {
+                format!("`strategy` must be one of these strings: {STRATEGIES}, not \"{name}\"")
+            })
+        }
+        Some(other) => Some(format!(
+            "`strategy` must be one of these strings: {STRATEGIES}, not {} {}",
+            article(other),
+            kind_of(other)
+        )),
+    }
+}
+
+fn kind_of(value: &serde_json::Value) -> &'static str {
+    match value {
+        serde_json::Value::Object(_) => "object",
+        serde_json::Value::Array(_) => "list",
+        serde_json::Value::String(_) => "string",
+        serde_json::Value::Number(_) => "number",
+        serde_json::Value::Bool(_) => "true/false",
+        serde_json::Value::Null => "null",
+    }
+}
+
+fn article(value: &serde_json::Value) -> &'static str {
+    if matches!(
+        value,
+        serde_json::Value::Object(_) | serde_json::Value::Array(_)
+    ) {
+        "an"
+    } else {
+        "a"
+    }
 }
 
 /// The flow after a decision, fully validated; `None` when the flow itself does not change.

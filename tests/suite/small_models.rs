@@ -205,3 +205,58 @@ fn a_summary_never_says_a_failed_flow_succeeded() {
     let unmarked = summary.replace("~~The flow succeeded.~~", "");
     assert!(!unmarked.contains("The flow succeeded"), "{summary}");
 }
+
+/// SmolLM2's recovery answers (an object where a strategy name belongs, twice the same): the
+/// re-ask says in plain words what `strategy` must be (it used to pass on serde's "unknown
+/// variant `name` … at line 3 column 10"), the same answer twice ends the re-asks, and every
+/// call is counted (it said `recovery_calls: 0` after 3 calls).
+#[test]
+fn unusable_recovery_answers_are_re_asked_plainly_and_counted() {
+    let sandbox = utils_repo();
+    std::fs::create_dir_all(&sandbox.workspace).unwrap();
+    std::fs::write(
+        sandbox.workspace.join("ocflow.toml"),
+        "[llm]\nmax_attempts = 1\n",
+    )
+    .unwrap();
+    let smol = concat!(
+        r#"{"strategy": {"name": "test_function", "description": "This is a test function "#,
+        r#"that tests the `assert` statement.", "type": "test_function"},"#,
+        "\n",
+        r#" "reason": "The reason for using this approach is to provide a way to modify "#,
+        r#"steps in a step-by-step manner"}"#
+    );
+    let llm = FakeLlm::start(vec![chat(smol), chat(smol), chat("Nothing worked.")]);
+    let flow = json!([{"id": "test", "operation": "execute_shell_command",
+        "params": {"command": "exit 1"}}]);
+    let plan = sandbox.flow(&flow);
+    let output = sandbox
+        .ocflow_llm(&llm.base_url())
+        .args(["run", "--task-id", "t", "--plan"])
+        .arg(plan)
+        .output()
+        .unwrap();
+    assert_exit(&output, 1);
+    let bodies = llm.bodies();
+    let reask = super::fake_llm::last_user_message(&bodies[1]);
+    assert!(
+        reask.contains("`strategy` must be one of these strings: \"retry\"")
+            && reask.contains("not an object"),
+        "{reask}"
+    );
+    assert!(
+        !reask.contains("unknown variant") && !reask.contains("line 3 column"),
+        "{reask}"
+    );
+    let status = sandbox.status("t");
+    assert_eq!(status["recovery_calls"], json!(2), "{status}");
+    let step = sandbox.step_status("t", "test");
+    let message = step["message"].as_str().unwrap_or_default().to_string()
+        + &std::fs::read_to_string(sandbox.task_dir("t").join("summary.md")).unwrap();
+    assert!(message.contains("the same answer again"), "{message}");
+    let temperatures: Vec<f64> = bodies[..2]
+        .iter()
+        .map(|b| b["temperature"].as_f64().unwrap_or(0.0))
+        .collect();
+    assert!(temperatures[1] > temperatures[0], "{temperatures:?}");
+}

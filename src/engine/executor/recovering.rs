@@ -115,6 +115,8 @@ impl Executor {
         };
         let used = settings.llm.usage_for("recovery").since(&before);
         self.status.tokens.add(&used);
+        // Every answer asked for counts, usable or not.
+        self.status.recovery_calls += u32::try_from(used.calls).unwrap_or(u32::MAX);
         let decided = match decided {
             Ok(decided) => decided,
             Err(stop) => return self.stop_recovery(failed, &stop.to_string()),
@@ -137,7 +139,6 @@ impl Executor {
             return self.stop_recovery(failed, &stuck.to_string());
         }
         if fresh {
-            self.status.recovery_calls += 1;
             let revision = decided.flow.as_ref().map(|_| self.status.revision + 1);
             if let Some(entry) = self.status.step_mut(failed) {
                 entry.recoveries.push(status::RecoveryRecord {

@@ -192,12 +192,19 @@ async fn start(config: &Config, mut args: RunArgs, again: bool) -> Result<ExitCo
     if let Some(llm) = &llm {
         flow_status.tokens.add(&llm.usage_for("planner"));
     }
+    // Recorded in the journal: how this endpoint takes the answers' JSON shape.
+    let answer_form = llm
+        .as_ref()
+        .filter(|_| answers > 0)
+        .and_then(|l| l.answer_form())
+        .map(|f| f.name().to_string());
     let settings = launch::engine_settings(config, &config.rules, &config.workspace, llm);
     launch::report_sandbox(config, &settings, &mut flow_status, &mut events)?;
     state::save_status(&task, &mut flow_status)?;
     events.emit(Event::FlowPlanned {
         steps: flow.steps.len(),
         planner_answers: answers,
+        answer_form,
     })?;
     launch::snapshot(
         &task,

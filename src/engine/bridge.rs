@@ -30,6 +30,9 @@ struct CompleteCall {
     messages: Vec<Message>,
     #[serde(default)]
     json: bool,
+    /// A JSON Schema for the answer, for endpoints that constrain decoding to one.
+    #[serde(default)]
+    schema: Option<Value>,
 }
 
 impl HostLlm {
@@ -53,6 +56,7 @@ impl HostLlm {
             settings: self.settings.clone(),
             messages: call.messages,
             json: call.json,
+            schema: call.schema,
         };
         match self.runtime.block_on(self.llm.chat(&request)) {
             Ok(answer) => json!({

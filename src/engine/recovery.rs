@@ -151,13 +151,14 @@ pub(crate) async fn decide(context: &Context<'_>, failed: &str) -> Result<Decide
             settings,
             messages: messages.clone(),
             json: true,
+            schema: Some(decision_schema()),
         };
         let reply = context.llm.chat(&request).await?;
         fs::write(
             dir.join(format!("{failed}-round{round}-answer{answer_number}.md")),
             &reply.content,
         )?;
-        if answers.iter().any(|a| a.trim() == reply.content.trim()) {
+        if !reply.is_truncated() && answers.iter().any(|a| a.trim() == reply.content.trim()) {
             return Err(Stop::NoValidAnswer {
                 answers: answer_number,
                 dir: dir.display().to_string(),
@@ -167,7 +168,9 @@ pub(crate) async fn decide(context: &Context<'_>, failed: &str) -> Result<Decide
                 ),
             });
         }
-        answers.push(reply.content.clone());
+        if !reply.is_truncated() {
+            answers.push(reply.content.clone());
+        }
         let checked = if reply.is_truncated() {
             Err(vec![
                 "the answer was cut off (token limit): answer with a shorter JSON object"
@@ -255,6 +258,21 @@ fn check(context: &Context<'_>, failed: &str, text: &str) -> Result<Decided, Vec
         }
     }
     Ok(Decided { decision, flow })
+}
+
+/// The shape of a recovery answer, for endpoints that constrain decoding to a schema.
+fn decision_schema() -> serde_json::Value {
+    serde_json::json!({
+        "type": "object",
+        "properties": {
+            "strategy": {"type": "string",
+                "enum": ["retry", "modify", "alternative", "skip", "replan", "abort"]},
+            "reason": {"type": "string"},
+            "step": {"type": "object"},
+            "steps": {"type": "array", "items": {"type": "object"}}
+        },
+        "required": ["strategy", "reason"]
+    })
 }
 
 /// The strategies, as the model must write them.

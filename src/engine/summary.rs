@@ -199,6 +199,7 @@ pub(crate) async fn with_llm(
         settings: settings.clone(),
         messages: vec![Message::user(prompt)],
         json: false,
+        schema: None,
     };
     let answer = llm.chat(&request).await?;
     if answer.is_truncated() || answer.content.trim().is_empty() {

@@ -393,6 +393,57 @@ pub(crate) fn catalogue() -> std::string::String {
     out
 }
 
+/// The JSON Schema of a flow, generated from this registry like the catalogue: each step one
+/// of the operations, with its parameters typed and the required ones required. Endpoints that
+/// constrain decoding to a schema then cannot produce an unknown operation or a missing
+/// parameter; the validator still checks everything else (paths, references, cycles).
+pub(crate) fn flow_schema() -> serde_json::Value {
+    use serde_json::json;
+    let steps: Vec<serde_json::Value> = OPERATIONS
+        .iter()
+        .map(|op| {
+            let params: serde_json::Map<std::string::String, serde_json::Value> = op
+                .params
+                .iter()
+                .map(|p| {
+                    let kind = match p.kind {
+                        ParamType::String => "string",
+                        ParamType::Integer => "integer",
+                        ParamType::Boolean => "boolean",
+                    };
+                    (p.name.to_string(), json!({"type": kind}))
+                })
+                .collect();
+            let required: Vec<&str> = op
+                .params
+                .iter()
+                .filter(|p| p.required)
+                .map(|p| p.name)
+                .collect();
+            json!({
+                "type": "object",
+                "properties": {
+                    "id": {"type": "string"},
+                    "operation": {"const": op.name},
+                    "depends_on": {"type": "array", "items": {"type": "string"}},
+                    "role": {"type": "string"},
+                    "params": {"type": "object", "properties": params, "required": required}
+                },
+                "required": ["id", "operation", "params"]
+            })
+        })
+        .collect();
+    json!({
+        "type": "object",
+        "properties": {
+            "version": {"type": "integer"},
+            "task": {"type": "string"},
+            "steps": {"type": "array", "minItems": 1, "items": {"anyOf": steps}}
+        },
+        "required": ["steps"]
+    })
+}
+
 /// Whether a step of this operation with these parameters calls the LLM.
 pub(crate) fn step_needs_llm(
     operation: &str,

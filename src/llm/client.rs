@@ -7,7 +7,7 @@ use std::collections::{BTreeMap, HashMap, VecDeque};
 use std::fs::{File, OpenOptions};
 use std::io::{BufRead, BufReader, Write};
 use std::path::{Path, PathBuf};
-use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU8, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
@@ -60,8 +60,56 @@ pub(crate) struct Llm {
     backend: Backend,
     usage: Mutex<BTreeMap<String, Usage>>,
     recorder: Option<Mutex<File>>,
-    /// Cleared once the endpoint rejects `response_format`; plain prompting from then on.
-    response_format_supported: AtomicBool,
+    /// The best answer form the endpoint has not refused (`Form` as a number): probed once,
+    /// remembered for the rest of the run.
+    form: AtomicU8,
+    /// Set once an answer came in a JSON form: the probing is over.
+    form_works: AtomicBool,
+}
+
+/// How a wanted JSON shape is asked for, best first. An endpoint that refuses one form (OpenAI
+/// and vLLM take `json_schema`; llama-cpp-python answers it with a 500 but enforces a schema
+/// inside `json_object`; some servers take no `response_format` at all) is asked the next.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord)]
+pub(crate) enum Form {
+    JsonSchema = 0,
+    JsonObjectWithSchema = 1,
+    JsonObject = 2,
+    Plain = 3,
+}
+
+impl Form {
+    fn from_level(level: u8) -> Form {
+        match level {
+            0 => Form::JsonSchema,
+            1 => Form::JsonObjectWithSchema,
+            2 => Form::JsonObject,
+            _ => Form::Plain,
+        }
+    }
+
+    /// The form's name, as the journal records it.
+    pub(crate) fn name(self) -> &'static str {
+        match self {
+            Form::JsonSchema => "json_schema",
+            Form::JsonObjectWithSchema => "json_object with a schema",
+            Form::JsonObject => "json_object",
+            Form::Plain => "plain text",
+        }
+    }
+
+    /// The `response_format` to send, if any.
+    fn response_format(self, schema: Option<&Value>) -> Option<Value> {
+        match (self, schema) {
+            (Form::JsonSchema, Some(schema)) => Some(json!({"type": "json_schema",
+                "json_schema": {"name": "answer", "schema": schema, "strict": false}})),
+            (Form::JsonObjectWithSchema, Some(schema)) => {
+                Some(json!({"type": "json_object", "schema": schema}))
+            }
+            (Form::Plain, _) => None,
+            _ => Some(json!({"type": "json_object"})),
+        }
+    }
 }
 
 enum Backend {
@@ -103,7 +151,8 @@ impl Llm {
             backend: Backend::Http { endpoint, http },
             usage: Mutex::default(),
             recorder: record.map(open_recording).transpose()?,
-            response_format_supported: AtomicBool::new(true),
+            form: AtomicU8::new(Form::JsonSchema as u8),
+            form_works: AtomicBool::new(false),
         })
     }
 
@@ -149,7 +198,8 @@ impl Llm {
             },
             usage: Mutex::default(),
             recorder: None,
-            response_format_supported: AtomicBool::new(true),
+            form: AtomicU8::new(Form::JsonSchema as u8),
+            form_works: AtomicBool::new(false),
         })
     }
 
@@ -160,6 +210,33 @@ impl Llm {
             .ok()
             .and_then(|u| u.get(purpose).copied())
             .unwrap_or_default()
+    }
+
+    /// The form a request is sent in: plain text when it wants no JSON; otherwise the best
+    /// form the endpoint has not refused (past the schema forms when there is no schema).
+    fn form_for(&self, request: &ChatRequest) -> Form {
+        if !request.json {
+            return Form::Plain;
+        }
+        let known = Form::from_level(self.form.load(Ordering::Relaxed));
+        if request.schema.is_none() {
+            known.max(Form::JsonObject)
+        } else {
+            known
+        }
+    }
+
+    fn form_confirmed(&self) -> bool {
+        self.form_works.load(Ordering::Relaxed)
+    }
+
+    /// The form JSON answers are asked in now (after any refusals), for the journal; `None`
+    /// when answers come from a recording.
+    pub(crate) fn answer_form(&self) -> Option<Form> {
+        match self.backend {
+            Backend::Replay { .. } => None,
+            Backend::Http { .. } => Some(Form::from_level(self.form.load(Ordering::Relaxed))),
+        }
     }
 
     /// Makes one chat completion, retrying transient failures within the policy's bounds.
@@ -202,13 +279,11 @@ impl Llm {
         let mut attempt = 0;
         loop {
             attempt += 1;
-            let with_format =
-                request.json && self.response_format_supported.load(Ordering::Relaxed);
+            let form = self.form_for(request);
             // The budget ends every wait, the request in flight included.
             let remaining = policy.max_elapsed.saturating_sub(started.elapsed());
             let sent =
-                tokio::time::timeout(remaining, send_once(endpoint, http, request, with_format))
-                    .await;
+                tokio::time::timeout(remaining, send_once(endpoint, http, request, form)).await;
             let Ok(sent) = sent else {
                 return Err(LlmError::new(
                     LlmErrorKind::GaveUp,
@@ -222,15 +297,21 @@ impl Llm {
                 ));
             };
             let (error, retry_after) = match sent {
-                Ok(answer) => return Ok(answer),
-                Err((error, _))
-                    if with_format && matches!(error.kind, LlmErrorKind::BadRequest) =>
+                Ok(answer) => {
+                    if form != Form::Plain {
+                        self.form_works.store(true, Ordering::Relaxed);
+                    }
+                    return Ok(answer);
+                }
+                Err((error, retry_after))
+                    if refused(form, &error, retry_after.is_some(), self.form_confirmed()) =>
                 {
-                    // llama.cpp and some vLLM builds reject response_format: prompt-only JSON
-                    // from now on, and this attempt does not count.
-                    self.response_format_supported
-                        .store(false, Ordering::Relaxed);
-                    attempt -= 1;
+                    // The next form from now on, at once. A 400 is a refusal for sure and does
+                    // not count as an attempt; a 500 might have been a real fault, so it does.
+                    self.form.fetch_max(form as u8 + 1, Ordering::Relaxed);
+                    if error.kind == LlmErrorKind::BadRequest {
+                        attempt -= 1;
+                    }
                     continue;
                 }
                 Err((error, retry_after)) if error.transient() => (error, retry_after),
@@ -337,12 +418,24 @@ struct Seen {
     location: Option<String>,
 }
 
+/// Whether an error is the endpoint refusing the answer form rather than failing: a 400 for
+/// any form; or, before any answer came in a JSON form, a 5xx to `json_schema` that does not
+/// ask to come back later (llama-cpp-python's answer to it). Once a form has worked, a 5xx is
+/// only a fault, retried as any other.
+fn refused(form: Form, error: &LlmError, asked_to_wait: bool, form_works: bool) -> bool {
+    match error.kind {
+        LlmErrorKind::BadRequest => form != Form::Plain,
+        LlmErrorKind::Server => form == Form::JsonSchema && !asked_to_wait && !form_works,
+        _ => false,
+    }
+}
+
 /// One HTTP attempt. On failure, also returns the `Retry-After` the server asked for, if valid.
 async fn send_once(
     endpoint: &Endpoint,
     http: &reqwest::Client,
     request: &ChatRequest,
-    with_format: bool,
+    form: Form,
 ) -> Result<ChatAnswer, (LlmError, Option<Duration>)> {
     let seen = Arc::new(Mutex::new(Seen::default()));
     let transport = {
@@ -382,8 +475,8 @@ async fn send_once(
     if let Some(max_tokens) = request.settings.max_tokens {
         body["max_tokens"] = json!(max_tokens);
     }
-    if with_format {
-        body["response_format"] = json!({"type": "json_object"});
+    if let Some(format) = form.response_format(request.schema.as_ref()) {
+        body["response_format"] = format;
     }
     let result: Result<Value, OpenAIError> = client.chat().create_byot(body).await;
     let (status, retry_after, location) = match seen.lock() {

@@ -100,6 +100,7 @@ impl Planner<'_> {
                 settings,
                 messages: messages.clone(),
                 json: true,
+                schema: Some(operations::flow_schema()),
             };
             let reply = self.llm.chat(&request).await?;
             save(
@@ -107,7 +108,7 @@ impl Planner<'_> {
                 &format!("plan-answer-{attempt}.md"),
                 &reply.content,
             )?;
-            if answers.iter().any(|a| a.trim() == reply.content.trim()) {
+            if !reply.is_truncated() && answers.iter().any(|a| a.trim() == reply.content.trim()) {
                 problems = format!(
                     "{problems}\n- the model gave the same answer again, so asking once more \
                      would not help"
@@ -118,7 +119,9 @@ impl Planner<'_> {
                     problems: problems.trim().to_string(),
                 });
             }
-            answers.push(reply.content.clone());
+            if !reply.is_truncated() {
+                answers.push(reply.content.clone());
+            }
             problems = if reply.is_truncated() {
                 "- the answer was cut off before its end (the model hit its token limit): answer \
                  with a shorter flow, fewer steps, and no explanations"

@@ -35,6 +35,10 @@ pub(crate) enum Event {
         steps: usize,
         /// How many answers the planner needed (0 for a given flow).
         planner_answers: usize,
+        /// How JSON answers are asked of this endpoint (`json_schema`, `json_object with a
+        /// schema`, `json_object`, `plain text`), after it refused any better form.
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        answer_form: Option<String>,
     },
     /// `ocflow resume` picks a flow up again.
     FlowResumed {

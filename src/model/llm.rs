@@ -51,6 +51,8 @@ pub(crate) struct ChatRequest {
     pub(crate) messages: Vec<Message>,
     /// Ask for a JSON object (`response_format`) where the endpoint supports it.
     pub(crate) json: bool,
+    /// The JSON Schema the answer must follow, for endpoints that constrain decoding to one.
+    pub(crate) schema: Option<serde_json::Value>,
 }
 
 /// Tokens used.

@@ -106,12 +106,20 @@ fn progress_line(event: &Event) -> Option<String> {
         Event::FlowPlanned {
             steps,
             planner_answers: 0,
+            ..
         } => format!("ocflow: flow of {steps} step(s)"),
         Event::FlowPlanned {
             steps,
             planner_answers,
+            answer_form,
         } => {
-            format!("ocflow: planned {steps} step(s) ({planner_answers} answer(s) from the model)")
+            let form = answer_form
+                .as_ref()
+                .map(|f| format!(", asked as {f}"))
+                .unwrap_or_default();
+            format!(
+                "ocflow: planned {steps} step(s) ({planner_answers} answer(s) from the model{form})"
+            )
         }
         Event::FlowResumed {
             task_id, pending, ..

@@ -57,13 +57,28 @@ pub fn status(status: u16, body: &str) -> Reply {
 
 struct Script {
     replies: Mutex<VecDeque<Reply>>,
-    reject_response_format: bool,
+    refuse: Refuse,
+}
+
+/// Which `response_format` the server refuses.
+#[derive(Clone, Copy, PartialEq)]
+enum Refuse {
+    Nothing,
+    /// Any, with a 400 (llama.cpp and some vLLM builds).
+    AnyFormat,
+    /// `json_schema`, with a 500 (llama-cpp-python's server), taking a schema in `json_object`.
+    JsonSchema,
 }
 
 impl Respond for Script {
     fn respond(&self, request: &Request) -> ResponseTemplate {
         let body: Value = serde_json::from_slice(&request.body).unwrap_or(Value::Null);
-        if self.reject_response_format && body.get("response_format").is_some() {
+        if self.refuse == Refuse::JsonSchema
+            && body["response_format"]["type"] == json!("json_schema")
+        {
+            return ResponseTemplate::new(500).set_body_string("Internal Server Error");
+        }
+        if self.refuse == Refuse::AnyFormat && body.get("response_format").is_some() {
             return ResponseTemplate::new(400).set_body_json(json!({"error": {
                 "message": "response_format is not supported",
                 "type": "invalid_request_error", "param": null, "code": null
@@ -122,15 +137,20 @@ pub struct FakeLlm {
 
 impl FakeLlm {
     pub fn start(replies: Vec<Reply>) -> FakeLlm {
-        FakeLlm::start_with(replies, false)
+        FakeLlm::start_with(replies, Refuse::Nothing)
     }
 
     /// A server that answers 400 to any request carrying `response_format`.
     pub fn rejecting_response_format(replies: Vec<Reply>) -> FakeLlm {
-        FakeLlm::start_with(replies, true)
+        FakeLlm::start_with(replies, Refuse::AnyFormat)
     }
 
-    fn start_with(replies: Vec<Reply>, reject_response_format: bool) -> FakeLlm {
+    /// A server like llama-cpp-python's: 500 to `json_schema`, a schema taken in `json_object`.
+    pub fn refusing_json_schema(replies: Vec<Reply>) -> FakeLlm {
+        FakeLlm::start_with(replies, Refuse::JsonSchema)
+    }
+
+    fn start_with(replies: Vec<Reply>, refuse: Refuse) -> FakeLlm {
         let runtime = tokio::runtime::Builder::new_multi_thread()
             .worker_threads(2)
             .enable_all()
@@ -138,7 +158,7 @@ impl FakeLlm {
             .unwrap();
         let script = Arc::new(Script {
             replies: Mutex::new(replies.into()),
-            reject_response_format,
+            refuse,
         });
         let server = runtime.block_on(async {
             let server = MockServer::start().await;

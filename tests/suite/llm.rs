@@ -66,10 +66,15 @@ fn a_plan_wrapped_in_prose_and_fences_is_extracted_and_run() {
         prompt.contains("`modify_code`") && prompt.contains("file_path* (a string)"),
         "the operations come from the registry: {prompt}"
     );
-    assert_eq!(bodies[0]["response_format"], json!({"type": "json_object"}));
+    // Issue 13: the plan's JSON Schema is asked for first (constrained decoding).
+    assert_eq!(bodies[0]["response_format"]["type"], json!("json_schema"));
     let summary = std::fs::read_to_string(sandbox.task_dir("t").join("summary.md")).unwrap();
+    // Issue 13: the facts come first, the model's words after, labelled.
     assert!(
-        summary.starts_with("# Create notes.txt saying hello\n\nCreated notes.txt."),
+        summary.starts_with("# Create notes.txt saying hello\n\nThe flow `t` succeeded.")
+            && summary.contains(
+                "## The model's summary (its words; the facts are above)\n\nCreated notes.txt."
+            ),
         "{summary}"
     );
     assert!(
@@ -252,16 +257,70 @@ fn an_endpoint_rejecting_response_format_gets_plain_prompting_for_the_rest_of_th
     let llm =
         FakeLlm::rejecting_response_format(vec![chat(&invalid), chat(&write_plan()), chat("done")]);
     assert_exit(&run_task(&sandbox, &llm, &[]), 0);
-    let with_format: Vec<bool> = llm
+    let forms: Vec<String> = llm
         .bodies()
         .iter()
-        .map(|b| b.get("response_format").is_some())
+        .map(|b| match b.get("response_format") {
+            None => "none".to_string(),
+            Some(f) if f.get("schema").is_some() => format!("{} with schema", f["type"]),
+            Some(f) => f["type"].to_string(),
+        })
         .collect();
+    // Each form is tried once, best first, on the first request; the rest of the run asks
+    // plainly (three forms refused, then the three answers of the run).
     assert_eq!(
-        with_format,
-        vec![true, false, false, false],
-        "only the first request tries response_format"
+        forms,
+        vec![
+            "\"json_schema\"",
+            "\"json_object\" with schema",
+            "\"json_object\"",
+            "none",
+            "none",
+            "none"
+        ],
     );
+}
+
+/// llama-cpp-python's server answers `json_schema` with a 500 but enforces a schema given in
+/// `json_object`: that form is found once and used for every JSON answer after; the plan's
+/// schema comes from the operations' registry, and the journal says which form was used.
+#[test]
+fn a_server_refusing_json_schema_gets_the_schema_inside_json_object() {
+    let sandbox = Sandbox::new(&[]);
+    let llm = FakeLlm::refusing_json_schema(vec![chat(&write_plan()), chat("done")]);
+    let output = sandbox
+        .ocflow()
+        .args(["--base-url", &llm.base_url(), "--model", "fake-model"])
+        .args(["--json", "run", "--task-id", "t", TASK])
+        .env("OPENAI_API_KEY", "sk-test")
+        .output()
+        .unwrap();
+    assert_exit(&output, 0);
+    let bodies = llm.bodies();
+    assert_eq!(bodies[0]["response_format"]["type"], json!("json_schema"));
+    let schema = &bodies[0]["response_format"]["json_schema"]["schema"];
+    let operations: Vec<&str> = schema["properties"]["steps"]["items"]["anyOf"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|s| s["properties"]["operation"]["const"].as_str().unwrap())
+        .collect();
+    assert!(
+        operations.contains(&"modify_code") && operations.contains(&"run_tests"),
+        "{operations:?}"
+    );
+    assert_eq!(bodies[1]["response_format"]["type"], json!("json_object"));
+    assert_eq!(&bodies[1]["response_format"]["schema"], schema);
+    assert!(
+        bodies[2].get("response_format").is_none(),
+        "the summary is prose"
+    );
+    let planned = stdout(&output)
+        .lines()
+        .map(|l| serde_json::from_str::<Value>(l).unwrap())
+        .find(|e| e["type"] == json!("flow_planned"))
+        .unwrap();
+    assert_eq!(planned["answer_form"], json!("json_object with a schema"));
 }
 
 #[test]

@@ -52,8 +52,17 @@ async def scenario_flow(session, args):
 
 
 async def scenario_start_and_leave(session, args):
-    """Starts a flow and ends the session while it runs."""
+    """Starts a flow and ends the session while one of its steps runs."""
     started = result(await session.call_tool("ocflow_run", {"task": args["task"]}))
+    if not started["is_error"]:
+        task_id = started["value"]["task_id"]
+        deadline = time.monotonic() + 60
+        while time.monotonic() < deadline:
+            status = result(await session.call_tool("ocflow_status", {"task_id": task_id}))
+            steps = (status["value"] or {}).get("status", {}).get("steps", [])
+            if any(step["status"] == "running" for step in steps):
+                break
+            await asyncio.sleep(0.2)
     return {"run": started}
 
 

@@ -10,7 +10,8 @@ prose or in a ```` ```json ```` fence and may have trailing commas.
 own word kept in ``severity_given``; missing summary -> "").  An answer whose
 summary or a finding's message is the text of the prompt's example
 (:func:`copied_example`, compared loosely against the prompt files) is no
-analysis: small models copy the example.  An unusable answer is asked once
+analysis: small models copy the example.  Nor is an empty one (``{}``, or
+neither a summary nor a finding).  An unusable answer is asked once
 more with its problem (:mod:`.reask`).  If the model answers in prose twice,
 its text is kept as the report (``structured: false``, the prose as summary,
 no findings) rather than thrown away: a review in prose is still a review.
@@ -133,7 +134,8 @@ def analyze_code(step: Step, llm_config: dict | None) -> dict:
 def ask_analysis(chat: llm.Conversation, messages: list[dict], rel: str) -> tuple[dict, bool]:
     """Ask for the JSON analysis, once more if it is unusable: ``(analysis, structured)``.
 
-    An answer is unusable when no analysis can be read from it, or when it
+    An answer is unusable when no analysis can be read from it, when the
+    analysis is empty (``{}``, or no summary and no findings), or when it
     copies the prompt's example.  When the asks give none, the last non-empty
     answer holding no JSON analysis at all is kept as a prose analysis
     (``structured`` False): a review in prose is still a review.  Otherwise
@@ -167,6 +169,13 @@ def judge_analysis(text: str, rel: str) -> tuple[dict | None, reask.Problem | No
         data = parse_analysis(text)
     except AnswerError as exc:
         return None, reask.Problem(str(exc), f"your answer is not the JSON object asked for: {exc}")
+    if not data["summary"] and not data["findings"]:
+        return None, reask.Problem(
+            "the analysis is empty (no summary and no findings)",
+            f"Your answer is empty: it has no summary and no findings. Write what you found in "
+            f"THIS file, {rel}: a summary that answers the question, and one finding for each "
+            "problem you see",
+        )
     copied = copied_example(data)
     if copied is not None:
         return None, reask.Problem(
@@ -232,9 +241,13 @@ def number_lines(source: str) -> str:
 
 
 def parse_analysis(text: str) -> dict:
-    """The normalised analysis in the answer ``text`` (raises :class:`AnswerError`)."""
+    """The normalised analysis in the answer ``text`` (raises :class:`AnswerError`).
+
+    ``{}`` is an analysis, an empty one (models answer it under JSON mode):
+    the caller judges emptiness, with a plainer reason than a missing key.
+    """
     data = parse_json_object(text)
-    if "summary" not in data and "findings" not in data:
+    if data and "summary" not in data and "findings" not in data:
         keys = ", ".join(sorted(map(str, data))) or "none"
         raise AnswerError(
             f"the JSON object has no 'summary' and no 'findings' key (its keys: {keys})"

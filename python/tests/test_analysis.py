@@ -66,10 +66,10 @@ def test_analyze_code_fenced_json_with_trailing_commas(make_step):
 
 def test_analyze_code_without_report_path_writes_only_step_report(make_step):
     files = analyze_step(make_step)
-    llm = FakeLLM('{"findings": []}')
+    llm = FakeLLM('{"summary": "f evaluates its argument.", "findings": []}')
     result = execute_operation(files.path, {"complete": llm})
     assert result["status"] == "success"
-    assert result["summary"] == "" and result["findings"] == []
+    assert result["summary"] == "f evaluates its argument." and result["findings"] == []
     assert result["output_files"] == []
     assert list(files.output_dir.iterdir()) == []
     assert "No findings." in (files.step_dir / "report.md").read_text()
@@ -329,3 +329,50 @@ def test_analyze_code_example_check_follows_the_prompt_files(make_step, monkeypa
     result = execute_operation(files.path, {"complete": FakeLLM(answer)})
     assert result["status"] == "failure"
     assert "copied the example's text" in result["message"]
+
+
+# --- empty analyses ------------------------------------------------------------------
+
+# Gemma-3-270M's answer under json_object with a file in the prompt (g3-analyse, small-models.md 3).
+EMPTY_OBJECT = "{}\n"
+
+
+def test_analyze_code_empty_object_is_asked_again_then_fails_clearly(make_step):
+    files = analyze_step(make_step, report_path="ANALYSIS.md")
+    llm = FakeLLM(EMPTY_OBJECT)
+    result = execute_operation(files.path, {"complete": llm})
+    assert result["status"] == "failure"
+    assert len(llm.calls) == 2
+    assert "Your answer is empty: it has no summary and no findings" in llm.last_user_message(1)
+    assert (
+        "no usable analysis of src/a.py in 2 attempts: the analysis is empty" in (result["message"])
+    )
+    assert "no 'summary'" not in result["message"]  # not the parser's words
+    assert not (files.step_dir / "report.md").exists()
+    assert list(files.output_dir.iterdir()) == []
+
+
+def test_analyze_code_empty_summary_and_no_findings_is_asked_again(make_step):
+    files = analyze_step(make_step)
+    llm = FakeLLM('{"summary": "", "findings": []}', REAL_ANSWER)
+    result = execute_operation(files.path, {"complete": llm})
+    assert result["status"] == "success", result["message"]
+    assert result["summary"] == "f runs its argument as Python code."
+    reask = llm.last_user_message(1)
+    assert "Your answer is empty" in reask and "THIS file" in reask
+
+
+def test_analyze_code_empty_analysis_twice_is_not_kept_as_prose(make_step):
+    files = analyze_step(make_step)
+    llm = FakeLLM("{}", '{"summary": "  ", "findings": [{"message": ""}]}')
+    result = execute_operation(files.path, {"complete": llm})
+    assert result["status"] == "failure"
+    assert "the analysis is empty" in result["message"]
+
+
+def test_analyze_code_findings_without_a_summary_are_an_analysis(make_step):
+    files = analyze_step(make_step)
+    answer = '{"findings": [{"line": 4, "severity": "error", "message": "eval is unsafe"}]}'
+    result = execute_operation(files.path, {"complete": FakeLLM(answer)})
+    assert result["status"] == "success", result["message"]
+    assert result["summary"] == "" and len(result["findings"]) == 1

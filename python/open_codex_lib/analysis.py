@@ -156,10 +156,11 @@ def ask_analysis(chat: llm.Conversation, messages: list[dict], rel: str) -> tupl
     if not any(text.strip() for text in outcome.answers):
         what = "the answers are empty"
     else:
-        what = outcome.problem.reason
+        what = outcome.reason()
     raise chat.fail(
         f"the LLM gave no usable analysis of {rel} in {chat.calls} attempts: {what} "
-        f"({chat.saved()}): retry the step"
+        f"({chat.saved()}): retry the step",
+        repeated=outcome.repeated,
     )
 
 
@@ -168,7 +169,7 @@ def judge_analysis(text: str, rel: str) -> tuple[dict | None, reask.Problem | No
     try:
         data = parse_analysis(text)
     except AnswerError as exc:
-        return None, reask.Problem(str(exc), f"your answer is not the JSON object asked for: {exc}")
+        return None, reask.Problem(str(exc), f"Your answer is not the JSON object asked for: {exc}")
     if not data["summary"] and not data["findings"]:
         return None, reask.Problem(
             "the analysis is empty (no summary and no findings)",

@@ -3,9 +3,15 @@
 ``modify_code``/``refactor_function``, ``write_file`` with instructions and
 ``analyze_code`` all judge an answer, and when it cannot be used ask once more
 with the problem.  A small model only answers differently if the re-ask
-changes something for it, so the problem is said twice (:class:`Problem`):
-precisely for the people reading the step's message, and in plain words, with
-what to do instead, for the model.
+changes something for it, so:
+
+- the problem is said twice (:class:`Problem`): precisely for the people
+  reading the step's message, and in plain words, with what to do instead,
+  for the model;
+- each re-ask is sent a little warmer (:meth:`.llm.Conversation.reask_temperature`);
+- an answer exactly the same as an earlier one (spaces at its ends aside)
+  ends the re-asks at once: the model repeats itself, and asking once more
+  would only cost time (on a CPU, minutes).  The outcome says ``repeated``.
 """
 
 from __future__ import annotations
@@ -16,6 +22,7 @@ from typing import Any, Callable
 from . import llm
 
 MAX_ASKS = 2  # the first question and one re-ask
+SAME_ANSWER = "the model gave the same answer again"
 
 
 @dataclass(frozen=True)
@@ -31,9 +38,8 @@ class Problem:
     tell: str = ""
 
     def for_model(self) -> str:
-        """``tell`` (or ``reason``) as a sentence: capital first letter, final full stop."""
+        """``tell`` (or ``reason``), ending with a full stop."""
         text = (self.tell or self.reason).strip()
-        text = text[:1].upper() + text[1:]
         return text if text.endswith((".", "!", "?")) else text + "."
 
 
@@ -44,6 +50,7 @@ class Outcome:
     answers: list[str] = field(default_factory=list)
     problems: list[Problem] = field(default_factory=list)
     value: Any = None
+    repeated: bool = False  # the asks ended because an answer repeated an earlier one
 
     @property
     def usable(self) -> bool:
@@ -54,6 +61,13 @@ class Outcome:
     def problem(self) -> Problem | None:
         """The problem of the last unusable answer."""
         return self.problems[-1] if self.problems else None
+
+    def reason(self) -> str:
+        """Why the asks gave nothing usable, for the step's message."""
+        reason = self.problem.reason if self.problem else "no answer"
+        if self.repeated:
+            return f"{reason}; {SAME_ANSWER}"
+        return reason
 
 
 Judge = Callable[[str], "tuple[Any, Problem | None]"]
@@ -70,13 +84,19 @@ def ask_until_usable(
 
     ``judge(answer)`` gives ``(value, None)`` for a usable answer, else
     ``(None, problem)``; ``reask(problem)`` is the user message that follows
-    the unusable answer in the next request.
+    the unusable answer in the next request.  An answer the same as an
+    earlier one ends the asks (it was unusable then, it is unusable now).
     """
     outcome = Outcome()
     asking = messages
-    for _ in range(MAX_ASKS):
-        answer = chat.ask(asking, json=json)
+    for asked in range(MAX_ASKS):
+        answer = chat.ask(asking, json=json, reask=asked)
+        earlier = [text.strip() for text in outcome.answers]
         outcome.answers.append(answer)
+        if answer.strip() in earlier:
+            outcome.problems.append(outcome.problems[earlier.index(answer.strip())])
+            outcome.repeated = True
+            return outcome
         value, problem = judge(answer)
         if problem is None:
             outcome.value = value

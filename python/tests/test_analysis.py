@@ -376,3 +376,15 @@ def test_analyze_code_findings_without_a_summary_are_an_analysis(make_step):
     result = execute_operation(files.path, {"complete": FakeLLM(answer)})
     assert result["status"] == "success", result["message"]
     assert result["summary"] == "" and len(result["findings"]) == 1
+
+
+def test_analyze_code_same_copied_example_twice_says_the_model_repeated_itself(make_step):
+    files = analyze_step(make_step)
+    llm = FakeLLM(F3_ANSWER, F3_ANSWER)
+    result = execute_operation(files.path, {"complete": llm, "temperature": 0.2})
+    assert result["status"] == "failure"
+    assert result["repeated"] is True
+    assert "the model gave the same answer again" in result["message"]
+    assert "copied the example's text" in result["message"]
+    assert [call["temperature"] for call in llm.calls] == [None, 0.5]
+    assert result["llm_temperatures"] == [None, 0.5]

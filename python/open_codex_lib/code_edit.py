@@ -228,7 +228,7 @@ def usable_content(answer: str, request: FileRequest) -> tuple[str | None, reask
             )
     problem = drops_most_lines(content, request)
     if problem is not None:
-        return None, reask.Problem(problem)
+        return None, problem
     return content, None
 
 
@@ -246,18 +246,28 @@ def oversized(answer: str, request: FileRequest) -> str | None:
     )
 
 
-def drops_most_lines(content: str, request: FileRequest) -> str | None:
-    """The problem when the new version loses most of a sizeable file nobody asked to shorten."""
+def drops_most_lines(content: str, request: FileRequest) -> reask.Problem | None:
+    """The problem when the new version loses most of a sizeable file nobody asked to shorten.
+
+    Both texts give the line counts (``426 → 8 lines``): they show at a glance
+    that the answer is a fragment, and tell the model how much it left out.
+    """
     if request.original is None or _REMOVAL_WORDS.search(request.instructions):
         return None
     before = _non_blank_lines(request.original)
     after = _non_blank_lines(content)
     if before < MIN_LINES or after >= KEEP_RATIO * before:
         return None
-    return (
-        f"the new {request.rel} has {after} non-blank lines where it had {before}: it drops "
-        "more than half of the file, and the instructions do not ask to remove anything; give "
-        "the whole file, with every line the change does not touch"
+    rel = request.rel
+    lines_before, lines_after = len(request.original.splitlines()), len(content.splitlines())
+    counts = f"{lines_before} → {lines_after} lines"
+    return reask.Problem(
+        f"the new {rel} has {lines_after} lines where it had {lines_before} ({counts}; {after} "
+        f"non-blank lines where it had {before}): it drops more than half of the file, and the "
+        "instructions do not ask to remove anything",
+        f"Your answer drops more than half of the file: {rel} has {lines_before} lines, your "
+        f"version has {lines_after} ({counts}). You must return the WHOLE file: every line of "
+        f"{rel}, with only the asked change made, not only the part you changed",
     )
 
 

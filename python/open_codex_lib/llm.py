@@ -2,7 +2,8 @@
 
 The host passes ``llm_config["complete"]``, a callable
 ``complete(messages, purpose=None, json=False) -> dict`` (optionally with a
-``temperature=None`` keyword, see below) where ``messages`` is a list of ``{"role": "system"|"user"|"assistant", "content": str}``; it returns
+``temperature=None`` keyword, see below) where ``messages`` is a list of
+``{"role": "system"|"user"|"assistant", "content": str}``; it returns
 ``{"content": str, "finish_reason": str | None, "usage": {...token counts}}``
 and raises on failure (host errors carry ``kind`` and ``transient``).  Without
 it, operations that need a model fail with a message telling how to run them

@@ -317,7 +317,8 @@ def test_modify_code_answer_dropping_most_of_the_file_is_asked_again(make_step):
     result = run(files, llm)
     assert result["status"] == "success", result["message"]
     problem = llm.last_user_message(1)
-    assert "the new app.py has 6 non-blank lines where it had 25" in problem
+    assert "app.py has 37 lines, your version has 8 (37 → 8 lines)" in problem
+    assert "You must return the WHOLE file" in problem
     assert (files.output_dir / "app.py").read_text() == PROGRAM_NEW
 
 
@@ -326,6 +327,10 @@ def test_modify_code_answer_dropping_most_of_the_file_twice_fails(make_step):
     result = run(files, FakeLLM(f"```python\n{HALF}```"))
     assert result["status"] == "failure"
     assert "drops more than half of the file" in result["message"]
+    assert (
+        "the new app.py has 8 lines where it had 37 (37 → 8 lines; 6 non-blank lines where it "
+        "had 25)" in result["message"]
+    )
     assert list(files.output_dir.iterdir()) == []
 
 
@@ -482,3 +487,66 @@ def test_modify_code_reask_states_the_problem_in_plain_words(make_step):
         "Your answer cannot be used. The problem:\nYour code does not compile: SyntaxError:"
     )
     assert "Fix that line, and give the whole file again." in reask
+
+
+# --- the shrink guard says what changed ------------------------------------------------
+
+
+def long_module(lines=426):
+    """A module of ``lines`` lines: many small functions, ``dasherize`` last (like inflection)."""
+    head = '"""Many small string helpers."""\n\nimport re\n\n\n'
+    body = "".join(
+        f'def helper_{n}(word):\n    """Helper {n}."""\n    return word + "{n}"\n\n\n'
+        for n in range(83)
+    )
+    tail = 'def dasherize(word):\n    """Replace underscores with dashes."""\n'
+    tail += '    return word.replace("_", "-")\n\n\nVERSION = "0.5.1"\n'
+    module = head + body + tail
+    assert len(module.splitlines()) == lines
+    return module
+
+
+# SmolLM2-135M's whole answer in run f4-rename-smol (small-models.md 5): it compiles, and was
+# written over the 426 lines of inflection/__init__.py.
+F4_ANSWER = '''```python
+def kebabize(word: str) -> str:
+    """
+    Convert a word to camelCase.
+    Example::
+        >>> kebabize("I am a man")
+        'I Am Man'
+    """
+    return re.sub(r"([A-Z]+)\\1_\\2", r'\\1[a-z][a-z]*', word)
+```'''
+
+
+def rename_step(make_step):
+    params = {
+        "file_path": "inflection/__init__.py",
+        "instructions": "Rename the function dasherize to kebabize",
+    }
+    return make_step("modify_code", params, inputs={"inflection/__init__.py": long_module()})
+
+
+def test_modify_code_f4_answer_over_a_426_line_module_is_never_written(make_step):
+    files = rename_step(make_step)
+    llm = FakeLLM(F4_ANSWER)
+    result = run(files, llm)
+    assert result["status"] == "failure"
+    assert len(llm.calls) == 2
+    assert "(426 → 8 lines" in result["message"]
+    assert "drops more than half of the file" in result["message"]
+    assert "inflection/__init__.py is left unchanged" in result["message"]
+    assert list(files.output_dir.iterdir()) == []
+
+
+def test_the_shrink_reask_gives_the_line_counts_and_asks_for_the_whole_file(make_step):
+    files = rename_step(make_step)
+    renamed = long_module().replace("def dasherize", "def kebabize")
+    llm = FakeLLM(F4_ANSWER, f"```python\n{renamed}```")
+    result = run(files, llm)
+    assert result["status"] == "success", result["message"]
+    reask = llm.last_user_message(1)
+    assert "inflection/__init__.py has 426 lines, your version has 8 (426 → 8 lines)" in reask
+    assert "You must return the WHOLE file" in reask
+    assert (files.output_dir / "inflection/__init__.py").read_text() == renamed

@@ -94,8 +94,9 @@ class Conversation:
 
     ``purpose`` is passed to the host with every call (the operation name).
     :attr:`fields` gives the result fields describing the calls:
-    ``llm_calls``, ``llm_answers`` (answer file names in the step directory)
-    and ``llm_usage`` (summed token counts).
+    ``llm_calls``, ``llm_answers`` (answer file names in the step directory),
+    ``llm_usage`` (summed token counts) and ``llm_temperatures`` (per call, the
+    temperature passed to ``complete``, or None).
     """
 
     def __init__(

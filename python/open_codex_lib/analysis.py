@@ -7,21 +7,26 @@ mode).  :func:`parse_json_object` reads it leniently: the object may sit in
 prose or in a ```` ```json ```` fence and may have trailing commas.
 :func:`normalize_analysis` then fixes the fields (common severity words such as
 "critical" or "low" -> one of the three, anything else -> "info", the model's
-own word kept in ``severity_given``; missing summary -> "").  If no JSON
-object can be read the model is asked once more with the parse error; if it
-answers in prose again, its text is kept as the report (``structured:
-false``, the prose as summary, no findings) rather than thrown away: a review
-in prose is still a review.  Only empty answers fail the step.  The Markdown
-report is written to ``<step dir>/report.md`` and, with
-``params.report_path``, to the output.
+own word kept in ``severity_given``; missing summary -> "").  An answer whose
+summary or a finding's message is the text of the prompt's example
+(:func:`copied_example`, compared loosely against the prompt files) is no
+analysis: small models copy the example.  Nor is an empty one (``{}``, or
+neither a summary nor a finding).  An unusable answer is asked once
+more with its problem (:mod:`.reask`).  If the model answers in prose twice,
+its text is kept as the report (``structured: false``, the prose as summary,
+no findings) rather than thrown away: a review in prose is still a review.
+Otherwise the step fails and nothing is written.  The Markdown report is
+written to ``<step dir>/report.md`` and, with ``params.report_path``, to the
+output.
 """
 
 from __future__ import annotations
 
 import json
 import os
+import re
 
-from . import llm
+from . import llm, reask
 from .code_blocks import fence_for, find_blocks
 from .code_edit import read_text
 from .instructions import Step
@@ -51,6 +56,9 @@ DEFAULT_QUERY = (
 REPORT_FILE = "report.md"
 PROSE_NOTE = "the model answered in prose; kept as the report, no structured findings"
 MAX_OBJECT_STARTS = 50  # '{' positions tried when looking for the object in prose
+# The prompts that show the model an example answer, and the free-text fields of that example.
+EXAMPLE_PROMPTS = ("analyze_code_user", "fix_json")
+_EXAMPLE_TEXT = re.compile(r'"(?:summary|message)"\s*:\s*"((?:[^"\\]|\\.)*)"')
 
 
 class AnswerError(ValueError):
@@ -124,33 +132,106 @@ def analyze_code(step: Step, llm_config: dict | None) -> dict:
 
 
 def ask_analysis(chat: llm.Conversation, messages: list[dict], rel: str) -> tuple[dict, bool]:
-    """Ask for the JSON analysis, once more if it cannot be read: ``(analysis, structured)``.
+    """Ask for the JSON analysis, once more if it is unusable: ``(analysis, structured)``.
 
-    When the second answer still holds no usable JSON, the last non-empty
-    answer is kept as a prose analysis (``structured`` False); only empty
-    answers fail the step.
+    An answer is unusable when no analysis can be read from it, when the
+    analysis is empty (``{}``, or no summary and no findings), or when it
+    copies the prompt's example.  When the asks give none, the last non-empty
+    answer holding no JSON analysis at all is kept as a prose analysis
+    (``structured`` False): a review in prose is still a review.  Otherwise
+    the step fails, and nothing is written.
     """
-    first = chat.ask(messages, json=True)
+    outcome = reask.ask_until_usable(
+        chat,
+        messages,
+        lambda answer: judge_analysis(answer, rel),
+        lambda problem: llm.render_prompt("fix_json", problem=problem.for_model()),
+        json=True,
+    )
+    if outcome.usable:
+        return outcome.value, True
+    prose = next((text.strip() for text in reversed(outcome.answers) if is_prose(text)), None)
+    if prose is not None:
+        return {"summary": prose, "findings": []}, False
+    if not any(text.strip() for text in outcome.answers):
+        what = "the answers are empty"
+    else:
+        what = outcome.reason()
+    raise chat.fail(
+        f"the LLM gave no usable analysis of {rel} in {chat.calls} attempts: {what} "
+        f"({chat.saved()}): retry the step",
+        repeated=outcome.repeated,
+    )
+
+
+def judge_analysis(text: str, rel: str) -> tuple[dict | None, reask.Problem | None]:
+    """``(analysis, None)`` when ``text`` holds a usable analysis of ``rel``, else the problem."""
     try:
-        return parse_analysis(first), True
+        data = parse_analysis(text)
     except AnswerError as exc:
-        problem = str(exc)
-    retry = messages + [
-        {"role": "assistant", "content": first},
-        {"role": "user", "content": llm.render_prompt("fix_json", problem=problem)},
-    ]
-    second = chat.ask(retry, json=True)
-    try:
-        return parse_analysis(second), True
-    except AnswerError:
-        pass
-    prose = next((text.strip() for text in (second, first) if text.strip()), None)
-    if prose is None:
-        raise chat.fail(
-            f"the LLM gave no usable analysis of {rel} in {chat.calls} attempts: the answers "
-            f"are empty ({chat.saved()}): retry the step"
+        return None, reask.Problem(str(exc), f"Your answer is not the JSON object asked for: {exc}")
+    if not data["summary"] and not data["findings"]:
+        return None, reask.Problem(
+            "the analysis is empty (no summary and no findings)",
+            f"Your answer is empty: it has no summary and no findings. Write what you found in "
+            f"THIS file, {rel}: a summary that answers the question, and one finding for each "
+            "problem you see",
         )
-    return {"summary": prose, "findings": []}, False
+    copied = copied_example(data)
+    if copied is not None:
+        return None, reask.Problem(
+            f"the model copied the example's text from the prompt ({copied!r}) instead of "
+            f"writing what it found in {rel}",
+            f'You copied the example\'s text ("{copied}"); write what you found in THIS file, '
+            f"{rel}: a summary that answers the question, and one finding for each problem you "
+            "see, with its line number",
+        )
+    return data, None
+
+
+def is_prose(text: str) -> bool:
+    """True when ``text`` is not empty and holds no analysis in JSON (it may be a review)."""
+    if not text.strip():
+        return False
+    try:
+        parse_analysis(text)
+    except AnswerError:
+        return True
+    return False
+
+
+def copied_example(data: dict) -> str | None:
+    """The summary or finding message of ``data`` that is one of the prompts' examples, if any.
+
+    Small models copy the example of the answer format (SmolLM2-135M did, word
+    for word): such an answer describes an analysis instead of giving one.
+    """
+    examples = example_texts()
+    texts = [data["summary"]] + [finding["message"] for finding in data["findings"]]
+    return next((text for text in texts if normalize_text(text) in examples), None)
+
+
+def example_texts() -> set[str]:
+    """The example texts ("summary", "message") of the analysis prompts, normalised.
+
+    Read from the prompt files at every call, so that the check follows the
+    prompts when their example changes.
+    """
+    texts = set()
+    for name in EXAMPLE_PROMPTS:
+        for raw in _EXAMPLE_TEXT.findall(llm.load_prompt(name)):
+            texts.add(normalize_text(json.loads(f'"{raw}"')))
+    texts.discard("")
+    return texts
+
+
+def normalize_text(text: str) -> str:
+    """``text`` compared loosely: lower-case, one space between words, no ``<...>`` around it,
+    no full stop at its end."""
+    text = " ".join(text.split()).lower()
+    if text.startswith("<") and text.endswith(">"):
+        text = text[1:-1].strip()
+    return text.rstrip(".").strip()
 
 
 def number_lines(source: str) -> str:
@@ -161,9 +242,13 @@ def number_lines(source: str) -> str:
 
 
 def parse_analysis(text: str) -> dict:
-    """The normalised analysis in the answer ``text`` (raises :class:`AnswerError`)."""
+    """The normalised analysis in the answer ``text`` (raises :class:`AnswerError`).
+
+    ``{}`` is an analysis, an empty one (models answer it under JSON mode):
+    the caller judges emptiness, with a plainer reason than a missing key.
+    """
     data = parse_json_object(text)
-    if "summary" not in data and "findings" not in data:
+    if data and "summary" not in data and "findings" not in data:
         keys = ", ".join(sorted(map(str, data))) or "none"
         raise AnswerError(
             f"the JSON object has no 'summary' and no 'findings' key (its keys: {keys})"

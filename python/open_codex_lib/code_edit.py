@@ -9,9 +9,10 @@ An answer that would lose part of the file is unusable too, even when it
 compiles: a code block that is never closed (the answer stopped halfway), an
 answer far larger than the file and the change could need, or a new version
 that drops most of the lines while the instructions ask to remove nothing.
-When the answer is unusable the model is asked once more, told exactly what
-was wrong; a second unusable answer fails the step and nothing is written.
-An answer cut off at the token limit is never used (see :mod:`.llm`).
+When the answer is unusable the model is asked once more, told in plain words
+what was wrong (:mod:`.reask`: warmer, and not again when it repeats itself); a
+second unusable answer fails the step and nothing is written.  An answer cut
+off at the token limit is never used (see :mod:`.llm`).
 """
 
 from __future__ import annotations
@@ -21,7 +22,7 @@ import os
 import re
 from dataclasses import dataclass
 
-from . import llm
+from . import llm, reask
 from .code_blocks import (
     CodeBlockError,
     check_python,
@@ -185,48 +186,46 @@ def generate_file(step: Step, llm_config: dict | None, rel: str, instructions: s
 def obtain_file_content(chat: llm.Conversation, messages: list[dict], request: FileRequest) -> str:
     """Ask for the file; ask once more if the answer is unusable; return the content."""
     rel = request.rel
-    answer = chat.ask(messages)
-    content, problem = usable_content(answer, request)
-    if problem is None:
-        return content
-    retry = messages + [
-        {"role": "assistant", "content": answer},
-        {
-            "role": "user",
-            "content": llm.render_prompt(
-                "fix_code",
-                problem=problem,
-                file_path=rel,
-                fence=request.fence,
-                language=language_tag(rel),
-            ),
-        },
-    ]
-    answer = chat.ask(retry)
-    content, problem = usable_content(answer, request)
-    if problem is None:
-        return content
+    outcome = reask.ask_until_usable(
+        chat,
+        messages,
+        lambda answer: usable_content(answer, request),
+        lambda problem: llm.render_prompt(
+            "fix_code",
+            problem=problem.for_model(),
+            file_path=rel,
+            fence=request.fence,
+            language=language_tag(rel),
+        ),
+    )
+    if outcome.usable:
+        return outcome.value
     raise chat.fail(
-        f"the LLM gave no usable content for {rel} in {chat.calls} attempts: {problem} "
+        f"the LLM gave no usable content for {rel} in {chat.calls} attempts: {outcome.reason()} "
         f"({chat.saved()}); {rel} is left unchanged: retry the step, or make the "
-        "instructions simpler"
+        "instructions simpler",
+        repeated=outcome.repeated,
     )
 
 
-def usable_content(answer: str, request: FileRequest) -> tuple[str | None, str | None]:
+def usable_content(answer: str, request: FileRequest) -> tuple[str | None, reask.Problem | None]:
     """``(content, None)`` if ``answer`` holds the whole new file, else ``(None, problem)``."""
     rel = request.rel
     problem = oversized(answer, request)
     if problem is not None:
-        return None, problem
+        return None, reask.Problem(problem)
     try:
         content = extract_code_block(answer, rel)
     except CodeBlockError as exc:
-        return None, str(exc)
+        return None, reask.Problem(str(exc))
     if is_python(rel):
-        problem = check_python(content, rel)
-        if problem is not None:
-            return None, f"the code does not compile: {problem}"
+        error = check_python(content, rel)
+        if error is not None:
+            return None, reask.Problem(
+                f"the code does not compile: {error}",
+                f"Your code does not compile: {error}. Fix that line, and give the whole file "
+                "again",
+            )
     problem = drops_most_lines(content, request)
     if problem is not None:
         return None, problem
@@ -247,18 +246,28 @@ def oversized(answer: str, request: FileRequest) -> str | None:
     )
 
 
-def drops_most_lines(content: str, request: FileRequest) -> str | None:
-    """The problem when the new version loses most of a sizeable file nobody asked to shorten."""
+def drops_most_lines(content: str, request: FileRequest) -> reask.Problem | None:
+    """The problem when the new version loses most of a sizeable file nobody asked to shorten.
+
+    Both texts give the line counts (``426 → 8 lines``): they show at a glance
+    that the answer is a fragment, and tell the model how much it left out.
+    """
     if request.original is None or _REMOVAL_WORDS.search(request.instructions):
         return None
     before = _non_blank_lines(request.original)
     after = _non_blank_lines(content)
     if before < MIN_LINES or after >= KEEP_RATIO * before:
         return None
-    return (
-        f"the new {request.rel} has {after} non-blank lines where it had {before}: it drops "
-        "more than half of the file, and the instructions do not ask to remove anything; give "
-        "the whole file, with every line the change does not touch"
+    rel = request.rel
+    lines_before, lines_after = len(request.original.splitlines()), len(content.splitlines())
+    counts = f"{lines_before} → {lines_after} lines"
+    return reask.Problem(
+        f"the new {rel} has {lines_after} lines where it had {lines_before} ({counts}; {after} "
+        f"non-blank lines where it had {before}): it drops more than half of the file, and the "
+        "instructions do not ask to remove anything",
+        f"Your answer drops more than half of the file: {rel} has {lines_before} lines, your "
+        f"version has {lines_after} ({counts}). You must return the WHOLE file: every line of "
+        f"{rel}, with only the asked change made, not only the part you changed",
     )
 
 

@@ -1,8 +1,9 @@
 """Calling the language model the host provides, and the prompt files.
 
 The host passes ``llm_config["complete"]``, a callable
-``complete(messages, purpose=None, json=False) -> dict`` where ``messages`` is
-a list of ``{"role": "system"|"user"|"assistant", "content": str}``; it returns
+``complete(messages, purpose=None, json=False) -> dict`` (optionally with a
+``temperature=None`` keyword, see below) where ``messages`` is a list of
+``{"role": "system"|"user"|"assistant", "content": str}``; it returns
 ``{"content": str, "finish_reason": str | None, "usage": {...token counts}}``
 and raises on failure (host errors carry ``kind`` and ``transient``).  Without
 it, operations that need a model fail with a message telling how to run them
@@ -15,6 +16,13 @@ an exception into a failure carrying ``llm_error`` (so the host can decide to
 retry), and refuses an answer cut off by the token limit
 (``finish_reason == "length"``).
 
+A re-ask is sent a little warmer than ``llm_config["temperature"]`` (the
+temperature the host uses): a deterministic model asked again at the same
+temperature tends to give the same answer again.  The ``temperature`` keyword
+goes to ``complete`` only when it takes one (ocflow's shim may not); the
+result's ``llm_temperatures`` says what each call was sent (None: nothing,
+the host's own temperature).
+
 Prompts are editable Markdown files in ``open_codex_lib/prompts/``;
 :func:`render_prompt` fills their ``$name`` placeholders.
 ``llm_config["api_key"]`` is never written anywhere by this module.
@@ -22,6 +30,8 @@ Prompts are editable Markdown files in ``open_codex_lib/prompts/``;
 
 from __future__ import annotations
 
+import inspect
+import math
 import os
 from importlib import resources
 from string import Template
@@ -32,6 +42,9 @@ from .results import StepError, failure
 
 CompleteFn = Callable[..., dict]
 USAGE_KEYS = ("prompt_tokens", "completion_tokens", "total_tokens")
+# Each re-ask is sent this much warmer than the configured temperature, up to MAX_TEMPERATURE.
+REASK_WARMING = 0.3
+MAX_TEMPERATURE = 1.0
 
 
 def get_complete(llm_config: dict | None) -> CompleteFn | None:
@@ -81,18 +94,29 @@ class Conversation:
 
     ``purpose`` is passed to the host with every call (the operation name).
     :attr:`fields` gives the result fields describing the calls:
-    ``llm_calls``, ``llm_answers`` (answer file names in the step directory)
-    and ``llm_usage`` (summed token counts).
+    ``llm_calls``, ``llm_answers`` (answer file names in the step directory),
+    ``llm_usage`` (summed token counts) and ``llm_temperatures`` (per call, the
+    temperature passed to ``complete``, or None).
     """
 
-    def __init__(self, step: Step, complete: CompleteFn, purpose: str, api_key: Any = None):
+    def __init__(
+        self,
+        step: Step,
+        complete: CompleteFn,
+        purpose: str,
+        api_key: Any = None,
+        temperature: float | None = None,
+    ):
         self.step = step
         self.complete = complete
         self.purpose = purpose
         self.secret = api_key if isinstance(api_key, str) and api_key else None
+        self.temperature = temperature  # the host's, from llm_config; None when unknown
+        self.takes_temperature = accepts_temperature(complete)
         self.calls = 0
         self.answer_files: list[str] = []
         self.usage = {key: 0 for key in USAGE_KEYS}
+        self.temperatures: list[float | None] = []
 
     @property
     def fields(self) -> dict:
@@ -101,7 +125,20 @@ class Conversation:
             "llm_calls": self.calls,
             "llm_answers": list(self.answer_files),
             "llm_usage": dict(self.usage),
+            "llm_temperatures": list(self.temperatures),
         }
+
+    def reask_temperature(self, reask: int) -> float | None:
+        """The temperature for re-ask number ``reask`` (0: the first question), or None.
+
+        None leaves the host's temperature: for the first question, when the
+        configured temperature is unknown, or when warming it would not raise it
+        (it is already at :data:`MAX_TEMPERATURE` or above).
+        """
+        if reask <= 0 or self.temperature is None:
+            return None
+        warmer = round(min(MAX_TEMPERATURE, self.temperature + REASK_WARMING * reask), 2)
+        return warmer if warmer > self.temperature else None
 
     def saved(self) -> str:
         """Where the answers are, for messages: ``llm-answer-1.md, ... in <step dir>``."""
@@ -114,15 +151,22 @@ class Conversation:
         """A :class:`StepError` carrying :attr:`fields` and ``fields``."""
         return StepError(message, **self.fields, **fields)
 
-    def ask(self, messages: list[dict], json: bool = False) -> str:
+    def ask(self, messages: list[dict], json: bool = False, reask: int = 0) -> str:
         """Send ``messages``; return the answer's text.
 
-        The answer is saved before anything else is done with it.  A failing
-        call, a malformed answer or a truncated one raises :class:`StepError`.
+        ``reask`` counts the re-asks before this call; a re-ask is sent warmer
+        (:meth:`reask_temperature`).  The answer is saved before anything else
+        is done with it.  A failing call, a malformed answer or a truncated one
+        raises :class:`StepError`.
         """
         self.calls += 1
+        options: dict[str, Any] = {"purpose": self.purpose, "json": json}
+        temperature = self.reask_temperature(reask) if self.takes_temperature else None
+        if temperature is not None:
+            options["temperature"] = temperature
+        self.temperatures.append(temperature)
         try:
-            answer = self.complete(messages, purpose=self.purpose, json=json)
+            answer = self.complete(messages, **options)
         except Exception as exc:  # noqa: BLE001 - any error of the host's callable is the step's
             raise self._call_error(exc) from None
         if not isinstance(answer, dict):
@@ -187,4 +231,25 @@ def conversation(step: Step, llm_config: dict | None, purpose: str) -> Conversat
     complete = get_complete(llm_config)
     if complete is None:
         return None
-    return Conversation(step, complete, purpose, (llm_config or {}).get("api_key"))
+    config = llm_config or {}
+    temperature = configured_temperature(config.get("temperature"))
+    return Conversation(step, complete, purpose, config.get("api_key"), temperature)
+
+
+def configured_temperature(value: Any) -> float | None:
+    """``llm_config["temperature"]`` when it is a usable number, else None (unknown)."""
+    if isinstance(value, bool) or not isinstance(value, (int, float)):
+        return None
+    return float(value) if math.isfinite(value) and value >= 0 else None
+
+
+def accepts_temperature(complete: CompleteFn) -> bool:
+    """Whether ``complete`` takes a ``temperature`` keyword (hosts written before it do not)."""
+    try:
+        parameters = inspect.signature(complete).parameters.values()
+    except (TypeError, ValueError):
+        return False
+    return any(
+        parameter.name == "temperature" or parameter.kind is parameter.VAR_KEYWORD
+        for parameter in parameters
+    )

@@ -8,7 +8,8 @@ point: it adds ``complete`` to the config when the step needs a model, or
 returns the message explaining what to install or set.
 
 The adapter has the host's contract: ``complete(messages, purpose=None,
-json=False) -> {"content", "finish_reason", "usage"}``; its errors are
+json=False, temperature=None) -> {"content", "finish_reason", "usage"}``
+(``temperature``, given for a re-ask, replaces the configured one); its errors are
 :class:`LLMCallError` with ``kind`` and ``transient``.  The API key goes only
 to the ``openai`` client, never into a message.
 """
@@ -116,11 +117,18 @@ def openai_complete(llm_config: dict, timeout: float | None = None):
         options["timeout"] = timeout
     client = openai.OpenAI(**options)
 
-    def complete(messages: list[dict], purpose: str | None = None, json: bool = False) -> dict:
+    def complete(
+        messages: list[dict],
+        purpose: str | None = None,
+        json: bool = False,
+        temperature: float | None = None,
+    ) -> dict:
         request: dict[str, Any] = {"model": model, "messages": messages}
         for name in ("temperature", "max_tokens"):
             if llm_config.get(name) is not None:
                 request[name] = llm_config[name]
+        if temperature is not None:  # a re-ask, sent warmer than the configured temperature
+            request["temperature"] = temperature
         if json:
             request["response_format"] = {"type": "json_object"}
         try:

@@ -149,19 +149,27 @@ class HostError(Exception):
 
 
 class FakeLLM:
-    """The host's ``complete(messages, purpose=None, json=False)`` with scripted answers.
+    """The host's ``complete(messages, purpose=None, json=False, temperature=None)``, scripted.
 
     Each scripted item is a string (the content, finish_reason "stop"), a
     full answer dict, or an exception to raise.  The last item repeats when
-    the script runs out.  ``calls`` records ``{"messages", "purpose", "json"}``.
+    the script runs out.  ``calls`` records ``{"messages", "purpose", "json",
+    "temperature"}`` (``temperature`` None when the library sent none).
     """
 
     def __init__(self, *answers):
         self.answers = list(answers) or ["ok"]
         self.calls = []
 
-    def __call__(self, messages, purpose=None, json=False):
-        self.calls.append({"messages": copy.deepcopy(messages), "purpose": purpose, "json": json})
+    def __call__(self, messages, purpose=None, json=False, temperature=None):
+        self.calls.append(
+            {
+                "messages": copy.deepcopy(messages),
+                "purpose": purpose,
+                "json": json,
+                "temperature": temperature,
+            }
+        )
         item = self.answers[min(len(self.calls), len(self.answers)) - 1]
         if isinstance(item, Exception):
             raise item

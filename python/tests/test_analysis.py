@@ -58,15 +58,18 @@ def test_analyze_code_fenced_json_with_trailing_commas(make_step):
     prompt = llm.last_user_message()
     assert "4 |     return eval(x)" in prompt
     assert "Question: Is it safe?" in prompt
-    assert prompt.rstrip().endswith('"message": "what is wrong and how to fix it"}]}')
+    assert '"message": "<what is wrong and how to fix it>"}]}\n' in prompt
+    assert prompt.endswith(
+        "and 12 with the line number of the problem. Give one finding for each problem you see."
+    )
 
 
 def test_analyze_code_without_report_path_writes_only_step_report(make_step):
     files = analyze_step(make_step)
-    llm = FakeLLM('{"findings": []}')
+    llm = FakeLLM('{"summary": "f evaluates its argument.", "findings": []}')
     result = execute_operation(files.path, {"complete": llm})
     assert result["status"] == "success"
-    assert result["summary"] == "" and result["findings"] == []
+    assert result["summary"] == "f evaluates its argument." and result["findings"] == []
     assert result["output_files"] == []
     assert list(files.output_dir.iterdir()) == []
     assert "No findings." in (files.step_dir / "report.md").read_text()
@@ -217,3 +220,171 @@ def test_number_lines():
     assert number_lines("a\n" * 10).splitlines()[0] == " 1 | a"
     assert number_lines("a\n" * 10).splitlines()[9] == "10 | a"
     assert json.dumps(number_lines("")) == '"1 | "'
+
+
+# --- answers that copy the prompt's example (small models do) -------------------------
+
+# SmolLM2-135M's whole answer in run f3-analyse-smol (/work/shared/notes/small-models.md, 6):
+# the prompt's example, word for word but for one capital letter. It was written as ANALYSIS.md.
+F3_ANSWER = (
+    '{"summary": "two or three sentences that answer the question", "findings": [{"line": 12, '
+    '"severity": "warning", "message": "What is wrong and how to fix it"}]}'
+)
+REAL_ANSWER = (
+    '{"summary": "f runs its argument as Python code.", "findings": [{"line": 4, '
+    '"severity": "error", "message": "eval runs any code; use ast.literal_eval."}]}'
+)
+
+
+def test_analyze_code_answer_copying_the_prompt_example_is_asked_again(make_step):
+    files = analyze_step(make_step)
+    llm = FakeLLM(F3_ANSWER, REAL_ANSWER)
+    result = execute_operation(files.path, {"complete": llm})
+    assert result["status"] == "success", result["message"]
+    assert result["summary"] == "f runs its argument as Python code."
+    assert len(llm.calls) == 2
+    reask = llm.last_user_message(1)
+    assert "You copied the example's text" in reask
+    assert "write what you found in THIS file" in reask
+
+
+def test_analyze_code_example_text_twice_fails_and_writes_nothing(make_step):
+    files = analyze_step(make_step, report_path="ANALYSIS.md")
+    llm = FakeLLM(F3_ANSWER)
+    result = execute_operation(files.path, {"complete": llm})
+    assert result["status"] == "failure"
+    assert len(llm.calls) == 2
+    assert "no usable analysis of src/a.py in 2 attempts" in result["message"]
+    assert "copied the example's text" in result["message"]
+    assert not (files.step_dir / "report.md").exists()
+    assert list(files.output_dir.iterdir()) == []
+
+
+def test_analyze_code_example_text_is_found_whatever_its_case_spacing_or_brackets(make_step):
+    for summary in (
+        "Two or three sentences  that answer\nthe question.",
+        "<two or three sentences that answer the question>",
+        "TWO OR THREE SENTENCES THAT ANSWER THE QUESTION",
+    ):
+        files = analyze_step(make_step)
+        answer = json.dumps({"summary": summary, "findings": []})
+        result = execute_operation(files.path, {"complete": FakeLLM(answer)})
+        assert result["status"] == "failure", summary
+        assert "copied the example's text" in result["message"], summary
+
+
+def test_analyze_code_example_text_in_one_finding_is_enough_to_ask_again(make_step):
+    files = analyze_step(make_step)
+    copied = {
+        "summary": "f evaluates its argument.",
+        "findings": [
+            {"line": 4, "severity": "error", "message": "<What is wrong and how to fix it>"}
+        ],
+    }
+    llm = FakeLLM(json.dumps(copied), REAL_ANSWER)
+    result = execute_operation(files.path, {"complete": llm})
+    assert result["status"] == "success", result["message"]
+    assert "You copied the example's text" in llm.last_user_message(1)
+    assert result["findings"][0]["message"] == "eval runs any code; use ast.literal_eval."
+
+
+def test_analyze_code_real_text_that_quotes_the_example_words_is_kept(make_step):
+    files = analyze_step(make_step)
+    answer = json.dumps(
+        {
+            "summary": "The docstring should say what is wrong and how to fix it.",
+            "findings": [{"line": 4, "severity": "warning", "message": "Say what is wrong."}],
+        }
+    )
+    llm = FakeLLM(answer)
+    result = execute_operation(files.path, {"complete": llm})
+    assert result["status"] == "success", result["message"]
+    assert len(llm.calls) == 1
+
+
+def test_analyze_code_prompt_example_is_made_of_angle_bracket_markers(make_step):
+    files = analyze_step(make_step)
+    llm = FakeLLM(REAL_ANSWER)
+    execute_operation(files.path, {"complete": llm})
+    prompt = llm.last_user_message()
+    assert '"summary": "<' in prompt and '"message": "<' in prompt
+    assert "Replace every <...> with your own words" in prompt
+
+
+def test_analyze_code_example_check_follows_the_prompt_files(make_step, monkeypatch):
+    """The example texts are read from the prompt files: change the example, the check follows."""
+    from open_codex_lib import llm as llm_module
+
+    load_prompt = llm_module.load_prompt
+
+    def edited(name):
+        text = load_prompt(name)
+        if name in ("analyze_code_user", "fix_json"):
+            text = text.replace("<two or three sentences that answer the question>", "<gist>")
+        return text
+
+    monkeypatch.setattr(llm_module, "load_prompt", edited)
+    files = analyze_step(make_step)
+    answer = json.dumps({"summary": "Gist.", "findings": []})
+    result = execute_operation(files.path, {"complete": FakeLLM(answer)})
+    assert result["status"] == "failure"
+    assert "copied the example's text" in result["message"]
+
+
+# --- empty analyses ------------------------------------------------------------------
+
+# Gemma-3-270M's answer under json_object with a file in the prompt (g3-analyse, small-models.md 3).
+EMPTY_OBJECT = "{}\n"
+
+
+def test_analyze_code_empty_object_is_asked_again_then_fails_clearly(make_step):
+    files = analyze_step(make_step, report_path="ANALYSIS.md")
+    llm = FakeLLM(EMPTY_OBJECT)
+    result = execute_operation(files.path, {"complete": llm})
+    assert result["status"] == "failure"
+    assert len(llm.calls) == 2
+    assert "Your answer is empty: it has no summary and no findings" in llm.last_user_message(1)
+    assert (
+        "no usable analysis of src/a.py in 2 attempts: the analysis is empty" in (result["message"])
+    )
+    assert "no 'summary'" not in result["message"]  # not the parser's words
+    assert not (files.step_dir / "report.md").exists()
+    assert list(files.output_dir.iterdir()) == []
+
+
+def test_analyze_code_empty_summary_and_no_findings_is_asked_again(make_step):
+    files = analyze_step(make_step)
+    llm = FakeLLM('{"summary": "", "findings": []}', REAL_ANSWER)
+    result = execute_operation(files.path, {"complete": llm})
+    assert result["status"] == "success", result["message"]
+    assert result["summary"] == "f runs its argument as Python code."
+    reask = llm.last_user_message(1)
+    assert "Your answer is empty" in reask and "THIS file" in reask
+
+
+def test_analyze_code_empty_analysis_twice_is_not_kept_as_prose(make_step):
+    files = analyze_step(make_step)
+    llm = FakeLLM("{}", '{"summary": "  ", "findings": [{"message": ""}]}')
+    result = execute_operation(files.path, {"complete": llm})
+    assert result["status"] == "failure"
+    assert "the analysis is empty" in result["message"]
+
+
+def test_analyze_code_findings_without_a_summary_are_an_analysis(make_step):
+    files = analyze_step(make_step)
+    answer = '{"findings": [{"line": 4, "severity": "error", "message": "eval is unsafe"}]}'
+    result = execute_operation(files.path, {"complete": FakeLLM(answer)})
+    assert result["status"] == "success", result["message"]
+    assert result["summary"] == "" and len(result["findings"]) == 1
+
+
+def test_analyze_code_same_copied_example_twice_says_the_model_repeated_itself(make_step):
+    files = analyze_step(make_step)
+    llm = FakeLLM(F3_ANSWER, F3_ANSWER)
+    result = execute_operation(files.path, {"complete": llm, "temperature": 0.2})
+    assert result["status"] == "failure"
+    assert result["repeated"] is True
+    assert "the model gave the same answer again" in result["message"]
+    assert "copied the example's text" in result["message"]
+    assert [call["temperature"] for call in llm.calls] == [None, 0.5]
+    assert result["llm_temperatures"] == [None, 0.5]

@@ -317,7 +317,8 @@ def test_modify_code_answer_dropping_most_of_the_file_is_asked_again(make_step):
     result = run(files, llm)
     assert result["status"] == "success", result["message"]
     problem = llm.last_user_message(1)
-    assert "the new app.py has 6 non-blank lines where it had 25" in problem
+    assert "app.py has 37 lines, your version has 8 (37 → 8 lines)" in problem
+    assert "You must return the WHOLE file" in problem
     assert (files.output_dir / "app.py").read_text() == PROGRAM_NEW
 
 
@@ -326,6 +327,10 @@ def test_modify_code_answer_dropping_most_of_the_file_twice_fails(make_step):
     result = run(files, FakeLLM(f"```python\n{HALF}```"))
     assert result["status"] == "failure"
     assert "drops more than half of the file" in result["message"]
+    assert (
+        "the new app.py has 8 lines where it had 37 (37 → 8 lines; 6 non-blank lines where it "
+        "had 25)" in result["message"]
+    )
     assert list(files.output_dir.iterdir()) == []
 
 
@@ -363,3 +368,185 @@ def test_write_file_with_instructions_refuses_dropping_most_of_the_old_file(make
     assert result["status"] == "failure"
     assert "drops more than half of the file" in result["message"]
     assert list(files.output_dir.iterdir()) == []
+
+
+# --- re-asks that change something ---------------------------------------------------
+
+SAMPLE_UTILS = (
+    "def calculate_metrics(values):\n"
+    "    t = 0\n"
+    "    for v in values:\n"
+    "        t = t + v\n"
+    "    m = t / len(values)\n"
+    "    s = 0\n"
+    "    for v in values:\n"
+    "        s = s + (v - m) * (v - m)\n"
+    '    return {"total": t, "mean": m, "variance": s / len(values)}\n'
+)
+# SmolLM2-135M's answers 1 and 2 in run f1-fix-smol, identical (small-models.md 5; the notes
+# elide the middle of the function with "...", kept here as it is, a valid Python line).
+F1_ANSWER = (
+    "```python\n"
+    "def calculate_metrics(values):\n"
+    "    ...\n"
+    '    return {"total": t, "mean": m, "variance": s / len(values}}\n'
+    "```"
+)
+
+
+def fix_step(make_step):
+    params = {
+        "file_path": "utils.py",
+        "instructions": "Fix calculate_metrics: it crashes with ZeroDivisionError on an empty list",
+    }
+    return make_step("modify_code", params, inputs={"utils.py": SAMPLE_UTILS})
+
+
+def test_modify_code_same_answer_twice_ends_the_reasks(make_step):
+    files = fix_step(make_step)
+    llm = FakeLLM(F1_ANSWER, F1_ANSWER)
+    result = run(files, llm, temperature=0.2)
+    assert result["status"] == "failure"
+    assert result["llm_calls"] == 2 and len(llm.calls) == 2
+    assert result["repeated"] is True
+    assert "the model gave the same answer again" in result["message"]
+    assert "closing parenthesis '}' does not match opening parenthesis '('" in result["message"]
+    assert "utils.py is left unchanged" in result["message"]
+    assert list(files.output_dir.iterdir()) == []
+
+
+def test_two_different_unusable_answers_are_not_a_repetition(make_step):
+    files = modify_step(make_step)
+    result = run(files, FakeLLM("I cannot do that.", "```python\ndef f(:\n```"))
+    assert result["status"] == "failure"
+    assert result["repeated"] is False
+    assert "same answer" not in result["message"]
+
+
+def test_the_first_repeated_answer_ends_the_reasks_even_when_more_are_allowed(
+    make_step, monkeypatch
+):
+    from open_codex_lib import reask
+
+    monkeypatch.setattr(reask, "MAX_ASKS", 3)
+    files = fix_step(make_step)
+    repeating = FakeLLM(F1_ANSWER)
+    result = run(files, repeating)
+    assert len(repeating.calls) == 2 and result["repeated"] is True
+    files = fix_step(make_step)
+    varying = FakeLLM("no code", F1_ANSWER, "```python\ndef f(:\n```")
+    result = run(files, varying)
+    assert len(varying.calls) == 3 and result["repeated"] is False
+
+
+def test_modify_code_reask_is_sent_a_little_warmer(make_step):
+    files = modify_step(make_step)
+    llm = FakeLLM("```python\ndef f(:\n```", f"```python\n{NEW}```")
+    result = run(files, llm, temperature=0.2)
+    assert result["status"] == "success", result["message"]
+    assert [call["temperature"] for call in llm.calls] == [None, 0.5]
+    assert result["llm_temperatures"] == [None, 0.5]
+
+
+def test_reask_temperatures_rise_and_stop_at_one(make_step, monkeypatch):
+    from open_codex_lib import reask
+
+    monkeypatch.setattr(reask, "MAX_ASKS", 3)
+    for base, expected in (
+        (0.2, [None, 0.5, 0.8]),
+        (0.0, [None, 0.3, 0.6]),
+        (0.9, [None, 1.0, 1.0]),
+        (1.0, [None, None, None]),  # never sent colder than configured
+        (None, [None, None, None]),  # no configured temperature: the host's own stays
+    ):
+        files = modify_step(make_step)
+        llm = FakeLLM("no code 1", "no code 2", "no code 3")
+        result = run(files, llm, temperature=base)
+        assert [call["temperature"] for call in llm.calls] == expected, base
+        assert result["llm_temperatures"] == expected, base
+
+
+def test_host_complete_without_a_temperature_parameter_is_called_as_before(make_step):
+    """ocflow's shim today: ``complete(messages, purpose=None, json=False)``."""
+    fake = FakeLLM("```python\ndef f(:\n```", f"```python\n{NEW}```")
+
+    def complete(messages, purpose=None, json=False):
+        return fake(messages, purpose=purpose, json=json)
+
+    result = run(modify_step(make_step), complete, temperature=0.2)
+    assert result["status"] == "success", result["message"]
+    assert result["llm_temperatures"] == [None, None]
+
+
+def test_modify_code_reask_states_the_problem_in_plain_words(make_step):
+    files = fix_step(make_step)
+    llm = FakeLLM(F1_ANSWER, f"```python\n{SAMPLE_UTILS}```")
+    run(files, llm)
+    reask = llm.last_user_message(1)
+    assert reask.startswith(
+        "Your answer cannot be used. The problem:\nYour code does not compile: SyntaxError:"
+    )
+    assert "Fix that line, and give the whole file again." in reask
+
+
+# --- the shrink guard says what changed ------------------------------------------------
+
+
+def long_module(lines=426):
+    """A module of ``lines`` lines: many small functions, ``dasherize`` last (like inflection)."""
+    head = '"""Many small string helpers."""\n\nimport re\n\n\n'
+    body = "".join(
+        f'def helper_{n}(word):\n    """Helper {n}."""\n    return word + "{n}"\n\n\n'
+        for n in range(83)
+    )
+    tail = 'def dasherize(word):\n    """Replace underscores with dashes."""\n'
+    tail += '    return word.replace("_", "-")\n\n\nVERSION = "0.5.1"\n'
+    module = head + body + tail
+    assert len(module.splitlines()) == lines
+    return module
+
+
+# SmolLM2-135M's whole answer in run f4-rename-smol (small-models.md 5): it compiles, and was
+# written over the 426 lines of inflection/__init__.py.
+F4_ANSWER = '''```python
+def kebabize(word: str) -> str:
+    """
+    Convert a word to camelCase.
+    Example::
+        >>> kebabize("I am a man")
+        'I Am Man'
+    """
+    return re.sub(r"([A-Z]+)\\1_\\2", r'\\1[a-z][a-z]*', word)
+```'''
+
+
+def rename_step(make_step):
+    params = {
+        "file_path": "inflection/__init__.py",
+        "instructions": "Rename the function dasherize to kebabize",
+    }
+    return make_step("modify_code", params, inputs={"inflection/__init__.py": long_module()})
+
+
+def test_modify_code_f4_answer_over_a_426_line_module_is_never_written(make_step):
+    files = rename_step(make_step)
+    llm = FakeLLM(F4_ANSWER)
+    result = run(files, llm)
+    assert result["status"] == "failure"
+    assert len(llm.calls) == 2
+    assert "(426 → 8 lines" in result["message"]
+    assert "drops more than half of the file" in result["message"]
+    assert "inflection/__init__.py is left unchanged" in result["message"]
+    assert list(files.output_dir.iterdir()) == []
+
+
+def test_the_shrink_reask_gives_the_line_counts_and_asks_for_the_whole_file(make_step):
+    files = rename_step(make_step)
+    renamed = long_module().replace("def dasherize", "def kebabize")
+    llm = FakeLLM(F4_ANSWER, f"```python\n{renamed}```")
+    result = run(files, llm)
+    assert result["status"] == "success", result["message"]
+    reask = llm.last_user_message(1)
+    assert "inflection/__init__.py has 426 lines, your version has 8 (426 → 8 lines)" in reask
+    assert "You must return the WHOLE file" in reask
+    assert (files.output_dir / "inflection/__init__.py").read_text() == renamed

@@ -235,3 +235,16 @@ def execute_operation_of(files, llm_config):
     from open_codex_lib import execute_operation
 
     return execute_operation(files.path, llm_config)
+
+
+def test_the_openai_adapter_sends_the_reask_temperature(make_step, monkeypatch):
+    """The configured temperature for the first question, a warmer one for the re-ask."""
+    module = fake_openai(["no code, sorry", f"```python\n{NEW}```"])
+    monkeypatch.setitem(sys.modules, "openai", module)
+    files = modify_step(make_step)
+    config = {"endpoint": "http://127.0.0.1:8080/v1", "model": "m", "temperature": 0.2}
+    result = execute_operation_of(files, config)
+    assert result["status"] == "success", result["message"]
+    [client] = module.clients
+    assert [request["temperature"] for request in client.requests] == [0.2, 0.5]
+    assert result["llm_temperatures"] == [None, 0.5]

@@ -33,6 +33,9 @@ struct CompleteCall {
     /// A JSON Schema for the answer, for endpoints that constrain decoding to one.
     #[serde(default)]
     schema: Option<Value>,
+    /// The temperature of this call (a re-ask asks a little warmer), instead of the step's.
+    #[serde(default)]
+    temperature: Option<f32>,
 }
 
 impl HostLlm {
@@ -51,9 +54,13 @@ impl HostLlm {
                 .to_string();
             }
         };
+        let mut settings = self.settings.clone();
+        if let Some(temperature) = call.temperature {
+            settings.temperature = Some(temperature.clamp(0.0, 2.0));
+        }
         let request = ChatRequest {
             purpose: purpose.to_string(),
-            settings: self.settings.clone(),
+            settings,
             messages: call.messages,
             json: call.json,
             schema: call.schema,

@@ -29,8 +29,14 @@ class HostLLMError(Exception):
 def _complete_from(complete_json):
     """`llm_config["complete"]` for the library, over ocflow's JSON-in, JSON-out callback."""
 
-    def complete(messages, purpose=None, json=False):
-        reply = _json_loads(complete_json(_json_dumps({"messages": messages, "json": bool(json)})))
+    def complete(messages, purpose=None, json=False, temperature=None, schema=None):
+        call = {"messages": messages, "json": bool(json)}
+        # A re-ask asks a little warmer; a schema constrains the answer where the endpoint can.
+        if temperature is not None:
+            call["temperature"] = float(temperature)
+        if schema is not None:
+            call["schema"] = schema
+        reply = _json_loads(complete_json(_json_dumps(call)))
         error = reply.get("error")
         if error:
             raise HostLLMError(

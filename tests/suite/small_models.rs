@@ -260,3 +260,33 @@ fn unusable_recovery_answers_are_re_asked_plainly_and_counted() {
         .collect();
     assert!(temperatures[1] > temperatures[0], "{temperatures:?}");
 }
+
+/// SmolLM2 answered a code fix twice with the same broken line: the re-ask goes out warmer
+/// (through ocflow's own LLM bridge), and the same answer twice ends the step at once, saying
+/// so; utils.py is never written.
+#[test]
+fn the_same_broken_code_twice_ends_the_step_and_re_asks_go_warmer() {
+    let sandbox = utils_repo();
+    let broken = "```python\ndef calculate_metrics(values):\n    t = sum(values)\n    \
+                  return {\"total\": t, \"mean\": t, \"variance\": s / len(values}}\n```";
+    let llm = FakeLlm::start(vec![chat(broken), chat(broken)]);
+    let flow = json!([{"id": "fix", "operation": "modify_code",
+        "params": {"file_path": "utils.py", "instructions": "return zeros for an empty list"}}]);
+    let plan = sandbox.flow(&flow);
+    let output = sandbox
+        .ocflow_llm(&llm.base_url())
+        .args(["run", "--no-recovery", "--task-id", "t", "--plan"])
+        .arg(plan)
+        .output()
+        .unwrap();
+    assert_exit(&output, 1);
+    let step = sandbox.step_status("t", "fix");
+    let message = step["message"].as_str().unwrap_or_default();
+    assert!(message.contains("the same answer again"), "{step}");
+    let temperatures: Vec<f64> = llm.bodies()[..2]
+        .iter()
+        .map(|b| b["temperature"].as_f64().unwrap())
+        .collect();
+    assert!(temperatures[1] > temperatures[0], "{temperatures:?}");
+    assert!(!sandbox.task_dir("t").join("final_output/utils.py").exists());
+}

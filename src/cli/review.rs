@@ -31,7 +31,7 @@ pub(crate) fn list(config: &Config) -> Result<ExitCode> {
     tasks.sort_by(|a, b| b.updated_at.cmp(&a.updated_at));
     if config.json {
         for status in &tasks {
-            let line = serde_json::json!({"type": "task", "task_id": status.task_id,
+            let line = serde_json::json!({"version": 1, "type": "task", "task_id": status.task_id,
                 "state": status.state, "task": status.task, "created_at": status.created_at,
                 "updated_at": status.updated_at, "applied_at": status.applied_at});
             print_stdout(&format!("{line}\n"));
@@ -71,8 +71,8 @@ pub(crate) fn diff(config: &Config, args: DiffArgs) -> Result<ExitCode> {
             .iter()
             .map(|c| serde_json::json!({"path": c.path.as_str(), "kind": c.kind.name()}))
             .collect();
-        let line = serde_json::json!({"type": "diff", "task_id": task.task_id, "files": files,
-            "ignored": left_out, "diff": diff});
+        let line = serde_json::json!({"version": 1, "type": "diff", "task_id": task.task_id,
+            "files": files, "ignored": left_out, "diff": diff});
         print_stdout(&format!("{line}\n"));
     } else if args.stat {
         print_stdout(&stat_text(&review::diff_stat(&changes)?));

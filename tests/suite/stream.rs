@@ -156,11 +156,21 @@ fn every_json_output_of_every_command_is_json_lines() {
         .output()
         .unwrap();
     assert_exit(&run, 0);
-    for args in [vec!["status", "t"], vec!["diff", "t"], vec!["apply", "t"]] {
+    for args in [
+        vec!["status", "t"],
+        vec!["diff", "t"],
+        vec!["list"],
+        vec!["report", "t"],
+        vec!["apply", "t"],
+        vec!["undo", "t"],
+    ] {
         let output = sandbox.ocflow().arg("--json").args(&args).output().unwrap();
         assert_exit(&output, 0);
         let lines = events(&output);
         assert!(!lines.is_empty(), "{args:?} printed nothing");
+        for line in &lines {
+            assert_eq!(line["version"], json!(1), "{args:?}: {line}");
+        }
         if args[0] == "diff" {
             assert_eq!(lines.len(), 1);
             assert_eq!(

@@ -393,6 +393,11 @@ pub(crate) fn catalogue() -> std::string::String {
     out
 }
 
+/// A step id, as the validator accepts it.
+const ID_PATTERN: &str = "^[A-Za-z0-9][A-Za-z0-9_-]{0,63}$";
+/// A repository-relative path's first character (no `/`, no `~`), then no whitespace.
+const PATH_PATTERN: &str = "^[A-Za-z0-9_.][^\\s]*$";
+
 /// The JSON Schema of a flow, generated from this registry like the catalogue: each step one
 /// of the operations, with its parameters typed and the required ones required. Endpoints that
 /// constrain decoding to a schema then cannot produce an unknown operation or a missing
@@ -406,12 +411,19 @@ pub(crate) fn flow_schema() -> serde_json::Value {
                 .params
                 .iter()
                 .map(|p| {
-                    let kind = match p.kind {
-                        ParamType::String => "string",
-                        ParamType::Integer => "integer",
-                        ParamType::Boolean => "boolean",
+                    let schema = match (p.kind, p.meaning) {
+                        // Relative paths: not `/…`, not `~…` (the validator checks the rest).
+                        (_, ParamMeaning::FilePath | ParamMeaning::DirPath) => {
+                            json!({"type": "string", "pattern": PATH_PATTERN})
+                        }
+                        (_, ParamMeaning::StepRef) => {
+                            json!({"type": "string", "pattern": ID_PATTERN})
+                        }
+                        (ParamType::String, _) => json!({"type": "string"}),
+                        (ParamType::Integer, _) => json!({"type": "integer"}),
+                        (ParamType::Boolean, _) => json!({"type": "boolean"}),
                     };
-                    (p.name.to_string(), json!({"type": kind}))
+                    (p.name.to_string(), schema)
                 })
                 .collect();
             let required: Vec<&str> = op
@@ -423,9 +435,10 @@ pub(crate) fn flow_schema() -> serde_json::Value {
             json!({
                 "type": "object",
                 "properties": {
-                    "id": {"type": "string"},
+                    "id": {"type": "string", "pattern": ID_PATTERN},
                     "operation": {"const": op.name},
-                    "depends_on": {"type": "array", "items": {"type": "string"}},
+                    "depends_on": {"type": "array",
+                        "items": {"type": "string", "pattern": ID_PATTERN}},
                     "role": {"type": "string"},
                     "params": {"type": "object", "properties": params, "required": required}
                 },

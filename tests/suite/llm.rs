@@ -311,6 +311,28 @@ fn a_server_refusing_json_schema_gets_the_schema_inside_json_object() {
     );
     assert_eq!(bodies[1]["response_format"]["type"], json!("json_object"));
     assert_eq!(&bodies[1]["response_format"]["schema"], schema);
+    // A valid JSON Schema that a valid plan meets, and a plan with a bad id or an absolute
+    // path does not (checked by Python's jsonschema, as an endpoint would).
+    let check = |plan: &str| {
+        std::process::Command::new("python3")
+            .args([
+                "-c",
+                "import json, sys, jsonschema;                  jsonschema.Draft202012Validator.check_schema(json.loads(sys.argv[1]));                  jsonschema.validate(json.loads(sys.argv[2]), json.loads(sys.argv[1]))",
+            ])
+            .arg(schema.to_string())
+            .arg(plan)
+            .output()
+            .unwrap()
+            .status
+            .success()
+    };
+    assert!(
+        check(&write_plan()),
+        "a valid plan is refused by the schema"
+    );
+    let bad_id = write_plan().replace("write_notes", ",<the task>");
+    let absolute = write_plan().replace("notes.txt", "/home/user/notes.txt");
+    assert!(!check(&bad_id) && !check(&absolute));
     assert!(
         bodies[2].get("response_format").is_none(),
         "the summary is prose"

@@ -393,10 +393,11 @@ pub(crate) fn catalogue() -> std::string::String {
     out
 }
 
-/// A step id, as the validator accepts it.
-const ID_PATTERN: &str = "^[A-Za-z0-9][A-Za-z0-9_-]{0,63}$";
-/// A repository-relative path's first character (no `/`, no `~`), then no whitespace.
-const PATH_PATTERN: &str = "^[A-Za-z0-9_.][^\\s]*$";
+/// A step id, as the validator accepts it (its length is left to the validator).
+const ID_PATTERN: &str = "^[A-Za-z0-9][A-Za-z0-9_-]*$";
+/// A repository-relative path: no leading `/` or `~`, no spaces. Plain character classes
+/// only: llama.cpp turns the schema into a grammar, and its server died on `\s`.
+const PATH_PATTERN: &str = "^[A-Za-z0-9_.][A-Za-z0-9_./+@-]*$";
 
 /// The JSON Schema of a flow, generated from this registry like the catalogue: each step one
 /// of the operations, with its parameters typed and the required ones required. Endpoints that

@@ -317,7 +317,12 @@ fn a_server_refusing_json_schema_gets_the_schema_inside_json_object() {
         std::process::Command::new("python3")
             .args([
                 "-c",
-                "import json, sys, jsonschema;                  jsonschema.Draft202012Validator.check_schema(json.loads(sys.argv[1]));                  jsonschema.validate(json.loads(sys.argv[2]), json.loads(sys.argv[1]))",
+                concat!(
+                    "import json, sys, jsonschema\n",
+                    "schema = json.loads(sys.argv[1])\n",
+                    "jsonschema.Draft202012Validator.check_schema(schema)\n",
+                    "jsonschema.validate(json.loads(sys.argv[2]), schema)\n",
+                ),
             ])
             .arg(schema.to_string())
             .arg(plan)

@@ -290,3 +290,20 @@ fn the_same_broken_code_twice_ends_the_step_and_re_asks_go_warmer() {
     assert!(temperatures[1] > temperatures[0], "{temperatures:?}");
     assert!(!sandbox.task_dir("t").join("final_output/utils.py").exists());
 }
+
+/// Gemma under json_object answered `{}` to the planner three times (small-models.md §3): the
+/// second identical answer ends the re-asks, so a slow CPU model is not asked a third time.
+#[test]
+fn the_same_empty_plan_twice_ends_planning_early() {
+    let sandbox = utils_repo();
+    let llm = FakeLlm::start(vec![chat("{}\n"), chat("{}\n"), chat("{}\n")]);
+    let output = run_task(&sandbox, &llm, FIX_TASK);
+    assert_exit(&output, 1);
+    assert_eq!(llm.requests().len(), 2, "asked only twice");
+    let message = sandbox.status("t")["message"].as_str().unwrap().to_string();
+    assert!(
+        message.contains("the flow needs a `steps` array")
+            && message.contains("the same answer again"),
+        "{message}"
+    );
+}

@@ -936,12 +936,22 @@ impl Executor {
                 settings,
             );
             let beat = || pulse.beat("summarising", Vec::new(), tokens);
-            match crate::task::events::beating(writing, beat).await {
-                Ok(text) => summary = Some(text),
-                Err(reason) => crate::output::say(&format!(
+            // Ctrl-C while the model writes: its call is dropped, the journal's summary written.
+            let interrupt = self.interrupt.clone();
+            let written = tokio::select! {
+                written = crate::task::events::beating(writing, beat) => Some(written),
+                () = interrupt.wait() => None,
+            };
+            match written {
+                Some(Ok(text)) => summary = Some(text),
+                Some(Err(reason)) => crate::output::say(&format!(
                     "ocflow: the LLM summary failed ({reason}); writing the summary from the \
                      journal"
                 )),
+                None => crate::output::say(
+                    "ocflow: interrupted while the model wrote the summary; writing it from the \
+                     journal",
+                ),
             }
             self.status
                 .tokens

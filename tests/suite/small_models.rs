@@ -307,3 +307,49 @@ fn the_same_empty_plan_twice_ends_planning_early() {
         "{message}"
     );
 }
+
+/// A signal while the model writes the summary (Gemma took 23–115 s a summary) ends the wait
+/// at once: the summary is written from the journal and the finished flow stays finished.
+#[test]
+fn a_signal_during_the_summary_writes_it_from_the_journal_at_once() {
+    let sandbox = utils_repo();
+    let llm = FakeLlm::start(vec![Reply::Slow {
+        delay: Duration::from_secs(60),
+    }]);
+    let flow = json!([{"id": "r", "operation": "read_file", "params": {"file_path": "utils.py"}}]);
+    let plan = sandbox.flow(&flow);
+    let child = sandbox
+        .ocflow_llm(&llm.base_url())
+        .args(["run", "--task-id", "t", "--plan"])
+        .arg(plan)
+        .stdout(Stdio::null())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let deadline = Instant::now() + Duration::from_secs(20);
+    while llm.requests().is_empty() && Instant::now() < deadline {
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    assert!(
+        !llm.requests().is_empty(),
+        "the summary was never asked for"
+    );
+    let sent = Instant::now();
+    rustix::process::kill_process(
+        rustix::process::Pid::from_child(&child),
+        rustix::process::Signal::INT,
+    )
+    .unwrap();
+    let output = child.wait_with_output().unwrap();
+    assert!(
+        sent.elapsed() < Duration::from_secs(3),
+        "took {:?}",
+        sent.elapsed()
+    );
+    assert!(stderr(&output).contains("interrupted while the model wrote the summary"));
+    assert_eq!(sandbox.status("t")["state"], json!("succeeded"));
+    let summary = std::fs::read_to_string(sandbox.task_dir("t").join("summary.md")).unwrap();
+    assert!(summary.contains("The flow `t` succeeded."), "{summary}");
+    // The flow had finished: its outcome is the exit code, not the interrupt's 130.
+    assert_eq!(output.status.code(), Some(0));
+}

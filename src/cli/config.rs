@@ -14,6 +14,7 @@ use crate::engine::sandbox::{self, SandboxPlan, SandboxSettings};
 use crate::error::{Error, IoContext, Result};
 use crate::flow::path_rules::{PathRules, canonical_or_absolute};
 use crate::flow::policy::CommandPolicy;
+use crate::flow::roles::{Role, Roles};
 use crate::llm::client::{Endpoint, RetryPolicy};
 use crate::llm::key::ApiKey;
 use crate::model::llm::ModelSettings;
@@ -50,6 +51,8 @@ pub(crate) struct Config {
     pub(crate) json: bool,
     /// What commands of model-made steps may do.
     pub(crate) policy: CommandPolicy,
+    /// Who may take which step (built-in roles and `[roles.NAME]`).
+    pub(crate) roles: Roles,
     /// The LLM settings, or why there are none.
     pub(crate) llm: std::result::Result<LlmConfig, NoLlm>,
     /// The environment variable the API key came from, if one held it: a process that started
@@ -117,6 +120,9 @@ pub(crate) struct FileConfig {
     /// Only in the user's own config: the repositories whose own config is obeyed in full.
     #[serde(default)]
     pub(crate) trust: FileTrust,
+    /// `[roles.NAME]`: roles added, or built-in ones replaced.
+    #[serde(default)]
+    pub(crate) roles: std::collections::BTreeMap<String, Role>,
 }
 
 /// `[trust]` in the user's config, written by `ocflow trust`.
@@ -263,11 +269,20 @@ impl FileConfig {
         );
         let destructive = self.recovery.allow_destructive.take() == Some(true);
         drop("recovery.allow_destructive = true", destructive);
+        // A role may narrow what steps do; opening the network is what it may not grant.
+        let networked = self
+            .roles
+            .values_mut()
+            .any(|r| std::mem::take(&mut r.network));
+        drop("roles.*.network = true", networked);
         ignored
     }
 
     fn or(self, fallback: FileConfig) -> FileConfig {
+        let mut roles = fallback.roles;
+        roles.extend(self.roles);
         FileConfig {
+            roles,
             trust: fallback.trust,
             codex_lib: self.codex_lib.or(fallback.codex_lib),
             limits: FileLimits {
@@ -498,6 +513,7 @@ impl Config {
                 .transpose()?,
             json: args.json,
             policy,
+            roles: Roles::with(file.roles.clone()),
             run,
             warnings,
             user_config,

@@ -13,6 +13,7 @@ use crate::engine::executor::{Executor, FlowOutcome, RecoverySettings, Settings}
 use crate::error::{Error, IoContext, Result};
 use crate::exit::ExitCode;
 use crate::flow::path_rules::{PathRules, canonical_or_absolute};
+use crate::flow::roles::Roles;
 use crate::flow::validate;
 use crate::llm::client::Llm;
 use crate::llm::key;
@@ -69,6 +70,7 @@ pub(crate) fn read_flow(
     path: &Path,
     default_task: Option<&str>,
     rules: &PathRules,
+    roles: &Roles,
 ) -> Result<(Flow, Vec<String>)> {
     let unreadable = |err: std::io::Error| {
         Error::Usage(format!("cannot read the flow {}: {err}", path.display()))
@@ -86,7 +88,11 @@ pub(crate) fn read_flow(
         }]));
     }
     let text = fs::read_to_string(path).map_err(unreadable)?;
-    validate::parse_flow_noting(&text, default_task, rules).map_err(Error::InvalidFlow)
+    let (flow, notes) =
+        validate::parse_flow_noting(&text, default_task, rules).map_err(Error::InvalidFlow)?;
+    // Who takes each step, and whether that role may: hand-written flows are held to it too.
+    let flow = roles.apply(flow).map_err(Error::InvalidFlow)?;
+    Ok((flow, notes))
 }
 
 /// The engine's settings for a flow on `rules.repo` with its tasks in `workspace_dir`, from the
@@ -132,6 +138,7 @@ pub(crate) fn engine_settings(
                 model: models.planner.clone(),
                 rules: rules.clone(),
                 policy: config.policy,
+                roles: config.roles.clone(),
             }),
         limits: run.limits.clone(),
         // The workspace as a repository path, when it lies inside the repository.

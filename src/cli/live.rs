@@ -152,6 +152,7 @@ impl Live for Display {
                 step,
                 operation,
                 attempt,
+                role,
             } => {
                 let again = if *attempt > 1 {
                     format!(" (attempt {attempt})")
@@ -165,7 +166,11 @@ impl Live for Display {
                 let bar = self
                     .multi
                     .add(spinner("  {spinner:.cyan} {msg} {elapsed:.dim}"));
-                bar.set_message(format!("{step} {operation}{again}{asking}"));
+                let by = role
+                    .as_ref()
+                    .map(|r| format!(" as {r}"))
+                    .unwrap_or_default();
+                bar.set_message(format!("{step} {operation}{by}{again}{asking}"));
                 bars.steps.insert(step.clone(), bar);
                 true
             }

@@ -43,8 +43,12 @@ pub(crate) async fn resume(config: &Config, args: ResumeArgs) -> Result<ExitCode
     // A crash right after flow.json was written leaves no status yet: every step is pending.
     let mut flow_status = match state::load_status(&task) {
         Err(_) if !status_path.exists() && task.file(workspace::FLOW_FILE).is_file() => {
-            let (flow, _) =
-                launch::read_flow(&task.file(workspace::FLOW_FILE), None, &config.rules)?;
+            let (flow, _) = launch::read_flow(
+                &task.file(workspace::FLOW_FILE),
+                None,
+                &config.rules,
+                &config.roles,
+            )?;
             FlowStatus::new(&task.task_id, &flow, &config.repo)
         }
         loaded => loaded?,
@@ -53,7 +57,7 @@ pub(crate) async fn resume(config: &Config, args: ResumeArgs) -> Result<ExitCode
     // A task whose planning never gave a flow says so, instead of "flow.json: cannot read it".
     state::load_flow_of(&task, &flow_status)?;
     let flow_file = state::current_flow_file(&task, flow_status.revision);
-    let (flow, _) = launch::read_flow(&flow_file, None, &rules)?;
+    let (flow, _) = launch::read_flow(&flow_file, None, &rules, &config.roles)?;
     // Earlier revisions' steps stay in the status; every step of the flow must be there.
     if let Some(step) = flow
         .steps

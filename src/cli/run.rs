@@ -60,7 +60,8 @@ async fn start(config: &Config, mut args: RunArgs, again: bool) -> Result<ExitCo
     let mut notes = Vec::new();
     let given = match (&args.plan, &args.task) {
         (Some(plan), _) => {
-            let (flow, added) = launch::read_flow(plan, args.task.as_deref(), &config.rules)?;
+            let (flow, added) =
+                launch::read_flow(plan, args.task.as_deref(), &config.rules, &config.roles)?;
             notes = added;
             Some(flow)
         }
@@ -225,6 +226,7 @@ fn planner<'a>(config: &'a Config, llm: &'a Llm) -> Result<Planner<'a>> {
         rules: &config.rules,
         skip: vec![canonical_or_absolute(&config.workspace)],
         policy: config.policy,
+        roles: &config.roles,
     })
 }
 

@@ -79,6 +79,7 @@ pub(crate) fn render(status: &FlowStatus) -> String {
     let mut table = table(&[
         "STEP",
         "OPERATION",
+        "ROLE",
         "STATUS",
         "ATTEMPTS",
         "TIME",
@@ -103,6 +104,7 @@ pub(crate) fn render(status: &FlowStatus) -> String {
         table.add_row(vec![
             step.id.clone(),
             step.operation.clone(),
+            step.role.clone().unwrap_or_else(|| "-".into()),
             step.status.to_string(),
             step.attempts.to_string(),
             time,
@@ -111,7 +113,7 @@ pub(crate) fn render(status: &FlowStatus) -> String {
         ]);
         messages.push(message);
     }
-    for column in [3, 4, 5] {
+    for column in [4, 5, 6] {
         if let Some(column) = table.column_mut(column) {
             column.set_cell_alignment(CellAlignment::Right);
         }
@@ -125,7 +127,7 @@ pub(crate) fn render(status: &FlowStatus) -> String {
         .sum();
     match table.width() {
         Some(width) if width < fixed + MIN_MESSAGE_WIDTH => {
-            if let Some(column) = table.column_mut(6) {
+            if let Some(column) = table.column_mut(7) {
                 column.set_constraint(ColumnConstraint::Hidden);
             }
             let rendered = trim_rows(table.to_string());

@@ -136,6 +136,8 @@ pub(crate) struct RecoverySettings {
     pub(crate) rules: PathRules,
     /// What the commands of new steps may do.
     pub(crate) policy: CommandPolicy,
+    /// Who may take the new steps.
+    pub(crate) roles: crate::flow::roles::Roles,
 }
 
 /// What the loop does after a failed step.
@@ -395,6 +397,7 @@ impl Executor {
             step: step.id.clone(),
             operation: step.operation.clone(),
             attempt,
+            role: step.role.clone(),
         })?;
         Ok(attempt)
     }

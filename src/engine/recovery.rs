@@ -12,6 +12,7 @@ use serde_json::{Value, json};
 use crate::flow::operations;
 use crate::flow::path_rules::PathRules;
 use crate::flow::policy::CommandPolicy;
+use crate::flow::roles::Roles;
 use crate::flow::validate;
 use crate::llm::answer;
 use crate::llm::client::Llm;
@@ -113,6 +114,8 @@ pub(crate) struct Context<'a> {
     pub(crate) limits: Limits,
     /// What the commands of proposed steps may do.
     pub(crate) policy: CommandPolicy,
+    /// Who may take the proposed steps.
+    pub(crate) roles: &'a Roles,
     /// The failed step's result, when it got one (an exception or an engine fault leaves none).
     pub(crate) result: Option<&'a StepResult>,
 }
@@ -439,9 +442,12 @@ fn implied_flow(
     }
     after_finished_steps(&mut steps, flow, context.status);
     let text = json!({"version": FLOW_VERSION, "task": flow.task, "steps": steps}).to_string();
-    validate::parse_flow(&text, Some(&flow.task), context.rules)
-        .map(Some)
-        .map_err(|problems| problems.iter().map(|p| p.to_string()).collect())
+    let strings = |problems: Vec<crate::model::problem::Problem>| -> Vec<String> {
+        problems.iter().map(|p| p.to_string()).collect()
+    };
+    let revised = validate::parse_flow(&text, Some(&flow.task), context.rules).map_err(strings)?;
+    // A revision gives no step to a role that may not take it.
+    context.roles.apply(revised).map(Some).map_err(strings)
 }
 
 /// A revision's new steps come after every step that has already finished (it ran before

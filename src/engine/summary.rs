@@ -51,9 +51,14 @@ pub(crate) fn from_journal(
             String::new()
         };
         let message = step.message.as_deref().unwrap_or("");
+        let by = step
+            .role
+            .as_ref()
+            .map(|r| format!(" ({r})"))
+            .unwrap_or_default();
         let _ = writeln!(
             out,
-            "- `{}` {} — {}{attempts}{}",
+            "- `{}` {}{by} — {}{attempts}{}",
             step.id,
             step.operation,
             step.status,

@@ -6,5 +6,6 @@ pub(crate) mod ignore_rules;
 pub(crate) mod operations;
 pub(crate) mod path_rules;
 pub(crate) mod policy;
+pub(crate) mod roles;
 pub(crate) mod shell;
 pub(crate) mod validate;

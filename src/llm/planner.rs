@@ -11,6 +11,7 @@ use crate::flow::ignore_rules;
 use crate::flow::operations;
 use crate::flow::path_rules::PathRules;
 use crate::flow::policy::CommandPolicy;
+use crate::flow::roles::Roles;
 use crate::flow::validate;
 use crate::llm::answer;
 use crate::llm::client::Llm;
@@ -70,6 +71,8 @@ pub(crate) struct Planner<'a> {
     pub(crate) skip: Vec<PathBuf>,
     /// What planned commands may do.
     pub(crate) policy: CommandPolicy,
+    /// Who may take which step; the planner is shown them and assigns one to every step.
+    pub(crate) roles: &'a Roles,
 }
 
 impl Planner<'_> {
@@ -131,25 +134,32 @@ impl Planner<'_> {
                     Err(problem) => format!("- {problem}"),
                     Ok(extracted) => {
                         match validate::parse_flow_noting(&extracted.json, Some(task), self.rules) {
-                            Ok((mut flow, notes)) => match self.policy.check(&flow.steps) {
+                            Ok((flow, notes)) => match self.policy.check(&flow.steps) {
                                 Some(problem) => format!("- {problem}"),
-                                None => match unfit(&flow, &named) {
-                                    Some(reason) if unfit_said => {
-                                        return Err(PlanError::Unfit {
-                                            reason,
-                                            dir: answers_dir.to_path_buf(),
-                                        });
-                                    }
-                                    Some(reason) => {
-                                        unfit_said = true;
-                                        format!("- {reason}")
-                                    }
-                                    None => {
-                                        // The user's words are the task, whatever the model
-                                        // wrote in its `task` field.
-                                        flow.task = task.to_string();
-                                        return Ok((flow, notes));
-                                    }
+                                None => match self.roles.apply(flow) {
+                                    Err(found) => found
+                                        .iter()
+                                        .map(|p| format!("- {p}"))
+                                        .collect::<Vec<_>>()
+                                        .join("\n"),
+                                    Ok(mut flow) => match unfit(&flow, &named) {
+                                        Some(reason) if unfit_said => {
+                                            return Err(PlanError::Unfit {
+                                                reason,
+                                                dir: answers_dir.to_path_buf(),
+                                            });
+                                        }
+                                        Some(reason) => {
+                                            unfit_said = true;
+                                            format!("- {reason}")
+                                        }
+                                        None => {
+                                            // The user's words are the task, whatever the model
+                                            // wrote in its `task` field.
+                                            flow.task = task.to_string();
+                                            return Ok((flow, notes));
+                                        }
+                                    },
                                 },
                             },
                             Err(found) => found
@@ -213,6 +223,7 @@ impl Planner<'_> {
             .replace("{{files}}", &listed)
             .replace("{{named_files}}", &named)
             .replace("{{operations}}", operations::catalogue().trim_end())
+            .replace("{{roles}}", self.roles.catalogue().trim_end())
     }
 }
 
@@ -270,7 +281,13 @@ pub(crate) fn is_secret(name: &str) -> bool {
 /// Why a valid flow still does not fit the task, if it does not: it is the prompt's own
 /// example, it holds the prompt's placeholders, or it touches none of the files the task names.
 fn unfit(flow: &Flow, named: &[RepoPath]) -> Option<String> {
-    let steps = serde_json::to_value(&flow.steps).ok()?;
+    let mut steps = serde_json::to_value(&flow.steps).ok()?;
+    // Roles are given by ocflow where the model left none: not part of what it copied.
+    if let Some(list) = steps.as_array_mut() {
+        for step in list.iter_mut().filter_map(serde_json::Value::as_object_mut) {
+            step.remove("role");
+        }
+    }
     if example_steps().is_some_and(|example| example == steps) {
         return Some(
             "this is the example from the instructions, not a plan for this task: plan the \

@@ -58,6 +58,9 @@ pub(crate) enum Event {
         step: String,
         operation: String,
         attempt: u32,
+        /// The role taking the step.
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        role: Option<String>,
     },
     /// A step's attempt ended.
     StepFinished {

@@ -90,6 +90,9 @@ pub(crate) enum StepState {
 pub(crate) struct StepStatus {
     pub(crate) id: String,
     pub(crate) operation: String,
+    /// The role taking the step.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub(crate) role: Option<String>,
     pub(crate) status: StepState,
     /// How many times the step has started.
     pub(crate) attempts: u32,
@@ -309,6 +312,7 @@ impl FlowStatus {
         StepStatus {
             id: step.id.clone(),
             operation: step.operation.clone(),
+            role: step.role.clone(),
             status: StepState::Pending,
             attempts: 0,
             started_at: None,

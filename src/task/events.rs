@@ -138,13 +138,18 @@ fn progress_line(event: &Event) -> Option<String> {
             step,
             operation,
             attempt,
+            role,
         } => {
             let again = if *attempt > 1 {
                 format!(" (attempt {attempt})")
             } else {
                 String::new()
             };
-            format!("  > {step} {operation}{again}")
+            let by = role
+                .as_ref()
+                .map(|r| format!(" as {r}"))
+                .unwrap_or_default();
+            format!("  > {step} {operation}{by}{again}")
         }
         Event::StepFinished {
             step,

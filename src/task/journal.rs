@@ -87,6 +87,7 @@ mod tests {
                 step: step.into(),
                 operation: "read_file".into(),
                 attempt: 1,
+                role: None,
             },
         }
     }

@@ -288,6 +288,7 @@ mod tests {
             step: step.into(),
             operation: "execute_shell_command".into(),
             attempt,
+            role: None,
         }
     }
 

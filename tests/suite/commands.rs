@@ -30,13 +30,14 @@ fn status_shows_a_table_and_json() {
             .copied()
             .unwrap_or_default()
             .split_whitespace()
-            .take(4)
+            .take(5)
             .collect::<Vec<_>>()
             .join(" ")
     };
-    assert_eq!(row("hello"), "hello write_file succeeded 1");
-    assert_eq!(row("boom"), "boom execute_shell_command failed 1");
-    assert_eq!(row("never"), "never read_file pending 0");
+    // Issue 14: each step's role (given by default here) has its column.
+    assert_eq!(row("hello"), "hello write_file coder succeeded 1");
+    assert_eq!(row("boom"), "boom execute_shell_command tester failed 1");
+    assert_eq!(row("never"), "never read_file developer pending 0");
 
     let json = sandbox
         .ocflow()

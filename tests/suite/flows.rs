@@ -89,9 +89,16 @@ fn multi_step_flow_leaves_every_file_as_specified() {
                 outputs: Value,
                 deleted: Value,
                 message: &str| {
-        json!({"id": id, "operation": operation, "status": "succeeded", "attempts": 1,
-               "sequence": sequence, "output_files": outputs, "deleted_files": deleted,
-               "message": message, "tokens": no_tokens()})
+        // Issue 14: every step's role is recorded (here the default for its operation).
+        let role = match operation {
+            "write_file" => "coder",
+            "execute_shell_command" => "tester",
+            "generate_summary" => "reviewer",
+            _ => "developer",
+        };
+        json!({"id": id, "operation": operation, "role": role, "status": "succeeded",
+               "attempts": 1, "sequence": sequence, "output_files": outputs,
+               "deleted_files": deleted, "message": message, "tokens": no_tokens()})
     };
     assert_eq!(
         stable(sandbox.status("multi")),

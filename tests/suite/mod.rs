@@ -15,6 +15,7 @@ mod recovery;
 mod relocatable;
 mod report;
 mod resume;
+mod roles;
 mod sandbox;
 mod small_models;
 mod stream;

@@ -217,7 +217,8 @@ fn skip_skips_the_step_and_what_needs_it_and_says_why() {
     assert_eq!(sandbox.step_status("t", "c")["status"], json!("succeeded"));
     assert!(
         summary(&sandbox).contains(
-            "- `b` write_file — skipped: skipped: it needs the outputs of the skipped step a"
+            "- `b` write_file (coder) — skipped: skipped: it needs the outputs of the skipped \
+             step a"
         ),
         "{}",
         summary(&sandbox)

@@ -30,9 +30,12 @@ fn shell(id: &str, command: &str, deps: &[&str]) -> Value {
 /// `lint_fix`, which needs it), `broken` fails and the model aborts, so `after` never runs.
 fn run_flow(sandbox: &Sandbox) -> Output {
     std::fs::create_dir_all(&sandbox.workspace).unwrap();
+    // Roles are checked (issue 14): the hostile role name is a role of this workspace.
     std::fs::write(
         sandbox.workspace.join("ocflow.toml"),
-        "[llm]\nmax_attempts = 1\n",
+        format!(
+            "[llm]\nmax_attempts = 1\n\n[roles.\"{ROLE_SCRIPT}\"]\noperations = [\"write_file\"]\n"
+        ),
     )
     .unwrap();
     let flag = sandbox.shared().join("flag");

@@ -179,7 +179,7 @@ fn a_terminal_shows_the_plan_live_steps_and_the_next_commands() {
     };
     let live = screens.iter().any(|s| {
         s.lines()
-            .any(|l| l.contains("shout modify_code, asking m") && elapsed(l))
+            .any(|l| l.contains("shout modify_code as coder, asking m") && elapsed(l))
     });
     assert!(live, "no live step line in {screens:#?}");
     // Finished steps, then the end of the run with the next commands.

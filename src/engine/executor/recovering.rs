@@ -94,6 +94,7 @@ impl Executor {
             status: &self.status,
             limits: self.settings.recovery_limits,
             policy: settings.policy,
+            roles: &settings.roles,
             result: result.as_ref(),
         };
         let before = settings.llm.usage_for("recovery");

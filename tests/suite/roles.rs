@@ -62,7 +62,12 @@ fn configured_roles_are_used_and_every_steps_role_is_recorded() {
         vec![json!("linter"), json!("coder"), json!("developer")]
     );
     let journal = std::fs::read_to_string(sandbox.task_dir("t").join("journal.jsonl")).unwrap();
-    assert!(journal.contains("\"type\":\"step_started\",\"step\":\"lint\",\"operation\":\"execute_shell_command\",\"attempt\":1,\"role\":\"linter\""), "{journal}");
+    let started = journal
+        .lines()
+        .map(|l| serde_json::from_str::<Value>(l).unwrap())
+        .find(|e| e["type"] == json!("step_started") && e["step"] == json!("lint"))
+        .unwrap();
+    assert_eq!(started["role"], json!("linter"), "{journal}");
     let table = sandbox.ocflow().args(["status", "t"]).output().unwrap();
     let row = stdout(&table)
         .lines()

@@ -70,6 +70,14 @@ pub(crate) fn print_stdout(text: &str) {
     let _ = stdout.flush();
 }
 
+/// Text from a model or a repository, safe to print at a terminal: control characters (an
+/// escape sequence could move the cursor, fake a line or set the clipboard) are dropped.
+pub(crate) fn printable(text: &str) -> String {
+    text.chars()
+        .filter(|c| !c.is_control() || *c == '\t')
+        .collect()
+}
+
 /// `text` in `style` (removed on the way out where colour does not belong).
 pub(crate) fn paint(text: &str, style: Style) -> String {
     format!("{style}{text}{style:#}")

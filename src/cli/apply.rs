@@ -83,6 +83,9 @@ pub(crate) fn apply_changes(
     let kept = undo::keep(task, &rules.repo, changes)?;
     match apply::apply(&rules, &task.task_id, changes, force) {
         Ok(Applied::Written(files)) => Ok(Applied::Written(files)),
+        // A failure while writing: the copies stay, in case undoing it failed too and
+        // `ocflow undo --force` must put the files back.
+        Err(error @ Error::Io { .. }) => Err(error),
         other => {
             kept.discard();
             other

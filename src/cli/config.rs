@@ -273,7 +273,7 @@ impl FileConfig {
         let networked = self
             .roles
             .values_mut()
-            .any(|r| std::mem::take(&mut r.network));
+            .fold(false, |any, r| std::mem::take(&mut r.network) | any);
         drop("roles.*.network = true", networked);
         ignored
     }

@@ -7,7 +7,7 @@ use crate::engine::summary;
 use crate::error::Result;
 use crate::model::flow::Flow;
 use crate::model::status::{FlowState, FlowStatus};
-use crate::output::{paint, print_stdout, styles};
+use crate::output::{paint, print_stdout, printable, styles};
 use crate::task::events::seconds;
 use crate::task::review::{self, ChangeKind};
 use crate::task::workspace::{self, TaskDir};
@@ -36,7 +36,7 @@ pub(crate) fn show(task: &TaskDir, status: &FlowStatus, flow: &Flow) -> Result<(
         paint(&task.task_id, styles::NAME)
     ));
     if let Some(reason) = status.failure_reason() {
-        out.push_str(&format!("  {}\n", paint(&reason, styles::BAD)));
+        out.push_str(&format!("  {}\n", paint(&printable(&reason), styles::BAD)));
     }
     let summary = std::fs::read_to_string(task.file(workspace::SUMMARY_FILE)).unwrap_or_default();
     // The facts are in the lines above and below; of the summary, the model's words are shown,
@@ -52,7 +52,7 @@ pub(crate) fn show(task: &TaskDir, status: &FlowStatus, flow: &Flow) -> Result<(
         out.push_str(&paint("  the model's summary:\n", styles::DIM));
     }
     for line in lines.iter().take(SUMMARY_LINES) {
-        out.push_str(&format!("  {line}\n"));
+        out.push_str(&format!("  {}\n", printable(line)));
     }
     if lines.len() > SUMMARY_LINES {
         out.push_str(&paint(

@@ -15,7 +15,7 @@ use crate::model::event::Event;
 use crate::model::flow::Flow;
 use crate::model::llm::Usage;
 use crate::model::status::StepState;
-use crate::output::{self, Live, paint, say, styles};
+use crate::output::{self, Live, paint, printable, say, styles};
 use crate::task::events::seconds;
 
 /// The live display of one process.
@@ -190,9 +190,10 @@ impl Live for Display {
                     paint("✗", styles::BAD)
                 };
                 self.println(&format!(
-                    "  {mark} {} {} {message}",
+                    "  {mark} {} {} {}",
                     paint(step, styles::NAME),
-                    paint(&seconds(*duration_ms), styles::DIM)
+                    paint(&seconds(*duration_ms), styles::DIM),
+                    printable(message)
                 ));
                 true
             }

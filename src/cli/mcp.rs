@@ -163,8 +163,11 @@ impl Server {
         without running it. Takes one LLM call, with retries."
     )]
     async fn ocflow_plan(&self, Parameters(params): Parameters<PlanParams>) -> CallToolResult {
-        let args = [OsString::from("plan"), OsString::from(params.task)];
-        self.call(params.repo, args).await
+        let args = ["plan", "--"]
+            .map(OsString::from)
+            .into_iter()
+            .chain([params.task.into()]);
+        self.call(params.repo, args, true).await
     }
 
     #[tool(
@@ -173,13 +176,15 @@ impl Server {
         ocflow_apply). Poll ocflow_status with the task_id until `running` is false."
     )]
     async fn ocflow_run(&self, Parameters(params): Parameters<RunParams>) -> CallToolResult {
+        // `--` before free text: a task or id starting with `-` is never read as an option.
         let mut args = vec![OsString::from("run")];
         match (params.task, params.plan) {
             (task, Some(plan)) => {
                 args.extend([OsString::from("--plan"), OsString::from(plan)]);
+                args.push(OsString::from("--"));
                 args.extend(task.map(OsString::from));
             }
-            (Some(task), None) => args.push(OsString::from(task)),
+            (Some(task), None) => args.extend([OsString::from("--"), OsString::from(task)]),
             (None, None) => {
                 return failure(json!({"type": "error", "code": "usage", "message":
                     "give `task` (words) or `plan` (a flow file's path)"}));
@@ -194,8 +199,9 @@ impl Server {
         flow_finished event (outcome, reason, summary text, where the diff is)."
     )]
     async fn ocflow_status(&self, Parameters(params): Parameters<TaskParams>) -> CallToolResult {
-        let args = [OsString::from("status"), OsString::from(&params.task_id)];
-        let (code, lines) = match self.output(params.repo, args).await {
+        let args = ["status", "--"].map(OsString::from).into_iter();
+        let args = args.chain([OsString::from(&params.task_id)]);
+        let (code, lines) = match self.output(params.repo, args, true).await {
             Ok(output) => output,
             Err(err) => return failure(spawn_error(&err)),
         };
@@ -218,8 +224,9 @@ impl Server {
 
     #[tool(description = "The flow's changes: the files by kind and the unified diff.")]
     async fn ocflow_diff(&self, Parameters(params): Parameters<TaskParams>) -> CallToolResult {
-        let args = [OsString::from("diff"), OsString::from(params.task_id)];
-        self.call(params.repo, args).await
+        let args = ["diff", "--"].map(OsString::from).into_iter();
+        self.call(params.repo, args.chain([params.task_id.into()]), true)
+            .await
     }
 
     #[tool(
@@ -227,11 +234,13 @@ impl Server {
         changed in the repository since the flow read them, unless `force`."
     )]
     async fn ocflow_apply(&self, Parameters(params): Parameters<ApplyParams>) -> CallToolResult {
-        let mut args = vec![OsString::from("apply"), OsString::from(params.task_id)];
+        let mut args = vec![OsString::from("apply")];
         if params.force {
             args.push(OsString::from("--force"));
         }
-        self.call(params.repo, args).await
+        args.extend([OsString::from("--"), OsString::from(params.task_id)]);
+        // An apply is never killed halfway, even if the client gives up on the call.
+        self.call(params.repo, args, false).await
     }
 }
 
@@ -272,13 +281,15 @@ impl Server {
         Ok((command, pipe))
     }
 
-    /// Runs a short command to its end; its JSON lines are the result.
+    /// Runs a short command to its end; its JSON lines are the result. `killable`: whether a
+    /// cancelled call may kill it.
     async fn call(
         &self,
         repo: Option<String>,
         args: impl IntoIterator<Item = OsString>,
+        killable: bool,
     ) -> CallToolResult {
-        match self.output(repo, args).await {
+        match self.output(repo, args, killable).await {
             Ok((0, lines)) => CallToolResult::structured(json!({"exit_code": 0, "output": lines})),
             Ok((code, lines)) => failure(json!({"exit_code": code, "output": lines})),
             Err(err) => failure(spawn_error(&err)),
@@ -290,10 +301,11 @@ impl Server {
         &self,
         repo: Option<String>,
         args: impl IntoIterator<Item = OsString>,
+        killable: bool,
     ) -> std::io::Result<(i32, Vec<Value>)> {
         let (mut command, pipe) = self.command(repo, args)?;
-        // A cancelled call (the client gave up) does not leave the command running.
-        command.kill_on_drop(true);
+        // A cancelled call (the client gave up) does not leave a reading command running.
+        command.kill_on_drop(killable);
         let mut child = command.spawn()?;
         drop(pipe);
         let mut lines = stdout_lines(&mut child)?;

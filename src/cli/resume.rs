@@ -31,11 +31,25 @@ pub(crate) async fn resume(config: &Config, args: ResumeArgs) -> Result<ExitCode
         && status.state != FlowState::Succeeded
         && !state::current_flow_file(&task, status.revision).exists()
     {
+        // Planned again where it was started: its own repository and workspace.
+        if config.repo_named && config.repo != status.repo {
+            return Err(Error::Usage(format!(
+                "task {} was started on the repository {}, not {}; resume it there \
+                 (`--repo {1}`)",
+                task.task_id,
+                status.repo.display(),
+                config.repo.display()
+            )));
+        }
+        let mut own = config.clone();
+        own.workspace = task.workspace();
+        own.rules = PathRules::new(&status.repo, &own.workspace);
+        own.repo = status.repo.clone();
         say(&format!(
             "ocflow: task {} has no flow yet; planning it again",
             task.task_id
         ));
-        return run::plan_again(config, &task.task_id, &status.task, args.apply, args.limits).await;
+        return run::plan_again(&own, &task.task_id, &status.task, args.apply, args.limits).await;
     }
     let _lock = task.lock()?;
     let status_path = task.file(workspace::STATUS_FILE);

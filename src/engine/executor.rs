@@ -573,9 +573,14 @@ impl Executor {
                 let variable = format!("OCFLOW_REF_{}", env.len() + 1);
                 env.insert(variable.clone(), Value::String(value));
                 // Inside single quotes the shell expands nothing: close them around it.
+                // A quote left open to the end of its line is a here-document's apostrophe,
+                // not a quote: the variable goes in as it is there.
+                let rest_of_line = text[at..].lines().next().unwrap_or("");
+                let closed =
+                    rest_of_line[reference.text.len().min(rest_of_line.len())..].contains('\'');
                 Ok(match shell::quote_at(text, at) {
-                    shell::Quote::Single => format!("'\"${{{variable}}}\"'"),
-                    shell::Quote::Double | shell::Quote::None => format!("${{{variable}}}"),
+                    shell::Quote::Single if closed => format!("'\"${{{variable}}}\"'"),
+                    _ => format!("${{{variable}}}"),
                 })
             })
             .map_err(|message| Error::Usage(format!("parameter `{name}`: {message}")))?;

@@ -277,7 +277,14 @@ fn contradiction(
     let claims_success = ["succeeded", "successfully", "successful", "success"]
         .iter()
         .any(|w| words.contains(w));
-    if state != FlowState::Succeeded && claims_success {
+    // "The read step succeeded but the tests failed" is true: only a sentence that claims
+    // success and admits no failure is checked against the outcome.
+    let admits_failure = [
+        "fail", "failed", "fails", "failure", "error", "errors", "but", "not",
+    ]
+    .iter()
+    .any(|w| words.contains(w));
+    if state != FlowState::Succeeded && claims_success && !admits_failure {
         return Some(format!("the flow {}", verdict_word(state)));
     }
     let says_changed = [
@@ -290,7 +297,8 @@ fn contradiction(
         for word in &words {
             let file = *word;
             let looks_like_file = file.rsplit_once('.').is_some_and(|(stem, ext)| {
-                !stem.is_empty()
+                FILE_EXTENSIONS.contains(&ext)
+                    && !stem.is_empty()
                     && (1..=5).contains(&ext.len())
                     && ext.chars().all(char::is_alphanumeric)
                     && !ext.chars().all(|c| c.is_ascii_digit())
@@ -314,6 +322,13 @@ fn contradiction(
     }
     None
 }
+
+/// Extensions that make a word a file name in the model's prose (`e.g` is not one).
+const FILE_EXTENSIONS: &[&str] = &[
+    "py", "rs", "js", "ts", "tsx", "jsx", "go", "java", "kt", "c", "h", "cc", "cpp", "hpp", "cs",
+    "rb", "php", "sh", "md", "txt", "rst", "json", "toml", "yaml", "yml", "ini", "cfg", "html",
+    "css", "scss", "sql", "xml", "lock", "swift", "scala",
+];
 
 fn verdict_word(state: FlowState) -> &'static str {
     match state {
@@ -349,6 +364,12 @@ mod tests {
         assert!(
             marked.contains("this flow did not change kebabize.py"),
             "{marked}"
+        );
+        let true_for_a_failure = "The read step succeeded but the tests failed. Updated \
+                                  parse(), e.g. for spaces.";
+        assert_eq!(
+            checked(true_for_a_failure, FlowState::Failed, &[], 2),
+            true_for_a_failure
         );
         let honest = "Added a check for empty lists to `utils.py`. All 2 tests pass.";
         assert_eq!(

@@ -469,9 +469,22 @@ pub(crate) enum Quote {
 pub(crate) fn quote_at(command: &str, offset: usize) -> Quote {
     let mut quote = Quote::None;
     let mut escaped = false;
+    let mut comment = false;
+    let mut previous = ' ';
     for (at, c) in command.char_indices() {
         if at >= offset {
             break;
+        }
+        let before = std::mem::replace(&mut previous, c);
+        // A `#` starting a word outside quotes comments out the rest of the line: quotes there
+        // mean nothing.
+        if comment {
+            comment = c != '\n';
+            continue;
+        }
+        if quote == Quote::None && !escaped && c == '#' && before.is_whitespace() {
+            comment = true;
+            continue;
         }
         if escaped {
             escaped = false;
@@ -507,5 +520,7 @@ mod quote_tests {
         assert_eq!(at("echo \\' @"), Quote::None);
         assert_eq!(at("echo \"\\\" @"), Quote::Double);
         assert_eq!(at("echo 'it\\' @"), Quote::None);
+        assert_eq!(at("# don't log it\necho @"), Quote::None);
+        assert_eq!(at("echo hi # it's\necho '@"), Quote::Single);
     }
 }

@@ -306,8 +306,8 @@ impl Llm {
                 Err((error, retry_after))
                     if refused(form, &error, retry_after.is_some(), self.form_confirmed()) =>
                 {
-                    // The next form from now on, at once. A 400 is a refusal for sure and does
-                    // not count as an attempt; a 500 might have been a real fault, so it does.
+                    // The next form from now on, at once. A 400 before any form worked is a
+                    // refusal and costs no attempt; a 500 might have been a real fault, so it does.
                     self.form.fetch_max(form as u8 + 1, Ordering::Relaxed);
                     if error.kind == LlmErrorKind::BadRequest {
                         attempt -= 1;
@@ -418,13 +418,13 @@ struct Seen {
     location: Option<String>,
 }
 
-/// Whether an error is the endpoint refusing the answer form rather than failing: a 400 for
-/// any form; or, before any answer came in a JSON form, a 5xx to `json_schema` that does not
-/// ask to come back later (llama-cpp-python's answer to it). Once a form has worked, a 5xx is
-/// only a fault, retried as any other.
+/// Whether an error is the endpoint refusing the answer form rather than failing, before any
+/// answer came in a JSON form: a 400 to any form, or a 5xx to `json_schema` that does not ask
+/// to come back later (llama-cpp-python's answer to it). Once a form has worked, a 400 is the
+/// request's own fault (a prompt too long for the context) and a 5xx only a fault.
 fn refused(form: Form, error: &LlmError, asked_to_wait: bool, form_works: bool) -> bool {
     match error.kind {
-        LlmErrorKind::BadRequest => form != Form::Plain,
+        LlmErrorKind::BadRequest => form != Form::Plain && !form_works,
         LlmErrorKind::Server => form == Form::JsonSchema && !asked_to_wait && !form_works,
         _ => false,
     }

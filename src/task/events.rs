@@ -164,9 +164,10 @@ fn progress_line(event: &Event) -> Option<String> {
                 paint("!!", styles::BAD)
             };
             format!(
-                "  {mark} {} {status} in {}: {message}",
+                "  {mark} {} {status} in {}: {}",
                 paint(step, styles::NAME),
-                seconds(*duration_ms)
+                seconds(*duration_ms),
+                crate::output::printable(message)
             )
         }
         Event::FlowFinished {

@@ -201,7 +201,11 @@ fn earlier(ts: &str, ms: u64) -> String {
     let Ok(time) = chrono::DateTime::parse_from_rfc3339(ts) else {
         return ts.to_string();
     };
-    let before = time - chrono::Duration::milliseconds(i64::try_from(ms).unwrap_or(i64::MAX));
+    // A corrupt journal's huge duration must not panic the page: the time stays as it is.
+    let took = chrono::Duration::try_milliseconds(i64::try_from(ms).unwrap_or(i64::MAX));
+    let before = took
+        .and_then(|d| time.checked_sub_signed(d))
+        .unwrap_or(time);
     before
         .with_timezone(&chrono::Utc)
         .to_rfc3339_opts(chrono::SecondsFormat::Millis, true)

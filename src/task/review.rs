@@ -63,10 +63,13 @@ pub(crate) fn changes_and_left_out(
     let mut out = Vec::new();
     let mut left_out = Vec::new();
     for (path, version) in &overlay.versions {
-        if let Version::Step { step, .. } = version
-            && made_by_command(flow, step)
-            && ignore_rules::ignored_by(&status.repo, path).is_some()
-        {
+        // Only a command can touch an ignored path (file steps are refused one), whether it
+        // made the file or deleted it: neither is a change a person would commit.
+        let by_command = match version {
+            Version::Step { step, .. } => made_by_command(flow, step),
+            Version::Deleted => true,
+        };
+        if by_command && ignore_rules::ignored_by(&status.repo, path).is_some() {
             left_out.push(path.as_str().to_string());
             continue;
         }

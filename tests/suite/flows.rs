@@ -626,7 +626,7 @@ fn what_git_ignores_stays_out_of_prompts_diffs_and_applies() {
 
     let command = json!([{"id": "c", "operation": "execute_shell_command",
         "params": {"command": "test -f venv/bin/tool && mkdir -p .pytest_cache && \
-            echo cache > .pytest_cache/v && echo z = 3 > src/c.py"}}]);
+            echo cache > .pytest_cache/v && echo z = 3 > src/c.py && rm build/out.o"}}]);
     assert_exit(&sandbox.run(&command, "t"), 0);
     let diff = sandbox
         .ocflow()
@@ -639,10 +639,12 @@ fn what_git_ignores_stays_out_of_prompts_diffs_and_applies() {
         line["files"],
         json!([{"path": "src/c.py", "kind": "added"}])
     );
-    assert_eq!(line["ignored"], json!([".pytest_cache/v"]));
+    assert_eq!(line["ignored"], json!([".pytest_cache/v", "build/out.o"]));
     assert_exit(&sandbox.ocflow().args(["apply", "t"]).output().unwrap(), 0);
     assert!(sandbox.repo.join("src/c.py").is_file());
     assert!(!sandbox.repo.join(".pytest_cache").exists());
+    // An ignored file a command deleted (`make clean`) is not deleted from the repository.
+    assert!(sandbox.repo.join("build/out.o").is_file());
 }
 
 /// Content that is not UTF-8 travels byte for byte between steps (`content_from_step`), and a

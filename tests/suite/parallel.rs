@@ -373,3 +373,23 @@ fn a_reference_in_single_quotes_reaches_the_command_as_its_value() {
         "11|xit's $HOME\ny|11|11|"
     );
 }
+
+/// An apostrophe in a comment or a here-document is not a quote: a reference after it goes in
+/// as it would have before quotes were followed.
+#[test]
+fn apostrophes_in_comments_and_here_documents_are_not_quotes() {
+    let sandbox = Sandbox::new(&[("a.txt", "abc")]);
+    let flow = json!([
+        {"id": "r", "operation": "read_file", "params": {"file_path": "a.txt"}},
+        {"id": "c", "operation": "execute_shell_command", "depends_on": ["r"],
+         "params": {"command": "# don't log it\necho @{outputs.r.size} > one.txt\n\
+            cat > two.txt <<EOF\nIt's: @{outputs.r.content}\nEOF"}}
+    ]);
+    assert_exit(&sandbox.run(&flow, "t"), 0);
+    let out = sandbox.task_dir("t").join("final_output");
+    assert_eq!(std::fs::read_to_string(out.join("one.txt")).unwrap(), "3\n");
+    assert_eq!(
+        std::fs::read_to_string(out.join("two.txt")).unwrap(),
+        "It's: abc\n"
+    );
+}

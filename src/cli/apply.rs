@@ -153,7 +153,8 @@ pub(crate) fn undo(config: &Config, args: UndoArgs) -> Result<ExitCode> {
         Applied::AlreadyThere | Applied::Nothing => Vec::new(),
     };
     kept.mark_undone(&rules.repo)?;
-    flow_status.applied_at = None;
+    // An earlier apply of the task (an `--only` part) may still be in effect.
+    flow_status.applied_at = undo::last_apply(&task)?.map(|earlier| earlier.record.applied_at);
     state::save_status(&task, &mut flow_status)?;
     let mut events = Events::new(
         Journal::open(&task.file(workspace::JOURNAL_FILE))?,

@@ -335,6 +335,8 @@ impl Server {
             Ok(started) => started,
             Err(err) => return failure(spawn_error(&err)),
         };
+        // A call cancelled before the flow is recorded must not leave it running untracked.
+        let mut guard = InterruptOnDrop(child.id());
         let mut before = Vec::new();
         loop {
             match lines.next_line().await {
@@ -351,6 +353,7 @@ impl Server {
                                 ..Started::default()
                             },
                         );
+                        guard.0 = None;
                         tokio::spawn(self.clone().follow(id, child, lines));
                         return CallToolResult::structured(json!({
                             "task_id": event["task_id"],
@@ -365,6 +368,7 @@ impl Server {
                 // It ended before starting a flow: a start-up error, in its own events.
                 Ok(None) | Err(_) => {
                     let code = child.wait().await.ok().and_then(|s| s.code()).unwrap_or(-1);
+                    guard.0 = None;
                     return failure(json!({"exit_code": code, "output": before}));
                 }
             }
@@ -410,6 +414,21 @@ impl Server {
         let deadline = tokio::time::Instant::now() + STOP_GRACE;
         while tokio::time::Instant::now() < deadline && self.lock().values().any(|s| s.running) {
             tokio::time::sleep(Duration::from_millis(100)).await;
+        }
+    }
+}
+
+/// Sends SIGINT to a started flow when dropped armed (its `ocflow_run` call was cancelled):
+/// it stops as Ctrl-C stops it, recorded and resumable.
+struct InterruptOnDrop(Option<u32>);
+
+impl Drop for InterruptOnDrop {
+    fn drop(&mut self) {
+        if let Some(pid) = self
+            .0
+            .and_then(|pid| rustix::process::Pid::from_raw(pid as i32))
+        {
+            let _ = rustix::process::kill_process(pid, rustix::process::Signal::INT);
         }
     }
 }

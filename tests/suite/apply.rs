@@ -374,3 +374,28 @@ fn apply_commit_commits_exactly_the_applied_files() {
     assert!(!committed.contains("mine.txt"), "{committed}");
     assert_eq!(git(&["diff", "--cached", "--name-only"]), "mine.txt\n");
 }
+
+/// Two applies of one task (`--only`, then the rest) are undone one at a time, the task still
+/// counting as applied until the first one is undone too.
+#[test]
+fn undo_goes_back_one_apply_at_a_time() {
+    let sandbox = Sandbox::new(&[("a.txt", "old a\n"), ("gone.txt", "bye\n")]);
+    assert_exit(&sandbox.run(&editing_flow(), "t"), 0);
+    let before = tree(&sandbox.repo);
+    let apply = |args: &[&str]| {
+        let output = sandbox.ocflow().args(args).output().unwrap();
+        assert_exit(&output, 0);
+    };
+    apply(&["apply", "t", "--only", "dir/"]);
+    let after_first = tree(&sandbox.repo);
+    apply(&["apply", "t"]);
+    apply(&["undo", "t"]);
+    assert_eq!(tree(&sandbox.repo), after_first);
+    assert!(
+        sandbox.status("t")["applied_at"].is_string(),
+        "the first apply still counts"
+    );
+    apply(&["undo", "t"]);
+    assert_eq!(tree(&sandbox.repo), before);
+    assert!(sandbox.status("t")["applied_at"].is_null());
+}

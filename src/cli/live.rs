@@ -16,7 +16,7 @@ use crate::model::flow::Flow;
 use crate::model::llm::Usage;
 use crate::model::status::StepState;
 use crate::output::{self, Live, paint, printable, say, styles};
-use crate::task::events::seconds;
+use crate::task::events::{seconds, started_label};
 
 /// The live display of one process.
 struct Display {
@@ -154,11 +154,6 @@ impl Live for Display {
                 attempt,
                 role,
             } => {
-                let again = if *attempt > 1 {
-                    format!(" (attempt {attempt})")
-                } else {
-                    String::new()
-                };
                 let asking = self
                     .model_of(operation)
                     .map(|m| format!(", asking {m}"))
@@ -166,11 +161,8 @@ impl Live for Display {
                 let bar = self
                     .multi
                     .add(spinner("  {spinner:.cyan} {msg} {elapsed:.dim}"));
-                let by = role
-                    .as_ref()
-                    .map(|r| format!(" as {r}"))
-                    .unwrap_or_default();
-                bar.set_message(format!("{step} {operation}{by}{again}{asking}"));
+                let label = started_label(step, operation, *attempt, role.as_deref());
+                bar.set_message(format!("{label}{asking}"));
                 bars.steps.insert(step.clone(), bar);
                 true
             }

@@ -141,17 +141,11 @@ pub(crate) async fn decide(context: &Context<'_>, failed: &str) -> Result<Decide
     fs::create_dir_all(&dir)?;
     let mut messages = vec![Message::user(prompt(context, failed))];
     let mut problems = String::new();
-    let mut answers: Vec<String> = Vec::new();
+    let mut answers = answer::Answers::default();
     for answer_number in 1..=MAX_ANSWERS {
-        // A re-ask a little warmer each time: a deterministic model would repeat itself.
-        let mut settings = context.settings.clone();
-        if answer_number > 1 {
-            let warmer = settings.temperature.unwrap_or(0.2) + 0.3 * (answer_number - 1) as f32;
-            settings.temperature = Some(warmer.min(1.0));
-        }
         let request = ChatRequest {
             purpose: "recovery".into(),
-            settings,
+            settings: context.settings.for_answer(answer_number),
             messages: messages.clone(),
             json: true,
             schema: Some(decision_schema()),
@@ -161,18 +155,12 @@ pub(crate) async fn decide(context: &Context<'_>, failed: &str) -> Result<Decide
             dir.join(format!("{failed}-round{round}-answer{answer_number}.md")),
             &reply.content,
         )?;
-        if !reply.is_truncated() && answers.iter().any(|a| a.trim() == reply.content.trim()) {
+        if answers.repeats(&reply) {
             return Err(Stop::NoValidAnswer {
                 answers: answer_number,
                 dir: dir.display().to_string(),
-                problems: format!(
-                    "{problems}\n- the model gave the same answer again, so asking once more \
-                     would not help"
-                ),
+                problems: format!("{problems}\n{}", answer::REPEATED),
             });
-        }
-        if !reply.is_truncated() {
-            answers.push(reply.content.clone());
         }
         let checked = if reply.is_truncated() {
             Err(vec![

@@ -14,6 +14,31 @@ pub(crate) struct Extracted {
     pub(crate) repairs: Vec<String>,
 }
 
+/// The complete answers a model gave to one question, to tell when it repeats itself: asking
+/// again after the same answer twice would not help.
+#[derive(Debug, Default)]
+pub(crate) struct Answers(Vec<String>);
+
+/// Said when the model repeated an answer.
+pub(crate) const REPEATED: &str =
+    "- the model gave the same answer again, so asking once more would not help";
+
+impl Answers {
+    /// Records `reply`; `true` when it repeats an earlier complete answer (a truncated one is
+    /// not compared: its text is not the whole answer).
+    pub(crate) fn repeats(&mut self, reply: &crate::model::llm::ChatAnswer) -> bool {
+        if reply.is_truncated() {
+            return false;
+        }
+        let text = reply.content.trim();
+        if self.0.iter().any(|a| a == text) {
+            return true;
+        }
+        self.0.push(text.to_string());
+        false
+    }
+}
+
 /// Finds the JSON object or array in an answer. The error says what was wrong, in words a
 /// model can act on when asked again.
 pub(crate) fn extract_json(answer: &str) -> Result<Extracted, AnswerError> {

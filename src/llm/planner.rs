@@ -83,24 +83,19 @@ impl Planner<'_> {
         task: &str,
         answers_dir: &Path,
     ) -> Result<(Flow, Vec<String>), PlanError> {
+        let files = list_files(&self.rules.repo, &self.skip);
         let mut messages = vec![
             Message::system(SYSTEM.trim()),
-            Message::user(self.first_prompt(task)),
+            Message::user(self.first_prompt(task, &files)),
         ];
-        let named = named_files(task, &list_files(&self.rules.repo, &self.skip));
+        let named = named_files(task, &files);
         let mut problems = String::new();
-        let mut answers: Vec<String> = Vec::new();
+        let mut answers = answer::Answers::default();
         let mut unfit_said = false;
         for attempt in 1..=MAX_ATTEMPTS {
-            // A re-ask a little warmer each time: a deterministic model would repeat itself.
-            let mut settings = self.settings.clone();
-            if attempt > 1 {
-                let warmer = settings.temperature.unwrap_or(0.2) + 0.3 * (attempt - 1) as f32;
-                settings.temperature = Some(warmer.min(1.0));
-            }
             let request = ChatRequest {
                 purpose: "planner".into(),
-                settings,
+                settings: self.settings.for_answer(attempt),
                 messages: messages.clone(),
                 json: true,
                 schema: Some(operations::flow_schema()),
@@ -111,19 +106,14 @@ impl Planner<'_> {
                 &format!("plan-answer-{attempt}.md"),
                 &reply.content,
             )?;
-            if !reply.is_truncated() && answers.iter().any(|a| a.trim() == reply.content.trim()) {
-                problems = format!(
-                    "{problems}\n- the model gave the same answer again, so asking once more \
-                     would not help"
-                );
+            if answers.repeats(&reply) {
                 return Err(PlanError::NoValidFlow {
                     attempts: attempt,
                     dir: answers_dir.to_path_buf(),
-                    problems: problems.trim().to_string(),
+                    problems: format!("{problems}\n{}", answer::REPEATED)
+                        .trim()
+                        .to_string(),
                 });
-            }
-            if !reply.is_truncated() {
-                answers.push(reply.content.clone());
             }
             problems = if reply.is_truncated() {
                 "- the answer was cut off before its end (the model hit its token limit): answer \
@@ -186,8 +176,7 @@ impl Planner<'_> {
         })
     }
 
-    fn first_prompt(&self, task: &str) -> String {
-        let files = list_files(&self.rules.repo, &self.skip);
+    fn first_prompt(&self, task: &str, files: &[RepoPath]) -> String {
         let listed = if files.is_empty() {
             "(the repository is empty)".to_string()
         } else {
@@ -204,7 +193,7 @@ impl Planner<'_> {
             }
             text.join("\n")
         };
-        let named = named_files(task, &files)
+        let named = named_files(task, files)
             .into_iter()
             .filter_map(|path| {
                 let bytes = fs::read(path.under(&self.rules.repo)).ok()?;

@@ -14,6 +14,20 @@ pub(crate) struct ModelSettings {
     pub(crate) max_tokens: Option<u32>,
 }
 
+impl ModelSettings {
+    /// The settings of the `answer`-th answer asked for (1: the first): each re-ask 0.3 warmer,
+    /// up to 1.0, since a deterministic model asked the same at the same temperature repeats
+    /// itself.
+    pub(crate) fn for_answer(&self, answer: usize) -> ModelSettings {
+        let mut settings = self.clone();
+        if answer > 1 {
+            let warmer = self.temperature.unwrap_or(0.2) + 0.3 * (answer - 1) as f32;
+            settings.temperature = Some(warmer.min(1.0));
+        }
+        settings
+    }
+}
+
 /// One chat message.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub(crate) struct Message {

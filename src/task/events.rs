@@ -139,18 +139,10 @@ fn progress_line(event: &Event) -> Option<String> {
             operation,
             attempt,
             role,
-        } => {
-            let again = if *attempt > 1 {
-                format!(" (attempt {attempt})")
-            } else {
-                String::new()
-            };
-            let by = role
-                .as_ref()
-                .map(|r| format!(" as {r}"))
-                .unwrap_or_default();
-            format!("  > {step} {operation}{by}{again}")
-        }
+        } => format!(
+            "  > {}",
+            started_label(step, operation, *attempt, role.as_deref())
+        ),
         Event::StepFinished {
             step,
             status,
@@ -241,4 +233,20 @@ pub(crate) fn seconds(ms: u64) -> String {
         1000..60_000 => format!("{:.1} s", ms as f64 / 1000.0),
         _ => format!("{} min {} s", ms / 60_000, ms % 60_000 / 1000),
     }
+}
+
+/// What a step's start says: `fix modify_code as coder (attempt 2)`.
+pub(crate) fn started_label(
+    step: &str,
+    operation: &str,
+    attempt: u32,
+    role: Option<&str>,
+) -> String {
+    let by = role.map(|r| format!(" as {r}")).unwrap_or_default();
+    let again = if attempt > 1 {
+        format!(" (attempt {attempt})")
+    } else {
+        String::new()
+    };
+    format!("{step} {operation}{by}{again}")
 }

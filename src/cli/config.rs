@@ -4,20 +4,19 @@
 //! workspace's `ocflow.toml` > `~/.config/ocflow/config.toml` > defaults.
 
 use std::path::{Path, PathBuf};
-use std::time::Duration;
 
 use serde::Deserialize;
 
 use crate::cli::args::{GlobalArgs, LimitArgs};
+use crate::cli::profiles::{self, FileLlm, LlmConfig, NoLlm};
 use crate::engine::recovery;
 use crate::engine::sandbox::{self, SandboxPlan, SandboxSettings};
 use crate::error::{Error, IoContext, Result};
 use crate::flow::path_rules::{PathRules, canonical_or_absolute};
 use crate::flow::policy::CommandPolicy;
 use crate::flow::roles::{Role, Roles};
-use crate::llm::client::{Endpoint, RetryPolicy};
 use crate::llm::key::ApiKey;
-use crate::model::llm::ModelSettings;
+use crate::model::llm::DEFAULT_PROFILE;
 use crate::model::step_spec::Limits;
 use crate::task::workspace::WORKSPACE_CONFIG;
 
@@ -67,11 +66,6 @@ pub(crate) struct Config {
     pub(crate) user_config: Option<PathBuf>,
 }
 
-/// Why no LLM is configured; the message names what to set.
-#[derive(Debug, Clone, thiserror::Error)]
-#[error("{0}")]
-pub(crate) struct NoLlm(String);
-
 /// How steps run.
 #[derive(Debug, Clone)]
 pub(crate) struct RunConfig {
@@ -86,21 +80,6 @@ pub(crate) struct RunConfig {
     pub(crate) recovery_limits: recovery::Limits,
     /// Whether a failed step goes to the LLM for a recovery strategy (when there is an LLM).
     pub(crate) recovery: bool,
-}
-
-/// How to reach the LLM and which models to use.
-#[derive(Debug, Clone)]
-pub(crate) struct LlmConfig {
-    /// `None` when answers come from a recording.
-    pub(crate) endpoint: Option<Endpoint>,
-    /// For planning and the final summary.
-    pub(crate) planner: ModelSettings,
-    /// For the library's LLM operations.
-    pub(crate) operations: ModelSettings,
-    pub(crate) record: Option<PathBuf>,
-    pub(crate) replay: Option<PathBuf>,
-    /// Prints the key when no variable or file gave one (`[llm] api_key_command`).
-    pub(crate) key_command: Option<String>,
 }
 
 /// The contents of a config file. Unknown keys are errors, so a typo is not silently ignored.
@@ -168,46 +147,6 @@ pub(crate) struct FileRecovery {
     pub(crate) allow_destructive: Option<bool>,
 }
 
-/// `[llm]` in a config file. The key itself is never in a config file: it comes from the
-/// environment, the file `OCFLOW_API_KEY_FILE` names, or `api_key_command`.
-#[derive(Debug, Clone, Default, Deserialize)]
-#[serde(deny_unknown_fields)]
-pub(crate) struct FileLlm {
-    pub(crate) base_url: Option<String>,
-    /// A command that prints the key (a password manager, a credential helper), run once when
-    /// a command needs the LLM and no key variable or file gave one.
-    pub(crate) api_key_command: Option<String>,
-    pub(crate) model: Option<String>,
-    pub(crate) request_timeout_seconds: Option<u64>,
-    pub(crate) max_attempts: Option<u32>,
-    pub(crate) max_retry_seconds: Option<u64>,
-    /// Settings for planning and summarising.
-    #[serde(default)]
-    pub(crate) planner: FileModel,
-    /// Settings for the library's LLM operations.
-    #[serde(default)]
-    pub(crate) operations: FileModel,
-}
-
-/// `[llm.planner]` / `[llm.operations]`.
-#[derive(Debug, Clone, Default, Deserialize)]
-#[serde(deny_unknown_fields)]
-pub(crate) struct FileModel {
-    pub(crate) model: Option<String>,
-    pub(crate) temperature: Option<f32>,
-    pub(crate) max_tokens: Option<u32>,
-}
-
-impl FileModel {
-    fn or(self, fallback: FileModel) -> FileModel {
-        FileModel {
-            model: self.model.or(fallback.model),
-            temperature: self.temperature.or(fallback.temperature),
-            max_tokens: self.max_tokens.or(fallback.max_tokens),
-        }
-    }
-}
-
 /// `[limits]` in a config file.
 #[derive(Debug, Clone, Default, Deserialize)]
 #[serde(deny_unknown_fields)]
@@ -244,6 +183,15 @@ impl FileConfig {
         drop(
             "llm.api_key_command",
             self.llm.api_key_command.take().is_some(),
+        );
+        let profiles = self
+            .llm
+            .profiles
+            .values_mut()
+            .fold(false, |any, p| p.without_untrusted() | any);
+        drop(
+            "llm.profiles.*.base_url / api_key_env / api_key_file",
+            profiles,
         );
         let sandbox = &mut self.sandbox;
         drop(
@@ -296,22 +244,7 @@ impl FileConfig {
                     .max_output_bytes
                     .or(fallback.limits.max_output_bytes),
             },
-            llm: FileLlm {
-                base_url: self.llm.base_url.or(fallback.llm.base_url),
-                api_key_command: self.llm.api_key_command.or(fallback.llm.api_key_command),
-                model: self.llm.model.or(fallback.llm.model),
-                request_timeout_seconds: self
-                    .llm
-                    .request_timeout_seconds
-                    .or(fallback.llm.request_timeout_seconds),
-                max_attempts: self.llm.max_attempts.or(fallback.llm.max_attempts),
-                max_retry_seconds: self
-                    .llm
-                    .max_retry_seconds
-                    .or(fallback.llm.max_retry_seconds),
-                planner: self.llm.planner.or(fallback.llm.planner),
-                operations: self.llm.operations.or(fallback.llm.operations),
-            },
+            llm: self.llm.or(fallback.llm),
             sandbox: FileSandbox {
                 enabled: self.sandbox.enabled.or(fallback.sandbox.enabled),
                 namespaces: self.sandbox.namespaces.or(fallback.sandbox.namespaces),
@@ -462,33 +395,34 @@ impl Config {
                     .unwrap_or(DEFAULT_MAX_OUTPUT_BYTES),
             },
             sandbox: match limits {
-                Some(flags) => resolve_sandbox(flags, &file.sandbox)?,
+                Some(flags) => resolve_sandbox(flags, &file.sandbox, &file.llm)?,
                 None => None,
             },
             recovery_limits: recovery_limits(&file.recovery),
             recovery: !flags.no_recovery && file.recovery.enabled != Some(false),
         };
         let key_variable = api_key.variable().map(str::to_string);
-        let llm = resolve_llm(args, &file.llm, api_key)?;
+        let roles = Roles::with(file.roles.clone());
+        let llm = profiles::resolve_llm(args, &file.llm, &roles, api_key)?;
         // Say what is sent when a provider prefix was taken off, so nobody is surprised.
         let asked = args
             .model
             .clone()
-            .or_else(|| env_first(&["OCFLOW_MODEL", "LLM_MODEL"]));
+            .or_else(|| profiles::env_first(&["OCFLOW_MODEL", "LLM_MODEL"]));
         if let (Some(asked), Ok(llm)) = (asked, &llm)
-            && asked != llm.planner.model
+            && profiles::without_provider(&asked) != asked
+            && llm.planner.profile == DEFAULT_PROFILE
         {
             warnings.push(format!(
                 "the model is sent as `{}`: `{asked}` carries LiteLLM's provider prefix",
                 llm.planner.model
             ));
         }
-        if let Ok(LlmConfig {
-            endpoint: Some(endpoint),
-            ..
-        }) = &llm
-            && endpoint.retry.max_elapsed < endpoint.request_timeout
-        {
+        let slowest = llm
+            .iter()
+            .flat_map(|l| l.endpoints.values())
+            .find(|endpoint| endpoint.retry.max_elapsed < endpoint.request_timeout);
+        if let Some(endpoint) = slowest {
             warnings.push(format!(
                 "max_retry_seconds ({} s) is shorter than request_timeout_seconds ({} s): a slow \
                  answer is given up at {0} s, before one request could time out; raise \
@@ -513,7 +447,7 @@ impl Config {
                 .transpose()?,
             json: args.json,
             policy,
-            roles: Roles::with(file.roles.clone()),
+            roles,
             run,
             warnings,
             user_config,
@@ -574,18 +508,16 @@ fn recovery_limits(file: &FileRecovery) -> recovery::Limits {
 /// How command steps are sandboxed: the kind the kernel enforces and the paths commands may
 /// write beneath besides their view and temporary directory (a flow leaves out those that hold
 /// its repository or workspace), or `None` when commands run without it.
-fn resolve_sandbox(flags: &LimitArgs, file: &FileSandbox) -> Result<Option<SandboxPlan>> {
+fn resolve_sandbox(
+    flags: &LimitArgs,
+    file: &FileSandbox,
+    llm: &FileLlm,
+) -> Result<Option<SandboxPlan>> {
     if flags.no_sandbox || file.enabled == Some(false) {
         return Ok(None);
     }
     let home = std::env::var_os("HOME").map(PathBuf::from);
-    let extra = file
-        .writable
-        .iter()
-        .map(|p| match (p.strip_prefix("~/"), &home) {
-            (Some(rest), Some(home)) => home.join(rest),
-            _ => PathBuf::from(p),
-        });
+    let extra = file.writable.iter().map(|p| at_home(p, home.as_deref()));
     SandboxPlan::probe(SandboxSettings {
         namespaces: file.namespaces != Some(false),
         network: file.network == Some(true),
@@ -595,122 +527,27 @@ fn resolve_sandbox(flags: &LimitArgs, file: &FileSandbox) -> Result<Option<Sandb
             .collect(),
         memory_mb: file.memory_mb.unwrap_or(DEFAULT_MEMORY_MB).max(16),
         max_processes: file.max_processes.unwrap_or(DEFAULT_MAX_PROCESSES).max(4),
-        // The key file, when the key came from one: no command may read it.
+        // The key files, when keys came from them: no command may read them.
         hidden: std::env::var_os(crate::llm::key::KEY_FILE_VARIABLE)
-            .map(|path| canonical_or_absolute(Path::new(&path)))
+            .map(PathBuf::from)
             .into_iter()
+            .chain(
+                llm.profiles
+                    .values()
+                    .filter_map(|p| p.api_key_file.as_deref())
+                    .map(|p| at_home(p, home.as_deref())),
+            )
+            .map(|path| canonical_or_absolute(&path))
             .collect(),
     })
 }
 
-/// LiteLLM's provider prefixes for OpenAI-compatible servers (OpenHands' `LLM_MODEL` carries
-/// one: `openai/gpt-4o`, `hosted_vllm/…`): not part of the name the server knows. A served name
-/// with a slash of its own (`mistralai/Devstral-Small-2505`) is left whole.
-const PROVIDER_PREFIXES: &[&str] = &[
-    "openai",
-    "hosted_vllm",
-    "litellm_proxy",
-    "openrouter",
-    "custom_openai",
-    "text-completion-openai",
-    "lm_studio",
-    "vllm",
-];
-
-/// The model name as the endpoint knows it.
-fn without_provider(model: &str) -> &str {
-    match model.split_once('/') {
-        Some((provider, name)) if PROVIDER_PREFIXES.contains(&provider) && !name.is_empty() => name,
-        _ => model,
+/// `path`, with a leading `~/` meaning the home directory.
+fn at_home(path: &str, home: Option<&Path>) -> PathBuf {
+    match (path.strip_prefix("~/"), home) {
+        (Some(rest), Some(home)) => home.join(rest),
+        _ => PathBuf::from(path),
     }
-}
-
-/// The first non-empty environment variable of `names`.
-fn env_first(names: &[&str]) -> Option<String> {
-    names
-        .iter()
-        .find_map(|name| std::env::var(name).ok().filter(|v| !v.trim().is_empty()))
-}
-
-/// Flags > environment > config files; `Err(message)` when no endpoint is configured.
-fn resolve_llm(
-    args: &GlobalArgs,
-    file: &FileLlm,
-    api_key: ApiKey,
-) -> Result<std::result::Result<LlmConfig, NoLlm>> {
-    let base_url = args
-        .base_url
-        .clone()
-        .or_else(|| env_first(&["OCFLOW_BASE_URL", "OPENAI_BASE_URL", "LLM_BASE_URL"]))
-        .or_else(|| file.base_url.clone());
-    let model = args
-        .model
-        .clone()
-        .or_else(|| env_first(&["OCFLOW_MODEL", "LLM_MODEL"]));
-    let replay = args.replay.as_ref().map(|p| absolute(p)).transpose()?;
-    let record = args.record.as_ref().map(|p| absolute(p)).transpose()?;
-    let settings = |section: &FileModel, max_tokens: u32| -> Option<ModelSettings> {
-        let name = model
-            .clone()
-            .or_else(|| section.model.clone())
-            .or_else(|| file.model.clone())
-            .or_else(|| replay.as_ref().map(|_| "replay".to_string()))?;
-        Some(ModelSettings {
-            model: without_provider(&name).to_string(),
-            temperature: Some(section.temperature.unwrap_or(0.2)),
-            max_tokens: Some(section.max_tokens.unwrap_or(max_tokens)),
-        })
-    };
-    let endpoint = match (&base_url, &replay) {
-        (_, Some(_)) => None,
-        (Some(url), None) => {
-            if !(url.starts_with("http://") || url.starts_with("https://")) {
-                return Err(Error::Usage(format!(
-                    "the base URL {url:?} must start with http:// or https:// (for example \
-                     http://localhost:8000/v1)"
-                )));
-            }
-            Some(Endpoint {
-                base_url: url.trim_end_matches('/').to_string(),
-                api_key,
-                request_timeout: Duration::from_secs(
-                    file.request_timeout_seconds.unwrap_or(120).max(1),
-                ),
-                retry: RetryPolicy {
-                    max_attempts: file.max_attempts.unwrap_or(5).max(1),
-                    max_elapsed: Duration::from_secs(file.max_retry_seconds.unwrap_or(300)),
-                    ..RetryPolicy::default()
-                },
-            })
-        }
-        (None, None) => {
-            return Ok(Err(NoLlm(
-                "no LLM endpoint is configured: set OCFLOW_BASE_URL (or OPENAI_BASE_URL / \
-                 LLM_BASE_URL) to an OpenAI-compatible URL such as http://localhost:8000/v1, or \
-                 pass --base-url URL; the key comes from OCFLOW_API_KEY (or OPENAI_API_KEY / \
-                 LLM_API_KEY) and the model from OCFLOW_MODEL (or LLM_MODEL) or --model"
-                    .into(),
-            )));
-        }
-    };
-    let (Some(planner), Some(operations)) = (
-        settings(&file.planner, 4096),
-        settings(&file.operations, 8192),
-    ) else {
-        return Ok(Err(NoLlm(
-            "no model is configured: set OCFLOW_MODEL (or LLM_MODEL), pass --model NAME, or set \
-             model under [llm] in ocflow.toml"
-                .into(),
-        )));
-    };
-    Ok(Ok(LlmConfig {
-        endpoint,
-        planner,
-        operations,
-        record,
-        replay,
-        key_command: file.api_key_command.clone(),
-    }))
 }
 
 fn absolute(path: &Path) -> Result<PathBuf> {

@@ -5,10 +5,11 @@
 use std::fs;
 
 use crate::cli::args::{LimitArgs, RunArgs};
-use crate::cli::config::{Config, LlmConfig};
+use crate::cli::config::Config;
+use crate::cli::profiles::LlmConfig;
 use crate::error::{IoContext, Result};
 use crate::flow::path_rules::PathRules;
-use crate::model::llm::ModelSettings;
+use crate::model::llm::{DEFAULT_PROFILE, ModelSettings};
 use crate::output::{print_stdout, say};
 use crate::task::workspace::TaskDir;
 use crate::task::{review, state};
@@ -62,6 +63,7 @@ pub(crate) fn prepare(config: &Config) -> Result<(Config, RunArgs)> {
     let recording = dir.join("recording.jsonl");
     fs::write(&recording, RECORDING).io_context(|| format!("writing {}", recording.display()))?;
     let model = ModelSettings {
+        profile: DEFAULT_PROFILE.into(),
         model: "recorded".into(),
         temperature: Some(0.2),
         max_tokens: Some(4096),
@@ -77,9 +79,12 @@ pub(crate) fn prepare(config: &Config) -> Result<(Config, RunArgs)> {
         default_workspace: false,
         repo_named: true,
         llm: Ok(LlmConfig {
-            endpoint: None,
+            endpoints: Default::default(),
             planner: model.clone(),
+            recovery: model.clone(),
+            summary: model.clone(),
             operations: model,
+            roles: Default::default(),
             record: None,
             replay: Some(recording),
             key_command: None,

@@ -19,6 +19,7 @@ use crate::llm::client::Llm;
 use crate::llm::key;
 use crate::model::event::Event;
 use crate::model::flow::Flow;
+use crate::model::llm::DEFAULT_PROFILE;
 use crate::model::problem::Problem;
 use crate::model::repo_path::RepoPath;
 use crate::model::status::{FlowState, FlowStatus, now};
@@ -41,16 +42,20 @@ pub(crate) fn connect_llm(config: &Config) -> Result<Option<Arc<Llm>>> {
     let Ok(llm) = &config.llm else {
         return Ok(None);
     };
-    let client = match (&llm.replay, &llm.endpoint) {
-        (Some(recording), _) => Llm::replay(recording)?,
-        (None, Some(endpoint)) => {
-            let mut endpoint = endpoint.clone();
-            if let (true, Some(command)) = (endpoint.api_key.is_empty(), &llm.key_command) {
+    let client = match &llm.replay {
+        Some(recording) => Llm::replay(recording)?,
+        None if llm.endpoints.is_empty() => return Ok(None),
+        None => {
+            let mut endpoints = llm.endpoints.clone();
+            // The credential helper gives the default profile's key, once, when nothing did.
+            if let (Some(endpoint), Some(command)) =
+                (endpoints.get_mut(DEFAULT_PROFILE), &llm.key_command)
+                && endpoint.api_key.is_empty()
+            {
                 endpoint.api_key = key::from_command(command)?;
             }
-            Llm::connect(endpoint, llm.record.as_deref())?
+            Llm::connect(endpoints, llm.record.as_deref())?
         }
-        (None, None) => return Ok(None),
     };
     Ok(Some(Arc::new(client)))
 }
@@ -104,26 +109,25 @@ pub(crate) fn engine_settings(
     llm: Option<Arc<Llm>>,
 ) -> Settings {
     let models = config.llm.as_ref().ok();
-    let operations = models.map(|m| m.operations.clone());
     let run = &config.run;
     let workspace_dir = canonical_or_absolute(workspace_dir);
-    let llm_config = match &operations {
-        Some(m) => serde_json::json!({
-            "model": m.model, "temperature": m.temperature, "max_tokens": m.max_tokens
-        }),
-        None => serde_json::json!({}),
-    };
     let runtime = tokio::runtime::Handle::current();
+    let role_prompts = config
+        .roles
+        .iter()
+        .filter_map(|(name, role)| Some((name.clone(), role.prompt.clone()?)))
+        .collect();
     Settings {
-        llm_config,
-        host_llm: llm.clone().zip(operations).map(|(llm, settings)| {
+        host_llm: llm.clone().zip(models).map(|(llm, models)| {
             Arc::new(HostLlm {
                 llm,
-                settings,
+                settings: models.operations.clone(),
+                role_models: models.roles.clone(),
+                role_prompts,
                 runtime,
             })
         }),
-        summary_llm: llm.clone().zip(models.map(|m| m.planner.clone())),
+        summary_llm: llm.clone().zip(models.map(|m| m.summary.clone())),
         recovery_limits: run.recovery_limits,
         jobs: run.jobs,
         sandbox: run
@@ -135,7 +139,7 @@ pub(crate) fn engine_settings(
             .filter(|_| run.recovery)
             .map(|(llm, models)| RecoverySettings {
                 llm,
-                model: models.planner.clone(),
+                model: models.recovery.clone(),
                 rules: rules.clone(),
                 policy: config.policy,
                 roles: config.roles.clone(),

@@ -153,9 +153,12 @@ impl Live for Display {
                 operation,
                 attempt,
                 role,
+                model,
+                ..
             } => {
-                let asking = self
-                    .model_of(operation)
+                let asking = model
+                    .as_deref()
+                    .or_else(|| self.model_of(operation))
                     .map(|m| format!(", asking {m}"))
                     .unwrap_or_default();
                 let bar = self

@@ -191,7 +191,7 @@ async fn start(config: &Config, mut args: RunArgs, again: bool) -> Result<ExitCo
     state::save_flow(&task, &flow)?;
     let mut flow_status = FlowStatus::new(&task_id, &flow, &config.repo);
     if let Some(llm) = &llm {
-        flow_status.tokens.add(&llm.usage_for("planner"));
+        flow_status.count_tokens(&llm.profile_for("planner"), &llm.usage_for("planner"));
     }
     // Recorded in the journal: how this endpoint takes the answers' JSON shape.
     let answer_form = llm
@@ -251,7 +251,7 @@ fn planning_failed(
 ) -> Result<ExitCode> {
     let empty = no_steps(task_text);
     let mut flow_status = FlowStatus::new(&task.task_id, &empty, repo);
-    flow_status.tokens.add(&llm.usage_for("planner"));
+    flow_status.count_tokens(&llm.profile_for("planner"), &llm.usage_for("planner"));
     flow_status.state = FlowState::Failed;
     flow_status.message = Some(format!("planning failed: {error}"));
     flow_status.finished_at = Some(now());
@@ -286,7 +286,7 @@ fn planning_interrupted(
     events: &mut Events,
 ) -> Result<ExitCode> {
     let mut flow_status = FlowStatus::new(&task.task_id, &no_steps(task_text), repo);
-    flow_status.tokens.add(&llm.usage_for("planner"));
+    flow_status.count_tokens(&llm.profile_for("planner"), &llm.usage_for("planner"));
     flow_status.state = FlowState::Interrupted;
     flow_status.message = Some(format!(
         "interrupted while planning; `ocflow resume {}` plans it again",

@@ -4,7 +4,8 @@
 
 use comfy_table::{CellAlignment, ColumnConstraint, ContentArrangement, Table, presets};
 
-use crate::model::status::{FlowState, FlowStatus, StepState};
+use crate::model::llm::DEFAULT_PROFILE;
+use crate::model::status::{FlowState, FlowStatus, StepState, StepStatus};
 use crate::output::{paint, styles};
 use crate::task::events::seconds;
 
@@ -45,6 +46,15 @@ fn painted_state(state: &str) -> String {
     }
 }
 
+/// A step's role, with its model profile when that is not the default one.
+fn role_and_profile(step: &StepStatus) -> String {
+    let role = step.role.as_deref().unwrap_or("-");
+    match step.profile.as_deref() {
+        Some(profile) if profile != DEFAULT_PROFILE => format!("{role} ({profile})"),
+        _ => role.to_string(),
+    }
+}
+
 /// The status: the flow's state, then one row per step.
 pub(crate) fn render(status: &FlowStatus) -> String {
     let mut out = format!(
@@ -60,6 +70,9 @@ pub(crate) fn render(status: &FlowStatus) -> String {
         status.tokens.completion_tokens,
         status.tokens.calls
     );
+    if let Some(profiles) = status.profiles_used() {
+        out.push_str(&format!("tokens by model profile: {profiles}\n\n"));
+    }
     if let Some(sandbox) = &status.sandbox {
         out.push_str(&format!("sandbox {sandbox}\n\n"));
     }
@@ -104,7 +117,7 @@ pub(crate) fn render(status: &FlowStatus) -> String {
         table.add_row(vec![
             step.id.clone(),
             step.operation.clone(),
-            step.role.clone().unwrap_or_else(|| "-".into()),
+            role_and_profile(step),
             step.status.to_string(),
             step.attempts.to_string(),
             time,

@@ -3,6 +3,7 @@
 //! executor makes them from `spawn_blocking`; Python releases the GIL while a step waits on a
 //! subprocess or the network, so steps can overlap.
 
+use std::collections::BTreeMap;
 use std::ffi::CString;
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
@@ -20,8 +21,37 @@ use crate::model::llm::{ChatRequest, Message, ModelSettings};
 /// so retries, token accounting, recording and the key stay in one place.
 pub(crate) struct HostLlm {
     pub(crate) llm: Arc<Llm>,
+    /// The library's operations' model, for steps whose role names none.
     pub(crate) settings: ModelSettings,
+    /// Each role's model, for roles that name a profile or limits.
+    pub(crate) role_models: BTreeMap<String, ModelSettings>,
+    /// Each role's addition to the system prompt.
+    pub(crate) role_prompts: BTreeMap<String, String>,
     pub(crate) runtime: tokio::runtime::Handle,
+}
+
+/// The model one step asks: its role's, or the operations' one.
+#[derive(Clone)]
+pub(crate) struct StepLlm {
+    pub(crate) host: Arc<HostLlm>,
+    /// What its calls are counted under: the step id.
+    pub(crate) purpose: String,
+    pub(crate) settings: ModelSettings,
+    /// Added to the system prompt of each call.
+    pub(crate) prompt: Option<String>,
+}
+
+impl HostLlm {
+    /// The model a step of `role` asks, counted under `purpose`.
+    pub(crate) fn for_step(self: &Arc<Self>, purpose: &str, role: Option<&str>) -> StepLlm {
+        let role = role.unwrap_or_default();
+        StepLlm {
+            host: self.clone(),
+            purpose: purpose.to_string(),
+            settings: self.role_models.get(role).unwrap_or(&self.settings).clone(),
+            prompt: self.role_prompts.get(role).cloned(),
+        }
+    }
 }
 
 /// What the library sends through `complete`.
@@ -38,11 +68,20 @@ struct CompleteCall {
     temperature: Option<f32>,
 }
 
-impl HostLlm {
+impl StepLlm {
+    /// The `llm_config` the library is given (model settings; never the key).
+    pub(crate) fn config(&self) -> Value {
+        json!({
+            "model": self.settings.model,
+            "temperature": self.settings.temperature,
+            "max_tokens": self.settings.max_tokens,
+        })
+    }
+
     /// One `complete` call from a step, as JSON in and out. Called on the step's own thread
     /// (a `spawn_blocking` thread, where blocking on the runtime is allowed) with the GIL
     /// released.
-    fn complete(&self, purpose: &str, call: &str) -> String {
+    fn complete(&self, call: &str) -> String {
         let call: CompleteCall = match serde_json::from_str(call) {
             Ok(call) => call,
             Err(err) => {
@@ -58,14 +97,21 @@ impl HostLlm {
         if let Some(temperature) = call.temperature {
             settings.temperature = Some(temperature.clamp(0.0, 2.0));
         }
+        let mut messages = call.messages;
+        if let Some(prompt) = &self.prompt {
+            match messages.iter_mut().find(|m| m.role == "system") {
+                Some(system) => system.content = format!("{}\n\n{prompt}", system.content),
+                None => messages.insert(0, Message::system(prompt.clone())),
+            }
+        }
         let request = ChatRequest {
-            purpose: purpose.to_string(),
+            purpose: self.purpose.clone(),
             settings,
-            messages: call.messages,
+            messages,
             json: call.json,
             schema: call.schema,
         };
-        match self.runtime.block_on(self.llm.chat(&request)) {
+        match self.host.runtime.block_on(self.host.llm.chat(&request)) {
             Ok(answer) => json!({
                 "content": answer.content,
                 "finish_reason": answer.finish_reason,
@@ -152,17 +198,17 @@ impl Bridge {
     }
 
     /// Runs one step. Everything the library prints goes to `log_path`. With `host`, the
-    /// library gets `llm_config["complete"]`, counted under `purpose` (the step id).
+    /// library gets `llm_config["complete"]`, counted under the step's id.
     pub(crate) fn execute(
         &self,
         instructions: &Path,
         llm_config: &Value,
         log_path: &Path,
-        host: Option<(Arc<HostLlm>, String)>,
+        host: Option<StepLlm>,
     ) -> CallOutcome {
         Python::attach(|py| -> PyResult<CallOutcome> {
             let host_functions = PyDict::new(py);
-            if let Some((host, purpose)) = host {
+            if let Some(host) = host {
                 let complete = PyCFunction::new_closure(
                     py,
                     Some(c"complete_json"),
@@ -171,8 +217,8 @@ impl Bridge {
                           _kwargs: Option<&Bound<'_, PyDict>>|
                           -> PyResult<String> {
                         let call: String = args.get_item(0)?.extract()?;
-                        let (host, purpose) = (host.clone(), purpose.clone());
-                        Ok(args.py().detach(move || host.complete(&purpose, &call)))
+                        let host = host.clone();
+                        Ok(args.py().detach(move || host.complete(&call)))
                     },
                 )?;
                 host_functions.set_item("complete_json", complete)?;

@@ -10,11 +10,11 @@ use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::Instant;
 
-use serde_json::{Map, Value};
+use serde_json::{Map, Value, json};
 use tokio::sync::Notify;
 use tokio::task::JoinSet;
 
-use crate::engine::bridge::{Bridge, CallOutcome, HostLlm};
+use crate::engine::bridge::{Bridge, CallOutcome, HostLlm, StepLlm};
 use crate::engine::instructions::{self, DoneStep};
 use crate::engine::recovery;
 use crate::engine::sandbox::SandboxPlan;
@@ -26,7 +26,7 @@ use crate::flow::shell;
 use crate::llm::client::Llm;
 use crate::model::event::Event;
 use crate::model::flow::{self, Flow, RefError, Step};
-use crate::model::llm::{ModelSettings, Usage};
+use crate::model::llm::{DEFAULT_PROFILE, ModelSettings, Usage};
 use crate::model::repo_path::RepoPath;
 use crate::model::status::{self, FlowState, FlowStatus, StepError, StepState};
 use crate::model::step_result::{CallStatus, StepResult};
@@ -108,8 +108,6 @@ impl Interrupt {
 
 /// Everything a step run needs besides the flow's state.
 pub(crate) struct Settings {
-    /// Passed to every operation (model settings); never the API key.
-    pub(crate) llm_config: Value,
     /// The LLM for the library's `complete`, when one is configured.
     pub(crate) host_llm: Option<Arc<HostLlm>>,
     /// The LLM and model that write the final summary; without it the summary is built from
@@ -253,12 +251,8 @@ impl Executor {
                     }
                 };
                 let bridge = self.bridge.clone();
-                let llm_config = self.settings.llm_config.clone();
-                let host = self
-                    .settings
-                    .host_llm
-                    .clone()
-                    .map(|host| (host, step.id.clone()));
+                let host = self.step_llm(&step);
+                let llm_config = host.as_ref().map_or_else(|| json!({}), StepLlm::config);
                 let tokens_before = self.step_tokens_so_far(&step.id);
                 let (instructions, log) = (prepared.instructions, prepared.log);
                 let handle = running
@@ -361,10 +355,13 @@ impl Executor {
     /// step's outcome).
     fn count_tokens(&mut self, step: &str, before: Usage) {
         let used = self.step_tokens_so_far(step).since(&before);
+        let mut profile = None;
         if let Some(entry) = self.status.step_mut(step) {
             entry.tokens.add(&used);
+            profile = entry.profile.clone();
         }
-        self.status.tokens.add(&used);
+        let profile = profile.unwrap_or_else(|| DEFAULT_PROFILE.to_string());
+        self.status.count_tokens(&profile, &used);
     }
 
     /// The first pending step (in flow order) whose dependencies all succeeded.
@@ -385,19 +382,34 @@ impl Executor {
             .cloned()
     }
 
+    /// The model a step asks through the library's `complete`: its role's, or the
+    /// operations' one.
+    fn step_llm(&self, step: &Step) -> Option<StepLlm> {
+        let host = self.settings.host_llm.as_ref()?;
+        Some(host.for_step(&step.id, step.role.as_deref()))
+    }
+
     /// Marks the step running and counts the attempt.
     fn start(&mut self, step: &Step) -> Result<u32> {
+        // The profile and model of a step that asks the model, for the record.
+        let model = self
+            .step_llm(step)
+            .filter(|_| operations::step_needs_llm(&step.operation, &step.params))
+            .map(|host| host.settings);
         let entry = self
             .status
             .step_mut(&step.id)
             .ok_or_else(|| missing_step(&self.task, &step.id))?;
         let attempt = entry.start(status::now())?;
+        entry.profile = model.as_ref().map(|m| m.profile.clone());
         self.save()?;
         self.events.emit(Event::StepStarted {
             step: step.id.clone(),
             operation: step.operation.clone(),
             attempt,
             role: step.role.clone(),
+            profile: model.as_ref().map(|m| m.profile.clone()),
+            model: model.map(|m| m.model),
         })?;
         Ok(attempt)
     }
@@ -962,8 +974,7 @@ impl Executor {
                 ),
             }
             self.status
-                .tokens
-                .add(&llm.usage_for("summary").since(&before));
+                .count_tokens(&settings.profile, &llm.usage_for("summary").since(&before));
             self.save()?;
         }
         let summary = match summary {

@@ -6,7 +6,7 @@ use std::fmt::Write;
 use crate::error::Result;
 use crate::llm::client::Llm;
 use crate::model::event::Event;
-use crate::model::llm::{ChatRequest, LlmError, Message, ModelSettings};
+use crate::model::llm::{ChatRequest, DEFAULT_PROFILE, LlmError, Message, ModelSettings};
 use crate::model::status::{FlowState, FlowStatus, StepState};
 use crate::task::journal;
 use crate::task::review::{self, ChangeKind};
@@ -42,6 +42,9 @@ pub(crate) fn from_journal(
     if let Some(sandbox) = &status.sandbox {
         let _ = writeln!(out, "Command steps' sandbox: {sandbox}.\n");
     }
+    if let Some(profiles) = status.profiles_used() {
+        let _ = writeln!(out, "Tokens by model profile: {profiles}.\n");
+    }
 
     let _ = writeln!(out, "## Steps\n");
     for step in &status.steps {
@@ -51,11 +54,16 @@ pub(crate) fn from_journal(
             String::new()
         };
         let message = step.message.as_deref().unwrap_or("");
-        let by = step
-            .role
-            .as_ref()
-            .map(|r| format!(" ({r})"))
-            .unwrap_or_default();
+        let profile = step
+            .profile
+            .as_deref()
+            .filter(|p| *p != DEFAULT_PROFILE)
+            .map(|p| format!(", profile {p}"));
+        let by = match (&step.role, profile) {
+            (Some(role), profile) => format!(" ({role}{})", profile.unwrap_or_default()),
+            (None, Some(profile)) => format!(" ({})", profile.trim_start_matches(", ")),
+            (None, None) => String::new(),
+        };
         let _ = writeln!(
             out,
             "- `{}` {}{by} — {}{attempts}{}",

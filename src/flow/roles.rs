@@ -25,7 +25,7 @@ pub(crate) struct Role {
     pub(crate) prompt: Option<String>,
     /// The operations the role may use.
     pub(crate) operations: Vec<String>,
-    /// The model profile its LLM operations use (issue 14's profiles; kept, not yet used).
+    /// The model profile (`[llm.profiles.NAME]`) its LLM operations use.
     #[serde(default)]
     pub(crate) profile: Option<String>,
     /// Whether its command steps may open the network (`"network": true`).
@@ -138,6 +138,11 @@ impl Roles {
         ]);
         roles.extend(configured);
         Roles { roles }
+    }
+
+    /// Every role, by name.
+    pub(crate) fn iter(&self) -> impl Iterator<Item = (&String, &Role)> {
+        self.roles.iter()
     }
 
     /// The role a step gets when the flow names none: the narrowest built-in one that may use

@@ -20,7 +20,9 @@ use serde_json::{Value, json};
 
 use crate::error::Error;
 use crate::llm::key::ApiKey;
-use crate::model::llm::{ChatAnswer, ChatRequest, LlmError, LlmErrorKind, Message, Usage};
+use crate::model::llm::{
+    ChatAnswer, ChatRequest, DEFAULT_PROFILE, LlmError, LlmErrorKind, Message, Usage,
+};
 
 /// Where and how to reach the endpoint.
 #[derive(Debug, Clone)]
@@ -58,8 +60,17 @@ impl Default for RetryPolicy {
 /// The LLM as the rest of ocflow sees it.
 pub(crate) struct Llm {
     backend: Backend,
+    /// Tokens by purpose (`planner`, `summary`, `recovery`, a step id).
     usage: Mutex<BTreeMap<String, Usage>>,
+    /// The model profile each purpose last asked.
+    profiles: Mutex<BTreeMap<String, String>>,
     recorder: Option<Mutex<File>>,
+}
+
+/// One endpoint: a profile's, or the default one.
+struct Http {
+    endpoint: Endpoint,
+    client: reqwest::Client,
     /// The best answer form the endpoint has not refused (`Form` as a number): probed once,
     /// remembered for the rest of the run.
     form: AtomicU8,
@@ -113,10 +124,8 @@ impl Form {
 }
 
 enum Backend {
-    Http {
-        endpoint: Endpoint,
-        http: reqwest::Client,
-    },
+    /// The endpoints by profile name.
+    Http(BTreeMap<String, Http>),
     Replay {
         answers: Mutex<HashMap<String, VecDeque<ChatAnswer>>>,
         source: PathBuf,
@@ -136,23 +145,35 @@ struct RecordedExchange {
 const RECORDING_VERSION: u32 = 1;
 
 impl Llm {
-    /// A client for a real endpoint. Redirects are not followed, so the key never reaches
-    /// another host.
-    pub(crate) fn connect(endpoint: Endpoint, record: Option<&Path>) -> Result<Llm, Error> {
+    /// A client for real endpoints, one per model profile. Redirects are not followed, so a
+    /// key never reaches another host.
+    pub(crate) fn connect(
+        endpoints: BTreeMap<String, Endpoint>,
+        record: Option<&Path>,
+    ) -> Result<Llm, Error> {
         // reqwest is built without a default crypto provider; ring is lighter to build.
         let _ = rustls::crypto::ring::default_provider().install_default();
-        let http = reqwest::Client::builder()
-            .timeout(endpoint.request_timeout)
-            .connect_timeout(Duration::from_secs(10).min(endpoint.request_timeout))
-            .redirect(reqwest::redirect::Policy::none())
-            .build()
-            .map_err(|err| Error::internal(format!("cannot build the HTTP client: {err}")))?;
+        let mut backends = BTreeMap::new();
+        for (profile, endpoint) in endpoints {
+            let client = reqwest::Client::builder()
+                .timeout(endpoint.request_timeout)
+                .connect_timeout(Duration::from_secs(10).min(endpoint.request_timeout))
+                .redirect(reqwest::redirect::Policy::none())
+                .build()
+                .map_err(|err| Error::internal(format!("cannot build the HTTP client: {err}")))?;
+            let http = Http {
+                endpoint,
+                client,
+                form: AtomicU8::new(Form::JsonSchema as u8),
+                form_works: AtomicBool::new(false),
+            };
+            backends.insert(profile, http);
+        }
         Ok(Llm {
-            backend: Backend::Http { endpoint, http },
+            backend: Backend::Http(backends),
             usage: Mutex::default(),
+            profiles: Mutex::default(),
             recorder: record.map(open_recording).transpose()?,
-            form: AtomicU8::new(Form::JsonSchema as u8),
-            form_works: AtomicBool::new(false),
         })
     }
 
@@ -197,9 +218,8 @@ impl Llm {
                 source: path.to_path_buf(),
             },
             usage: Mutex::default(),
+            profiles: Mutex::default(),
             recorder: None,
-            form: AtomicU8::new(Form::JsonSchema as u8),
-            form_works: AtomicBool::new(false),
         })
     }
 
@@ -212,6 +232,68 @@ impl Llm {
             .unwrap_or_default()
     }
 
+    /// The model profile a purpose asked (`default` before it asked any).
+    pub(crate) fn profile_for(&self, purpose: &str) -> String {
+        self.profiles
+            .lock()
+            .ok()
+            .and_then(|p| p.get(purpose).cloned())
+            .unwrap_or_else(|| DEFAULT_PROFILE.to_string())
+    }
+
+    /// The form JSON answers are asked in now (after any refusals) at the default profile's
+    /// endpoint, for the journal; `None` when answers come from a recording.
+    pub(crate) fn answer_form(&self) -> Option<Form> {
+        match &self.backend {
+            Backend::Replay { .. } => None,
+            Backend::Http(endpoints) => endpoints
+                .get(DEFAULT_PROFILE)
+                .or_else(|| endpoints.values().next())
+                .map(|http| Form::from_level(http.form.load(Ordering::Relaxed))),
+        }
+    }
+
+    /// Makes one chat completion, retrying transient failures within the policy's bounds.
+    pub(crate) async fn chat(&self, request: &ChatRequest) -> Result<ChatAnswer, LlmError> {
+        let answer = match &self.backend {
+            Backend::Replay { answers, source } => replay_answer(answers, source, request)?,
+            Backend::Http(endpoints) => {
+                let profile = &request.settings.profile;
+                let http = endpoints.get(profile).ok_or_else(|| {
+                    LlmError::new(
+                        LlmErrorKind::BadRequest,
+                        format!("no endpoint for the model profile {profile:?}"),
+                    )
+                })?;
+                http.chat_with_retries(request).await?
+            }
+        };
+        if let Ok(mut usage) = self.usage.lock() {
+            usage
+                .entry(request.purpose.clone())
+                .or_default()
+                .add(&answer.usage);
+        }
+        if let Ok(mut profiles) = self.profiles.lock() {
+            profiles.insert(request.purpose.clone(), request.settings.profile.clone());
+        }
+        if let Some(recorder) = &self.recorder {
+            let exchange = RecordedExchange {
+                version: RECORDING_VERSION,
+                purpose: request.purpose.clone(),
+                model: request.settings.model.clone(),
+                messages: request.messages.clone(),
+                answer: answer.clone(),
+            };
+            if let (Ok(mut file), Ok(line)) = (recorder.lock(), serde_json::to_string(&exchange)) {
+                let _ = writeln!(file, "{line}");
+            }
+        }
+        Ok(answer)
+    }
+}
+
+impl Http {
     /// The form a request is sent in: plain text when it wants no JSON; otherwise the best
     /// form the endpoint has not refused (past the schema forms when there is no schema).
     fn form_for(&self, request: &ChatRequest) -> Form {
@@ -230,50 +312,8 @@ impl Llm {
         self.form_works.load(Ordering::Relaxed)
     }
 
-    /// The form JSON answers are asked in now (after any refusals), for the journal; `None`
-    /// when answers come from a recording.
-    pub(crate) fn answer_form(&self) -> Option<Form> {
-        match self.backend {
-            Backend::Replay { .. } => None,
-            Backend::Http { .. } => Some(Form::from_level(self.form.load(Ordering::Relaxed))),
-        }
-    }
-
-    /// Makes one chat completion, retrying transient failures within the policy's bounds.
-    pub(crate) async fn chat(&self, request: &ChatRequest) -> Result<ChatAnswer, LlmError> {
-        let answer = match &self.backend {
-            Backend::Replay { answers, source } => replay_answer(answers, source, request)?,
-            Backend::Http { endpoint, http } => {
-                self.chat_with_retries(endpoint, http, request).await?
-            }
-        };
-        if let Ok(mut usage) = self.usage.lock() {
-            usage
-                .entry(request.purpose.clone())
-                .or_default()
-                .add(&answer.usage);
-        }
-        if let Some(recorder) = &self.recorder {
-            let exchange = RecordedExchange {
-                version: RECORDING_VERSION,
-                purpose: request.purpose.clone(),
-                model: request.settings.model.clone(),
-                messages: request.messages.clone(),
-                answer: answer.clone(),
-            };
-            if let (Ok(mut file), Ok(line)) = (recorder.lock(), serde_json::to_string(&exchange)) {
-                let _ = writeln!(file, "{line}");
-            }
-        }
-        Ok(answer)
-    }
-
-    async fn chat_with_retries(
-        &self,
-        endpoint: &Endpoint,
-        http: &reqwest::Client,
-        request: &ChatRequest,
-    ) -> Result<ChatAnswer, LlmError> {
+    async fn chat_with_retries(&self, request: &ChatRequest) -> Result<ChatAnswer, LlmError> {
+        let (endpoint, http) = (&self.endpoint, &self.client);
         let policy = &endpoint.retry;
         let started = Instant::now();
         let mut attempt = 0;

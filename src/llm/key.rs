@@ -6,6 +6,7 @@
 //! made non-dumpable, which closes `/proc/<pid>/mem` to other processes of the user.
 //! `ApiKey` holds the key in memory and never shows it.
 
+use std::collections::BTreeMap;
 use std::ffi::OsString;
 use std::io::{Read, Write};
 use std::os::fd::{AsRawFd, FromRawFd, OwnedFd};
@@ -89,7 +90,7 @@ pub fn take_key_at_startup() -> Result<ApiKey, crate::error::Error> {
             .map(|key| (*name, key))
     }) else {
         return match std::env::var_os(KEY_FILE_VARIABLE) {
-            Some(path) => from_file(std::path::Path::new(&path)),
+            Some(path) => from_file_variable(std::path::Path::new(&path)),
             None => Ok(ApiKey::default()),
         };
     };
@@ -103,26 +104,48 @@ pub fn take_key_at_startup() -> Result<ApiKey, crate::error::Error> {
 }
 
 /// The key in a file only its owner may read.
-fn from_file(path: &std::path::Path) -> Result<ApiKey, crate::error::Error> {
+fn from_file_variable(path: &std::path::Path) -> Result<ApiKey, crate::error::Error> {
+    from_file(path).map_err(|err| crate::error::Error::Usage(format!("{KEY_FILE_VARIABLE}: {err}")))
+}
+
+/// The key in a file only its owner may read; the problem, in words, when there is none.
+pub(crate) fn from_file(path: &std::path::Path) -> Result<ApiKey, String> {
     use std::os::unix::fs::MetadataExt;
-    let usage =
-        |problem: String| crate::error::Error::Usage(format!("{KEY_FILE_VARIABLE}: {problem}"));
-    let meta = std::fs::metadata(path)
-        .map_err(|err| usage(format!("cannot read {}: {err}", path.display())))?;
+    let meta =
+        std::fs::metadata(path).map_err(|err| format!("cannot read {}: {err}", path.display()))?;
     if meta.mode() & 0o077 != 0 {
-        return Err(usage(format!(
+        return Err(format!(
             "{} can be read by others (mode {:o}); make it yours alone: chmod 600 {0}",
             path.display(),
             meta.mode() & 0o777
-        )));
+        ));
     }
     let text = std::fs::read_to_string(path)
-        .map_err(|err| usage(format!("cannot read {}: {err}", path.display())))?;
+        .map_err(|err| format!("cannot read {}: {err}", path.display()))?;
     let key = text.trim();
     if key.is_empty() {
-        return Err(usage(format!("{} is empty", path.display())));
+        return Err(format!("{} is empty", path.display()));
     }
     Ok(ApiKey::new(key.to_string(), None))
+}
+
+/// Keys taken out of the environment for model profiles (`api_key_env`), by variable, and
+/// those a parent ocflow handed over.
+static TAKEN: std::sync::Mutex<BTreeMap<String, String>> = std::sync::Mutex::new(BTreeMap::new());
+
+/// The key a profile's variable holds, taken out of this process's environment so no child
+/// inherits it (the process is not dumpable, so its start-up environment cannot be read
+/// either). Called while resolving the configuration, before any thread exists.
+pub(crate) fn take_variable(name: &str) -> Option<ApiKey> {
+    let mut taken = TAKEN.lock().ok()?;
+    if let Some(key) = taken.get(name) {
+        return Some(ApiKey::new(key.clone(), Some(name.to_string())));
+    }
+    let key = std::env::var(name).ok().filter(|v| !v.is_empty())?;
+    // SAFETY: called from `Config::resolve`, before the runtime or any other thread starts.
+    unsafe { std::env::remove_var(name) };
+    taken.insert(name.to_string(), key.clone());
+    Some(ApiKey::new(key, Some(name.to_string())))
 }
 
 /// The key a credential helper prints (`api_key_command`, like git's credential helpers): run
@@ -146,13 +169,40 @@ pub(crate) fn from_command(command: &str) -> Result<ApiKey, crate::error::Error>
     Ok(ApiKey::new(key.to_string(), None))
 }
 
+/// What goes through the hand-over pipe: the key, and the profiles' keys a parent ocflow
+/// took out of its environment.
+#[derive(serde::Serialize, serde::Deserialize)]
+struct HandedOver {
+    key: String,
+    #[serde(default)]
+    variables: BTreeMap<String, String>,
+}
+
 fn read_handed_over(fd: i32) -> String {
     // SAFETY: the fd was created by our own parent image for exactly this hand-over and is
     // not used anywhere else.
     let mut file = std::fs::File::from(unsafe { OwnedFd::from_raw_fd(fd) });
-    let mut key = String::new();
-    let _ = file.read_to_string(&mut key);
-    key
+    let mut text = String::new();
+    let _ = file.read_to_string(&mut text);
+    match serde_json::from_str::<HandedOver>(&text) {
+        Ok(handed) => {
+            if let Ok(mut taken) = TAKEN.lock() {
+                taken.extend(handed.variables);
+            }
+            handed.key
+        }
+        Err(_) => text,
+    }
+}
+
+/// The pipe's content for a child: the key and the profiles' keys.
+fn handed_over_text(key: &str) -> String {
+    let variables = TAKEN.lock().map(|t| t.clone()).unwrap_or_default();
+    serde_json::to_string(&HandedOver {
+        key: key.to_string(),
+        variables,
+    })
+    .unwrap_or_default()
 }
 
 fn reexec_without(key: &str, variable: &str) -> Result<(), String> {
@@ -160,7 +210,7 @@ fn reexec_without(key: &str, variable: &str) -> Result<(), String> {
     let (reader, writer) = rustix::pipe::pipe().map_err(|e| e.to_string())?;
     // The pipe holds 64 KiB: the whole key fits before anyone reads it.
     std::fs::File::from(writer)
-        .write_all(key.as_bytes())
+        .write_all(handed_over_text(key).as_bytes())
         .map_err(|e| e.to_string())?;
     rustix::io::fcntl_setfd(&reader, rustix::io::FdFlags::empty()).map_err(|e| e.to_string())?;
     let args: Vec<OsString> = std::env::args_os().skip(1).collect();
@@ -187,12 +237,13 @@ pub(crate) fn hand_over(
     for name in KEY_VARIABLES {
         command.env_remove(name);
     }
-    if key.is_empty() {
+    let profiles = TAKEN.lock().map(|t| !t.is_empty()).unwrap_or(false);
+    if key.is_empty() && !profiles {
         return Ok(None);
     }
     // Close-on-exec here, so a child spawned at the same time elsewhere never inherits it.
     let (reader, writer) = rustix::pipe::pipe_with(rustix::pipe::PipeFlags::CLOEXEC)?;
-    std::fs::File::from(writer).write_all(key.expose().as_bytes())?;
+    std::fs::File::from(writer).write_all(handed_over_text(key.expose()).as_bytes())?;
     let fd = reader.as_raw_fd();
     command.env(KEY_FD_VARIABLE, fd.to_string());
     match key.variable() {

@@ -61,6 +61,11 @@ pub(crate) enum Event {
         /// The role taking the step.
         #[serde(default, skip_serializing_if = "Option::is_none")]
         role: Option<String>,
+        /// The model profile and model a step that asks the model asks.
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        profile: Option<String>,
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        model: Option<String>,
     },
     /// A step's attempt ended.
     StepFinished {

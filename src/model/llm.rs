@@ -7,11 +7,22 @@ use serde::{Deserialize, Serialize};
 /// Which model answers, and how.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub(crate) struct ModelSettings {
+    /// The model profile (`[llm.profiles.NAME]`) whose endpoint answers; `default` is the one
+    /// flags, environment and `[llm]` set.
+    #[serde(default = "default_profile")]
+    pub(crate) profile: String,
     pub(crate) model: String,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub(crate) temperature: Option<f32>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub(crate) max_tokens: Option<u32>,
+}
+
+/// The profile flags, environment and `[llm]` set.
+pub(crate) const DEFAULT_PROFILE: &str = "default";
+
+fn default_profile() -> String {
+    DEFAULT_PROFILE.into()
 }
 
 impl ModelSettings {

@@ -1,6 +1,7 @@
 //! The durable state of a flow: `flow_status.json`, replaced atomically after every change.
 //! Resume trusts it; `ocflow status` renders it as a table or JSON.
 
+use std::collections::BTreeMap;
 use std::fmt;
 use std::path::{Path, PathBuf};
 
@@ -8,7 +9,7 @@ use serde::{Deserialize, Serialize};
 
 use crate::model::decision::{Decision, StrategyKind};
 use crate::model::flow::Flow;
-use crate::model::llm::Usage;
+use crate::model::llm::{DEFAULT_PROFILE, Usage};
 
 /// The status file format version this build writes and reads.
 pub(crate) const STATUS_VERSION: u32 = 1;
@@ -57,6 +58,9 @@ pub(crate) struct FlowStatus {
     /// Tokens used by the whole flow: planning, every step, the summary.
     #[serde(default)]
     pub(crate) tokens: Usage,
+    /// The same tokens by the model profile that used them.
+    #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
+    pub(crate) tokens_by_profile: BTreeMap<String, Usage>,
     /// One entry per step, in flow order.
     pub(crate) steps: Vec<StepStatus>,
 }
@@ -93,6 +97,9 @@ pub(crate) struct StepStatus {
     /// The role taking the step.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub(crate) role: Option<String>,
+    /// The model profile of its LLM calls, for a step that asks the model.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub(crate) profile: Option<String>,
     pub(crate) status: StepState,
     /// How many times the step has started.
     pub(crate) attempts: u32,
@@ -313,6 +320,7 @@ impl FlowStatus {
             id: step.id.clone(),
             operation: step.operation.clone(),
             role: step.role.clone(),
+            profile: None,
             status: StepState::Pending,
             attempts: 0,
             started_at: None,
@@ -350,8 +358,34 @@ impl FlowStatus {
             pending_recovery: None,
             sandbox: None,
             tokens: Usage::default(),
+            tokens_by_profile: BTreeMap::new(),
             steps: flow.steps.iter().map(FlowStatus::pending_step).collect(),
         }
+    }
+
+    /// Counts tokens a profile's model used for the flow.
+    pub(crate) fn count_tokens(&mut self, profile: &str, used: &Usage) {
+        self.tokens.add(used);
+        if used.calls > 0 || used.total_tokens > 0 {
+            self.tokens_by_profile
+                .entry(profile.to_string())
+                .or_default()
+                .add(used);
+        }
+    }
+
+    /// The tokens of each model profile, in words, when a profile besides the default one
+    /// was used.
+    pub(crate) fn profiles_used(&self) -> Option<String> {
+        let profiles = &self.tokens_by_profile;
+        if profiles.keys().all(|p| p == DEFAULT_PROFILE) {
+            return None;
+        }
+        let each: Vec<String> = profiles
+            .iter()
+            .map(|(name, used)| format!("{name} {} in {} call(s)", used.total_tokens, used.calls))
+            .collect();
+        Some(each.join(", "))
     }
 
     pub(crate) fn step(&self, id: &str) -> Option<&StepStatus> {

@@ -4,6 +4,7 @@
 
 use crate::error::Result;
 use crate::model::event::{Event, Record};
+use crate::model::llm::DEFAULT_PROFILE;
 use crate::model::status::StepState;
 use crate::output::{paint, print_stdout, say, styles};
 use crate::task::journal::Journal;
@@ -139,10 +140,18 @@ fn progress_line(event: &Event) -> Option<String> {
             operation,
             attempt,
             role,
-        } => format!(
-            "  > {}",
-            started_label(step, operation, *attempt, role.as_deref())
-        ),
+            profile,
+            ..
+        } => {
+            let on = match profile.as_deref() {
+                Some(profile) if profile != DEFAULT_PROFILE => format!(" (profile {profile})"),
+                _ => String::new(),
+            };
+            format!(
+                "  > {}{on}",
+                started_label(step, operation, *attempt, role.as_deref())
+            )
+        }
         Event::StepFinished {
             step,
             status,

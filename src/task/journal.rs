@@ -88,6 +88,8 @@ mod tests {
                 operation: "read_file".into(),
                 attempt: 1,
                 role: None,
+                profile: None,
+                model: None,
             },
         }
     }

@@ -293,6 +293,8 @@ mod tests {
             operation: "execute_shell_command".into(),
             attempt,
             role: None,
+            profile: None,
+            model: None,
         }
     }
 

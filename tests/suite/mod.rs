@@ -11,6 +11,7 @@ mod llm;
 mod mcp;
 mod openhands;
 mod parallel;
+mod profiles;
 mod recovery;
 mod relocatable;
 mod report;

@@ -115,7 +115,7 @@ impl Executor {
             }
         };
         let used = settings.llm.usage_for("recovery").since(&before);
-        self.status.tokens.add(&used);
+        self.status.count_tokens(&settings.model.profile, &used);
         // Every answer asked for counts, usable or not.
         self.status.recovery_calls += u32::try_from(used.calls).unwrap_or(u32::MAX);
         let decided = match decided {

@@ -1,0 +1,456 @@
+//! Model profiles: named endpoints and models (`[llm.profiles.NAME]`) for each purpose —
+//! planning, recovery, the summary, the library's operations — and for each role, so one flow
+//! can plan on a large model and code on a small local one. Flags, environment and `[llm]` set
+//! the `default` profile; a profile named by a purpose or a role wins over them.
+
+use std::collections::BTreeMap;
+use std::path::{Path, PathBuf};
+use std::time::Duration;
+
+use serde::Deserialize;
+
+use crate::cli::args::GlobalArgs;
+use crate::error::{Error, Result};
+use crate::flow::roles::Roles;
+use crate::llm::client::{Endpoint, RetryPolicy};
+use crate::llm::key::{self, ApiKey};
+use crate::model::llm::{DEFAULT_PROFILE, ModelSettings};
+
+/// Why no LLM is configured; the message names what to set.
+#[derive(Debug, Clone, thiserror::Error)]
+#[error("{0}")]
+pub(crate) struct NoLlm(pub(crate) String);
+
+/// How to reach the LLM and which models to use.
+#[derive(Debug, Clone)]
+pub(crate) struct LlmConfig {
+    /// The endpoint of every model profile in use, by name (`default`: the one flags,
+    /// environment and `[llm]` set); empty when answers come from a recording.
+    pub(crate) endpoints: BTreeMap<String, Endpoint>,
+    /// For planning.
+    pub(crate) planner: ModelSettings,
+    /// For recovery strategies.
+    pub(crate) recovery: ModelSettings,
+    /// For the final summary.
+    pub(crate) summary: ModelSettings,
+    /// For the library's LLM operations.
+    pub(crate) operations: ModelSettings,
+    /// The model of a role's LLM operations, for roles that name a profile or limits.
+    pub(crate) roles: BTreeMap<String, ModelSettings>,
+    pub(crate) record: Option<PathBuf>,
+    pub(crate) replay: Option<PathBuf>,
+    /// Prints the key when no variable or file gave one (`[llm] api_key_command`).
+    pub(crate) key_command: Option<String>,
+}
+
+/// `[llm]` in a config file. The key itself is never in a config file: it comes from the
+/// environment, the file `OCFLOW_API_KEY_FILE` names, or `api_key_command`.
+#[derive(Debug, Clone, Default, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub(crate) struct FileLlm {
+    pub(crate) base_url: Option<String>,
+    /// A command that prints the key (a password manager, a credential helper), run once when
+    /// a command needs the LLM and no key variable or file gave one.
+    pub(crate) api_key_command: Option<String>,
+    pub(crate) model: Option<String>,
+    pub(crate) request_timeout_seconds: Option<u64>,
+    pub(crate) max_attempts: Option<u32>,
+    pub(crate) max_retry_seconds: Option<u64>,
+    /// Settings for planning and summarising.
+    #[serde(default)]
+    pub(crate) planner: FileModel,
+    /// Settings for the library's LLM operations.
+    #[serde(default)]
+    pub(crate) operations: FileModel,
+    /// Named endpoints and models (`[llm.profiles.NAME]`).
+    #[serde(default)]
+    pub(crate) profiles: BTreeMap<String, FileProfile>,
+    pub(crate) planner_profile: Option<String>,
+    pub(crate) recovery_profile: Option<String>,
+    pub(crate) summary_profile: Option<String>,
+    pub(crate) operations_profile: Option<String>,
+}
+
+impl FileLlm {
+    /// `self` where it says something, else `fallback`; a profile of `self` replaces one of
+    /// the same name in `fallback`.
+    pub(crate) fn or(self, fallback: FileLlm) -> FileLlm {
+        FileLlm {
+            base_url: self.base_url.or(fallback.base_url),
+            api_key_command: self.api_key_command.or(fallback.api_key_command),
+            model: self.model.or(fallback.model),
+            request_timeout_seconds: self
+                .request_timeout_seconds
+                .or(fallback.request_timeout_seconds),
+            max_attempts: self.max_attempts.or(fallback.max_attempts),
+            max_retry_seconds: self.max_retry_seconds.or(fallback.max_retry_seconds),
+            planner: self.planner.or(fallback.planner),
+            operations: self.operations.or(fallback.operations),
+            profiles: {
+                let mut profiles = fallback.profiles;
+                profiles.extend(self.profiles);
+                profiles
+            },
+            planner_profile: self.planner_profile.or(fallback.planner_profile),
+            recovery_profile: self.recovery_profile.or(fallback.recovery_profile),
+            summary_profile: self.summary_profile.or(fallback.summary_profile),
+            operations_profile: self.operations_profile.or(fallback.operations_profile),
+        }
+    }
+}
+
+/// `[llm.planner]` / `[llm.operations]`.
+#[derive(Debug, Clone, Default, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub(crate) struct FileModel {
+    pub(crate) model: Option<String>,
+    pub(crate) temperature: Option<f32>,
+    pub(crate) max_tokens: Option<u32>,
+}
+
+impl FileModel {
+    fn or(self, fallback: FileModel) -> FileModel {
+        FileModel {
+            model: self.model.or(fallback.model),
+            temperature: self.temperature.or(fallback.temperature),
+            max_tokens: self.max_tokens.or(fallback.max_tokens),
+        }
+    }
+}
+
+/// `[llm.profiles.NAME]` in a config file. Its key comes from the variable `api_key_env`
+/// names or the file `api_key_file` names, never from the file itself.
+#[derive(Debug, Clone, Default, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub(crate) struct FileProfile {
+    pub(crate) base_url: Option<String>,
+    pub(crate) model: Option<String>,
+    /// The environment variable holding this profile's key; ocflow takes it out of its own
+    /// environment at start-up, like the default key's variables.
+    pub(crate) api_key_env: Option<String>,
+    /// A file holding this profile's key (only its owner may read it).
+    pub(crate) api_key_file: Option<String>,
+    pub(crate) temperature: Option<f32>,
+    pub(crate) max_tokens: Option<u32>,
+    pub(crate) request_timeout_seconds: Option<u64>,
+}
+
+impl FileProfile {
+    /// Takes out what an untrusted repository may not set: where the key goes and where it is
+    /// read from. Returns whether there was any.
+    pub(crate) fn without_untrusted(&mut self) -> bool {
+        let url = self.base_url.take().is_some();
+        let variable = self.api_key_env.take().is_some();
+        let file = self.api_key_file.take().is_some();
+        url | variable | file
+    }
+}
+
+/// The purposes a profile can be named for, with the `[llm]` key naming it.
+const PURPOSES: &[&str] = &[
+    "planner_profile",
+    "recovery_profile",
+    "summary_profile",
+    "operations_profile",
+];
+
+/// LiteLLM's provider prefixes for OpenAI-compatible servers (OpenHands' `LLM_MODEL` carries
+/// one: `openai/gpt-4o`, `hosted_vllm/…`): not part of the name the server knows. A served name
+/// with a slash of its own (`mistralai/Devstral-Small-2505`) is left whole.
+const PROVIDER_PREFIXES: &[&str] = &[
+    "openai",
+    "hosted_vllm",
+    "litellm_proxy",
+    "openrouter",
+    "custom_openai",
+    "text-completion-openai",
+    "lm_studio",
+    "vllm",
+];
+
+/// The model name as the endpoint knows it.
+pub(crate) fn without_provider(model: &str) -> &str {
+    match model.split_once('/') {
+        Some((provider, name)) if PROVIDER_PREFIXES.contains(&provider) && !name.is_empty() => name,
+        _ => model,
+    }
+}
+
+/// The first non-empty environment variable of `names`.
+pub(crate) fn env_first(names: &[&str]) -> Option<String> {
+    names
+        .iter()
+        .find_map(|name| std::env::var(name).ok().filter(|v| !v.trim().is_empty()))
+}
+
+/// What flags, environment and `[llm]` say: the default profile.
+struct Defaults<'a> {
+    base_url: Option<String>,
+    model: Option<String>,
+    key: ApiKey,
+    file: &'a FileLlm,
+    replay: bool,
+}
+
+impl Defaults<'_> {
+    fn endpoint(
+        &self,
+        profile: &str,
+        url: &str,
+        key: ApiKey,
+        timeout: Option<u64>,
+    ) -> Result<Endpoint> {
+        if !(url.starts_with("http://") || url.starts_with("https://")) {
+            let whose = if profile == DEFAULT_PROFILE {
+                "the base URL".to_string()
+            } else {
+                format!("[llm.profiles.{profile}] base_url")
+            };
+            return Err(Error::Usage(format!(
+                "{whose} {url:?} must start with http:// or https:// (for example \
+                 http://localhost:8000/v1)"
+            )));
+        }
+        let file = self.file;
+        Ok(Endpoint {
+            base_url: url.trim_end_matches('/').to_string(),
+            api_key: key,
+            request_timeout: Duration::from_secs(
+                timeout
+                    .or(file.request_timeout_seconds)
+                    .unwrap_or(120)
+                    .max(1),
+            ),
+            retry: RetryPolicy {
+                max_attempts: file.max_attempts.unwrap_or(5).max(1),
+                max_elapsed: Duration::from_secs(file.max_retry_seconds.unwrap_or(300)),
+                ..RetryPolicy::default()
+            },
+        })
+    }
+}
+
+/// Flags > environment > config files for the default profile; the named profiles as
+/// configured. `Err(message)` when no endpoint or model is configured for a purpose.
+pub(crate) fn resolve_llm(
+    args: &GlobalArgs,
+    file: &FileLlm,
+    roles: &Roles,
+    api_key: ApiKey,
+) -> Result<std::result::Result<LlmConfig, NoLlm>> {
+    let replay = args.replay.as_ref().map(|p| absolute(p)).transpose()?;
+    let record = args.record.as_ref().map(|p| absolute(p)).transpose()?;
+    let defaults = Defaults {
+        base_url: args
+            .base_url
+            .clone()
+            .or_else(|| env_first(&["OCFLOW_BASE_URL", "OPENAI_BASE_URL", "LLM_BASE_URL"]))
+            .or_else(|| file.base_url.clone()),
+        model: args
+            .model
+            .clone()
+            .or_else(|| env_first(&["OCFLOW_MODEL", "LLM_MODEL"])),
+        key: api_key,
+        file,
+        replay: replay.is_some(),
+    };
+    let named = |purpose: &str| -> Option<&String> {
+        match purpose {
+            "planner_profile" => file.planner_profile.as_ref(),
+            "recovery_profile" => file.recovery_profile.as_ref(),
+            "summary_profile" => file.summary_profile.as_ref(),
+            _ => file.operations_profile.as_ref(),
+        }
+    };
+    let known = || {
+        let names: Vec<&str> = file.profiles.keys().map(String::as_str).collect();
+        if names.is_empty() {
+            "none is defined".to_string()
+        } else {
+            format!("defined: {}", names.join(", "))
+        }
+    };
+    for purpose in PURPOSES {
+        if let Some(name) = named(purpose)
+            && name != DEFAULT_PROFILE
+            && !file.profiles.contains_key(name)
+        {
+            return Err(Error::Usage(format!(
+                "[llm] {purpose} = {name:?}: there is no profile of that name ({}); add \
+                 [llm.profiles.{name}] with base_url and model to ocflow.toml",
+                known()
+            )));
+        }
+    }
+    for (role_name, role) in roles.iter() {
+        if let Some(name) = &role.profile
+            && name != DEFAULT_PROFILE
+            && !file.profiles.contains_key(name)
+        {
+            return Err(Error::Usage(format!(
+                "[roles.{role_name}] profile = {name:?}: there is no profile of that name ({}); \
+                 add [llm.profiles.{name}] with base_url and model to ocflow.toml",
+                known()
+            )));
+        }
+    }
+    // Recovery and the summary follow planning unless told otherwise.
+    let planner_profile = named("planner_profile").cloned();
+    let profile_of = |purpose: &str| -> String {
+        named(purpose)
+            .cloned()
+            .or_else(|| match purpose {
+                "recovery_profile" | "summary_profile" => planner_profile.clone(),
+                _ => None,
+            })
+            .unwrap_or_else(|| DEFAULT_PROFILE.to_string())
+    };
+    // The endpoints first: a missing URL is the first thing to tell.
+    let mut used: Vec<String> = PURPOSES.iter().map(|p| profile_of(p)).collect();
+    used.extend(roles.iter().filter_map(|(_, role)| role.profile.clone()));
+    used.sort_unstable();
+    used.dedup();
+    let mut endpoints = BTreeMap::new();
+    if !defaults.replay {
+        for profile in &used {
+            let profile = profile.as_str();
+            let own = file.profiles.get(profile);
+            let url = own.and_then(|p| p.base_url.clone());
+            let Some(url) = url.clone().or_else(|| defaults.base_url.clone()) else {
+                let which = if profile == DEFAULT_PROFILE {
+                    String::new()
+                } else {
+                    format!(
+                        " (the profile {profile:?} has no base_url of its own either; set one \
+                         under [llm.profiles.{profile}])"
+                    )
+                };
+                return Ok(Err(NoLlm(format!(
+                    "no LLM endpoint is configured{which}: set OCFLOW_BASE_URL (or \
+                     OPENAI_BASE_URL / LLM_BASE_URL) to an OpenAI-compatible URL such as \
+                     http://localhost:8000/v1, or pass --base-url URL; the key comes from \
+                     OCFLOW_API_KEY (or OPENAI_API_KEY / LLM_API_KEY) and the model from \
+                     OCFLOW_MODEL (or LLM_MODEL) or --model"
+                ))));
+            };
+            let key = profile_key(profile, own, &url, &defaults)?;
+            let timeout = own.and_then(|p| p.request_timeout_seconds);
+            endpoints.insert(
+                profile.to_string(),
+                defaults.endpoint(profile, &url, key, timeout)?,
+            );
+        }
+    }
+    let settings = |profile: &str, section: &FileModel, max_tokens: u32| -> Option<ModelSettings> {
+        let own = file.profiles.get(profile);
+        let name = own
+            .and_then(|p| p.model.clone())
+            .or_else(|| defaults.model.clone())
+            .or_else(|| section.model.clone())
+            .or_else(|| file.model.clone())
+            .or_else(|| defaults.replay.then(|| "replay".to_string()))?;
+        Some(ModelSettings {
+            profile: profile.to_string(),
+            model: without_provider(&name).to_string(),
+            temperature: Some(
+                own.and_then(|p| p.temperature)
+                    .or(section.temperature)
+                    .unwrap_or(0.2),
+            ),
+            max_tokens: Some(
+                own.and_then(|p| p.max_tokens)
+                    .or(section.max_tokens)
+                    .unwrap_or(max_tokens),
+            ),
+        })
+    };
+    let no_model = || {
+        Ok(Err(NoLlm(
+            "no model is configured: set OCFLOW_MODEL (or LLM_MODEL), pass --model NAME, or set \
+             model under [llm] in ocflow.toml"
+                .into(),
+        )))
+    };
+    let purpose = |name: &str, section: &FileModel, max_tokens: u32| {
+        settings(&profile_of(name), section, max_tokens)
+    };
+    let (Some(planner), Some(recovery), Some(summary), Some(operations)) = (
+        purpose("planner_profile", &file.planner, 4096),
+        purpose("recovery_profile", &file.planner, 4096),
+        purpose("summary_profile", &file.planner, 4096),
+        purpose("operations_profile", &file.operations, 8192),
+    ) else {
+        return no_model();
+    };
+    let mut role_models = BTreeMap::new();
+    for (name, role) in roles.iter() {
+        if role.profile.is_none() && role.temperature.is_none() && role.max_tokens.is_none() {
+            continue;
+        }
+        let mut model = match &role.profile {
+            Some(profile) => match settings(profile, &file.operations, 8192) {
+                Some(model) => model,
+                None => return no_model(),
+            },
+            None => operations.clone(),
+        };
+        model.temperature = role.temperature.or(model.temperature);
+        model.max_tokens = role.max_tokens.or(model.max_tokens);
+        role_models.insert(name.clone(), model);
+    }
+    Ok(Ok(LlmConfig {
+        endpoints,
+        planner,
+        recovery,
+        summary,
+        operations,
+        roles: role_models,
+        record,
+        replay,
+        key_command: file.api_key_command.clone(),
+    }))
+}
+
+/// A profile's key: its own variable or file; else the default key when the profile talks to
+/// the default endpoint; else none (a key is never sent to another host unasked).
+fn profile_key(
+    profile: &str,
+    own: Option<&FileProfile>,
+    url: &str,
+    defaults: &Defaults<'_>,
+) -> Result<ApiKey> {
+    let Some(own) = own else {
+        return Ok(defaults.key.clone());
+    };
+    if let Some(variable) = &own.api_key_env {
+        return key::take_variable(variable).ok_or_else(|| {
+            Error::Usage(format!(
+                "[llm.profiles.{profile}] api_key_env = {variable:?}, but that variable is not \
+                 set: export it, or remove api_key_env"
+            ))
+        });
+    }
+    if let Some(path) = &own.api_key_file {
+        let path = match (path.strip_prefix("~/"), std::env::var_os("HOME")) {
+            (Some(rest), Some(home)) => PathBuf::from(home).join(rest),
+            _ => PathBuf::from(path),
+        };
+        return key::from_file(&path)
+            .map_err(|err| Error::Usage(format!("[llm.profiles.{profile}] api_key_file: {err}")));
+    }
+    let same_host = defaults
+        .base_url
+        .as_deref()
+        .map(|u| u.trim_end_matches('/'))
+        == Some(url.trim_end_matches('/'));
+    Ok(if same_host {
+        defaults.key.clone()
+    } else {
+        ApiKey::default()
+    })
+}
+
+fn absolute(path: &Path) -> Result<PathBuf> {
+    use crate::error::IoContext;
+    std::path::absolute(path).io_context(|| format!("resolving {}", path.display()))
+}

@@ -9,6 +9,11 @@ The ocflow host (Rust, through pyo3) calls:
   this process (on Ctrl-C / SIGTERM).
 * :func:`parse_instructions` ``(path) -> Step``: reads the step block of an
   instructions file (raises :class:`InstructionsError`).
+* :func:`load_plugins` ``(folders, entry_points=True) -> list[dict]`` and
+  :func:`catalogue` ``() -> str``: loads plugin operations and lists every
+  operation with its parameters as JSON (:mod:`.registry`).
+
+Plugin authors use :func:`operation` and :class:`Param` (see :mod:`.registry`).
 
 Several steps may run concurrently in threads of one process: the library
 never changes the current directory or ``os.environ``.
@@ -17,14 +22,19 @@ never changes the current directory or ``os.environ``.
 from .instructions import InstructionsError, Step, parse_instructions
 from .operations import execute_operation
 from .process import cancel_all
+from .registry import Param, catalogue, load_plugins, operation
 
 __version__ = "0.1.0"
 
 __all__ = [
     "InstructionsError",
+    "Param",
     "Step",
     "__version__",
     "cancel_all",
+    "catalogue",
     "execute_operation",
+    "load_plugins",
+    "operation",
     "parse_instructions",
 ]

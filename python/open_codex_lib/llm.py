@@ -57,7 +57,8 @@ def llm_use(step: Step) -> tuple[str | None, bool]:
     """``(what, required)``: how ``step`` uses the model, for messages, and whether it must.
 
     ``what`` is None for steps that never call a model.  ``generate_summary``
-    without ``params.message`` uses one when there is one and works without.
+    without ``params.message`` uses one when there is one and works without; a
+    plugin operation declared with ``needs_llm`` must have one.
     """
     params = step.params
     if step.operation in ("modify_code", "refactor_function", "analyze_code"):
@@ -67,6 +68,11 @@ def llm_use(step: Step) -> tuple[str | None, bool]:
     message = params.get("message")
     if step.operation == "generate_summary" and not (isinstance(message, str) and message.strip()):
         return step.operation, False
+    from . import registry  # here: the registry imports the operations, which import this
+
+    info = registry.find(step.operation)
+    if info is not None and not info.builtin and info.needs_llm:
+        return step.operation, True
     return None, False
 
 

@@ -1,4 +1,4 @@
-"""Entry point for the host: the dispatch table and :func:`execute_operation`.
+"""Entry point for the host: :func:`execute_operation` and the dispatch through the registry.
 
 :func:`execute_operation` parses the instructions file, runs the named
 operation and returns its result dict.  User errors (bad instructions, bad
@@ -7,34 +7,43 @@ failure dicts; only genuine bugs raise.  The LLM-backed operations use only
 what ``llm_config`` gives: the host's ``complete`` callable, or — for the
 library used on its own, as seed 002 describes it — the endpoint, key and model
 (``base_url``/``endpoint``, ``api_key``/``key``, ``model``), from which
-:mod:`.standalone` builds a client with the ``openai`` package.  Their results always carry ``llm_calls`` (0 when the step
-failed before asking the model).  The LLM API key is redacted from
-every string in the result before it is returned.
+:mod:`.standalone` builds a client with the ``openai`` package.  Their results
+always carry ``llm_calls`` (0 when the step failed before asking the model).
+The LLM API key is redacted from every string in the result before it is
+returned.  Operations, built-in and plugin, are declared in :mod:`.registry`;
+:data:`OPERATIONS` is a read-only view of their functions by name.
 """
 
 from __future__ import annotations
 
+from collections.abc import Iterator, Mapping
 from typing import Any, Callable, Optional
 
-from . import analysis, code_edit, commands, files, llm, summary
+from . import llm, registry
 from .instructions import InstructionsError, Step, parse_instructions
 from .results import StepError, failure
 from .standalone import endpoint_config, has_own_endpoint, prepare_llm_config
 
 Operation = Callable[[Step, Optional[dict]], dict]
 
-OPERATIONS: dict[str, Operation] = {
-    "read_file": files.read_file,
-    "write_file": files.write_file,
-    "list_files": files.list_files,
-    "delete_file": files.delete_file,
-    "execute_shell_command": commands.execute_shell_command,
-    "run_tests": commands.run_tests,
-    "generate_summary": summary.generate_summary,
-    "modify_code": code_edit.modify_code,
-    "refactor_function": code_edit.modify_code,
-    "analyze_code": analysis.analyze_code,
-}
+
+class OperationFunctions(Mapping):
+    """Name -> function of every registered operation, read live from the registry."""
+
+    def __getitem__(self, name: str) -> Operation:
+        info = registry.find(name)
+        if info is None:
+            raise KeyError(name)
+        return info.function
+
+    def __iter__(self) -> Iterator[str]:
+        return iter([info.name for info in registry.operations()])
+
+    def __len__(self) -> int:
+        return len(registry.operations())
+
+
+OPERATIONS: Mapping[str, Operation] = OperationFunctions()
 
 
 def execute_operation(instruction_file_path: str, llm_config: dict | None) -> dict:
@@ -54,18 +63,21 @@ def execute_operation(instruction_file_path: str, llm_config: dict | None) -> di
 
 
 def run_step(step: Step, llm_config: dict | None) -> dict:
-    """Run an already parsed step."""
-    operation = OPERATIONS.get(step.operation)
-    if operation is None:
+    """Run an already parsed step: a built-in directly, a plugin with its params checked."""
+    info = registry.find(step.operation)
+    if info is None:
         known = ", ".join(sorted(OPERATIONS))
         result = failure(
             step.operation, f"unknown operation {step.operation!r}: use one of {known}"
         )
     else:
-        try:
-            result = operation(step, llm_config)
-        except StepError as exc:
-            result = failure(step.operation, str(exc), **exc.fields)
+        if info.builtin:
+            try:
+                result = info.function(step, llm_config)
+            except StepError as exc:
+                result = failure(step.operation, str(exc), **exc.fields)
+        else:
+            result = registry.run_plugin(info, step, llm_config)
         if llm.llm_use(step)[0] is not None:
             result.setdefault("llm_calls", 0)  # e.g. failed before asking the model
     return without_key(result, llm_config)

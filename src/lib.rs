@@ -81,7 +81,8 @@ pub fn run(cli: Cli, api_key: ApiKey) -> Result<ExitCode> {
         | Command::SandboxExec(_)
         | Command::Mcp
         | Command::Completions(_)
-        | Command::Man => false,
+        | Command::Man
+        | Command::Operations => false,
         _ => cli.global.workspace.is_none(),
     };
     let config = cli::config::Config::resolve(&cli.global, needs_repo, limits, api_key)?;

@@ -58,6 +58,16 @@ def _check_passable(command: str, env: dict) -> None:
             )
 
 
+def run_in_view(step: Step, command: str, llm_config: dict | None = None) -> CommandOutcome:
+    """Run ``command`` as a command step does: at the repository view (``work_dir``), in the
+    step's sandbox, with its time and output limits and a scrubbed environment.
+
+    For plugin operations declared with ``runs_commands=True`` (only those get a view);
+    ``timeout_seconds`` among the step's parameters overrides the step's time limit.
+    """
+    return _run(step, llm_config, command)[0]
+
+
 def _run(step: Step, llm_config: dict | None, command: str) -> tuple[CommandOutcome, float]:
     _check_passable(command, step.env)
     work_dir = require_work_dir(step)

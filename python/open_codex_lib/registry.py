@@ -56,6 +56,22 @@ cannot register the same name::
 Loading problems (a missing folder, a plugin that does not import, a refused name) never
 stop the built-ins or the other plugins: they are reported by :func:`load_plugins` and in
 the catalogue's ``problems``.
+
+A plugin declared with ``runs_commands=True`` works in a full view of the repository
+(``step.work_dir``, every earlier change applied; what it changes there is captured) and runs
+its commands with :func:`run_in_view`, which applies the step's sandbox, limits and scrubbed
+environment::
+
+    @operation(
+        doc="run a linter over the repository",
+        params=[Param("command", "command", required=True, doc="the linter command")],
+        runs_commands=True,
+    )
+    def lint(step, llm_config):
+        outcome = run_in_view(step, step.params["command"])
+        if outcome.exit_code != 0:
+            return failure(step.operation, f"the linter failed: {outcome.stderr[-500:]}")
+        return success(step.operation, "the linter passed", stdout=outcome.stdout)
 """
 
 from __future__ import annotations
@@ -80,6 +96,8 @@ from .instructions import Step
 from .paths import PathError, normalize_repo_path, output_target, staged_file
 from .results import StepError, failure, success
 
+run_in_view = commands.run_in_view
+
 __all__ = [
     "ENTRY_POINT_GROUP",
     "PARAM_TYPES",
@@ -97,6 +115,7 @@ __all__ = [
     "problems",
     "register",
     "reset_plugins",
+    "run_in_view",
     "run_plugin",
     "staged_file",
     "success",

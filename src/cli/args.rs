@@ -97,6 +97,9 @@ pub(crate) enum Command {
     /// Run a complete flow on a bundled sample repository with recorded LLM answers
     /// (no network, no key).
     Demo,
+    /// List the operations a flow may use: the built-in ones and the plugin operations of the
+    /// configured plugin folders and installed packages (exit 1 when a plugin failed to load).
+    Operations,
     /// Print the OpenHands skill that teaches an agent to call ocflow; `--install DIR` puts it
     /// where OpenHands reads skills (`DIR/.agents/skills/ocflow/SKILL.md`).
     Skill(SkillArgs),

@@ -64,6 +64,8 @@ pub(crate) struct Config {
     pub(crate) warnings: Vec<String>,
     /// The user's own config file, where `ocflow trust` writes.
     pub(crate) user_config: Option<PathBuf>,
+    /// Where plugin operations come from.
+    pub(crate) plugins: Plugins,
 }
 
 /// How steps run.
@@ -102,6 +104,27 @@ pub(crate) struct FileConfig {
     /// `[roles.NAME]`: roles added, or built-in ones replaced.
     #[serde(default)]
     pub(crate) roles: std::collections::BTreeMap<String, Role>,
+    #[serde(default)]
+    pub(crate) plugins: FilePlugins,
+}
+
+/// `[plugins]` in a config file: where plugin operations come from.
+#[derive(Debug, Clone, Default, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub(crate) struct FilePlugins {
+    /// Folders of plugin files (`*.py`, packages), relative to the config file's directory.
+    #[serde(default)]
+    pub(crate) folders: Vec<String>,
+    /// Whether installed packages' entry points (group `open_codex_lib.operations`) load.
+    pub(crate) entry_points: Option<bool>,
+}
+
+/// Where plugin operations come from, resolved.
+#[derive(Debug, Clone, Default)]
+pub(crate) struct Plugins {
+    /// Absolute folders, user config's first.
+    pub(crate) folders: Vec<PathBuf>,
+    pub(crate) entry_points: bool,
 }
 
 /// `[trust]` in the user's config, written by `ocflow trust`.
@@ -160,8 +183,18 @@ impl FileConfig {
     /// Reads a config file; a missing file is an empty config.
     fn load(path: &Path) -> Result<FileConfig> {
         match std::fs::read_to_string(path) {
-            Ok(text) => toml::from_str(&text)
-                .map_err(|err| Error::Usage(format!("{}: {err}", path.display()))),
+            Ok(text) => {
+                let mut file: FileConfig = toml::from_str(&text)
+                    .map_err(|err| Error::Usage(format!("{}: {err}", path.display())))?;
+                // A relative plugin folder is relative to the file that names it.
+                let home = std::env::var_os("HOME").map(PathBuf::from);
+                let dir = path.parent().unwrap_or(Path::new("."));
+                for folder in &mut file.plugins.folders {
+                    let at = at_home(folder, home.as_deref());
+                    *folder = dir.join(at).to_string_lossy().into_owned();
+                }
+                Ok(file)
+            }
             Err(err) if err.kind() == std::io::ErrorKind::NotFound => Ok(FileConfig::default()),
             Err(err) => Err(err).io_context(|| format!("reading {}", path.display())),
         }
@@ -179,6 +212,14 @@ impl FileConfig {
             }
         };
         drop("codex_lib", self.codex_lib.take().is_some());
+        drop(
+            "plugins.folders",
+            !std::mem::take(&mut self.plugins.folders).is_empty(),
+        );
+        drop(
+            "plugins.entry_points = true",
+            self.plugins.entry_points.take() == Some(true),
+        );
         drop("llm.base_url", self.llm.base_url.take().is_some());
         drop(
             "llm.api_key_command",
@@ -233,6 +274,15 @@ impl FileConfig {
             roles,
             trust: fallback.trust,
             codex_lib: self.codex_lib.or(fallback.codex_lib),
+            plugins: FilePlugins {
+                folders: fallback
+                    .plugins
+                    .folders
+                    .into_iter()
+                    .chain(self.plugins.folders)
+                    .collect(),
+                entry_points: self.plugins.entry_points.or(fallback.plugins.entry_points),
+            },
             limits: FileLimits {
                 jobs: self.limits.jobs.or(fallback.limits.jobs),
                 step_timeout_seconds: self
@@ -451,6 +501,10 @@ impl Config {
             run,
             warnings,
             user_config,
+            plugins: Plugins {
+                folders: file.plugins.folders.iter().map(PathBuf::from).collect(),
+                entry_points: file.plugins.entry_points != Some(false),
+            },
         })
     }
 

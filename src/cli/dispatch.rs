@@ -2,7 +2,7 @@
 
 use crate::cli::args::Command;
 use crate::cli::config::Config;
-use crate::cli::{apply, demo, report, resume, review, run, skill, trust};
+use crate::cli::{apply, demo, launch, report, resume, review, run, skill, trust};
 use crate::error::{Error, IoContext, Result};
 use crate::exit::ExitCode;
 use crate::model::event::{Event, Record};
@@ -12,13 +12,21 @@ use crate::task::events;
 /// Runs one command.
 pub(crate) fn dispatch(config: &Config, command: Command) -> Result<ExitCode> {
     // Said before the command runs, to people (stderr) and headless callers (a warning event).
-    for message in &config.warnings {
-        let event = Event::Warning {
-            message: message.clone(),
-        };
+    let mut warnings = config.warnings.clone();
+    // The commands that plan or validate flows take the library's catalogue first, so its
+    // plugin operations are known to the planner and the validator.
+    if matches!(
+        command,
+        Command::Run(_) | Command::Plan(_) | Command::Resume(_) | Command::Demo
+    ) {
+        warnings.extend(launch::load_operations(config)?.1);
+    }
+    for message in warnings {
+        let event = Event::Warning { message };
         events::show(&Record::now(now(), event), config.json);
     }
     match command {
+        Command::Operations => operations(config),
         Command::Run(args) => with_runtime(|| run::run(config, args)),
         Command::Plan(args) => with_runtime(|| run::plan(config, args)),
         Command::Demo => with_runtime(|| async {
@@ -56,4 +64,44 @@ fn with_runtime<F: Future<Output = Result<ExitCode>>>(
     let code = runtime.block_on(command());
     runtime.shutdown_background();
     code
+}
+
+/// `ocflow operations`: every operation a flow may use — the built-ins and the plugins the
+/// configuration loads — as the planner is shown them; with `--json`, as JSON.
+fn operations(config: &Config) -> Result<ExitCode> {
+    let (_, problems) = launch::load_operations(config)?;
+    if config.json {
+        let listed: Vec<serde_json::Value> = crate::flow::operations::all()
+            .map(|op| {
+                serde_json::json!({
+                    "name": op.name,
+                    "doc": op.doc,
+                    "needs_llm": op.needs_llm,
+                    "runs_commands": op.runs_commands,
+                    "writes": op.writes,
+                    "exactly_one_of": op.exactly_one_of,
+                    "params": op.params.iter().map(|p| serde_json::json!({
+                        "name": p.name, "type": p.type_name(), "required": p.required,
+                        "doc": p.doc,
+                    })).collect::<Vec<_>>(),
+                })
+            })
+            .collect();
+        let text = serde_json::json!({"operations": listed, "problems": problems});
+        crate::output::print_stdout(&format!("{text}\n"));
+    } else {
+        let mut text = format!(
+            "Operations (* marks required parameters):\n{}",
+            crate::flow::operations::catalogue()
+        );
+        for problem in &problems {
+            text.push_str(&format!("\nwarning: {problem}"));
+        }
+        crate::output::print_stdout(&format!("{}\n", text.trim_end()));
+    }
+    Ok(if problems.is_empty() {
+        ExitCode::Success
+    } else {
+        ExitCode::Failure
+    })
 }

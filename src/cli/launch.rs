@@ -4,7 +4,7 @@
 
 use std::fs;
 use std::path::Path;
-use std::sync::Arc;
+use std::sync::{Arc, OnceLock};
 
 use crate::cli::apply;
 use crate::cli::config::Config;
@@ -13,6 +13,7 @@ use crate::engine::executor::{Executor, FlowOutcome, RecoverySettings, Settings}
 use crate::error::{Error, IoContext, Result};
 use crate::exit::ExitCode;
 use crate::flow::path_rules::{PathRules, canonical_or_absolute};
+use crate::flow::plugins;
 use crate::flow::roles::Roles;
 use crate::flow::validate;
 use crate::llm::client::Llm;
@@ -60,13 +61,42 @@ pub(crate) fn connect_llm(config: &Config) -> Result<Option<Arc<Llm>>> {
     Ok(Some(Arc::new(client)))
 }
 
-/// The operation library, loaded into the embedded interpreter.
+/// The operation library, loaded into the embedded interpreter once per process, with its
+/// plugin operations added to the registry and what could not be loaded, in words.
+static LOADED: OnceLock<(Arc<Bridge>, Vec<String>)> = OnceLock::new();
+
+/// The operation library, loaded into the embedded interpreter (once per process), its
+/// catalogue's plugin operations added to the registry.
 pub(crate) fn load_bridge(config: &Config) -> Result<Arc<Bridge>> {
+    Ok(load_operations(config)?.0)
+}
+
+/// Loads the library and takes its catalogue: the plugin operations join the built-ins before
+/// any flow is planned or validated. Returns the library and a warning for every plugin that
+/// could not be loaded and every role naming an operation that does not exist.
+pub(crate) fn load_operations(config: &Config) -> Result<(Arc<Bridge>, Vec<String>)> {
+    if let Some((bridge, problems)) = LOADED.get() {
+        return Ok((bridge.clone(), problems.clone()));
+    }
     let python_dir = bridge::find_python_dir(config.python_dir.clone());
-    Ok(Arc::new(Bridge::load(
-        python_dir.as_deref(),
-        &config.codex_lib,
-    )?))
+    let bridge = Arc::new(Bridge::load(python_dir.as_deref(), &config.codex_lib)?);
+    let plugins = &config.plugins;
+    let mut problems = match bridge.catalogue(&plugins.folders, plugins.entry_points)? {
+        Some(catalogue) => {
+            plugins::install(&catalogue)
+                .map_err(Error::Bridge)?
+                .problems
+        }
+        None if plugins.folders.is_empty() => Vec::new(),
+        None => vec![format!(
+            "{} has no operation registry (load_plugins, catalogue): the plugin folders in \
+             [plugins] are not loaded",
+            config.codex_lib
+        )],
+    };
+    problems.extend(config.roles.unknown_operations());
+    let _ = LOADED.set((bridge.clone(), problems.clone()));
+    Ok((bridge, problems))
 }
 
 /// Reads and validates a flow file, checking its size before reading it whole; with what

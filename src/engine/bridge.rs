@@ -248,6 +248,33 @@ impl Bridge {
         })
     }
 
+    /// Loads the plugins from `folders` (and the installed packages' entry points, with
+    /// `entry_points`) and returns the library's operation catalogue as JSON; `None` for a
+    /// library without a registry.
+    pub(crate) fn catalogue(
+        &self,
+        folders: &[PathBuf],
+        entry_points: bool,
+    ) -> Result<Option<String>> {
+        let folders: Vec<String> = folders
+            .iter()
+            .map(|f| f.to_string_lossy().into_owned())
+            .collect();
+        let folders = serde_json::to_string(&folders).unwrap_or_else(|_| "[]".into());
+        Python::attach(|py| -> PyResult<Option<String>> {
+            self.shim
+                .bind(py)
+                .call_method1("catalogue", (self.library.bind(py), folders, entry_points))?
+                .extract()
+        })
+        .map_err(|err| {
+            Error::Bridge(format!(
+                "the library's operation catalogue could not be read: {}",
+                Python::attach(|py| format_error(py, &err))
+            ))
+        })
+    }
+
     /// Asks the library to kill the commands it is running (its optional `cancel_all`).
     pub(crate) fn cancel_all(&self) {
         Python::attach(|py| {

@@ -102,6 +102,17 @@ def load(module_name):
     return module
 
 
+def catalogue(module, folders_json, entry_points):
+    """The library's operation catalogue (JSON text) once its plugins are loaded, or None for
+    a library without a registry (a --codex-lib module of its own: its built-ins only)."""
+    load_plugins = getattr(module, "load_plugins", None)
+    describe_all = getattr(module, "catalogue", None)
+    if not (callable(load_plugins) and callable(describe_all)):
+        return None
+    load_plugins(json.loads(folders_json), entry_points=bool(entry_points))
+    return describe_all()
+
+
 def run_step(module, instruction_path, llm_config_json, log_path, host_functions):
     llm_config = json.loads(llm_config_json)
     if "complete_json" in host_functions:

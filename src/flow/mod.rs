@@ -5,6 +5,7 @@
 pub(crate) mod ignore_rules;
 pub(crate) mod operations;
 pub(crate) mod path_rules;
+pub(crate) mod plugins;
 pub(crate) mod policy;
 pub(crate) mod roles;
 pub(crate) mod shell;

@@ -77,6 +77,8 @@ pub(crate) struct OperationSpec {
     pub(crate) exactly_one_of: &'static [&'static str],
     pub(crate) access: Access,
     pub(crate) needs_llm: bool,
+    /// Whether it runs commands: a role that may run none may not use it.
+    pub(crate) runs_commands: bool,
     /// The path parameters whose files the operation writes or deletes.
     pub(crate) writes: &'static [&'static str],
     /// Which earlier steps' results the operation is given (the instructions' `steps`).
@@ -91,6 +93,21 @@ pub(crate) enum Reads {
     /// The steps its step-reference parameters name or, when it names none, every step it
     /// depends on, directly or not (`generate_summary` summarises them all).
     NamedOrAncestors,
+}
+
+impl ParamSpec {
+    /// The parameter's type as the library's registry names it (`path`, `step`, …).
+    pub(crate) fn type_name(&self) -> &'static str {
+        match (self.kind, self.meaning) {
+            (_, ParamMeaning::FilePath) => "path",
+            (_, ParamMeaning::DirPath) => "directory",
+            (_, ParamMeaning::StepRef) => "step",
+            (_, ParamMeaning::Command) => "command",
+            (ParamType::Integer, _) => "integer",
+            (ParamType::Boolean, _) => "boolean",
+            (ParamType::String, _) => "string",
+        }
+    }
 }
 
 impl OperationSpec {
@@ -175,6 +192,7 @@ pub(crate) const OPERATIONS: &[OperationSpec] = &[
         exactly_one_of: &[],
         access: Access::Files,
         needs_llm: false,
+        runs_commands: false,
         reads: Reads::Named,
         writes: &[],
     },
@@ -203,6 +221,7 @@ pub(crate) const OPERATIONS: &[OperationSpec] = &[
         exactly_one_of: &["content", "content_from_step", "instructions"],
         access: Access::Files,
         needs_llm: false,
+        runs_commands: false,
         reads: Reads::Named,
         writes: &["file_path"],
     },
@@ -213,6 +232,7 @@ pub(crate) const OPERATIONS: &[OperationSpec] = &[
         exactly_one_of: &[],
         access: Access::Files,
         needs_llm: true,
+        runs_commands: false,
         reads: Reads::Named,
         writes: &["file_path"],
     },
@@ -223,6 +243,7 @@ pub(crate) const OPERATIONS: &[OperationSpec] = &[
         exactly_one_of: &[],
         access: Access::Files,
         needs_llm: true,
+        runs_commands: false,
         reads: Reads::Named,
         writes: &["file_path"],
     },
@@ -243,6 +264,7 @@ pub(crate) const OPERATIONS: &[OperationSpec] = &[
         exactly_one_of: &[],
         access: Access::Files,
         needs_llm: true,
+        runs_commands: false,
         reads: Reads::Named,
         writes: &["report_path"],
     },
@@ -259,6 +281,7 @@ pub(crate) const OPERATIONS: &[OperationSpec] = &[
         exactly_one_of: &[],
         access: Access::View,
         needs_llm: false,
+        runs_commands: true,
         reads: Reads::Named,
         writes: &[],
     },
@@ -275,6 +298,7 @@ pub(crate) const OPERATIONS: &[OperationSpec] = &[
         exactly_one_of: &[],
         access: Access::View,
         needs_llm: false,
+        runs_commands: true,
         reads: Reads::Named,
         writes: &[],
     },
@@ -300,6 +324,7 @@ pub(crate) const OPERATIONS: &[OperationSpec] = &[
         exactly_one_of: &[],
         access: Access::Files,
         needs_llm: false,
+        runs_commands: false,
         reads: Reads::NamedOrAncestors,
         writes: &[],
     },
@@ -332,6 +357,7 @@ pub(crate) const OPERATIONS: &[OperationSpec] = &[
         exactly_one_of: &[],
         access: Access::View,
         needs_llm: false,
+        runs_commands: false,
         reads: Reads::Named,
         writes: &[],
     },
@@ -342,6 +368,7 @@ pub(crate) const OPERATIONS: &[OperationSpec] = &[
         exactly_one_of: &[],
         access: Access::Files,
         needs_llm: false,
+        runs_commands: false,
         reads: Reads::Named,
         writes: &["file_path"],
     },
@@ -357,21 +384,34 @@ pub(crate) const PARAM_ALIASES: &[(&str, &str, &str)] = &[
     ("analyze_code", "analysis_query", "query"),
 ];
 
+/// The plugin operations the library's catalogue added at start-up (`plugins::install`).
+static PLUGINS: std::sync::OnceLock<Vec<OperationSpec>> = std::sync::OnceLock::new();
+
+/// Adds the plugin operations, once per process; a second call changes nothing.
+pub(crate) fn install_plugins(plugins: Vec<OperationSpec>) {
+    let _ = PLUGINS.set(plugins);
+}
+
+/// Every operation: the built-in ones, then the plugins.
+pub(crate) fn all() -> impl Iterator<Item = &'static OperationSpec> {
+    OPERATIONS.iter().chain(PLUGINS.get().into_iter().flatten())
+}
+
 /// Looks an operation up by name.
 pub(crate) fn find(name: &str) -> Option<&'static OperationSpec> {
-    OPERATIONS.iter().find(|op| op.name == name)
+    all().find(|op| op.name == name)
 }
 
 /// All operation names, for error messages.
 pub(crate) fn names() -> Vec<&'static str> {
-    OPERATIONS.iter().map(|op| op.name).collect()
+    all().map(|op| op.name).collect()
 }
 
 /// The operations as the planner's prompt lists them, generated from this registry so the
 /// model is told exactly what the validator accepts.
 pub(crate) fn catalogue() -> std::string::String {
     let mut out = std::string::String::new();
-    for op in OPERATIONS {
+    for op in all() {
         out.push_str(&format!("- `{}`: {}\n", op.name, op.doc));
         for param in op.params {
             let required = if param.required { "*" } else { "" };
@@ -405,8 +445,7 @@ const PATH_PATTERN: &str = "^[A-Za-z0-9_.][A-Za-z0-9_./+@-]*$";
 /// parameter; the validator still checks everything else (paths, references, cycles).
 pub(crate) fn flow_schema() -> serde_json::Value {
     use serde_json::json;
-    let steps: Vec<serde_json::Value> = OPERATIONS
-        .iter()
+    let steps: Vec<serde_json::Value> = all()
         .map(|op| {
             let params: serde_json::Map<std::string::String, serde_json::Value> = op
                 .params

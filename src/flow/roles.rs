@@ -9,7 +9,7 @@ use std::collections::BTreeMap;
 use serde::Deserialize;
 use serde_json::Value;
 
-use crate::flow::operations::{self, ParamMeaning};
+use crate::flow::operations;
 use crate::model::flow::Flow;
 use crate::model::problem::Problem;
 
@@ -40,14 +40,32 @@ pub(crate) struct Role {
 impl Role {
     /// Whether the role may run commands: it may use an operation that runs one.
     pub(crate) fn runs_commands(&self) -> bool {
-        self.operations.iter().any(|op| is_command(op))
+        self.operations.iter().any(|op| op == ANY || is_command(op))
+    }
+
+    /// Whether the role may use `operation`.
+    pub(crate) fn may_use(&self, operation: &str) -> bool {
+        self.operations
+            .iter()
+            .any(|op| op == ANY || op == operation)
+    }
+
+    /// The operations it may use, in words.
+    fn operations_in_words(&self) -> String {
+        if self.operations.iter().any(|op| op == ANY) {
+            "any operation".into()
+        } else {
+            self.operations.join(", ")
+        }
     }
 }
 
-/// Whether an operation runs a command (it has a command parameter).
+/// In a role's `operations`: every operation, plugins included.
+const ANY: &str = "*";
+
+/// Whether an operation runs commands.
 fn is_command(operation: &str) -> bool {
-    operations::find(operation)
-        .is_some_and(|op| op.params.iter().any(|p| p.meaning == ParamMeaning::Command))
+    operations::find(operation).is_some_and(|op| op.runs_commands)
 }
 
 /// The roles a flow may use.
@@ -77,11 +95,10 @@ fn built_in(goal: &str, operations: &[&str], network: bool) -> Role {
 impl Roles {
     /// The built-in roles, then `configured` ones (which replace a built-in of the same name).
     pub(crate) fn with(configured: BTreeMap<String, Role>) -> Roles {
-        let all = operations::names();
         let mut roles = BTreeMap::from([
             (
                 "developer".to_string(),
-                built_in("does whatever the task needs", &all, true),
+                built_in("does whatever the task needs", &[ANY], true),
             ),
             (
                 "coder".to_string(),
@@ -185,7 +202,7 @@ impl Roles {
                 )));
                 continue;
             };
-            if !role.operations.iter().any(|op| op == &step.operation) {
+            if !role.may_use(&step.operation) {
                 let what = if is_command(&step.operation) && !role.runs_commands() {
                     "may not run commands"
                 } else {
@@ -195,7 +212,7 @@ impl Roles {
                     "role `{name}` {what}: `{}` (it may use {}); give the step a role that may, \
                      or change the role's `operations` in ocflow.toml",
                     step.operation,
-                    role.operations.join(", ")
+                    role.operations_in_words()
                 )));
                 continue;
             }
@@ -220,6 +237,24 @@ impl Roles {
         }
     }
 
+    /// A sentence for every operation a role names that is not an operation (a typo, or a
+    /// plugin that was not loaded).
+    pub(crate) fn unknown_operations(&self) -> Vec<String> {
+        let mut unknown = Vec::new();
+        for (name, role) in &self.roles {
+            for op in &role.operations {
+                if op != ANY && operations::find(op).is_none() {
+                    unknown.push(format!(
+                        "role `{name}` names `{op}`, which is not an operation (known: {}); check \
+                         its spelling, or the plugin that should add it",
+                        operations::names().join(", ")
+                    ));
+                }
+            }
+        }
+        unknown
+    }
+
     /// The roles as the planner's prompt lists them.
     pub(crate) fn catalogue(&self) -> String {
         self.roles
@@ -228,7 +263,7 @@ impl Roles {
                 format!(
                     "- `{name}`: {}; may use {}\n",
                     role.goal,
-                    role.operations.join(", ")
+                    role.operations_in_words()
                 )
             })
             .collect()

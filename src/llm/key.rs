@@ -129,8 +129,7 @@ pub(crate) fn from_file(path: &std::path::Path) -> Result<ApiKey, String> {
     Ok(ApiKey::new(key.to_string(), None))
 }
 
-/// Keys taken out of the environment for model profiles (`api_key_env`), by variable, and
-/// those a parent ocflow handed over.
+/// Keys taken out of the environment for model profiles (`api_key_env`), by variable.
 static TAKEN: std::sync::Mutex<BTreeMap<String, String>> = std::sync::Mutex::new(BTreeMap::new());
 
 /// The key a profile's variable holds, taken out of this process's environment so no child
@@ -169,40 +168,13 @@ pub(crate) fn from_command(command: &str) -> Result<ApiKey, crate::error::Error>
     Ok(ApiKey::new(key.to_string(), None))
 }
 
-/// What goes through the hand-over pipe: the key, and the profiles' keys a parent ocflow
-/// took out of its environment.
-#[derive(serde::Serialize, serde::Deserialize)]
-struct HandedOver {
-    key: String,
-    #[serde(default)]
-    variables: BTreeMap<String, String>,
-}
-
 fn read_handed_over(fd: i32) -> String {
     // SAFETY: the fd was created by our own parent image for exactly this hand-over and is
     // not used anywhere else.
     let mut file = std::fs::File::from(unsafe { OwnedFd::from_raw_fd(fd) });
-    let mut text = String::new();
-    let _ = file.read_to_string(&mut text);
-    match serde_json::from_str::<HandedOver>(&text) {
-        Ok(handed) => {
-            if let Ok(mut taken) = TAKEN.lock() {
-                taken.extend(handed.variables);
-            }
-            handed.key
-        }
-        Err(_) => text,
-    }
-}
-
-/// The pipe's content for a child: the key and the profiles' keys.
-fn handed_over_text(key: &str) -> String {
-    let variables = TAKEN.lock().map(|t| t.clone()).unwrap_or_default();
-    serde_json::to_string(&HandedOver {
-        key: key.to_string(),
-        variables,
-    })
-    .unwrap_or_default()
+    let mut key = String::new();
+    let _ = file.read_to_string(&mut key);
+    key
 }
 
 fn reexec_without(key: &str, variable: &str) -> Result<(), String> {
@@ -210,7 +182,7 @@ fn reexec_without(key: &str, variable: &str) -> Result<(), String> {
     let (reader, writer) = rustix::pipe::pipe().map_err(|e| e.to_string())?;
     // The pipe holds 64 KiB: the whole key fits before anyone reads it.
     std::fs::File::from(writer)
-        .write_all(handed_over_text(key).as_bytes())
+        .write_all(key.as_bytes())
         .map_err(|e| e.to_string())?;
     rustix::io::fcntl_setfd(&reader, rustix::io::FdFlags::empty()).map_err(|e| e.to_string())?;
     let args: Vec<OsString> = std::env::args_os().skip(1).collect();
@@ -237,13 +209,12 @@ pub(crate) fn hand_over(
     for name in KEY_VARIABLES {
         command.env_remove(name);
     }
-    let profiles = TAKEN.lock().map(|t| !t.is_empty()).unwrap_or(false);
-    if key.is_empty() && !profiles {
+    if key.is_empty() {
         return Ok(None);
     }
     // Close-on-exec here, so a child spawned at the same time elsewhere never inherits it.
     let (reader, writer) = rustix::pipe::pipe_with(rustix::pipe::PipeFlags::CLOEXEC)?;
-    std::fs::File::from(writer).write_all(handed_over_text(key.expose()).as_bytes())?;
+    std::fs::File::from(writer).write_all(key.expose().as_bytes())?;
     let fd = reader.as_raw_fd();
     command.env(KEY_FD_VARIABLE, fd.to_string());
     match key.variable() {

@@ -11,6 +11,7 @@ mod llm;
 mod mcp;
 mod openhands;
 mod parallel;
+mod plugins;
 mod profiles;
 mod recovery;
 mod relocatable;

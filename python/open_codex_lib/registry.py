@@ -160,6 +160,12 @@ class Param:
                 f"parameter {self.name!r} has type {self.type!r}: use one of "
                 + ", ".join(PARAM_TYPES)
             )
+        if not isinstance(self.required, bool):
+            raise RegistryError(
+                f"parameter {self.name!r}: required must be True or False, not {self.required!r}"
+            )
+        if not isinstance(self.doc, str):
+            raise RegistryError(f"parameter {self.name!r}: doc must be a string")
 
     def to_json(self) -> dict:
         """The parameter as the catalogue lists it."""

@@ -751,3 +751,10 @@ def test_cli_runs_a_plugin_step(tmp_path, make_step):
     proc = run_cli(files.path)
     assert proc.returncode == 1
     assert "unknown operation 'count_lines'" in json.loads(proc.stdout)["message"]
+
+
+def test_a_param_with_a_non_boolean_required_or_a_non_string_doc_is_refused():
+    with pytest.raises(registry.RegistryError, match="required must be True or False"):
+        Param("n", "string", required=1)
+    with pytest.raises(registry.RegistryError, match="doc must be a string"):
+        Param("n", "string", doc=None)

@@ -186,12 +186,25 @@ impl FileConfig {
             Ok(text) => {
                 let mut file: FileConfig = toml::from_str(&text)
                     .map_err(|err| Error::Usage(format!("{}: {err}", path.display())))?;
-                // A relative plugin folder is relative to the file that names it.
+                // A relative plugin folder or key file is relative to the file that names it.
                 let home = std::env::var_os("HOME").map(PathBuf::from);
                 let dir = path.parent().unwrap_or(Path::new("."));
-                for folder in &mut file.plugins.folders {
-                    let at = at_home(folder, home.as_deref());
-                    *folder = dir.join(at).to_string_lossy().into_owned();
+                let profile_files = file
+                    .llm
+                    .profiles
+                    .values_mut()
+                    .filter_map(|p| p.api_key_file.as_mut());
+                for relative in file.plugins.folders.iter_mut().chain(profile_files) {
+                    let at = at_home(relative, home.as_deref());
+                    *relative = dir.join(at).to_string_lossy().into_owned();
+                }
+                for name in file.llm.profiles.keys() {
+                    profiles::check_name("llm.profiles", name)
+                        .map_err(|err| Error::Usage(format!("{}: {err}", path.display())))?;
+                }
+                for name in file.roles.keys() {
+                    profiles::check_name("roles", name)
+                        .map_err(|err| Error::Usage(format!("{}: {err}", path.display())))?;
                 }
                 Ok(file)
             }
@@ -405,6 +418,8 @@ impl Config {
             }
         }
         let file = own.or(user);
+        // Before any process starts (the sandbox probe included): no child inherits them.
+        profiles::take_key_variables(&file.llm);
         let codex_lib = args
             .codex_lib
             .clone()
@@ -589,7 +604,7 @@ fn resolve_sandbox(
                 llm.profiles
                     .values()
                     .filter_map(|p| p.api_key_file.as_deref())
-                    .map(|p| at_home(p, home.as_deref())),
+                    .map(PathBuf::from),
             )
             .map(|path| canonical_or_absolute(&path))
             .collect(),

@@ -88,6 +88,7 @@ pub(crate) fn prepare(config: &Config) -> Result<(Config, RunArgs)> {
             record: None,
             replay: Some(recording),
             key_command: None,
+            default_key_profiles: Vec::new(),
         }),
         ..config.clone()
     };

@@ -14,7 +14,7 @@ use crate::exit::ExitCode;
 use crate::model::status::FlowState;
 use crate::output::{print_stdout, say};
 use crate::task::state;
-use crate::task::workspace::{STATUS_FILE, TaskDir};
+use crate::task::workspace::{JOURNAL_FILE, STATUS_FILE, TaskDir};
 
 /// Longest wait between two looks when no notification comes.
 const POLL: Duration = Duration::from_secs(2);
@@ -24,14 +24,15 @@ const POLL: Duration = Duration::from_secs(2);
 pub(crate) fn follow(task: &TaskDir, json: bool) -> Result<ExitCode> {
     let dir = task.root.clone();
     let (sender, changes) = mpsc::channel();
-    // Only the status being replaced matters: reading it ourselves must not wake us.
+    // Only the status being replaced, or the journal growing (steps started and succeeded are
+    // journaled before the status is rewritten), matters: reading them must not wake us.
     let watcher = notify::recommended_watcher(move |event: notify::Result<notify::Event>| {
         if let Ok(event) = event
             && matches!(event.kind, EventKind::Create(_) | EventKind::Modify(_))
-            && event
-                .paths
-                .iter()
-                .any(|p| p.file_name().is_some_and(|n| n == STATUS_FILE))
+            && event.paths.iter().any(|p| {
+                p.file_name()
+                    .is_some_and(|n| n == STATUS_FILE || n == JOURNAL_FILE)
+            })
         {
             let _ = sender.send(());
         }

@@ -16,11 +16,10 @@ use crate::flow::path_rules::{PathRules, canonical_or_absolute};
 use crate::flow::plugins;
 use crate::flow::roles::Roles;
 use crate::flow::validate;
-use crate::llm::client::Llm;
+use crate::llm::client::{Endpoint, Llm};
 use crate::llm::key;
 use crate::model::event::Event;
 use crate::model::flow::Flow;
-use crate::model::llm::DEFAULT_PROFILE;
 use crate::model::problem::Problem;
 use crate::model::repo_path::RepoPath;
 use crate::model::status::{FlowState, FlowStatus, now};
@@ -48,12 +47,18 @@ pub(crate) fn connect_llm(config: &Config) -> Result<Option<Arc<Llm>>> {
         None if llm.endpoints.is_empty() => return Ok(None),
         None => {
             let mut endpoints = llm.endpoints.clone();
-            // The credential helper gives the default profile's key, once, when nothing did.
-            if let (Some(endpoint), Some(command)) =
-                (endpoints.get_mut(DEFAULT_PROFILE), &llm.key_command)
-                && endpoint.api_key.is_empty()
-            {
-                endpoint.api_key = key::from_command(command)?;
+            // The credential helper gives the default key, once, when nothing did: to every
+            // profile that takes the default key.
+            let inheriting: Vec<&mut Endpoint> = endpoints
+                .iter_mut()
+                .filter(|(name, e)| llm.default_key_profiles.contains(name) && e.api_key.is_empty())
+                .map(|(_, e)| e)
+                .collect();
+            if let (false, Some(command)) = (inheriting.is_empty(), &llm.key_command) {
+                let key = key::from_command(command)?;
+                for endpoint in inheriting {
+                    endpoint.api_key = key.clone();
+                }
             }
             Llm::connect(endpoints, llm.record.as_deref())?
         }

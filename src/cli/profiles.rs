@@ -41,6 +41,8 @@ pub(crate) struct LlmConfig {
     pub(crate) replay: Option<PathBuf>,
     /// Prints the key when no variable or file gave one (`[llm] api_key_command`).
     pub(crate) key_command: Option<String>,
+    /// The profiles whose endpoint takes the default key (the command's, when it gives it).
+    pub(crate) default_key_profiles: Vec<String>,
 }
 
 /// `[llm]` in a config file. The key itself is never in a config file: it comes from the
@@ -86,9 +88,17 @@ impl FileLlm {
             max_retry_seconds: self.max_retry_seconds.or(fallback.max_retry_seconds),
             planner: self.planner.or(fallback.planner),
             operations: self.operations.or(fallback.operations),
+            // Field by field: a profile of the same name changes only what it says (an
+            // untrusted repository's, stripped of its URL and key, cannot reroute the user's).
             profiles: {
                 let mut profiles = fallback.profiles;
-                profiles.extend(self.profiles);
+                for (name, profile) in self.profiles {
+                    let merged = match profiles.remove(&name) {
+                        Some(base) => profile.or(base),
+                        None => profile,
+                    };
+                    profiles.insert(name, merged);
+                }
                 profiles
             },
             planner_profile: self.planner_profile.or(fallback.planner_profile),
@@ -136,6 +146,21 @@ pub(crate) struct FileProfile {
 }
 
 impl FileProfile {
+    /// `self` where it says something, else `fallback`.
+    fn or(self, fallback: FileProfile) -> FileProfile {
+        FileProfile {
+            base_url: self.base_url.or(fallback.base_url),
+            model: self.model.or(fallback.model),
+            api_key_env: self.api_key_env.or(fallback.api_key_env),
+            api_key_file: self.api_key_file.or(fallback.api_key_file),
+            temperature: self.temperature.or(fallback.temperature),
+            max_tokens: self.max_tokens.or(fallback.max_tokens),
+            request_timeout_seconds: self
+                .request_timeout_seconds
+                .or(fallback.request_timeout_seconds),
+        }
+    }
+
     /// Takes out what an untrusted repository may not set: where the key goes and where it is
     /// read from. Returns whether there was any.
     pub(crate) fn without_untrusted(&mut self) -> bool {
@@ -311,6 +336,7 @@ pub(crate) fn resolve_llm(
     used.sort_unstable();
     used.dedup();
     let mut endpoints = BTreeMap::new();
+    let mut inheriting = Vec::new();
     if !defaults.replay {
         for profile in &used {
             let profile = profile.as_str();
@@ -333,7 +359,14 @@ pub(crate) fn resolve_llm(
                      OCFLOW_MODEL (or LLM_MODEL) or --model"
                 ))));
             };
-            let key = profile_key(profile, own, &url, &defaults)?;
+            let (key, inherited) = match profile_key(profile, own, &url, &defaults) {
+                Ok(found) => found,
+                // Commands that need no model still work; those that do say this.
+                Err(problem) => return Ok(Err(NoLlm(problem))),
+            };
+            if inherited {
+                inheriting.push(profile.to_string());
+            }
             let timeout = own.and_then(|p| p.request_timeout_seconds);
             endpoints.insert(
                 profile.to_string(),
@@ -408,35 +441,35 @@ pub(crate) fn resolve_llm(
         record,
         replay,
         key_command: file.api_key_command.clone(),
+        default_key_profiles: inheriting,
     }))
 }
 
 /// A profile's key: its own variable or file; else the default key when the profile talks to
-/// the default endpoint; else none (a key is never sent to another host unasked).
+/// the default endpoint (`Inherited`); else none (a key is never sent to another host unasked).
+/// The problem, in words, when its variable is not set or its file cannot be used.
 fn profile_key(
     profile: &str,
     own: Option<&FileProfile>,
     url: &str,
     defaults: &Defaults<'_>,
-) -> Result<ApiKey> {
+) -> std::result::Result<(ApiKey, bool), String> {
     let Some(own) = own else {
-        return Ok(defaults.key.clone());
+        return Ok((defaults.key.clone(), true));
     };
     if let Some(variable) = &own.api_key_env {
-        return key::take_variable(variable).ok_or_else(|| {
-            Error::Usage(format!(
+        let key = key::take_variable(variable).ok_or_else(|| {
+            format!(
                 "[llm.profiles.{profile}] api_key_env = {variable:?}, but that variable is not \
                  set: export it, or remove api_key_env"
-            ))
-        });
+            )
+        })?;
+        return Ok((key, false));
     }
     if let Some(path) = &own.api_key_file {
-        let path = match (path.strip_prefix("~/"), std::env::var_os("HOME")) {
-            (Some(rest), Some(home)) => PathBuf::from(home).join(rest),
-            _ => PathBuf::from(path),
-        };
-        return key::from_file(&path)
-            .map_err(|err| Error::Usage(format!("[llm.profiles.{profile}] api_key_file: {err}")));
+        let key = key::from_file(Path::new(path))
+            .map_err(|err| format!("[llm.profiles.{profile}] api_key_file: {err}"))?;
+        return Ok((key, false));
     }
     let same_host = defaults
         .base_url
@@ -444,10 +477,38 @@ fn profile_key(
         .map(|u| u.trim_end_matches('/'))
         == Some(url.trim_end_matches('/'));
     Ok(if same_host {
-        defaults.key.clone()
+        (defaults.key.clone(), true)
     } else {
-        ApiKey::default()
+        (ApiKey::default(), false)
     })
+}
+
+/// Takes every profile's key variable out of the environment, used or not, before anything
+/// starts a process: no step, probe or helper inherits one.
+pub(crate) fn take_key_variables(file: &FileLlm) {
+    for profile in file.profiles.values() {
+        if let Some(variable) = &profile.api_key_env {
+            let _ = key::take_variable(variable);
+        }
+    }
+}
+
+/// Refuses a profile or role name that is not letters, digits, `_` and `-` (at most 64): names
+/// are printed to terminals, and a config may come from an untrusted repository.
+pub(crate) fn check_name(what: &str, name: &str) -> Result<()> {
+    let fine = !name.is_empty()
+        && name.len() <= 64
+        && name
+            .chars()
+            .all(|c| c.is_ascii_alphanumeric() || c == '_' || c == '-');
+    if fine {
+        Ok(())
+    } else {
+        Err(Error::Usage(format!(
+            "[{what}.{}]: a name is letters, digits, `_` and `-` (at most 64); rename it",
+            name.escape_debug()
+        )))
+    }
 }
 
 fn absolute(path: &Path) -> Result<PathBuf> {

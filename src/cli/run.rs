@@ -197,7 +197,7 @@ async fn start(config: &Config, mut args: RunArgs, again: bool) -> Result<ExitCo
     let answer_form = llm
         .as_ref()
         .filter(|_| answers > 0)
-        .and_then(|l| l.answer_form())
+        .and_then(|l| l.answer_form(&l.profile_for("planner")))
         .map(|f| f.name().to_string());
     let settings = launch::engine_settings(config, &config.rules, &config.workspace, llm);
     launch::report_sandbox(config, &settings, &mut flow_status, &mut events)?;

@@ -164,7 +164,27 @@ pub(crate) struct Executor {
     view_of_step: HashMap<String, usize>,
     /// The results of steps that just failed, for the decision that follows (read once).
     failed_results: HashMap<String, StepResult>,
+    /// When the status was last written, and the journal's bytes then.
+    checkpoint: Checkpoint,
 }
+
+/// When the status file is written again. The journal is the write-ahead log: a step started
+/// or succeeded is appended there, and `state::load_status` replays those onto the status; the
+/// status is rewritten at every other change (a failure, a recovery, the flow's end), and
+/// otherwise once the journal has grown by twice the status's size since, so the bytes written
+/// stay proportional to the events (a 1000-step flow no longer rewrites a 300 KB file 2000
+/// times), or once `CHECKPOINT_EVERY` passed, so the file itself is never far behind.
+#[derive(Debug)]
+struct Checkpoint {
+    at: Instant,
+    journal_bytes: u64,
+    status_bytes: u64,
+}
+
+/// The longest the status file lags the journal while steps run.
+const CHECKPOINT_EVERY: std::time::Duration = std::time::Duration::from_secs(10);
+/// The journal's growth that always warrants a checkpoint, however small the status.
+const CHECKPOINT_MIN_BYTES: u64 = 64 * 1024;
 
 /// A step made ready to run.
 struct Prepared {
@@ -205,6 +225,11 @@ impl Executor {
             free_views: Vec::new(),
             view_of_step: HashMap::new(),
             failed_results: HashMap::new(),
+            checkpoint: Checkpoint {
+                at: Instant::now(),
+                journal_bytes: 0,
+                status_bytes: 0,
+            },
         }
     }
 
@@ -391,26 +416,29 @@ impl Executor {
 
     /// Marks the step running and counts the attempt.
     fn start(&mut self, step: &Step) -> Result<u32> {
-        // The profile and model of a step that asks the model, for the record.
-        let model = self
-            .step_llm(step)
+        // The step's model profile (its role's), for the record and its tokens; the model,
+        // for a step that asks one.
+        let settings = self.step_llm(step).map(|host| host.settings);
+        let profile = settings.as_ref().map(|m| m.profile.clone());
+        let model = settings
             .filter(|_| operations::step_needs_llm(&step.operation, &step.params))
-            .map(|host| host.settings);
+            .map(|m| m.model);
         let entry = self
             .status
             .step_mut(&step.id)
             .ok_or_else(|| missing_step(&self.task, &step.id))?;
         let attempt = entry.start(status::now())?;
-        entry.profile = model.as_ref().map(|m| m.profile.clone());
-        self.save()?;
+        entry.profile = profile.clone();
+        // Journaled, not saved: `load_status` replays it (see `Checkpoint`).
         self.events.emit(Event::StepStarted {
             step: step.id.clone(),
             operation: step.operation.clone(),
             attempt,
             role: step.role.clone(),
-            profile: model.as_ref().map(|m| m.profile.clone()),
-            model: model.map(|m| m.model),
+            profile,
+            model,
         })?;
+        self.save_when_due()?;
         Ok(attempt)
     }
 
@@ -773,8 +801,10 @@ impl Executor {
             outputs,
             message.clone(),
         )?;
-        self.save()?;
-        staging::publish(&self.task, &step.id, &output_files, &deleted_files)?;
+        let tokens = entry.tokens;
+        // Journaled (the result and the outputs are on disk already), not saved: `load_status`
+        // replays it, and `resume` rebuilds `final_output/` should a crash come before it is
+        // published.
         self.events.emit(Event::StepFinished {
             step: step.id.clone(),
             operation: step.operation.clone(),
@@ -782,9 +812,13 @@ impl Executor {
             attempt,
             duration_ms,
             message,
-            output_files,
-            deleted_files,
+            output_files: output_files.clone(),
+            deleted_files: deleted_files.clone(),
+            sequence: Some(sequence),
+            tokens: Some(tokens),
         })?;
+        staging::publish(&self.task, &step.id, &output_files, &deleted_files)?;
+        self.save_when_due()?;
         Ok(true)
     }
 
@@ -849,6 +883,8 @@ impl Executor {
             message,
             output_files: Vec::new(),
             deleted_files: Vec::new(),
+            sequence: None,
+            tokens: None,
         })
     }
 
@@ -1012,8 +1048,33 @@ impl Executor {
         })
     }
 
+    /// Writes the status now (every change but a step started or succeeded).
     fn save(&mut self) -> Result<()> {
-        state::save_status(&self.task, &mut self.status)
+        state::save_status(&self.task, &mut self.status)?;
+        self.checkpoint = Checkpoint {
+            at: Instant::now(),
+            journal_bytes: self.events.journal_bytes(),
+            status_bytes: self.status_size(),
+        };
+        Ok(())
+    }
+
+    /// Writes the status when the journal has grown enough since, or enough time passed.
+    fn save_when_due(&mut self) -> Result<()> {
+        let grown = self
+            .events
+            .journal_bytes()
+            .saturating_sub(self.checkpoint.journal_bytes);
+        let enough = (2 * self.checkpoint.status_bytes).max(CHECKPOINT_MIN_BYTES);
+        if grown >= enough || self.checkpoint.at.elapsed() >= CHECKPOINT_EVERY {
+            self.save()?;
+        }
+        Ok(())
+    }
+
+    /// The status file's size as last written.
+    fn status_size(&self) -> u64 {
+        fs::metadata(self.task.file(workspace::STATUS_FILE)).map_or(0, |m| m.len())
     }
 }
 

@@ -9,4 +9,5 @@ pub(crate) mod plugins;
 pub(crate) mod policy;
 pub(crate) mod roles;
 pub(crate) mod shell;
+pub(crate) mod test_command;
 pub(crate) mod validate;

@@ -12,7 +12,8 @@ use crate::flow::operations::{
 /// The catalogue as the library prints it (`python -m open_codex_lib catalogue`).
 #[derive(Debug, Deserialize)]
 struct Catalogue {
-    operations: Vec<Entry>,
+    /// Each read on its own: one malformed entry leaves the others usable.
+    operations: Vec<serde_json::Value>,
     #[serde(default)]
     problems: Vec<LoadProblem>,
 }
@@ -76,7 +77,18 @@ pub(crate) fn install(catalogue: &str) -> Result<Installed, String> {
         ));
     }
     let mut plugins = Vec::new();
-    for entry in catalogue.operations {
+    for value in catalogue.operations {
+        let name = value["name"].as_str().unwrap_or("?").to_string();
+        let entry: Entry = match serde_json::from_value(value) {
+            Ok(entry) => entry,
+            Err(err) => {
+                installed.problems.push(format!(
+                    "the plugin operation `{name}` is left out: its declaration is not \
+                     readable ({err})"
+                ));
+                continue;
+            }
+        };
         if entry.builtin {
             continue;
         }
@@ -162,6 +174,7 @@ fn spec(entry: Entry, earlier: &[OperationSpec]) -> Result<OperationSpec, String
             "`{name}` names `{unknown}`, which is not one of its parameters"
         ));
     }
+    let sees_directories = params.iter().any(|p| p.meaning == ParamMeaning::DirPath);
     let names = |list: Vec<String>| -> &'static [&'static str] {
         Box::leak(
             list.into_iter()
@@ -175,9 +188,10 @@ fn spec(entry: Entry, earlier: &[OperationSpec]) -> Result<OperationSpec, String
         doc: forever(entry.doc),
         params: Box::leak(params.into_boxed_slice()),
         exactly_one_of: names(entry.exactly_one_of),
-        // A plugin that runs commands works in a full view of the repository, as the
-        // built-in commands do; the others get only the files their path parameters name.
-        access: if entry.runs_commands {
+        // A plugin that runs commands, or is given a directory, works in a full view of the
+        // repository, as the built-in commands do; the others get only the files their path
+        // parameters name.
+        access: if entry.runs_commands || sees_directories {
             Access::View
         } else {
             Access::Files

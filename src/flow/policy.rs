@@ -39,8 +39,14 @@ impl CommandPolicy {
         if self.allow_destructive {
             return None;
         }
-        let command = step.params.get("command").and_then(Value::as_str)?;
-        let reason = destructive(command)?;
+        // Every command parameter: the built-ins' `command`, and a plugin's of any name.
+        let spec = crate::flow::operations::find(&step.operation)?;
+        let reason = spec
+            .params
+            .iter()
+            .filter(|p| p.meaning == crate::flow::operations::ParamMeaning::Command)
+            .filter_map(|p| step.params.get(p.name).and_then(Value::as_str))
+            .find_map(destructive)?;
         Some(Problem {
             step: Some(step.id.clone()),
             rule: "policy",

@@ -241,14 +241,13 @@ impl Llm {
             .unwrap_or_else(|| DEFAULT_PROFILE.to_string())
     }
 
-    /// The form JSON answers are asked in now (after any refusals) at the default profile's
-    /// endpoint, for the journal; `None` when answers come from a recording.
-    pub(crate) fn answer_form(&self) -> Option<Form> {
+    /// The form JSON answers are asked in now (after any refusals) at a profile's endpoint,
+    /// for the journal; `None` when answers come from a recording.
+    pub(crate) fn answer_form(&self, profile: &str) -> Option<Form> {
         match &self.backend {
             Backend::Replay { .. } => None,
             Backend::Http(endpoints) => endpoints
-                .get(DEFAULT_PROFILE)
-                .or_else(|| endpoints.values().next())
+                .get(profile)
                 .map(|http| Form::from_level(http.form.load(Ordering::Relaxed))),
         }
     }

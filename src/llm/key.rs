@@ -168,21 +168,55 @@ pub(crate) fn from_command(command: &str) -> Result<ApiKey, crate::error::Error>
     Ok(ApiKey::new(key.to_string(), None))
 }
 
+/// What goes through the hand-over pipe: the key, and every key variable taken out of the
+/// environment (all of `KEY_VARIABLES` that were set, and profiles' `api_key_env`), which a
+/// profile may name.
+#[derive(serde::Serialize, serde::Deserialize)]
+struct HandedOver {
+    key: String,
+    #[serde(default)]
+    variables: BTreeMap<String, String>,
+}
+
 fn read_handed_over(fd: i32) -> String {
     // SAFETY: the fd was created by our own parent image for exactly this hand-over and is
     // not used anywhere else.
     let mut file = std::fs::File::from(unsafe { OwnedFd::from_raw_fd(fd) });
-    let mut key = String::new();
-    let _ = file.read_to_string(&mut key);
-    key
+    let mut text = String::new();
+    let _ = file.read_to_string(&mut text);
+    let handed: HandedOver = serde_json::from_str(&text).unwrap_or(HandedOver {
+        key: text,
+        variables: BTreeMap::new(),
+    });
+    if let Ok(mut taken) = TAKEN.lock() {
+        taken.extend(handed.variables);
+    }
+    handed.key
+}
+
+/// The pipe's content: `key`, the variables taken so far, and `more`.
+fn handed_over_text(key: &str, more: BTreeMap<String, String>) -> String {
+    let mut variables = TAKEN.lock().map(|t| t.clone()).unwrap_or_default();
+    variables.extend(more);
+    let handed = HandedOver {
+        key: key.to_string(),
+        variables,
+    };
+    serde_json::to_string(&handed).unwrap_or_default()
 }
 
 fn reexec_without(key: &str, variable: &str) -> Result<(), String> {
     let exe = std::env::current_exe().map_err(|e| e.to_string())?;
     let (reader, writer) = rustix::pipe::pipe().map_err(|e| e.to_string())?;
     // The pipe holds 64 KiB: the whole key fits before anyone reads it.
+    // Every key variable set, not only the one the key came from: a profile may name another.
+    let set: BTreeMap<String, String> = KEY_VARIABLES
+        .iter()
+        .filter_map(|name| Some((name.to_string(), std::env::var(name).ok()?)))
+        .filter(|(_, value)| !value.is_empty())
+        .collect();
     std::fs::File::from(writer)
-        .write_all(key.as_bytes())
+        .write_all(handed_over_text(key, set).as_bytes())
         .map_err(|e| e.to_string())?;
     rustix::io::fcntl_setfd(&reader, rustix::io::FdFlags::empty()).map_err(|e| e.to_string())?;
     let args: Vec<OsString> = std::env::args_os().skip(1).collect();
@@ -209,12 +243,14 @@ pub(crate) fn hand_over(
     for name in KEY_VARIABLES {
         command.env_remove(name);
     }
-    if key.is_empty() {
+    let variables = TAKEN.lock().map(|t| !t.is_empty()).unwrap_or(false);
+    if key.is_empty() && !variables {
         return Ok(None);
     }
     // Close-on-exec here, so a child spawned at the same time elsewhere never inherits it.
     let (reader, writer) = rustix::pipe::pipe_with(rustix::pipe::PipeFlags::CLOEXEC)?;
-    std::fs::File::from(writer).write_all(key.expose().as_bytes())?;
+    std::fs::File::from(writer)
+        .write_all(handed_over_text(key.expose(), BTreeMap::new()).as_bytes())?;
     let fd = reader.as_raw_fd();
     command.env(KEY_FD_VARIABLE, fd.to_string());
     match key.variable() {

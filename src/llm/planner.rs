@@ -12,6 +12,7 @@ use crate::flow::operations;
 use crate::flow::path_rules::PathRules;
 use crate::flow::policy::CommandPolicy;
 use crate::flow::roles::Roles;
+use crate::flow::test_command;
 use crate::flow::validate;
 use crate::llm::answer;
 use crate::llm::client::Llm;
@@ -211,6 +212,10 @@ impl Planner<'_> {
             .replace("{{task}}", task)
             .replace("{{files}}", &listed)
             .replace("{{named_files}}", &named)
+            .replace(
+                "{{test_commands}}",
+                &test_command::for_planner(&test_command::detect(&self.rules.repo)),
+            )
             .replace("{{operations}}", operations::catalogue().trim_end())
             .replace("{{roles}}", self.roles.catalogue().trim_end())
     }

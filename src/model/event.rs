@@ -61,7 +61,8 @@ pub(crate) enum Event {
         /// The role taking the step.
         #[serde(default, skip_serializing_if = "Option::is_none")]
         role: Option<String>,
-        /// The model profile and model a step that asks the model asks.
+        /// The step's model profile (its role's, when a model is configured), and the model
+        /// it asks, for a step that asks one.
         #[serde(default, skip_serializing_if = "Option::is_none")]
         profile: Option<String>,
         #[serde(default, skip_serializing_if = "Option::is_none")]
@@ -79,6 +80,13 @@ pub(crate) enum Event {
         output_files: Vec<String>,
         /// Repository-relative files the step deleted.
         deleted_files: Vec<String>,
+        /// For a succeeded step: the number naming this version of its outputs, and the
+        /// tokens it used over all its attempts (what `resume` and `status` replay from the
+        /// journal when the status file is older).
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        sequence: Option<u64>,
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        tokens: Option<Usage>,
     },
     /// A transient failure is retried automatically after `delay_ms`.
     StepRetrying {

@@ -58,6 +58,10 @@ pub(crate) struct FlowStatus {
     /// Tokens used by the whole flow: planning, every step, the summary.
     #[serde(default)]
     pub(crate) tokens: Usage,
+    /// How much of the journal this status includes, in bytes: the events after it (steps
+    /// started and succeeded since) are replayed onto it when it is read.
+    #[serde(default)]
+    pub(crate) journal_offset: u64,
     /// The same tokens by the model profile that used them.
     #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
     pub(crate) tokens_by_profile: BTreeMap<String, Usage>,
@@ -97,7 +101,7 @@ pub(crate) struct StepStatus {
     /// The role taking the step.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub(crate) role: Option<String>,
-    /// The model profile of its LLM calls, for a step that asks the model.
+    /// The model profile of its LLM calls (its role's), when a model is configured.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub(crate) profile: Option<String>,
     pub(crate) status: StepState,
@@ -358,6 +362,7 @@ impl FlowStatus {
             pending_recovery: None,
             sandbox: None,
             tokens: Usage::default(),
+            journal_offset: 0,
             tokens_by_profile: BTreeMap::new(),
             steps: flow.steps.iter().map(FlowStatus::pending_step).collect(),
         }

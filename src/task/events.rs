@@ -28,6 +28,11 @@ impl Events {
         }
     }
 
+    /// Bytes this process appended to the journal so far.
+    pub(crate) fn journal_bytes(&self) -> u64 {
+        self.journal.appended()
+    }
+
     /// Whether the caller reads JSON lines (`--json`).
     pub(crate) fn json(&self) -> bool {
         self.json

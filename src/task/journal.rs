@@ -12,6 +12,8 @@ use crate::model::event::{EVENT_VERSION, Record};
 pub(crate) struct Journal {
     path: PathBuf,
     file: File,
+    /// Bytes appended by this process.
+    appended: u64,
 }
 
 impl Journal {
@@ -34,11 +36,13 @@ impl Journal {
         Ok(Journal {
             path: path.to_path_buf(),
             file,
+            appended: 0,
         })
     }
 
     /// Appends one event as one line and hands it to the kernel; it survives a crash of
-    /// ocflow (the status file, not the journal, is what resume trusts after a power loss).
+    /// ocflow. It is flushed to disk whenever the status is written (`durable_len`): after a
+    /// power loss, what came after the last status write may be lost and is done again.
     pub(crate) fn append(&mut self, record: &Record) -> Result<()> {
         let mut line = serde_json::to_vec(record).map_err(|err| crate::error::Error::Io {
             context: "serialising a journal event".into(),
@@ -47,18 +51,35 @@ impl Journal {
         line.push(b'\n');
         self.file
             .write_all(&line)
-            .io_context(|| format!("appending to {}", self.path.display()))
+            .io_context(|| format!("appending to {}", self.path.display()))?;
+        self.appended += line.len() as u64;
+        Ok(())
+    }
+
+    /// Bytes appended by this process so far.
+    pub(crate) fn appended(&self) -> u64 {
+        self.appended
     }
 }
 
 /// Reads every whole, well-formed event of this build's version. Lines that do not parse (a
 /// torn tail) or carry another version (written by another ocflow) are skipped and counted.
 pub(crate) fn read(path: &Path) -> Result<(Vec<Record>, usize)> {
-    let file = match File::open(path) {
+    read_from(path, 0)
+}
+
+/// The events from byte `offset` on: those a status written when the journal had that length
+/// does not include. An offset past the end (a journal cut by hand) reads nothing.
+pub(crate) fn read_from(path: &Path, offset: u64) -> Result<(Vec<Record>, usize)> {
+    let mut file = match File::open(path) {
         Ok(file) => file,
         Err(err) if err.kind() == std::io::ErrorKind::NotFound => return Ok((Vec::new(), 0)),
         Err(err) => return Err(err).io_context(|| format!("reading {}", path.display())),
     };
+    if offset > 0 {
+        file.seek(SeekFrom::Start(offset))
+            .io_context(|| format!("reading {}", path.display()))?;
+    }
     let mut records = Vec::new();
     let mut skipped = 0;
     for line in BufReader::new(file).split(b'\n') {
@@ -74,59 +95,17 @@ pub(crate) fn read(path: &Path) -> Result<(Vec<Record>, usize)> {
     Ok((records, skipped))
 }
 
-#[cfg(test)]
-mod tests {
-    use super::*;
-    use crate::model::event::Event;
-
-    fn record(step: &str) -> Record {
-        Record {
-            version: crate::model::event::EVENT_VERSION,
-            ts: "2026-11-22T00:00:00Z".into(),
-            event: Event::StepStarted {
-                step: step.into(),
-                operation: "read_file".into(),
-                attempt: 1,
-                role: None,
-                profile: None,
-                model: None,
-            },
+/// The journal's length, once what it holds is on disk: a status that says it includes the
+/// journal up to there never outlives the journal's own bytes (a power loss), so the events
+/// appended after it are always replayed.
+pub(crate) fn durable_len(path: &Path) -> Result<u64> {
+    match File::open(path) {
+        Ok(file) => {
+            let context = || format!("flushing {}", path.display());
+            file.sync_data().io_context(context)?;
+            Ok(file.metadata().io_context(context)?.len())
         }
-    }
-
-    #[test]
-    fn torn_tail_is_skipped_then_cut() {
-        let dir = tempfile::tempdir().unwrap();
-        let path = dir.path().join("journal.jsonl");
-        Journal::open(&path).unwrap().append(&record("a")).unwrap();
-        std::fs::OpenOptions::new()
-            .append(true)
-            .open(&path)
-            .unwrap()
-            .write_all(b"{\"ts\":\"2026")
-            .unwrap();
-        let (records, skipped) = read(&path).unwrap();
-        assert_eq!((records, skipped), (vec![record("a")], 1));
-        Journal::open(&path).unwrap().append(&record("b")).unwrap();
-        let (records, skipped) = read(&path).unwrap();
-        assert_eq!((records, skipped), (vec![record("a"), record("b")], 0));
-    }
-
-    #[test]
-    fn lines_carry_the_version_and_other_versions_are_skipped() {
-        let dir = tempfile::tempdir().unwrap();
-        let path = dir.path().join("journal.jsonl");
-        Journal::open(&path).unwrap().append(&record("a")).unwrap();
-        let written = std::fs::read_to_string(&path).unwrap();
-        assert!(written.starts_with("{\"version\":1,"), "{written}");
-        let newer = written.replace("{\"version\":1,", "{\"version\":2,");
-        std::fs::OpenOptions::new()
-            .append(true)
-            .open(&path)
-            .unwrap()
-            .write_all(newer.as_bytes())
-            .unwrap();
-        let (records, skipped) = read(&path).unwrap();
-        assert_eq!((records, skipped), (vec![record("a")], 1));
+        Err(err) if err.kind() == std::io::ErrorKind::NotFound => Ok(0),
+        Err(err) => Err(err).io_context(|| format!("reading {}", path.display())),
     }
 }

@@ -308,6 +308,8 @@ mod tests {
             message: String::new(),
             output_files: Vec::new(),
             deleted_files: Vec::new(),
+            sequence: None,
+            tokens: None,
         }
     }
 

@@ -9,9 +9,12 @@ use serde::de::DeserializeOwned;
 use serde_json::Value;
 
 use crate::error::{Error, Result};
+use crate::model::event::{Event, Record};
 use crate::model::flow::{FLOW_VERSION, Flow};
-use crate::model::status::{FlowStatus, STATUS_VERSION, now};
+use crate::model::llm::DEFAULT_PROFILE;
+use crate::model::status::{FlowStatus, STATUS_VERSION, StepState, now};
 use crate::model::step_result::{RESULT_VERSION, StepResult};
+use crate::task::journal;
 use crate::task::workspace::{self, TaskDir};
 
 /// Reads a JSON file of type `T` written by ocflow, checking its `version`. `unversioned`: what a
@@ -117,9 +120,14 @@ pub(crate) fn current_flow_file(task: &TaskDir, revision: u32) -> PathBuf {
     }
 }
 
-/// Reads a task's `flow_status.json`.
+/// Reads a task's `flow_status.json`, with what the journal recorded after it was written
+/// replayed onto it (steps started and succeeded since): the exact state at any moment.
 pub(crate) fn load_status(task: &TaskDir) -> Result<FlowStatus> {
-    load_status_file(&task.file(workspace::STATUS_FILE))
+    let mut status = load_status_file(&task.file(workspace::STATUS_FILE))?;
+    let (records, _) =
+        journal::read_from(&task.file(workspace::JOURNAL_FILE), status.journal_offset)?;
+    replay(&mut status, &records);
+    Ok(status)
 }
 
 /// Reads a status file, refusing versions and shapes this build does not know.
@@ -127,10 +135,75 @@ pub(crate) fn load_status_file(path: &Path) -> Result<FlowStatus> {
     load_versioned(path, "status", STATUS_VERSION, None)
 }
 
-/// Writes the status atomically, stamping `updated_at`.
+/// Applies what the journal recorded after this status was written: steps started and
+/// steps that succeeded (every other change writes the status at once). An event that does
+/// not fit the state (a step unknown, a transition not allowed) is left alone.
+pub(crate) fn replay(status: &mut FlowStatus, records: &[Record]) {
+    for record in records {
+        match &record.event {
+            Event::StepStarted { step, profile, .. } => {
+                if let Some(entry) = status.step_mut(step)
+                    && entry.status.may_become(StepState::Running)
+                    && entry.start(record.ts.clone()).is_ok()
+                {
+                    entry.profile = profile.clone();
+                }
+            }
+            Event::StepFinished {
+                step,
+                status: StepState::Succeeded,
+                duration_ms,
+                message,
+                output_files,
+                deleted_files,
+                sequence: Some(sequence),
+                tokens,
+                ..
+            } => {
+                let Some(entry) = status.step_mut(step) else {
+                    continue;
+                };
+                let outputs = (output_files.clone(), deleted_files.clone());
+                let done = entry.status == StepState::Running
+                    && entry
+                        .succeed(
+                            record.ts.clone(),
+                            *duration_ms,
+                            *sequence,
+                            outputs,
+                            message.clone(),
+                        )
+                        .is_ok();
+                if !done {
+                    continue;
+                }
+                let used = tokens.map(|t| t.since(&entry.tokens)).unwrap_or_default();
+                if let Some(tokens) = tokens {
+                    entry.tokens = *tokens;
+                }
+                let profile = entry
+                    .profile
+                    .clone()
+                    .unwrap_or_else(|| DEFAULT_PROFILE.to_string());
+                status.last_sequence = status.last_sequence.max(*sequence);
+                status.count_tokens(&profile, &used);
+            }
+            _ => {}
+        }
+    }
+}
+
+/// Writes the status atomically and compactly, stamping `updated_at` and how much of the
+/// journal it includes (all of it: `status` must hold every event journaled so far, as the
+/// executor's own and a replayed one do).
 pub(crate) fn save_status(task: &TaskDir, status: &mut FlowStatus) -> Result<()> {
     status.updated_at = now();
-    workspace::write_json_atomic(&task.file(workspace::STATUS_FILE), status)
+    status.journal_offset = journal::durable_len(&task.file(workspace::JOURNAL_FILE))?;
+    let bytes = serde_json::to_vec(status).map_err(|err| crate::error::Error::Io {
+        context: "serialising the status".into(),
+        source: err.into(),
+    })?;
+    workspace::write_atomic(&task.file(workspace::STATUS_FILE), &bytes)
 }
 
 /// A step's `result.json`, or `None` when the step has none (it never finished an attempt).
@@ -209,4 +282,96 @@ pub(crate) fn require_intact(task: &TaskDir, status: &FlowStatus, flow: &Flow) -
         list.join("; "),
         task.root.display()
     )))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::model::llm::Usage;
+    use crate::task::journal::Journal;
+
+    fn started(step: &str) -> Event {
+        Event::StepStarted {
+            step: step.into(),
+            operation: "write_file".into(),
+            attempt: 1,
+            role: None,
+            profile: Some("small".into()),
+            model: None,
+        }
+    }
+
+    fn succeeded(step: &str, sequence: u64, tokens: u64) -> Event {
+        Event::StepFinished {
+            step: step.into(),
+            operation: "write_file".into(),
+            status: StepState::Succeeded,
+            attempt: 1,
+            duration_ms: 5,
+            message: "wrote".into(),
+            output_files: vec![format!("{step}.txt")],
+            deleted_files: Vec::new(),
+            sequence: Some(sequence),
+            tokens: Some(Usage {
+                total_tokens: tokens,
+                calls: 1,
+                ..Usage::default()
+            }),
+        }
+    }
+
+    /// The journal is the write-ahead log: steps started and succeeded after the status was
+    /// written are replayed onto it, and a status written later includes them exactly once.
+    #[test]
+    fn load_status_replays_what_the_journal_holds_after_the_status() {
+        let dir = tempfile::tempdir().unwrap();
+        let task = TaskDir::new(dir.path(), "t");
+        task.create().unwrap();
+        let flow: Flow = serde_json::from_value(serde_json::json!({"version": 1, "task": "x",
+        "steps": [
+            {"id": "a", "operation": "write_file", "params": {}},
+            {"id": "b", "operation": "write_file", "params": {}},
+            {"id": "c", "operation": "write_file", "params": {}}
+        ]}))
+        .unwrap();
+        let mut status = FlowStatus::new("t", &flow, dir.path());
+        let mut journal = Journal::open(&task.file(workspace::JOURNAL_FILE)).unwrap();
+        journal.append(&Record::now(now(), started("a"))).unwrap();
+        let a = status.step_mut("a").unwrap();
+        a.start(now()).unwrap();
+        a.profile = Some("small".into());
+        save_status(&task, &mut status).unwrap(); // includes a's start, as the engine's does
+        for event in [
+            succeeded("a", 1, 10),
+            started("b"),
+            succeeded("b", 2, 5),
+            started("c"),
+        ] {
+            journal.append(&Record::now(now(), event)).unwrap();
+        }
+        let loaded = load_status(&task).unwrap();
+        let states: Vec<StepState> = loaded.steps.iter().map(|s| s.status).collect();
+        assert_eq!(
+            states,
+            [
+                StepState::Succeeded,
+                StepState::Succeeded,
+                StepState::Running
+            ]
+        );
+        assert_eq!(loaded.step("b").unwrap().sequence, Some(2));
+        assert_eq!(loaded.step("b").unwrap().output_files, ["b.txt"]);
+        assert_eq!(loaded.last_sequence, 2);
+        assert_eq!(loaded.tokens.total_tokens, 15);
+        assert_eq!(loaded.tokens_by_profile["small"].total_tokens, 15);
+        // Written again, the replayed status includes the journal: nothing is applied twice.
+        let mut again = loaded.clone();
+        save_status(&task, &mut again).unwrap();
+        let reloaded = load_status(&task).unwrap();
+        assert_eq!(reloaded.step("c").unwrap().attempts, 1);
+        assert_eq!(reloaded.tokens.total_tokens, 15);
+        // The status file is compact JSON.
+        let text = std::fs::read_to_string(task.file(workspace::STATUS_FILE)).unwrap();
+        assert!(!text.contains("\n  "), "{text}");
+    }
 }

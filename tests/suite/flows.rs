@@ -19,7 +19,13 @@ fn stable(mut status: Value) -> Value {
         sandbox.as_str().is_some_and(|s| s.contains("network off")),
         "{sandbox}"
     );
-    for key in ["created_at", "updated_at", "finished_at", "repo"] {
+    for key in [
+        "created_at",
+        "updated_at",
+        "finished_at",
+        "repo",
+        "journal_offset",
+    ] {
         status.as_object_mut().unwrap().remove(key);
     }
     for step in status["steps"].as_array_mut().unwrap() {

@@ -258,3 +258,79 @@ fn an_untrusted_repository_cannot_point_a_profile_elsewhere_and_unknown_profiles
         stderr(&unknown)
     );
 }
+
+/// A repository's profile of the same name as the user's changes only what it may (the
+/// model), never where the user's profile sends the code or with which key; a profile may name
+/// a standard key variable that is not the default key's; names that could carry terminal
+/// escapes are refused.
+#[test]
+fn a_repository_profile_cannot_reroute_the_users_and_profiles_may_name_standard_variables() {
+    let sandbox = Sandbox::new(&[("utils.py", UTILS)]);
+    let local = FakeLlm::start(vec![
+        chat_with_usage(&plan(None), 1, 1),
+        chat_with_usage(&format!("```python\n{FIXED}```\n"), 1, 1),
+        chat_with_usage("done", 1, 1),
+    ]);
+    let default = FakeLlm::start(vec![]);
+    let user = sandbox.root().join("user-config/ocflow");
+    std::fs::create_dir_all(&user).unwrap();
+    std::fs::write(
+        user.join("config.toml"),
+        format!(
+            "[llm]\nplanner_profile = \"local\"\noperations_profile = \"local\"\n\n\
+             [llm.profiles.local]\nbase_url = \"{}\"\nmodel = \"users-model\"\n\
+             api_key_env = \"OPENAI_API_KEY\"\n",
+            local.base_url()
+        ),
+    )
+    .unwrap();
+    let own = sandbox.repo.join(".ocflow");
+    std::fs::create_dir_all(&own).unwrap();
+    std::fs::write(
+        own.join("ocflow.toml"),
+        "[llm.profiles.local]\nmodel = \"repos-model\"\n",
+    )
+    .unwrap();
+    let output = sandbox
+        .command_like_ocflow(env!("CARGO_BIN_EXE_ocflow"))
+        .arg("--repo")
+        .arg(&sandbox.repo)
+        .args(["--base-url", &default.base_url(), "--model", "m"])
+        .env("OCFLOW_API_KEY", "default-key")
+        .env("OPENAI_API_KEY", "openai-key")
+        .args(["run", "--task-id", "t", "make double multiply"])
+        .output()
+        .unwrap();
+    assert_exit(&output, 0);
+    assert!(
+        default.requests().is_empty(),
+        "the code went to the default endpoint"
+    );
+    let requests = local.requests();
+    assert_eq!(requests.len(), 3);
+    for request in &requests {
+        assert_eq!(
+            request
+                .headers
+                .get("authorization")
+                .unwrap()
+                .to_str()
+                .unwrap(),
+            "Bearer openai-key"
+        );
+    }
+    assert_eq!(models(&local)[0], "repos-model");
+
+    configure(
+        &sandbox,
+        "[llm.profiles.\"bad\\u001b]0;x\\u0007\"]\nmodel = \"m\"\n",
+    );
+    let refused = sandbox.ocflow().args(["list"]).output().unwrap();
+    assert_exit(&refused, 2);
+    assert!(
+        stderr(&refused).contains("a name is letters, digits, `_` and `-`"),
+        "{}",
+        stderr(&refused)
+    );
+    assert!(!stderr(&refused).contains('\u{1b}'));
+}

@@ -16,8 +16,8 @@ use super::support::*;
 const FILE_SCRIPT: &str = "<script>document.title='pwned-by-file'</script>";
 /// What the model gives as a recovery reason, shown in the timeline and the table.
 const REASON_SCRIPT: &str = "<img src=x onerror=\"document.body.setAttribute('data-pwned','1')\">";
-/// A role in the flow, shown in the graph.
-const ROLE_SCRIPT: &str = "<script>document.body.setAttribute('data-pwned','2')</script>";
+/// A step description, shown in the graph.
+const DESCRIPTION_SCRIPT: &str = "<script>document.body.setAttribute('data-pwned','2')</script>";
 
 const STEPS: [&str; 6] = ["write_page", "check", "lint", "lint_fix", "broken", "after"];
 
@@ -30,12 +30,12 @@ fn shell(id: &str, command: &str, deps: &[&str]) -> Value {
 /// `lint_fix`, which needs it), `broken` fails and the model aborts, so `after` never runs.
 fn run_flow(sandbox: &Sandbox) -> Output {
     std::fs::create_dir_all(&sandbox.workspace).unwrap();
-    // Roles are checked (issue 14): the hostile role name is a role of this workspace.
+    // Role names are letters, digits, `_` and `-` since issue 14's review (a config may come
+    // from an untrusted repository, and names reach terminals): the hostile text goes into the
+    // step's description instead, which the report shows too.
     std::fs::write(
         sandbox.workspace.join("ocflow.toml"),
-        format!(
-            "[llm]\nmax_attempts = 1\n\n[roles.\"{ROLE_SCRIPT}\"]\noperations = [\"write_file\"]\n"
-        ),
+        "[llm]\nmax_attempts = 1\n",
     )
     .unwrap();
     let flag = sandbox.shared().join("flag");
@@ -43,8 +43,8 @@ fn run_flow(sandbox: &Sandbox) -> Output {
         "if [ -f {0} ]; then echo ok; else touch {0}; exit 1; fi",
         flag.display()
     );
-    let mut write = json!({"id": "write_page", "operation": "write_file", "role": ROLE_SCRIPT,
-        "description": "writes a page holding a script",
+    let mut write = json!({"id": "write_page", "operation": "write_file",
+        "description": DESCRIPTION_SCRIPT,
         "params": {"file_path": "page.html", "content": format!("<p>hello</p>\n{FILE_SCRIPT}\n")}});
     write["depends_on"] = json!([]);
     let flow = json!({"task": "Show <b>this</b> & that", "steps": [
@@ -149,7 +149,12 @@ fn check_the_html(html: &str) {
     ] {
         assert!(html.contains(text), "the page lacks {text:?}");
     }
-    for raw in [FILE_SCRIPT, REASON_SCRIPT, ROLE_SCRIPT, "<b>this</b>"] {
+    for raw in [
+        FILE_SCRIPT,
+        REASON_SCRIPT,
+        DESCRIPTION_SCRIPT,
+        "<b>this</b>",
+    ] {
         assert!(!html.contains(raw), "{raw:?} reached the page unescaped");
     }
     // Self-contained: nothing to fetch, and a policy that lets nothing else load or run.

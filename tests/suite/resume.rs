@@ -44,13 +44,17 @@ fn spawn_run(sandbox: &Sandbox, flow: &Value, task_id: &str) -> Child {
         .unwrap()
 }
 
-/// Waits until the status file shows `step` running.
+/// Waits until the status shows `step` running (as `ocflow status` tells it: the status file
+/// with the journal's later events replayed).
 fn wait_until_running(sandbox: &Sandbox, task_id: &str, step: &str) {
     let deadline = Instant::now() + Duration::from_secs(30);
     while Instant::now() < deadline {
-        let path = sandbox.task_dir(task_id).join("flow_status.json");
-        if let Ok(text) = std::fs::read_to_string(&path)
-            && let Ok(status) = serde_json::from_str::<Value>(&text)
+        let output = sandbox
+            .ocflow()
+            .args(["--json", "status", task_id])
+            .output()
+            .unwrap();
+        if let Ok(status) = serde_json::from_slice::<Value>(&output.stdout)
             && status["steps"].as_array().is_some_and(|steps| {
                 steps
                     .iter()

@@ -136,8 +136,21 @@ impl Sandbox {
         self.workspace.join(task_id)
     }
 
+    /// The task's exact status, as `ocflow status --json` gives it: `flow_status.json` with
+    /// the steps journaled since it was written replayed onto it (issue 15: the file itself is
+    /// rewritten at checkpoints, not at every step).
     pub fn status(&self, task_id: &str) -> Value {
-        read_json(&self.task_dir(task_id).join("flow_status.json"))
+        let output = self
+            .ocflow()
+            .args(["--json", "status", task_id])
+            .output()
+            .unwrap();
+        assert!(
+            output.status.success(),
+            "ocflow status {task_id}: {}",
+            String::from_utf8_lossy(&output.stderr)
+        );
+        serde_json::from_slice(&output.stdout).unwrap()
     }
 
     pub fn step_status(&self, task_id: &str, step: &str) -> Value {

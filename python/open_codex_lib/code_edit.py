@@ -4,9 +4,12 @@
 Both ask the model for the WHOLE content of the file in one fenced code block
 (small models make far fewer broken edits that way than with diffs or
 search/replace blocks).  The content is taken from the answer with
-:func:`.code_blocks.extract_code_block`; a Python file must also compile.
+:func:`.code_blocks.extract_code_block`, and must parse as the file's language
+(:func:`.syntax.check`: a Python file must compile; JavaScript, TypeScript,
+Go, Java, Rust, C/C++, Ruby, PHP, Shell, JSON, YAML and TOML are parsed; the
+result's ``syntax_check`` says how the file was checked, or why it was not).
 An answer that would lose part of the file is unusable too, even when it
-compiles: a code block that is never closed (the answer stopped halfway), an
+parses: a code block that is never closed (the answer stopped halfway), an
 answer far larger than the file and the change could need, or a new version
 that drops most of the lines while the instructions ask to remove nothing.
 When the answer is unusable the model is asked once more, told in plain words
@@ -22,10 +25,11 @@ import os
 import re
 from dataclasses import dataclass
 
-from . import llm, reask
+from . import llm, reask, syntax
 from .code_blocks import (
+    TEXT_EXTENSIONS,
     CodeBlockError,
-    check_python,
+    extension,
     extract_code_block,
     fence_for,
     is_python,
@@ -67,11 +71,28 @@ class FileRequest:
     original: str | None  # the current content; None for a new file
 
 
+@dataclass(frozen=True)
+class FileContent:
+    """A usable answer: the new content of the file, and how its syntax was checked."""
+
+    rel: str
+    text: str
+    syntax_check: syntax.SyntaxCheck
+
+    def note(self) -> str:
+        """A note for the step's message when the syntax was not checked (none for prose
+        files, which have no syntax to check)."""
+        if self.syntax_check.checked or extension(self.rel) in TEXT_EXTENSIONS:
+            return ""
+        return f" (syntax not checked: {self.syntax_check.reason})"
+
+
 def modify_code(step: Step, llm_config: dict | None) -> dict:
     """``modify_code`` / ``refactor_function``: rewrite a staged file following instructions.
 
     Result fields: ``output_files`` ``[file_path]``, ``changed``,
-    ``lines_before``, ``lines_after`` and the fields of
+    ``lines_before``, ``lines_after``, ``syntax_check``
+    (:meth:`.syntax.SyntaxCheck.fields`) and the fields of
     :attr:`.llm.Conversation.fields`.
     """
     params = step.params
@@ -106,7 +127,8 @@ def modify_code(step: Step, llm_config: dict | None) -> dict:
             ),
         },
     ]
-    new = obtain_file_content(chat, messages, FileRequest(rel, fence, instructions, original))
+    answer = obtain_file_content(chat, messages, FileRequest(rel, fence, instructions, original))
+    new = answer.text
     if "\r\n" in original:
         new = new.replace("\n", "\r\n")
     target = output_target(step, rel)
@@ -119,11 +141,12 @@ def modify_code(step: Step, llm_config: dict | None) -> dict:
         what = f"the LLM left {rel} unchanged"
     return success(
         step.operation,
-        what + retry_note(chat),
+        what + answer.note() + retry_note(chat),
         output_files=[rel],
         changed=changed,
         lines_before=lines_before,
         lines_after=lines_after,
+        syntax_check=answer.syntax_check.fields(),
         **chat.fields,
     )
 
@@ -132,7 +155,7 @@ def generate_file(step: Step, llm_config: dict | None, rel: str, instructions: s
     """``write_file`` with ``params.instructions``: the model writes a new ``rel``.
 
     A staged old version of the file, if any, is shown to the model.  Result
-    fields: ``output_files`` ``[rel]``, ``bytes`` and the fields of
+    fields: ``output_files`` ``[rel]``, ``bytes``, ``syntax_check`` and the fields of
     :attr:`.llm.Conversation.fields`.
     """
     chat = llm.conversation(step, llm_config, step.operation)
@@ -170,20 +193,23 @@ def generate_file(step: Step, llm_config: dict | None, rel: str, instructions: s
             ),
         },
     ]
-    content = obtain_file_content(chat, messages, FileRequest(rel, fence, instructions, old))
-    data = content.encode("utf-8")
+    answer = obtain_file_content(chat, messages, FileRequest(rel, fence, instructions, old))
+    data = answer.text.encode("utf-8")
     with open(output_target(step, rel), "wb") as handle:
         handle.write(data)
     return success(
         step.operation,
-        f"wrote {len(data)} bytes to {rel} from the LLM answer" + retry_note(chat),
+        f"wrote {len(data)} bytes to {rel} from the LLM answer" + answer.note() + retry_note(chat),
         output_files=[rel],
         bytes=len(data),
+        syntax_check=answer.syntax_check.fields(),
         **chat.fields,
     )
 
 
-def obtain_file_content(chat: llm.Conversation, messages: list[dict], request: FileRequest) -> str:
+def obtain_file_content(
+    chat: llm.Conversation, messages: list[dict], request: FileRequest
+) -> FileContent:
     """Ask for the file; ask once more if the answer is unusable; return the content."""
     rel = request.rel
     outcome = reask.ask_until_usable(
@@ -208,7 +234,9 @@ def obtain_file_content(chat: llm.Conversation, messages: list[dict], request: F
     )
 
 
-def usable_content(answer: str, request: FileRequest) -> tuple[str | None, reask.Problem | None]:
+def usable_content(
+    answer: str, request: FileRequest
+) -> tuple[FileContent | None, reask.Problem | None]:
     """``(content, None)`` if ``answer`` holds the whole new file, else ``(None, problem)``."""
     rel = request.rel
     problem = oversized(answer, request)
@@ -218,18 +246,50 @@ def usable_content(answer: str, request: FileRequest) -> tuple[str | None, reask
         content = extract_code_block(answer, rel)
     except CodeBlockError as exc:
         return None, reask.Problem(str(exc))
-    if is_python(rel):
-        error = check_python(content, rel)
-        if error is not None:
-            return None, reask.Problem(
-                f"the code does not compile: {error}",
-                f"Your code does not compile: {error}. Fix that line, and give the whole file "
-                "again",
-            )
+    checked, problem = check_syntax(content, request)
+    if problem is not None:
+        return None, problem
     problem = drops_most_lines(content, request)
     if problem is not None:
         return None, problem
-    return content, None
+    return FileContent(rel, content, checked), None
+
+
+def check_syntax(
+    content: str, request: FileRequest
+) -> tuple[syntax.SyntaxCheck, reask.Problem | None]:
+    """How ``content`` was checked, and the problem when it does not parse.
+
+    A grammar may not know every construct a real file uses (a new language feature, C macros
+    it cannot follow): when the file did not parse before the change either, the new version
+    is not refused for the same reason, and the result says it was not checked.  Python's own
+    compiler knows its language, so a Python file must always compile.
+    """
+    rel = request.rel
+    checked = syntax.check(rel, content)
+    if checked.ok:
+        return checked, None
+    if is_python(rel):
+        error = checked.error
+        return checked, reask.Problem(
+            f"the code does not compile: {error}",
+            f"Your code does not compile: {error}. Fix that line, and give the whole file again",
+        )
+    name = checked.language_name
+    if request.original is not None:
+        before = syntax.check(rel, request.original)
+        if before.checked and not before.ok:
+            return syntax.SyntaxCheck(
+                checked.language,
+                False,
+                reason=f"{rel} did not parse as {name} before the change either "
+                f"({before.error}), so its new version was not held to the {name} grammar",
+            ), None
+    return checked, reask.Problem(
+        f"the code does not parse as {name}: {checked.error}",
+        f"Your code does not parse as {name}: {checked.error}. Fix that, and give the whole "
+        "file again",
+    )
 
 
 def oversized(answer: str, request: FileRequest) -> str | None:

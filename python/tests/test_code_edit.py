@@ -1,9 +1,13 @@
 """modify_code, refactor_function and write_file with params.instructions, with a fake LLM."""
 
 import json
+import sys
+import threading
 
+import pytest
 from conftest import FakeLLM, HostError
 from open_codex_lib import execute_operation
+from open_codex_lib.code_blocks import language_tag
 
 ORIGINAL = "def f():\n    return 1\n\n\ndef g():\n    return 2\n"
 NEW = "def f():\n    return 10\n\n\ndef g():\n    return 2\n"
@@ -550,3 +554,244 @@ def test_the_shrink_reask_gives_the_line_counts_and_asks_for_the_whole_file(make
     assert "inflection/__init__.py has 426 lines, your version has 8 (426 → 8 lines)" in reask
     assert "You must return the WHOLE file" in reask
     assert (files.output_dir / "inflection/__init__.py").read_text() == renamed
+
+
+# --- syntax checks of every language ---------------------------------------------------
+
+MATH_JS = (
+    "export function add(a, b) {\n  return a + b;\n}\n\n"
+    "export function divide(a, b) {\n  return a / b;\n}\n"
+)
+MATH_JS_FIXED = MATH_JS.replace(
+    "  return a / b;",
+    '  if (b === 0) {\n    throw new RangeError("division by zero");\n  }\n  return a / b;',
+)
+CLAMP_TS = (
+    "export function clamp<T extends number>(value: T, min: T, max: T): number {\n"
+    "  return Math.min(value, max);\n}\n"
+)
+CLAMP_TS_FIXED = CLAMP_TS.replace(
+    "  return Math.min", "  if (value < min) {\n    return min;\n  }\n  return Math.min"
+)
+DIVIDE_GO = (
+    'package math\n\nimport "errors"\n\nvar ErrZero = errors.New("division by zero")\n\n'
+    "func Divide(a, b float64) (float64, error) {\n\treturn a / b, nil\n}\n"
+)
+DIVIDE_GO_FIXED = DIVIDE_GO.replace(
+    "\treturn a / b, nil", "\tif b == 0 {\n\t\treturn 0, ErrZero\n\t}\n\treturn a / b, nil"
+)
+DIVIDE_RS = "pub fn divide(a: f64, b: f64) -> Option<f64> {\n    Some(a / b)\n}\n"
+DIVIDE_RS_FIXED = DIVIDE_RS.replace(
+    "    Some(a / b)", "    if b == 0.0 {\n        return None;\n    }\n    Some(a / b)"
+)
+
+# file, language, its name, the file before, the fixed file, what the parser says of the fixed
+# file with the closing brace of its new `if` dropped
+REWRITES = [
+    (
+        "src/math.js",
+        "javascript",
+        "JavaScript",
+        MATH_JS,
+        MATH_JS_FIXED,
+        "line 9, column 2: missing `}` to close the `{` on line 5 (line 9: `}`)",
+    ),
+    (
+        "src/clamp.ts",
+        "typescript",
+        "TypeScript",
+        CLAMP_TS,
+        CLAMP_TS_FIXED,
+        "line 5, column 2: missing `}` to close the `{` on line 1 (line 5: `}`)",
+    ),
+    (
+        "math/divide.go",
+        "go",
+        "Go",
+        DIVIDE_GO,
+        DIVIDE_GO_FIXED,
+        "at the end of the file (after line 11): missing `}` to close the `{` on line 7",
+    ),
+    (
+        "src/lib.rs",
+        "rust",
+        "Rust",
+        DIVIDE_RS,
+        DIVIDE_RS_FIXED,
+        "at the end of the file (after line 5): the `{` on line 1 is never closed",
+    ),
+]
+
+
+def drop_brace_of_the_if(fixed: str) -> str:
+    """The fixed file with the closing brace of its new ``if`` left out, as a model does."""
+    lines = fixed.splitlines(keepends=True)
+    closing = next(i for i, line in enumerate(lines) if line.strip() == "}" and line[0] in " \t")
+    return "".join(lines[:closing] + lines[closing + 1 :])
+
+
+class OutputWatchingLLM(FakeLLM):
+    """A FakeLLM that notes, at each call, which files the step has written so far."""
+
+    def __init__(self, output_dir, *answers):
+        super().__init__(*answers)
+        self.output_dir = output_dir
+        self.written_before_call = []
+
+    def __call__(self, messages, purpose=None, json=False, temperature=None):
+        written = sorted(str(p.relative_to(self.output_dir)) for p in self.output_dir.rglob("*"))
+        self.written_before_call.append([p for p in written if "." in p.rsplit("/", 1)[-1]])
+        return super().__call__(messages, purpose=purpose, json=json, temperature=temperature)
+
+
+@pytest.mark.parametrize(("rel", "language", "name", "before", "fixed", "error"), REWRITES)
+def test_a_rewrite_that_drops_a_brace_is_reasked_and_never_written(
+    make_step, rel, language, name, before, fixed, error
+):
+    files = make_step(
+        "modify_code",
+        {"file_path": rel, "instructions": "Guard against a zero divisor"},
+        inputs={rel: before},
+    )
+    broken = drop_brace_of_the_if(fixed)
+    fence = "```" + {"javascript": "js", "typescript": "ts"}.get(language, language)
+    llm = OutputWatchingLLM(files.output_dir, f"{fence}\n{broken}```", f"{fence}\n{fixed}```")
+    result = run(files, llm)
+    assert result["status"] == "success", result["message"]
+    assert llm.written_before_call == [[], []]  # the broken answer was never written
+    assert llm.last_user_message(1) == (
+        "Your answer cannot be used. The problem:\n"
+        f"Your code does not parse as {name}: {error}. Fix that, and give the whole file again."
+        f"\n\nAnswer again.\n\nAnswer format: the complete content of {rel} in ONE fenced code "
+        f"block, exactly like this:\n\n```{language_tag(rel)}\n(the whole file)\n```\n\n"
+        "Write nothing after the code block."
+    )
+    assert (files.output_dir / rel).read_text() == fixed
+    assert result["output_files"] == [rel]
+    assert result["syntax_check"] == {"language": language, "checked": True}
+    assert result["message"] == (
+        f"rewrote {rel} from the LLM answer ({len(before.splitlines())} -> "
+        f"{len(fixed.splitlines())} lines) (after 2 requests)"
+    )
+
+
+@pytest.mark.parametrize(("rel", "language", "name", "before", "fixed", "error"), REWRITES)
+def test_two_rewrites_that_do_not_parse_fail_the_step(
+    make_step, rel, language, name, before, fixed, error
+):
+    files = make_step(
+        "modify_code",
+        {"file_path": rel, "instructions": "Guard against a zero divisor"},
+        inputs={rel: before},
+    )
+    broken = drop_brace_of_the_if(fixed)
+    result = run(files, FakeLLM(f"```\n{broken}```", f"```\n{broken}\n```\n"))
+    assert result["status"] == "failure"
+    assert result["llm_calls"] == 2 and result["repeated"] is False
+    assert f"the code does not parse as {name}: {error}" in result["message"]
+    assert f"{rel} is left unchanged" in result["message"]
+    assert list(files.output_dir.iterdir()) == []
+
+
+def test_the_issue_case_math_js_is_written_once_and_valid(make_step):
+    files = make_step(
+        "write_file",
+        {"file_path": "math.js", "instructions": "make divide throw on division by zero"},
+        inputs={"math.js": MATH_JS},
+    )
+    broken = drop_brace_of_the_if(MATH_JS_FIXED)
+    llm = OutputWatchingLLM(
+        files.output_dir,
+        f"Here is the file:\n```javascript\n{broken}```",
+        f"```javascript\n{MATH_JS_FIXED}```",
+    )
+    result = run(files, llm)
+    assert result["status"] == "success", result["message"]
+    assert llm.written_before_call == [[], []]
+    assert "Your code does not parse as JavaScript: line 9, column 2" in llm.last_user_message(1)
+    assert (files.output_dir / "math.js").read_text() == MATH_JS_FIXED
+    assert result["syntax_check"] == {"language": "javascript", "checked": True}
+    assert result["message"] == (
+        f"wrote {len(MATH_JS_FIXED)} bytes to math.js from the LLM answer (after 2 requests)"
+    )
+
+
+def test_python_results_say_they_were_compiled(make_step):
+    files = modify_step(make_step)
+    result = run(files, FakeLLM(f"```python\n{NEW}```"))
+    assert result["syntax_check"] == {"language": "python", "checked": True}
+
+
+def test_an_unknown_extension_is_written_and_reported_not_checked(make_step):
+    files = make_step("write_file", {"file_path": "lib/app.ex", "instructions": "a module"})
+    content = "defmodule App do\n  def hello, do: :world\nend\n"
+    result = run(files, FakeLLM(f"```elixir\n{content}```"))
+    assert result["status"] == "success", result["message"]
+    assert (files.output_dir / "lib/app.ex").read_text() == content
+    assert result["syntax_check"] == {
+        "language": None,
+        "checked": False,
+        "reason": "no grammar for .ex files",
+    }
+    assert result["message"] == (
+        f"wrote {len(content)} bytes to lib/app.ex from the LLM answer "
+        "(syntax not checked: no grammar for .ex files)"
+    )
+
+
+def test_prose_files_are_not_checked_and_say_nothing_of_it(make_step):
+    files = make_step("write_file", {"file_path": "NOTES.md", "instructions": "notes"})
+    result = run(files, FakeLLM("```markdown\n# Notes\n```"))
+    assert result["syntax_check"]["checked"] is False
+    assert result["message"] == "wrote 8 bytes to NOTES.md from the LLM answer"
+
+
+def test_a_missing_grammar_writes_the_file_and_names_the_pip_command(make_step, monkeypatch):
+    from open_codex_lib import syntax
+
+    monkeypatch.setattr(syntax, "_LANGUAGES", {})
+    monkeypatch.setattr(syntax, "_THREAD", threading.local())
+    monkeypatch.setitem(sys.modules, "tree_sitter_go", None)
+    files = make_step("write_file", {"file_path": "main.go", "instructions": "hello"})
+    content = "package main\n\nfunc main() {\n"  # broken, but nothing can tell
+    result = run(files, FakeLLM(f"```go\n{content}```"))
+    assert result["status"] == "success", result["message"]
+    assert (files.output_dir / "main.go").read_text() == content
+    reason = "the tree-sitter grammar for Go is not installed (pip install tree-sitter-go)"
+    assert result["syntax_check"] == {"language": "go", "checked": False, "reason": reason}
+    assert result["message"].endswith(f"(syntax not checked: {reason})")
+
+
+def test_a_file_the_grammar_could_not_read_before_is_not_refused_for_it(make_step):
+    # TypeScript 4.7's variance annotations are newer than the grammar: the file never parsed.
+    before = "export interface Box<in out T> {\n  value: T;\n}\n"
+    after = before.replace("  value: T;", "  value: T;\n  label: string;")
+    files = make_step(
+        "modify_code",
+        {"file_path": "box.ts", "instructions": "add a label"},
+        inputs={"box.ts": before},
+    )
+    result = run(files, FakeLLM(f"```ts\n{after}```"))
+    assert result["status"] == "success", result["message"]
+    assert (files.output_dir / "box.ts").read_text() == after
+    check = result["syntax_check"]
+    assert check["language"] == "typescript" and check["checked"] is False
+    assert check["reason"] == (
+        "box.ts did not parse as TypeScript before the change either (line 1, column 25: "
+        "unexpected `out` (line 1: `export interface Box<in out T> {`)), so its new version was "
+        "not held to the TypeScript grammar"
+    )
+    assert "(syntax not checked: box.ts did not parse" in result["message"]
+
+
+def test_a_broken_file_must_parse_once_rewritten_when_it_parsed_before(make_step):
+    files = make_step(
+        "modify_code",
+        {"file_path": "src/math.js", "instructions": "add a multiply function"},
+        inputs={"src/math.js": MATH_JS},
+    )
+    llm = FakeLLM("```js\nexport function multiply(a, b) {\n  return a * b;\n```", "no code")
+    result = run(files, llm)
+    assert result["status"] == "failure"
+    assert "Your code does not parse as JavaScript: " in llm.last_user_message(1)
+    assert list(files.output_dir.iterdir()) == []

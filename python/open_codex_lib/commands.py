@@ -3,23 +3,36 @@
 Both run a shell command in the step's work_dir through :mod:`.process`
 (timeout, process-group kill, output caps, scrubbed environment).
 ``run_tests`` picks a default test command when none is given and adds the
-parsed test report from :mod:`.tests_report`.
+parsed test report from :mod:`.tests_report`, completed from the JUnit XML
+reports the command wrote (:mod:`.tests_junit_xml`) when its output falls short.
 """
 
 from __future__ import annotations
 
+import json
 import os
 import re
+import time
 
 from .instructions import Step
 from .params import optional_positive_number, optional_str, require_str
 from .paths import require_work_dir
 from .process import CommandOutcome, run_command, scrub_env
 from .results import StepError, make_result
+from .tests_junit_xml import complete_report, fresh_reports, lacks_message, read_reports
 from .tests_report import parse_test_output
 
 PYTEST_COMMAND = "python3 -m pytest -q"
 CARGO_COMMAND = "cargo test"
+NPM_COMMAND = "npm test"
+GO_COMMAND = "go test ./..."
+# Batch mode: no colours or download progress bars in the captured output.
+MAVEN_COMMAND = "mvn -B -q test"
+GRADLE_COMMAND = "gradle test"
+GRADLE_WRAPPER_COMMAND = "./gradlew test"
+# What `npm init` writes as the test script: it only fails, so it is no test command.
+_NPM_PLACEHOLDER_TEST = 'echo "Error: no test specified" && exit 1'
+_COUNTS = ("passed", "failed", "errors", "skipped")
 # Directories not searched for test files when choosing the default command.
 _NOT_SEARCHED = frozenset(
     {
@@ -191,15 +204,43 @@ def execute_shell_command(step: Step, llm_config: dict | None) -> dict:
 
 
 def default_test_command(work_dir: str) -> tuple[str, str]:
-    """Choose ``(command, framework)`` for the repository in ``work_dir``."""
+    """Choose ``(command, framework)`` for the repository in ``work_dir``.
+
+    pytest and cargo come first, as they always have; the other build files
+    are looked for at the top of the repository only.
+    """
     if _has_pytest_config(work_dir) or _has_python_tests(work_dir):
         return PYTEST_COMMAND, "pytest"
-    if os.path.isfile(os.path.join(work_dir, "Cargo.toml")):
+
+    def present(name: str) -> bool:
+        return os.path.isfile(os.path.join(work_dir, name))
+
+    if present("Cargo.toml"):
         return CARGO_COMMAND, "cargo"
+    if _has_npm_test_script(work_dir):
+        return NPM_COMMAND, "npm"
+    if present("go.mod"):
+        return GO_COMMAND, "go"
+    if present("pom.xml"):
+        return MAVEN_COMMAND, "maven"
+    if present("build.gradle") or present("build.gradle.kts"):
+        return (GRADLE_WRAPPER_COMMAND if present("gradlew") else GRADLE_COMMAND), "gradle"
     raise StepError(
         "no test command found: give params.command (the repository has no pytest "
-        "tests or configuration and no Cargo.toml)"
+        "tests or configuration, no Cargo.toml, no package.json with a test script, "
+        "no go.mod, no pom.xml and no build.gradle)"
     )
+
+
+def _has_npm_test_script(work_dir: str) -> bool:
+    try:
+        with open(os.path.join(work_dir, "package.json"), encoding="utf-8") as f:
+            package = json.load(f)
+    except (OSError, ValueError):
+        return False
+    scripts = package.get("scripts") if isinstance(package, dict) else None
+    test = scripts.get("test") if isinstance(scripts, dict) else None
+    return isinstance(test, str) and bool(test.strip()) and test.strip() != _NPM_PLACEHOLDER_TEST
 
 
 def _has_pytest_config(work_dir: str) -> bool:
@@ -233,10 +274,15 @@ def _has_python_tests(work_dir: str) -> bool:
 def run_tests(step: Step, llm_config: dict | None) -> dict:
     """Run the test command (given or detected) and report the parsed results."""
     command = optional_str(step.params, "command")
+    work_dir = require_work_dir(step)
     if command is None or not command.strip():
-        command, _ = default_test_command(require_work_dir(step))
+        command, _ = default_test_command(work_dir)
+    started = time.time()
     outcome, timeout = _run(step, llm_config, command)
     report = parse_test_output(outcome.stdout + "\n" + outcome.stderr, outcome.exit_code)
+    if _falls_short(report, outcome):
+        reports = read_reports(fresh_reports(work_dir, started), work_dir)
+        report = complete_report(report, reports)
     passed = _succeeded(outcome)
     if outcome.timed_out or outcome.cancelled or outcome.exit_code is None:
         message = _outcome_message(outcome, timeout, "test command", step)
@@ -245,15 +291,12 @@ def run_tests(step: Step, llm_config: dict | None) -> dict:
     elif report["framework"] is None:
         message = (
             f"test command exited with code {outcome.exit_code} "
-            "(its output was not recognised as pytest or cargo test output)"
+            "(its output was not recognised as any known test runner's, "
+            "and it wrote no JUnit XML report)"
         )
     else:
         verdict = "tests passed" if passed else "tests failed"
-        message = (
-            f"{verdict}: {report['passed']} passed, {report['failed']} failed, "
-            f"{report['errors']} errors, {report['skipped']} skipped "
-            f"(exit code {outcome.exit_code})"
-        )
+        message = f"{verdict}: {_counts_phrase(report)} (exit code {outcome.exit_code})"
     return make_result(
         step.operation,
         "success" if passed else "failure",
@@ -261,3 +304,19 @@ def run_tests(step: Step, llm_config: dict | None) -> dict:
         tests=report,
         **_outcome_fields(command, outcome, step),
     )
+
+
+def _falls_short(report: dict, outcome: CommandOutcome) -> bool:
+    """Whether the report read from the output lacks what a JUnit XML report could give."""
+    if report["problem"] is not None:
+        return False
+    if report["framework"] is None or any(report[key] is None for key in _COUNTS):
+        return True
+    if not report["failures"]:
+        return outcome.exit_code != 0 or bool(report["failed"] or report["errors"])
+    return any(lacks_message(item) for item in report["failures"])
+
+
+def _counts_phrase(report: dict) -> str:
+    """``1 passed, 1 failed, 0 errors, 0 skipped``, leaving out counts the output did not say."""
+    return ", ".join(f"{report[key]} {key}" for key in _COUNTS if report[key] is not None)

@@ -1,27 +1,37 @@
-"""Reading test counts and failures out of pytest and ``cargo test`` output.
+"""Reading test counts and failures out of a test run's output.
 
 :func:`parse_test_output` returns the ``tests`` field of a ``run_tests``
 result::
 
-    {"framework": "pytest" | "cargo" | None,
-     "passed": int, "failed": int, "errors": int, "skipped": int,
-     "collected": int | None, "problem": str | None,
+    {"framework": "pytest" | "unittest" | "cargo" | "go" | "jest" | "vitest" | "mocha"
+                  | "node" | "maven" | "gradle" | None,
+     "passed": int | None, "failed": int | None, "errors": int | None,
+     "skipped": int | None, "collected": int | None, "problem": str | None,
      "failures": [{"name": str, "error_type": str | None, "message": str}]}
 
-unittest output (``Ran N tests`` then ``OK`` or ``FAILED (failures=1)``) gives
-``framework`` "unittest". Output that matches none of these formats gives
-``framework`` None, null counts and no failures.
+pytest, unittest (``Ran N tests`` then ``OK`` or ``FAILED (failures=1)``) and
+cargo are read here; go (:mod:`.tests_go`), the JavaScript runners
+(:mod:`.tests_javascript`) and Maven and Gradle (:mod:`.tests_java`) in their
+own modules.  A count is None where the output does not say it (``go test``
+without ``-v`` lists only failures).  Output that matches none of these
+formats gives ``framework`` None, null counts and no failures; ``run_tests``
+then reads the JUnit XML reports the command wrote (:mod:`.tests_junit_xml`).
 
 ``collected`` is how many tests the runner collected, when its output says
 (pytest prints it without ``-q``, and 0 when nothing ran; cargo and unittest
 always).  ``problem`` says why no test ran, when none did: a run that
 collected nothing is not "0 failed", and recovery must see the real cause
-(pytest's own error line, e.g. ``file or directory not found: tests/x.py``).
+(pytest's own error line, e.g. ``file or directory not found: tests/x.py``,
+or the compiler's first error when a Go package or a Java build did not compile).
 """
 
 from __future__ import annotations
 
 import re
+
+from .tests_go import parse_go, parse_go_json
+from .tests_java import parse_gradle, parse_maven
+from .tests_javascript import parse_jest, parse_mocha, parse_node, parse_vitest
 
 # Terminal escape sequences: CSI (colours, "\x1b[31m"), OSC ("\x1b]...BEL") and two-byte ones.
 _ANSI_ESCAPE = re.compile(r"\x1b(?:\[[0-?]*[ -/]*[@-~]|\][^\x07\x1b]*(?:\x07|\x1b\\)|[@-Z\\-_])")
@@ -63,18 +73,36 @@ def parse_test_output(output: str, exit_code: int | None = None) -> dict:
     """Parse the output (stdout and stderr together) of a test run that exited with ``exit_code``.
 
     Colour codes are removed first: a project's ``addopts = --color=yes`` (or
-    ``cargo test --color=always``) splits every summary line with them.
+    ``cargo test --color=always``, Vitest, Maven) splits every summary line with them.
+    The readers are tried from the most particular format to the loosest, each
+    keyed on lines no other runner prints, so that one runner's output is never
+    taken for another's; any error while reading leaves the output unrecognised.
     """
     lines = strip_ansi(output).splitlines()
-    report = (
-        parse_cargo(lines)
-        or parse_pytest(lines, exit_code)
-        or parse_unittest(lines)
-        or _unrecognised()
-    )
+    try:
+        report = _first_recognised(lines, exit_code)
+    except Exception:  # noqa: BLE001 - odd output must never fail the step
+        report = None
+    report = report or _unrecognised()
     report.setdefault("collected", None)
     report.setdefault("problem", None)
     return report
+
+
+def _first_recognised(lines: list[str], exit_code: int | None) -> dict | None:
+    return (
+        parse_cargo(lines)
+        or parse_go_json(lines)
+        or parse_pytest(lines, exit_code)
+        or parse_unittest(lines)
+        or parse_maven(lines)
+        or parse_gradle(lines)
+        or parse_go(lines)
+        or parse_jest(lines)
+        or parse_vitest(lines)
+        or parse_mocha(lines)
+        or parse_node(lines)
+    )
 
 
 def strip_ansi(text: str) -> str:

@@ -1,7 +1,9 @@
 """run_tests: default command choice, real pytest runs, and parsing pytest / cargo output."""
 
 import json
+import shutil
 
+import pytest
 from open_codex_lib import execute_operation
 from open_codex_lib.commands import default_test_command
 from open_codex_lib.tests_report import parse_test_output
@@ -424,3 +426,77 @@ def test_parse_unittest_all_ok():
         "problem": None,
         "failures": [],
     }
+
+
+def test_default_command_for_javascript_go_and_java(tmp_path):
+    npm_test = json.dumps({"scripts": {"test": "node --test"}})
+    placeholder = json.dumps({"scripts": {"test": 'echo "Error: no test specified" && exit 1'}})
+    cases = {
+        "npm": ({"package.json": npm_test}, "npm test"),
+        "go": ({"go.mod": "module example.com/x\n"}, "go test ./..."),
+        "maven": ({"pom.xml": "<project/>"}, "mvn -B -q test"),
+        "gradle": ({"build.gradle": ""}, "gradle test"),
+        "gradlew": ({"build.gradle.kts": "", "gradlew": "#!/bin/sh\n"}, "./gradlew test"),
+        # npm's own placeholder script is no test command: go.mod decides.
+        "placeholder": ({"package.json": placeholder, "go.mod": ""}, "go test ./..."),
+        "broken json": ({"package.json": "{", "pom.xml": ""}, "mvn -B -q test"),
+        # Python and Rust keep their place before the others.
+        "python first": ({"package.json": npm_test, "test_x.py": ""}, "python3 -m pytest -q"),
+        "cargo first": ({"go.mod": "", "Cargo.toml": ""}, "cargo test"),
+    }
+    for name, (tree, expected) in cases.items():
+        root = tmp_path / name.replace(" ", "_")
+        for rel, content in tree.items():
+            (root / rel).parent.mkdir(parents=True, exist_ok=True)
+            (root / rel).write_text(content)
+        assert default_test_command(str(root))[0] == expected, name
+
+
+NODE_PROJECT = {
+    "package.json": json.dumps(
+        {"name": "calc", "version": "1.0.0", "scripts": {"test": "node --test"}}
+    ),
+    "math.js": "exports.add = (a, b) => a + b;\n",
+    "math.test.js": (
+        "const test = require('node:test');\n"
+        "const assert = require('node:assert');\n"
+        "const { add } = require('./math.js');\n\n"
+        "test('adds', () => { assert.strictEqual(add(1, 2), 3); });\n"
+        "test('adds wrongly', () => { assert.strictEqual(add(1, 1), 3); });\n"
+    ),
+}
+
+
+@pytest.mark.skipif(shutil.which("npm") is None, reason="node and npm are not installed")
+def test_real_npm_test_of_a_node_test_suite_names_the_failing_test(make_step):
+    result = execute_operation(make_step("run_tests", {}, work=NODE_PROJECT).path, {})
+    assert result["command"] == "npm test"
+    assert result["status"] == "failure"
+    tests = result["tests"]
+    assert (tests["framework"], tests["passed"], tests["failed"]) == ("node", 1, 1)
+    assert tests["failures"] == [
+        {
+            "name": "adds wrongly",
+            "error_type": "AssertionError",
+            "message": "Expected values to be strictly equal:\n\n2 !== 3",
+        }
+    ]
+    assert result["message"] == (
+        "tests failed: 1 passed, 1 failed, 0 errors, 0 skipped (exit code 1)"
+    )
+
+
+@pytest.mark.skipif(shutil.which("node") is None, reason="node is not installed")
+def test_real_node_junit_report_is_read_when_the_output_says_nothing(make_step):
+    command = (
+        "mkdir -p reports && "
+        "node --test --test-reporter=junit --test-reporter-destination=reports/junit.xml"
+    )
+    files = make_step("run_tests", {"command": command}, work=NODE_PROJECT)
+    result = execute_operation(files.path, {})
+    assert result["stdout"].strip() == ""
+    tests = result["tests"]
+    assert (tests["framework"], tests["passed"], tests["failed"]) == ("junit-xml", 1, 1)
+    assert tests["report_files"] == ["reports/junit.xml"]
+    assert [item["name"] for item in tests["failures"]] == ["adds wrongly"]
+    assert tests["failures"][0]["error_type"] == "AssertionError"

@@ -6,6 +6,7 @@ mod bridge;
 mod commands;
 mod contract;
 mod flows;
+mod languages;
 mod layers;
 mod llm;
 mod mcp;

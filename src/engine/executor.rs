@@ -787,7 +787,6 @@ impl Executor {
                 .finish_failed(step, attempt, started, StepError::new("failure", text))
                 .map(|()| false);
         }
-        workspace::sync_files(&output_dir, &output_files)?;
         let duration_ms = started.elapsed().as_millis() as u64;
         let entry = self
             .status

@@ -195,9 +195,13 @@ pub(crate) fn replay(status: &mut FlowStatus, records: &[Record]) {
 
 /// Writes the status atomically and compactly, stamping `updated_at` and how much of the
 /// journal it includes (all of it: `status` must hold every event journaled so far, as the
-/// executor's own and a replayed one do).
+/// executor's own and a replayed one do). The file system is flushed first.
 pub(crate) fn save_status(task: &TaskDir, status: &mut FlowStatus) -> Result<()> {
     status.updated_at = now();
+    // Everything the status refers to (steps' results and outputs, the journal up to its
+    // offset) is on disk before it is: one flush of the file system per status write instead of
+    // several fsyncs per step.
+    workspace::sync_file_system(&task.root)?;
     status.journal_offset = journal::durable_len(&task.file(workspace::JOURNAL_FILE))?;
     let bytes = serde_json::to_vec(status).map_err(|err| crate::error::Error::Io {
         context: "serialising the status".into(),
@@ -217,7 +221,13 @@ pub(crate) fn load_result(task: &TaskDir, step: &str) -> Result<Option<StepResul
 
 /// Writes a step's `result.json` (before the status that points at it).
 pub(crate) fn save_result(task: &TaskDir, step: &str, result: &StepResult) -> Result<()> {
-    workspace::write_json_atomic(&task.step_dir(step).join(workspace::RESULT_FILE), result)
+    // Durable with the next status write, which flushes the file system first.
+    let mut bytes = serde_json::to_vec_pretty(result).map_err(|err| Error::Io {
+        context: format!("serialising the result of {step}"),
+        source: err.into(),
+    })?;
+    bytes.push(b'\n');
+    workspace::write_replacing(&task.step_dir(step).join(workspace::RESULT_FILE), &bytes)
 }
 
 /// A succeeded step whose recorded outputs are gone from the task directory (deleted by hand,

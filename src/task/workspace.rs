@@ -188,6 +188,24 @@ pub(crate) fn write_atomic(path: &Path, bytes: &[u8]) -> Result<()> {
     sync_dir(dir)
 }
 
+/// Writes `bytes` to `path` so that readers see either the old file or the new one, never a
+/// mix, across a crash of ocflow (temp file, rename) — without waiting for the disk: the next
+/// status write flushes the file system first (`state::save_status`), so no saved status ever
+/// refers to it before it is durable.
+pub(crate) fn write_replacing(path: &Path, bytes: &[u8]) -> Result<()> {
+    let dir = path.parent().unwrap_or(Path::new("."));
+    let context = || format!("writing {}", path.display());
+    let mut temp = tempfile::Builder::new()
+        .prefix(".tmp-")
+        .tempfile_in(dir)
+        .io_context(context)?;
+    temp.write_all(bytes).io_context(context)?;
+    temp.persist(path)
+        .map_err(|err| err.error)
+        .io_context(context)?;
+    Ok(())
+}
+
 /// Serialises `value` as pretty JSON and writes it atomically.
 pub(crate) fn write_json_atomic<T: Serialize>(path: &Path, value: &T) -> Result<()> {
     let mut bytes = serde_json::to_vec_pretty(value).map_err(|err| Error::Io {
@@ -203,29 +221,6 @@ pub(crate) fn sync_dir(dir: &Path) -> Result<()> {
     File::open(dir)
         .and_then(|d| d.sync_all())
         .io_context(|| format!("syncing the directory {}", dir.display()))
-}
-
-/// Makes files (and the directories holding them) durable before the state that refers to
-/// them is saved: after a power loss a succeeded step's outputs must be whole.
-pub(crate) fn sync_files(root: &Path, relative: &[String]) -> Result<()> {
-    let mut dirs = std::collections::BTreeSet::new();
-    for file in relative {
-        let path = root.join(file);
-        File::open(&path)
-            .and_then(|f| f.sync_all())
-            .io_context(|| format!("syncing {}", path.display()))?;
-        let mut dir = path.parent();
-        while let Some(current) = dir {
-            if !current.starts_with(root) || !dirs.insert(current.to_path_buf()) {
-                break;
-            }
-            dir = current.parent();
-        }
-    }
-    for dir in dirs {
-        sync_dir(&dir)?;
-    }
-    Ok(())
 }
 
 /// Flushes the whole file system holding `dir` (one call instead of one fsync per file, for

@@ -51,6 +51,12 @@ pub fn run(cli: Cli, api_key: ApiKey) -> Result<ExitCode> {
             max_processes: args.max_processes,
             inner: args.inner,
             hidden: &args.hide,
+            overlay: match (&args.overlay_lower, &args.overlay_upper, &args.overlay_work) {
+                (Some(lower), Some(upper), Some(work)) => {
+                    Some(sandbox_exec::Overlay { lower, upper, work })
+                }
+                _ => None,
+            },
             command: &args.command,
         });
         say(&format!("ocflow sandbox-exec: {problem}"));

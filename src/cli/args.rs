@@ -142,6 +142,13 @@ pub(crate) struct SandboxArgs {
     /// (internal) Already inside the namespaces: apply Landlock and run the command.
     #[arg(long)]
     pub(crate) inner: bool,
+    /// Show this view through an overlay whose upper directory is `--overlay-upper`.
+    #[arg(long, value_name = "PATH")]
+    pub(crate) overlay_lower: Option<PathBuf>,
+    #[arg(long, value_name = "PATH")]
+    pub(crate) overlay_upper: Option<PathBuf>,
+    #[arg(long, value_name = "PATH")]
+    pub(crate) overlay_work: Option<PathBuf>,
     /// The command and its arguments.
     #[arg(last = true)]
     pub(crate) command: Vec<std::ffi::OsString>,

@@ -154,6 +154,8 @@ pub(crate) struct FileSandbox {
     pub(crate) memory_mb: Option<u64>,
     /// The processes a command step may run at once (default 1024).
     pub(crate) max_processes: Option<u64>,
+    /// Show command steps their view through an overlay where the kernel allows it.
+    pub(crate) overlay: Option<bool>,
 }
 
 /// `[recovery]` in a config file.
@@ -313,6 +315,7 @@ impl FileConfig {
                 namespaces: self.sandbox.namespaces.or(fallback.sandbox.namespaces),
                 network: self.sandbox.network.or(fallback.sandbox.network),
                 memory_mb: self.sandbox.memory_mb.or(fallback.sandbox.memory_mb),
+                overlay: self.sandbox.overlay.or(fallback.sandbox.overlay),
                 max_processes: self
                     .sandbox
                     .max_processes
@@ -597,6 +600,7 @@ fn resolve_sandbox(
         memory_mb: file.memory_mb.unwrap_or(DEFAULT_MEMORY_MB).max(16),
         max_processes: file.max_processes.unwrap_or(DEFAULT_MAX_PROCESSES).max(4),
         // The key files, when keys came from them: no command may read them.
+        overlay: file.overlay != Some(false),
         hidden: std::env::var_os(crate::llm::key::KEY_FILE_VARIABLE)
             .map(PathBuf::from)
             .into_iter()

@@ -18,6 +18,7 @@ use crate::engine::bridge::{Bridge, CallOutcome, HostLlm, StepLlm};
 use crate::engine::instructions::{self, DoneStep};
 use crate::engine::recovery;
 use crate::engine::sandbox::SandboxPlan;
+use crate::engine::sandbox_exec;
 use crate::error::{Error, IoContext, Result};
 use crate::flow::operations::{self, Access, ParamMeaning};
 use crate::flow::path_rules::PathRules;
@@ -180,6 +181,11 @@ struct Checkpoint {
     journal_bytes: u64,
     status_bytes: u64,
 }
+
+/// A command step's overlay directories, in its step directory: what the command changed, and
+/// the scratch space overlayfs needs beside it.
+const UPPER_DIR: &str = "upper";
+const WORK_DIR: &str = "work";
 
 /// The longest the status file lags the journal while steps run.
 const CHECKPOINT_EVERY: std::time::Duration = std::time::Duration::from_secs(10);
@@ -542,8 +548,22 @@ impl Executor {
             if let Some(plan) = &self.settings.sandbox {
                 // The network is off unless the user allowed it, for every step or this one.
                 let asked = step.params.get("network").and_then(Value::as_bool) == Some(true);
-                sandbox =
-                    Some(plan.launcher(&self.task.view(index), &[temp], plan.network || asked)?);
+                // The view through an overlay: the command's changes land in `upper/`.
+                let (upper, work) = (dir.join(UPPER_DIR), dir.join(WORK_DIR));
+                if plan.overlay {
+                    for fresh in [&upper, &work] {
+                        sandbox_exec::remove_overlay_dirs(fresh);
+                        fs::create_dir_all(fresh)
+                            .io_context(|| format!("creating {}", fresh.display()))?;
+                    }
+                }
+                let overlay = plan.overlay.then_some((upper.as_path(), work.as_path()));
+                sandbox = Some(plan.launcher(
+                    &self.task.view(index),
+                    &[temp],
+                    plan.network || asked,
+                    overlay,
+                )?);
             }
         }
 
@@ -702,16 +722,43 @@ impl Executor {
         {
             crate::engine::orphans::stop_step(&self.task, &step.id);
         }
+        // Under an overlay (mounted at least once: its work directory has `work/`), the
+        // changes are the upper directory's; a plugin may also have written into the view
+        // from Python, so for those the view is walked as well.
+        let (upper, work) = (dir.join(UPPER_DIR), dir.join(WORK_DIR));
+        let overlaid = work.join("work").is_dir();
+        let built_in_command = matches!(
+            step.operation.as_str(),
+            "execute_shell_command" | "run_tests"
+        );
+        let forbidden = &self.settings.forbidden;
         let captured = match (access, view.and_then(|index| self.views.get_mut(index))) {
-            (Access::View, Some(view)) => Some(view.capture(
-                &self.task,
-                &step.id,
-                sequence,
-                &output_dir,
-                &self.settings.forbidden,
-            )?),
+            (Access::View, Some(view)) if overlaid => {
+                let mut captured = view.capture_overlay(
+                    &self.task,
+                    &step.id,
+                    sequence,
+                    &upper,
+                    &output_dir,
+                    forbidden,
+                )?;
+                if !built_in_command {
+                    let direct =
+                        view.capture(&self.task, &step.id, sequence, &output_dir, forbidden)?;
+                    captured.merge(direct);
+                }
+                Some((captured, "overlay"))
+            }
+            (Access::View, Some(view)) => Some((
+                view.capture(&self.task, &step.id, sequence, &output_dir, forbidden)?,
+                "copy",
+            )),
             _ => None,
         };
+        if overlaid || upper.exists() {
+            sandbox_exec::remove_overlay_dirs(&upper);
+            sandbox_exec::remove_overlay_dirs(&work);
+        }
         let value = match outcome {
             CallOutcome::Returned { result } => result,
             CallOutcome::Exception {
@@ -758,7 +805,8 @@ impl Executor {
             }
         };
         let (output_files, deleted_files) = match captured {
-            Some(captured) => {
+            Some((captured, how)) => {
+                result.view = Some(how.to_string());
                 // Symlinks and special files a command made are never carried out of the view.
                 result.ignored_files = captured.ignored;
                 (captured.output_files, captured.deleted_files)

@@ -41,6 +41,9 @@ pub(crate) struct SandboxPlan {
     pub(crate) process_limit: &'static str,
     /// What commands must not see: the key file.
     pub(crate) hidden: Vec<PathBuf>,
+    /// Whether command steps see their view through an overlay (their changes read from its
+    /// upper directory, no walk of the view): where the kernel allows it and the settings do.
+    pub(crate) overlay: bool,
 }
 
 /// The settings a plan is made from.
@@ -51,6 +54,8 @@ pub(crate) struct SandboxSettings {
     pub(crate) memory_mb: u64,
     pub(crate) max_processes: u64,
     pub(crate) hidden: Vec<PathBuf>,
+    /// Use overlays where the kernel allows them (`[sandbox] overlay`).
+    pub(crate) overlay: bool,
 }
 
 impl SandboxPlan {
@@ -58,7 +63,7 @@ impl SandboxPlan {
     /// neither namespaces ocflow may use nor Landlock (commands then run unconfined, and say
     /// so). A probe that cannot run is an error, not a silent "no sandbox".
     pub(crate) fn probe(settings: SandboxSettings) -> Result<Option<SandboxPlan>, Error> {
-        let landlock = probe_landlock()?;
+        let (landlock, overlay) = probe_landlock()?;
         let bwrap = if settings.namespaces {
             usable_bwrap()
         } else {
@@ -77,6 +82,7 @@ impl SandboxPlan {
             max_processes: settings.max_processes,
             process_limit,
             hidden: settings.hidden,
+            overlay: overlay && settings.overlay,
         }))
     }
 
@@ -149,11 +155,13 @@ impl SandboxPlan {
     /// The launcher for a command running in `view`: writable are the view, `extra` (the
     /// step's temporary directory) and the plan's paths; `network`: whether this step may use
     /// the network.
+    /// With `overlay` (its upper and work directories), the view is shown through an overlay.
     pub(crate) fn launcher(
         &self,
         view: &Path,
         extra: &[PathBuf],
         network: bool,
+        overlay: Option<(&Path, &Path)>,
     ) -> crate::error::Result<StepSandbox> {
         let exe = std::env::current_exe()
             .io_context(|| "finding the ocflow executable for the sandbox".into())?;
@@ -179,6 +187,16 @@ impl SandboxPlan {
         if let Some(bwrap) = &self.bwrap {
             launcher.push("--bwrap".into());
             launcher.push(bwrap.to_string_lossy().into_owned());
+        }
+        if let Some((upper, work)) = overlay {
+            for (flag, path) in [
+                ("--overlay-lower", view.as_path()),
+                ("--overlay-upper", upper),
+                ("--overlay-work", work),
+            ] {
+                launcher.push(flag.into());
+                launcher.push(path.to_string_lossy().into_owned());
+            }
         }
         launcher.push("--memory-mb".into());
         launcher.push(self.memory_mb.to_string());
@@ -277,9 +295,10 @@ fn usable_bwrap() -> Option<PathBuf> {
     works.then_some(found)
 }
 
-/// What Landlock enforces here (`landlock`, `landlock-partial`, `none`). Asks a child
-/// `sandbox-exec --probe`: restricting this process would restrict ocflow.
-fn probe_landlock() -> Result<String, Error> {
+/// What Landlock enforces here (`landlock`, `landlock-partial`, `none`), and whether overlays
+/// can be mounted. Asks a child `sandbox-exec --probe`: restricting this process would
+/// restrict ocflow.
+fn probe_landlock() -> Result<(String, bool), Error> {
     let failed = |problem: String| {
         Error::Usage(format!(
             "{problem}; run with --no-sandbox to go on without it"
@@ -291,9 +310,12 @@ fn probe_landlock() -> Result<String, Error> {
         .args(["sandbox-exec", "--probe"])
         .output()
         .map_err(|err| failed(format!("cannot run {}: {err}", exe.display())))?;
-    let kind = String::from_utf8_lossy(&output.stdout).trim().to_string();
+    let text = String::from_utf8_lossy(&output.stdout).to_string();
+    let mut lines = text.lines();
+    let kind = lines.next().unwrap_or("").trim().to_string();
+    let overlay = lines.next().map(str::trim) == Some("overlay");
     match kind.as_str() {
-        "none" | "landlock" | "landlock-partial" if output.status.success() => Ok(kind),
+        "none" | "landlock" | "landlock-partial" if output.status.success() => Ok((kind, overlay)),
         _ => Err(failed(format!(
             "the sandbox probe failed: {}",
             String::from_utf8_lossy(&output.stderr).trim()

@@ -37,7 +37,20 @@ pub(crate) struct ExecRequest<'a> {
     pub(crate) inner: bool,
     /// Files and directories the command must not see (the key file).
     pub(crate) hidden: &'a [PathBuf],
+    /// The view to show through an overlay, so that the command's changes land elsewhere.
+    pub(crate) overlay: Option<Overlay<'a>>,
     pub(crate) command: &'a [OsString],
+}
+
+/// A view shown to the command through the kernel's overlayfs: `lower` (the view) is mounted
+/// over itself with `upper` on top, in a user and mount namespace of the launcher's own, before
+/// bubblewrap starts; whatever the command creates, changes or deletes lands in `upper`
+/// (deletions as whiteouts), and the view itself stays as it was.
+#[derive(Debug, Clone, Copy)]
+pub(crate) struct Overlay<'a> {
+    pub(crate) lower: &'a Path,
+    pub(crate) upper: &'a Path,
+    pub(crate) work: &'a Path,
 }
 
 /// Credential stores in the home directory a command has no business reading: hidden with
@@ -66,10 +79,17 @@ pub(crate) fn exec(request: &ExecRequest<'_>) -> String {
     }
 }
 
-/// What Landlock enforces here: `landlock`, `landlock-partial` or `none` (it restricts this
-/// process, so a probe runs in a child of its own).
-pub(crate) fn probe() -> Result<&'static str, String> {
-    restrict(&[], true).map_err(|err| format!("cannot set up Landlock: {err}"))
+/// What this machine allows, in two lines: what Landlock enforces (`landlock`,
+/// `landlock-partial` or `none`), then `overlay` or `no-overlay`. It unshares and restricts
+/// this process, so a probe runs in a child of its own.
+pub(crate) fn probe() -> Result<String, String> {
+    let overlay = if probe_overlay() {
+        "overlay"
+    } else {
+        "no-overlay"
+    };
+    let landlock = restrict(&[], true).map_err(|err| format!("cannot set up Landlock: {err}"))?;
+    Ok(format!("{landlock}\n{overlay}"))
 }
 
 enum Never {}
@@ -80,6 +100,9 @@ fn confine_and_exec(request: &ExecRequest<'_>) -> Result<Never, String> {
     };
     if !request.inner {
         limit_resources(request.memory_mb, request.max_processes)?;
+        if let Some(overlay) = request.overlay {
+            mount_overlay(overlay)?;
+        }
         if let Some(bwrap) = request.bwrap {
             let error = bwrap_command(bwrap, request)?.exec();
             return Err(format!("cannot run {}: {error}", bwrap.display()));
@@ -150,6 +173,121 @@ fn bwrap_command(bwrap: &Path, request: &ExecRequest<'_>) -> Result<std::process
     command.arg("--network");
     command.arg("--").args(request.command);
     Ok(command)
+}
+
+/// Mounts `overlay` in a new user and mount namespace of this process (overlayfs may be
+/// mounted without privileges there since Linux 5.11). The user keeps its own ids inside.
+pub(crate) fn mount_overlay(overlay: Overlay<'_>) -> Result<(), String> {
+    use rustix::mount::{MountFlags, MountPropagationFlags, mount, mount_change};
+    use rustix::thread::{UnshareFlags, unshare_unsafe};
+    let (uid, gid) = (
+        rustix::process::getuid().as_raw(),
+        rustix::process::getgid().as_raw(),
+    );
+    let refused = |what: &str, err: std::io::Error| format!("cannot {what} for the overlay: {err}");
+    // SAFETY: the launcher is single-threaded; no other thread shares its file table or
+    // credentials.
+    unsafe { unshare_unsafe(UnshareFlags::NEWUSER | UnshareFlags::NEWNS) }
+        .map_err(|err| refused("make a user and mount namespace", err.into()))?;
+    std::fs::write("/proc/self/setgroups", "deny")
+        .and_then(|()| std::fs::write("/proc/self/uid_map", format!("{uid} {uid} 1")))
+        .and_then(|()| std::fs::write("/proc/self/gid_map", format!("{gid} {gid} 1")))
+        .map_err(|err| refused("map the user", err))?;
+    mount_change(
+        "/",
+        MountPropagationFlags::REC | MountPropagationFlags::PRIVATE,
+    )
+    .map_err(|err| refused("make the mounts private", err.into()))?;
+    // Commas and colons separate overlayfs options and layers; a backslash escapes them.
+    let escape = |path: &Path| {
+        let mut out = String::new();
+        for c in path.to_string_lossy().chars() {
+            if matches!(c, '\\' | ',' | ':') {
+                out.push('\\');
+            }
+            out.push(c);
+        }
+        out
+    };
+    // `userxattr`: in a user namespace overlayfs keeps its marks (opaque directories) in
+    // `user.overlay.*` attributes; without it, removing a directory fails with EIO.
+    let options = format!(
+        "userxattr,lowerdir={},upperdir={},workdir={}",
+        escape(overlay.lower),
+        escape(overlay.upper),
+        escape(overlay.work)
+    );
+    let cwd = std::env::current_dir().ok();
+    mount(
+        "overlay",
+        overlay.lower,
+        "overlay",
+        MountFlags::empty(),
+        std::ffi::CString::new(options)
+            .map_err(|err| refused("use the paths", std::io::Error::other(err)))?
+            .as_c_str(),
+    )
+    .map_err(|err| refused("mount", err.into()))?;
+    // The command starts in the view: entered again by its path, the directory is the
+    // overlay's, not the one beneath it.
+    if let Some(cwd) = cwd {
+        std::env::set_current_dir(&cwd).map_err(|err| refused("enter the view", err))?;
+    }
+    Ok(())
+}
+
+/// Whether overlays can be mounted here: mounts one on a scratch directory and writes through
+/// it. Unshares this process, so it runs in a child of its own (`sandbox-exec --probe`).
+pub(crate) fn probe_overlay() -> bool {
+    let root = std::env::temp_dir().join(format!("ocflow-overlay-probe-{}", std::process::id()));
+    let (lower, upper, work) = (root.join("lower"), root.join("upper"), root.join("work"));
+    let made = [&lower.join("dir"), &upper, &work]
+        .iter()
+        .all(|dir| std::fs::create_dir_all(dir).is_ok())
+        && std::fs::write(lower.join("dir/file"), "x").is_ok();
+    // A write and a directory's removal through the overlay (the second needs the file
+    // system to take overlayfs's marks).
+    let works = made
+        && mount_overlay(Overlay {
+            lower: &lower,
+            upper: &upper,
+            work: &work,
+        })
+        .is_ok()
+        && std::fs::write(lower.join("probe"), "x").is_ok()
+        && upper.join("probe").is_file()
+        && std::fs::remove_dir_all(lower.join("dir")).is_ok();
+    let _ = rustix::mount::unmount(&lower, rustix::mount::UnmountFlags::DETACH);
+    remove_overlay_dirs(&root);
+    works
+}
+
+/// Removes a tree an overlay used: its work directory holds a directory without permissions.
+pub(crate) fn remove_overlay_dirs(root: &Path) {
+    use std::os::unix::fs::PermissionsExt;
+    for entry in walk_dirs(root) {
+        let _ = std::fs::set_permissions(&entry, std::fs::Permissions::from_mode(0o700));
+    }
+    let _ = std::fs::remove_dir_all(root);
+}
+
+/// Every directory under `root` (itself included), made readable on the way.
+fn walk_dirs(root: &Path) -> Vec<PathBuf> {
+    use std::os::unix::fs::PermissionsExt;
+    let mut found = Vec::new();
+    let mut todo = vec![root.to_path_buf()];
+    while let Some(dir) = todo.pop() {
+        let _ = std::fs::set_permissions(&dir, std::fs::Permissions::from_mode(0o700));
+        if let Ok(entries) = std::fs::read_dir(&dir) {
+            for entry in entries.flatten() {
+                if entry.file_type().is_ok_and(|t| t.is_dir()) {
+                    todo.push(entry.path());
+                }
+            }
+        }
+        found.push(dir);
+    }
+    found
 }
 
 /// The memory limit (`RLIMIT_DATA`) and the process limit: a `pids` cgroup of its own where

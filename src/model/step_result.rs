@@ -29,6 +29,10 @@ pub(crate) struct StepResult {
     /// Symlinks and special files a command made, never carried out of its view.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub(crate) ignored_files: Vec<String>,
+    /// How a command step's changes were found: `overlay` (read from the overlay it ran
+    /// under, whatever the repository's size) or `copy` (the view walked and compared).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub(crate) view: Option<String>,
     /// Why an LLM operation's call failed, when it did.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub(crate) llm_error: Option<LlmFailure>,

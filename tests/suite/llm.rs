@@ -460,8 +460,10 @@ fn the_key_reaches_nothing_but_the_authorization_header() {
     let sandbox = Sandbox::new(&[("a.txt", "a\n")]);
     let plan = json!({"steps": [
         {"id": "look", "operation": "execute_shell_command",
-         "params": {"command": "env > env.txt; tr '\\0' '\\n' < /proc/$PPID/environ \
-                                > parent_env.txt; echo done"}}
+         // The parent's environment, or why it cannot be read (under the overlay's user
+         // namespace the launcher's parent is out of the command's reach).
+         "params": {"command": "env > env.txt; (tr '\\0' '\\n' < /proc/$PPID/environ) \
+                                > parent_env.txt 2>&1; echo done"}}
     ]})
     .to_string();
     let llm = FakeLlm::start(vec![chat(&plan), chat("summary")]);

@@ -24,3 +24,4 @@ mod small_models;
 mod stream;
 mod terminal;
 mod validation;
+mod views;

@@ -1,0 +1,95 @@
+//! Command steps' views through an overlay (issue 15): the command's changes are read from the
+//! overlay's upper directory — deletions as whiteouts, a directory deleted and made again as an
+//! opaque one — and carried into the view, so later steps see them; the result says which way
+//! ran, and the files are the same as with the copy-and-compare fallback.
+
+use serde_json::{Value, json};
+
+use super::support::*;
+
+fn flow() -> Value {
+    let shell = |id: &str, command: &str, after: &[&str]| {
+        json!({"id": id, "operation": "execute_shell_command", "depends_on": after,
+               "params": {"command": command}})
+    };
+    json!([
+        shell(
+            "edit",
+            "echo changed > keep.txt && rm gone.txt && mkdir -p new/deep && \
+                       echo n > new/deep/n.txt && mkdir -p node_modules/pkg && \
+                       echo dep > node_modules/pkg/index.js",
+            &[]
+        ),
+        shell(
+            "swap",
+            "rm -r dir && mkdir dir && echo fresh > dir/fresh.txt && rm file && \
+                       mkdir file && echo inside > file/inside.txt",
+            &["edit"]
+        ),
+        shell(
+            "later",
+            "cat node_modules/pkg/index.js > seen.txt && ls dir > listing.txt && \
+                        test ! -e gone.txt",
+            &["swap"]
+        )
+    ])
+}
+
+fn run(overlay: bool) -> (Sandbox, Vec<Value>) {
+    let sandbox = Sandbox::new(&[
+        ("keep.txt", "keep\n"),
+        ("gone.txt", "gone\n"),
+        ("dir/old.txt", "old\n"),
+        ("dir/sub/older.txt", "older\n"),
+        ("file", "a file\n"),
+    ]);
+    if !overlay {
+        sandbox.configure_sandbox("overlay = false");
+    }
+    assert_exit(&sandbox.run(&flow(), "t"), 0);
+    let results = ["edit", "swap", "later"]
+        .iter()
+        .map(|step| sandbox.result("t", step))
+        .collect();
+    (sandbox, results)
+}
+
+#[test]
+fn an_overlay_view_captures_what_the_copy_captures() {
+    if !namespaces_available() {
+        eprintln!("skipped: no namespaces here (the copy-and-compare view is the only one)");
+        return;
+    }
+    let (overlaid, with) = run(true);
+    let (copied, without) = run(false);
+    for (a, b) in with.iter().zip(&without) {
+        assert_eq!(a["view"], json!("overlay"), "{a}");
+        assert_eq!(b["view"], json!("copy"), "{b}");
+        for field in ["output_files", "deleted_files", "status"] {
+            assert_eq!(a[field], b[field], "{field}: {a} vs {b}");
+        }
+    }
+    assert_eq!(
+        with[0]["output_files"],
+        json!(["keep.txt", "new/deep/n.txt"])
+    );
+    assert_eq!(with[0]["deleted_files"], json!(["gone.txt"]));
+    assert_eq!(
+        with[1]["deleted_files"],
+        json!(["dir/old.txt", "dir/sub/older.txt", "file"])
+    );
+    assert_eq!(
+        with[1]["output_files"],
+        json!(["dir/fresh.txt", "file/inside.txt"])
+    );
+    assert_eq!(with[2]["output_files"], json!(["listing.txt", "seen.txt"]));
+    let final_files = |sandbox: &Sandbox| text_tree(&sandbox.task_dir("t").join("final_output"));
+    assert_eq!(final_files(&overlaid), final_files(&copied));
+    assert_eq!(final_files(&overlaid)["seen.txt"], "dep\n");
+    assert_eq!(final_files(&overlaid)["listing.txt"], "fresh.txt\n");
+    // Nothing of the overlay is left in the step directories.
+    for step in ["edit", "swap", "later"] {
+        let dir = overlaid.task_dir("t").join(step);
+        assert!(!dir.join("upper").exists() && !dir.join("work").exists());
+    }
+}

@@ -550,14 +550,15 @@ impl Executor {
                 let asked = step.params.get("network").and_then(Value::as_bool) == Some(true);
                 // The view through an overlay: the command's changes land in `upper/`.
                 let (upper, work) = (dir.join(UPPER_DIR), dir.join(WORK_DIR));
-                if plan.overlay {
+                let overlay = plan.overlay && self.views[index].files() >= plan.overlay_from_files;
+                if overlay {
                     for fresh in [&upper, &work] {
                         sandbox_exec::remove_overlay_dirs(fresh);
                         fs::create_dir_all(fresh)
                             .io_context(|| format!("creating {}", fresh.display()))?;
                     }
                 }
-                let overlay = plan.overlay.then_some((upper.as_path(), work.as_path()));
+                let overlay = overlay.then_some((upper.as_path(), work.as_path()));
                 sandbox = Some(plan.launcher(
                     &self.task.view(index),
                     &[temp],

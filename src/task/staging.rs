@@ -813,6 +813,11 @@ impl View {
         Ok(captured)
     }
 
+    /// How many files and symlinks the view holds (excluded directories left out).
+    pub(crate) fn files(&self) -> usize {
+        self.manifest.len()
+    }
+
     /// Whether `path` lies in a directory staging skips (`node_modules`, `.venv`, …).
     fn is_excluded(&self, path: &RepoPath) -> bool {
         let mut parent = self.root.clone();

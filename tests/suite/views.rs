@@ -43,9 +43,12 @@ fn run(overlay: bool) -> (Sandbox, Vec<Value>) {
         ("dir/sub/older.txt", "older\n"),
         ("file", "a file\n"),
     ]);
-    if !overlay {
-        sandbox.configure_sandbox("overlay = false");
-    }
+    // Forced either way: by default only views of 2000 files or more use the overlay.
+    sandbox.configure_sandbox(if overlay {
+        "overlay = true"
+    } else {
+        "overlay = false"
+    });
     assert_exit(&sandbox.run(&flow(), "t"), 0);
     let results = ["edit", "swap", "later"]
         .iter()

@@ -235,7 +235,13 @@ def test_results_block_shape():
     block = results_block()
     assert set(block) == {"common", "host_adds", "operations"}
     assert block["common"] == ["status", "operation", "message", "output_files", "deleted_files"]
-    assert block["host_adds"] == ["output_files", "deleted_files", "ignored_files", "version"]
+    assert block["host_adds"] == [
+        "output_files",
+        "deleted_files",
+        "ignored_files",
+        "view",
+        "version",
+    ]
     for operation, fields in block["operations"].items():
         assert isinstance(fields, list), operation
         assert len(set(fields)) == len(fields), f"{operation} lists a field twice"

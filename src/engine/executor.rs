@@ -182,6 +182,11 @@ struct Checkpoint {
     status_bytes: u64,
 }
 
+/// The operations that touch their view only through commands (so only under an overlay).
+fn is_built_in_command(operation: &str) -> bool {
+    matches!(operation, "execute_shell_command" | "run_tests")
+}
+
 /// A command step's overlay directories, in its step directory: what the command changed, and
 /// the scratch space overlayfs needs beside it.
 const UPPER_DIR: &str = "upper";
@@ -488,6 +493,10 @@ impl Executor {
         for fresh in [&input_dir, &output_dir] {
             fs::create_dir_all(fresh).io_context(|| format!("creating {}", fresh.display()))?;
         }
+        // A killed attempt's overlay directories go too, whatever this attempt uses: they must
+        // never be taken for this one's changes.
+        sandbox_exec::remove_overlay_dirs(&dir.join(UPPER_DIR));
+        sandbox_exec::remove_overlay_dirs(&dir.join(WORK_DIR));
 
         let ancestors = self.flow.ancestors(&step.id);
         let overlay = Overlay::from_status(&self.status, &self.flow, Some(&ancestors));
@@ -548,12 +557,21 @@ impl Executor {
             if let Some(plan) = &self.settings.sandbox {
                 // The network is off unless the user allowed it, for every step or this one.
                 let asked = step.params.get("network").and_then(Value::as_bool) == Some(true);
-                // The view through an overlay: the command's changes land in `upper/`.
+                // The view through an overlay: the command's changes land in `upper/`. Only for
+                // the built-in commands (a plugin may write into its view from Python, between
+                // commands or beside them), and only where the view's files keep the group
+                // they would have (a setgid workspace gives them one the overlay's user
+                // namespace cannot map, and copying a file up would fail).
                 let (upper, work) = (dir.join(UPPER_DIR), dir.join(WORK_DIR));
-                let overlay = plan.overlay && self.views[index].files() >= plan.overlay_from_files;
+                let view_group = fs::metadata(self.task.view(index)).map(|m| {
+                    use std::os::unix::fs::MetadataExt;
+                    m.gid()
+                });
+                let overlay = plan.overlay
+                    && is_built_in_command(&step.operation)
+                    && view_group.is_ok_and(|gid| gid == rustix::process::getegid().as_raw());
                 if overlay {
                     for fresh in [&upper, &work] {
-                        sandbox_exec::remove_overlay_dirs(fresh);
                         fs::create_dir_all(fresh)
                             .io_context(|| format!("creating {}", fresh.display()))?;
                     }
@@ -728,28 +746,19 @@ impl Executor {
         // from Python, so for those the view is walked as well.
         let (upper, work) = (dir.join(UPPER_DIR), dir.join(WORK_DIR));
         let overlaid = work.join("work").is_dir();
-        let built_in_command = matches!(
-            step.operation.as_str(),
-            "execute_shell_command" | "run_tests"
-        );
         let forbidden = &self.settings.forbidden;
         let captured = match (access, view.and_then(|index| self.views.get_mut(index))) {
-            (Access::View, Some(view)) if overlaid => {
-                let mut captured = view.capture_overlay(
+            (Access::View, Some(view)) if overlaid => Some((
+                view.capture_overlay(
                     &self.task,
                     &step.id,
                     sequence,
                     &upper,
                     &output_dir,
                     forbidden,
-                )?;
-                if !built_in_command {
-                    let direct =
-                        view.capture(&self.task, &step.id, sequence, &output_dir, forbidden)?;
-                    captured.merge(direct);
-                }
-                Some((captured, "overlay"))
-            }
+                )?,
+                "overlay",
+            )),
             (Access::View, Some(view)) => Some((
                 view.capture(&self.task, &step.id, sequence, &output_dir, forbidden)?,
                 "copy",
@@ -823,6 +832,11 @@ impl Executor {
         };
         result.output_files = output_files.clone();
         result.deleted_files = deleted_files.clone();
+        // The outputs' data first, then the result's: a journal line saying the step succeeded
+        // never outlives them (a power loss leaves them whole or missing).
+        if result.status == CallStatus::Success {
+            workspace::sync_data(&output_dir, &output_files)?;
+        }
         state::save_result(&self.task, &step.id, &result)?;
         let message = result.message.clone();
         if result.status == CallStatus::Failure {
@@ -850,9 +864,9 @@ impl Executor {
             message.clone(),
         )?;
         let tokens = entry.tokens;
-        // Journaled (the result and the outputs are on disk already), not saved: `load_status`
-        // replays it, and `resume` rebuilds `final_output/` should a crash come before it is
-        // published.
+        // Journaled (the result's and the outputs' data are on disk already), not saved:
+        // `load_status` replays it, and `resume` rebuilds `final_output/` should a crash come
+        // before it is published.
         self.events.emit(Event::StepFinished {
             step: step.id.clone(),
             operation: step.operation.clone(),

@@ -42,11 +42,9 @@ pub(crate) struct SandboxPlan {
     /// What commands must not see: the key file.
     pub(crate) hidden: Vec<PathBuf>,
     /// Whether command steps see their view through an overlay (their changes read from its
-    /// upper directory, no walk of the view): where the kernel allows it and the settings do.
+    /// upper directory, no walk of the view): where the user asked for it and the kernel
+    /// allows it.
     pub(crate) overlay: bool,
-    /// The fewest files a view holds for the overlay to be used: mounting one costs a few
-    /// milliseconds, walking a small view less (`[sandbox] overlay = true` makes it 0).
-    pub(crate) overlay_from_files: usize,
 }
 
 /// The settings a plan is made from.
@@ -57,13 +55,11 @@ pub(crate) struct SandboxSettings {
     pub(crate) memory_mb: u64,
     pub(crate) max_processes: u64,
     pub(crate) hidden: Vec<PathBuf>,
-    /// Use overlays where the kernel allows them (`[sandbox] overlay`: unset, for views of
-    /// `OVERLAY_FROM_FILES` files or more; true, always; false, never).
-    pub(crate) overlay: Option<bool>,
+    /// Use overlays where the kernel allows them (`[sandbox] overlay = true`; off by default:
+    /// under an overlay mounted in a user namespace, renaming a directory the view already had
+    /// fails with EXDEV, which `git mv` and some tools do not work around).
+    pub(crate) overlay: bool,
 }
-
-/// Where a view walk (about 3 µs a file here) costs what an overlay's mount does.
-pub(crate) const OVERLAY_FROM_FILES: usize = 2000;
 
 impl SandboxPlan {
     /// Probes what this machine enforces and makes the plan, or `None` when the kernel has
@@ -89,12 +85,7 @@ impl SandboxPlan {
             max_processes: settings.max_processes,
             process_limit,
             hidden: settings.hidden,
-            overlay: overlay && settings.overlay != Some(false),
-            overlay_from_files: if settings.overlay == Some(true) {
-                0
-            } else {
-                OVERLAY_FROM_FILES
-            },
+            overlay: overlay && settings.overlay,
         }))
     }
 

@@ -486,23 +486,6 @@ pub(crate) struct Captured {
     pub(crate) ignored: Vec<String>,
 }
 
-impl Captured {
-    /// Adds what `other` found.
-    pub(crate) fn merge(&mut self, other: Captured) {
-        self.output_files.extend(other.output_files);
-        self.deleted_files.extend(other.deleted_files);
-        self.ignored.extend(other.ignored);
-        for list in [
-            &mut self.output_files,
-            &mut self.deleted_files,
-            &mut self.ignored,
-        ] {
-            list.sort();
-            list.dedup();
-        }
-    }
-}
-
 impl View {
     /// Builds a fresh view from the snapshot, replacing any left by an earlier process.
     pub(crate) fn create(task: &TaskDir, root: PathBuf) -> Result<View> {
@@ -715,6 +698,9 @@ impl View {
         forbidden: &[RepoPath],
     ) -> Result<Captured> {
         let mut captured = Captured::default();
+        // What the view had at the paths the command deleted (or hid under an opaque
+        // directory): a file made again there is compared with it, and is no deletion.
+        let mut forgotten: HashMap<RepoPath, Option<Version>> = HashMap::new();
         let mut todo = vec![String::new()];
         while let Some(dir) = todo.pop() {
             let source_dir = if dir.is_empty() {
@@ -752,7 +738,7 @@ impl View {
                     if is_opaque(&there) || replaced {
                         // Everything the view had here is gone, as the command saw it.
                         if let Some(path) = &path {
-                            self.forget_under(path, &mut captured);
+                            self.forget_under(path, &mut forgotten);
                         }
                         remove_any(&here)?;
                     }
@@ -763,7 +749,7 @@ impl View {
                 }
                 if is_whiteout(&meta) {
                     if let Some(path) = &path {
-                        self.forget_under(path, &mut captured);
+                        self.forget_under(path, &mut forgotten);
                     }
                     remove_any(&here)?;
                     continue;
@@ -771,13 +757,22 @@ impl View {
                 // A file, symlink or special file: it replaces whatever the view had here.
                 if fs::symlink_metadata(&here).is_ok_and(|m| m.is_dir()) {
                     if let Some(path) = &path {
-                        self.forget_under(path, &mut captured);
+                        self.forget_under(path, &mut forgotten);
                     }
                     remove_any(&here)?;
                 }
                 if let Some(path) = path.as_ref().filter(|_| !excluded) {
                     let forbidden_here = forbidden.iter().any(|dir| path.is_within(dir));
                     if file_type.is_file() && !forbidden_here {
+                        // Made again where the view had a file: compared with that one.
+                        if let Some(previous) = forgotten.remove(path) {
+                            match previous {
+                                Some(version) => {
+                                    self.applied.versions.insert(path.clone(), version)
+                                }
+                                None => self.applied.versions.remove(path),
+                            };
+                        }
                         let before = self.applied.source(task, path).ok().flatten();
                         if !same_content(before.as_deref(), &there)? {
                             copy_file(&there, &path.under(output_dir))?;
@@ -805,17 +800,19 @@ impl View {
                 }
             }
         }
+        // What was deleted and not made again (a file made again is in `outputs` if it
+        // differs, and nowhere if it does not).
+        for path in forgotten.into_keys() {
+            if !self.manifest.contains_key(&path) {
+                captured.deleted_files.push(path.as_str().to_string());
+            }
+        }
         captured.output_files.sort();
         captured.deleted_files.sort();
         captured.deleted_files.dedup();
         captured.ignored.sort();
         self.recorded_at_ns = now_ns();
         Ok(captured)
-    }
-
-    /// How many files and symlinks the view holds (excluded directories left out).
-    pub(crate) fn files(&self) -> usize {
-        self.manifest.len()
     }
 
     /// Whether `path` lies in a directory staging skips (`node_modules`, `.venv`, …).
@@ -831,8 +828,13 @@ impl View {
         false
     }
 
-    /// Records as deleted every tracked file at or beneath `path`.
-    fn forget_under(&mut self, path: &RepoPath, captured: &mut Captured) {
+    /// Marks deleted every tracked file at or beneath `path`, noting in `forgotten` the
+    /// version each had (a file made again in the same step is compared with it).
+    fn forget_under(
+        &mut self,
+        path: &RepoPath,
+        forgotten: &mut HashMap<RepoPath, Option<Version>>,
+    ) {
         let gone: Vec<RepoPath> = self
             .manifest
             .keys()
@@ -841,10 +843,11 @@ impl View {
             .collect();
         for known in gone {
             self.manifest.remove(&known);
-            self.applied
+            let previous = self
+                .applied
                 .versions
                 .insert(known.clone(), Version::Deleted);
-            captured.deleted_files.push(known.as_str().to_string());
+            forgotten.entry(known).or_insert(previous);
         }
     }
 

@@ -139,6 +139,9 @@ pub(crate) fn load_status_file(path: &Path) -> Result<FlowStatus> {
 /// steps that succeeded (every other change writes the status at once). An event that does
 /// not fit the state (a step unknown, a transition not allowed) is left alone.
 pub(crate) fn replay(status: &mut FlowStatus, records: &[Record]) {
+    if let Some(last) = records.last() {
+        status.updated_at = last.ts.clone();
+    }
     for record in records {
         match &record.event {
             Event::StepStarted { step, profile, .. } => {
@@ -221,7 +224,6 @@ pub(crate) fn load_result(task: &TaskDir, step: &str) -> Result<Option<StepResul
 
 /// Writes a step's `result.json` (before the status that points at it).
 pub(crate) fn save_result(task: &TaskDir, step: &str, result: &StepResult) -> Result<()> {
-    // Durable with the next status write, which flushes the file system first.
     let mut bytes = serde_json::to_vec_pretty(result).map_err(|err| Error::Io {
         context: format!("serialising the result of {step}"),
         source: err.into(),

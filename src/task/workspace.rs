@@ -189,9 +189,9 @@ pub(crate) fn write_atomic(path: &Path, bytes: &[u8]) -> Result<()> {
 }
 
 /// Writes `bytes` to `path` so that readers see either the old file or the new one, never a
-/// mix, across a crash of ocflow (temp file, rename) — without waiting for the disk: the next
-/// status write flushes the file system first (`state::save_status`), so no saved status ever
-/// refers to it before it is durable.
+/// mix: temp file, its data flushed, rename. The directory is not flushed: after a power loss
+/// the file may be missing (the damaged-workspace checks then run its step again), never there
+/// with other bytes.
 pub(crate) fn write_replacing(path: &Path, bytes: &[u8]) -> Result<()> {
     let dir = path.parent().unwrap_or(Path::new("."));
     let context = || format!("writing {}", path.display());
@@ -200,9 +200,22 @@ pub(crate) fn write_replacing(path: &Path, bytes: &[u8]) -> Result<()> {
         .tempfile_in(dir)
         .io_context(context)?;
     temp.write_all(bytes).io_context(context)?;
+    temp.as_file().sync_data().io_context(context)?;
     temp.persist(path)
         .map_err(|err| err.error)
         .io_context(context)?;
+    Ok(())
+}
+
+/// Flushes the data of `relative` files under `root` (a step's outputs) before anything that
+/// says the step succeeded is written: after a power loss an output is whole or missing.
+pub(crate) fn sync_data(root: &Path, relative: &[String]) -> Result<()> {
+    for file in relative {
+        let path = root.join(file);
+        File::open(&path)
+            .and_then(|f| f.sync_data())
+            .io_context(|| format!("syncing {}", path.display()))?;
+    }
     Ok(())
 }
 

@@ -31,6 +31,12 @@ fn flow() -> Value {
             "cat node_modules/pkg/index.js > seen.txt && ls dir > listing.txt && \
                         test ! -e gone.txt",
             &["swap"]
+        ),
+        // A directory made again with a file of the same name and content: no change to it.
+        shell(
+            "remake",
+            "rm -r new && mkdir -p new/deep && echo n > new/deep/n.txt && echo m > new/m.txt",
+            &["later"]
         )
     ])
 }
@@ -50,7 +56,7 @@ fn run(overlay: bool) -> (Sandbox, Vec<Value>) {
         "overlay = false"
     });
     assert_exit(&sandbox.run(&flow(), "t"), 0);
-    let results = ["edit", "swap", "later"]
+    let results = ["edit", "swap", "later", "remake"]
         .iter()
         .map(|step| sandbox.result("t", step))
         .collect();
@@ -91,7 +97,7 @@ fn an_overlay_view_captures_what_the_copy_captures() {
     assert_eq!(final_files(&overlaid)["seen.txt"], "dep\n");
     assert_eq!(final_files(&overlaid)["listing.txt"], "fresh.txt\n");
     // Nothing of the overlay is left in the step directories.
-    for step in ["edit", "swap", "later"] {
+    for step in ["edit", "swap", "later", "remake"] {
         let dir = overlaid.task_dir("t").join(step);
         assert!(!dir.join("upper").exists() && !dir.join("work").exists());
     }

@@ -291,8 +291,15 @@ impl Executor {
                 let llm_config = host.as_ref().map_or_else(|| json!({}), StepLlm::config);
                 let tokens_before = self.step_tokens_so_far(&step.id);
                 let (instructions, log) = (prepared.instructions, prepared.log);
-                let handle = running
-                    .spawn_blocking(move || bridge.execute(&instructions, &llm_config, &log, host));
+                let outputs = self.task.step_dir(&step.id).join(workspace::OUTPUT_DIR);
+                let handle = running.spawn_blocking(move || {
+                    let outcome = bridge.execute(&instructions, &llm_config, &log, host);
+                    // The outputs' data reach the disk here, on the step's own thread and in
+                    // parallel with the others', rather than one step after another when the
+                    // executor records them (which then finds nothing left to flush).
+                    workspace::sync_data_under(&outputs);
+                    outcome
+                });
                 in_flight.insert(
                     handle.id(),
                     Running {

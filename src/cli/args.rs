@@ -98,7 +98,8 @@ pub(crate) enum Command {
     /// (no network, no key).
     Demo,
     /// List the operations a flow may use: the built-in ones and the plugin operations of the
-    /// configured plugin folders and installed packages (exit 1 when a plugin failed to load).
+    /// configured plugin folders and installed packages (exit 1 when a plugin failed to load
+    /// or a role names an operation that does not exist).
     Operations,
     /// Print the OpenHands skill that teaches an agent to call ocflow; `--install DIR` puts it
     /// where OpenHands reads skills (`DIR/.agents/skills/ocflow/SKILL.md`).

@@ -486,6 +486,30 @@ impl Config {
                 llm.planner.model
             ));
         }
+        // A profile with a server of its own but no model sends the default model's name there.
+        if let Ok(resolved) = &llm {
+            for (name, profile) in &file.llm.profiles {
+                let sent = [
+                    &resolved.planner,
+                    &resolved.recovery,
+                    &resolved.summary,
+                    &resolved.operations,
+                ]
+                .into_iter()
+                .chain(resolved.roles.values())
+                .find(|m| &m.profile == name);
+                if let (Some(sent), true) =
+                    (sent, profile.base_url.is_some() && profile.model.is_none())
+                {
+                    warnings.push(format!(
+                        "[llm.profiles.{name}] has a base_url of its own but no model: the \
+                         default model's name ({}) is sent there; set model under \
+                         [llm.profiles.{name}]",
+                        sent.model
+                    ));
+                }
+            }
+        }
         let slowest = llm
             .iter()
             .flat_map(|l| l.endpoints.values())

@@ -334,3 +334,34 @@ fn a_repository_profile_cannot_reroute_the_users_and_profiles_may_name_standard_
     );
     assert!(!stderr(&refused).contains('\u{1b}'));
 }
+
+/// A profile with a server of its own but no model would send the default model's name to that
+/// server: said before anything runs.
+#[test]
+fn a_profile_with_its_own_server_but_no_model_is_warned_about() {
+    let sandbox = Sandbox::new(&[("utils.py", UTILS)]);
+    let other = FakeLlm::start(vec![chat_with_usage(&plan(None), 1, 1)]);
+    configure(
+        &sandbox,
+        &format!(
+            "[llm]\nplanner_profile = \"other\"\n\n[llm.profiles.other]\nbase_url = \"{}\"\n",
+            other.base_url()
+        ),
+    );
+    let unused = FakeLlm::start(vec![]);
+    let output = sandbox
+        .ocflow_llm(&unused.base_url())
+        .args(["plan", "make double multiply"])
+        .output()
+        .unwrap();
+    assert_exit(&output, 0);
+    assert!(
+        stderr(&output).contains(
+            "[llm.profiles.other] has a base_url of its own but no model: the default model's \
+             name (m) is sent there"
+        ),
+        "{}",
+        stderr(&output)
+    );
+    assert_eq!(models(&other), vec!["m"]);
+}

@@ -12,7 +12,7 @@ use crate::cli::profiles::{self, FileLlm, LlmConfig, NoLlm};
 use crate::engine::recovery;
 use crate::engine::sandbox::{self, SandboxPlan, SandboxSettings};
 use crate::error::{Error, IoContext, Result};
-use crate::flow::path_rules::{PathRules, canonical_or_absolute};
+use crate::flow::path_rules::{PathRules, absolute, canonical_or_absolute};
 use crate::flow::policy::CommandPolicy;
 use crate::flow::roles::{Role, Roles};
 use crate::llm::key::ApiKey;
@@ -645,8 +645,4 @@ fn at_home(path: &str, home: Option<&Path>) -> PathBuf {
         (Some(rest), Some(home)) => home.join(rest),
         _ => PathBuf::from(path),
     }
-}
-
-fn absolute(path: &Path) -> Result<PathBuf> {
-    std::path::absolute(path).io_context(|| format!("resolving {}", path.display()))
 }

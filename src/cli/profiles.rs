@@ -11,6 +11,7 @@ use serde::Deserialize;
 
 use crate::cli::args::GlobalArgs;
 use crate::error::{Error, Result};
+use crate::flow::path_rules::absolute;
 use crate::flow::roles::Roles;
 use crate::llm::client::{Endpoint, RetryPolicy};
 use crate::llm::key::{self, ApiKey};
@@ -509,9 +510,4 @@ pub(crate) fn check_name(what: &str, name: &str) -> Result<()> {
             name.escape_debug()
         )))
     }
-}
-
-fn absolute(path: &Path) -> Result<PathBuf> {
-    use crate::error::IoContext;
-    std::path::absolute(path).io_context(|| format!("resolving {}", path.display()))
 }

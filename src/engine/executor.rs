@@ -1119,11 +1119,11 @@ impl Executor {
 
     /// Writes the status now (every change but a step started or succeeded).
     fn save(&mut self) -> Result<()> {
-        state::save_status(&self.task, &mut self.status)?;
+        let status_bytes = state::save_status(&self.task, &mut self.status)?;
         self.checkpoint = Checkpoint {
             at: Instant::now(),
             journal_bytes: self.events.journal_bytes(),
-            status_bytes: self.status_size(),
+            status_bytes,
         };
         Ok(())
     }
@@ -1139,11 +1139,6 @@ impl Executor {
             self.save()?;
         }
         Ok(())
-    }
-
-    /// The status file's size as last written.
-    fn status_size(&self) -> u64 {
-        fs::metadata(self.task.file(workspace::STATUS_FILE)).map_or(0, |m| m.len())
     }
 }
 

@@ -131,6 +131,12 @@ pub(crate) fn check_contained(
 
 /// The canonical form of a path that may not exist yet: its longest existing ancestor made
 /// canonical, with the rest appended.
+/// `path` made absolute against the current directory (without resolving links).
+pub(crate) fn absolute(path: &Path) -> crate::error::Result<PathBuf> {
+    use crate::error::IoContext;
+    std::path::absolute(path).io_context(|| format!("resolving {}", path.display()))
+}
+
 pub(crate) fn canonical_or_absolute(path: &Path) -> PathBuf {
     let mut rest = Vec::new();
     let mut current = path;

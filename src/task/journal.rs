@@ -41,7 +41,7 @@ impl Journal {
     }
 
     /// Appends one event as one line and hands it to the kernel; it survives a crash of
-    /// ocflow. It is flushed to disk whenever the status is written (`durable_len`): after a
+    /// ocflow. It is flushed to disk whenever the status is written (`state::save_status`): after a
     /// power loss, what came after the last status write may be lost and is done again.
     pub(crate) fn append(&mut self, record: &Record) -> Result<()> {
         let mut line = serde_json::to_vec(record).map_err(|err| crate::error::Error::Io {
@@ -95,10 +95,8 @@ pub(crate) fn read_from(path: &Path, offset: u64) -> Result<(Vec<Record>, usize)
     Ok((records, skipped))
 }
 
-/// The journal's length, once what it holds is on disk (the caller flushed the file system):
-/// a status that says it includes the journal up to there never outlives the journal's own
-/// bytes (a power loss), so the events appended after it are always replayed.
-pub(crate) fn durable_len(path: &Path) -> Result<u64> {
+/// The journal's length in bytes (0 when there is none yet).
+pub(crate) fn length(path: &Path) -> Result<u64> {
     match File::open(path) {
         Ok(file) => {
             let context = || format!("reading {}", path.display());

@@ -198,19 +198,22 @@ pub(crate) fn replay(status: &mut FlowStatus, records: &[Record]) {
 
 /// Writes the status atomically and compactly, stamping `updated_at` and how much of the
 /// journal it includes (all of it: `status` must hold every event journaled so far, as the
-/// executor's own and a replayed one do). The file system is flushed first.
-pub(crate) fn save_status(task: &TaskDir, status: &mut FlowStatus) -> Result<()> {
+/// executor's own and a replayed one do). The file system is flushed first. Returns the size
+/// written.
+pub(crate) fn save_status(task: &TaskDir, status: &mut FlowStatus) -> Result<u64> {
     status.updated_at = now();
     // Everything the status refers to (steps' results and outputs, the journal up to its
     // offset) is on disk before it is: one flush of the file system per status write instead of
     // several fsyncs per step.
     workspace::sync_file_system(&task.root)?;
-    status.journal_offset = journal::durable_len(&task.file(workspace::JOURNAL_FILE))?;
+    // Read after the flush: a status never claims journal bytes that a power loss could take.
+    status.journal_offset = journal::length(&task.file(workspace::JOURNAL_FILE))?;
     let bytes = serde_json::to_vec(status).map_err(|err| crate::error::Error::Io {
         context: "serialising the status".into(),
         source: err.into(),
     })?;
-    workspace::write_atomic(&task.file(workspace::STATUS_FILE), &bytes)
+    workspace::write_atomic(&task.file(workspace::STATUS_FILE), &bytes)?;
+    Ok(bytes.len() as u64)
 }
 
 /// A step's `result.json`, or `None` when the step has none (it never finished an attempt).

@@ -171,21 +171,11 @@ pub(crate) struct TaskLock {
 }
 
 /// Writes `bytes` to `path` so that readers see either the old file or the new one, never a
-/// mix, even across a crash or power loss: temp file in the same directory, fsync, rename,
-/// fsync the directory.
+/// mix, even across a crash or power loss: `write_replacing`, then the directory flushed, so
+/// the new name is durable too.
 pub(crate) fn write_atomic(path: &Path, bytes: &[u8]) -> Result<()> {
-    let dir = path.parent().unwrap_or(Path::new("."));
-    let context = || format!("writing {}", path.display());
-    let mut temp = tempfile::Builder::new()
-        .prefix(".tmp-")
-        .tempfile_in(dir)
-        .io_context(context)?;
-    temp.write_all(bytes).io_context(context)?;
-    temp.as_file().sync_all().io_context(context)?;
-    temp.persist(path)
-        .map_err(|err| err.error)
-        .io_context(context)?;
-    sync_dir(dir)
+    write_replacing(path, bytes)?;
+    sync_dir(path.parent().unwrap_or(Path::new(".")))
 }
 
 /// Writes `bytes` to `path` so that readers see either the old file or the new one, never a

@@ -134,17 +134,7 @@ def _maven_compile_problem(text: list[str]) -> dict | None:
     if not any(_MAVEN_COMPILE_ERROR.match(line.strip()) for line in text):
         return None
     errors = [m["error"] for m in map(_MAVEN_SOURCE_ERROR.match, text) if m]
-    first = f": {errors[0]}" if errors else ""
-    return report(
-        "maven",
-        passed=None,
-        failed=None,
-        errors=None,
-        skipped=None,
-        collected=0,
-        problem=f"no tests ran: compilation failed{first}",
-        failures=[],
-    )
+    return _compilation_failed("maven", errors)
 
 
 def parse_gradle(lines: list[str]) -> dict | None:
@@ -196,9 +186,14 @@ def _gradle_compile_problem(lines: list[str]) -> dict | None:
     errors = [
         m["error"] for m in (_GRADLE_COMPILE_ERROR.match(line.strip()) for line in lines) if m
     ]
+    return _compilation_failed("gradle", errors)
+
+
+def _compilation_failed(framework: str, errors: list[str]) -> dict:
+    """The report of a build that stopped before any test ran, with its first error."""
     first = f": {errors[0]}" if errors else ""
     return report(
-        "gradle",
+        framework,
         passed=None,
         failed=None,
         errors=None,

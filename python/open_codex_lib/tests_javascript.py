@@ -255,17 +255,7 @@ def parse_jest(lines: list[str]) -> dict | None:
         failures.append(failure(name, *error_from_block(block)))
         if whole_file:
             file_failures.append(failures[-1])
-    total = words.get("total", 0)
-    return report(
-        "jest",
-        passed=words.get("passed", 0),
-        failed=words.get("failed", 0),
-        errors=len(file_failures),
-        skipped=words.get("skipped", 0) + words.get("todo", 0),
-        collected=total,
-        problem=_file_problem(file_failures[0]) if file_failures and not total else None,
-        failures=failures,
-    )
+    return _summary_report("jest", words, words.get("total", 0), failures, file_failures)
 
 
 def parse_vitest(lines: list[str]) -> dict | None:
@@ -303,8 +293,16 @@ def parse_vitest(lines: list[str]) -> dict | None:
     total = count(summary["total"])
     if total is None:  # "Tests  no tests"
         total = sum(words.values())
+    return _summary_report("vitest", words, total, failures, file_failures)
+
+
+def _summary_report(
+    framework: str, words: dict, total: int, failures: list, file_failures: list
+) -> dict:
+    """Jest's and Vitest's report from their summary's counts: a test file that failed as a
+    whole (it did not load) is an error, and the problem when no test ran."""
     return report(
-        "vitest",
+        framework,
         passed=words.get("passed", 0),
         failed=words.get("failed", 0),
         errors=len(file_failures),

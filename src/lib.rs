@@ -51,10 +51,13 @@ pub fn run(cli: Cli, api_key: ApiKey) -> Result<ExitCode> {
             max_processes: args.max_processes,
             inner: args.inner,
             hidden: &args.hide,
-            overlay: match (&args.overlay_lower, &args.overlay_upper, &args.overlay_work) {
-                (Some(lower), Some(upper), Some(work)) => {
-                    Some(sandbox_exec::Overlay { lower, upper, work })
-                }
+            overlay: match (&args.overlay_on, &args.overlay_upper, &args.overlay_work) {
+                (Some(target), Some(upper), Some(work)) => Some(sandbox_exec::Overlay {
+                    target,
+                    lower: &args.overlay_lower,
+                    upper,
+                    work,
+                }),
                 _ => None,
             },
             command: &args.command,

@@ -10,7 +10,6 @@ reports the command wrote (:mod:`.tests_junit_xml`) when its output falls short.
 from __future__ import annotations
 
 import json
-import os
 import re
 import time
 
@@ -21,6 +20,7 @@ from .process import CommandOutcome, run_command, scrub_env
 from .results import StepError, make_result
 from .tests_junit_xml import complete_report, fresh_reports, lacks_message, read_reports
 from .tests_report import parse_test_output
+from .view import View
 
 PYTEST_COMMAND = "python3 -m pytest -q"
 CARGO_COMMAND = "cargo test"
@@ -203,21 +203,20 @@ def execute_shell_command(step: Step, llm_config: dict | None) -> dict:
     )
 
 
-def default_test_command(work_dir: str) -> tuple[str, str]:
-    """Choose ``(command, framework)`` for the repository in ``work_dir``.
+def default_test_command(work_dir: str | View) -> tuple[str, str]:
+    """Choose ``(command, framework)`` for the repository in ``work_dir`` (a directory or a
+    :class:`~.view.View`).
 
     pytest and cargo come first, as they always have; the other build files
     are looked for at the top of the repository only.
     """
-    if _has_pytest_config(work_dir) or _has_python_tests(work_dir):
+    view = work_dir if isinstance(work_dir, View) else View(work_dir)
+    if _has_pytest_config(view) or _has_python_tests(view):
         return PYTEST_COMMAND, "pytest"
-
-    def present(name: str) -> bool:
-        return os.path.isfile(os.path.join(work_dir, name))
-
+    present = view.isfile
     if present("Cargo.toml"):
         return CARGO_COMMAND, "cargo"
-    if _has_npm_test_script(work_dir):
+    if _has_npm_test_script(view):
         return NPM_COMMAND, "npm"
     if present("go.mod"):
         return GO_COMMAND, "go"
@@ -232,9 +231,9 @@ def default_test_command(work_dir: str) -> tuple[str, str]:
     )
 
 
-def _has_npm_test_script(work_dir: str) -> bool:
+def _has_npm_test_script(view: View) -> bool:
     try:
-        with open(os.path.join(work_dir, "package.json"), encoding="utf-8") as f:
+        with open(view.path("package.json") or "", encoding="utf-8") as f:
             package = json.load(f)
     except (OSError, ValueError):
         return False
@@ -243,13 +242,13 @@ def _has_npm_test_script(work_dir: str) -> bool:
     return isinstance(test, str) and bool(test.strip()) and test.strip() != _NPM_PLACEHOLDER_TEST
 
 
-def _has_pytest_config(work_dir: str) -> bool:
-    if os.path.isfile(os.path.join(work_dir, "pytest.ini")):
+def _has_pytest_config(view: View) -> bool:
+    if view.isfile("pytest.ini"):
         return True
     markers = {"pyproject.toml": "[tool.pytest", "setup.cfg": "[tool:pytest]"}
     for name, marker in markers.items():
         try:
-            with open(os.path.join(work_dir, name), encoding="utf-8", errors="replace") as f:
+            with open(view.path(name) or "", encoding="utf-8", errors="replace") as f:
                 if marker in f.read():
                     return True
         except OSError:
@@ -257,10 +256,10 @@ def _has_pytest_config(work_dir: str) -> bool:
     return False
 
 
-def _has_python_tests(work_dir: str) -> bool:
+def _has_python_tests(view: View) -> bool:
     """True if a ``test_*.py`` or ``*_test.py`` file is found (bounded search)."""
     seen = 0
-    for _directory, dirnames, filenames in os.walk(work_dir):
+    for _directory, dirnames, filenames in view.walk():
         dirnames[:] = [d for d in dirnames if d not in _NOT_SEARCHED]
         for name in filenames:
             if name.endswith(".py") and (name.startswith("test_") or name.endswith("_test.py")):
@@ -274,14 +273,16 @@ def _has_python_tests(work_dir: str) -> bool:
 def run_tests(step: Step, llm_config: dict | None) -> dict:
     """Run the test command (given or detected) and report the parsed results."""
     command = optional_str(step.params, "command")
-    work_dir = require_work_dir(step)
+    view = View(require_work_dir(step), step.view_layers)
     if command is None or not command.strip():
-        command, _ = default_test_command(work_dir)
+        command, _ = default_test_command(view)
     started = time.time()
     outcome, timeout = _run(step, llm_config, command)
     report = parse_test_output(outcome.stdout + "\n" + outcome.stderr, outcome.exit_code)
     if _falls_short(report, outcome):
-        reports = read_reports(fresh_reports(work_dir, started), work_dir)
+        # Every file the command wrote is in `view.written` (under an overlay, the upper
+        # directory; it is read before ocflow takes it apart).
+        reports = read_reports(fresh_reports(view.written, started), view.written)
         report = complete_report(report, reports)
     passed = _succeeded(outcome)
     if outcome.timed_out or outcome.cancelled or outcome.exit_code is None:

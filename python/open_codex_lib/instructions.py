@@ -99,6 +99,9 @@ class Step:
     # What holds, layer by layer (namespaces, network, landlock, processes, memory_mb), as the
     # host says; reported in command results.
     sandbox_layers: dict | None = None
+    # When commands see the view through an overlay the host's launcher mounts on work_dir,
+    # the directories it is made of, top first (see :mod:`.view`); else empty.
+    view_layers: list[str] = field(default_factory=list)
 
 
 def extract_step_block(text: str) -> str:
@@ -216,6 +219,11 @@ def _step_from_dict(data: dict, base_dir: str, path: str) -> Step:
         not isinstance(launcher, list) or not all(isinstance(a, str) for a in launcher)
     ):
         raise fail("field 'sandbox.launcher' must be a list of strings")
+    view_layers = sandbox.get("view_layers") if isinstance(sandbox, dict) else None
+    if view_layers is not None and (
+        not isinstance(view_layers, list) or not all(isinstance(a, str) for a in view_layers)
+    ):
+        raise fail("field 'sandbox.view_layers' must be a list of path strings")
 
     return Step(
         path=path,
@@ -237,6 +245,10 @@ def _step_from_dict(data: dict, base_dir: str, path: str) -> Step:
         sandbox_launcher=list(launcher or []),
         sandbox_kind=str(sandbox.get("kind", "landlock")) if launcher else "none",
         sandbox_layers=dict(layers) if launcher and layers else None,
+        view_layers=[
+            os.path.normpath(os.path.join(base_dir, layer))
+            for layer in (view_layers or [] if launcher else [])
+        ],
     )
 
 

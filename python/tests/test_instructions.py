@@ -130,3 +130,19 @@ def test_unknown_operation(make_step):
     assert result["operation"] == "make_coffee"
     assert "unknown operation 'make_coffee': use one of" in result["message"]
     assert "read_file" in result["message"]
+
+
+def test_view_layers_are_resolved_against_the_file_and_need_a_launcher(make_step):
+    sandbox = {"launcher": ["launch"], "view_layers": ["upper", "../_layers/changes"]}
+    files = make_step("run_tests", {}, extra={"sandbox": sandbox})
+    step = parse_instructions(files.path)
+    base = os.path.dirname(files.path)
+    assert step.view_layers == [
+        os.path.join(base, "upper"),
+        os.path.normpath(os.path.join(base, "../_layers/changes")),
+    ]
+    files = make_step("run_tests", {}, extra={"sandbox": {"view_layers": ["upper"]}})
+    assert parse_instructions(files.path).view_layers == []
+    files = make_step("run_tests", {}, extra={"sandbox": {**sandbox, "view_layers": "upper"}})
+    with pytest.raises(InstructionsError, match="view_layers"):
+        parse_instructions(files.path)

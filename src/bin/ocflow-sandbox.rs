@@ -18,8 +18,9 @@ fn main() -> ExitCode {
     let (mut writable, mut network, mut bwrap, mut inner, mut probe) =
         (Vec::new(), false, None, false, false);
     let (mut memory_mb, mut max_processes, mut hidden) = (None, None, Vec::new());
-    let (mut lower, mut upper, mut work): (Option<PathBuf>, Option<PathBuf>, Option<PathBuf>) =
+    let (mut target, mut upper, mut work): (Option<PathBuf>, Option<PathBuf>, Option<PathBuf>) =
         (None, None, None);
+    let mut lower: Vec<PathBuf> = Vec::new();
     let mut command: Vec<OsString> = Vec::new();
     while let Some(arg) = args.next() {
         let number = |value: Option<OsString>| value.and_then(|v| v.to_str()?.parse::<u64>().ok());
@@ -30,7 +31,8 @@ fn main() -> ExitCode {
             Some("--memory-mb") => memory_mb = number(args.next()),
             Some("--max-processes") => max_processes = number(args.next()),
             Some("--network") => network = true,
-            Some("--overlay-lower") => lower = args.next().map(PathBuf::from),
+            Some("--overlay-on") => target = args.next().map(PathBuf::from),
+            Some("--overlay-lower") => lower.extend(args.next().map(PathBuf::from)),
             Some("--overlay-upper") => upper = args.next().map(PathBuf::from),
             Some("--overlay-work") => work = args.next().map(PathBuf::from),
             Some("--inner") => inner = true,
@@ -56,10 +58,13 @@ fn main() -> ExitCode {
         max_processes,
         inner,
         hidden: &hidden,
-        overlay: match (&lower, &upper, &work) {
-            (Some(lower), Some(upper), Some(work)) => {
-                Some(sandbox_exec::Overlay { lower, upper, work })
-            }
+        overlay: match (&target, &upper, &work) {
+            (Some(target), Some(upper), Some(work)) => Some(sandbox_exec::Overlay {
+                target,
+                lower: &lower,
+                upper,
+                work,
+            }),
             _ => None,
         },
         command: &command,

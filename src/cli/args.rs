@@ -143,9 +143,12 @@ pub(crate) struct SandboxArgs {
     /// (internal) Already inside the namespaces: apply Landlock and run the command.
     #[arg(long)]
     pub(crate) inner: bool,
-    /// Show this view through an overlay whose upper directory is `--overlay-upper`.
+    /// Mount an overlay here: the layers `--overlay-lower` (repeatable, top first) under the
+    /// upper directory `--overlay-upper`.
     #[arg(long, value_name = "PATH")]
-    pub(crate) overlay_lower: Option<PathBuf>,
+    pub(crate) overlay_on: Option<PathBuf>,
+    #[arg(long, value_name = "PATH")]
+    pub(crate) overlay_lower: Vec<PathBuf>,
     #[arg(long, value_name = "PATH")]
     pub(crate) overlay_upper: Option<PathBuf>,
     #[arg(long, value_name = "PATH")]

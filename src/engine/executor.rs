@@ -17,6 +17,7 @@ use tokio::task::JoinSet;
 use crate::engine::bridge::{Bridge, CallOutcome, HostLlm, StepLlm};
 use crate::engine::instructions::{self, DoneStep};
 use crate::engine::recovery;
+use crate::engine::sandbox::LauncherOverlay;
 use crate::engine::sandbox::SandboxPlan;
 use crate::engine::sandbox_exec;
 use crate::error::{Error, IoContext, Result};
@@ -33,6 +34,7 @@ use crate::model::status::{self, FlowState, FlowStatus, StepError, StepState};
 use crate::model::step_result::{CallStatus, StepResult};
 use crate::model::step_spec::{Limits, StepSpec};
 use crate::task::events::Events;
+use crate::task::layered_view::LayeredView;
 use crate::task::staging::{self, Overlay, View};
 use crate::task::state;
 use crate::task::workspace::{self, TaskDir};
@@ -160,9 +162,11 @@ pub(crate) struct Executor {
     interrupt: Arc<Interrupt>,
     /// Views for command steps: one per command step running at the same time, reused.
     views: Vec<View>,
-    free_views: Vec<usize>,
+    /// Views made of layers, for the built-in commands under an overlay (`layered_view.rs`).
+    layered: Vec<LayeredView>,
+    free_views: Vec<ViewSlot>,
     /// The view each command step last ran in.
-    view_of_step: HashMap<String, usize>,
+    view_of_step: HashMap<String, ViewSlot>,
     /// The results of steps that just failed, for the decision that follows (read once).
     failed_results: HashMap<String, StepResult>,
     /// When the status was last written, and the journal's bytes then.
@@ -187,6 +191,14 @@ fn is_built_in_command(operation: &str) -> bool {
     matches!(operation, "execute_shell_command" | "run_tests")
 }
 
+/// One of the views command steps run in: a copy of the repository (`views`), or one made of
+/// layers (`layered`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum ViewSlot {
+    Copy(usize),
+    Layered(usize),
+}
+
 /// A command step's overlay directories, in its step directory: what the command changed, and
 /// the scratch space overlayfs needs beside it.
 const UPPER_DIR: &str = "upper";
@@ -202,7 +214,7 @@ struct Prepared {
     instructions: PathBuf,
     log: PathBuf,
     /// The view it runs in, for command steps.
-    view: Option<usize>,
+    view: Option<ViewSlot>,
 }
 
 /// A step that is running.
@@ -211,7 +223,7 @@ struct Running {
     attempt: u32,
     started: Instant,
     tokens_before: Usage,
-    view: Option<usize>,
+    view: Option<ViewSlot>,
 }
 
 impl Executor {
@@ -233,6 +245,7 @@ impl Executor {
             settings,
             interrupt,
             views: Vec::new(),
+            layered: Vec::new(),
             free_views: Vec::new(),
             view_of_step: HashMap::new(),
             failed_results: HashMap::new(),
@@ -471,7 +484,7 @@ impl Executor {
         prepared
     }
 
-    fn prepare_in(&mut self, step: &Step, view: &mut Option<usize>) -> Result<Prepared> {
+    fn prepare_in(&mut self, step: &Step, view: &mut Option<ViewSlot>) -> Result<Prepared> {
         let spec = operations::find(&step.operation).ok_or_else(|| {
             Error::internal(format!(
                 "step {} has the unknown operation {}",
@@ -523,23 +536,33 @@ impl Executor {
                 )
             }
             Access::View => {
-                let index = self.acquire_view(&ancestors)?;
-                *view = Some(index);
-                self.view_of_step.insert(step.id.clone(), index);
-                if let Err(err) = self.views[index].sync(&self.task, &overlay) {
-                    // Half-synced, the view's record no longer matches its files: set it back to
-                    // the snapshot before anyone uses it again.
-                    self.views[index] = View::open(&self.task, self.task.view(index))?;
-                    return Err(err);
-                }
-                (
-                    Vec::new(),
-                    Some(format!("../{}", workspace::view_dir_name(index))),
-                )
+                let slot = self.acquire_view(&ancestors, self.layered_view_for(step))?;
+                *view = Some(slot);
+                self.view_of_step.insert(step.id.clone(), slot);
+                let dir = match slot {
+                    ViewSlot::Copy(index) => {
+                        if let Err(err) = self.views[index].sync(&self.task, &overlay) {
+                            // Half-synced, the view's record no longer matches its files: set
+                            // it back to the snapshot before anyone uses it again.
+                            self.views[index] = View::open(&self.task, self.task.view(index))?;
+                            return Err(err);
+                        }
+                        workspace::view_dir_name(index)
+                    }
+                    ViewSlot::Layered(index) => {
+                        self.layered[index].prepare(&self.task, &overlay)?;
+                        format!(
+                            "{}/{}",
+                            workspace::layers_dir_name(index),
+                            LayeredView::MOUNT_DIR
+                        )
+                    }
+                };
+                (Vec::new(), Some(format!("../{dir}")))
             }
         };
         let mut sandbox = None;
-        if let (Some(_), Some(index)) = (&work_dir, *view) {
+        if let (Some(_), Some(slot)) = (&work_dir, *view) {
             // A command's own temporary directory, and git kept from finding the user's
             // repository above the view (the view has no .git of its own).
             let temp = dir.join("tmp");
@@ -564,32 +587,38 @@ impl Executor {
             if let Some(plan) = &self.settings.sandbox {
                 // The network is off unless the user allowed it, for every step or this one.
                 let asked = step.params.get("network").and_then(Value::as_bool) == Some(true);
-                // The view through an overlay: the command's changes land in `upper/`. Only for
-                // the built-in commands (a plugin may write into its view from Python, between
-                // commands or beside them), and only where the view's files keep the group
-                // they would have (a setgid workspace gives them one the overlay's user
-                // namespace cannot map, and copying a file up would fail).
+                // A view made of layers is mounted by the launcher; the command's changes land
+                // in `upper/`.
                 let (upper, work) = (dir.join(UPPER_DIR), dir.join(WORK_DIR));
-                let view_group = fs::metadata(self.task.view(index)).map(|m| {
-                    use std::os::unix::fs::MetadataExt;
-                    m.gid()
-                });
-                let overlay = plan.overlay
-                    && is_built_in_command(&step.operation)
-                    && view_group.is_ok_and(|gid| gid == rustix::process::getegid().as_raw());
-                if overlay {
-                    for fresh in [&upper, &work] {
-                        fs::create_dir_all(fresh)
-                            .io_context(|| format!("creating {}", fresh.display()))?;
+                let (target, lower) = match slot {
+                    ViewSlot::Copy(index) => (self.task.view(index), Vec::new()),
+                    ViewSlot::Layered(index) => {
+                        for fresh in [&upper, &work] {
+                            fs::create_dir_all(fresh)
+                                .io_context(|| format!("creating {}", fresh.display()))?;
+                        }
+                        let layered = &self.layered[index];
+                        (layered.mount_point(), layered.lower_layers(&self.task))
                     }
+                };
+                let overlay = (!lower.is_empty()).then_some(LauncherOverlay {
+                    lower: &lower,
+                    upper: &upper,
+                    work: &work,
+                });
+                let mut launcher =
+                    plan.launcher(&target, &[temp], plan.network || asked, overlay)?;
+                if !lower.is_empty() {
+                    let relative = |path: &std::path::Path| match path.strip_prefix(&self.task.root)
+                    {
+                        Ok(inside) => format!("../{}", inside.display()),
+                        Err(_) => path.display().to_string(),
+                    };
+                    launcher.view_layers = std::iter::once(UPPER_DIR.to_string())
+                        .chain(lower.iter().map(|layer| relative(layer)))
+                        .collect();
                 }
-                let overlay = overlay.then_some((upper.as_path(), work.as_path()));
-                sandbox = Some(plan.launcher(
-                    &self.task.view(index),
-                    &[temp],
-                    plan.network || asked,
-                    overlay,
-                )?);
+                sandbox = Some(launcher);
             }
         }
 
@@ -726,7 +755,7 @@ impl Executor {
         attempt: u32,
         started: Instant,
         outcome: CallOutcome,
-        view: Option<usize>,
+        view: Option<ViewSlot>,
     ) -> Result<bool> {
         // A result kept from an earlier failed attempt no longer speaks for the step.
         self.failed_results.remove(&step.id);
@@ -748,15 +777,13 @@ impl Executor {
         {
             crate::engine::orphans::stop_step(&self.task, &step.id);
         }
-        // Under an overlay (mounted at least once: its work directory has `work/`), the
-        // changes are the upper directory's; a plugin may also have written into the view
-        // from Python, so for those the view is walked as well.
+        // In a view made of layers, the changes are the upper directory's (empty if the
+        // command never ran); in a copy, a stat walk finds them.
         let (upper, work) = (dir.join(UPPER_DIR), dir.join(WORK_DIR));
-        let overlaid = work.join("work").is_dir();
         let forbidden = &self.settings.forbidden;
-        let captured = match (access, view.and_then(|index| self.views.get_mut(index))) {
-            (Access::View, Some(view)) if overlaid => Some((
-                view.capture_overlay(
+        let captured = match (access, view) {
+            (Access::View, Some(ViewSlot::Layered(index))) => Some((
+                self.layered[index].capture(
                     &self.task,
                     &step.id,
                     sequence,
@@ -766,13 +793,19 @@ impl Executor {
                 )?,
                 "overlay",
             )),
-            (Access::View, Some(view)) => Some((
-                view.capture(&self.task, &step.id, sequence, &output_dir, forbidden)?,
+            (Access::View, Some(ViewSlot::Copy(index))) => Some((
+                self.views[index].capture(
+                    &self.task,
+                    &step.id,
+                    sequence,
+                    &output_dir,
+                    forbidden,
+                )?,
                 "copy",
             )),
             _ => None,
         };
-        if overlaid || upper.exists() {
+        if upper.exists() || work.exists() {
             sandbox_exec::remove_overlay_dirs(&upper);
             sandbox_exec::remove_overlay_dirs(&work);
         }
@@ -960,26 +993,50 @@ impl Executor {
     /// A free view, preferring the one where the step's nearest ancestor command ran: what
     /// that command left outside the tracked files (a `.venv`, `node_modules`, a build
     /// directory) is there, as it would be with `--jobs 1`.
-    fn acquire_view(&mut self, ancestors: &BTreeSet<String>) -> Result<usize> {
+    fn acquire_view(&mut self, ancestors: &BTreeSet<String>, layered: bool) -> Result<ViewSlot> {
         let order = self.flow.topological_order();
+        let kind = |slot: &ViewSlot| matches!(slot, ViewSlot::Layered(_)) == layered;
         let preferred = order
             .iter()
             .rev()
             .filter(|id| ancestors.contains(**id))
-            .find_map(|id| self.view_of_step.get(*id))
+            .filter_map(|id| self.view_of_step.get(*id))
+            .find(|slot| kind(slot))
             .copied();
         if let Some(position) =
-            preferred.and_then(|index| self.free_views.iter().position(|free| *free == index))
+            preferred.and_then(|slot| self.free_views.iter().position(|free| *free == slot))
         {
             return Ok(self.free_views.remove(position));
         }
-        if let Some(index) = self.free_views.pop() {
-            return Ok(index);
+        if let Some(position) = self.free_views.iter().rposition(kind) {
+            return Ok(self.free_views.remove(position));
+        }
+        if layered {
+            let index = self.layered.len();
+            self.layered
+                .push(LayeredView::open(self.task.layers(index))?);
+            return Ok(ViewSlot::Layered(index));
         }
         let index = self.views.len();
         self.views
             .push(View::open(&self.task, self.task.view(index))?);
-        Ok(index)
+        Ok(ViewSlot::Copy(index))
+    }
+
+    /// Whether `step` runs in a view made of layers: only the built-in commands (a plugin may
+    /// write into its view from Python, between commands or beside them), only under the
+    /// sandbox with overlays on, and only where the workspace's files keep the group they would
+    /// have (a setgid workspace gives them one the overlay's user namespace cannot map, and
+    /// copying a file up would fail).
+    fn layered_view_for(&self, step: &Step) -> bool {
+        use std::os::unix::fs::MetadataExt;
+        self.settings
+            .sandbox
+            .as_ref()
+            .is_some_and(|plan| plan.overlay)
+            && is_built_in_command(&step.operation)
+            && fs::metadata(&self.task.root)
+                .is_ok_and(|m| m.gid() == rustix::process::getegid().as_raw())
     }
 
     /// Saves the state after an interrupt: the running step goes back to pending, to run again

@@ -158,13 +158,13 @@ impl SandboxPlan {
     /// The launcher for a command running in `view`: writable are the view, `extra` (the
     /// step's temporary directory) and the plan's paths; `network`: whether this step may use
     /// the network.
-    /// With `overlay` (its upper and work directories), the view is shown through an overlay.
+    /// With `overlay`, the launcher mounts it on `view`.
     pub(crate) fn launcher(
         &self,
         view: &Path,
         extra: &[PathBuf],
         network: bool,
-        overlay: Option<(&Path, &Path)>,
+        overlay: Option<LauncherOverlay<'_>>,
     ) -> crate::error::Result<StepSandbox> {
         let exe = std::env::current_exe()
             .io_context(|| "finding the ocflow executable for the sandbox".into())?;
@@ -191,12 +191,17 @@ impl SandboxPlan {
             launcher.push("--bwrap".into());
             launcher.push(bwrap.to_string_lossy().into_owned());
         }
-        if let Some((upper, work)) = overlay {
-            for (flag, path) in [
-                ("--overlay-lower", view.as_path()),
-                ("--overlay-upper", upper),
-                ("--overlay-work", work),
-            ] {
+        if let Some(overlay) = overlay {
+            let mut flags = vec![("--overlay-on", view.clone())];
+            for layer in overlay.lower {
+                let layer = layer
+                    .canonicalize()
+                    .io_context(|| format!("resolving {}", layer.display()))?;
+                flags.push(("--overlay-lower", layer));
+            }
+            flags.push(("--overlay-upper", overlay.upper.to_path_buf()));
+            flags.push(("--overlay-work", overlay.work.to_path_buf()));
+            for (flag, path) in flags {
                 launcher.push(flag.into());
                 launcher.push(path.to_string_lossy().into_owned());
             }
@@ -210,8 +215,17 @@ impl SandboxPlan {
             launcher,
             kind: self.kind(),
             layers: Some(self.layers(network)),
+            view_layers: Vec::new(),
         })
     }
+}
+
+/// An overlay the launcher mounts on the view: read-only layers (top first) under `upper`.
+#[derive(Debug, Clone, Copy)]
+pub(crate) struct LauncherOverlay<'a> {
+    pub(crate) lower: &'a [PathBuf],
+    pub(crate) upper: &'a Path,
+    pub(crate) work: &'a Path,
 }
 
 /// Paths every command may write besides its view and its own temporary directory: the

@@ -42,13 +42,14 @@ pub(crate) struct ExecRequest<'a> {
     pub(crate) command: &'a [OsString],
 }
 
-/// A view shown to the command through the kernel's overlayfs: `lower` (the view) is mounted
-/// over itself with `upper` on top, in a user and mount namespace of the launcher's own, before
-/// bubblewrap starts; whatever the command creates, changes or deletes lands in `upper`
-/// (deletions as whiteouts), and the view itself stays as it was.
+/// A view shown to the command through the kernel's overlayfs, mounted on `target` (the view's
+/// directory) in a user and mount namespace of the launcher's own, before bubblewrap starts:
+/// the read-only layers `lower` (top first) under `upper`, where whatever the command creates,
+/// changes or deletes lands (deletions as whiteouts).
 #[derive(Debug, Clone, Copy)]
 pub(crate) struct Overlay<'a> {
-    pub(crate) lower: &'a Path,
+    pub(crate) target: &'a Path,
+    pub(crate) lower: &'a [PathBuf],
     pub(crate) upper: &'a Path,
     pub(crate) work: &'a Path,
 }
@@ -211,16 +212,17 @@ pub(crate) fn mount_overlay(overlay: Overlay<'_>) -> Result<(), String> {
     };
     // `userxattr`: in a user namespace overlayfs keeps its marks (opaque directories) in
     // `user.overlay.*` attributes; without it, removing a directory fails with EIO.
+    let lower: Vec<String> = overlay.lower.iter().map(|p| escape(p)).collect();
     let options = format!(
         "userxattr,lowerdir={},upperdir={},workdir={}",
-        escape(overlay.lower),
+        lower.join(":"),
         escape(overlay.upper),
         escape(overlay.work)
     );
     let cwd = std::env::current_dir().ok();
     mount(
         "overlay",
-        overlay.lower,
+        overlay.target,
         "overlay",
         MountFlags::empty(),
         std::ffi::CString::new(options)
@@ -236,28 +238,43 @@ pub(crate) fn mount_overlay(overlay: Overlay<'_>) -> Result<(), String> {
     Ok(())
 }
 
-/// Whether overlays can be mounted here: mounts one on a scratch directory and writes through
-/// it. Unshares this process, so it runs in a child of its own (`sandbox-exec --probe`).
+/// Whether overlays can be mounted here as views use them: two read-only layers, the upper one
+/// hiding a file of the lower one with a whiteout made without privileges, mounted on a scratch
+/// directory. Unshares this process, so it runs in a child of its own (`sandbox-exec --probe`).
 pub(crate) fn probe_overlay() -> bool {
+    use rustix::fs::{CWD, FileType, Mode, makedev, mknodat};
     let root = std::env::temp_dir().join(format!("ocflow-overlay-probe-{}", std::process::id()));
-    let (lower, upper, work) = (root.join("lower"), root.join("upper"), root.join("work"));
-    let made = [&lower.join("dir"), &upper, &work]
+    let [mnt, top, bottom, upper, work] =
+        ["mnt", "top", "bottom", "upper", "work"].map(|name| root.join(name));
+    let made = [&mnt, &top, &bottom.join("dir"), &upper, &work]
         .iter()
         .all(|dir| std::fs::create_dir_all(dir).is_ok())
-        && std::fs::write(lower.join("dir/file"), "x").is_ok();
+        && std::fs::write(bottom.join("dir/file"), "x").is_ok()
+        && std::fs::write(bottom.join("hidden"), "x").is_ok()
+        && mknodat(
+            CWD,
+            top.join("hidden"),
+            FileType::CharacterDevice,
+            Mode::empty(),
+            makedev(0, 0),
+        )
+        .is_ok();
     // A write and a directory's removal through the overlay (the second needs the file
-    // system to take overlayfs's marks).
+    // system to take overlayfs's marks), and the whiteout honoured.
+    let lower = [top, bottom];
     let works = made
         && mount_overlay(Overlay {
+            target: &mnt,
             lower: &lower,
             upper: &upper,
             work: &work,
         })
         .is_ok()
-        && std::fs::write(lower.join("probe"), "x").is_ok()
+        && std::fs::write(mnt.join("probe"), "x").is_ok()
         && upper.join("probe").is_file()
-        && std::fs::remove_dir_all(lower.join("dir")).is_ok();
-    let _ = rustix::mount::unmount(&lower, rustix::mount::UnmountFlags::DETACH);
+        && std::fs::symlink_metadata(mnt.join("hidden")).is_err()
+        && std::fs::remove_dir_all(mnt.join("dir")).is_ok();
+    let _ = rustix::mount::unmount(&mnt, rustix::mount::UnmountFlags::DETACH);
     remove_overlay_dirs(&root);
     works
 }

@@ -50,6 +50,11 @@ pub(crate) struct Sandbox {
     /// What holds, layer by layer, reported in results as `sandbox_layers`.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub(crate) layers: Option<SandboxLayers>,
+    /// When the launcher mounts the view as an overlay on `work_dir` (which only the command
+    /// sees), the directories it is made of, top first: the one the command's writes land in,
+    /// then the read-only layers. Relative to the instructions file's directory.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub(crate) view_layers: Vec<String>,
 }
 
 /// What confines a command step, layer by layer.

@@ -5,6 +5,7 @@
 pub(crate) mod apply;
 pub(crate) mod events;
 pub(crate) mod journal;
+pub(crate) mod layered_view;
 pub(crate) mod report;
 pub(crate) mod review;
 pub(crate) mod staging;

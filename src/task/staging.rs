@@ -272,7 +272,7 @@ fn place_file(root: &Path, path: &RepoPath, source: &Path) -> Result<()> {
 }
 
 /// Removes a file, symlink or directory tree if there is one.
-fn remove_any(path: &Path) -> Result<()> {
+pub(crate) fn remove_any(path: &Path) -> Result<()> {
     match fs::symlink_metadata(path) {
         Ok(meta) if meta.is_dir() => remove_tree(path),
         Ok(_) => fs::remove_file(path).io_context(|| format!("removing {}", path.display())),
@@ -682,175 +682,6 @@ impl View {
         Ok(captured)
     }
 
-    /// What a command changed, read from its overlay's upper directory — `O(changes)`, no walk
-    /// of the view — then carried into the view (renamed into place, deletions made), so the
-    /// view holds the command's changes exactly as after a command run in place. Whiteouts are
-    /// deletions; an opaque directory hides everything the view had beneath it. What lies in
-    /// excluded directories (`node_modules`, `.venv`, a Rust `target`) is carried, not
-    /// captured; symlinks and special files are carried and ignored, as in `capture`.
-    pub(crate) fn capture_overlay(
-        &mut self,
-        task: &TaskDir,
-        step_id: &str,
-        sequence: u64,
-        upper: &Path,
-        output_dir: &Path,
-        forbidden: &[RepoPath],
-    ) -> Result<Captured> {
-        let mut captured = Captured::default();
-        // What the view had at the paths the command deleted (or hid under an opaque
-        // directory): a file made again there is compared with it, and is no deletion.
-        let mut forgotten: HashMap<RepoPath, Option<Version>> = HashMap::new();
-        let mut todo = vec![String::new()];
-        while let Some(dir) = todo.pop() {
-            let source_dir = if dir.is_empty() {
-                upper.to_path_buf()
-            } else {
-                upper.join(&dir)
-            };
-            let entries = fs::read_dir(&source_dir)
-                .io_context(|| format!("reading {}", source_dir.display()))?;
-            let mut names: Vec<(String, fs::Metadata)> = Vec::new();
-            for entry in entries {
-                let entry = entry.io_context(|| format!("reading {}", source_dir.display()))?;
-                let Ok(name) = entry.file_name().into_string() else {
-                    continue;
-                };
-                let meta = fs::symlink_metadata(entry.path())
-                    .io_context(|| format!("reading {}", entry.path().display()))?;
-                names.push((name, meta));
-            }
-            names.sort_by(|a, b| a.0.cmp(&b.0));
-            for (name, meta) in names {
-                let rel = if dir.is_empty() {
-                    name.clone()
-                } else {
-                    format!("{dir}/{name}")
-                };
-                // A path no flow may name (`node_modules`, `.git`, …) is carried, never captured.
-                let path = RepoPath::parse(&rel).ok();
-                let here = self.root.join(&rel);
-                let there = upper.join(&rel);
-                let excluded = path.as_ref().is_none_or(|path| self.is_excluded(path));
-                let file_type = meta.file_type();
-                if file_type.is_dir() {
-                    let replaced = !fs::symlink_metadata(&here).is_ok_and(|m| m.is_dir());
-                    if is_opaque(&there) || replaced {
-                        // Everything the view had here is gone, as the command saw it.
-                        if let Some(path) = &path {
-                            self.forget_under(path, &mut forgotten);
-                        }
-                        remove_any(&here)?;
-                    }
-                    fs::create_dir_all(&here)
-                        .io_context(|| format!("creating {}", here.display()))?;
-                    todo.push(rel);
-                    continue;
-                }
-                if is_whiteout(&meta) {
-                    if let Some(path) = &path {
-                        self.forget_under(path, &mut forgotten);
-                    }
-                    remove_any(&here)?;
-                    continue;
-                }
-                // A file, symlink or special file: it replaces whatever the view had here.
-                if fs::symlink_metadata(&here).is_ok_and(|m| m.is_dir()) {
-                    if let Some(path) = &path {
-                        self.forget_under(path, &mut forgotten);
-                    }
-                    remove_any(&here)?;
-                }
-                if let Some(path) = path.as_ref().filter(|_| !excluded) {
-                    let forbidden_here = forbidden.iter().any(|dir| path.is_within(dir));
-                    if file_type.is_file() && !forbidden_here {
-                        // Made again where the view had a file: compared with that one.
-                        if let Some(previous) = forgotten.remove(path) {
-                            match previous {
-                                Some(version) => {
-                                    self.applied.versions.insert(path.clone(), version)
-                                }
-                                None => self.applied.versions.remove(path),
-                            };
-                        }
-                        let before = self.applied.source(task, path).ok().flatten();
-                        if !same_content(before.as_deref(), &there)? {
-                            copy_file(&there, &path.under(output_dir))?;
-                            self.applied.versions.insert(
-                                path.clone(),
-                                Version::Step {
-                                    step: step_id.to_string(),
-                                    sequence,
-                                },
-                            );
-                            captured.output_files.push(path.as_str().to_string());
-                        }
-                    } else {
-                        captured.ignored.push(path.as_str().to_string());
-                    }
-                }
-                if let Some(parent) = here.parent() {
-                    fs::create_dir_all(parent)
-                        .io_context(|| format!("creating {}", parent.display()))?;
-                }
-                fs::rename(&there, &here)
-                    .io_context(|| format!("moving {} into the view", there.display()))?;
-                if let Some(path) = path.as_ref().filter(|_| !excluded) {
-                    self.record(path)?;
-                }
-            }
-        }
-        // What was deleted and not made again (a file made again is in `outputs` if it
-        // differs, and nowhere if it does not).
-        for path in forgotten.into_keys() {
-            if !self.manifest.contains_key(&path) {
-                captured.deleted_files.push(path.as_str().to_string());
-            }
-        }
-        captured.output_files.sort();
-        captured.deleted_files.sort();
-        captured.deleted_files.dedup();
-        captured.ignored.sort();
-        self.recorded_at_ns = now_ns();
-        Ok(captured)
-    }
-
-    /// Whether `path` lies in a directory staging skips (`node_modules`, `.venv`, …).
-    fn is_excluded(&self, path: &RepoPath) -> bool {
-        let mut parent = self.root.clone();
-        let parts: Vec<&str> = path.as_str().split('/').collect();
-        for part in &parts[..parts.len().saturating_sub(1)] {
-            if repo_path::is_excluded_dir(&parent, part) {
-                return true;
-            }
-            parent.push(part);
-        }
-        false
-    }
-
-    /// Marks deleted every tracked file at or beneath `path`, noting in `forgotten` the
-    /// version each had (a file made again in the same step is compared with it).
-    fn forget_under(
-        &mut self,
-        path: &RepoPath,
-        forgotten: &mut HashMap<RepoPath, Option<Version>>,
-    ) {
-        let gone: Vec<RepoPath> = self
-            .manifest
-            .keys()
-            .filter(|known| *known == path || known.is_within(path))
-            .cloned()
-            .collect();
-        for known in gone {
-            self.manifest.remove(&known);
-            let previous = self
-                .applied
-                .versions
-                .insert(known.clone(), Version::Deleted);
-            forgotten.entry(known).or_insert(previous);
-        }
-    }
-
     /// Every file and symlink in the view (skipping excluded directories) with its stamp.
     fn walk(&self) -> Result<Vec<(RepoPath, Stamp)>> {
         let mut out = Vec::with_capacity(self.manifest.len() + 16);
@@ -877,27 +708,8 @@ impl View {
     }
 }
 
-/// An overlay whiteout: a character device 0/0 in the upper directory (a deletion).
-fn is_whiteout(meta: &fs::Metadata) -> bool {
-    use std::os::unix::fs::FileTypeExt;
-    meta.file_type().is_char_device() && meta.rdev() == 0
-}
-
-/// An opaque directory of an overlay's upper directory: it hides the lower one's content (a
-/// directory deleted and made again). Overlays mounted in a user namespace mark it with
-/// `user.overlay.opaque`, others with `trusted.overlay.opaque`.
-fn is_opaque(dir: &Path) -> bool {
-    let mut value = [0u8; 4];
-    ["user.overlay.opaque", "trusted.overlay.opaque"]
-        .iter()
-        .any(|name| {
-            rustix::fs::lgetxattr(dir, *name, &mut value)
-                .is_ok_and(|len| len >= 1 && value[0] == b'y')
-        })
-}
-
 /// Whether `after` has exactly the content of `before` (`None`: did not exist).
-fn same_content(before: Option<&Path>, after: &Path) -> Result<bool> {
+pub(crate) fn same_content(before: Option<&Path>, after: &Path) -> Result<bool> {
     let Some(before) = before else {
         return Ok(false);
     };

@@ -25,6 +25,8 @@ pub(crate) const WORKSPACE_CONFIG: &str = "ocflow.toml";
 pub(crate) const FINAL_OUTPUT_DIR: &str = "final_output";
 pub(crate) const SNAPSHOT_DIR: &str = "_snapshot";
 pub(crate) const VIEW_DIR: &str = "_view";
+/// The directory of a view made of layers (`task::layered_view`).
+pub(crate) const LAYERS_DIR: &str = "_layers";
 const LOCK_FILE: &str = ".lock";
 
 /// The name of view number `index`.
@@ -33,6 +35,15 @@ pub(crate) fn view_dir_name(index: usize) -> String {
         VIEW_DIR.to_string()
     } else {
         format!("{VIEW_DIR}-{}", index + 1)
+    }
+}
+
+/// The name of the view made of layers number `index`.
+pub(crate) fn layers_dir_name(index: usize) -> String {
+    if index == 0 {
+        LAYERS_DIR.to_string()
+    } else {
+        format!("{LAYERS_DIR}-{}", index + 1)
     }
 }
 
@@ -87,6 +98,11 @@ impl TaskDir {
     /// The directory of view number `index` (0, 1, …): `_view`, `_view-2`, …
     pub(crate) fn view(&self, index: usize) -> PathBuf {
         self.root.join(view_dir_name(index))
+    }
+
+    /// The directory of the view made of layers number `index`: `_layers`, `_layers-2`, …
+    pub(crate) fn layers(&self, index: usize) -> PathBuf {
+        self.root.join(layers_dir_name(index))
     }
 
     pub(crate) fn final_output(&self) -> PathBuf {

@@ -16,8 +16,8 @@ fn flow() -> Value {
         shell(
             "edit",
             "echo changed > keep.txt && rm gone.txt && mkdir -p new/deep && \
-                       echo n > new/deep/n.txt && mkdir -p node_modules/pkg && \
-                       echo dep > node_modules/pkg/index.js",
+                       echo n > new/deep/n.txt && mkdir -p node_modules/pkg node_modules/gone && \
+                       echo dep > node_modules/pkg/index.js && echo g > node_modules/gone/x.js",
             &[]
         ),
         shell(
@@ -37,9 +37,39 @@ fn flow() -> Value {
             "remake",
             "rm -r new && mkdir -p new/deep && echo n > new/deep/n.txt && echo m > new/m.txt",
             &["later"]
-        )
+        ),
+        // A file in a carried directory changed, then read by the next command.
+        shell(
+            "deps",
+            "echo more >> node_modules/pkg/index.js && rm -r node_modules/gone",
+            &["remake"]
+        ),
+        shell(
+            "deps_seen",
+            "cat node_modules/pkg/index.js > deps.txt && test ! -e node_modules/gone && \
+             cat file/inside.txt > inside.txt",
+            &["deps"]
+        ),
+        // The test command found from the view's files, and a JUnit report the command wrote.
+        json!({"id": "detected", "operation": "run_tests", "depends_on": ["deps_seen"],
+               "params": {}}),
+        json!({"id": "junit", "operation": "run_tests", "depends_on": ["detected"],
+               "params": {"command": "mkdir -p reports && printf '%s' '<testsuite name=\"s\" \
+                tests=\"2\" failures=\"1\"><testcase name=\"ok\"/><testcase name=\"bad\">\
+                <failure message=\"boom\"/></testcase></testsuite>' > reports/junit.xml"}})
     ])
 }
+
+const STEPS: [&str; 8] = [
+    "edit",
+    "swap",
+    "later",
+    "remake",
+    "deps",
+    "deps_seen",
+    "detected",
+    "junit",
+];
 
 fn run(overlay: bool) -> (Sandbox, Vec<Value>) {
     let sandbox = Sandbox::new(&[
@@ -48,6 +78,7 @@ fn run(overlay: bool) -> (Sandbox, Vec<Value>) {
         ("dir/old.txt", "old\n"),
         ("dir/sub/older.txt", "older\n"),
         ("file", "a file\n"),
+        ("tests/test_a.py", "def test_a():\n    assert True\n"),
     ]);
     // Forced either way: by default only views of 2000 files or more use the overlay.
     sandbox.configure_sandbox(if overlay {
@@ -56,10 +87,7 @@ fn run(overlay: bool) -> (Sandbox, Vec<Value>) {
         "overlay = false"
     });
     assert_exit(&sandbox.run(&flow(), "t"), 0);
-    let results = ["edit", "swap", "later", "remake"]
-        .iter()
-        .map(|step| sandbox.result("t", step))
-        .collect();
+    let results = STEPS.iter().map(|step| sandbox.result("t", step)).collect();
     (sandbox, results)
 }
 
@@ -74,7 +102,7 @@ fn an_overlay_view_captures_what_the_copy_captures() {
     for (a, b) in with.iter().zip(&without) {
         assert_eq!(a["view"], json!("overlay"), "{a}");
         assert_eq!(b["view"], json!("copy"), "{b}");
-        for field in ["output_files", "deleted_files", "status"] {
+        for field in ["output_files", "deleted_files", "status", "tests"] {
             assert_eq!(a[field], b[field], "{field}: {a} vs {b}");
         }
     }
@@ -96,9 +124,36 @@ fn an_overlay_view_captures_what_the_copy_captures() {
     assert_eq!(final_files(&overlaid), final_files(&copied));
     assert_eq!(final_files(&overlaid)["seen.txt"], "dep\n");
     assert_eq!(final_files(&overlaid)["listing.txt"], "fresh.txt\n");
+    assert_eq!(final_files(&overlaid)["deps.txt"], "dep\nmore\n");
+    assert_eq!(final_files(&overlaid)["inside.txt"], "inside\n");
+    assert_eq!(with[6]["status"], json!("success"), "{}", with[6]);
+    assert_eq!(with[6]["tests"]["passed"], json!(1), "{}", with[6]);
+    assert_eq!(with[7]["tests"]["failed"], json!(1), "{}", with[7]);
+    assert_eq!(
+        with[7]["tests"]["report_files"],
+        json!(["reports/junit.xml"]),
+        "{}",
+        with[7]
+    );
     // Nothing of the overlay is left in the step directories.
-    for step in ["edit", "swap", "later", "remake"] {
-        let dir = overlaid.task_dir("t").join(step);
+    let task = overlaid.task_dir("t");
+    for step in STEPS {
+        let dir = task.join(step);
         assert!(!dir.join("upper").exists() && !dir.join("work").exists());
+    }
+    // No copy of the repository: the view is its layers, whose files are links to the steps'
+    // outputs, and what the commands left in `node_modules`.
+    assert!(!task.join("_view").exists());
+    let mut files = Vec::new();
+    for entry in walkdir::WalkDir::new(task.join("_layers")) {
+        let entry = entry.unwrap();
+        if entry.file_type().is_file() {
+            files.push(entry);
+        }
+    }
+    for entry in &files {
+        let carried = entry.path().starts_with(task.join("_layers/carried"));
+        let linked = std::os::unix::fs::MetadataExt::nlink(&entry.metadata().unwrap()) > 1;
+        assert!(carried || linked, "{} is a copy", entry.path().display());
     }
 }

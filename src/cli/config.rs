@@ -624,7 +624,7 @@ fn resolve_sandbox(
         memory_mb: file.memory_mb.unwrap_or(DEFAULT_MEMORY_MB).max(16),
         max_processes: file.max_processes.unwrap_or(DEFAULT_MAX_PROCESSES).max(4),
         // The key files, when keys came from them: no command may read them.
-        overlay: file.overlay == Some(true),
+        overlay: file.overlay != Some(false),
         hidden: std::env::var_os(crate::llm::key::KEY_FILE_VARIABLE)
             .map(PathBuf::from)
             .into_iter()

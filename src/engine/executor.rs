@@ -3,7 +3,7 @@
 //! keeps `flow_status.json` and the journal true after every change. What happens after a
 //! failure (retries, recovery decisions carried out) is in `executor/recovering.rs`.
 
-use std::collections::{BTreeSet, HashMap};
+use std::collections::{BTreeSet, HashMap, HashSet};
 use std::fs;
 use std::path::PathBuf;
 use std::sync::Arc;
@@ -169,6 +169,9 @@ pub(crate) struct Executor {
     view_of_step: HashMap<String, ViewSlot>,
     /// The results of steps that just failed, for the decision that follows (read once).
     failed_results: HashMap<String, StepResult>,
+    /// Steps that run in a copied view, not one made of layers: the overlay refused to rename
+    /// a directory for them.
+    copy_views: HashSet<String>,
     /// When the status was last written, and the journal's bytes then.
     checkpoint: Checkpoint,
 }
@@ -249,6 +252,7 @@ impl Executor {
             free_views: Vec::new(),
             view_of_step: HashMap::new(),
             failed_results: HashMap::new(),
+            copy_views: HashSet::new(),
             checkpoint: Checkpoint {
                 at: Instant::now(),
                 journal_bytes: 0,
@@ -1035,6 +1039,7 @@ impl Executor {
             .as_ref()
             .is_some_and(|plan| plan.overlay)
             && is_built_in_command(&step.operation)
+            && !self.copy_views.contains(&step.id)
             && fs::metadata(&self.task.root)
                 .is_ok_and(|m| m.gid() == rustix::process::getegid().as_raw())
     }

@@ -55,9 +55,7 @@ pub(crate) struct SandboxSettings {
     pub(crate) memory_mb: u64,
     pub(crate) max_processes: u64,
     pub(crate) hidden: Vec<PathBuf>,
-    /// Use overlays where the kernel allows them (`[sandbox] overlay = true`; off by default:
-    /// under an overlay mounted in a user namespace, renaming a directory the view already had
-    /// fails with EXDEV, which `git mv` and some tools do not work around).
+    /// Use overlays where the kernel allows them (on unless `[sandbox] overlay = false`).
     pub(crate) overlay: bool,
 }
 
@@ -85,7 +83,8 @@ impl SandboxPlan {
             max_processes: settings.max_processes,
             process_limit,
             hidden: settings.hidden,
-            overlay: overlay && settings.overlay,
+            // The overlay is mounted in namespaces of the launcher's own.
+            overlay: overlay && settings.overlay && settings.namespaces,
         }))
     }
 

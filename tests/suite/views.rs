@@ -56,11 +56,17 @@ fn flow() -> Value {
         json!({"id": "junit", "operation": "run_tests", "depends_on": ["detected"],
                "params": {"command": "mkdir -p reports && printf '%s' '<testsuite name=\"s\" \
                 tests=\"2\" failures=\"1\"><testcase name=\"ok\"/><testcase name=\"bad\">\
-                <failure message=\"boom\"/></testcase></testsuite>' > reports/junit.xml"}})
+                <failure message=\"boom\"/></testcase></testsuite>' > reports/junit.xml"}}),
+        // `mv` copies a directory the view already had when the kernel refuses to rename it.
+        shell(
+            "moved",
+            "mv new renamed && ls renamed > moved.txt",
+            &["junit"]
+        )
     ])
 }
 
-const STEPS: [&str; 8] = [
+const STEPS: [&str; 9] = [
     "edit",
     "swap",
     "later",
@@ -69,6 +75,7 @@ const STEPS: [&str; 8] = [
     "deps_seen",
     "detected",
     "junit",
+    "moved",
 ];
 
 fn run(overlay: bool) -> (Sandbox, Vec<Value>) {
@@ -126,6 +133,7 @@ fn an_overlay_view_captures_what_the_copy_captures() {
     assert_eq!(final_files(&overlaid)["listing.txt"], "fresh.txt\n");
     assert_eq!(final_files(&overlaid)["deps.txt"], "dep\nmore\n");
     assert_eq!(final_files(&overlaid)["inside.txt"], "inside\n");
+    assert_eq!(final_files(&overlaid)["moved.txt"], "deep\nm.txt\n");
     assert_eq!(with[6]["status"], json!("success"), "{}", with[6]);
     assert_eq!(with[6]["tests"]["passed"], json!(1), "{}", with[6]);
     assert_eq!(with[7]["tests"]["failed"], json!(1), "{}", with[7]);
@@ -156,4 +164,30 @@ fn an_overlay_view_captures_what_the_copy_captures() {
         let linked = std::os::unix::fs::MetadataExt::nlink(&entry.metadata().unwrap()) > 1;
         assert!(carried || linked, "{} is a copy", entry.path().display());
     }
+}
+
+#[test]
+fn a_command_the_overlay_refuses_a_rename_runs_again_in_a_copy() {
+    if !namespaces_available() {
+        eprintln!("skipped: no namespaces here (the copy-and-compare view is the only one)");
+        return;
+    }
+    let sandbox = Sandbox::new(&[("pkg/mod.py", "x = 1\n"), ("pkg/sub/deep.py", "y = 2\n")]);
+    // Python's os.rename does not copy when the kernel refuses (EXDEV), as `mv` does.
+    let flow = json!([{"id": "rename", "operation": "execute_shell_command",
+        "params": {"command": "python3 -c \"import os; os.rename('pkg', 'lib')\""}}]);
+    let output = sandbox.run(&flow, "t");
+    assert_exit(&output, 0);
+    let result = sandbox.result("t", "rename");
+    assert_eq!(result["view"], json!("copy"), "{result}");
+    assert_eq!(
+        result["output_files"],
+        json!(["lib/mod.py", "lib/sub/deep.py"])
+    );
+    assert_eq!(
+        result["deleted_files"],
+        json!(["pkg/mod.py", "pkg/sub/deep.py"])
+    );
+    let step = sandbox.step_status("t", "rename");
+    assert_eq!(step["attempts"], json!(2), "{step}");
 }

@@ -28,10 +28,24 @@ impl Executor {
             result.llm_error.as_ref().is_some_and(|e| e.transient)
                 || (result.timed_out == Some(true) && retryable)
         });
+        let refused_rename = result.as_ref().is_some_and(refused_a_rename)
+            && self.copy_views.insert(step.id.clone());
         let entry = self
             .status
             .step_mut(&step.id)
             .ok_or_else(|| missing_step(&self.task, &step.id))?;
+        if refused_rename && entry.attempts < limits.max_attempts_per_step {
+            // The overlay refused to rename a directory the view already had (EXDEV), which
+            // a copied view allows: the command runs again at once in one, without the LLM.
+            let retry = entry.retry_transient()?;
+            self.save()?;
+            self.events.emit(Event::StepRetrying {
+                step: step.id.clone(),
+                retry,
+                delay_ms: 0,
+            })?;
+            return Ok(Next::Continue);
+        }
         if transient
             && entry.auto_retries < limits.max_transient_retries
             && entry.attempts < limits.max_attempts_per_step
@@ -286,4 +300,22 @@ impl Executor {
         })?;
         Ok(Next::Stop)
     }
+}
+
+/// Whether a command failed in a view made of layers because the kernel refused to rename a
+/// directory (EXDEV: overlays mounted in a user namespace cannot redirect directories; `mv`
+/// copies instead, Python's `os.rename` and Node's `fs.rename` fail). The messages are
+/// glibc's and musl's `strerror`, and Node's code.
+fn refused_a_rename(result: &StepResult) -> bool {
+    let said = |field: &str| {
+        result
+            .fields
+            .get(field)
+            .and_then(Value::as_str)
+            .is_some_and(|text| {
+                let text = text.to_ascii_lowercase();
+                text.contains("cross-device link") || text.contains("exdev")
+            })
+    };
+    result.view.as_deref() == Some("overlay") && (said("stderr") || said("stdout"))
 }

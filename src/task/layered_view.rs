@@ -81,11 +81,11 @@ impl LayeredView {
         for (path, version) in &desired.versions {
             match version {
                 Version::Deleted => deleted.push(path),
-                Version::Step { .. } => {
-                    if let Some(source) = desired.source(task, path)? {
-                        link_into(&changes, path, &source)?;
-                    }
-                }
+                // A version whose file vanished shows nothing, as in a copied view.
+                Version::Step { .. } => match desired.source(task, path)? {
+                    Some(source) => link_into(&changes, path, &source)?,
+                    None => deleted.push(path),
+                },
             }
         }
         let carried = self.dir.join(CARRIED_DIR);
@@ -141,6 +141,7 @@ impl LayeredView {
     ) -> Result<Captured> {
         let mut capture = Capture {
             task,
+            upper,
             snapshot: task.snapshot(),
             carried: self.dir.join(CARRIED_DIR),
             applied: &mut self.applied,
@@ -173,6 +174,7 @@ impl LayeredView {
 /// and what it showed at the paths the command deleted.
 struct Capture<'a> {
     task: &'a TaskDir,
+    upper: &'a Path,
     snapshot: PathBuf,
     carried: PathBuf,
     applied: &'a mut Overlay,
@@ -265,15 +267,23 @@ impl Capture<'_> {
         Ok(())
     }
 
-    /// Whether `path` lies in a directory staging skips (`node_modules`, `.venv`, …).
+    /// Whether `path` lies in a directory staging skips (`node_modules`, `.venv`, a `target`
+    /// beside a `Cargo.toml` the view shows — perhaps one the command just wrote).
     fn is_excluded(&self, path: &RepoPath) -> bool {
-        let mut parent = self.snapshot.clone();
         let parts: Vec<&str> = path.as_str().split('/').collect();
+        let mut parent = String::new();
         for part in &parts[..parts.len().saturating_sub(1)] {
-            if repo_path::is_excluded_dir(&parent, part) {
+            let cargo = || {
+                let manifest = RepoPath::parse(&format!("{parent}Cargo.toml"));
+                manifest.is_ok_and(|manifest| {
+                    manifest.under(self.upper).is_file() || self.shows_file(&manifest)
+                })
+            };
+            if repo_path::EXCLUDED_DIR_NAMES.contains(part) || (*part == "target" && cargo()) {
                 return true;
             }
-            parent.push(part);
+            parent.push_str(part);
+            parent.push('/');
         }
         false
     }

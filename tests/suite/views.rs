@@ -62,11 +62,18 @@ fn flow() -> Value {
             "moved",
             "mv new renamed && ls renamed > moved.txt",
             &["junit"]
+        ),
+        // A Rust crate made by the command: its `target` is a build directory, never captured.
+        shell(
+            "cargo",
+            "mkdir -p crate/target/debug && echo '[package]' > crate/Cargo.toml && \
+             echo built > crate/target/debug/app",
+            &["moved"]
         )
     ])
 }
 
-const STEPS: [&str; 9] = [
+const STEPS: [&str; 10] = [
     "edit",
     "swap",
     "later",
@@ -76,6 +83,7 @@ const STEPS: [&str; 9] = [
     "detected",
     "junit",
     "moved",
+    "cargo",
 ];
 
 fn run(overlay: bool) -> (Sandbox, Vec<Value>) {
@@ -134,6 +142,7 @@ fn an_overlay_view_captures_what_the_copy_captures() {
     assert_eq!(final_files(&overlaid)["deps.txt"], "dep\nmore\n");
     assert_eq!(final_files(&overlaid)["inside.txt"], "inside\n");
     assert_eq!(final_files(&overlaid)["moved.txt"], "deep\nm.txt\n");
+    assert_eq!(with[9]["output_files"], json!(["crate/Cargo.toml"]));
     assert_eq!(with[6]["status"], json!("success"), "{}", with[6]);
     assert_eq!(with[6]["tests"]["passed"], json!(1), "{}", with[6]);
     assert_eq!(with[7]["tests"]["failed"], json!(1), "{}", with[7]);

@@ -32,7 +32,7 @@ pub fn run(cli: Cli, api_key: ApiKey) -> Result<ExitCode> {
     if let Command::SandboxExec(args) = &cli.command {
         use engine::sandbox_exec;
         if args.probe {
-            return Ok(match sandbox_exec::probe() {
+            return Ok(match sandbox_exec::probe(args.probe_in.as_deref()) {
                 Ok(kind) => {
                     output::print_stdout(&format!("{kind}\n"));
                     ExitCode::Success

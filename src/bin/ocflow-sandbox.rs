@@ -21,6 +21,7 @@ fn main() -> ExitCode {
     let (mut target, mut upper, mut work): (Option<PathBuf>, Option<PathBuf>, Option<PathBuf>) =
         (None, None, None);
     let mut lower: Vec<PathBuf> = Vec::new();
+    let mut probe_in: Option<PathBuf> = None;
     let mut command: Vec<OsString> = Vec::new();
     while let Some(arg) = args.next() {
         let number = |value: Option<OsString>| value.and_then(|v| v.to_str()?.parse::<u64>().ok());
@@ -37,12 +38,13 @@ fn main() -> ExitCode {
             Some("--overlay-work") => work = args.next().map(PathBuf::from),
             Some("--inner") => inner = true,
             Some("--probe") => probe = true,
+            Some("--probe-in") => probe_in = args.next().map(PathBuf::from),
             Some("--") => command.extend(args.by_ref()),
             _ => return fail(&format!("unknown argument {}", arg.to_string_lossy())),
         }
     }
     if probe {
-        return match sandbox_exec::probe() {
+        return match sandbox_exec::probe(probe_in.as_deref()) {
             Ok(kind) => {
                 let _ = writeln!(std::io::stdout(), "{kind}");
                 ExitCode::SUCCESS

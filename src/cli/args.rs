@@ -125,6 +125,9 @@ pub(crate) struct SandboxArgs {
     /// Only report what Landlock enforces here ("landlock", "landlock-partial" or "none").
     #[arg(long)]
     pub(crate) probe: bool,
+    /// With --probe: try the overlay in this directory (else the temporary directory).
+    #[arg(long, value_name = "DIR")]
+    pub(crate) probe_in: Option<PathBuf>,
     /// Let the command use the network (otherwise only loopback, and TCP refused).
     #[arg(long)]
     pub(crate) network: bool,

@@ -172,6 +172,8 @@ pub(crate) struct Executor {
     /// Steps that run in a copied view, not one made of layers: the overlay refused to rename
     /// a directory for them.
     copy_views: HashSet<String>,
+    /// Whether overlays work in the task's directory, once asked (`SandboxPlan::overlay_works_in`).
+    overlay_works: Option<bool>,
     /// When the status was last written, and the journal's bytes then.
     checkpoint: Checkpoint,
 }
@@ -253,6 +255,7 @@ impl Executor {
             view_of_step: HashMap::new(),
             failed_results: HashMap::new(),
             copy_views: HashSet::new(),
+            overlay_works: None,
             checkpoint: Checkpoint {
                 at: Instant::now(),
                 journal_bytes: 0,
@@ -540,7 +543,8 @@ impl Executor {
                 )
             }
             Access::View => {
-                let slot = self.acquire_view(&ancestors, self.layered_view_for(step))?;
+                let layered = self.layered_view_for(step) && self.overlay_works_here()?;
+                let slot = self.acquire_view(&ancestors, layered)?;
                 *view = Some(slot);
                 self.view_of_step.insert(step.id.clone(), slot);
                 let dir = match slot {
@@ -1025,6 +1029,30 @@ impl Executor {
         self.views
             .push(View::open(&self.task, self.task.view(index))?);
         Ok(ViewSlot::Copy(index))
+    }
+
+    /// Whether overlays work in the task's directory: probed there once, before the first view
+    /// made of layers; when they do not, a warning says so and views are copies.
+    fn overlay_works_here(&mut self) -> Result<bool> {
+        if let Some(works) = self.overlay_works {
+            return Ok(works);
+        }
+        let works = self
+            .settings
+            .sandbox
+            .as_ref()
+            .is_some_and(|plan| plan.overlay_works_in(&self.task.root));
+        self.overlay_works = Some(works);
+        if !works {
+            self.events.emit(Event::Warning {
+                message: format!(
+                    "overlays do not work in the file system of {} (the temporary directory's \
+                     took one): command steps run in copies of the repository",
+                    self.task.root.display()
+                ),
+            })?;
+        }
+        Ok(works)
     }
 
     /// Whether `step` runs in a view made of layers: only the built-in commands (a plugin may

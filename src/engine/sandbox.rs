@@ -219,6 +219,28 @@ impl SandboxPlan {
     }
 }
 
+impl SandboxPlan {
+    /// Whether overlays work in `dir` (the task's directory, where views' layers and steps'
+    /// upper directories live): the start-up probe tried the temporary directory, and another
+    /// file system may refuse (overlayfs takes no overlay, as a container's root file system
+    /// often is, for an upper directory).
+    pub(crate) fn overlay_works_in(&self, dir: &Path) -> bool {
+        let Ok(exe) = std::env::current_exe() else {
+            return false;
+        };
+        let small = exe.with_file_name("ocflow-sandbox");
+        let exe = if small.is_file() { small } else { exe };
+        std::process::Command::new(exe)
+            .args(["sandbox-exec", "--probe", "--probe-in"])
+            .arg(dir)
+            .stderr(std::process::Stdio::null())
+            .output()
+            .is_ok_and(|output| {
+                String::from_utf8_lossy(&output.stdout).lines().nth(1) == Some("overlay")
+            })
+    }
+}
+
 /// An overlay the launcher mounts on the view: read-only layers (top first) under `upper`.
 #[derive(Debug, Clone, Copy)]
 pub(crate) struct LauncherOverlay<'a> {

@@ -81,10 +81,11 @@ pub(crate) fn exec(request: &ExecRequest<'_>) -> String {
 }
 
 /// What this machine allows, in two lines: what Landlock enforces (`landlock`,
-/// `landlock-partial` or `none`), then `overlay` or `no-overlay`. It unshares and restricts
-/// this process, so a probe runs in a child of its own.
-pub(crate) fn probe() -> Result<String, String> {
-    let overlay = if probe_overlay() {
+/// `landlock-partial` or `none`), then `overlay` or `no-overlay` (an overlay whose upper
+/// directory is in `dir`, the temporary directory when `None`). It unshares and restricts this
+/// process, so a probe runs in a child of its own.
+pub(crate) fn probe(dir: Option<&Path>) -> Result<String, String> {
+    let overlay = if probe_overlay(&dir.map_or_else(std::env::temp_dir, Path::to_path_buf)) {
         "overlay"
     } else {
         "no-overlay"
@@ -238,12 +239,13 @@ pub(crate) fn mount_overlay(overlay: Overlay<'_>) -> Result<(), String> {
     Ok(())
 }
 
-/// Whether overlays can be mounted here as views use them: two read-only layers, the upper one
-/// hiding a file of the lower one with a whiteout made without privileges, mounted on a scratch
-/// directory. Unshares this process, so it runs in a child of its own (`sandbox-exec --probe`).
-pub(crate) fn probe_overlay() -> bool {
+/// Whether overlays can be mounted in `dir` as views use them: two read-only layers, the upper
+/// one hiding a file of the lower one with a whiteout made without privileges, mounted on a
+/// scratch directory. Unshares this process, so it runs in a child of its own (`sandbox-exec
+/// --probe`).
+pub(crate) fn probe_overlay(dir: &Path) -> bool {
     use rustix::fs::{CWD, FileType, Mode, makedev, mknodat};
-    let root = std::env::temp_dir().join(format!("ocflow-overlay-probe-{}", std::process::id()));
+    let root = dir.join(format!(".ocflow-overlay-probe-{}", std::process::id()));
     let [mnt, top, bottom, upper, work] =
         ["mnt", "top", "bottom", "upper", "work"].map(|name| root.join(name));
     let made = [&mnt, &top, &bottom.join("dir"), &upper, &work]

@@ -200,3 +200,61 @@ fn a_command_the_overlay_refuses_a_rename_runs_again_in_a_copy() {
     let step = sandbox.step_status("t", "rename");
     assert_eq!(step["attempts"], json!(2), "{step}");
 }
+
+#[test]
+fn a_workspace_where_overlays_are_refused_gets_copies() {
+    if !namespaces_available() {
+        eprintln!("skipped: no namespaces here (the copy-and-compare view is the only one)");
+        return;
+    }
+    // The workspace on an overlay (as in a container's root file system), which overlayfs
+    // refuses as an upper directory, while /tmp, where ocflow probes first, takes one.
+    let sandbox = Sandbox::new(&[("a.txt", "a\n")]);
+    let layers = sandbox.root().join("container");
+    for dir in ["lower", "upper", "work", "root"] {
+        std::fs::create_dir_all(layers.join(dir)).unwrap();
+    }
+    let flow = sandbox.flow(&json!([{"id": "edit", "operation": "execute_shell_command",
+        "params": {"command": "echo b > a.txt"}}]));
+    let mount = format!(
+        "mount -t overlay overlay -o userxattr,lowerdir={0}/lower,upperdir={0}/upper,\
+         workdir={0}/work {0}/root || exit 99; exec \"$@\"",
+        layers.display()
+    );
+    let output = sandbox
+        .command_like_ocflow("unshare")
+        .args([
+            "-Urm",
+            "sh",
+            "-c",
+            &mount,
+            "sh",
+            env!("CARGO_BIN_EXE_ocflow"),
+            "--json",
+        ])
+        .arg("--repo")
+        .arg(&sandbox.repo)
+        .arg("--workspace")
+        .arg(layers.join("root"))
+        .args(["run", "--task-id", "t", "--plan"])
+        .arg(flow)
+        .output()
+        .unwrap();
+    if output.status.code() == Some(99) {
+        eprintln!("skipped: cannot mount an overlay in a user namespace here");
+        return;
+    }
+    assert_exit(&output, 0);
+    // What the run wrote in its workspace is in the overlay's upper directory.
+    let result: Value = serde_json::from_str(
+        &std::fs::read_to_string(layers.join("upper/t/edit/result.json")).unwrap(),
+    )
+    .unwrap();
+    assert_eq!(result["view"], json!("copy"), "{result}");
+    assert_eq!(result["output_files"], json!(["a.txt"]));
+    assert!(
+        stdout(&output).contains("overlays do not work"),
+        "{}",
+        stdout(&output)
+    );
+}

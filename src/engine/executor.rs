@@ -1022,7 +1022,7 @@ impl Executor {
         if layered {
             let index = self.layered.len();
             self.layered
-                .push(LayeredView::open(self.task.layers(index))?);
+                .push(LayeredView::open(&self.task, self.task.layers(index))?);
             return Ok(ViewSlot::Layered(index));
         }
         let index = self.views.len();

@@ -1,21 +1,23 @@
-//! Command steps' views as overlays of the snapshot (`[sandbox] overlay = true`): nothing of
-//! the repository is copied. A view is three directories, `_layers/` (`_layers-2/`, …):
+//! Command steps' views as overlays of the snapshot: nothing of the repository is copied. A
+//! view is two directories, `_layers/` (`_layers-2/`, …):
 //!
 //! - `view/`, empty: the launcher mounts the overlay there, in a namespace only the command
 //!   sees (`engine::sandbox_exec::mount_overlay`);
-//! - `changes/`, the view's difference from the snapshot, made again before each command: hard
-//!   links to the versions the step sees, whiteouts for the files its ancestors deleted;
-//! - `carried/`, what commands left in the directories flows never name (`node_modules`, a
-//!   `.venv`, a Rust `target`): kept for later commands in this view, as a copied view keeps it.
+//! - `changes/`, the view's difference from the snapshot, as a copied view would hold it: the
+//!   versions of the steps the command depends on, whiteouts (character devices 0/0) for what
+//!   they deleted, and whatever earlier commands in this view left (a `node_modules`, a build
+//!   directory, a symlink), merged from their upper directories.
 //!
-//! The layers, top first, are the step's `upper/` (what the command writes), `changes/`,
-//! `carried/`, then the snapshot; all but `upper/` are read-only to the command, so a hard
-//! link into a step's output can never be written through. The command's changes are exactly
-//! `upper/`: read after it (whiteouts are deletions, an opaque directory hides what the view had
-//! beneath it), its files moved into the step's output, the rest moved into `carried/`. Creating
-//! a view and capturing a command cost what changed, not the repository's size.
+//! The layers, top first, are the step's `upper/` (what the command writes), `changes/`, then
+//! the snapshot; all but `upper/` are read-only to the command. Before a command, `changes/` is
+//! synced to the step's versions by touching only the paths whose version differs, each with a
+//! fresh copy (as a copied view's sync writes one, so build tools see it as newer than what was
+//! built from another version). After it, the command's changes are exactly `upper/`: read
+//! (whiteouts are deletions, an opaque directory hides what the view had beneath it), its
+//! changed files linked into the step's output, then merged into `changes/` as overlayfs would
+//! show them. Making a view and capturing a command cost what changed, not the repository.
 
-use std::collections::{BTreeMap, HashMap, HashSet};
+use std::collections::{BTreeMap, BTreeSet, HashMap};
 use std::fs;
 use std::ops::Bound;
 use std::os::unix::fs::{FileTypeExt, MetadataExt};
@@ -29,12 +31,11 @@ use crate::task::staging::{self, Captured, Overlay, Version};
 use crate::task::workspace::TaskDir;
 
 const CHANGES_DIR: &str = "changes";
-const CARRIED_DIR: &str = "carried";
 
 /// A view made of layers (see the module's documentation).
 pub(crate) struct LayeredView {
     dir: PathBuf,
-    /// What `changes/` shows: the step's overlay, set by `prepare`.
+    /// The versions the view shows: set by `prepare`, updated by `capture`.
     applied: Overlay,
 }
 
@@ -42,16 +43,19 @@ impl LayeredView {
     /// The overlay's mount point, in the view's directory.
     pub(crate) const MOUNT_DIR: &str = "view";
 
-    /// Opens the view in `dir`, keeping what an earlier process carried there.
-    pub(crate) fn open(dir: PathBuf) -> Result<LayeredView> {
+    /// Opens the view in `dir`. What an earlier process left in `changes/` (perhaps killed in
+    /// the middle of a command) is set back to the snapshot, keeping the excluded directories
+    /// — build caches, virtual environments — as a copied view keeps them.
+    pub(crate) fn open(task: &TaskDir, dir: PathBuf) -> Result<LayeredView> {
         let view = LayeredView {
             dir,
             applied: Overlay::default(),
         };
-        for sub in [Self::MOUNT_DIR, CHANGES_DIR, CARRIED_DIR] {
+        for sub in [Self::MOUNT_DIR, CHANGES_DIR] {
             let path = view.dir.join(sub);
             fs::create_dir_all(&path).io_context(|| format!("creating {}", path.display()))?;
         }
+        reset(&view.dir.join(CHANGES_DIR), &task.snapshot())?;
         Ok(view)
     }
 
@@ -62,64 +66,53 @@ impl LayeredView {
 
     /// The read-only layers under the command's own, top first.
     pub(crate) fn lower_layers(&self, task: &TaskDir) -> Vec<PathBuf> {
-        vec![
-            self.dir.join(CHANGES_DIR),
-            self.dir.join(CARRIED_DIR),
-            task.snapshot(),
-        ]
+        vec![self.dir.join(CHANGES_DIR), task.snapshot()]
     }
 
-    /// Makes `changes/` show `desired`: a hard link to each version, a whiteout for each
-    /// deletion — for a whole directory when every file the snapshot has beneath it is deleted
-    /// and nothing new is there, so the directory is gone, as for the step that removed it.
+    /// Makes the view show `desired`, touching only the paths where it differs from what the
+    /// view shows now: a fresh copy of the version, or a whiteout where a lower layer has the
+    /// path.
     pub(crate) fn prepare(&mut self, task: &TaskDir, desired: &Overlay) -> Result<()> {
         let changes = self.dir.join(CHANGES_DIR);
-        staging::remove_tree(&changes)?;
-        fs::create_dir_all(&changes).io_context(|| format!("creating {}", changes.display()))?;
         let snapshot = task.snapshot();
-        let mut deleted = Vec::new();
-        for (path, version) in &desired.versions {
-            match version {
-                Version::Deleted => deleted.push(path),
-                // A version whose file vanished shows nothing, as in a copied view.
-                Version::Step { .. } => match desired.source(task, path)? {
-                    Some(source) => link_into(&changes, path, &source)?,
-                    None => deleted.push(path),
-                },
+        let paths: BTreeSet<RepoPath> = self
+            .applied
+            .versions
+            .keys()
+            .chain(desired.versions.keys())
+            .cloned()
+            .collect();
+        for path in paths {
+            if self.applied.versions.get(&path) == desired.versions.get(&path) {
+                continue;
             }
-        }
-        let carried = self.dir.join(CARRIED_DIR);
-        let mut gone: HashMap<RepoPath, bool> = HashMap::new();
-        let mut hidden: HashSet<RepoPath> = HashSet::new();
-        for path in deleted {
-            // The highest directory that is deleted whole, or else the file itself.
-            let mut target = path.clone();
-            let mut parent = parent_of(path);
-            while let Some(dir) = parent {
-                let whole = *gone.entry(dir.clone()).or_insert_with(|| {
-                    dir.under(&snapshot).is_dir()
-                        && !dir.under(&carried).exists()
-                        && !versions_within(&desired.versions, &dir)
-                            .any(|(_, v)| matches!(v, Version::Step { .. }))
-                        && files_under(&snapshot, &dir)
-                            .iter()
-                            .all(|f| desired.versions.get(f) == Some(&Version::Deleted))
-                });
-                if !whole {
-                    break;
+            let dest = path.under(&changes);
+            match desired.source(task, &path)? {
+                Some(source) => {
+                    make_parents(&changes, &path)?;
+                    staging::remove_any(&dest)?;
+                    fs::copy(&source, &dest).io_context(|| {
+                        format!("copying {} to {}", source.display(), dest.display())
+                    })?;
                 }
-                target = dir.clone();
-                parent = parent_of(&dir);
-            }
-            // Where a version stands (a directory of new files where the snapshot has a file)
-            // or lies above (a file where the snapshot has a directory), nothing of the
-            // snapshot shows anyway.
-            if fs::symlink_metadata(target.under(&snapshot)).is_ok()
-                && fs::symlink_metadata(target.under(&changes)).is_err()
-                && !is_covered(&changes, &target)
-                && hidden.insert(target.clone())
-            {
-                whiteout(&changes, &target)?;
+                None => {
+                    let here = fs::symlink_metadata(&dest).ok();
+                    // A directory standing here holds other tracked paths; they are synced in
+                    // turn.
+                    if here.as_ref().is_some_and(fs::Metadata::is_dir)
+                        || (here.is_none()
+                            && path.under(&snapshot).is_dir()
+                            && shows_from_below(&changes, &path))
+                    {
+                        continue;
+                    }
+                    staging::remove_any(&dest)?;
+                    if fs::symlink_metadata(path.under(&snapshot)).is_ok()
+                        && shows_from_below(&changes, &path)
+                    {
+                        whiteout(&dest)?;
+                    }
+                }
             }
         }
         self.applied = desired.clone();
@@ -127,8 +120,8 @@ impl LayeredView {
     }
 
     /// Reads what the command changed from `upper` (see the module's documentation): changed
-    /// files are moved into `output_dir` as the step's versions numbered `sequence`, what lies
-    /// in excluded directories into `carried/`. Symlinks and special files are reported as
+    /// files are linked into `output_dir` as the step's versions numbered `sequence`, then
+    /// everything is merged into `changes/`. Symlinks and special files are reported as
     /// ignored; paths under `forbidden` (the workspace) are never captured.
     pub(crate) fn capture(
         &mut self,
@@ -143,13 +136,13 @@ impl LayeredView {
             task,
             upper,
             snapshot: task.snapshot(),
-            carried: self.dir.join(CARRIED_DIR),
             applied: &mut self.applied,
             forgotten: HashMap::new(),
             captured: Captured::default(),
         };
         if upper.is_dir() {
-            capture.walk(upper, step_id, sequence, output_dir, forbidden)?;
+            capture.walk(step_id, sequence, output_dir, forbidden)?;
+            merge(upper, &self.dir.join(CHANGES_DIR))?;
         }
         let Capture {
             forgotten,
@@ -176,7 +169,6 @@ struct Capture<'a> {
     task: &'a TaskDir,
     upper: &'a Path,
     snapshot: PathBuf,
-    carried: PathBuf,
     applied: &'a mut Overlay,
     /// The version each deleted path had (`None`: the snapshot's), so a file made again in the
     /// same command is compared with it.
@@ -187,12 +179,12 @@ struct Capture<'a> {
 impl Capture<'_> {
     fn walk(
         &mut self,
-        upper: &Path,
         step_id: &str,
         sequence: u64,
         output_dir: &Path,
         forbidden: &[RepoPath],
     ) -> Result<()> {
+        let upper = self.upper;
         let mut todo = vec![String::new()];
         while let Some(dir) = todo.pop() {
             let source_dir = upper.join(&dir);
@@ -203,7 +195,7 @@ impl Capture<'_> {
                 let entry = entry.io_context(|| format!("reading {}", source_dir.display()))?;
                 let meta = fs::symlink_metadata(entry.path())
                     .io_context(|| format!("reading {}", entry.path().display()))?;
-                // A name no flow path can hold (not UTF-8) is carried with its directory only.
+                // A name no flow path can hold (not UTF-8) is never captured (it is merged).
                 if let Ok(name) = entry.file_name().into_string() {
                     names.push((name, meta));
                 }
@@ -217,32 +209,31 @@ impl Capture<'_> {
                 };
                 let there = upper.join(&rel);
                 let path = RepoPath::parse(&rel).ok();
+                // Inside `node_modules`, `.venv`, … (or a name flows refuse): never captured.
                 let Some(path) = path.filter(|path| !self.is_excluded(path)) else {
-                    // Inside `node_modules`, `.venv`, … (or a name flows refuse): carried.
-                    carry(&there, &self.carried.join(&rel))?;
                     continue;
                 };
                 let kind = meta.file_type();
                 if kind.is_dir() {
-                    if is_opaque(&there) {
-                        self.forget_under(&path);
-                        staging::remove_any(&path.under(&self.carried))?;
-                    } else if self.shows_file(&path) {
-                        self.forget_under(&path);
+                    if is_opaque(&there) || self.shows_file(&path) {
+                        self.forget_under(&path, true);
                     }
                     todo.push(rel);
                     continue;
                 }
-                // A whiteout, file, symlink or special file: what the view had here is gone.
-                self.forget_under(&path);
-                staging::remove_any(&path.under(&self.carried))?;
                 if is_whiteout(&meta) {
+                    self.forget_under(&path, true);
                     continue;
                 }
+                // A symlink or special file, or a file in the workspace: ignored, as in a
+                // copied view; the files of a directory it replaced are gone, but a file it
+                // replaced keeps its version (it is never carried out of the view).
                 if !kind.is_file() || forbidden.iter().any(|dir| path.is_within(dir)) {
+                    self.forget_under(&path, false);
                     self.captured.ignored.push(rel);
                     continue;
                 }
+                self.forget_under(&path, true);
                 // Made again where the view had a file: compared with that one.
                 if let Some(previous) = self.forgotten.remove(&path) {
                     match previous {
@@ -252,7 +243,7 @@ impl Capture<'_> {
                 }
                 let before = self.applied.source(self.task, &path).ok().flatten();
                 if !staging::same_content(before.as_deref(), &there)? {
-                    move_into(&there, &path.under(output_dir))?;
+                    link_into(output_dir, &path, &there)?;
                     self.applied.versions.insert(
                         path.clone(),
                         Version::Step {
@@ -297,9 +288,9 @@ impl Capture<'_> {
         }
     }
 
-    /// Marks deleted every file the view shows at or beneath `path`, noting the version each
-    /// had.
-    fn forget_under(&mut self, path: &RepoPath) {
+    /// Marks deleted every file the view shows beneath `path`, and at it if `itself`, noting
+    /// the version each had.
+    fn forget_under(&mut self, path: &RepoPath, itself: bool) {
         let mut shown: Vec<RepoPath> = files_under(&self.snapshot, path)
             .into_iter()
             .filter(|file| self.applied.versions.get(file) != Some(&Version::Deleted))
@@ -309,6 +300,7 @@ impl Capture<'_> {
                 .filter(|(_, v)| matches!(v, Version::Step { .. }))
                 .map(|(p, _)| p.clone()),
         );
+        shown.retain(|file| itself || file != path);
         for file in shown {
             let previous = self.applied.versions.insert(file.clone(), Version::Deleted);
             self.forgotten.entry(file).or_insert(previous);
@@ -349,43 +341,64 @@ fn files_under(snapshot: &Path, path: &RepoPath) -> Vec<RepoPath> {
     }
 }
 
-/// Whether a file (not a directory) stands above `path` under `root`.
-fn is_covered(root: &Path, path: &RepoPath) -> bool {
-    let mut current = root.to_path_buf();
-    let parts: Vec<&str> = path.as_str().split('/').collect();
-    parts[..parts.len().saturating_sub(1)].iter().any(|part| {
-        current.push(part);
-        fs::symlink_metadata(&current).is_ok_and(|m| !m.is_dir())
-    })
-}
-
-fn parent_of(path: &RepoPath) -> Option<RepoPath> {
-    let (parent, _) = path.as_str().rsplit_once('/')?;
-    RepoPath::parse(parent).ok()
-}
-
-/// Creates the directories above `path` under `root`, replacing a file standing where one is
-/// needed.
-fn make_parents(root: &Path, path: &RepoPath) -> Result<PathBuf> {
-    let mut current = root.to_path_buf();
+/// Whether what the lower layer has at `path` shows through `changes`: no directory above it
+/// there is opaque, and nothing else (a file, a whiteout) stands above it.
+fn shows_from_below(changes: &Path, path: &RepoPath) -> bool {
+    let mut current = changes.to_path_buf();
     let parts: Vec<&str> = path.as_str().split('/').collect();
     for part in &parts[..parts.len().saturating_sub(1)] {
         current.push(part);
         match fs::symlink_metadata(&current) {
-            Ok(meta) if meta.is_dir() => continue,
-            Ok(_) => staging::remove_any(&current)?,
-            Err(_) => {}
+            Ok(meta) if meta.is_dir() => {
+                if is_opaque(&current) {
+                    return false;
+                }
+            }
+            Ok(_) => return false,
+            Err(_) => return true,
         }
-        fs::create_dir(&current).io_context(|| format!("creating {}", current.display()))?;
     }
-    let dest = path.under(root);
-    staging::remove_any(&dest)?;
-    Ok(dest)
+    true
 }
 
-/// A hard link to `source` at `path` under `root` (a copy where links are refused).
+/// Creates the directories above `path` under `changes`. A file or whiteout standing where one
+/// is needed is replaced by an opaque directory: the view had no directory there, so nothing
+/// of the snapshot beneath it may show (as when a copied view's sync creates it).
+fn make_parents(changes: &Path, path: &RepoPath) -> Result<()> {
+    let mut current = changes.to_path_buf();
+    let parts: Vec<&str> = path.as_str().split('/').collect();
+    for part in &parts[..parts.len().saturating_sub(1)] {
+        current.push(part);
+        let replaced = match fs::symlink_metadata(&current) {
+            Ok(meta) if meta.is_dir() => continue,
+            Ok(_) => {
+                staging::remove_any(&current)?;
+                true
+            }
+            Err(_) => false,
+        };
+        fs::create_dir(&current).io_context(|| format!("creating {}", current.display()))?;
+        if replaced {
+            rustix::fs::lsetxattr(
+                &current,
+                "user.overlay.opaque",
+                b"y",
+                rustix::fs::XattrFlags::empty(),
+            )
+            .map_err(std::io::Error::from)
+            .io_context(|| format!("marking {} opaque", current.display()))?;
+        }
+    }
+    Ok(())
+}
+
+/// A hard link to `source` at `path` under `root` (a copy where links are refused), the
+/// directories above it created.
 fn link_into(root: &Path, path: &RepoPath, source: &Path) -> Result<()> {
-    let dest = make_parents(root, path)?;
+    let dest = path.under(root);
+    if let Some(parent) = dest.parent() {
+        fs::create_dir_all(parent).io_context(|| format!("creating {}", parent.display()))?;
+    }
     if fs::hard_link(source, &dest).is_err() {
         fs::copy(source, &dest)
             .io_context(|| format!("copying {} to {}", source.display(), dest.display()))?;
@@ -393,14 +406,13 @@ fn link_into(root: &Path, path: &RepoPath, source: &Path) -> Result<()> {
     Ok(())
 }
 
-/// An overlay whiteout at `path` under `root`: a character device 0/0, which hides what the
-/// layers beneath have there (unprivileged since Linux 5.8).
-fn whiteout(root: &Path, path: &RepoPath) -> Result<()> {
+/// An overlay whiteout at `dest`: a character device 0/0, which hides what the layers beneath
+/// have there (unprivileged since Linux 5.8).
+fn whiteout(dest: &Path) -> Result<()> {
     use rustix::fs::{CWD, FileType, Mode, makedev, mknodat};
-    let dest = make_parents(root, path)?;
     mknodat(
         CWD,
-        &dest,
+        dest,
         FileType::CharacterDevice,
         Mode::empty(),
         makedev(0, 0),
@@ -409,31 +421,55 @@ fn whiteout(root: &Path, path: &RepoPath) -> Result<()> {
     .io_context(|| format!("hiding {} from the view", dest.display()))
 }
 
-/// Moves `from` (in an upper directory) to `to`, replacing what stands there.
-fn move_into(from: &Path, to: &Path) -> Result<()> {
-    staging::remove_any(to)?;
-    if let Some(parent) = to.parent() {
-        fs::create_dir_all(parent).io_context(|| format!("creating {}", parent.display()))?;
+/// Merges an upper directory into `changes` as overlayfs shows the two: a directory that is
+/// not opaque merges with the one there; anything else (a file, a symlink, a whiteout, an
+/// opaque directory, which keeps its mark) replaces what stands there, moved.
+fn merge(from: &Path, to: &Path) -> Result<()> {
+    for entry in fs::read_dir(from).io_context(|| format!("reading {}", from.display()))? {
+        let entry = entry.io_context(|| format!("reading {}", from.display()))?;
+        let (source, dest) = (entry.path(), to.join(entry.file_name()));
+        let meta =
+            fs::symlink_metadata(&source).io_context(|| format!("reading {}", source.display()))?;
+        if meta.is_dir()
+            && !is_opaque(&source)
+            && fs::symlink_metadata(&dest).is_ok_and(|m| m.is_dir())
+        {
+            merge(&source, &dest)?;
+            continue;
+        }
+        staging::remove_any(&dest)?;
+        fs::rename(&source, &dest)
+            .io_context(|| format!("moving {} to {}", source.display(), dest.display()))?;
     }
-    fs::rename(from, to).io_context(|| format!("moving {} to {}", from.display(), to.display()))
+    Ok(())
 }
 
-/// Merges what an upper directory has at `from` into `carried/` at `to`, as the overlay showed
-/// it: a whiteout removes, a directory that is not opaque merges with the one there, anything
-/// else replaces.
-fn carry(from: &Path, to: &Path) -> Result<()> {
-    let meta = fs::symlink_metadata(from).io_context(|| format!("reading {}", from.display()))?;
-    if is_whiteout(&meta) {
-        return staging::remove_any(to);
-    }
-    if meta.is_dir() && !is_opaque(from) && fs::symlink_metadata(to).is_ok_and(|m| m.is_dir()) {
-        for entry in fs::read_dir(from).io_context(|| format!("reading {}", from.display()))? {
-            let entry = entry.io_context(|| format!("reading {}", from.display()))?;
-            carry(&entry.path(), &to.join(entry.file_name()))?;
+/// Sets `changes` back to showing the snapshot, keeping the excluded directories: files,
+/// symlinks and whiteouts go, and directories lose their opaque mark.
+fn reset(changes: &Path, snapshot: &Path) -> Result<()> {
+    let mut todo = vec![changes.to_path_buf()];
+    while let Some(dir) = todo.pop() {
+        for entry in fs::read_dir(&dir).io_context(|| format!("reading {}", dir.display()))? {
+            let entry = entry.io_context(|| format!("reading {}", dir.display()))?;
+            let path = entry.path();
+            let is_dir = fs::symlink_metadata(&path).is_ok_and(|m| m.is_dir());
+            if !is_dir {
+                staging::remove_any(&path)?;
+                continue;
+            }
+            let name = entry.file_name();
+            let name = name.to_string_lossy();
+            let relative = dir.strip_prefix(changes).unwrap_or(&dir);
+            if repo_path::is_excluded_dir(&dir, &name)
+                || repo_path::is_excluded_dir(&snapshot.join(relative), &name)
+            {
+                continue;
+            }
+            let _ = rustix::fs::lremovexattr(&path, "user.overlay.opaque");
+            todo.push(path);
         }
-        return Ok(());
     }
-    move_into(from, to)
+    Ok(())
 }
 
 /// An overlay whiteout: a character device 0/0 in the upper directory (a deletion).

@@ -69,11 +69,23 @@ fn flow() -> Value {
             "mkdir -p crate/target/debug && echo '[package]' > crate/Cargo.toml && \
              echo built > crate/target/debug/app",
             &["moved"]
+        ),
+        // A directory emptied, not removed, is still there for the next command; a file
+        // replaced by a symlink is ignored, not deleted.
+        shell(
+            "emptied",
+            "rm emptied/* && ln -sf keep.txt linked.txt",
+            &["cargo"]
+        ),
+        shell(
+            "refill",
+            "cp keep.txt emptied/ && ls emptied > refilled.txt",
+            &["emptied"]
         )
     ])
 }
 
-const STEPS: [&str; 10] = [
+const STEPS: [&str; 12] = [
     "edit",
     "swap",
     "later",
@@ -84,6 +96,8 @@ const STEPS: [&str; 10] = [
     "junit",
     "moved",
     "cargo",
+    "emptied",
+    "refill",
 ];
 
 fn run(overlay: bool) -> (Sandbox, Vec<Value>) {
@@ -94,6 +108,9 @@ fn run(overlay: bool) -> (Sandbox, Vec<Value>) {
         ("dir/sub/older.txt", "older\n"),
         ("file", "a file\n"),
         ("tests/test_a.py", "def test_a():\n    assert True\n"),
+        ("emptied/a.txt", "a\n"),
+        ("emptied/b.txt", "b\n"),
+        ("linked.txt", "a file, then a link\n"),
     ]);
     // Forced either way: by default only views of 2000 files or more use the overlay.
     sandbox.configure_sandbox(if overlay {
@@ -143,6 +160,15 @@ fn an_overlay_view_captures_what_the_copy_captures() {
     assert_eq!(final_files(&overlaid)["inside.txt"], "inside\n");
     assert_eq!(final_files(&overlaid)["moved.txt"], "deep\nm.txt\n");
     assert_eq!(with[9]["output_files"], json!(["crate/Cargo.toml"]));
+    assert_eq!(
+        with[10]["deleted_files"],
+        json!(["emptied/a.txt", "emptied/b.txt"])
+    );
+    // (A copied view reports a symlink again at every later capture; a view made of layers,
+    // only when a command made it.)
+    assert_eq!(with[10]["ignored_files"], json!(["linked.txt"]));
+    assert_eq!(without[10]["ignored_files"], json!(["linked.txt"]));
+    assert_eq!(final_files(&overlaid)["refilled.txt"], "keep.txt\n");
     assert_eq!(with[6]["status"], json!("success"), "{}", with[6]);
     assert_eq!(with[6]["tests"]["passed"], json!(1), "{}", with[6]);
     assert_eq!(with[7]["tests"]["failed"], json!(1), "{}", with[7]);
@@ -158,20 +184,29 @@ fn an_overlay_view_captures_what_the_copy_captures() {
         let dir = task.join(step);
         assert!(!dir.join("upper").exists() && !dir.join("work").exists());
     }
-    // No copy of the repository: the view is its layers, whose files are links to the steps'
-    // outputs, and what the commands left in `node_modules`.
+    // No copy of the repository: beside the snapshot, the view holds only files steps changed
+    // and what commands left in build directories.
     assert!(!task.join("_view").exists());
-    let mut files = Vec::new();
-    for entry in walkdir::WalkDir::new(task.join("_layers")) {
+    let changed: Vec<&str> = with
+        .iter()
+        .flat_map(|result| result["output_files"].as_array().unwrap())
+        .map(|file| file.as_str().unwrap())
+        .collect();
+    let changes = task.join("_layers/changes");
+    for entry in walkdir::WalkDir::new(&changes) {
         let entry = entry.unwrap();
-        if entry.file_type().is_file() {
-            files.push(entry);
+        let path = entry
+            .path()
+            .strip_prefix(&changes)
+            .unwrap()
+            .to_str()
+            .unwrap();
+        let built = ["node_modules/", "crate/target/", ".pytest_cache/"]
+            .iter()
+            .any(|dir| path.starts_with(dir));
+        if entry.file_type().is_file() && !built {
+            assert!(changed.contains(&path), "{path} is in the view's layer");
         }
-    }
-    for entry in &files {
-        let carried = entry.path().starts_with(task.join("_layers/carried"));
-        let linked = std::os::unix::fs::MetadataExt::nlink(&entry.metadata().unwrap()) > 1;
-        assert!(carried || linked, "{} is a copy", entry.path().display());
     }
 }
 
@@ -257,4 +292,37 @@ fn a_workspace_where_overlays_are_refused_gets_copies() {
         "{}",
         stdout(&output)
     );
+}
+
+#[test]
+fn a_file_a_view_shows_again_is_newer_than_what_a_command_built_from_another_version() {
+    if !namespaces_available() {
+        eprintln!("skipped: no namespaces here (the copy-and-compare view is the only one)");
+        return;
+    }
+    // `build` edits src.txt and "builds" after it; `check`, which does not depend on it, runs
+    // next in the same view and sees src.txt as the snapshot has it again. Build tools compare
+    // timestamps: the file put back must be newer than the build, as in a copied view, or
+    // make and cargo would reuse what was built from the other version.
+    let flow = json!([
+        {"id": "build", "operation": "execute_shell_command", "params": {"command":
+            "echo edited >> src.txt && sleep 0.05 && mkdir -p target && touch target/built"}},
+        {"id": "check", "operation": "execute_shell_command", "params": {"command":
+            "if test src.txt -nt target/built; then echo newer > newer.txt; \
+             else echo older > newer.txt; fi"}}
+    ]);
+    for overlay in [false, true] {
+        let sandbox = Sandbox::new(&[("src.txt", "source\n"), ("Cargo.toml", "[package]\n")]);
+        sandbox.configure_sandbox(&format!("overlay = {overlay}"));
+        let plan = sandbox.flow(&flow);
+        let output = sandbox
+            .ocflow()
+            .args(["run", "--jobs", "1", "--task-id", "t", "--plan"])
+            .arg(plan)
+            .output()
+            .unwrap();
+        assert_exit(&output, 0);
+        let newer = std::fs::read_to_string(sandbox.task_dir("t").join("check/output/newer.txt"));
+        assert_eq!(newer.unwrap(), "newer\n", "overlay = {overlay}");
+    }
 }

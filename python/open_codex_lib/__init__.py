@@ -21,10 +21,18 @@ never changes the current directory or ``os.environ``.
 
 from .instructions import InstructionsError, Step, parse_instructions
 from .operations import execute_operation
-from .process import cancel_all
 from .registry import Param, catalogue, load_plugins, operation
 
 __version__ = "0.1.0"
+
+
+def cancel_all() -> None:
+    """SIGKILL the process group of every command running under this library (see
+    :func:`.process.cancel_all`; that module is imported when a command first runs)."""
+    from .process import cancel_all as cancel
+
+    cancel()
+
 
 __all__ = [
     "InstructionsError",

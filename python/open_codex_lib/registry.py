@@ -87,14 +87,15 @@ import traceback
 import types
 from collections.abc import Iterable
 from dataclasses import dataclass
-from typing import Any, Callable, Optional
+from typing import TYPE_CHECKING, Any, Callable, Optional
 
-from . import analysis, code_edit, commands, files, llm, summary
+from . import llm
 from .instructions import Step
 from .paths import PathError, normalize_repo_path, output_target, staged_file
 from .results import StepError, failure, success
 
-run_in_view = commands.run_in_view
+if TYPE_CHECKING:
+    from .process import CommandOutcome
 
 __all__ = [
     "ENTRY_POINT_GROUP",
@@ -137,6 +138,18 @@ PLUGIN_PACKAGE = "ocflow_plugins"
 TRACEBACK_LIMIT = 4096
 
 Operation = Callable[[Step, Optional[dict]], dict]
+
+
+def run_in_view(step: Step, command: str, llm_config: dict | None = None) -> CommandOutcome:
+    """Run ``command`` as a command step does: at the repository view (``work_dir``), in the
+    step's sandbox, with its time and output limits and a scrubbed environment.
+
+    For plugin operations declared with ``runs_commands=True`` (only those get a view);
+    ``timeout_seconds`` among the step's parameters overrides the step's time limit.
+    """
+    from .commands import run_in_view as run  # here: see _lazy
+
+    return run(step, command, llm_config)
 
 
 class RegistryError(ValueError):
@@ -786,6 +799,20 @@ MODIFY_PARAMS = (
 )
 
 
+def _lazy(module: str, name: str) -> Operation:
+    """The built-in ``name`` of ``module``, imported at its first call: ocflow imports this
+    package at every start, and a flow uses few of the operations (the commands' module and
+    its test-report parsers alone took a third of the import)."""
+
+    def run(step: Step, llm_config: dict | None) -> dict:
+        function = getattr(importlib.import_module(f".{module}", __package__), name)
+        return function(step, llm_config)
+
+    run.__name__ = run.__qualname__ = name
+    run.__module__ = f"{__package__}.{module}"
+    return run
+
+
 def _builtin(
     name: str,
     doc: str,
@@ -811,18 +838,21 @@ def _builtin(
     )
 
 
+# One function for both names, as before: refactor_function is modify_code.
+_MODIFY_CODE = _lazy("code_edit", "modify_code")
+
 BUILTINS = (
     _builtin(
         "read_file",
         "read a file; its text becomes the step's `content` output",
-        files.read_file,
+        _lazy("files", "read_file"),
         [FILE_PATH],
     ),
     _builtin(
         "write_file",
         "create or overwrite a file from `content`, from another step's content, or generated "
         "from `instructions`",
-        files.write_file,
+        _lazy("files", "write_file"),
         [
             FILE_PATH,
             Param("content", "string", doc="the whole new content"),
@@ -835,7 +865,7 @@ BUILTINS = (
     _builtin(
         "modify_code",
         "rewrite a file following instructions (the LLM returns the whole new file)",
-        code_edit.modify_code,
+        _MODIFY_CODE,
         MODIFY_PARAMS,
         writes=["file_path"],
         needs_llm=True,
@@ -843,7 +873,7 @@ BUILTINS = (
     _builtin(
         "refactor_function",
         "rewrite one function of a file following instructions",
-        code_edit.modify_code,
+        _MODIFY_CODE,
         MODIFY_PARAMS,
         writes=["file_path"],
         needs_llm=True,
@@ -851,7 +881,7 @@ BUILTINS = (
     _builtin(
         "analyze_code",
         "analyse a file; findings in the result, a report in the step directory",
-        analysis.analyze_code,
+        _lazy("analysis", "analyze_code"),
         [
             FILE_PATH,
             Param("query", "string", doc="what to look for"),
@@ -868,7 +898,7 @@ BUILTINS = (
         "execute_shell_command",
         "run a shell command at the repository root (with all earlier changes applied); files "
         "it changes become the step's outputs",
-        commands.execute_shell_command,
+        _lazy("commands", "execute_shell_command"),
         [
             Param("command", "command", required=True, doc="the shell command"),
             TIMEOUT,
@@ -881,14 +911,14 @@ BUILTINS = (
         "run_tests",
         "run the test suite (pytest or cargo test when no command is given) and report "
         "passed/failed counts",
-        commands.run_tests,
+        _lazy("commands", "run_tests"),
         [Param("command", "command", doc="the test command"), TIMEOUT, RETRYABLE, NETWORK],
         runs_commands=True,
     ),
     _builtin(
         "generate_summary",
         "write a short summary of what earlier steps did",
-        summary.generate_summary,
+        _lazy("summary", "generate_summary"),
         [
             Param("message", "string", doc="the summary text, when it is already known"),
             Param("changes_from_step", "step", doc="id of the step whose changes to summarise"),
@@ -897,7 +927,7 @@ BUILTINS = (
     _builtin(
         "list_files",
         "list the repository's files under a directory",
-        files.list_files,
+        _lazy("files", "list_files"),
         [
             Param(
                 "path",
@@ -908,7 +938,13 @@ BUILTINS = (
             Param("recursive", "boolean", doc="descend into subdirectories (default true)"),
         ],
     ),
-    _builtin("delete_file", "delete a file", files.delete_file, [FILE_PATH], writes=["file_path"]),
+    _builtin(
+        "delete_file",
+        "delete a file",
+        _lazy("files", "delete_file"),
+        [FILE_PATH],
+        writes=["file_path"],
+    ),
 )
 
 for _info in BUILTINS:

@@ -4,6 +4,8 @@
 //! workspace's `ocflow.toml` > `~/.config/ocflow/config.toml` > defaults.
 
 use std::path::{Path, PathBuf};
+use std::sync::{Arc, Mutex};
+use std::thread::JoinHandle;
 
 use serde::Deserialize;
 
@@ -77,7 +79,7 @@ pub(crate) struct RunConfig {
     pub(crate) limits: Limits,
     /// How command steps are sandboxed; `None`: not at all (`--no-sandbox`, `[sandbox] enabled
     /// = false`, a kernel without Landlock, or a command that runs no steps).
-    pub(crate) sandbox: Option<SandboxPlan>,
+    pub(crate) sandbox: SandboxProbe,
     /// Bounds of automatic retries and of recovery.
     pub(crate) recovery_limits: recovery::Limits,
     /// Whether a failed step goes to the LLM for a recovery strategy (when there is an LLM).
@@ -463,8 +465,8 @@ impl Config {
                     .unwrap_or(DEFAULT_MAX_OUTPUT_BYTES),
             },
             sandbox: match limits {
-                Some(flags) => resolve_sandbox(flags, &file.sandbox, &file.llm)?,
-                None => None,
+                Some(flags) => resolve_sandbox(flags, &file.sandbox, &file.llm),
+                None => SandboxProbe::decided(None),
             },
             recovery_limits: recovery_limits(&file.recovery),
             recovery: !flags.no_recovery && file.recovery.enabled != Some(false),
@@ -603,18 +605,15 @@ fn recovery_limits(file: &FileRecovery) -> recovery::Limits {
 
 /// How command steps are sandboxed: the kind the kernel enforces and the paths commands may
 /// write beneath besides their view and temporary directory (a flow leaves out those that hold
-/// its repository or workspace), or `None` when commands run without it.
-fn resolve_sandbox(
-    flags: &LimitArgs,
-    file: &FileSandbox,
-    llm: &FileLlm,
-) -> Result<Option<SandboxPlan>> {
+/// its repository or workspace), or `None` when commands run without it. The probe starts
+/// here and runs on its own thread (see `SandboxProbe`).
+fn resolve_sandbox(flags: &LimitArgs, file: &FileSandbox, llm: &FileLlm) -> SandboxProbe {
     if flags.no_sandbox || file.enabled == Some(false) {
-        return Ok(None);
+        return SandboxProbe::decided(None);
     }
     let home = std::env::var_os("HOME").map(PathBuf::from);
     let extra = file.writable.iter().map(|p| at_home(p, home.as_deref()));
-    SandboxPlan::probe(SandboxSettings {
+    SandboxProbe::start(SandboxSettings {
         namespaces: file.namespaces != Some(false),
         network: file.network == Some(true),
         writable: sandbox::default_writable()
@@ -637,6 +636,69 @@ fn resolve_sandbox(
             .map(|path| canonical_or_absolute(&path))
             .collect(),
     })
+}
+
+/// The sandbox plan, probed on a thread of its own: the probe (two short-lived processes, tens
+/// of milliseconds) overlaps the embedded Python's start, which needs nothing from it. Taken
+/// with `plan` before a flow's task is made, so a probe that cannot run still stops the command
+/// before any work, as it did when `Config::resolve` waited for it.
+#[derive(Debug, Clone)]
+pub(crate) struct SandboxProbe(Arc<Mutex<Probe>>);
+
+#[derive(Debug)]
+enum Probe {
+    Running(JoinHandle<Result<Option<SandboxPlan>>>),
+    Done(Option<SandboxPlan>),
+    /// The probe failed; its message, for every later `plan`.
+    Failed(String),
+    /// Between taking the thread's handle and storing what it gave.
+    Joining,
+}
+
+impl SandboxProbe {
+    /// No probe: the plan is known (`None`: commands run without a sandbox).
+    pub(crate) fn decided(plan: Option<SandboxPlan>) -> SandboxProbe {
+        SandboxProbe(Arc::new(Mutex::new(Probe::Done(plan))))
+    }
+
+    /// Starts probing with `settings` on a thread of its own.
+    fn start(settings: SandboxSettings) -> SandboxProbe {
+        let started = std::thread::Builder::new()
+            .name("sandbox-probe".into())
+            .spawn(move || SandboxPlan::probe(settings));
+        SandboxProbe(Arc::new(Mutex::new(match started {
+            Ok(handle) => Probe::Running(handle),
+            Err(err) => Probe::Failed(format!("cannot start the sandbox probe: {err}")),
+        })))
+    }
+
+    /// The plan, waiting for the probe if it still runs; a failed probe is an error every
+    /// time it is asked.
+    pub(crate) fn plan(&self) -> Result<Option<SandboxPlan>> {
+        let mut state = self
+            .0
+            .lock()
+            .map_err(|_| Error::internal("the sandbox probe's state was poisoned"))?;
+        if let Probe::Running(_) = &*state {
+            let Probe::Running(handle) = std::mem::replace(&mut *state, Probe::Joining) else {
+                return Err(Error::internal(
+                    "the sandbox probe changed while it was read",
+                ));
+            };
+            *state = match handle.join() {
+                Ok(Ok(plan)) => Probe::Done(plan),
+                Ok(Err(err)) => Probe::Failed(err.to_string()),
+                Err(_) => Probe::Failed("the sandbox probe panicked".into()),
+            };
+        }
+        match &*state {
+            Probe::Done(plan) => Ok(plan.clone()),
+            Probe::Failed(message) => Err(Error::Usage(message.clone())),
+            Probe::Running(_) | Probe::Joining => {
+                Err(Error::internal("the sandbox probe has no answer"))
+            }
+        }
+    }
 }
 
 /// `path`, with a leading `~/` meaning the home directory.

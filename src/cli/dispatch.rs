@@ -13,13 +13,30 @@ use crate::task::events;
 pub(crate) fn dispatch(config: &Config, command: Command) -> Result<ExitCode> {
     // Said before the command runs, to people (stderr) and headless callers (a warning event).
     let mut warnings = config.warnings.clone();
+    let mut connected = None;
     // The commands that plan or validate flows take the library's catalogue first, so its
     // plugin operations are known to the planner and the validator.
     if matches!(
         command,
         Command::Run(_) | Command::Plan(_) | Command::Resume(_) | Command::Demo
     ) {
-        warnings.extend(launch::load_operations(config)?.1);
+        // `run` connects to the LLM meanwhile (its HTTP client loads the system's root
+        // certificates): the embedded Python's start takes longer, and needs nothing from it.
+        let loaded = std::thread::scope(|scope| {
+            let connecting = matches!(command, Command::Run(_))
+                .then(|| scope.spawn(|| launch::connect_llm(config)));
+            let loaded = launch::load_operations(config);
+            connected = connecting.map(|thread| {
+                thread
+                    .join()
+                    .unwrap_or_else(|_| Err(Error::internal("connecting to the LLM panicked")))
+            });
+            loaded
+        });
+        warnings.extend(loaded?.1);
+        // The sandbox was probed meanwhile, on a thread of its own; a probe that failed stops
+        // the command here, before any task is made.
+        config.run.sandbox.plan()?;
     }
     for message in warnings {
         let event = Event::Warning { message };
@@ -27,11 +44,11 @@ pub(crate) fn dispatch(config: &Config, command: Command) -> Result<ExitCode> {
     }
     match command {
         Command::Operations => operations(config),
-        Command::Run(args) => with_runtime(|| run::run(config, args)),
+        Command::Run(args) => with_runtime(|| run::run(config, args, connected)),
         Command::Plan(args) => with_runtime(|| run::plan(config, args)),
         Command::Demo => with_runtime(|| async {
             let (demo_config, args) = demo::prepare(config)?;
-            let code = run::run(&demo_config, args).await?;
+            let code = run::run(&demo_config, args, None).await?;
             demo::show(&demo_config)?;
             Ok(code)
         }),

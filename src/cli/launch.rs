@@ -31,10 +31,15 @@ use crate::task::workspace::TaskDir;
 
 /// The LLM client, or a usage error saying what to configure.
 pub(crate) fn require_llm(config: &Config) -> Result<Arc<Llm>> {
-    connect_llm(config)?.ok_or_else(|| match config.require_llm() {
+    connect_llm(config)?.ok_or_else(|| no_llm(config))
+}
+
+/// The usage error saying what to configure for an LLM.
+pub(crate) fn no_llm(config: &Config) -> Error {
+    match config.require_llm() {
         Err(missing) => missing,
         Ok(_) => Error::internal("an LLM is configured but no client could be made"),
-    })
+    }
 }
 
 /// The LLM client, when one is configured (`None` otherwise).
@@ -136,13 +141,13 @@ pub(crate) fn read_flow(
 }
 
 /// The engine's settings for a flow on `rules.repo` with its tasks in `workspace_dir`, from the
-/// resolved configuration.
+/// resolved configuration (waiting for the sandbox probe, if it still runs).
 pub(crate) fn engine_settings(
     config: &Config,
     rules: &PathRules,
     workspace_dir: &Path,
     llm: Option<Arc<Llm>>,
-) -> Settings {
+) -> Result<Settings> {
     let models = config.llm.as_ref().ok();
     let run = &config.run;
     let workspace_dir = canonical_or_absolute(workspace_dir);
@@ -152,7 +157,8 @@ pub(crate) fn engine_settings(
         .iter()
         .filter_map(|(name, role)| Some((name.clone(), role.prompt.clone()?)))
         .collect();
-    Settings {
+    let sandbox = run.sandbox.plan()?;
+    Ok(Settings {
         host_llm: llm.clone().zip(models).map(|(llm, models)| {
             Arc::new(HostLlm {
                 llm,
@@ -165,10 +171,7 @@ pub(crate) fn engine_settings(
         summary_llm: llm.clone().zip(models.map(|m| m.summary.clone())),
         recovery_limits: run.recovery_limits,
         jobs: run.jobs,
-        sandbox: run
-            .sandbox
-            .as_ref()
-            .map(|plan| plan.protecting(&[rules.repo.clone(), workspace_dir.clone()])),
+        sandbox: sandbox.map(|plan| plan.protecting(&[rules.repo.clone(), workspace_dir.clone()])),
         recovery: llm
             .zip(models)
             .filter(|_| run.recovery)
@@ -184,7 +187,7 @@ pub(crate) fn engine_settings(
         forbidden: RepoPath::from_walk(&rules.repo, &workspace_dir)
             .into_iter()
             .collect(),
-    }
+    })
 }
 
 /// Records what confines the flow's command steps, and warns, once per flow, when a command

@@ -147,7 +147,7 @@ pub(crate) async fn resume(config: &Config, args: ResumeArgs) -> Result<ExitCode
             "ocflow: stopped {stopped} command(s) left running in this task when ocflow was killed"
         ));
     }
-    let settings = launch::engine_settings(config, &rules, &workspace_dir, llm);
+    let settings = launch::engine_settings(config, &rules, &workspace_dir, llm)?;
     let limits = settings.recovery_limits;
     let calls = flow_status.recovery_calls;
     let mut new_round = None;

@@ -3,6 +3,7 @@
 
 use std::fs;
 use std::path::Path;
+use std::sync::Arc;
 
 use crate::cli::args::{PlanArgs, RunArgs};
 use crate::cli::config::Config;
@@ -28,9 +29,14 @@ use crate::task::workspace::{self, TaskDir};
 /// Where the planner's raw answers are kept in a task directory.
 const PLANNING_DIR: &str = "planning";
 
-/// `ocflow run`: plan (or read the flow), then run it.
-pub(crate) async fn run(config: &Config, args: RunArgs) -> Result<ExitCode> {
-    start(config, args, false).await
+/// `ocflow run`: plan (or read the flow), then run it; `connected`: the LLM client, when it
+/// was made already (see `launch::connect_llm`).
+pub(crate) async fn run(
+    config: &Config,
+    args: RunArgs,
+    connected: Option<Result<Option<Arc<Llm>>>>,
+) -> Result<ExitCode> {
+    start(config, args, false, connected).await
 }
 
 /// `ocflow resume` of a task stopped before it had a flow: plans it again, in its own task
@@ -50,11 +56,17 @@ pub(crate) async fn plan_again(
         apply,
         limits,
     };
-    start(config, args, true).await
+    start(config, args, true, None).await
 }
 
 /// Plans (or reads the flow) and runs it; `again`: the task directory exists already.
-async fn start(config: &Config, mut args: RunArgs, again: bool) -> Result<ExitCode> {
+async fn start(
+    config: &Config,
+    mut args: RunArgs,
+    again: bool,
+    connected: Option<Result<Option<Arc<Llm>>>>,
+) -> Result<ExitCode> {
+    let connect = || connected.unwrap_or_else(|| connect_llm(config));
     args.task = read_task(args.task.take(), args.task_file.as_deref())?;
     // What validation added to the flow as written (implied dependencies), said once it runs.
     let mut notes = Vec::new();
@@ -77,7 +89,7 @@ async fn start(config: &Config, mut args: RunArgs, again: bool) -> Result<ExitCo
     let llm = match &given {
         // A given flow needs the LLM only for its LLM operations; the summary falls back.
         Some(flow) => {
-            let llm = connect_llm(config)?;
+            let llm = connect()?;
             let needing = flow
                 .steps
                 .iter()
@@ -90,7 +102,7 @@ async fn start(config: &Config, mut args: RunArgs, again: bool) -> Result<ExitCo
             }
             llm
         }
-        None => Some(require_llm(config)?),
+        None => Some(connect()?.ok_or_else(|| launch::no_llm(config))?),
     };
     let bridge = launch::load_bridge(config)?;
     let task_text = match &given {
@@ -199,7 +211,7 @@ async fn start(config: &Config, mut args: RunArgs, again: bool) -> Result<ExitCo
         .filter(|_| answers > 0)
         .and_then(|l| l.answer_form(&l.profile_for("planner")))
         .map(|f| f.name().to_string());
-    let settings = launch::engine_settings(config, &config.rules, &config.workspace, llm);
+    let settings = launch::engine_settings(config, &config.rules, &config.workspace, llm)?;
     launch::report_sandbox(config, &settings, &mut flow_status, &mut events)?;
     state::save_status(&task, &mut flow_status)?;
     events.emit(Event::FlowPlanned {

@@ -1123,8 +1123,6 @@ impl Executor {
     /// summary is written and the flow's result is unaffected.
     async fn finish_flow(&mut self) -> Result<FlowOutcome> {
         // Succeeded, or skipped by a recovery decision; an abort or a failure fails the flow.
-        // Steps finish in any order; final_output/ follows the flow's order, as the diff does.
-        staging::rebuild_final_output(&self.task, &self.status, &self.flow)?;
         let all_done = self.status.message.is_none()
             && self.flow.steps.iter().all(|step| {
                 self.status
@@ -1137,19 +1135,36 @@ impl Executor {
             FlowState::Failed
         };
         self.status.finished_at = Some(status::now());
-        self.save()?;
+        // The summary's call goes out now and is answered while final_output/ is rebuilt and
+        // the status saved: it reads neither (its facts are the status and the steps' outputs).
+        let summary_call = self.settings.summary_llm.clone().map(|(llm, settings)| {
+            let before = llm.usage_for("summary");
+            let (task, status, flow) = (self.task.clone(), self.status.clone(), self.flow.clone());
+            let call = tokio::spawn(async move {
+                crate::engine::summary::with_llm(&task, &status, &flow, &llm, &settings).await
+            });
+            (call, before)
+        });
+        // Steps finish in any order; final_output/ follows the flow's order, as the diff does.
+        let saved = staging::rebuild_final_output(&self.task, &self.status, &self.flow)
+            .and_then(|()| self.save());
+        if let (Err(_), Some((call, _))) = (&saved, &summary_call) {
+            call.abort();
+        }
+        saved?;
         let summary_path = self.task.file(workspace::SUMMARY_FILE);
         let mut summary = None;
-        if let Some((llm, settings)) = &self.settings.summary_llm {
-            let before = llm.usage_for("summary");
+        if let (Some((mut call, before)), Some((llm, settings))) =
+            (summary_call, &self.settings.summary_llm)
+        {
             let (pulse, tokens) = (self.events.pulse(), self.status.tokens);
-            let writing = crate::engine::summary::with_llm(
-                &self.task,
-                &self.status,
-                &self.flow,
-                llm,
-                settings,
-            );
+            let writing = async {
+                (&mut call).await.unwrap_or_else(|err| {
+                    Err(crate::engine::summary::SummaryError::State(
+                        Error::internal(format!("the summary's call failed: {err}")),
+                    ))
+                })
+            };
             let beat = || pulse.beat("summarising", Vec::new(), tokens);
             // Ctrl-C while the model writes: its call is dropped, the journal's summary written.
             let interrupt = self.interrupt.clone();
@@ -1157,6 +1172,7 @@ impl Executor {
                 written = crate::task::events::beating(writing, beat) => Some(written),
                 () = interrupt.wait() => None,
             };
+            call.abort();
             match written {
                 Some(Ok(text)) => summary = Some(text),
                 Some(Err(reason)) => crate::output::say(&format!(

@@ -505,7 +505,9 @@ async fn send_once(
     let config = OpenAIConfig::new()
         .with_api_base(endpoint.base_url.trim_end_matches('/'))
         .with_api_key(endpoint.api_key.expose());
-    let client = Client::with_config(config).with_http_service(transport);
+    // `build`, not `with_config`: that makes a client of its own (loading the system's root
+    // certificates, milliseconds of CPU) on every call, only to have the transport replace it.
+    let client = Client::build(http.clone(), config).with_http_service(transport);
     let mut body =
         json!({"model": request.settings.model, "messages": request.messages, "stream": false});
     if let Some(temperature) = request.settings.temperature {

@@ -217,6 +217,14 @@ fn a_command_the_overlay_refuses_a_rename_runs_again_in_a_copy() {
         return;
     }
     let sandbox = Sandbox::new(&[("pkg/mod.py", "x = 1\n"), ("pkg/sub/deep.py", "y = 2\n")]);
+    // Not the step's fault: it runs again even when it may not be retried.
+    let config = sandbox.root().join("user-config/ocflow/config.toml");
+    let text = std::fs::read_to_string(&config).unwrap();
+    std::fs::write(
+        &config,
+        format!("{text}\n[recovery]\nmax_attempts_per_step = 1\n"),
+    )
+    .unwrap();
     // Python's os.rename does not copy when the kernel refuses (EXDEV), as `mv` does.
     let flow = json!([{"id": "rename", "operation": "execute_shell_command",
         "params": {"command": "python3 -c \"import os; os.rename('pkg', 'lib')\""}}]);

@@ -34,9 +34,10 @@ impl Executor {
             .status
             .step_mut(&step.id)
             .ok_or_else(|| missing_step(&self.task, &step.id))?;
-        if refused_rename && entry.attempts < limits.max_attempts_per_step {
+        if refused_rename {
             // The overlay refused to rename a directory the view already had (EXDEV), which
-            // a copied view allows: the command runs again at once in one, without the LLM.
+            // a copied view allows: the command runs again at once in one, without the LLM,
+            // whatever the attempts left (the step did nothing wrong; once per step).
             let retry = entry.retry_transient()?;
             self.save()?;
             self.events.emit(Event::StepRetrying {

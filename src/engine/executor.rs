@@ -558,7 +558,13 @@ impl Executor {
                         workspace::view_dir_name(index)
                     }
                     ViewSlot::Layered(index) => {
-                        self.layered[index].prepare(&self.task, &overlay)?;
+                        if let Err(err) = self.layered[index].prepare(&self.task, &overlay) {
+                            // Half-synced, the view's record no longer matches its layer: set
+                            // it back to the snapshot before anyone uses it again.
+                            self.layered[index] =
+                                LayeredView::open(&self.task, self.task.layers(index))?;
+                            return Err(err);
+                        }
                         format!(
                             "{}/{}",
                             workspace::layers_dir_name(index),

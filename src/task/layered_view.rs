@@ -379,14 +379,7 @@ fn make_parents(changes: &Path, path: &RepoPath) -> Result<()> {
         };
         fs::create_dir(&current).io_context(|| format!("creating {}", current.display()))?;
         if replaced {
-            rustix::fs::lsetxattr(
-                &current,
-                "user.overlay.opaque",
-                b"y",
-                rustix::fs::XattrFlags::empty(),
-            )
-            .map_err(std::io::Error::from)
-            .io_context(|| format!("marking {} opaque", current.display()))?;
+            mark_opaque(&current)?;
         }
     }
     Ok(())
@@ -423,7 +416,10 @@ fn whiteout(dest: &Path) -> Result<()> {
 
 /// Merges an upper directory into `changes` as overlayfs shows the two: a directory that is
 /// not opaque merges with the one there; anything else (a file, a symlink, a whiteout, an
-/// opaque directory, which keeps its mark) replaces what stands there, moved.
+/// opaque directory, which keeps its mark) replaces what stands there, moved. A directory
+/// made where `changes` has a whiteout or a file is not marked opaque by overlayfs (the mark
+/// is only needed over the upper layer's own whiteouts), yet showed nothing beneath it: it is
+/// marked here, or the snapshot's directory would show through it once the whiteout is gone.
 fn merge(from: &Path, to: &Path) -> Result<()> {
     for entry in fs::read_dir(from).io_context(|| format!("reading {}", from.display()))? {
         let entry = entry.io_context(|| format!("reading {}", from.display()))?;
@@ -437,11 +433,27 @@ fn merge(from: &Path, to: &Path) -> Result<()> {
             merge(&source, &dest)?;
             continue;
         }
+        let over_non_dir = meta.is_dir() && fs::symlink_metadata(&dest).is_ok();
         staging::remove_any(&dest)?;
         fs::rename(&source, &dest)
             .io_context(|| format!("moving {} to {}", source.display(), dest.display()))?;
+        if over_non_dir {
+            mark_opaque(&dest)?;
+        }
     }
     Ok(())
+}
+
+/// Marks a directory of `changes` opaque: nothing of the layers beneath shows in it.
+fn mark_opaque(dir: &Path) -> Result<()> {
+    rustix::fs::lsetxattr(
+        dir,
+        "user.overlay.opaque",
+        b"y",
+        rustix::fs::XattrFlags::empty(),
+    )
+    .map_err(std::io::Error::from)
+    .io_context(|| format!("marking {} opaque", dir.display()))
 }
 
 /// Sets `changes` back to showing the snapshot, keeping the excluded directories: files,
@@ -449,12 +461,14 @@ fn merge(from: &Path, to: &Path) -> Result<()> {
 fn reset(changes: &Path, snapshot: &Path) -> Result<()> {
     let mut todo = vec![changes.to_path_buf()];
     while let Some(dir) = todo.pop() {
+        // Which directories are kept is decided before any file goes (a `target` is kept
+        // beside a `Cargo.toml` about to be removed).
+        let mut files = Vec::new();
         for entry in fs::read_dir(&dir).io_context(|| format!("reading {}", dir.display()))? {
             let entry = entry.io_context(|| format!("reading {}", dir.display()))?;
             let path = entry.path();
-            let is_dir = fs::symlink_metadata(&path).is_ok_and(|m| m.is_dir());
-            if !is_dir {
-                staging::remove_any(&path)?;
+            if !fs::symlink_metadata(&path).is_ok_and(|m| m.is_dir()) {
+                files.push(path);
                 continue;
             }
             let name = entry.file_name();
@@ -467,6 +481,9 @@ fn reset(changes: &Path, snapshot: &Path) -> Result<()> {
             }
             let _ = rustix::fs::lremovexattr(&path, "user.overlay.opaque");
             todo.push(path);
+        }
+        for file in files {
+            staging::remove_any(&file)?;
         }
     }
     Ok(())

@@ -81,11 +81,20 @@ fn flow() -> Value {
             "refill",
             "cp keep.txt emptied/ && ls emptied > refilled.txt",
             &["emptied"]
-        )
+        ),
+        // A directory removed by one command and made again by the next holds only what the
+        // second put there.
+        shell("dropped", "rm -r tests", &["refill"]),
+        shell(
+            "remade_dir",
+            "mkdir tests && echo x > tests/new.txt",
+            &["dropped"]
+        ),
+        shell("listed", "ls tests > tests_listing.txt", &["remade_dir"])
     ])
 }
 
-const STEPS: [&str; 12] = [
+const STEPS: [&str; 15] = [
     "edit",
     "swap",
     "later",
@@ -98,6 +107,9 @@ const STEPS: [&str; 12] = [
     "cargo",
     "emptied",
     "refill",
+    "dropped",
+    "remade_dir",
+    "listed",
 ];
 
 fn run(overlay: bool) -> (Sandbox, Vec<Value>) {
@@ -169,6 +181,7 @@ fn an_overlay_view_captures_what_the_copy_captures() {
     assert_eq!(with[10]["ignored_files"], json!(["linked.txt"]));
     assert_eq!(without[10]["ignored_files"], json!(["linked.txt"]));
     assert_eq!(final_files(&overlaid)["refilled.txt"], "keep.txt\n");
+    assert_eq!(final_files(&overlaid)["tests_listing.txt"], "new.txt\n");
     assert_eq!(with[6]["status"], json!("success"), "{}", with[6]);
     assert_eq!(with[6]["tests"]["passed"], json!(1), "{}", with[6]);
     assert_eq!(with[7]["tests"]["failed"], json!(1), "{}", with[7]);

@@ -233,7 +233,7 @@ def default_test_command(work_dir: str | View) -> tuple[str, str]:
 
 def _has_npm_test_script(view: View) -> bool:
     try:
-        with open(view.path("package.json") or "", encoding="utf-8") as f:
+        with open(view.resolve("package.json") or "", encoding="utf-8") as f:
             package = json.load(f)
     except (OSError, ValueError):
         return False
@@ -248,7 +248,7 @@ def _has_pytest_config(view: View) -> bool:
     markers = {"pyproject.toml": "[tool.pytest", "setup.cfg": "[tool:pytest]"}
     for name, marker in markers.items():
         try:
-            with open(view.path(name) or "", encoding="utf-8", errors="replace") as f:
+            with open(view.resolve(name) or "", encoding="utf-8", errors="replace") as f:
                 if marker in f.read():
                     return True
         except OSError:

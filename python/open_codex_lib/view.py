@@ -58,8 +58,24 @@ class View:
         return None
 
     def isfile(self, relative: str) -> bool:
-        found = self.path(relative)
+        found = self.resolve(relative)
         return found is not None and os.path.isfile(found)
+
+    def resolve(self, relative: str) -> str | None:
+        """Like :meth:`path`, following a symlink there through the view (a relative target
+        may lie in another layer); None for a dangling link or one leading out of the view."""
+        for _ in range(40):
+            found = self.path(relative)
+            if found is None or not self.layers or not os.path.islink(found):
+                return found
+            target = os.readlink(found)
+            if os.path.isabs(target):
+                return None
+            joined = os.path.normpath(os.path.join(os.path.dirname(relative), target))
+            if joined == ".." or joined.startswith("../"):
+                return None
+            relative = joined
+        return None
 
     def walk(self) -> Iterator[tuple[str, list[str], list[str]]]:
         """Like :func:`os.walk` (top-down, ``dirnames`` may be pruned in place), with paths

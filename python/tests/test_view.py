@@ -89,3 +89,14 @@ def test_the_test_command_is_found_through_the_layers(tmp_path, layers):
     whiteout(f"{layers[0]}/new/test_new.py")
     write(f"{layers[2]}/package.json", '{"scripts": {"test": "node --test"}}')
     assert default_test_command(View(str(mount), layers))[1] == "npm"
+
+
+def test_a_symlink_is_followed_through_the_view(tmp_path, layers):
+    # pytest.ini in the snapshot points at a file only a higher layer has.
+    write(f"{layers[1]}/cfg/pytest.ini", "[pytest]\n")
+    os.symlink("cfg/pytest.ini", f"{layers[2]}/pytest.ini")
+    os.symlink("/etc/hostname", f"{layers[2]}/outside.ini")
+    view = View(str(tmp_path / "mount"), layers)
+    assert view.isfile("pytest.ini")
+    assert view.resolve("pytest.ini") == os.path.join(layers[1], "cfg", "pytest.ini")
+    assert view.resolve("outside.ini") is None

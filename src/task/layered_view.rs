@@ -17,7 +17,7 @@
 //! changed files linked into the step's output, then merged into `changes/` as overlayfs would
 //! show them. Making a view and capturing a command cost what changed, not the repository.
 
-use std::collections::{BTreeMap, BTreeSet, HashMap};
+use std::collections::{BTreeMap, HashMap};
 use std::fs;
 use std::ops::Bound;
 use std::os::unix::fs::{FileTypeExt, MetadataExt};
@@ -75,25 +75,16 @@ impl LayeredView {
     pub(crate) fn prepare(&mut self, task: &TaskDir, desired: &Overlay) -> Result<()> {
         let changes = self.dir.join(CHANGES_DIR);
         let snapshot = task.snapshot();
-        let paths: BTreeSet<RepoPath> = self
-            .applied
-            .versions
-            .keys()
-            .chain(desired.versions.keys())
-            .cloned()
-            .collect();
-        for path in paths {
-            if self.applied.versions.get(&path) == desired.versions.get(&path) {
-                continue;
-            }
+        for path in self.applied.differing(desired) {
             let dest = path.under(&changes);
             match desired.source(task, &path)? {
+                // A file or whiteout standing where a directory is needed gives way to an
+                // opaque one: the view had no directory there, so nothing of the snapshot
+                // beneath it may show (as when a copied view's sync creates it).
                 Some(source) => {
-                    make_parents(&changes, &path)?;
-                    staging::remove_any(&dest)?;
-                    fs::copy(&source, &dest).io_context(|| {
-                        format!("copying {} to {}", source.display(), dest.display())
-                    })?;
+                    staging::place_file_marking(&changes, &path, &source, &mut |dir| {
+                        mark_opaque(dir)
+                    })?
                 }
                 None => {
                     let here = fs::symlink_metadata(&dest).ok();
@@ -359,30 +350,6 @@ fn shows_from_below(changes: &Path, path: &RepoPath) -> bool {
         }
     }
     true
-}
-
-/// Creates the directories above `path` under `changes`. A file or whiteout standing where one
-/// is needed is replaced by an opaque directory: the view had no directory there, so nothing
-/// of the snapshot beneath it may show (as when a copied view's sync creates it).
-fn make_parents(changes: &Path, path: &RepoPath) -> Result<()> {
-    let mut current = changes.to_path_buf();
-    let parts: Vec<&str> = path.as_str().split('/').collect();
-    for part in &parts[..parts.len().saturating_sub(1)] {
-        current.push(part);
-        let replaced = match fs::symlink_metadata(&current) {
-            Ok(meta) if meta.is_dir() => continue,
-            Ok(_) => {
-                staging::remove_any(&current)?;
-                true
-            }
-            Err(_) => false,
-        };
-        fs::create_dir(&current).io_context(|| format!("creating {}", current.display()))?;
-        if replaced {
-            mark_opaque(&current)?;
-        }
-    }
-    Ok(())
 }
 
 /// A hard link to `source` at `path` under `root` (a copy where links are refused), the

@@ -195,6 +195,17 @@ impl Overlay {
         Overlay { versions }
     }
 
+    /// The paths whose version differs between this overlay and `other`, in order.
+    pub(crate) fn differing(&self, other: &Overlay) -> Vec<RepoPath> {
+        let paths: BTreeSet<&RepoPath> =
+            self.versions.keys().chain(other.versions.keys()).collect();
+        paths
+            .into_iter()
+            .filter(|path| self.versions.get(*path) != other.versions.get(*path))
+            .cloned()
+            .collect()
+    }
+
     /// The file holding `path`'s content as this overlay sees it, or `None` if it does not exist.
     /// Never leaves the task directory, even through a symlink in the snapshot.
     pub(crate) fn source(&self, task: &TaskDir, path: &RepoPath) -> Result<Option<PathBuf>> {
@@ -253,16 +264,32 @@ fn copy_file(source: &Path, dest: &Path) -> Result<()> {
 /// symlink where a directory is needed, or a directory where the file goes, is removed first
 /// (a path can change from file to directory and back within a flow).
 fn place_file(root: &Path, path: &RepoPath, source: &Path) -> Result<()> {
+    place_file_marking(root, path, source, &mut |_| Ok(()))
+}
+
+/// `place_file`, telling `replaced` of each directory it made where something else stood.
+pub(crate) fn place_file_marking(
+    root: &Path,
+    path: &RepoPath,
+    source: &Path,
+    replaced: &mut dyn FnMut(&Path) -> Result<()>,
+) -> Result<()> {
     let mut current = root.to_path_buf();
     let parts: Vec<&str> = path.as_str().split('/').collect();
     for part in &parts[..parts.len().saturating_sub(1)] {
         current.push(part);
-        match fs::symlink_metadata(&current) {
+        let stood = match fs::symlink_metadata(&current) {
             Ok(meta) if meta.is_dir() => continue,
-            Ok(_) => remove_any(&current)?,
-            Err(_) => {}
-        }
+            Ok(_) => {
+                remove_any(&current)?;
+                true
+            }
+            Err(_) => false,
+        };
         fs::create_dir(&current).io_context(|| format!("creating {}", current.display()))?;
+        if stood {
+            replaced(&current)?;
+        }
     }
     let dest = path.under(root);
     remove_any(&dest)?;
@@ -575,17 +602,7 @@ impl View {
     /// Makes the view show `desired`, touching only the paths where it differs from what the
     /// view shows now.
     pub(crate) fn sync(&mut self, task: &TaskDir, desired: &Overlay) -> Result<()> {
-        let paths: BTreeSet<RepoPath> = self
-            .applied
-            .versions
-            .keys()
-            .chain(desired.versions.keys())
-            .cloned()
-            .collect();
-        for path in paths {
-            if self.applied.versions.get(&path) == desired.versions.get(&path) {
-                continue;
-            }
+        for path in self.applied.differing(desired) {
             let dest = path.under(&self.root);
             match desired.source(task, &path)? {
                 Some(source) => place_file(&self.root, &path, &source)?,

@@ -12,6 +12,8 @@ The ocflow host (Rust, through pyo3) calls:
 * :func:`load_plugins` ``(folders, entry_points=True) -> list[dict]`` and
   :func:`catalogue` ``() -> str``: loads plugin operations and lists every
   operation with its parameters as JSON (:mod:`.registry`).
+* :func:`preload` ``(names)``: imports the modules of the named built-in
+  operations now (each is imported at its first step otherwise).
 
 Plugin authors use :func:`operation` and :class:`Param` (see :mod:`.registry`).
 
@@ -21,7 +23,7 @@ never changes the current directory or ``os.environ``.
 
 from .instructions import InstructionsError, Step, parse_instructions
 from .operations import execute_operation
-from .registry import Param, catalogue, load_plugins, operation
+from .registry import Param, catalogue, load_plugins, operation, preload
 
 __version__ = "0.1.0"
 
@@ -45,4 +47,5 @@ __all__ = [
     "load_plugins",
     "operation",
     "parse_instructions",
+    "preload",
 ]

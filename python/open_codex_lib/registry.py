@@ -374,6 +374,21 @@ def find(name: str) -> OperationInfo | None:
     return _operations.get(name)
 
 
+def preload(names: Iterable[str]) -> None:
+    """Imports now the modules of the built-in operations ``names``, which are otherwise
+    imported at their first step. The host calls it while it sets up a flow's task, so the
+    flow's first steps find them ready instead of waiting for one another's import. Unknown
+    names are skipped, and a failing import is left for the step to report."""
+    for name in names:
+        info = find(name)
+        load = getattr(info.function, "preload", None) if info is not None else None
+        if callable(load):
+            try:
+                load()
+            except Exception:  # noqa: BLE001, S110 - the step's own import reports it
+                pass
+
+
 def operations() -> list[OperationInfo]:
     """Every registered operation: the built-ins in their documented order, then plugins by name."""
     with _lock:
@@ -804,12 +819,15 @@ def _lazy(module: str, name: str) -> Operation:
     package at every start, and a flow uses few of the operations (the commands' module and
     its test-report parsers alone took a third of the import)."""
 
+    def load() -> Operation:
+        return getattr(importlib.import_module(f".{module}", __package__), name)
+
     def run(step: Step, llm_config: dict | None) -> dict:
-        function = getattr(importlib.import_module(f".{module}", __package__), name)
-        return function(step, llm_config)
+        return load()(step, llm_config)
 
     run.__name__ = run.__qualname__ = name
     run.__module__ = f"{__package__}.{module}"
+    run.preload = load  # type: ignore[attr-defined]
     return run
 
 

@@ -758,3 +758,46 @@ def test_a_param_with_a_non_boolean_required_or_a_non_string_doc_is_refused():
         Param("n", "string", required=1)
     with pytest.raises(registry.RegistryError, match="doc must be a string"):
         Param("n", "string", doc=None)
+
+
+# --- Preloading --------------------------------------------------------------------------------
+
+
+def test_preload_imports_the_modules_of_the_named_builtins_only():
+    # A fresh interpreter: the test session has imported every module already.
+    script = textwrap.dedent(
+        """
+        import sys
+        import open_codex_lib
+        from open_codex_lib import registry
+
+        @registry.operation(doc="answers pong")
+        def ping(step, llm_config):
+            return {"status": "success"}
+
+        lazy = ["open_codex_lib.code_edit", "open_codex_lib.commands", "open_codex_lib.files"]
+        before = [name in sys.modules for name in lazy]
+        # Unknown names and plugin operations are skipped, not errors.
+        open_codex_lib.preload(["modify_code", "read_file", "no_such_operation", "ping"])
+        print(before, [name in sys.modules for name in lazy])
+        """
+    )
+    env = dict(os.environ, PYTHONPATH=str(PYTHON_DIR))
+    proc = subprocess.run(
+        [sys.executable, "-c", script], capture_output=True, text=True, env=env, timeout=60
+    )
+    assert proc.returncode == 0, proc.stderr
+    assert proc.stdout.strip() == "[False, False, False] [True, False, True]"
+
+
+def test_preload_leaves_a_failing_import_to_the_step(monkeypatch):
+    info = registry.find("modify_code")
+    assert info is not None and callable(info.function.preload)
+
+    def broken(name, package=None):
+        raise ImportError(f"no module {name}")
+
+    monkeypatch.setattr(registry.importlib, "import_module", broken)
+    registry.preload(["modify_code"])  # does not raise
+    with pytest.raises(ImportError):
+        info.function.preload()

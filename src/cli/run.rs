@@ -105,6 +105,10 @@ async fn start(
         None => Some(connect()?.ok_or_else(|| launch::no_llm(config))?),
     };
     let bridge = launch::load_bridge(config)?;
+    if let Some(flow) = &given {
+        // Imported while the task is set up, not by the first steps.
+        bridge.preload(flow.operations());
+    }
     let task_text = match &given {
         Some(flow) => flow.task.clone(),
         None => args.task.clone().unwrap_or_default(),
@@ -179,6 +183,7 @@ async fn start(
             };
             match planned {
                 Ok((flow, added)) => {
+                    bridge.preload(flow.operations());
                     notes = added;
                     (flow, count_answers(&answers_dir))
                 }

@@ -3,7 +3,7 @@
 //! executor makes them from `spawn_blocking`; Python releases the GIL while a step waits on a
 //! subprocess or the network, so steps can overlap.
 
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, BTreeSet};
 use std::ffi::CString;
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
@@ -273,6 +273,24 @@ impl Bridge {
                 Python::attach(|py| format_error(py, &err))
             ))
         })
+    }
+
+    /// Has the library import the modules of `operations` now, on a thread of its own, while
+    /// the caller sets up the flow's task: the first steps would otherwise import them, one
+    /// waiting for the other's import. A failing import is left for the step to report.
+    pub(crate) fn preload(self: &Arc<Self>, operations: BTreeSet<String>) {
+        let bridge = Arc::clone(self);
+        let names = serde_json::to_string(&operations).unwrap_or_else(|_| "[]".into());
+        let _ = std::thread::Builder::new()
+            .name("preload".into())
+            .spawn(move || {
+                Python::attach(|py| {
+                    let _ = bridge
+                        .shim
+                        .bind(py)
+                        .call_method1("preload", (bridge.library.bind(py), names));
+                });
+            });
     }
 
     /// Asks the library to kill the commands it is running (its optional `cancel_all`).

@@ -6,6 +6,7 @@ stays clean), and turns the outcome into JSON: a result, an exception with its f
 traceback, or a return value that is not a JSON-like dict.
 """
 
+import gc
 import importlib
 import io
 import json
@@ -94,7 +95,14 @@ def describe():
 
 
 def load(module_name):
-    module = importlib.import_module(module_name)
+    # An import makes many objects and frees few: the collector would only walk them. What
+    # the start made is then frozen, out of every later collection's walk.
+    gc.disable()
+    try:
+        module = importlib.import_module(module_name)
+    finally:
+        gc.enable()
+    gc.freeze()
     if not callable(getattr(module, "execute_operation", None)):
         raise TypeError(
             f"module {module_name} ({getattr(module, '__file__', '?')}) has no callable execute_operation"
@@ -111,6 +119,13 @@ def catalogue(module, folders_json, entry_points):
         return None
     load_plugins(json.loads(folders_json), entry_points=bool(entry_points))
     return describe_all()
+
+
+def preload(module, names_json):
+    """Imports the modules of the named operations, for a library that can (see its `preload`)."""
+    load = getattr(module, "preload", None)
+    if callable(load):
+        load(json.loads(names_json))
 
 
 def run_step(module, instruction_path, llm_config_json, log_path, host_functions):

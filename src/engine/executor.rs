@@ -40,6 +40,9 @@ use crate::task::state;
 use crate::task::workspace::{self, TaskDir};
 
 mod recovering;
+mod settling;
+
+use settling::{Outputs, Settled};
 
 /// How a flow ended.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -222,6 +225,12 @@ struct Prepared {
     view: Option<ViewSlot>,
 }
 
+/// How a step's thread ended: its call's outcome, settled there for a file step.
+enum Ended {
+    Called(CallOutcome),
+    Settled(Result<Settled>),
+}
+
 /// A step that is running.
 struct Running {
     step: Step,
@@ -281,7 +290,7 @@ impl Executor {
             tokio::time::Instant::now() + crate::task::events::HEARTBEAT,
             crate::task::events::HEARTBEAT,
         );
-        let mut running: JoinSet<CallOutcome> = JoinSet::new();
+        let mut running: JoinSet<Ended> = JoinSet::new();
         let mut in_flight: HashMap<tokio::task::Id, Running> = HashMap::new();
         let mut failures: Vec<Step> = Vec::new();
         loop {
@@ -311,14 +320,23 @@ impl Executor {
                 let llm_config = host.as_ref().map_or_else(|| json!({}), StepLlm::config);
                 let tokens_before = self.step_tokens_so_far(&step.id);
                 let (instructions, log) = (prepared.instructions, prepared.log);
-                let outputs = self.task.step_dir(&step.id).join(workspace::OUTPUT_DIR);
+                // A file step is settled on its own thread (see `settling`); a command step
+                // once its view is captured.
+                let settle_here = prepared
+                    .view
+                    .is_none()
+                    .then(|| (self.task.clone(), step.clone()));
                 let handle = running.spawn_blocking(move || {
                     let outcome = bridge.execute(&instructions, &llm_config, &log, host);
-                    // The outputs' data reach the disk here, on the step's own thread and in
-                    // parallel with the others', rather than one step after another when the
-                    // executor records them (which then finds nothing left to flush).
-                    workspace::sync_data_under(&outputs);
-                    outcome
+                    match settle_here {
+                        Some((task, step)) => Ended::Settled(settling::settle(
+                            &task,
+                            &step,
+                            outcome,
+                            Outputs::Written,
+                        )),
+                        None => Ended::Called(outcome),
+                    }
                 });
                 in_flight.insert(
                     handle.id(),
@@ -362,13 +380,13 @@ impl Executor {
                     continue;
                 }
             };
-            let (id, outcome) = match joined {
-                Some(Ok((id, outcome))) => (id, outcome),
+            let (id, ended) = match joined {
+                Some(Ok((id, ended))) => (id, ended),
                 Some(Err(err)) => (
                     err.id(),
-                    CallOutcome::Garbage {
+                    Ended::Called(CallOutcome::Garbage {
                         message: format!("the step's thread failed: {err}"),
-                    },
+                    }),
                 ),
                 None => continue,
             };
@@ -376,8 +394,7 @@ impl Executor {
                 continue;
             };
             self.count_tokens(&done.step.id, done.tokens_before);
-            let succeeded =
-                self.record(&done.step, done.attempt, done.started, outcome, done.view)?;
+            let succeeded = self.record(&done, ended)?;
             if let Some(view) = done.view {
                 self.free_views.push(view);
             }
@@ -763,148 +780,54 @@ impl Executor {
 
     /// Records a finished call: outputs, result.json, status, final_output, event. Returns
     /// whether the flow goes on.
-    fn record(
-        &mut self,
-        step: &Step,
-        attempt: u32,
-        started: Instant,
-        outcome: CallOutcome,
-        view: Option<ViewSlot>,
-    ) -> Result<bool> {
+    /// Records how a step's call ended. A file step comes settled from its thread; a command
+    /// step's view is captured here first.
+    fn record(&mut self, done: &Running, ended: Ended) -> Result<bool> {
+        let step = &done.step;
         // A result kept from an earlier failed attempt no longer speaks for the step.
         self.failed_results.remove(&step.id);
-        let dir = self.task.step_dir(&step.id);
-        let output_dir = dir.join(workspace::OUTPUT_DIR);
-        let access = operations::find(&step.operation).map_or(Access::Files, |op| op.access);
-        // A command's changes are captured even when it failed, so the view can be set back.
-        // Used up now, success or not: the view labels what it captured with it, and a label
+        // Used up now, success or not: a view labels what it captured with it, and a label
         // must never name two different contents.
         let sequence = self.status.next_sequence();
         self.status.last_sequence = sequence;
-        // Without a PID namespace to end with the step, what it left running is stopped here.
-        if access == Access::View
-            && self
-                .settings
-                .sandbox
-                .as_ref()
-                .is_none_or(|p| p.bwrap.is_none())
-        {
-            crate::engine::orphans::stop_step(&self.task, &step.id);
-        }
-        // In a view made of layers, the changes are the upper directory's (empty if the
-        // command never ran); in a copy, a stat walk finds them.
-        let (upper, work) = (dir.join(UPPER_DIR), dir.join(WORK_DIR));
-        let forbidden = &self.settings.forbidden;
-        let captured = match (access, view) {
-            (Access::View, Some(ViewSlot::Layered(index))) => Some((
-                self.layered[index].capture(
-                    &self.task,
-                    &step.id,
-                    sequence,
-                    &upper,
-                    &output_dir,
-                    forbidden,
-                )?,
-                "overlay",
-            )),
-            (Access::View, Some(ViewSlot::Copy(index))) => Some((
-                self.views[index].capture(
-                    &self.task,
-                    &step.id,
-                    sequence,
-                    &output_dir,
-                    forbidden,
-                )?,
-                "copy",
-            )),
-            _ => None,
+        let settled = match ended {
+            Ended::Settled(settled) => settled?,
+            Ended::Called(outcome) => {
+                let outputs = self.capture(step, sequence, done.view)?;
+                settling::settle(&self.task, step, outcome, outputs)?
+            }
         };
-        if upper.exists() || work.exists() {
-            sandbox_exec::remove_overlay_dirs(&upper);
-            sandbox_exec::remove_overlay_dirs(&work);
-        }
-        let value = match outcome {
-            CallOutcome::Returned { result } => result,
-            CallOutcome::Exception {
-                r#type,
-                message,
-                traceback,
-            } => {
-                let file = dir.join(workspace::TRACEBACK_FILE);
-                fs::write(&file, &traceback)
-                    .io_context(|| format!("writing {}", file.display()))?;
-                let error = StepError {
-                    kind: "exception".into(),
-                    message: format!("{type}: {message}", type = r#type),
-                    exception_type: Some(r#type),
-                    traceback_file: Some(workspace::TRACEBACK_FILE.into()),
+        let result = match settled {
+            Settled::Failed(error) => {
+                return self
+                    .finish_failed(step, done.attempt, done.started, error)
+                    .map(|()| false);
+            }
+            Settled::Result(result) if result.status == CallStatus::Failure => {
+                let text = if result.message.is_empty() {
+                    "the step failed without a message".to_string()
+                } else {
+                    result.message.clone()
                 };
+                self.failed_results.insert(step.id.clone(), *result);
                 return self
-                    .finish_failed(step, attempt, started, error)
+                    .finish_failed(
+                        step,
+                        done.attempt,
+                        done.started,
+                        StepError::new("failure", text),
+                    )
                     .map(|()| false);
             }
-            CallOutcome::Garbage { message } => {
-                let error = StepError::new("bridge", message);
-                return self
-                    .finish_failed(step, attempt, started, error)
-                    .map(|()| false);
-            }
+            Settled::Result(result) => *result,
         };
-        let status = value.get("status").and_then(Value::as_str);
-        if !matches!(status, Some("success" | "failure")) {
-            let text = format!(
-                "the library returned status {status:?}; expected \"success\" or \"failure\""
-            );
-            return self
-                .finish_failed(step, attempt, started, StepError::new("bridge", text))
-                .map(|()| false);
-        }
-        let mut result: StepResult = match serde_json::from_value(value) {
-            Ok(result) => result,
-            Err(err) => {
-                let text = format!("the library returned a result ocflow cannot read: {err}");
-                return self
-                    .finish_failed(step, attempt, started, StepError::new("bridge", text))
-                    .map(|()| false);
-            }
-        };
-        let (output_files, deleted_files) = match captured {
-            Some((captured, how)) => {
-                result.view = Some(how.to_string());
-                // Symlinks and special files a command made are never carried out of the view.
-                result.ignored_files = captured.ignored;
-                (captured.output_files, captured.deleted_files)
-            }
-            None => match self.file_step_outputs(step, &result) {
-                Ok(files) => files,
-                Err(text) => {
-                    return self
-                        .finish_failed(step, attempt, started, StepError::new("engine", text))
-                        .map(|()| false);
-                }
-            },
-        };
-        result.output_files = output_files.clone();
-        result.deleted_files = deleted_files.clone();
-        // The outputs' data first, then the result's: a journal line saying the step succeeded
-        // never outlives them (a power loss leaves them whole or missing).
-        if result.status == CallStatus::Success {
-            workspace::sync_data(&output_dir, &output_files)?;
-        }
-        state::save_result(&self.task, &step.id, &result)?;
-        let message = result.message.clone();
-        if result.status == CallStatus::Failure {
-            let text = if message.is_empty() {
-                "the step failed without a message".to_string()
-            } else {
-                message
-            };
-            self.failed_results.insert(step.id.clone(), result);
-            return self
-                .finish_failed(step, attempt, started, StepError::new("failure", text))
-                .map(|()| false);
-        }
-        let duration_ms = started.elapsed().as_millis() as u64;
+        let duration_ms = done.started.elapsed().as_millis() as u64;
+        let StepResult {
+            message,
+            output_files,
+            deleted_files,
+            ..
+        } = result;
         let entry = self
             .status
             .step_mut(&step.id)
@@ -925,7 +848,7 @@ impl Executor {
             step: step.id.clone(),
             operation: step.operation.clone(),
             status: StepState::Succeeded,
-            attempt,
+            attempt: done.attempt,
             duration_ms,
             message,
             output_files: output_files.clone(),
@@ -938,41 +861,52 @@ impl Executor {
         Ok(true)
     }
 
-    /// A file step's outputs: what it left in `output/`, and the deletions it reported, which
-    /// must be files the step names.
-    fn file_step_outputs(
-        &self,
-        step: &Step,
-        result: &StepResult,
-    ) -> Result<(Vec<String>, Vec<String>), String> {
-        let output_dir = self.task.step_dir(&step.id).join(workspace::OUTPUT_DIR);
-        let outputs = staging::list_outputs(&output_dir).map_err(|problem| problem.0)?;
-        let named: BTreeSet<RepoPath> = instructions::staged_paths(step).into_iter().collect();
-        // A file step writes only the files it names, all checked by validation.
-        if let Some(stray) = outputs.iter().find(|path| !named.contains(*path)) {
-            return Err(format!(
-                "the library wrote {stray}, which the step does not name; a file step may only \
-                 write the files in its parameters"
-            ));
+    /// A command step's changes, from its view: exactly the overlay's upper directory for a
+    /// view made of layers, a stat walk for a copy. Captured even when the command failed, so
+    /// the view can be set back.
+    fn capture(&mut self, step: &Step, sequence: u64, view: Option<ViewSlot>) -> Result<Outputs> {
+        let dir = self.task.step_dir(&step.id);
+        let output_dir = dir.join(workspace::OUTPUT_DIR);
+        // Without a PID namespace to end with the step, what it left running is stopped here.
+        if self
+            .settings
+            .sandbox
+            .as_ref()
+            .is_none_or(|p| p.bwrap.is_none())
+        {
+            crate::engine::orphans::stop_step(&self.task, &step.id);
         }
-        let mut deleted = Vec::new();
-        for raw in &result.deleted_files {
-            let path = RepoPath::parse(raw).map_err(|_| {
-                format!(
-                    "the library reported deleting {raw:?}, which is not a valid repository path"
-                )
-            })?;
-            if !named.contains(&path) {
-                return Err(format!(
-                    "the library reported deleting {path}, which the step does not name"
-                ));
-            }
-            deleted.push(path.as_str().to_string());
+        let (upper, work) = (dir.join(UPPER_DIR), dir.join(WORK_DIR));
+        let forbidden = &self.settings.forbidden;
+        let outputs = match view {
+            Some(ViewSlot::Layered(index)) => Outputs::Captured {
+                captured: self.layered[index].capture(
+                    &self.task,
+                    &step.id,
+                    sequence,
+                    &upper,
+                    &output_dir,
+                    forbidden,
+                )?,
+                view: "overlay",
+            },
+            Some(ViewSlot::Copy(index)) => Outputs::Captured {
+                captured: self.views[index].capture(
+                    &self.task,
+                    &step.id,
+                    sequence,
+                    &output_dir,
+                    forbidden,
+                )?,
+                view: "copy",
+            },
+            None => Outputs::Written,
+        };
+        if upper.exists() || work.exists() {
+            sandbox_exec::remove_overlay_dirs(&upper);
+            sandbox_exec::remove_overlay_dirs(&work);
         }
-        Ok((
-            outputs.iter().map(|p| p.as_str().to_string()).collect(),
-            deleted,
-        ))
+        Ok(outputs)
     }
 
     fn finish_failed(

@@ -155,10 +155,21 @@ impl Llm {
         let _ = rustls::crypto::ring::default_provider().install_default();
         let mut backends = BTreeMap::new();
         for (profile, endpoint) in endpoints {
-            let client = reqwest::Client::builder()
+            let mut builder = reqwest::Client::builder()
                 .timeout(endpoint.request_timeout)
                 .connect_timeout(Duration::from_secs(10).min(endpoint.request_timeout))
-                .redirect(reqwest::redirect::Policy::none())
+                .redirect(reqwest::redirect::Policy::none());
+            // A plain-HTTP endpoint (a model served on the local network) never makes a TLS
+            // connection, redirects being refused: loading the system's root certificates for
+            // it would only cost the start its milliseconds.
+            if endpoint
+                .base_url
+                .get(..7)
+                .is_some_and(|scheme| scheme.eq_ignore_ascii_case("http://"))
+            {
+                builder = builder.tls_certs_only(std::iter::empty());
+            }
+            let client = builder
                 .build()
                 .map_err(|err| Error::internal(format!("cannot build the HTTP client: {err}")))?;
             let http = Http {

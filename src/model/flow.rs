@@ -47,6 +47,14 @@ impl Flow {
         self.steps.iter().find(|s| s.id == id)
     }
 
+    /// The operations its steps use, each once.
+    pub(crate) fn operations(&self) -> BTreeSet<String> {
+        self.steps
+            .iter()
+            .map(|step| step.operation.clone())
+            .collect()
+    }
+
     /// The steps in the order `--jobs 1` runs them: dependencies first, and among the steps
     /// ready at the same time, the one written first. Later steps in this order win when two
     /// change the same file, so the result does not depend on which finished first.

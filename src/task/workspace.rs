@@ -213,20 +213,6 @@ pub(crate) fn write_replacing(path: &Path, bytes: &[u8]) -> Result<()> {
     Ok(())
 }
 
-/// Flushes the data of every file under `dir`, as far as it can (what fails here is flushed,
-/// or reported, by `sync_data` later).
-pub(crate) fn sync_data_under(dir: &Path) {
-    for entry in walkdir::WalkDir::new(dir)
-        .follow_links(false)
-        .into_iter()
-        .flatten()
-    {
-        if entry.file_type().is_file() {
-            let _ = File::open(entry.path()).and_then(|f| f.sync_data());
-        }
-    }
-}
-
 /// Flushes the data of `relative` files under `root` (a step's outputs) before anything that
 /// says the step succeeded is written: after a power loss an output is whole or missing.
 pub(crate) fn sync_data(root: &Path, relative: &[String]) -> Result<()> {

@@ -381,7 +381,7 @@ def preload(names: Iterable[str]) -> None:
     names are skipped, and a failing import is left for the step to report."""
     for name in names:
         info = find(name)
-        load = getattr(info.function, "preload", None) if info is not None else None
+        load = getattr(info.function, "preload", None) if info and info.builtin else None
         if callable(load):
             try:
                 load()

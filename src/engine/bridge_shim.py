@@ -97,11 +97,13 @@ def describe():
 def load(module_name):
     # An import makes many objects and frees few: the collector would only walk them. What
     # the start made is then frozen, out of every later collection's walk.
+    collecting = gc.isenabled()
     gc.disable()
     try:
         module = importlib.import_module(module_name)
     finally:
-        gc.enable()
+        if collecting:
+            gc.enable()
     gc.freeze()
     if not callable(getattr(module, "execute_operation", None)):
         raise TypeError(

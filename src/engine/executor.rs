@@ -778,10 +778,9 @@ impl Executor {
         })
     }
 
-    /// Records a finished call: outputs, result.json, status, final_output, event. Returns
-    /// whether the flow goes on.
-    /// Records how a step's call ended. A file step comes settled from its thread; a command
-    /// step's view is captured here first.
+    /// Records how a step's call ended: status, journal, `final_output/`. A file step comes
+    /// settled from its thread (its outputs and `result.json` saved); a command step's view is
+    /// captured here first. Returns whether the step succeeded.
     fn record(&mut self, done: &Running, ended: Ended) -> Result<bool> {
         let step = &done.step;
         // A result kept from an earlier failed attempt no longer speaks for the step.
@@ -1075,8 +1074,9 @@ impl Executor {
             FlowState::Failed
         };
         self.status.finished_at = Some(status::now());
-        // The summary's call goes out now and is answered while final_output/ is rebuilt and
-        // the status saved: it reads neither (its facts are the status and the steps' outputs).
+        // The summary's call goes out now and is answered while final_output/ is rebuilt, the
+        // status saved and the diff written: it reads none of them (its facts are the status
+        // and the steps' outputs).
         let summary_call = self.settings.summary_llm.clone().map(|(llm, settings)| {
             let before = llm.usage_for("summary");
             let (task, status, flow) = (self.task.clone(), self.status.clone(), self.flow.clone());
@@ -1086,12 +1086,13 @@ impl Executor {
             (call, before)
         });
         // Steps finish in any order; final_output/ follows the flow's order, as the diff does.
-        let saved = staging::rebuild_final_output(&self.task, &self.status, &self.flow)
-            .and_then(|()| self.save());
-        if let (Err(_), Some((call, _))) = (&saved, &summary_call) {
+        let ready = staging::rebuild_final_output(&self.task, &self.status, &self.flow)
+            .and_then(|()| self.save())
+            .and_then(|()| self.write_diff());
+        if let (Err(_), Some((call, _))) = (&ready, &summary_call) {
             call.abort();
         }
-        saved?;
+        let (changed_files, diff) = ready?;
         let summary_path = self.task.file(workspace::SUMMARY_FILE);
         let mut summary = None;
         if let (Some((mut call, before)), Some((llm, settings))) =
@@ -1133,19 +1134,6 @@ impl Executor {
             None => crate::engine::summary::from_journal(&self.task, &self.status, &self.flow)?,
         };
         workspace::write_atomic(&summary_path, summary.as_bytes())?;
-        let changes = crate::task::review::changes(&self.task, &self.status, &self.flow)?;
-        let diff = if changes.is_empty() {
-            None
-        } else {
-            let path = self.task.file(workspace::DIFF_FILE);
-            let text = crate::task::review::unified_diff(&changes)?;
-            workspace::write_atomic(&path, text.as_bytes())?;
-            Some(path)
-        };
-        let changed_files = changes
-            .into_iter()
-            .map(|c| c.path.as_str().to_string())
-            .collect();
         self.events.emit(Event::FlowFinished {
             task_id: self.task.task_id.clone(),
             state: self.status.state,
@@ -1161,6 +1149,24 @@ impl Executor {
         } else {
             FlowOutcome::Failed
         })
+    }
+
+    /// Writes `changes.diff` (none without changes); returns the changed files and the diff.
+    fn write_diff(&self) -> Result<(Vec<String>, Option<PathBuf>)> {
+        let changes = crate::task::review::changes(&self.task, &self.status, &self.flow)?;
+        let diff = if changes.is_empty() {
+            None
+        } else {
+            let path = self.task.file(workspace::DIFF_FILE);
+            let text = crate::task::review::unified_diff(&changes)?;
+            workspace::write_atomic(&path, text.as_bytes())?;
+            Some(path)
+        };
+        let changed_files = changes
+            .into_iter()
+            .map(|c| c.path.as_str().to_string())
+            .collect();
+        Ok((changed_files, diff))
     }
 
     /// Writes the status now (every change but a step started or succeeded).

@@ -159,14 +159,7 @@ impl Llm {
                 .timeout(endpoint.request_timeout)
                 .connect_timeout(Duration::from_secs(10).min(endpoint.request_timeout))
                 .redirect(reqwest::redirect::Policy::none());
-            // A plain-HTTP endpoint (a model served on the local network) never makes a TLS
-            // connection, redirects being refused: loading the system's root certificates for
-            // it would only cost the start its milliseconds.
-            if endpoint
-                .base_url
-                .get(..7)
-                .is_some_and(|scheme| scheme.eq_ignore_ascii_case("http://"))
-            {
+            if !needs_root_certificates(&endpoint.base_url, |name| std::env::var(name).ok()) {
                 builder = builder.tls_certs_only(std::iter::empty());
             }
             let client = builder
@@ -697,9 +690,36 @@ fn parse_answer(value: &Value) -> Result<ChatAnswer, LlmError> {
     })
 }
 
+/// Whether the client for `base_url` needs the system's root certificates (loading them takes
+/// milliseconds of the start): not for a plain-HTTP endpoint, a model served on the local
+/// network, which never makes a TLS connection since redirects are refused — unless a proxy
+/// from the environment carries its requests, as that proxy may speak HTTPS.
+fn needs_root_certificates(base_url: &str, variable: impl Fn(&str) -> Option<String>) -> bool {
+    let plain = base_url
+        .get(..7)
+        .is_some_and(|scheme| scheme.eq_ignore_ascii_case("http://"));
+    let proxied = ["http_proxy", "HTTP_PROXY", "all_proxy", "ALL_PROXY"]
+        .iter()
+        .any(|name| variable(name).is_some_and(|value| !value.trim().is_empty()));
+    !plain || proxied
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn only_a_plain_http_endpoint_without_a_proxy_goes_without_root_certificates() {
+        let none = |_: &str| None;
+        assert!(!needs_root_certificates("http://10.0.0.5:8080/v1", none));
+        assert!(!needs_root_certificates("HTTP://localhost/v1", none));
+        assert!(needs_root_certificates("https://api.example.com/v1", none));
+        // A proxy may speak HTTPS itself; an empty variable is no proxy.
+        let proxy = |name: &str| (name == "HTTP_PROXY").then(|| "https://proxy:3128".to_string());
+        assert!(needs_root_certificates("http://localhost/v1", proxy));
+        let empty = |name: &str| (name == "all_proxy").then(|| " ".to_string());
+        assert!(!needs_root_certificates("http://localhost/v1", empty));
+    }
 
     #[test]
     fn retry_after_is_parsed_or_refused() {

@@ -500,6 +500,10 @@ const RACY_WINDOW_NS: i128 = 20_000_000;
 pub(crate) struct View {
     root: PathBuf,
     manifest: HashMap<RepoPath, Stamp>,
+    /// What a capture reported as never leaving the view (a symlink a command made, a special
+    /// file), with its stamp then: reported again only once it changes, as a view made of
+    /// layers reports it only when a command writes it.
+    ignored: HashMap<RepoPath, Stamp>,
     applied: Overlay,
     recorded_at_ns: i128,
 }
@@ -521,6 +525,7 @@ impl View {
         let mut view = View {
             root,
             manifest: HashMap::new(),
+            ignored: HashMap::new(),
             applied: Overlay::default(),
             recorded_at_ns: 0,
         };
@@ -591,6 +596,7 @@ impl View {
         let mut view = View {
             root,
             manifest: HashMap::new(),
+            ignored: HashMap::new(),
             applied: Overlay::default(),
             recorded_at_ns: 0,
         };
@@ -653,8 +659,9 @@ impl View {
             if !is_file || forbidden.iter().any(|dir| path.is_within(dir)) {
                 // Symlinks and special files a command made, and anything in the workspace,
                 // never leave the view.
-                if known != Some(stamp) {
+                if known != Some(stamp) && self.ignored.get(&path) != Some(&stamp) {
                     captured.ignored.push(path.as_str().to_string());
+                    self.ignored.insert(path, stamp);
                 }
                 continue;
             }

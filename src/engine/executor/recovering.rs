@@ -28,7 +28,23 @@ impl Executor {
             result.llm_error.as_ref().is_some_and(|e| e.transient)
                 || (result.timed_out == Some(true) && retryable)
         });
-        let refused_rename = result.as_ref().is_some_and(refused_a_rename)
+        let unmounted = result.as_ref().and_then(overlay_not_mounted);
+        if let Some(reason) = &unmounted
+            && self.overlay_works != Some(false)
+        {
+            // What failed for one step would fail for the next: copies from now on.
+            self.overlay_works = Some(false);
+            self.events.emit(Event::Warning {
+                message: format!(
+                    "the overlay of step {}'s view could not be mounted ({reason}): command \
+                     steps run in copies of the repository from now on",
+                    step.id
+                ),
+            })?;
+        }
+        let refused_rename = result
+            .as_ref()
+            .is_some_and(|result| unmounted.is_some() || refused_a_rename(result))
             && self.copy_views.insert(step.id.clone());
         let entry = self
             .status
@@ -36,8 +52,9 @@ impl Executor {
             .ok_or_else(|| missing_step(&self.task, &step.id))?;
         if refused_rename {
             // The overlay refused to rename a directory the view already had (EXDEV), which
-            // a copied view allows: the command runs again at once in one, without the LLM,
-            // whatever the attempts left (the step did nothing wrong; once per step).
+            // a copied view allows, or could not be mounted: the command runs again at once in
+            // a copy, without the LLM, whatever the attempts left (the step did nothing wrong;
+            // once per step).
             let retry = entry.retry_transient()?;
             self.save()?;
             self.events.emit(Event::StepRetrying {
@@ -317,4 +334,69 @@ fn refused_a_rename(result: &StepResult) -> bool {
             .is_some_and(|text| text.to_ascii_lowercase().contains("cross-device link"))
     };
     result.view.as_deref() == Some("overlay") && (said("stderr") || said("stdout"))
+}
+
+/// Why the sandbox launcher could not mount a step's view made of layers, when that is why the
+/// command did not run: the launcher exits 126, as a shell does, saying "cannot ... for the
+/// overlay: ...". The probes make it rare (a kernel that refuses one mount but took the
+/// probe's); a copied view needs no mount.
+fn overlay_not_mounted(result: &StepResult) -> Option<String> {
+    let stderr = result.fields.get("stderr").and_then(Value::as_str)?;
+    let exit_code = result.fields.get("exit_code").and_then(Value::as_i64);
+    if result.view.as_deref() != Some("overlay") || exit_code != Some(126) {
+        return None;
+    }
+    stderr
+        .lines()
+        .find(|line| line.contains(" for the overlay: "))
+        .map(|line| line.trim().to_string())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn result(fields: serde_json::Value) -> StepResult {
+        let mut value = serde_json::json!({"version": 1, "status": "failure", "message": "m"});
+        value
+            .as_object_mut()
+            .unwrap()
+            .extend(fields.as_object().unwrap().clone());
+        serde_json::from_value(value).unwrap()
+    }
+
+    #[test]
+    fn a_launcher_that_could_not_mount_the_overlay_is_told_from_a_failing_command() {
+        let said = "ocflow-sandbox: cannot mount for the overlay: Invalid argument (os error 22)\n";
+        let unmounted =
+            result(serde_json::json!({"view": "overlay", "exit_code": 126, "stderr": said}));
+        assert_eq!(
+            overlay_not_mounted(&unmounted).as_deref(),
+            Some("ocflow-sandbox: cannot mount for the overlay: Invalid argument (os error 22)")
+        );
+        // A command's own exit 126, a copied view, or other words: the command's failure.
+        let denied = "bash: ./run: Permission denied";
+        for fields in [
+            serde_json::json!({"view": "overlay", "exit_code": 126, "stderr": denied}),
+            serde_json::json!({"view": "copy", "exit_code": 126, "stderr": said}),
+            serde_json::json!({"view": "overlay", "exit_code": 1, "stderr": said}),
+        ] {
+            assert_eq!(
+                overlay_not_mounted(&result(fields.clone())),
+                None,
+                "{fields}"
+            );
+        }
+    }
+
+    #[test]
+    fn a_refused_rename_is_told_by_its_words_in_a_view_made_of_layers() {
+        let exdev = "OSError: [Errno 18] Invalid cross-device link: 'pkg' -> 'lib'";
+        assert!(refused_a_rename(&result(
+            serde_json::json!({"view": "overlay", "stderr": exdev})
+        )));
+        assert!(!refused_a_rename(&result(
+            serde_json::json!({"view": "copy", "stderr": exdev})
+        )));
+    }
 }

@@ -864,6 +864,10 @@ impl Executor {
     /// view made of layers, a stat walk for a copy. Captured even when the command failed, so
     /// the view can be set back.
     fn capture(&mut self, step: &Step, sequence: u64, view: Option<ViewSlot>) -> Result<Outputs> {
+        // A file step comes here only when its thread failed: what it wrote is in `output/`.
+        let Some(view) = view else {
+            return Ok(Outputs::Written);
+        };
         let dir = self.task.step_dir(&step.id);
         let output_dir = dir.join(workspace::OUTPUT_DIR);
         // Without a PID namespace to end with the step, what it left running is stopped here.
@@ -877,8 +881,8 @@ impl Executor {
         }
         let (upper, work) = (dir.join(UPPER_DIR), dir.join(WORK_DIR));
         let forbidden = &self.settings.forbidden;
-        let outputs = match view {
-            Some(ViewSlot::Layered(index)) => Outputs::Captured {
+        let captured = match view {
+            ViewSlot::Layered(index) => Outputs::Captured {
                 captured: self.layered[index].capture(
                     &self.task,
                     &step.id,
@@ -889,7 +893,7 @@ impl Executor {
                 )?,
                 view: "overlay",
             },
-            Some(ViewSlot::Copy(index)) => Outputs::Captured {
+            ViewSlot::Copy(index) => Outputs::Captured {
                 captured: self.views[index].capture(
                     &self.task,
                     &step.id,
@@ -899,13 +903,12 @@ impl Executor {
                 )?,
                 view: "copy",
             },
-            None => Outputs::Written,
         };
         if upper.exists() || work.exists() {
             sandbox_exec::remove_overlay_dirs(&upper);
             sandbox_exec::remove_overlay_dirs(&work);
         }
-        Ok(outputs)
+        Ok(captured)
     }
 
     fn finish_failed(

@@ -42,15 +42,14 @@ impl Executor {
                 ),
             })?;
         }
-        let refused_rename = result
-            .as_ref()
-            .is_some_and(|result| unmounted.is_some() || refused_a_rename(result))
+        let again_in_a_copy = (unmounted.is_some()
+            || result.as_ref().is_some_and(refused_a_rename))
             && self.copy_views.insert(step.id.clone());
         let entry = self
             .status
             .step_mut(&step.id)
             .ok_or_else(|| missing_step(&self.task, &step.id))?;
-        if refused_rename {
+        if again_in_a_copy {
             // The overlay refused to rename a directory the view already had (EXDEV), which
             // a copied view allows, or could not be mounted: the command runs again at once in
             // a copy, without the LLM, whatever the attempts left (the step did nothing wrong;

@@ -42,6 +42,21 @@ pub(crate) fn dispatch(config: &Config, command: Command) -> Result<ExitCode> {
         let event = Event::Warning { message };
         events::show(&Record::now(now(), event), config.json);
     }
+    // A killed `apply` or `undo` left half-done is finished before anything reads or changes
+    // the tasks or the repository.
+    if matches!(
+        command,
+        Command::Run(_)
+            | Command::Resume(_)
+            | Command::Status(_)
+            | Command::List
+            | Command::Diff(_)
+            | Command::Report(_)
+            | Command::Apply(_)
+            | Command::Undo(_)
+    ) {
+        apply::recover_workspace(config);
+    }
     match command {
         Command::Operations => operations(config),
         Command::Run(args) => with_runtime(|| run::run(config, args, connected)),

@@ -284,6 +284,7 @@ fn finish(executor: &mut Executor, outcome: FlowOutcome, apply_after: bool) -> R
                 &executor.flow,
                 &changes,
                 false,
+                &|| executor.is_interrupted(),
             )?;
             apply::record_applied(
                 &mut executor.events,

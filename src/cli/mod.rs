@@ -10,6 +10,7 @@ pub(crate) mod demo;
 pub(crate) mod dispatch;
 pub(crate) mod ending;
 pub(crate) mod follow;
+pub(crate) mod held_signals;
 pub(crate) mod help_files;
 pub(crate) mod launch;
 pub(crate) mod live;

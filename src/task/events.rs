@@ -237,6 +237,8 @@ fn progress_line(event: &Event) -> Option<String> {
         Event::ChangesUndone { files, .. } => {
             format!("ocflow: put back {} file(s) in the repository", files.len())
         }
+        // Said by the recovery itself, whatever the output mode.
+        Event::ApplyRecovered { .. } => return None,
     })
 }
 

@@ -161,6 +161,21 @@ def check(rel_path: str, text: str) -> SyntaxCheck:
     return result
 
 
+def parse(rel_path: str, text: str) -> Any:
+    """The tree-sitter tree of ``text`` in the language of ``rel_path``; ``None`` when no
+    grammar fits the file or can be loaded (Python, JSON and TOML have none here)."""
+    for language in LANGUAGES_BY_EXTENSION.get(extension(rel_path), ()):
+        if language not in GRAMMARS:
+            return None
+        try:
+            tree = _parser(language).parse(text.encode("utf-8"))
+        except _Unavailable:
+            return None
+        if not tree.root_node.has_error:
+            return tree
+    return None
+
+
 def _check_language(language: str, text: str) -> SyntaxCheck:
     if language == "json":
         return _check_json(text)

@@ -11,9 +11,9 @@ use std::fs;
 use std::io::ErrorKind;
 use std::path::{Path, PathBuf};
 
-use crate::error::{Error, IoContext, Result};
+use crate::error::{Error, Result};
 use crate::flow::path_rules::PathRules;
-use crate::task::apply_journal::{self, Stage};
+use crate::task::apply_journal::{self, Current, Stage, current, place_with, read};
 use crate::task::review::Change;
 use crate::task::workspace::{self, TaskDir};
 
@@ -26,33 +26,6 @@ pub(crate) enum Applied {
     AlreadyThere,
     /// The flow changed nothing.
     Nothing,
-}
-
-/// What stands at a path in the repository now.
-#[derive(Debug, PartialEq, Eq)]
-pub(crate) enum Current {
-    Missing,
-    File(Vec<u8>),
-    /// A directory, a symlink or anything else that is not a regular file.
-    Other,
-}
-
-pub(crate) fn current(path: &Path) -> Result<Current> {
-    match fs::symlink_metadata(path) {
-        Err(err) if err.kind() == ErrorKind::NotFound => Ok(Current::Missing),
-        Err(err) => Err(err).io_context(|| format!("reading {}", path.display())),
-        Ok(meta) if meta.is_file() => Ok(Current::File(read(path)?)),
-        Ok(_) => Ok(Current::Other),
-    }
-}
-
-/// A file's wanted content as what would stand there: `None` is no file.
-pub(crate) fn as_current(bytes: Option<Vec<u8>>) -> Current {
-    bytes.map_or(Current::Missing, Current::File)
-}
-
-fn read(path: &Path) -> Result<Vec<u8>> {
-    fs::read(path).io_context(|| format!("reading {}", path.display()))
 }
 
 /// Writes the changes into the repository, or nothing at all. `stop` is asked between two
@@ -172,29 +145,6 @@ fn write(
     Ok(done)
 }
 
-/// Puts a copy of `source` at `target` in one step: written beside it and flushed, then
-/// renamed over it, so `target` is only ever its old version or the whole new one.
-pub(crate) fn place(source: &Path, target: &Path) -> std::io::Result<()> {
-    place_with(source, target, &mut || Ok(()))
-}
-
-/// `place`, with `before_rename` called once the copy is staged beside the target.
-fn place_with(
-    source: &Path,
-    target: &Path,
-    before_rename: &mut dyn FnMut() -> std::io::Result<()>,
-) -> std::io::Result<()> {
-    let temp = temporary_beside(target, "new")?;
-    let written = fs::copy(source, &temp)
-        .and_then(|_| fs::File::open(&temp)?.sync_all())
-        .and_then(|()| before_rename())
-        .and_then(|()| fs::rename(&temp, target));
-    if written.is_err() {
-        let _ = fs::remove_file(&temp);
-    }
-    written
-}
-
 /// Checks every change before any is made; `None` when the repository already holds them all.
 /// Returns each change still to make with its target path.
 pub(crate) fn check<'a>(
@@ -274,25 +224,6 @@ fn not_a_directory(target: &Path, root: &Path) -> Option<PathBuf> {
         }
     }
     None
-}
-
-/// A fresh name beside `target` for a staged or a set-aside file.
-fn temporary_beside(target: &Path, purpose: &str) -> std::io::Result<PathBuf> {
-    let dir = target.parent().unwrap_or(Path::new("."));
-    let name = target.file_name().unwrap_or_default().to_string_lossy();
-    for _ in 0..100 {
-        let candidate = dir.join(format!(
-            ".{name}.ocflow-{purpose}-{:08x}",
-            rand::random::<u32>()
-        ));
-        if fs::symlink_metadata(&candidate).is_err() {
-            return Ok(candidate);
-        }
-    }
-    Err(std::io::Error::other(format!(
-        "no free temporary name beside {}",
-        target.display()
-    )))
 }
 
 #[cfg(test)]

@@ -15,7 +15,6 @@ use serde::{Deserialize, Serialize};
 use crate::error::{Error, IoContext, Result};
 use crate::model::repo_path::RepoPath;
 use crate::model::status::now;
-use crate::task::apply;
 use crate::task::review::Change;
 use crate::task::workspace::{self, TaskDir};
 
@@ -181,7 +180,7 @@ impl Kept {
     pub(crate) fn all_in_place(&self, repo: &Path) -> Result<bool> {
         for file in &self.record.files {
             let wanted = self.kept("after", file).map(|p| read(&p)).transpose()?;
-            if apply::current(&file.path.under(repo))? != apply::as_current(wanted) {
+            if current(&file.path.under(repo))? != as_current(wanted) {
                 return Ok(false);
             }
         }
@@ -198,17 +197,17 @@ impl Kept {
             let target = file.path.under(repo);
             let before = self.kept("before", file);
             let old = before.as_deref().map(read).transpose()?;
-            let now = apply::current(&target)?;
-            if now == apply::as_current(old) {
+            let now = current(&target)?;
+            if now == as_current(old) {
                 continue;
             }
             let new = self.kept("after", file).map(|p| read(&p)).transpose()?;
-            if !force && now != apply::as_current(new) {
+            if !force && now != as_current(new) {
                 restored.left.push(file.path.as_str().to_string());
                 continue;
             }
             match &before {
-                Some(source) => apply::place(source, &target),
+                Some(source) => place(source, &target),
                 None => fs::remove_file(&target).or_else(|err| match err.kind() {
                     ErrorKind::NotFound => Ok(()),
                     _ => Err(err),
@@ -254,6 +253,71 @@ impl Kept {
             }
         }
     }
+}
+
+/// What stands at a path in the repository now.
+#[derive(Debug, PartialEq, Eq)]
+pub(crate) enum Current {
+    Missing,
+    File(Vec<u8>),
+    /// A directory, a symlink or anything else that is not a regular file.
+    Other,
+}
+
+pub(crate) fn current(path: &Path) -> Result<Current> {
+    match fs::symlink_metadata(path) {
+        Err(err) if err.kind() == ErrorKind::NotFound => Ok(Current::Missing),
+        Err(err) => Err(err).io_context(|| format!("reading {}", path.display())),
+        Ok(meta) if meta.is_file() => Ok(Current::File(read(path)?)),
+        Ok(_) => Ok(Current::Other),
+    }
+}
+
+/// A file's wanted content as what would stand there: `None` is no file.
+pub(crate) fn as_current(bytes: Option<Vec<u8>>) -> Current {
+    bytes.map_or(Current::Missing, Current::File)
+}
+
+/// Puts a copy of `source` at `target` in one step: written beside it and flushed, then
+/// renamed over it, so `target` is only ever its old version or the whole new one.
+pub(crate) fn place(source: &Path, target: &Path) -> std::io::Result<()> {
+    place_with(source, target, &mut || Ok(()))
+}
+
+/// `place`, with `before_rename` called once the copy is staged beside the target.
+pub(crate) fn place_with(
+    source: &Path,
+    target: &Path,
+    before_rename: &mut dyn FnMut() -> std::io::Result<()>,
+) -> std::io::Result<()> {
+    let temp = temporary_beside(target, "new")?;
+    let written = fs::copy(source, &temp)
+        .and_then(|_| fs::File::open(&temp)?.sync_all())
+        .and_then(|()| before_rename())
+        .and_then(|()| fs::rename(&temp, target));
+    if written.is_err() {
+        let _ = fs::remove_file(&temp);
+    }
+    written
+}
+
+/// A fresh name beside `target` for a staged or a set-aside file.
+fn temporary_beside(target: &Path, purpose: &str) -> std::io::Result<PathBuf> {
+    let dir = target.parent().unwrap_or(Path::new("."));
+    let name = target.file_name().unwrap_or_default().to_string_lossy();
+    for _ in 0..100 {
+        let candidate = dir.join(format!(
+            ".{name}.ocflow-{purpose}-{:08x}",
+            rand::random::<u32>()
+        ));
+        if fs::symlink_metadata(&candidate).is_err() {
+            return Ok(candidate);
+        }
+    }
+    Err(std::io::Error::other(format!(
+        "no free temporary name beside {}",
+        target.display()
+    )))
 }
 
 /// The task's last apply in effect (stage `Applied`), if any.
@@ -309,7 +373,7 @@ fn numbers(root: &Path) -> Result<Vec<u32>> {
     Ok(numbers)
 }
 
-fn read(path: &Path) -> Result<Vec<u8>> {
+pub(crate) fn read(path: &Path) -> Result<Vec<u8>> {
     fs::read(path).io_context(|| format!("reading {}", path.display()))
 }
 

@@ -29,6 +29,7 @@ pub(crate) fn show(task: &TaskDir, status: &FlowStatus, flow: &Flow) -> Result<(
     let headline = match status.state {
         FlowState::Succeeded => paint(&format!("✓ succeeded{took}"), styles::GOOD),
         FlowState::Interrupted => paint("■ interrupted", styles::NOTE),
+        FlowState::NoChange => paint(&format!("✗ no change{took}"), styles::BAD),
         _ => paint(&format!("✗ failed{took}"), styles::BAD),
     };
     out.push_str(&format!(

@@ -14,6 +14,7 @@ use crate::error::{Error, IoContext, Result};
 use crate::exit::ExitCode;
 use crate::flow::operations;
 use crate::flow::path_rules::canonical_or_absolute;
+use crate::flow::task_intent;
 use crate::llm::client::Llm;
 use crate::llm::planner::{PlanError, Planner};
 use crate::model::event::Event;
@@ -77,7 +78,13 @@ async fn start(
             notes = added;
             Some(flow)
         }
-        (None, Some(_)) => None,
+        (None, Some(task)) => {
+            // Said before any task is made or any model asked: no plan can do it.
+            if let Some(why) = task_intent::outside_scope(task) {
+                return Err(Error::Usage(why));
+            }
+            None
+        }
         (None, None) => {
             return Err(Error::Usage(
                 "give a task, `ocflow run \"add input validation to api.py\"`, or a flow, \
@@ -337,6 +344,9 @@ fn is_configuration(error: &PlanError) -> bool {
 pub(crate) async fn plan(config: &Config, args: PlanArgs) -> Result<ExitCode> {
     let task = read_task(args.task.clone(), args.task_file.as_deref())?
         .ok_or_else(|| Error::Usage("give a task, or --task-file FILE".into()))?;
+    if let Some(why) = task_intent::outside_scope(&task) {
+        return Err(Error::Usage(why));
+    }
     let llm = require_llm(config)?;
     let id = match &args.task_id {
         Some(id) if workspace::is_valid_task_id(id) => id.clone(),

@@ -25,6 +25,7 @@ use crate::flow::operations::{self, Access, ParamMeaning};
 use crate::flow::path_rules::PathRules;
 use crate::flow::policy::CommandPolicy;
 use crate::flow::shell;
+use crate::flow::task_intent;
 use crate::llm::client::Llm;
 use crate::model::event::Event;
 use crate::model::flow::{self, Flow, RefError, Step};
@@ -51,6 +52,10 @@ pub(crate) enum FlowOutcome {
     Failed,
     Interrupted,
 }
+
+/// Why a flow whose steps only read ends `no_change`.
+const NO_CHANGE: &str = "finished without doing anything the task asked: its steps only read \
+                         files, and the task asks for a change";
 
 /// Set once SIGINT (Ctrl-C), SIGTERM or SIGHUP arrives, however delivered.
 #[derive(Default)]
@@ -1076,7 +1081,17 @@ impl Executor {
                     .step(&step.id)
                     .is_some_and(|s| matches!(s.status, StepState::Succeeded | StepState::Skipped))
             });
-        self.status.state = if all_done {
+        // Every step done, yet nothing done that the task asked for: its own state, never a
+        // success (a 0.5B model's plan for a fix read the file and stopped there).
+        let acted = self.status.succeeded().iter().any(|step| {
+            crate::flow::operations::find(&step.operation)
+                .is_some_and(|op| op.runs_commands || !op.writes.is_empty())
+        });
+        let did_nothing = all_done && !acted && task_intent::asks_for_change(&self.flow.task);
+        self.status.state = if did_nothing {
+            self.status.message = Some(NO_CHANGE.to_string());
+            FlowState::NoChange
+        } else if all_done {
             FlowState::Succeeded
         } else {
             FlowState::Failed
@@ -1152,7 +1167,7 @@ impl Executor {
             summary_text: summary,
             tokens: self.status.tokens,
         })?;
-        Ok(if all_done {
+        Ok(if all_done && !did_nothing {
             FlowOutcome::Succeeded
         } else {
             FlowOutcome::Failed

@@ -20,12 +20,7 @@ pub(crate) fn from_journal(
 ) -> Result<String> {
     let (records, _) = journal::read(&task.file(workspace::JOURNAL_FILE))?;
     let mut out = String::new();
-    let verdict = match status.state {
-        FlowState::Succeeded => "succeeded",
-        FlowState::Failed => "failed",
-        FlowState::Interrupted => "was interrupted",
-        FlowState::Running => "is still running",
-    };
+    let verdict = verdict_word(status.state);
     let _ = writeln!(
         out,
         "# {}\n",
@@ -344,6 +339,7 @@ fn verdict_word(state: FlowState) -> &'static str {
         FlowState::Failed => "failed",
         FlowState::Interrupted => "was interrupted",
         FlowState::Running => "is still running",
+        FlowState::NoChange => "finished without doing anything the task asked",
     }
 }
 

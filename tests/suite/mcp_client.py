@@ -11,6 +11,7 @@ import asyncio
 import json
 import sys
 import time
+from pathlib import Path
 
 from mcp import ClientSession, StdioServerParameters
 from mcp.client.stdio import stdio_client
@@ -81,8 +82,7 @@ SCENARIOS = {
 async def main():
     scenario, args_file = sys.argv[1], sys.argv[2]
     server = sys.argv[sys.argv.index("--") + 1 :]
-    with open(args_file, encoding="utf-8") as file:
-        args = json.load(file)
+    args = json.loads(Path(args_file).read_text(encoding="utf-8"))
     params = StdioServerParameters(command=server[0], args=server[1:], env=args.get("env"))
     async with stdio_client(params) as (read, write), ClientSession(read, write) as session:
         init = await session.initialize()

@@ -47,7 +47,7 @@ pub(crate) fn connect_llm(config: &Config) -> Result<Option<Arc<Llm>>> {
     let Ok(llm) = &config.llm else {
         return Ok(None);
     };
-    let client = match &llm.replay {
+    let mut client = match &llm.replay {
         Some(recording) => Llm::replay(recording)?,
         None if llm.endpoints.is_empty() => return Ok(None),
         None => {
@@ -68,6 +68,7 @@ pub(crate) fn connect_llm(config: &Config) -> Result<Option<Arc<Llm>>> {
             Llm::connect(endpoints, llm.record.as_deref())?
         }
     };
+    client.redact_ignored_files(&config.repo, &config.workspace);
     Ok(Some(Arc::new(client)))
 }
 

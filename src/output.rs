@@ -133,8 +133,10 @@ pub(crate) fn printable_lines(text: &str) -> String {
 /// A character that must not reach a terminal as it is: a control character, or one that
 /// reorders the text around it (U+061C, U+200E-200F, U+202A-202E, U+2066-2069).
 fn is_unsafe(c: char) -> bool {
-    c.is_control()
-        || matches!(c, '\u{061C}' | '\u{200E}' | '\u{200F}' | '\u{202A}'..='\u{202E}' | '\u{2066}'..='\u{2069}')
+    let reordering = matches!(c, '\u{061C}' | '\u{200E}' | '\u{200F}')
+        || ('\u{202A}'..='\u{202E}').contains(&c)
+        || ('\u{2066}'..='\u{2069}').contains(&c);
+    c.is_control() || reordering
 }
 
 /// A file name as git prints it (`core.quotePath`): as it is when it is plain, otherwise in

@@ -1,9 +1,9 @@
-//! Redaction of what is sent to the LLM. Strings that look like keys (`sk-…`, `ghp_…`, `AKIA…`,
-//! `xoxb-…`, private key blocks, `…KEY=`/`TOKEN=`/`SECRET=`/`PASSWORD=` with a long value) and
-//! the lines of the files git ignores (a `.env` a command printed) are replaced with markers
-//! before a request leaves. It happens in the one client every prompt goes through (planning,
-//! re-asks, recovery, summaries, the library's steps), so no new prompt can forget it, and the
-//! request says so in a note at its end.
+//! Redaction of what is sent to the LLM. Strings that look like keys (`sk-…`, `ghp_…`,
+//! `AKIA…`, `xoxb-…`, private key blocks, `…KEY=`/`TOKEN=`/`SECRET=`/`PASSWORD=` with a long
+//! value) and the lines of the files git ignores (a `.env` a command printed) are replaced with
+//! markers before a request leaves. It happens in the one client every prompt goes through
+//! (planning, re-asks, recovery, summaries, the library's steps), so no new prompt can forget
+//! it, and the request says so in a note at its end.
 
 use std::collections::{BTreeSet, HashSet};
 use std::path::{Path, PathBuf};
@@ -65,10 +65,9 @@ static KEY_SHAPES: LazyLock<Vec<Regex>> = LazyLock::new(|| {
 /// `NAME=value` where the name says key, token, secret or password and the value is long: the
 /// value goes, the name stays (it tells the model what was there).
 static KEY_ASSIGNMENT: LazyLock<Option<Regex>> = LazyLock::new(|| {
-    Regex::new(
-        r#"(?i)\b([A-Z0-9_.-]*(?:KEY|TOKEN|SECRET|PASSWORD|PASSWD)[A-Z0-9_]*["']?\s*[=:]\s*["']?)([^\s"'`,;]{12,})"#,
-    )
-    .ok()
+    let name = r"[A-Z0-9_.-]*(?:KEY|TOKEN|SECRET|PASSWORD|PASSWD)[A-Z0-9_]*";
+    let value = r#"[^\s"'`,;]{12,}"#;
+    Regex::new(&format!(r#"(?i)\b({name}["']?\s*[=:]\s*["']?)({value})"#)).ok()
 });
 
 /// What redaction replaced in one text.

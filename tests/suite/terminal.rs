@@ -256,8 +256,12 @@ fn no_escape_codes_with_no_color_or_without_a_terminal() {
 fn escapes_in_the_task_and_in_file_names_do_not_reach_the_terminal() {
     let sandbox = Sandbox::new(&[("README.md", "# demo\n")]);
     let task = "tidy up\u{1b}]52;c;aGVsbG8=\u{7}\u{1b}[2J\u{9b}31m now \u{202E}gnp.exe";
-    let flow = json!([{"id": "make", "operation": "execute_shell_command", "params": {"command":
-        "printf 'x\\n' > \"$(printf 'a\\nb.txt')\"; printf 'y\\n' > \"$(printf '\\342\\200\\256txt.exe')\""}}]);
+    let command = concat!(
+        "printf 'x\\n' > \"$(printf 'a\\nb.txt')\"; ",
+        "printf 'y\\n' > \"$(printf '\\342\\200\\256txt.exe')\""
+    );
+    let flow = json!([{"id": "make", "operation": "execute_shell_command",
+        "params": {"command": command}}]);
     let plan = sandbox.flow(&flow);
     let run = sandbox
         .ocflow()

@@ -102,7 +102,7 @@ impl Redactor {
                 }
             }
         }
-        lines.sort_by(|a, b| b.0.len().cmp(&a.0.len()));
+        lines.sort_by_key(|(line, _)| std::cmp::Reverse(line.len()));
         let alternation: Vec<String> = lines.iter().map(|(line, _)| regex::escape(line)).collect();
         let pattern = (!lines.is_empty())
             .then(|| {

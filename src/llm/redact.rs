@@ -14,6 +14,9 @@ use regex::{Captures, Regex};
 use crate::flow::ignore_rules;
 use crate::model::llm::ChatRequest;
 
+/// The key shapes, shared with the library run on its own (its `redact.py`).
+const SHARED: &str = include_str!("../../python/open_codex_lib/redaction.json");
+
 /// What stands for a string that looks like a key.
 pub(crate) const KEY_MARKER: &str = "[redacted: looks like a key]";
 
@@ -46,28 +49,28 @@ const SKIPPED_DIRS: &[&str] = &[
     "coverage",
 ];
 
-/// Tokens whose shape gives them away.
-static KEY_SHAPES: LazyLock<Vec<Regex>> = LazyLock::new(|| {
-    [
-        // A private key block, to its end line (or the text's end, when a tail cut it).
-        r"(?s)-----BEGIN [A-Z0-9 ]*PRIVATE KEY-----.*?(?:-----END [A-Z0-9 ]*PRIVATE KEY-----|\z)",
-        r"\bsk-[A-Za-z0-9_-]{16,}",
-        r"\bgh[pousr]_[A-Za-z0-9]{20,}",
-        r"\bgithub_pat_[A-Za-z0-9_]{20,}",
-        r"\b(?:AKIA|ASIA)[A-Z0-9]{16}\b",
-        r"\bxox[abposr]-[A-Za-z0-9-]{10,}",
-    ]
-    .iter()
-    .filter_map(|pattern| Regex::new(pattern).ok())
-    .collect()
-});
+/// `redaction.json`: the patterns both languages read.
+#[derive(serde::Deserialize)]
+struct Shared {
+    /// Tokens whose shape gives them away.
+    key_shapes: Vec<String>,
+    /// `NAME=value` where the name says key, token, secret or password and the value is long:
+    /// the value (group 2) goes, the name (group 1) stays, as it tells the model what was there.
+    key_assignment: String,
+}
 
-/// `NAME=value` where the name says key, token, secret or password and the value is long: the
-/// value goes, the name stays (it tells the model what was there).
-static KEY_ASSIGNMENT: LazyLock<Option<Regex>> = LazyLock::new(|| {
-    let name = r"[A-Z0-9_.-]*(?:KEY|TOKEN|SECRET|PASSWORD|PASSWD)[A-Z0-9_]*";
-    let value = r#"[^\s"'`,;]{12,}"#;
-    Regex::new(&format!(r#"(?i)\b({name}["']?\s*[=:]\s*["']?)({value})"#)).ok()
+/// The compiled patterns: the key shapes, then the assignment. A pattern that does not compile
+/// is left out (the unit tests compile each one).
+static PATTERNS: LazyLock<(Vec<Regex>, Option<Regex>)> = LazyLock::new(|| {
+    let Ok(shared) = serde_json::from_str::<Shared>(SHARED) else {
+        return (Vec::new(), None);
+    };
+    let shapes = shared
+        .key_shapes
+        .iter()
+        .filter_map(|pattern| Regex::new(pattern).ok())
+        .collect();
+    (shapes, Regex::new(&shared.key_assignment).ok())
 });
 
 /// What redaction replaced in one text.
@@ -128,7 +131,8 @@ impl Redactor {
                 .into_owned(),
             None => text.to_string(),
         };
-        for shape in KEY_SHAPES.iter() {
+        let (shapes, assignment) = &*PATTERNS;
+        for shape in shapes {
             text = shape
                 .replace_all(&text, |_: &Captures| {
                     redacted.keys += 1;
@@ -136,7 +140,7 @@ impl Redactor {
                 })
                 .into_owned();
         }
-        if let Some(assignment) = KEY_ASSIGNMENT.as_ref() {
+        if let Some(assignment) = assignment {
             text = assignment
                 .replace_all(&text, |found: &Captures| {
                     // A reference to a variable (`$TOKEN`, `${TOKEN}`) is not its value.
@@ -234,6 +238,14 @@ fn ignored_text_files(repo: &Path, skip: &Path) -> Vec<(String, String)> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn the_shared_patterns_all_compile() {
+        let shared: Shared = serde_json::from_str(SHARED).unwrap();
+        assert_eq!(PATTERNS.0.len(), shared.key_shapes.len());
+        assert!(PATTERNS.1.is_some());
+        assert!(SHARED.contains(&format!("\"key_marker\": \"{KEY_MARKER}\"")));
+    }
 
     #[test]
     fn strings_that_look_like_keys_are_replaced() {

@@ -136,6 +136,17 @@ pub(crate) fn read_flow(
     let text = fs::read_to_string(path).map_err(unreadable)?;
     let (flow, notes) =
         validate::parse_flow_noting(&text, default_task, rules).map_err(Error::InvalidFlow)?;
+    if flow.task.len() > validate::MAX_TASK_BYTES {
+        return Err(Error::InvalidFlow(vec![Problem {
+            step: None,
+            rule: "limits",
+            message: format!(
+                "the flow's task is {} bytes, over the 1 MiB limit for a task; put a long \
+                 specification in a file in the repository and give a short task that names it",
+                flow.task.len()
+            ),
+        }]));
+    }
     // Who takes each step, and whether that role may: hand-written flows are held to it too.
     let flow = roles.apply(flow).map_err(Error::InvalidFlow)?;
     Ok((flow, notes))

@@ -14,6 +14,7 @@ use crate::error::{Error, IoContext, Result};
 use crate::exit::ExitCode;
 use crate::flow::operations;
 use crate::flow::path_rules::canonical_or_absolute;
+use crate::flow::validate::MAX_TASK_BYTES;
 use crate::llm::client::Llm;
 use crate::llm::planner::{PlanError, Planner};
 use crate::model::event::Event;
@@ -376,13 +377,8 @@ pub(crate) async fn plan(config: &Config, args: PlanArgs) -> Result<ExitCode> {
     }
 }
 
-/// The largest task text accepted, from any source. A task is a request, not a specification:
-/// a long one belongs in a file in the repository, which the steps read; the planner's prompt
-/// stays small, and a mistaken `ocflow run - < big.log` costs nothing.
-pub(crate) const TASK_LIMIT: usize = 1024 * 1024;
-
 /// The task's words: as given, from stdin (`-`), or from a file; an empty one, or one over
-/// [`TASK_LIMIT`], is refused.
+/// [`MAX_TASK_BYTES`], is refused.
 fn read_task(task: Option<String>, file: Option<&Path>) -> Result<Option<String>> {
     let (text, source) = match (task, file) {
         (Some(dash), None) if dash == "-" => {
@@ -414,11 +410,11 @@ fn read_task(task: Option<String>, file: Option<&Path>) -> Result<Option<String>
     Ok(Some(text.to_string()))
 }
 
-/// Reads at most one byte past [`TASK_LIMIT`]: enough to tell that a task is too long without
+/// Reads at most one byte past [`MAX_TASK_BYTES`]: enough to tell that a task is too long without
 /// holding a 52 MB one in memory.
 fn read_bounded(reader: impl std::io::Read, source: &str) -> std::io::Result<String> {
     let mut bytes = Vec::new();
-    std::io::Read::read_to_end(&mut reader.take(TASK_LIMIT as u64 + 1), &mut bytes)?;
+    std::io::Read::read_to_end(&mut reader.take(MAX_TASK_BYTES as u64 + 1), &mut bytes)?;
     String::from_utf8(bytes).map_err(|_| {
         std::io::Error::new(
             std::io::ErrorKind::InvalidData,
@@ -427,9 +423,9 @@ fn read_bounded(reader: impl std::io::Read, source: &str) -> std::io::Result<Str
     })
 }
 
-/// Refuses a task over [`TASK_LIMIT`], saying where a long specification belongs.
+/// Refuses a task over [`MAX_TASK_BYTES`], saying where a long specification belongs.
 fn check_task_size(len: usize, source: &str) -> Result<()> {
-    if len <= TASK_LIMIT {
+    if len <= MAX_TASK_BYTES {
         return Ok(());
     }
     Err(Error::Usage(format!(

@@ -331,6 +331,17 @@ fn a_task_over_one_mebibyte_is_refused() {
     );
     assert!(llm.requests().is_empty(), "a refused task reached the LLM");
 
+    // A flow file's task is held to the same limit.
+    let flow = json!({"task": big, "steps": [{"id": "r", "operation": "read_file",
+        "params": {"file_path": "a.txt"}}]});
+    let from_flow = sandbox.run(&flow, "big");
+    assert_exit(&from_flow, 2);
+    assert!(
+        stderr(&from_flow).contains("over the 1 MiB limit"),
+        "{}",
+        stderr(&from_flow)
+    );
+
     // Exactly at the limit is a task like any other.
     std::fs::write(&file, "y".repeat(1024 * 1024)).unwrap();
     let at_limit = sandbox

@@ -155,11 +155,13 @@ fn page(text: &str) {
         print_stdout(text);
         return;
     };
-    // The pager gets the bytes as they are: without colour where colour is turned off.
+    // The pager shows the text at the terminal, so it gets it terminal-safe (a file's content
+    // may hold escape sequences; only colour passes), without colour where colour is off.
+    let text = output::terminal_safe(text);
     let text = if output::stdout_colour() {
-        text.to_string()
+        text.into_owned()
     } else {
-        anstream::adapter::strip_str(text).to_string()
+        anstream::adapter::strip_str(&text).to_string()
     };
     if let Some(mut stdin) = child.stdin.take() {
         use std::io::Write;

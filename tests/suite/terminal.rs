@@ -323,3 +323,56 @@ fn escapes_in_the_task_and_in_file_names_do_not_reach_the_terminal() {
         stdout(&run)
     );
 }
+
+/// At a real terminal (a pseudo-terminal made by util-linux's `script`), `status` and `diff`
+/// through the pager let no escape sequence but colour through, though the task and a file's
+/// content carry a clipboard write (OSC 52), a bell and a screen clear.
+#[test]
+fn at_a_terminal_only_colour_gets_through() {
+    if Command::new("script").arg("--version").output().is_err() {
+        eprintln!("skipped: no util-linux `script` here");
+        return;
+    }
+    let sandbox = Sandbox::new(&[("README.md", "# demo\n")]);
+    let evil = "\u{1b}]52;c;aGk=\u{7}\u{1b}[2J";
+    let command = "printf 'hello\\033]52;c;aGk=\\007\\033[2J\\n' > evil.txt";
+    let flow = json!([{"id": "make", "operation": "execute_shell_command",
+        "params": {"command": command}}]);
+    let plan = sandbox.flow(&flow);
+    let run = sandbox
+        .ocflow()
+        .args(["run", "--task-id", "t", "--plan"])
+        .arg(plan)
+        .arg("--")
+        .arg(format!("clean up{evil}"))
+        .output()
+        .unwrap();
+    assert_exit(&run, 0);
+    let made = std::fs::read_to_string(sandbox.task_dir("t").join("final_output/evil.txt"));
+    assert!(made.unwrap().contains(evil), "the file holds the escapes");
+    for what in ["status t", "diff t"] {
+        let line = format!(
+            "{} --repo {} --workspace {} {what}",
+            env!("CARGO_BIN_EXE_ocflow"),
+            sandbox.repo.display(),
+            sandbox.workspace.display()
+        );
+        let output = Command::new("script")
+            .args(["-qec", &line, "/dev/null"])
+            .env("PAGER", "cat")
+            .env("TERM", "xterm-256color")
+            .env("XDG_CONFIG_HOME", sandbox.root().join("user-config"))
+            .env_remove("NO_COLOR")
+            .output()
+            .unwrap();
+        assert_exit(&output, 0);
+        let text = stdout(&output);
+        assert!(
+            text.contains("clean up") || text.contains("hello"),
+            "{what}: {text:?}"
+        );
+        for bad in ["\u{1b}]", "\u{7}", "\u{1b}[2J"] {
+            assert!(!text.contains(bad), "{what} let {bad:?} through: {text:?}");
+        }
+    }
+}

@@ -16,7 +16,7 @@ use crate::model::event::Record;
 use crate::model::flow::Flow;
 use crate::model::repo_path::RepoPath;
 use crate::model::status::{FlowState, FlowStatus, now};
-use crate::output::say;
+use crate::output::{printable, quoted_path, say};
 use crate::task::apply::{self, Applied};
 use crate::task::apply_journal::{self, Stage};
 use crate::task::events::Events;
@@ -313,7 +313,10 @@ fn select(changes: Vec<Change>, only: &[String], exclude: &[String]) -> Result<V
     let exclude: Vec<RepoPath> = exclude.iter().map(parse).collect::<Result<_>>()?;
     for path in only.iter().chain(&exclude) {
         if !changes.iter().any(|c| c.path.is_within(path)) {
-            let changed: Vec<&str> = changes.iter().map(|c| c.path.as_str()).collect();
+            let changed: Vec<String> = changes
+                .iter()
+                .map(|c| quoted_path(c.path.as_str()))
+                .collect();
             return Err(Error::Usage(format!(
                 "{path} matches none of the changed files: {}",
                 changed.join(", ")
@@ -343,7 +346,7 @@ fn the_only_one_waiting(config: &Config) -> Result<TaskDir> {
             waiting.sort_by(|a, b| b.1.updated_at.cmp(&a.1.updated_at));
             let list: Vec<String> = waiting
                 .iter()
-                .map(|(task, s)| format!("  {}  {}", task.task_id, first_line(&s.task)))
+                .map(|(task, s)| format!("  {}  {}", task.task_id, printable(&first_line(&s.task))))
                 .collect();
             Err(Error::Usage(format!(
                 "{} succeeded flows wait to be applied; name the one you reviewed, \

@@ -592,3 +592,55 @@ fn a_replan_may_rewrite_what_a_finished_step_wrote() {
         "x = 3\n"
     );
 }
+
+/// A git-ignored `.env` printed by a failing command does not reach the LLM: the recovery
+/// request carries markers where its lines and the key were, and a note saying so.
+#[test]
+fn a_git_ignored_env_printed_by_a_command_is_redacted_from_the_recovery_prompt() {
+    let key = "sk-live-0123456789abcdefghijKLMN";
+    let env = format!("OPENAI_API_KEY={key}\nDB_HOST=db7.internal.example\n");
+    let sandbox = sandbox(&[(".gitignore", ".env\n"), (".env", &env)], "");
+    let llm = FakeLlm::start(vec![strategy(
+        json!({"strategy": "abort", "reason": "the configuration is wrong"}),
+    )]);
+    let flow = json!([shell(
+        "a",
+        "cat .env; echo token ghp_abcdefghijklmnopqrstuvwxyz0123; exit 1",
+        &[]
+    )]);
+    assert_exit(&run_flow(&sandbox, &llm, &flow), 1);
+    // The command did print them: what follows is redaction, not a command that saw nothing.
+    let stdout = sandbox.result("t", "a")["stdout"].to_string();
+    assert!(
+        stdout.contains(key) && stdout.contains("db7.internal"),
+        "{stdout}"
+    );
+
+    let prompts = recovery_prompts(&llm);
+    assert_eq!(prompts.len(), 1, "{prompts:?}");
+    let prompt = &prompts[0];
+    for secret in [
+        key,
+        "OPENAI_API_KEY=sk-",
+        "db7.internal.example",
+        "ghp_abcdefghij",
+    ] {
+        assert!(
+            !prompt.contains(secret),
+            "{secret} reached the LLM:\n{prompt}"
+        );
+    }
+    assert!(
+        prompt.contains("[redacted: content of git-ignored .env]"),
+        "{prompt}"
+    );
+    assert!(prompt.contains("[redacted: looks like a key]"), "{prompt}");
+    assert!(prompt.contains("Note from ocflow"), "{prompt}");
+    for body in llm.bodies() {
+        let body = body.to_string();
+        assert!(
+            !body.contains(key) && !body.contains("db7.internal"),
+            "{body}"
+        );
+    }
+}

@@ -34,10 +34,26 @@ pub(crate) fn apply(config: &Config, args: ApplyArgs) -> Result<ExitCode> {
     let _lock = task.lock()?;
     recover_locked(&task)?;
     let mut flow_status = state::load_status(&task)?;
-    if flow_status.state != FlowState::Succeeded {
+    if flow_status.state == FlowState::Failed && !args.only.is_empty() {
+        // A failed flow can still hold good work: the files the user names, as the steps that
+        // succeeded left them.
+        let failed: Vec<&str> = flow_status
+            .steps
+            .iter()
+            .filter(|s| s.status == crate::model::status::StepState::Failed)
+            .map(|s| s.id.as_str())
+            .collect();
+        say(&format!(
+            "ocflow: warning: task {} failed (step(s) {} failed); applying only the files named \
+             with --only, as the steps that succeeded left them",
+            task.task_id,
+            failed.join(", ")
+        ));
+    } else if flow_status.state != FlowState::Succeeded {
         return Err(Error::Usage(format!(
-            "task {} is {}, not succeeded; only a finished flow is applied. See `ocflow status \
-             {0}`, then resume it",
+            "task {} is {}, not succeeded; only a finished flow is applied whole. See `ocflow \
+             status {0}`, then resume it, or apply the files of the steps that succeeded with \
+             `ocflow apply {0} --only PATH`",
             task.task_id, flow_status.state
         )));
     }
@@ -394,6 +410,8 @@ fn commit(
     let body: Vec<&str> = summary
         .lines()
         .filter(|l| !l.starts_with('#'))
+        // What to do next was for before the apply, not for the history.
+        .filter(|l| !l.starts_with("Review with `ocflow diff"))
         .skip_while(|l| l.trim().is_empty())
         .take(20)
         .collect();

@@ -237,7 +237,8 @@ pub(crate) struct LimitArgs {
     /// Do not ask the LLM for a recovery strategy when a step fails: stop the flow.
     #[arg(long)]
     pub(crate) no_recovery: bool,
-    /// Run command steps without the Landlock sandbox (they can then write anywhere you can).
+    /// Run command steps without the sandbox — no namespaces, Landlock or limits (they can then
+    /// write anywhere you can).
     #[arg(long)]
     pub(crate) no_sandbox: bool,
 }

@@ -121,10 +121,19 @@ pub(crate) fn from_journal(
         };
         let _ = writeln!(out, "- `{}` ({kind})", change.path);
     }
-    if !changes.is_empty() {
+    if !changes.is_empty() && status.state == FlowState::Succeeded {
         let _ = writeln!(
             out,
             "\nReview with `ocflow diff {0}`, then `ocflow apply {0}`.",
+            status.task_id
+        );
+    } else if !changes.is_empty() {
+        // A plain `apply` of a flow that did not succeed is refused: name what works.
+        let _ = writeln!(
+            out,
+            "\nThe flow did not succeed, so these changes are not applied as a whole. Review \
+             them with `ocflow diff {0}`; a file whose steps succeeded can be applied alone with \
+             `ocflow apply {0} --only PATH`.",
             status.task_id
         );
     }

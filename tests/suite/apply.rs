@@ -669,3 +669,39 @@ fn undo_refusing_edited_files_names_undo_force() {
     assert!(err.contains("ocflow undo t --force"), "{err}");
     assert!(!err.contains("apply t --force"), "{err}");
 }
+
+/// Issue 25: a failed flow can still hold good work: `apply --only PATH` writes the files of
+/// its steps that succeeded, with a warning naming the failed steps; its summary never
+/// suggests a plain `apply`, which is refused.
+#[test]
+fn apply_only_takes_good_work_from_a_failed_flow() {
+    let sandbox = Sandbox::new(&[("a.txt", "old a\n")]);
+    let flow = json!([
+        {"id": "edit", "operation": "write_file",
+         "params": {"file_path": "a.txt", "content": "new\n"}},
+        {"id": "fail", "operation": "execute_shell_command", "depends_on": "edit",
+         "params": {"command": "exit 1"}}
+    ]);
+    assert_exit(&sandbox.run(&flow, "t"), 1);
+    let summary = std::fs::read_to_string(sandbox.task_dir("t").join("summary.md")).unwrap();
+    assert!(!summary.contains("then `ocflow apply t`"), "{summary}");
+    assert!(
+        summary.contains("`ocflow apply t --only PATH`"),
+        "{summary}"
+    );
+    let output = sandbox
+        .ocflow()
+        .args(["apply", "t", "--only", "a.txt"])
+        .output()
+        .unwrap();
+    assert_exit(&output, 0);
+    assert!(
+        stderr(&output).contains("step(s) fail failed"),
+        "{}",
+        stderr(&output)
+    );
+    assert_eq!(
+        std::fs::read_to_string(sandbox.repo.join("a.txt")).unwrap(),
+        "new\n"
+    );
+}

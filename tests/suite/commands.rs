@@ -473,8 +473,9 @@ fn list_diff_stat_and_a_task_without_a_flow() {
 #[test]
 fn short_task_ids_and_unique_prefixes() {
     let sandbox = Sandbox::new(&[("a.txt", "a\n")]);
+    // (Issue 24: a flow for a task that asks for a change must do something: it writes.)
     let flow = json!({"task": "Refactor the greeting", "steps": [{"id": "r",
-        "operation": "read_file", "params": {"file_path": "a.txt"}}]});
+        "operation": "write_file", "params": {"file_path": "a.txt", "content": "a\n"}}]});
     let plan = sandbox.flow(&flow);
     let mut ids = Vec::new();
     for _ in 0..2 {

@@ -327,8 +327,9 @@ fn an_oversize_request_gets_an_error() {
 #[test]
 fn a_long_task_reaches_the_planner_whole() {
     let sandbox = Sandbox::new(&[("README.md", "# demo\n")]);
-    let plan = json!({"steps": [{"id": "r", "operation": "read_file",
-        "params": {"file_path": "README.md"}}]});
+    // (Issue 24: a plan for a change must change something.)
+    let plan = json!({"steps": [{"id": "r", "operation": "write_file",
+        "params": {"file_path": "README.md", "content": "# Demo\n"}}]});
     let llm = FakeLlm::start(vec![chat(&plan.to_string())]);
     let task = format!("add a title{}", " and keep it short".repeat(12_000));
     assert!(task.len() > 200 * 1024);

@@ -644,3 +644,53 @@ fn a_git_ignored_env_printed_by_a_command_is_redacted_from_the_recovery_prompt()
         );
     }
 }
+
+/// Issue 25: a replan whose new steps reuse ids of the flow (`fix`, `test`) is not refused:
+/// the new steps get fresh ids (`fix_2`, `test_2`), their dependencies follow, and it is said.
+#[test]
+fn a_replan_reusing_step_ids_gets_fresh_ids_and_says_so() {
+    let sandbox = sandbox(&[], "");
+    let flow = json!([
+        {"id": "fix", "operation": "write_file",
+         "params": {"file_path": "a.txt", "content": "wrong"}},
+        {"id": "test", "operation": "execute_shell_command", "depends_on": "fix",
+         "params": {"command": "grep -q right a.txt"}}
+    ]);
+    let llm = FakeLlm::start(vec![strategy(
+        json!({"strategy": "replan", "reason": "again",
+        "steps": [
+            {"id": "fix", "operation": "write_file",
+             "params": {"file_path": "a.txt", "content": "right"}},
+            {"id": "test", "operation": "execute_shell_command", "depends_on": ["fix"],
+             "params": {"command": "grep -q right a.txt"}}]}),
+    )]);
+    let output = sandbox
+        .ocflow_llm(&llm.base_url())
+        .args(["--json", "run", "--task-id", "t", "--plan"])
+        .arg(sandbox.flow(&flow))
+        .output()
+        .unwrap();
+    assert_exit(&output, 0);
+    assert_eq!(
+        sandbox.step_status("t", "fix_2")["status"],
+        json!("succeeded")
+    );
+    assert_eq!(
+        sandbox.step_status("t", "test_2")["status"],
+        json!("succeeded")
+    );
+    let revised = read_json(&sandbox.task_dir("t").join("flow.json"));
+    let test_2 = revised["steps"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|s| s["id"] == "test_2")
+        .cloned()
+        .unwrap();
+    assert_eq!(test_2["depends_on"], json!(["fix_2"]));
+    let said = stdout(&output);
+    assert!(
+        said.contains("it runs as `fix_2`") && said.contains("\"type\":\"warning\""),
+        "{said}"
+    );
+}

@@ -348,8 +348,12 @@ fn a_readme_injection_cannot_get_a_script_fetched_and_run() {
     let wipe = json!({"steps": [
         {"id": "clean", "operation": "execute_shell_command",
          "params": {"command": "rm -r -f \"$HOME\"/.cache"}}]});
+    // (Issue 24: a plan for a task that asks for a change must do something, so the honest
+    // one runs a harmless command too.)
     let honest = json!({"steps": [
-        {"id": "read", "operation": "read_file", "params": {"file_path": "README.md"}}]});
+        {"id": "read", "operation": "read_file", "params": {"file_path": "README.md"}},
+        {"id": "check", "operation": "execute_shell_command", "depends_on": ["read"],
+         "params": {"command": "ls"}}]});
     let llm = FakeLlm::start(vec![
         chat(&injected.to_string()),
         chat(&wipe.to_string()),

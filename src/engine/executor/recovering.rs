@@ -192,6 +192,11 @@ impl Executor {
                 reason: decided.decision.reason.clone(),
                 revision,
             })?;
+            for message in &decided.notes {
+                self.events.emit(Event::Warning {
+                    message: message.clone(),
+                })?;
+            }
         }
         self.carry_out(failed, decided)
     }

@@ -78,7 +78,7 @@ pub fn run(cli: Cli, api_key: ApiKey) -> Result<ExitCode> {
     let limits = match &cli.command {
         Command::Run(args) => Some(&args.limits),
         Command::Resume(args) => Some(&args.limits),
-        Command::Demo => Some(&demo),
+        Command::Demo | Command::Doctor => Some(&demo),
         _ => None,
     };
     // Commands that start work on a repository need one; the others can find their task
@@ -91,6 +91,7 @@ pub fn run(cli: Cli, api_key: ApiKey) -> Result<ExitCode> {
         | Command::Mcp
         | Command::Completions(_)
         | Command::Man
+        | Command::Doctor
         | Command::Operations => false,
         _ => cli.global.workspace.is_none(),
     };

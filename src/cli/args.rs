@@ -97,6 +97,10 @@ pub(crate) enum Command {
     /// Run a complete flow on a bundled sample repository with recorded LLM answers
     /// (no network, no key).
     Demo,
+    /// Say what this machine gives ocflow — Python and the library, syntax-check grammars,
+    /// bubblewrap, namespaces, overlays, Landlock, cgroups, the key's source, the endpoint and
+    /// model (one tiny request) — each with its fix (exit 1 when something essential fails).
+    Doctor,
     /// List the operations a flow may use: the built-in ones and the plugin operations of the
     /// configured plugin folders and installed packages (exit 1 when a plugin failed to load
     /// or a role names an operation that does not exist).

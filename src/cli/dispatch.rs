@@ -2,7 +2,7 @@
 
 use crate::cli::args::Command;
 use crate::cli::config::Config;
-use crate::cli::{apply, demo, launch, report, resume, review, run, skill, trust};
+use crate::cli::{apply, demo, doctor, launch, report, resume, review, run, skill, trust};
 use crate::error::{Error, IoContext, Result};
 use crate::exit::ExitCode;
 use crate::model::event::{Event, Record};
@@ -59,6 +59,7 @@ pub(crate) fn dispatch(config: &Config, command: Command) -> Result<ExitCode> {
     }
     match command {
         Command::Operations => operations(config),
+        Command::Doctor => doctor::doctor(config),
         Command::Run(args) => with_runtime(|| run::run(config, args, connected)),
         Command::Plan(args) => with_runtime(|| run::plan(config, args)),
         Command::Demo => with_runtime(|| async {

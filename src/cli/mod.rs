@@ -8,6 +8,7 @@ pub(crate) mod args;
 pub(crate) mod config;
 pub(crate) mod demo;
 pub(crate) mod dispatch;
+pub(crate) mod doctor;
 pub(crate) mod ending;
 pub(crate) mod follow;
 pub(crate) mod held_signals;

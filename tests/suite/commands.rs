@@ -525,3 +525,55 @@ fn short_task_ids_and_unique_prefixes() {
         "{err}"
     );
 }
+
+/// `ocflow doctor` says what this machine gives ocflow, each check with its fix: with an
+/// endpoint that answers, nothing fails (exit 0) and the key's source is named, never the key;
+/// without an endpoint, the endpoint check fails with the fix (exit 1).
+#[test]
+fn doctor_checks_the_machine_and_the_endpoint() {
+    use super::fake_llm::{FakeLlm, chat};
+    let sandbox = Sandbox::new(&[("a.txt", "a\n")]);
+    let llm = FakeLlm::start(vec![chat("OK")]);
+    let output = sandbox
+        .ocflow_llm(&llm.base_url())
+        .args(["--json", "doctor"])
+        .env("OCFLOW_API_KEY", "sk-doctor-secret-0123456789")
+        .output()
+        .unwrap();
+    assert_exit(&output, 0);
+    assert!(!stdout(&output).contains("sk-doctor-secret"));
+    let report: Value = serde_json::from_str(&stdout(&output)).unwrap();
+    let check = |name: &str| {
+        report["checks"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .find(|c| c["name"] == name)
+            .cloned()
+            .unwrap_or_else(|| panic!("no {name} check in {report}"))
+    };
+    for name in [
+        "python library",
+        "syntax checks",
+        "bubblewrap",
+        "namespaces",
+        "landlock",
+    ] {
+        assert_ne!(check(name)["verdict"], json!("fail"), "{name}: {report}");
+    }
+    assert_eq!(check("endpoint")["verdict"], json!("ok"), "{report}");
+    assert!(
+        check("endpoint")["found"]
+            .as_str()
+            .unwrap()
+            .contains("model m answered")
+    );
+    assert_eq!(check("api key")["found"], json!("from OCFLOW_API_KEY"));
+    assert_eq!(llm.requests().len(), 1, "one tiny request");
+
+    let without = sandbox.ocflow().arg("doctor").output().unwrap();
+    assert_exit(&without, 1);
+    let text = stdout(&without);
+    assert!(text.contains("✗ endpoint"), "{text}");
+    assert!(text.contains("fix: set OCFLOW_BASE_URL"), "{text}");
+}

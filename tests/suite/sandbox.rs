@@ -498,3 +498,62 @@ fn a_repository_config_behind_a_symlink_is_still_the_repository_s() {
     let result = read_json(&sandbox.repo.join(".ocflow/t/c/result.json"));
     assert_eq!(result["sandbox_layers"]["network"], json!("off"));
 }
+
+#[test]
+fn a_bare_repository_is_refused() {
+    // A bare repository's hooks/ are what `git push` runs: a flow must never write there.
+    let sandbox = Sandbox::new(&[]);
+    let bare = sandbox.root().join("x.git");
+    let init = std::process::Command::new("git")
+        .args(["init", "-q", "--bare"])
+        .arg(&bare)
+        .output()
+        .unwrap();
+    assert_exit(&init, 0);
+    let flow = sandbox.flow(&json!([shell_step("hook", "echo hi > hooks/post-update")]));
+    // Named, named as one of its directories, or found from inside it.
+    for (repo, cwd) in [
+        (Some(bare.clone()), sandbox.root().to_path_buf()),
+        (Some(bare.join("hooks")), sandbox.root().to_path_buf()),
+        (None, bare.clone()),
+    ] {
+        let mut command = sandbox.command_like_ocflow(env!("CARGO_BIN_EXE_ocflow"));
+        if let Some(repo) = &repo {
+            command.arg("--repo").arg(repo);
+        }
+        let output = command
+            .current_dir(&cwd)
+            .args(["run", "--task-id", "t", "--plan"])
+            .arg(&flow)
+            .output()
+            .unwrap();
+        assert_exit(&output, 2);
+        let said = stderr(&output);
+        assert!(said.contains("bare git repository"), "{repo:?}: {said}");
+        assert!(said.contains("git worktree add"), "{repo:?}: {said}");
+        assert!(!bare.join("hooks/post-update").exists());
+        assert!(!bare.join(".ocflow").exists(), "{repo:?}");
+    }
+    // A work tree's own .git directory is refused the same way, naming the work tree.
+    let init = std::process::Command::new("git")
+        .args(["init", "-q"])
+        .arg(&sandbox.repo)
+        .output()
+        .unwrap();
+    assert_exit(&init, 0);
+    let output = sandbox
+        .command_like_ocflow(env!("CARGO_BIN_EXE_ocflow"))
+        .arg("--repo")
+        .arg(sandbox.repo.join(".git"))
+        .args(["run", "--task-id", "t", "--plan"])
+        .arg(&flow)
+        .output()
+        .unwrap();
+    assert_exit(&output, 2);
+    let said = stderr(&output);
+    assert!(said.contains("git directory"), "{said}");
+    assert!(
+        said.contains(&format!("--repo {}", sandbox.repo.display())),
+        "{said}"
+    );
+}

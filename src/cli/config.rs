@@ -611,11 +611,15 @@ fn refuse_a_git_directory(repo: &Path) -> Result<()> {
             work_tree.display()
         ),
         None => format!(
-            "{} is in the bare git repository {}, which has no work tree (git says \"must be \
+            "{}{} is a bare git repository, with no work tree (git says \"must be \
              run in a work tree\"; a flow would change git's own files, such as the hooks a \
              push runs): make one with `git -C {} worktree add ../work` (or `git clone`) and \
              give it with --repo",
-            repo.display(),
+            if repo == git_dir {
+                String::new()
+            } else {
+                format!("{} is inside a git directory: ", repo.display())
+            },
             git_dir.display(),
             git_dir.display()
         ),

@@ -667,6 +667,7 @@ fn resolve_sandbox(flags: &LimitArgs, file: &FileSandbox, llm: &FileLlm) -> Sand
             .into_iter()
             .chain(extra)
             .collect(),
+        caches: sandbox::default_caches(),
         memory_mb: file.memory_mb.unwrap_or(DEFAULT_MEMORY_MB).max(16),
         max_processes: file.max_processes.unwrap_or(DEFAULT_MAX_PROCESSES).max(4),
         // The key files, when keys came from them: no command may read them.

@@ -211,6 +211,9 @@ enum ViewSlot {
 /// the scratch space overlayfs needs beside it.
 const UPPER_DIR: &str = "upper";
 const WORK_DIR: &str = "work";
+/// A command step's private directory, in its step directory: its caches' layers and its own
+/// `/var/tmp` (`SandboxPlan::launcher`), gone with the step.
+const PRIVATE_DIR: &str = "private";
 
 /// The longest the status file lags the journal while steps run.
 const CHECKPOINT_EVERY: std::time::Duration = std::time::Duration::from_secs(10);
@@ -539,8 +542,9 @@ impl Executor {
         }
         // A killed attempt's overlay directories go too, whatever this attempt uses: they must
         // never be taken for this one's changes.
-        sandbox_exec::remove_overlay_dirs(&dir.join(UPPER_DIR));
-        sandbox_exec::remove_overlay_dirs(&dir.join(WORK_DIR));
+        for stale in [UPPER_DIR, WORK_DIR, PRIVATE_DIR] {
+            sandbox_exec::remove_overlay_dirs(&dir.join(stale));
+        }
 
         let ancestors = self.flow.ancestors(&step.id);
         let overlay = Overlay::from_status(&self.status, &self.flow, Some(&ancestors));
@@ -637,8 +641,9 @@ impl Executor {
                     upper: &upper,
                     work: &work,
                 });
-                let mut launcher =
-                    plan.launcher(&target, &[temp], plan.network || asked, overlay)?;
+                let private = dir.join(PRIVATE_DIR);
+                let network = plan.network || asked;
+                let mut launcher = plan.launcher(&target, &[temp], network, overlay, &private)?;
                 if !lower.is_empty() {
                     let relative = |path: &std::path::Path| match path.strip_prefix(&self.task.root)
                     {
@@ -904,9 +909,10 @@ impl Executor {
                 view: "copy",
             },
         };
-        if upper.exists() || work.exists() {
-            sandbox_exec::remove_overlay_dirs(&upper);
-            sandbox_exec::remove_overlay_dirs(&work);
+        for dir in [upper, work, dir.join(PRIVATE_DIR)] {
+            if dir.exists() {
+                sandbox_exec::remove_overlay_dirs(&dir);
+            }
         }
         Ok(captured)
     }

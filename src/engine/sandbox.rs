@@ -18,7 +18,7 @@
 
 use std::path::{Path, PathBuf};
 
-use crate::engine::sandbox_exec::PIDS_CGROUP;
+use crate::engine::sandbox_exec::{Cache, PIDS_CGROUP};
 use crate::error::{Error, IoContext};
 use crate::model::step_spec::{Sandbox as StepSandbox, SandboxLayers};
 
@@ -33,6 +33,8 @@ pub(crate) struct SandboxPlan {
     pub(crate) network: bool,
     /// Paths commands may write beneath besides their view and temporary directory.
     pub(crate) writable: Vec<PathBuf>,
+    /// The user's tool caches: commands read them and write only a layer of the step's own.
+    pub(crate) caches: Vec<Cache>,
     /// The memory a step may use, in MiB (`RLIMIT_DATA`).
     pub(crate) memory_mb: u64,
     /// The processes a step may run at once.
@@ -52,6 +54,7 @@ pub(crate) struct SandboxSettings {
     pub(crate) namespaces: bool,
     pub(crate) network: bool,
     pub(crate) writable: Vec<PathBuf>,
+    pub(crate) caches: Vec<Cache>,
     pub(crate) memory_mb: u64,
     pub(crate) max_processes: u64,
     pub(crate) hidden: Vec<PathBuf>,
@@ -79,6 +82,7 @@ impl SandboxPlan {
             landlock,
             network: settings.network,
             writable: settings.writable,
+            caches: settings.caches,
             memory_mb: settings.memory_mb,
             max_processes: settings.max_processes,
             process_limit,
@@ -92,21 +96,18 @@ impl SandboxPlan {
     /// repository and workspace, canonical). Landlock and bind mounts grant whole trees, so
     /// `/tmp` is left out when the repository lives in `/tmp`.
     pub(crate) fn protecting(&self, protected: &[PathBuf]) -> SandboxPlan {
-        let writable = self
-            .writable
-            .iter()
-            .filter(|path| {
-                // Neither a tree holding the repository or workspace, nor one inside them
-                // (a CARGO_HOME or TMPDIR in the repository, a repository in the home).
-                let real = path.canonicalize().unwrap_or_else(|_| path.to_path_buf());
-                !protected
-                    .iter()
-                    .any(|p| p.starts_with(&real) || real.starts_with(p))
-            })
-            .cloned()
-            .collect();
+        // Neither a tree holding the repository or workspace, nor one inside them (a
+        // CARGO_HOME or TMPDIR in the repository, a repository in the home). A cache left out
+        // stays read-only: an overlay on it would hide the step's view.
+        let apart = |path: &Path| {
+            let real = path.canonicalize().unwrap_or_else(|_| path.to_path_buf());
+            !protected
+                .iter()
+                .any(|p| p.starts_with(&real) || real.starts_with(p))
+        };
         SandboxPlan {
-            writable,
+            writable: self.writable.iter().filter(|p| apart(p)).cloned().collect(),
+            caches: self.caches.iter().filter(|c| apart(&c.path)).cloned().collect(),
             ..self.clone()
         }
     }
@@ -122,6 +123,7 @@ impl SandboxPlan {
                 how => format!("{} ({how})", self.max_processes),
             },
             memory_mb: self.memory_mb,
+            caches: if self.overlay { "overlay" } else { "private" }.into(),
             partial: self.bwrap.is_none() || self.landlock != "landlock",
         }
     }
@@ -156,7 +158,8 @@ impl SandboxPlan {
 
     /// The launcher for a command running in `view`: writable are the view, `extra` (the
     /// step's temporary directory) and the plan's paths; `network`: whether this step may use
-    /// the network.
+    /// the network; `private`: the step's own directory for its caches' layers and its
+    /// `/var/tmp` (emptied with the step).
     /// With `overlay`, the launcher mounts it on `view`.
     pub(crate) fn launcher(
         &self,
@@ -164,6 +167,7 @@ impl SandboxPlan {
         extra: &[PathBuf],
         network: bool,
         overlay: Option<LauncherOverlay<'_>>,
+        private: &Path,
     ) -> crate::error::Result<StepSandbox> {
         let exe = std::env::current_exe()
             .io_context(|| "finding the ocflow executable for the sandbox".into())?;
@@ -204,6 +208,15 @@ impl SandboxPlan {
                 launcher.push(flag.into());
                 launcher.push(path.to_string_lossy().into_owned());
             }
+        }
+        launcher.push("--private".into());
+        launcher.push(private.to_string_lossy().into_owned());
+        for cache in &self.caches {
+            launcher.push("--cache".into());
+            launcher.push(format!("{}:{}", cache.variable, cache.path.display()));
+        }
+        if self.overlay {
+            launcher.push("--cache-overlay".into());
         }
         launcher.push("--memory-mb".into());
         launcher.push(self.memory_mb.to_string());
@@ -250,12 +263,11 @@ pub(crate) struct LauncherOverlay<'a> {
 }
 
 /// Paths every command may write besides its view and its own temporary directory: the
-/// system's temporary directories, device files programs write to, and tool caches. The cache
-/// directories are created if missing, so a tool's first run can fill them.
+/// system's temporary directory (a step's own with namespaces) and device files programs write
+/// to. Not `/var/tmp` (each step gets its own) nor the tool caches (`default_caches`).
 pub(crate) fn default_writable() -> Vec<PathBuf> {
     let mut paths: Vec<PathBuf> = [
         "/tmp",
-        "/var/tmp",
         "/dev/shm",
         "/dev/null",
         "/dev/zero",
@@ -270,27 +282,38 @@ pub(crate) fn default_writable() -> Vec<PathBuf> {
     .map(PathBuf::from)
     .collect();
     paths.push(std::env::temp_dir());
-    let home = std::env::var_os("HOME").map(PathBuf::from);
-    let cargo_home = std::env::var_os("CARGO_HOME")
-        .map(PathBuf::from)
-        .or_else(|| home.as_ref().map(|h| h.join(".cargo")));
-    if let Some(cargo) = cargo_home.filter(|dir| dir.is_dir()) {
-        // Not all of CARGO_HOME: its bin/ is on PATH. Made if missing, so that cargo's first
-        // run in a step has somewhere to write.
-        for dir in ["registry", "git"] {
-            let _ = std::fs::create_dir_all(cargo.join(dir));
-            paths.push(cargo.join(dir));
-        }
-        paths.push(cargo.join(".package-cache"));
-    }
-    if let Some(home) = home {
-        for cache in [".cache", ".npm", ".local/share/virtualenvs"] {
-            let dir = home.join(cache);
-            let _ = std::fs::create_dir_all(&dir);
-            paths.push(dir);
-        }
-    }
     paths
+}
+
+/// The user's tool caches commands may use (read, and write a layer of their own): the XDG
+/// cache (pip, Go, yarn, pre-commit…), npm's, pipenv's virtualenvs and cargo's home, each with
+/// the variable that moves it. Made if missing, so an overlay can be mounted on it.
+pub(crate) fn default_caches() -> Vec<Cache> {
+    let home = std::env::var_os("HOME").map(PathBuf::from);
+    let set = |variable: &str| std::env::var_os(variable).map(PathBuf::from);
+    let at_home = |relative: &str| home.as_ref().map(|h| h.join(relative));
+    let caches = [
+        ("XDG_CACHE_HOME", set("XDG_CACHE_HOME").or_else(|| at_home(".cache"))),
+        ("npm_config_cache", set("npm_config_cache").or_else(|| at_home(".npm"))),
+        ("WORKON_HOME", at_home(".local/share/virtualenvs")),
+        ("CARGO_HOME", set("CARGO_HOME").or_else(|| at_home(".cargo"))),
+    ];
+    caches
+        .into_iter()
+        .filter_map(|(variable, path)| {
+            let path = path?;
+            // Cargo's home is the user's choice to have; the others are made for a tool's
+            // first run.
+            if variable != "CARGO_HOME" {
+                let _ = std::fs::create_dir_all(&path);
+            }
+            let path = path.canonicalize().ok()?;
+            Some(Cache {
+                variable: variable.into(),
+                path,
+            })
+        })
+        .collect()
 }
 
 /// Whether ocflow may make `pids` cgroups here.

@@ -557,3 +557,119 @@ fn a_bare_repository_is_refused() {
         "{said}"
     );
 }
+
+/// The attacks on the user's tool caches the word policy let through, as command steps.
+const CACHE_ATTACKS: &[&str] = &[
+    "truncate -s0 ~/.cache/x/file",
+    "R=rm; $R -rf ~/.cache/x",
+    "perl -MFile::Path=remove_tree -e 'remove_tree(\"$ENV{HOME}/.cache/x\")'",
+    "echo ~/.cache/x | xargs rm -rf",
+    "dd if=/dev/zero of=$HOME/.cache/x/file bs=1 count=4 conv=notrunc",
+    "mv ~/.cache/x .",
+    "echo planted > ~/.cache/x/new; echo planted > ~/.npm/new; mkdir -p ~/.cargo/registry; \
+     echo planted > ~/.cargo/registry/new; echo planted > ~/.cargo/config.toml",
+];
+
+#[test]
+fn commands_change_nothing_in_the_user_s_caches() {
+    for namespaces_on in [true, false] {
+        let sandbox = Sandbox::new(&[]);
+        sandbox.configure_sandbox(&format!("namespaces = {namespaces_on}"));
+        let home = sandbox.root().join("home");
+        for (path, content) in [
+            (".cache/x/file", "cached\n"),
+            (".cache/x/sub/deep", "deep\n"),
+            (".npm/_cacache/index", "npm\n"),
+            (".cargo/config.toml", "[net]\noffline = true\n"),
+        ] {
+            fs::create_dir_all(home.join(path).parent().unwrap()).unwrap();
+            fs::write(home.join(path), content).unwrap();
+        }
+        let before = tree(&home);
+        // Every attack, each step after the one before; the last step reads the cache.
+        let mut steps: Vec<Value> = CACHE_ATTACKS
+            .iter()
+            .enumerate()
+            .map(|(i, attack)| shell_step(&format!("a{i}"), &format!("{attack}; true")))
+            .collect();
+        steps.push(shell_step("read", "cat ~/.cache/x/file"));
+        for i in 1..steps.len() {
+            steps[i]["depends_on"] = json!([format!("a{}", i - 1)]);
+        }
+        let plan = sandbox.flow(&json!(steps));
+        let output = sandbox
+            .ocflow()
+            .env("HOME", &home)
+            .env_remove("XDG_CACHE_HOME")
+            .env_remove("CARGO_HOME")
+            .args(["run", "--task-id", "t", "--plan"])
+            .arg(&plan)
+            .output()
+            .unwrap();
+        assert_exit(&output, 0);
+        assert_eq!(tree(&home), before, "namespaces = {namespaces_on}");
+        // No step saw what an earlier one did to the cache, and the cache stays readable.
+        assert_eq!(
+            sandbox.result("t", "read")["stdout"],
+            json!("cached\n"),
+            "namespaces = {namespaces_on}"
+        );
+    }
+}
+
+#[test]
+fn a_step_writes_the_cache_as_its_own() {
+    // Where overlays can be mounted, a step's tools write their cache as usual; what they
+    // wrote stays with the step.
+    let sandbox = Sandbox::new(&[]);
+    let home = sandbox.root().join("home");
+    fs::create_dir_all(home.join(".cache/x")).unwrap();
+    fs::write(home.join(".cache/x/file"), "cached\n").unwrap();
+    let flow = json!([
+        shell_step("write", "echo mine > ~/.cache/x/file && cat ~/.cache/x/file"),
+        {"id": "after", "operation": "execute_shell_command", "depends_on": ["write"],
+         "params": {"command": "cat ~/.cache/x/file"}},
+    ]);
+    let plan = sandbox.flow(&flow);
+    let output = sandbox
+        .ocflow()
+        .env("HOME", &home)
+        .env_remove("XDG_CACHE_HOME")
+        .args(["run", "--task-id", "t", "--plan"])
+        .arg(&plan)
+        .output()
+        .unwrap();
+    assert_exit(&output, 0);
+    let wrote = sandbox.result("t", "write");
+    if wrote["sandbox_layers"]["caches"] == json!("overlay") {
+        assert_eq!(wrote["stdout"], json!("mine\n"), "{wrote}");
+    }
+    assert_eq!(sandbox.result("t", "after")["stdout"], json!("cached\n"));
+    assert_eq!(
+        fs::read_to_string(home.join(".cache/x/file")).unwrap(),
+        "cached\n"
+    );
+}
+
+#[test]
+fn each_step_has_its_own_var_tmp() {
+    let name = format!("ocflow-var-tmp-{}", std::process::id());
+    let host = std::path::Path::new("/var/tmp").join(&name);
+    for namespaces_on in [true, false] {
+        let sandbox = Sandbox::new(&[]);
+        sandbox.configure_sandbox(&format!("namespaces = {namespaces_on}"));
+        let seen = format!("test -e /var/tmp/{name} && echo seen || echo unseen");
+        let flow = json!([
+            shell_step("write", &format!("echo x > /var/tmp/{name}; {seen}")),
+            {"id": "next", "operation": "execute_shell_command", "depends_on": ["write"],
+             "params": {"command": seen}},
+        ]);
+        assert_exit(&sandbox.run(&flow, "t1"), 0);
+        assert!(!host.exists(), "namespaces = {namespaces_on}");
+        assert_eq!(sandbox.result("t1", "next")["stdout"], json!("unseen\n"));
+        // Nor the next flow.
+        assert_exit(&sandbox.run(&json!([shell_step("later", &seen)]), "t2"), 0);
+        assert_eq!(sandbox.result("t2", "later")["stdout"], json!("unseen\n"));
+    }
+    let _ = fs::remove_file(&host);
+}

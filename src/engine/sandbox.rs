@@ -47,6 +47,9 @@ pub(crate) struct SandboxPlan {
     /// upper directory, no walk of the view): where the user asked for it and the kernel
     /// allows it.
     pub(crate) overlay: bool,
+    /// What the start-up probe had to leave out because a trial launch failed with it, and
+    /// why: said once per flow, as a warning.
+    pub(crate) fallbacks: Vec<String>,
 }
 
 /// The settings a plan is made from.
@@ -77,7 +80,7 @@ impl SandboxPlan {
             return Ok(None);
         }
         let process_limit = if cgroup_available() { "cgroup" } else { "none" };
-        Ok(Some(SandboxPlan {
+        let plan = SandboxPlan {
             bwrap,
             landlock,
             network: settings.network,
@@ -89,7 +92,110 @@ impl SandboxPlan {
             hidden: settings.hidden,
             // The overlay is mounted in namespaces of the launcher's own.
             overlay: overlay && settings.overlay && settings.namespaces,
-        }))
+            fallbacks: Vec::new(),
+        };
+        plan.settle().map(Some)
+    }
+
+    /// The plan a command step can be launched with: this one if a trial launch (the
+    /// launcher, with the arguments a step gets, running `true`) works, else the first that
+    /// does of this one without overlays, without namespaces, without either, with the reason
+    /// in `fallbacks`. Probing each layer alone is not enough: in a container running as root
+    /// in its own PID namespace, bubblewrap works on its own but cannot mount `/proc` in the
+    /// user namespace the launcher makes for overlays, and every step failed.
+    fn settle(self) -> Result<SandboxPlan, Error> {
+        let refused = match self.try_launch() {
+            Ok(()) => return Ok(self),
+            Err(reason) => reason,
+        };
+        let (overlay, bwrap) = (self.overlay, self.bwrap.is_some());
+        let mut candidates = Vec::new();
+        if overlay {
+            candidates.push((
+                true,
+                false,
+                "without overlays (views are copies; tool caches start empty in each step)",
+            ));
+        }
+        if bwrap {
+            candidates.push((
+                false,
+                overlay,
+                "without namespaces (Landlock and the limits hold)",
+            ));
+            if overlay {
+                candidates.push((false, false, "without namespaces nor overlays"));
+            }
+        }
+        for (keep_bwrap, keep_overlay, what) in candidates {
+            let mut next = self.clone();
+            next.overlay = keep_overlay;
+            if !keep_bwrap {
+                next.bwrap = None;
+            }
+            if next.try_launch().is_ok() {
+                next.fallbacks.push(format!(
+                    "command steps run {what}: the sandbox launcher failed with all its layers \
+                     here ({refused})"
+                ));
+                return Ok(next);
+            }
+        }
+        Err(Error::Usage(format!(
+            "the sandbox launcher cannot run a command here ({refused}); run with --no-sandbox \
+             to go on without it"
+        )))
+    }
+
+    /// Launches `true` as a command step would be (a view made of layers when overlays are on,
+    /// its temporary and private directories, the caches, bubblewrap), in a scratch directory
+    /// of the temporary directory; the launcher's or bubblewrap's complaint when it fails.
+    fn try_launch(&self) -> Result<(), String> {
+        static TRIALS: std::sync::atomic::AtomicU32 = std::sync::atomic::AtomicU32::new(0);
+        let trial = TRIALS.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+        let root = std::env::temp_dir().join(format!(
+            ".ocflow-launch-probe-{}-{trial}",
+            std::process::id()
+        ));
+        let [view, lower, upper, work, temp, private] =
+            ["view", "lower", "upper", "work", "tmp", "private"].map(|name| root.join(name));
+        let result = (|| {
+            for dir in [&view, &lower, &upper, &work, &temp] {
+                std::fs::create_dir_all(dir).map_err(|err| format!("{}: {err}", dir.display()))?;
+            }
+            let lower = [lower.clone()];
+            let overlay = self.overlay.then_some(LauncherOverlay {
+                lower: &lower,
+                upper: &upper,
+                work: &work,
+            });
+            let sandbox = self
+                .launcher(&view, &[temp.clone()], false, overlay, &private)
+                .map_err(|err| err.to_string())?;
+            let (program, args) = sandbox
+                .launcher
+                .split_first()
+                .ok_or_else(|| "no launcher".to_string())?;
+            let output = std::process::Command::new(program)
+                .args(args)
+                .args(["/bin/sh", "-c", "true"])
+                .current_dir(&view)
+                .stdin(std::process::Stdio::null())
+                .output()
+                .map_err(|err| format!("cannot run {program}: {err}"))?;
+            if output.status.success() {
+                return Ok(());
+            }
+            let said = String::from_utf8_lossy(&output.stderr);
+            let said: String = said.trim().chars().take(300).collect();
+            Err(if said.is_empty() {
+                format!("it ended with {}", output.status)
+            } else {
+                said.replace('\n', "; ")
+            })
+        })();
+        crate::engine::sandbox_exec::remove_overlay_dirs(&root);
+        result
     }
 
     /// The plan for one flow: without any writable path that would open `protected` (its
@@ -107,7 +213,12 @@ impl SandboxPlan {
         };
         SandboxPlan {
             writable: self.writable.iter().filter(|p| apart(p)).cloned().collect(),
-            caches: self.caches.iter().filter(|c| apart(&c.path)).cloned().collect(),
+            caches: self
+                .caches
+                .iter()
+                .filter(|c| apart(&c.path))
+                .cloned()
+                .collect(),
             ..self.clone()
         }
     }
@@ -145,9 +256,14 @@ impl SandboxPlan {
         } else {
             "no namespaces (refused here: commands can see other processes and host sockets)"
         };
+        let caches = if self.overlay {
+            "your tool caches read through a layer of the step's own"
+        } else {
+            "tool caches the step's own, empty (yours read-only)"
+        };
         format!(
-            "{namespaces}; Landlock: {}; network {} unless a step allows it; at most {} \
-             processes ({}) and {} MiB per step",
+            "{namespaces}; Landlock: {}; network {} unless a step allows it; {caches}; at most \
+             {} processes ({}) and {} MiB per step",
             self.landlock,
             if self.network { "on" } else { "off" },
             self.max_processes,
@@ -293,10 +409,19 @@ pub(crate) fn default_caches() -> Vec<Cache> {
     let set = |variable: &str| std::env::var_os(variable).map(PathBuf::from);
     let at_home = |relative: &str| home.as_ref().map(|h| h.join(relative));
     let caches = [
-        ("XDG_CACHE_HOME", set("XDG_CACHE_HOME").or_else(|| at_home(".cache"))),
-        ("npm_config_cache", set("npm_config_cache").or_else(|| at_home(".npm"))),
+        (
+            "XDG_CACHE_HOME",
+            set("XDG_CACHE_HOME").or_else(|| at_home(".cache")),
+        ),
+        (
+            "npm_config_cache",
+            set("npm_config_cache").or_else(|| at_home(".npm")),
+        ),
         ("WORKON_HOME", at_home(".local/share/virtualenvs")),
-        ("CARGO_HOME", set("CARGO_HOME").or_else(|| at_home(".cargo"))),
+        (
+            "CARGO_HOME",
+            set("CARGO_HOME").or_else(|| at_home(".cargo")),
+        ),
     ];
     caches
         .into_iter()

@@ -185,9 +185,14 @@ struct Private {
 /// directory of the step's named by the cache's variable (the user's left read-only); and a
 /// `/var/tmp` of the step's, mounted here in the launcher's namespace or bound by bubblewrap
 /// (without either, `/var/tmp` stays read-only).
-fn make_private(request: &ExecRequest<'_>, dir: &Path, own_namespace: bool) -> Result<Private, String> {
+fn make_private(
+    request: &ExecRequest<'_>,
+    dir: &Path,
+    own_namespace: bool,
+) -> Result<Private, String> {
     let made = |path: &Path| {
-        std::fs::create_dir_all(path).map_err(|err| format!("cannot make {}: {err}", path.display()))
+        std::fs::create_dir_all(path)
+            .map_err(|err| format!("cannot make {}: {err}", path.display()))
     };
     let mut private = Private::default();
     for (index, cache) in request.caches.iter().enumerate() {
@@ -228,9 +233,7 @@ fn make_private(request: &ExecRequest<'_>, dir: &Path, own_namespace: bool) -> R
     made(&var_tmp)?;
     if request.bwrap.is_some() {
         private.var_tmp = Some(var_tmp);
-    } else if own_namespace
-        && rustix::mount::mount_bind(&var_tmp, "/var/tmp").is_ok()
-    {
+    } else if own_namespace && rustix::mount::mount_bind(&var_tmp, "/var/tmp").is_ok() {
         private.writable.push(PathBuf::from("/var/tmp"));
     }
     Ok(private)

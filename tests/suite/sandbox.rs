@@ -673,3 +673,108 @@ fn each_step_has_its_own_var_tmp() {
     }
     let _ = fs::remove_file(&host);
 }
+
+/// A stand-in for bubblewrap in `dir`, which runs the command after its options (without
+/// namespaces), but fails as bubblewrap does in a container running as root in its own PID
+/// namespace (OpenHands' runtime) when `fails_when` (a shell condition) holds: "Can't mount
+/// proc".
+fn fake_bwrap(dir: &std::path::Path, fails_when: &str) -> std::path::PathBuf {
+    let bin = dir.join("fake-bin");
+    fs::create_dir_all(&bin).unwrap();
+    let script = format!(
+        "#!/bin/sh\nALL=\"$*\"\nfor a in \"$@\"; do shift; [ \"$a\" = \"--\" ] && break; done\n\
+         if {fails_when}; then\n  echo \"bwrap: Can't mount proc on /newroot/proc: \
+         Operation not permitted\" >&2\n  exit 1\nfi\nexec \"$@\"\n"
+    );
+    fs::write(bin.join("bwrap"), script).unwrap();
+    fs::set_permissions(bin.join("bwrap"), fs::Permissions::from_mode(0o755)).unwrap();
+    bin
+}
+
+/// `PATH` with `bin` first.
+fn path_with(bin: &std::path::Path) -> std::ffi::OsString {
+    let path = std::env::var_os("PATH").unwrap_or_default();
+    std::env::join_paths(std::iter::once(bin.to_path_buf()).chain(std::env::split_paths(&path)))
+        .unwrap()
+}
+
+#[test]
+fn a_bubblewrap_that_cannot_mount_proc_under_the_overlay_is_found_at_start() {
+    // As in the container: bubblewrap works on its own, not in the user namespace the launcher
+    // makes for overlays (a proc mount there is refused).
+    let host_user_namespace = fs::read_link("/proc/self/ns/user").unwrap();
+    let sandbox = Sandbox::new(&[("a.txt", "a\n")]);
+    let bin = fake_bwrap(
+        sandbox.root(),
+        &format!(
+            "[ \"$(readlink /proc/self/ns/user)\" != \"{}\" ]",
+            host_user_namespace.display()
+        ),
+    );
+    let flow = json!([
+        shell_step("one", "echo one > one.txt && cat a.txt"),
+        {"id": "two", "operation": "run_tests", "depends_on": ["one"],
+         "params": {"command": "cat one.txt"}},
+    ]);
+    let plan = sandbox.flow(&flow);
+    let output = sandbox
+        .ocflow()
+        .env("PATH", path_with(&bin))
+        .args(["run", "--task-id", "t", "--plan"])
+        .arg(&plan)
+        .output()
+        .unwrap();
+    assert_exit(&output, 0);
+    assert_eq!(sandbox.result("t", "one")["stdout"], json!("a\n"));
+    assert_eq!(sandbox.result("t", "two")["stdout"], json!("one\n"));
+    // Still in bubblewrap's namespaces, without the overlays; and said, on stderr and in the
+    // journal.
+    let layers = &sandbox.result("t", "one")["sandbox_layers"];
+    assert_eq!(layers["namespaces"], json!(true), "{layers}");
+    assert_eq!(layers["caches"], json!("private"), "{layers}");
+    let said = stderr(&output);
+    assert_eq!(said.matches("Can't mount proc").count(), 1, "{said}");
+    assert!(said.contains("overlay"), "{said}");
+    let journal = fs::read_to_string(sandbox.task_dir("t").join("journal.jsonl")).unwrap();
+    assert!(journal.contains("Can't mount proc"), "{journal}");
+}
+
+#[test]
+fn a_launch_bubblewrap_refuses_falls_back_for_the_whole_flow() {
+    // A refusal the start-up probe did not meet: the step that met it runs again at once with
+    // the next set of layers, and so do the steps after it.
+    let sandbox = Sandbox::new(&[("a.txt", "a\n")]);
+    let bin = fake_bwrap(sandbox.root(), "echo \"$ALL\" | grep -q refused-here");
+    let flow = json!([
+        shell_step("one", "echo refused-here > one.txt && cat a.txt"),
+        {"id": "two", "operation": "execute_shell_command", "depends_on": ["one"],
+         "params": {"command": "cat one.txt # refused-here"}},
+    ]);
+    let plan = sandbox.flow(&flow);
+    let output = sandbox
+        .ocflow()
+        .env("PATH", path_with(&bin))
+        .args(["run", "--task-id", "t", "--plan"])
+        .arg(&plan)
+        .output()
+        .unwrap();
+    assert_exit(&output, 0);
+    assert_eq!(sandbox.result("t", "one")["stdout"], json!("a\n"));
+    assert_eq!(
+        sandbox.result("t", "two")["stdout"],
+        json!("refused-here\n")
+    );
+    assert_eq!(
+        sandbox.result("t", "two")["sandbox_layers"]["namespaces"],
+        json!(false)
+    );
+    let said = stderr(&output);
+    assert!(said.contains("Can't mount proc"), "{said}");
+    assert!(said.contains("without namespaces"), "{said}");
+    let journal = fs::read_to_string(sandbox.task_dir("t").join("journal.jsonl")).unwrap();
+    assert!(journal.contains("without namespaces"), "{journal}");
+    // Step one did not fail for it: it succeeded after two retries, one per layer taken off.
+    let one = sandbox.step_status("t", "one");
+    assert_eq!(one["status"], json!("succeeded"), "{one}");
+    assert_eq!(one["auto_retries"], json!(2), "{one}");
+}

@@ -170,7 +170,7 @@ impl SandboxPlan {
                 work: &work,
             });
             let sandbox = self
-                .launcher(&view, &[temp.clone()], false, overlay, &private)
+                .launcher(&view, std::slice::from_ref(&temp), false, overlay, &private)
                 .map_err(|err| err.to_string())?;
             let (program, args) = sandbox
                 .launcher

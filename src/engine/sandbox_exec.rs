@@ -150,7 +150,7 @@ fn confine_and_exec(request: &ExecRequest<'_>) -> Result<Never, String> {
             false
         };
         if let Some(overlay) = request.overlay {
-            mount_overlay_here(overlay)?;
+            mount_overlay_here(overlay, "")?;
         }
         if let Some(dir) = request.private {
             private = make_private(request, dir, own_namespace)?;
@@ -203,13 +203,19 @@ fn make_private(
             && cache.path.is_dir()
             && made(&upper).is_ok()
             && made(&work).is_ok()
-            && mount_overlay_here(Overlay {
-                target: &cache.path,
-                lower: std::slice::from_ref(&cache.path),
-                upper: &upper,
-                work: &work,
-            })
-            .is_ok();
+            && {
+                let overlay = Overlay {
+                    target: &cache.path,
+                    lower: std::slice::from_ref(&cache.path),
+                    upper: &upper,
+                    work: &work,
+                };
+                // `volatile` (Linux 5.10): the layer is thrown away with the step, so its
+                // unmount need not sync the upper file system (which costs milliseconds on a
+                // busy disk); older kernels refuse the option.
+                mount_overlay_here(overlay, ",volatile").is_ok()
+                    || mount_overlay_here(overlay, "").is_ok()
+            };
         if mounted {
             private.writable.push(cache.path.clone());
             continue;
@@ -313,7 +319,7 @@ fn bwrap_command(
 /// mounted without privileges there since Linux 5.11). The user keeps its own ids inside.
 pub(crate) fn mount_overlay(overlay: Overlay<'_>) -> Result<(), String> {
     enter_own_namespace()?;
-    mount_overlay_here(overlay)
+    mount_overlay_here(overlay, "")
 }
 
 /// Moves this process into a new user and mount namespace, keeping its ids, with every mount
@@ -342,8 +348,9 @@ fn enter_own_namespace() -> Result<(), String> {
     Ok(())
 }
 
-/// Mounts `overlay`, in the namespace `enter_own_namespace` made.
-fn mount_overlay_here(overlay: Overlay<'_>) -> Result<(), String> {
+/// Mounts `overlay`, in the namespace `enter_own_namespace` made, with overlayfs's `options`
+/// besides the layers (`,volatile`, or none).
+fn mount_overlay_here(overlay: Overlay<'_>, options: &str) -> Result<(), String> {
     use rustix::mount::{MountFlags, mount};
     let refused = |what: &str, err: std::io::Error| format!("cannot {what} for the overlay: {err}");
     // Commas and colons separate overlayfs options and layers; a backslash escapes them.
@@ -361,7 +368,7 @@ fn mount_overlay_here(overlay: Overlay<'_>) -> Result<(), String> {
     // `user.overlay.*` attributes; without it, removing a directory fails with EIO.
     let lower: Vec<String> = overlay.lower.iter().map(|p| escape(p)).collect();
     let options = format!(
-        "userxattr,lowerdir={},upperdir={},workdir={}",
+        "userxattr,lowerdir={},upperdir={},workdir={}{options}",
         lower.join(":"),
         escape(overlay.upper),
         escape(overlay.work)

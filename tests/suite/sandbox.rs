@@ -593,8 +593,8 @@ fn commands_change_nothing_in_the_user_s_caches() {
             .map(|(i, attack)| shell_step(&format!("a{i}"), &format!("{attack}; true")))
             .collect();
         steps.push(shell_step("read", "cat ~/.cache/x/file"));
-        for i in 1..steps.len() {
-            steps[i]["depends_on"] = json!([format!("a{}", i - 1)]);
+        for (i, step) in steps.iter_mut().enumerate().skip(1) {
+            step["depends_on"] = json!([format!("a{}", i - 1)]);
         }
         let plan = sandbox.flow(&json!(steps));
         let output = sandbox

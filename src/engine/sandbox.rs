@@ -159,9 +159,14 @@ impl SandboxPlan {
         ));
         let [view, lower, upper, work, temp, private] =
             ["view", "lower", "upper", "work", "tmp", "private"].map(|name| root.join(name));
+        let made = [&view, &lower, &upper, &work, &temp]
+            .iter()
+            .all(|dir| std::fs::create_dir_all(dir).is_ok());
         let result = (|| {
-            for dir in [&view, &lower, &upper, &work, &temp] {
-                std::fs::create_dir_all(dir).map_err(|err| format!("{}: {err}", dir.display()))?;
+            if !made {
+                // No scratch space to try in: that says nothing of the layers (as before the
+                // trial, they stand as probed).
+                return Ok(());
             }
             let lower = [lower.clone()];
             let overlay = self.overlay.then_some(LauncherOverlay {

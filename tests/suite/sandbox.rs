@@ -778,3 +778,26 @@ fn a_launch_bubblewrap_refuses_falls_back_for_the_whole_flow() {
     assert_eq!(one["status"], json!("succeeded"), "{one}");
     assert_eq!(one["auto_retries"], json!(2), "{one}");
 }
+
+#[test]
+fn a_bubblewrap_that_fails_every_launch_leaves_landlock_and_the_overlays() {
+    // bubblewrap passes the check of its own namespaces but fails whenever it starts a step:
+    // the flow runs without namespaces, keeping what the launcher's own namespace gives.
+    let sandbox = Sandbox::new(&[("a.txt", "a\n")]);
+    let bin = fake_bwrap(sandbox.root(), "echo \"$ALL\" | grep -q sandbox-exec");
+    let plan = sandbox.flow(&json!([shell_step("one", "cat a.txt")]));
+    let output = sandbox
+        .ocflow()
+        .env("PATH", path_with(&bin))
+        .args(["run", "--task-id", "t", "--plan"])
+        .arg(&plan)
+        .output()
+        .unwrap();
+    assert_exit(&output, 0);
+    let result = sandbox.result("t", "one");
+    assert_eq!(result["stdout"], json!("a\n"));
+    assert_eq!(result["sandbox_layers"]["namespaces"], json!(false));
+    let said = stderr(&output);
+    assert!(said.contains("without namespaces"), "{said}");
+    assert!(said.contains("Can't mount proc"), "{said}");
+}

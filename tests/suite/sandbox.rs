@@ -801,3 +801,41 @@ fn a_bubblewrap_that_fails_every_launch_leaves_landlock_and_the_overlays() {
     assert!(said.contains("without namespaces"), "{said}");
     assert!(said.contains("Can't mount proc"), "{said}");
 }
+
+#[test]
+fn a_setgid_workspace_still_gives_steps_caches_of_their_own() {
+    // Files made in a setgid workspace take its group, which the launcher's user namespace
+    // cannot map: the kernel refuses an overlay whose upper layer is there, and the step gets
+    // caches of its own instead.
+    let sandbox = Sandbox::new(&[]);
+    let home = sandbox.root().join("home");
+    fs::create_dir_all(home.join(".cache/x")).unwrap();
+    fs::write(home.join(".cache/x/f"), "cached\n").unwrap();
+    fs::create_dir_all(&sandbox.workspace).unwrap();
+    let other_group = std::process::Command::new("chgrp")
+        .arg("daemon")
+        .arg(&sandbox.workspace)
+        .status()
+        .is_ok_and(|s| s.success());
+    if !other_group {
+        return; // Only a member of another group (or root) can make one.
+    }
+    fs::set_permissions(&sandbox.workspace, fs::Permissions::from_mode(0o2775)).unwrap();
+    let before = tree(&home);
+    // A directory the user's cache has (an overlay would copy it up).
+    let command = "C=${XDG_CACHE_HOME:-$HOME/.cache}; mkdir -p $C/x/n && echo ok > $C/x/n/f && \
+                   cat $C/x/n/f $HOME/.cache/x/f";
+    let plan = sandbox.flow(&json!([shell_step("w", command)]));
+    let output = sandbox
+        .ocflow()
+        .env("HOME", &home)
+        .env_remove("XDG_CACHE_HOME")
+        .args(["run", "--task-id", "t", "--plan"])
+        .arg(&plan)
+        .output()
+        .unwrap();
+    assert_exit(&output, 0);
+    let result = sandbox.result("t", "w");
+    assert_eq!(result["stdout"], json!("ok\ncached\n"), "{result}");
+    assert_eq!(tree(&home), before);
+}

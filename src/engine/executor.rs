@@ -643,6 +643,19 @@ impl Executor {
                 });
                 let private = dir.join(PRIVATE_DIR);
                 let network = plan.network || asked;
+                // The caches' overlays have their upper layers in the task's directory: in a
+                // setgid workspace, whose group the launcher's user namespace cannot map, the
+                // kernel refuses them, and the step gets caches of its own (results say so).
+                let cache_plan;
+                let plan = if self.files_keep_their_group() {
+                    plan
+                } else {
+                    cache_plan = crate::engine::sandbox::SandboxPlan {
+                        overlay: false,
+                        ..plan.clone()
+                    };
+                    &cache_plan
+                };
                 let mut launcher = plan.launcher(&target, &[temp], network, overlay, &private)?;
                 if !lower.is_empty() {
                     let relative = |path: &std::path::Path| match path.strip_prefix(&self.task.root)
@@ -1009,15 +1022,20 @@ impl Executor {
     /// have (a setgid workspace gives them one the overlay's user namespace cannot map, and
     /// copying a file up would fail).
     fn layered_view_for(&self, step: &Step) -> bool {
-        use std::os::unix::fs::MetadataExt;
         self.settings
             .sandbox
             .as_ref()
             .is_some_and(|plan| plan.overlay)
             && is_built_in_command(&step.operation)
             && !self.copy_views.contains(&step.id)
-            && fs::metadata(&self.task.root)
-                .is_ok_and(|m| m.gid() == rustix::process::getegid().as_raw())
+            && self.files_keep_their_group()
+    }
+
+    /// Whether files made in the task's directory keep the group they would have, which the
+    /// launcher's user namespace maps (not in a setgid workspace of another group).
+    fn files_keep_their_group(&self) -> bool {
+        use std::os::unix::fs::MetadataExt;
+        fs::metadata(&self.task.root).is_ok_and(|m| m.gid() == rustix::process::getegid().as_raw())
     }
 
     /// Saves the state after an interrupt: the running step goes back to pending, to run again

@@ -837,5 +837,10 @@ fn a_setgid_workspace_still_gives_steps_caches_of_their_own() {
     assert_exit(&output, 0);
     let result = sandbox.result("t", "w");
     assert_eq!(result["stdout"], json!("ok\ncached\n"), "{result}");
+    assert_eq!(
+        result["sandbox_layers"]["caches"],
+        json!("private"),
+        "{result}"
+    );
     assert_eq!(tree(&home), before);
 }

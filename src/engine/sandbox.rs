@@ -97,13 +97,20 @@ impl SandboxPlan {
         plan.settle().map(Some)
     }
 
-    /// The plan a command step can be launched with: this one if a trial launch (the
-    /// launcher, with the arguments a step gets, running `true`) works, else the first that
-    /// does of this one without overlays, without namespaces, without either, with the reason
-    /// in `fallbacks`. Probing each layer alone is not enough: in a container running as root
+    /// The plan a command step can be launched with: with bubblewrap, this one if a trial
+    /// launch (the launcher, with the arguments a step gets, running `true`) works, else the
+    /// first that does of this one without overlays, without namespaces, without either, with
+    /// the reason in `fallbacks`. Probing each layer alone is not enough: in a container running as root
     /// in its own PID namespace, bubblewrap works on its own but cannot mount `/proc` in the
     /// user namespace the launcher makes for overlays, and every step failed.
     fn settle(self) -> Result<SandboxPlan, Error> {
+        if self.bwrap.is_none() {
+            // Without bubblewrap, what can fail in a launch has a fallback of its own: a view's
+            // overlay that cannot be mounted runs again in a copy, the caches and `/var/tmp`
+            // fall back inside the launcher. The trial (a launch, tens of milliseconds at
+            // start-up) is for bubblewrap inside the launcher's namespace.
+            return Ok(self);
+        }
         let refused = match self.try_launch() {
             Ok(()) => return Ok(self),
             Err(reason) => reason,

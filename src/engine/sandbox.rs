@@ -100,9 +100,9 @@ impl SandboxPlan {
     /// The plan a command step can be launched with: with bubblewrap, this one if a trial
     /// launch (the launcher, with the arguments a step gets, running `true`) works, else the
     /// first that does of this one without overlays, without namespaces, without either, with
-    /// the reason in `fallbacks`. Probing each layer alone is not enough: in a container running as root
-    /// in its own PID namespace, bubblewrap works on its own but cannot mount `/proc` in the
-    /// user namespace the launcher makes for overlays, and every step failed.
+    /// the reason in `fallbacks`. Probing each layer alone is not enough: in a container
+    /// running as root in its own PID namespace, bubblewrap works on its own but cannot mount
+    /// `/proc` in the user namespace the launcher makes for overlays, and every step failed.
     fn settle(self) -> Result<SandboxPlan, Error> {
         if self.bwrap.is_none() {
             // Without bubblewrap, what can fail in a launch has a fallback of its own: a view's

@@ -597,7 +597,13 @@ fn discover_repo(needs_repo: bool) -> Result<(PathBuf, bool)> {
 /// `git push` runs), not a work tree a flow may change; git itself says "must be run in a work
 /// tree" there.
 fn refuse_a_git_directory(repo: &Path) -> Result<()> {
-    let Some(git_dir) = repo.ancestors().find(|dir| is_git_directory(dir)) else {
+    // Up to the nearest work tree (a directory holding `.git`): one checked out inside a bare
+    // repository's directory (`git -C x.git worktree add wt`) is a work tree like any other.
+    let git_dir = repo
+        .ancestors()
+        .take_while(|dir| !dir.join(".git").exists() || is_git_directory(dir))
+        .find(|dir| is_git_directory(dir));
+    let Some(git_dir) = git_dir else {
         return Ok(());
     };
     let work_tree = git_dir

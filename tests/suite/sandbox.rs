@@ -534,6 +534,39 @@ fn a_bare_repository_is_refused() {
         assert!(!bare.join("hooks/post-update").exists());
         assert!(!bare.join(".ocflow").exists(), "{repo:?}");
     }
+    // A work tree checked out inside the bare repository's directory is a work tree.
+    let worktree = std::process::Command::new("git")
+        .arg("-C")
+        .arg(&bare)
+        .args([
+            "-c",
+            "user.name=t",
+            "-c",
+            "user.email=t@t",
+            "commit-tree",
+            "-m",
+            "m",
+        ])
+        .arg("4b825dc642cb6eb9a060e54bf8d69288fbee4904")
+        .output()
+        .unwrap();
+    let commit = stdout(&worktree).trim().to_string();
+    let made = std::process::Command::new("git")
+        .arg("-C")
+        .arg(&bare)
+        .args(["worktree", "add", "-q", "wt", &commit])
+        .output()
+        .unwrap();
+    assert_exit(&made, 0);
+    let output = sandbox
+        .command_like_ocflow(env!("CARGO_BIN_EXE_ocflow"))
+        .arg("--repo")
+        .arg(bare.join("wt"))
+        .args(["run", "--task-id", "t", "--plan"])
+        .arg(sandbox.flow(&json!([shell_step("ok", "true")])))
+        .output()
+        .unwrap();
+    assert_exit(&output, 0);
     // A work tree's own .git directory is refused the same way, naming the work tree.
     let init = std::process::Command::new("git")
         .args(["init", "-q"])

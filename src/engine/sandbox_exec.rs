@@ -176,6 +176,9 @@ fn confine_and_exec(request: &ExecRequest<'_>) -> Result<Never, String> {
 #[derive(Debug, Default)]
 struct Private {
     writable: Vec<PathBuf>,
+    /// The user's caches left read-only: bubblewrap binds them, so one beneath a hidden
+    /// directory (a home in `/tmp`) stays readable.
+    read_only: Vec<PathBuf>,
     env: Vec<(String, PathBuf)>,
     var_tmp: Option<PathBuf>,
 }
@@ -219,6 +222,9 @@ fn make_private(
         if mounted {
             private.writable.push(cache.path.clone());
             continue;
+        }
+        if cache.path.is_dir() {
+            private.read_only.push(cache.path.clone());
         }
         if cache.variable.is_empty() {
             continue;
@@ -291,6 +297,9 @@ fn bwrap_command(
             && !p.starts_with("/dev")
             && !HIDDEN.iter().any(|hidden| p.as_path() == Path::new(hidden))
     };
+    for path in private.read_only.iter().filter(bound) {
+        command.arg("--ro-bind").arg(path).arg(path);
+    }
     for path in writable.iter().filter(bound) {
         command.arg("--bind").arg(path).arg(path);
     }

@@ -619,6 +619,13 @@ impl Executor {
                 crate::engine::orphans::STEP_MARKER.into(),
                 Value::String(step.id.clone()),
             );
+            // The caches' overlays have their upper layers in the task's directory: where the
+            // kernel refuses overlays there (a container's root file system) or in a setgid
+            // workspace, whose group the launcher's user namespace cannot map, the step gets
+            // caches of its own, and results say so.
+            let cache_overlays = self.settings.sandbox.as_ref().is_some_and(|p| p.overlay)
+                && self.files_keep_their_group()
+                && self.overlay_works_here()?;
             if let Some(plan) = &self.settings.sandbox {
                 // The network is off unless the user allowed it, for every step or this one.
                 let asked = step.params.get("network").and_then(Value::as_bool) == Some(true);
@@ -643,11 +650,8 @@ impl Executor {
                 });
                 let private = dir.join(PRIVATE_DIR);
                 let network = plan.network || asked;
-                // The caches' overlays have their upper layers in the task's directory: in a
-                // setgid workspace, whose group the launcher's user namespace cannot map, the
-                // kernel refuses them, and the step gets caches of its own (results say so).
                 let cache_plan;
-                let plan = if self.files_keep_their_group() {
+                let plan = if cache_overlays {
                     plan
                 } else {
                     cache_plan = crate::engine::sandbox::SandboxPlan {

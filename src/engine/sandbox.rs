@@ -160,10 +160,9 @@ impl SandboxPlan {
     fn try_launch(&self) -> Result<(), String> {
         static TRIALS: std::sync::atomic::AtomicU32 = std::sync::atomic::AtomicU32::new(0);
         let trial = TRIALS.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
-        let root = std::env::temp_dir().join(format!(
-            ".ocflow-launch-probe-{}-{trial}",
-            std::process::id()
-        ));
+        let trials = std::env::temp_dir().join(".ocflow-launch-trials");
+        sweep_trials(&trials);
+        let root = trials.join(format!("{}-{trial}", std::process::id()));
         let [view, lower, upper, work, temp, private] =
             ["view", "lower", "upper", "work", "tmp", "private"].map(|name| root.join(name));
         let made = [&view, &lower, &upper, &work, &temp]
@@ -379,6 +378,21 @@ impl SandboxPlan {
             .is_ok_and(|output| {
                 String::from_utf8_lossy(&output.stdout).lines().nth(1) == Some("overlay")
             })
+    }
+}
+
+/// Removes the scratch directories of trial launches whose ocflow is gone (killed during its
+/// start-up): each is named after its process, `PID-N`.
+fn sweep_trials(trials: &Path) {
+    for entry in std::fs::read_dir(trials).into_iter().flatten().flatten() {
+        let name = entry.file_name();
+        let owner = name
+            .to_str()
+            .and_then(|name| name.split('-').next())
+            .and_then(|pid| pid.parse::<u32>().ok());
+        if owner.is_some_and(|pid| !Path::new(&format!("/proc/{pid}")).exists()) {
+            crate::engine::sandbox_exec::remove_overlay_dirs(&entry.path());
+        }
     }
 }
 

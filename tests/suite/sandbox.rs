@@ -877,3 +877,26 @@ fn a_setgid_workspace_still_gives_steps_caches_of_their_own() {
     );
     assert_eq!(tree(&home), before);
 }
+
+#[test]
+fn a_launch_trial_left_by_a_killed_ocflow_is_swept() {
+    if !namespaces_available() {
+        return; // The trial launch is made only with bubblewrap.
+    }
+    // A process that is gone, as an ocflow killed during its start-up would be.
+    let mut gone = std::process::Command::new("true").spawn().unwrap();
+    let pid = gone.id();
+    gone.wait().unwrap();
+    let left = std::env::temp_dir()
+        .join(".ocflow-launch-trials")
+        .join(format!("{pid}-0"));
+    fs::create_dir_all(left.join("private/cache-0/work/work")).unwrap();
+    fs::set_permissions(
+        left.join("private/cache-0/work/work"),
+        fs::Permissions::from_mode(0o000),
+    )
+    .unwrap();
+    let sandbox = Sandbox::new(&[]);
+    assert_exit(&sandbox.run(&json!([shell_step("one", "true")]), "t"), 0);
+    assert!(!left.exists());
+}

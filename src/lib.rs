@@ -43,6 +43,15 @@ pub fn run(cli: Cli, api_key: ApiKey) -> Result<ExitCode> {
                 }
             });
         }
+        let Some(caches) = args
+            .cache
+            .iter()
+            .map(|arg| sandbox_exec::Cache::parse(arg))
+            .collect::<Option<Vec<_>>>()
+        else {
+            say("ocflow sandbox-exec: give --cache as VARIABLE:PATH");
+            return Ok(ExitCode::CannotRun);
+        };
         let problem = sandbox_exec::exec(&sandbox_exec::ExecRequest {
             writable: &args.write,
             network: args.network,
@@ -60,6 +69,9 @@ pub fn run(cli: Cli, api_key: ApiKey) -> Result<ExitCode> {
                 }),
                 _ => None,
             },
+            caches: &caches,
+            cache_overlay: args.cache_overlay,
+            private: args.private.as_deref(),
             command: &args.command,
         });
         say(&format!("ocflow sandbox-exec: {problem}"));

@@ -160,6 +160,15 @@ pub(crate) struct SandboxArgs {
     pub(crate) overlay_upper: Option<PathBuf>,
     #[arg(long, value_name = "PATH")]
     pub(crate) overlay_work: Option<PathBuf>,
+    /// A user's tool cache the command reads but never changes, as VARIABLE:PATH (repeatable).
+    #[arg(long = "cache", value_name = "VARIABLE:PATH")]
+    pub(crate) cache: Vec<std::ffi::OsString>,
+    /// Show the caches through overlays (else directories of the step's own stand in).
+    #[arg(long)]
+    pub(crate) cache_overlay: bool,
+    /// The step's private directory: its caches' layers and its own /var/tmp.
+    #[arg(long, value_name = "DIR")]
+    pub(crate) private: Option<PathBuf>,
     /// The command and its arguments.
     #[arg(last = true)]
     pub(crate) command: Vec<std::ffi::OsString>,

@@ -217,6 +217,12 @@ pub(crate) fn report_sandbox(
                  or a kernel with neither namespaces nor Landlock)"
             .into(),
     });
+    // What the start-up probe left out, because a trial launch failed with it.
+    for fallback in plan.iter().flat_map(|plan| &plan.fallbacks) {
+        events.emit(Event::Warning {
+            message: fallback.clone(),
+        })?;
+    }
     let key_variable = config.key_variable.as_deref();
     if let (Some(variable), true) = (key_variable, plan.is_none_or(|p| p.bwrap.is_none())) {
         events.emit(Event::Warning {

@@ -70,6 +70,10 @@ pub(crate) struct SandboxLayers {
     pub(crate) processes: String,
     /// The memory limit, in MiB.
     pub(crate) memory_mb: u64,
+    /// How the user's tool caches are kept from change: `overlay` (read through a layer of
+    /// the step's own) or `private` (empty caches of the step's own; the user's read-only).
+    #[serde(default)]
+    pub(crate) caches: String,
     /// Whether a layer is missing here (no namespaces, or Landlock only in part): other
     /// processes' environments and the host's sockets may then be within reach.
     pub(crate) partial: bool,

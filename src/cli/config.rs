@@ -409,8 +409,9 @@ impl Config {
         let trusted = user.trust.repositories.iter().any(|r| Path::new(r) == repo);
         // Inside by its path or by where a symlink leads: a repository may ship
         // `.ocflow/ocflow.toml` as a link to a file a command step can write.
-        let from_repo = own_path.starts_with(&repo)
-            || absolute(&own_path)?.starts_with(&repo)
+        // `--workspace ../ws` is beside the repository, not in it: `..` is taken off by name
+        // before comparing (a path's components would still begin with the repository's).
+        let from_repo = lexically_normal(&absolute(&own_path)?).starts_with(&repo)
             || canonical_or_absolute(&own_path).starts_with(&repo);
         if from_repo && !trusted {
             let ignored = own.without_untrusted();
@@ -761,4 +762,19 @@ fn at_home(path: &str, home: Option<&Path>) -> PathBuf {
         (Some(rest), Some(home)) => home.join(rest),
         _ => PathBuf::from(path),
     }
+}
+
+/// `path` with `.` and `..` taken off by name (no file system look-up).
+fn lexically_normal(path: &Path) -> PathBuf {
+    let mut normal = PathBuf::new();
+    for part in path.components() {
+        match part {
+            std::path::Component::CurDir => {}
+            std::path::Component::ParentDir => {
+                normal.pop();
+            }
+            other => normal.push(other),
+        }
+    }
+    normal
 }

@@ -89,6 +89,7 @@ pub(crate) fn prepare(config: &Config) -> Result<(Config, RunArgs)> {
             replay: Some(recording),
             key_command: None,
             default_key_profiles: Vec::new(),
+            unavailable: Default::default(),
         }),
         ..config.clone()
     };

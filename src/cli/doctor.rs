@@ -225,6 +225,10 @@ fn endpoint_check(config: &Config) -> Check {
         Ok(None) => return Check::new("endpoint", Verdict::Fail, "no LLM endpoint is configured"),
         Err(err) => return Check::new("endpoint", Verdict::Fail, format!("{err:#}")),
     };
+    if let Some(missing) = llm_config.unavailable_for(&llm_config.planner) {
+        return Check::new("endpoint", Verdict::Fail, missing.to_string())
+            .fix("give the default profile (planning) an endpoint: OCFLOW_BASE_URL or --base-url");
+    }
     let mut settings = llm_config.planner.clone();
     settings.max_tokens = Some(8);
     let request = ChatRequest {

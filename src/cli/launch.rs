@@ -180,13 +180,20 @@ pub(crate) fn engine_settings(
                 runtime,
             })
         }),
-        summary_llm: llm.clone().zip(models.map(|m| m.summary.clone())),
+        // Without an endpoint for its profile, the summary is written from the journal.
+        summary_llm: llm.clone().zip(
+            models
+                .filter(|m| m.unavailable_for(&m.summary).is_none())
+                .map(|m| m.summary.clone()),
+        ),
         recovery_limits: run.recovery_limits,
         jobs: run.jobs,
         sandbox: sandbox.map(|plan| plan.protecting(&[rules.repo.clone(), workspace_dir.clone()])),
         recovery: llm
             .zip(models)
-            .filter(|_| run.recovery)
+            .filter(|(_, models)| {
+                run.recovery && models.unavailable_for(&models.recovery).is_none()
+            })
             .map(|(llm, models)| RecoverySettings {
                 llm,
                 model: models.recovery.clone(),

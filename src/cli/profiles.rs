@@ -44,6 +44,16 @@ pub(crate) struct LlmConfig {
     pub(crate) key_command: Option<String>,
     /// The profiles whose endpoint takes the default key (the command's, when it gives it).
     pub(crate) default_key_profiles: Vec<String>,
+    /// Profiles in use without an endpoint, with what to configure: a flow whose LLM steps all
+    /// take roles with endpoints of their own runs without the default one.
+    pub(crate) unavailable: BTreeMap<String, String>,
+}
+
+impl LlmConfig {
+    /// What to configure before `settings`' profile can answer; `None` when it can.
+    pub(crate) fn unavailable_for(&self, settings: &ModelSettings) -> Option<&str> {
+        self.unavailable.get(&settings.profile).map(String::as_str)
+    }
 }
 
 /// `[llm]` in a config file. The key itself is never in a config file: it comes from the
@@ -338,6 +348,7 @@ pub(crate) fn resolve_llm(
     used.dedup();
     let mut endpoints = BTreeMap::new();
     let mut inheriting = Vec::new();
+    let mut unavailable: BTreeMap<String, String> = BTreeMap::new();
     if !defaults.replay {
         for profile in &used {
             let profile = profile.as_str();
@@ -352,13 +363,17 @@ pub(crate) fn resolve_llm(
                          under [llm.profiles.{profile}])"
                     )
                 };
-                return Ok(Err(NoLlm(format!(
-                    "no LLM endpoint is configured{which}: set OCFLOW_BASE_URL (or \
-                     OPENAI_BASE_URL / LLM_BASE_URL) to an OpenAI-compatible URL such as \
-                     http://localhost:8000/v1, or pass --base-url URL; the key comes from \
-                     OCFLOW_API_KEY (or OPENAI_API_KEY / LLM_API_KEY) and the model from \
-                     OCFLOW_MODEL (or LLM_MODEL) or --model"
-                ))));
+                unavailable.insert(
+                    profile.to_string(),
+                    format!(
+                        "no LLM endpoint is configured{which}: set OCFLOW_BASE_URL (or \
+                         OPENAI_BASE_URL / LLM_BASE_URL) to an OpenAI-compatible URL such as \
+                         http://localhost:8000/v1, or pass --base-url URL; the key comes from \
+                         OCFLOW_API_KEY (or OPENAI_API_KEY / LLM_API_KEY) and the model from \
+                         OCFLOW_MODEL (or LLM_MODEL) or --model"
+                    ),
+                );
+                continue;
             };
             let (key, inherited) = match profile_key(profile, own, &url, &defaults) {
                 Ok(found) => found,
@@ -374,6 +389,10 @@ pub(crate) fn resolve_llm(
                 defaults.endpoint(profile, &url, key, timeout)?,
             );
         }
+    }
+    // No profile in use has an endpoint: nothing can be asked.
+    if let (Some(first), true) = (unavailable.values().next(), endpoints.is_empty()) {
+        return Ok(Err(NoLlm(first.clone())));
     }
     let settings = |profile: &str, section: &FileModel, max_tokens: u32| -> Option<ModelSettings> {
         let own = file.profiles.get(profile);
@@ -405,8 +424,17 @@ pub(crate) fn resolve_llm(
                 .into(),
         )))
     };
+    // A profile without an endpoint needs no model either: asking it says what is missing.
     let purpose = |name: &str, section: &FileModel, max_tokens: u32| {
-        settings(&profile_of(name), section, max_tokens)
+        let profile = profile_of(name);
+        settings(&profile, section, max_tokens).or_else(|| {
+            unavailable.contains_key(&profile).then(|| ModelSettings {
+                profile: profile.clone(),
+                model: String::new(),
+                temperature: None,
+                max_tokens: None,
+            })
+        })
     };
     let (Some(planner), Some(recovery), Some(summary), Some(operations)) = (
         purpose("planner_profile", &file.planner, 4096),
@@ -443,6 +471,7 @@ pub(crate) fn resolve_llm(
         replay,
         key_command: file.api_key_command.clone(),
         default_key_profiles: inheriting,
+        unavailable,
     }))
 }
 

@@ -108,6 +108,27 @@ async fn start(
                     step.id, step.operation
                 )));
             }
+            // Each LLM step asks its role's profile, or the operations' one: every such
+            // profile must have an endpoint (the default one may have none).
+            if let Ok(models) = &config.llm {
+                for step in flow
+                    .steps
+                    .iter()
+                    .filter(|s| operations::step_needs_llm(&s.operation, &s.params))
+                {
+                    let settings = step
+                        .role
+                        .as_ref()
+                        .and_then(|role| models.roles.get(role))
+                        .unwrap_or(&models.operations);
+                    if let Some(missing) = models.unavailable_for(settings) {
+                        return Err(Error::Usage(format!(
+                            "step {} ({}) needs an LLM, and {missing}",
+                            step.id, step.operation
+                        )));
+                    }
+                }
+            }
             llm
         }
         None => Some(connect()?.ok_or_else(|| launch::no_llm(config))?),
@@ -245,9 +266,15 @@ async fn start(
 
 /// The planner for the configured model, repository and policy.
 fn planner<'a>(config: &'a Config, llm: &'a Llm) -> Result<Planner<'a>> {
+    let models = config.require_llm()?;
+    if let Some(missing) = models.unavailable_for(&models.planner) {
+        return Err(Error::Usage(format!(
+            "planning needs an LLM, and {missing}"
+        )));
+    }
     Ok(Planner {
         llm,
-        settings: &config.require_llm()?.planner,
+        settings: &models.planner,
         rules: &config.rules,
         skip: vec![canonical_or_absolute(&config.workspace)],
         policy: config.policy,

@@ -397,6 +397,53 @@ fn a_relative_workspace_beside_the_repository_is_the_users_config() {
         "{}",
         stderr(&output)
     );
-    assert!(stdout(&output).contains("model m answered"), "{}", stdout(&output));
+    assert!(
+        stdout(&output).contains("model m answered"),
+        "{}",
+        stdout(&output)
+    );
     assert_eq!(llm.requests().len(), 1);
+}
+
+/// Issue 25: a flow whose every LLM step takes a role whose profile has an endpoint of its own
+/// runs without a default endpoint (it was refused with "no LLM endpoint is configured"); the
+/// summary is then written from the journal, and a step without such a role is refused by name.
+#[test]
+fn role_profiles_with_their_own_endpoint_need_no_default_one() {
+    let sandbox = Sandbox::new(&[("utils.py", UTILS)]);
+    let local = FakeLlm::start(vec![chat_with_usage(
+        &format!("```python\n{FIXED}```\n"),
+        5,
+        5,
+    )]);
+    configure(
+        &sandbox,
+        &format!(
+            "[roles.fast]\ngoal = \"quick edits\"\noperations = [\"modify_code\"]\n\
+             profile = \"local\"\n\n\
+             [llm.profiles.local]\nbase_url = \"{}\"\nmodel = \"local-model\"\n",
+            local.base_url()
+        ),
+    );
+    let flow = |role: Option<&str>| {
+        let mut step = json!({"id": "fix", "operation": "modify_code",
+            "params": {"file_path": "utils.py", "instructions": "make double multiply"}});
+        if let Some(role) = role {
+            step["role"] = json!(role);
+        }
+        json!({"task": "make double multiply", "steps": [step]})
+    };
+    assert_exit(&sandbox.run(&flow(Some("fast")), "t"), 0);
+    assert_eq!(
+        std::fs::read_to_string(sandbox.task_dir("t").join("final_output/utils.py")).unwrap(),
+        FIXED
+    );
+    assert_eq!(local.requests().len(), 1);
+    let refused = sandbox.run(&flow(None), "u");
+    assert_exit(&refused, 2);
+    let err = stderr(&refused);
+    assert!(
+        err.contains("step fix (modify_code) needs an LLM, and no LLM endpoint is configured"),
+        "{err}"
+    );
 }

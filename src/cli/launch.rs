@@ -134,8 +134,10 @@ pub(crate) fn read_flow(
         }]));
     }
     let text = fs::read_to_string(path).map_err(unreadable)?;
-    let (flow, notes) =
-        validate::parse_flow_noting(&text, default_task, rules).map_err(Error::InvalidFlow)?;
+    // The roles' problems come with the parameters' (every problem at once).
+    let role_problems = |flow: &Flow| roles.apply(flow.clone()).err().unwrap_or_default();
+    let (flow, notes) = validate::parse_flow_checking(&text, default_task, rules, &role_problems)
+        .map_err(Error::InvalidFlow)?;
     if flow.task.len() > validate::MAX_TASK_BYTES {
         return Err(Error::InvalidFlow(vec![Problem {
             step: None,

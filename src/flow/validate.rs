@@ -41,6 +41,17 @@ pub(crate) fn parse_flow_noting(
     default_task: Option<&str>,
     rules: &PathRules,
 ) -> Result<(Flow, Vec<String>), Vec<Problem>> {
+    parse_flow_checking(text, default_task, rules, &|_| Vec::new())
+}
+
+/// `parse_flow_noting`, with `also` run on the flow as soon as its steps are read, so its
+/// problems (the roles') come with every other one at once.
+pub(crate) fn parse_flow_checking(
+    text: &str,
+    default_task: Option<&str>,
+    rules: &PathRules,
+    also: &dyn Fn(&Flow) -> Vec<Problem>,
+) -> Result<(Flow, Vec<String>), Vec<Problem>> {
     let mut notes = Vec::new();
     let mut problems = Problems::default();
     if text.len() > MAX_FLOW_BYTES {
@@ -62,6 +73,7 @@ pub(crate) fn parse_flow_noting(
     };
     let mut flow = read_flow(value, default_task, &mut problems);
     if let Some(flow) = &mut flow {
+        problems.0.extend(also(flow));
         notes = add_implied_dependencies(flow);
         check_graph(flow, &mut problems);
         // Paths are stored normalised so staging and diffing see one spelling.

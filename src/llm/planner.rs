@@ -125,7 +125,14 @@ impl Planner<'_> {
                 match answer::extract_json(&reply.content) {
                     Err(problem) => format!("- {problem}"),
                     Ok(extracted) => {
-                        match validate::parse_flow_noting(&extracted.json, Some(task), self.rules) {
+                        let roles =
+                            |flow: &Flow| self.roles.apply(flow.clone()).err().unwrap_or_default();
+                        match validate::parse_flow_checking(
+                            &extracted.json,
+                            Some(task),
+                            self.rules,
+                            &roles,
+                        ) {
                             Ok((flow, notes)) => match self.policy.check(&flow.steps) {
                                 Some(problem) => format!("- {problem}"),
                                 None => match self.roles.apply(flow) {

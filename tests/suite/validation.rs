@@ -301,3 +301,19 @@ fn size_limits() {
         &["`content` is 1048577 bytes", "[limits]"],
     );
 }
+
+/// Issue 25: every problem of a flow at once, as README promises: a step's unknown role is
+/// reported with another step's missing parameter, not only after it is fixed.
+#[test]
+fn role_problems_come_with_parameter_problems() {
+    let sandbox = Sandbox::new(&[("a.txt", "a\n")]);
+    let flow = json!({"task": "edit", "steps": [
+        {"id": "w", "operation": "write_file", "params": {"content": "x"}},
+        {"id": "r", "operation": "read_file", "role": "wizard",
+         "params": {"file_path": "a.txt"}}]});
+    let output = sandbox.run(&flow, "t");
+    assert_exit(&output, 2);
+    let err = stderr(&output);
+    assert!(err.contains("file_path"), "{err}");
+    assert!(err.contains("role `wizard` is not a known role"), "{err}");
+}

@@ -4,7 +4,9 @@
 
 use comfy_table::{CellAlignment, ColumnConstraint, ContentArrangement, Table, presets};
 
+use crate::flow::ignore_rules;
 use crate::model::llm::DEFAULT_PROFILE;
+use crate::model::repo_path::RepoPath;
 use crate::model::status::{FlowState, FlowStatus, StepState, StepStatus};
 use crate::output::{paint, printable, printable_lines, styles};
 use crate::task::events::seconds;
@@ -176,7 +178,21 @@ pub(crate) fn render_list(tasks: &[FlowStatus], now: chrono::DateTime<chrono::Ut
                 .collect();
             all.sort();
             all.dedup();
-            all.len()
+            // What git ignores (build output, caches) is no change of the flow's: the diff
+            // leaves it out, and so does the count.
+            let mut ignored_tops: std::collections::HashMap<&str, bool> = Default::default();
+            all.into_iter()
+                .filter(|path| {
+                    let top = path.split('/').next().unwrap_or(path.as_str());
+                    let top_ignored = *ignored_tops.entry(top).or_insert_with(|| {
+                        RepoPath::parse(top)
+                            .is_ok_and(|p| ignore_rules::ignored_by(&status.repo, &p).is_some())
+                    });
+                    !top_ignored
+                        && !RepoPath::parse(path)
+                            .is_ok_and(|p| ignore_rules::ignored_by(&status.repo, &p).is_some())
+                })
+                .count()
         };
         let applied = match (&status.applied_at, status.state) {
             (Some(_), _) => "yes",
@@ -186,7 +202,11 @@ pub(crate) fn render_list(tasks: &[FlowStatus], now: chrono::DateTime<chrono::Ut
         table.add_row(vec![
             status.task_id.clone(),
             status.state.to_string(),
-            age(&status.updated_at, now),
+            // Since the run (its end, or its start while it runs), not the last status write.
+            age(
+                status.finished_at.as_ref().unwrap_or(&status.created_at),
+                now,
+            ),
             files.to_string(),
             applied.to_string(),
             printable(status.task.lines().next().unwrap_or("")),

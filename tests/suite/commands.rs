@@ -577,3 +577,31 @@ fn doctor_checks_the_machine_and_the_endpoint() {
     assert!(text.contains("✗ endpoint"), "{text}");
     assert!(text.contains("fix: set OCFLOW_BASE_URL"), "{text}");
 }
+
+/// Issue 25: `list` counts in FILES only what the diff shows (not what git ignores), and AGE is
+/// the time since the run, not since the last write of its status (an apply, say).
+#[test]
+fn list_counts_the_diffs_files_and_ages_from_the_run() {
+    let sandbox = Sandbox::new(&[(".gitignore", "build/\n"), ("a.txt", "a\n")]);
+    let flow = json!({"task": "build it", "steps": [{"id": "b",
+        "operation": "execute_shell_command", "params": {"command":
+        "mkdir -p build && echo x > build/out.bin && echo y > build/more.bin && echo b > a.txt"}}]});
+    assert_exit(&sandbox.run(&flow, "t"), 0);
+    // The run ended two hours ago; its status was written just now.
+    let path = sandbox.task_dir("t").join("flow_status.json");
+    let mut status: Value = read_json(&path);
+    let earlier = (chrono::Utc::now() - chrono::Duration::hours(2)).to_rfc3339();
+    status["created_at"] = json!(earlier);
+    status["finished_at"] = json!(earlier);
+    std::fs::write(&path, serde_json::to_string(&status).unwrap()).unwrap();
+    let list = sandbox.ocflow().arg("list").output().unwrap();
+    assert_exit(&list, 0);
+    let text = stdout(&list);
+    let row: Vec<&str> = text
+        .lines()
+        .find(|l| l.starts_with("t "))
+        .unwrap_or("")
+        .split_whitespace()
+        .collect();
+    assert_eq!(row.get(2..5), Some(&["2", "h", "1"][..]), "{text}");
+}

@@ -54,16 +54,22 @@ pub(crate) async fn resume(config: &Config, args: ResumeArgs) -> Result<ExitCode
     let _lock = task.lock()?;
     let status_path = task.file(workspace::STATUS_FILE);
     let workspace_dir = task.workspace();
-    // A crash right after flow.json was written leaves no status yet: every step is pending.
+    // A crash right after flow.json was written leaves no status yet, or the one written while
+    // the flow was starting (no steps): every step is pending.
+    let read_flow = || {
+        launch::read_flow(
+            &task.file(workspace::FLOW_FILE),
+            None,
+            &config.rules,
+            &config.roles,
+        )
+    };
     let mut flow_status = match state::load_status(&task) {
         Err(_) if !status_path.exists() && task.file(workspace::FLOW_FILE).is_file() => {
-            let (flow, _) = launch::read_flow(
-                &task.file(workspace::FLOW_FILE),
-                None,
-                &config.rules,
-                &config.roles,
-            )?;
-            FlowStatus::new(&task.task_id, &flow, &config.repo)
+            FlowStatus::new(&task.task_id, &read_flow()?.0, &config.repo)
+        }
+        Ok(starting) if starting.steps.is_empty() && task.file(workspace::FLOW_FILE).is_file() => {
+            FlowStatus::new(&task.task_id, &read_flow()?.0, &starting.repo)
         }
         loaded => loaded?,
     };

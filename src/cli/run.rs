@@ -182,6 +182,11 @@ async fn start(
     );
     // Written before anything is said of the flow, so `ocflow status` (and an MCP client
     // polling) finds the task at once, while the planner still works.
+    // A given flow is saved first: killed before its steps are in the status, the task is
+    // resumed from its flow, not planned again.
+    if let Some(flow) = &given {
+        state::save_flow(&task, flow)?;
+    }
     let mut starting = FlowStatus::new(&task_id, &no_steps(&task_text), &config.repo);
     starting.message = Some(match given {
         Some(_) => "starting".into(),

@@ -585,7 +585,8 @@ fn list_counts_the_diffs_files_and_ages_from_the_run() {
     let sandbox = Sandbox::new(&[(".gitignore", "build/\n"), ("a.txt", "a\n")]);
     let flow = json!({"task": "build it", "steps": [{"id": "b",
         "operation": "execute_shell_command", "params": {"command":
-        "mkdir -p build && echo x > build/out.bin && echo y > build/more.bin && echo b > a.txt"}}]});
+        "mkdir -p build && echo x > build/out.bin && echo y > build/more.bin && \
+         echo b > a.txt"}}]});
     assert_exit(&sandbox.run(&flow, "t"), 0);
     // The run ended two hours ago; its status was written just now.
     let path = sandbox.task_dir("t").join("flow_status.json");

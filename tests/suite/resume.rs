@@ -639,3 +639,24 @@ fn a_disk_full_during_the_snapshot_is_cleaned_up_and_recorded() {
     assert!(message.contains("No space left on device"), "{message}");
     assert!(message.contains("ocflow resume t"), "{message}");
 }
+
+/// A kill after the starting status (no steps yet) but after flow.json was written: `resume`
+/// runs the flow it has, without an LLM (it tried to plan again and needed one).
+#[test]
+fn a_kill_between_the_starting_status_and_the_flow_resumes_the_flow() {
+    let sandbox = Sandbox::new(&[("a.txt", "a\n")]);
+    let flow = json!({"task": "write", "steps": [{"id": "w", "operation": "write_file",
+        "params": {"file_path": "b.txt", "content": "b\n"}}]});
+    assert_exit(&sandbox.run(&flow, "t"), 0);
+    let path = sandbox.task_dir("t").join("flow_status.json");
+    let mut status: Value = read_json(&path);
+    status["steps"] = json!([]);
+    status["state"] = json!("running");
+    status["message"] = json!("starting");
+    status["journal_offset"] = json!(0);
+    std::fs::write(&path, serde_json::to_string(&status).unwrap()).unwrap();
+    std::fs::write(sandbox.task_dir("t").join("journal.jsonl"), "").unwrap();
+    let resumed = sandbox.ocflow().args(["resume", "t"]).output().unwrap();
+    assert_exit(&resumed, 0);
+    assert_eq!(sandbox.step_status("t", "w")["status"], json!("succeeded"));
+}

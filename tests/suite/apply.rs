@@ -332,35 +332,41 @@ fn apply_only_and_exclude_choose_the_files() {
     assert!(stderr(&unknown).contains("matches none of the changed files"));
 }
 
+/// Runs git in `repo` as a test user; its output, the command having succeeded.
+fn git_in(repo: &std::path::Path, args: &[&str]) -> String {
+    let output = std::process::Command::new("git")
+        .current_dir(repo)
+        .args(["-c", "user.name=T", "-c", "user.email=t@example.com"])
+        .args(args)
+        .output()
+        .unwrap();
+    assert!(output.status.success(), "{}", stderr(&output));
+    stdout(&output)
+}
+
+/// `ocflow` with a committer's identity, for `apply --commit`.
+fn with_identity(command: &mut std::process::Command) -> std::process::Output {
+    command
+        .env("GIT_AUTHOR_NAME", "T")
+        .env("GIT_AUTHOR_EMAIL", "t@example.com")
+        .env("GIT_COMMITTER_NAME", "T")
+        .env("GIT_COMMITTER_EMAIL", "t@example.com")
+        .output()
+        .unwrap()
+}
+
 /// `--commit` commits exactly the applied files, leaving what the user had staged alone.
 #[test]
 fn apply_commit_commits_exactly_the_applied_files() {
     let sandbox = Sandbox::new(&[("a.txt", "old a\n"), ("gone.txt", "bye\n")]);
-    let git = |args: &[&str]| {
-        let output = std::process::Command::new("git")
-            .current_dir(&sandbox.repo)
-            .args(["-c", "user.name=T", "-c", "user.email=t@example.com"])
-            .args(args)
-            .output()
-            .unwrap();
-        assert!(output.status.success(), "{}", stderr(&output));
-        stdout(&output)
-    };
+    let git = |args: &[&str]| git_in(&sandbox.repo, args);
     git(&["init", "-q"]);
     git(&["add", "-A"]);
     git(&["commit", "-q", "-m", "start"]);
     assert_exit(&sandbox.run(&editing_flow(), "t"), 0);
     std::fs::write(sandbox.repo.join("mine.txt"), "staged by me\n").unwrap();
     git(&["add", "mine.txt"]);
-    let output = sandbox
-        .ocflow()
-        .args(["apply", "t", "--commit"])
-        .env("GIT_AUTHOR_NAME", "T")
-        .env("GIT_AUTHOR_EMAIL", "t@example.com")
-        .env("GIT_COMMITTER_NAME", "T")
-        .env("GIT_COMMITTER_EMAIL", "t@example.com")
-        .output()
-        .unwrap();
+    let output = with_identity(sandbox.ocflow().args(["apply", "t", "--commit"]));
     assert_exit(&output, 0);
     let committed = git(&["show", "--name-status", "--format=%s%n%b", "HEAD"]);
     assert!(committed.starts_with("edit\n"), "{committed}");
@@ -588,16 +594,7 @@ fn the_next_command_rolls_back_a_half_written_apply_and_says_so() {
 #[test]
 fn undo_after_apply_commit_removes_the_commit_or_names_git_revert() {
     let sandbox = Sandbox::new(&[("a.txt", "old a\n"), ("gone.txt", "bye\n")]);
-    let git = |args: &[&str]| {
-        let output = std::process::Command::new("git")
-            .current_dir(&sandbox.repo)
-            .args(["-c", "user.name=T", "-c", "user.email=t@example.com"])
-            .args(args)
-            .output()
-            .unwrap();
-        assert!(output.status.success(), "{}", stderr(&output));
-        stdout(&output)
-    };
+    let git = |args: &[&str]| git_in(&sandbox.repo, args);
     git(&["init", "-q"]);
     git(&["add", "-A"]);
     git(&["commit", "-q", "-m", "start"]);
@@ -605,15 +602,6 @@ fn undo_after_apply_commit_removes_the_commit_or_names_git_revert() {
     assert_exit(&sandbox.run(&editing_flow(), "t"), 0);
     std::fs::write(sandbox.repo.join("mine.txt"), "staged by me\n").unwrap();
     git(&["add", "mine.txt"]);
-    let with_identity = |command: &mut std::process::Command| {
-        command
-            .env("GIT_AUTHOR_NAME", "T")
-            .env("GIT_AUTHOR_EMAIL", "t@example.com")
-            .env("GIT_COMMITTER_NAME", "T")
-            .env("GIT_COMMITTER_EMAIL", "t@example.com")
-            .output()
-            .unwrap()
-    };
     let before = work_tree(&sandbox.repo);
     assert_exit(
         &with_identity(sandbox.ocflow().args(["apply", "t", "--commit"])),

@@ -639,3 +639,65 @@ fn a_disk_full_during_the_snapshot_is_cleaned_up_and_recorded() {
     assert!(message.contains("No space left on device"), "{message}");
     assert!(message.contains("ocflow resume t"), "{message}");
 }
+
+/// After a `kill -9` of ocflow the saved state still says `running`; `status` and `list` used
+/// to repeat it until someone resumed. No process holds the task's lock any more, so they show
+/// the flow as interrupted with the command that continues it, without rewriting the saved
+/// status (`saved_state` keeps what the file says).
+#[test]
+fn a_flow_whose_ocflow_was_killed_is_shown_interrupted_with_the_resume_command() {
+    let sandbox = Sandbox::new(&[("a.txt", "a\n")]);
+    let marker = sandbox.shared().join("marker");
+    let mut child = spawn_run(&sandbox, &gated_flow(&marker), "t");
+    wait_until_running(&sandbox, "t", "wait");
+    // While ocflow lives, the flow is running and no hint is given.
+    let alive = sandbox.status("t");
+    assert_eq!(alive["state"], json!("running"), "{alive}");
+    assert_eq!(alive.get("resume_command"), None, "{alive}");
+    child.kill().unwrap(); // SIGKILL
+    child.wait().unwrap();
+    let saved = read_json(&sandbox.task_dir("t").join("flow_status.json"));
+    assert_eq!(saved["state"], json!("running"));
+
+    let status = sandbox.status("t");
+    assert_eq!(status["state"], json!("interrupted"), "{status}");
+    assert_eq!(status["saved_state"], json!("running"), "{status}");
+    assert_eq!(
+        status["resume_command"],
+        json!("ocflow resume t"),
+        "{status}"
+    );
+    let text = sandbox.ocflow().args(["status", "t"]).output().unwrap();
+    assert_exit(&text, 0);
+    let shown = stdout(&text) + &stderr(&text);
+    assert!(shown.contains("[interrupted]"), "{shown}");
+    assert!(!shown.contains("running now"), "{shown}");
+    assert!(shown.contains("`ocflow resume t`"), "{shown}");
+
+    let list = sandbox.ocflow().args(["--json", "list"]).output().unwrap();
+    assert_exit(&list, 0);
+    let line: Value = serde_json::from_str(stdout(&list).trim()).unwrap();
+    assert_eq!(line["state"], json!("interrupted"), "{line}");
+    assert_eq!(line["resume_command"], json!("ocflow resume t"), "{line}");
+    let list = sandbox.ocflow().arg("list").output().unwrap();
+    assert_exit(&list, 0);
+    let shown = stdout(&list) + &stderr(&list);
+    let row = stdout(&list)
+        .lines()
+        .find(|l| l.starts_with("t "))
+        .unwrap_or("")
+        .to_string();
+    assert!(row.contains("interrupted"), "{shown}");
+    assert!(shown.contains("`ocflow resume t`"), "{shown}");
+    // The file is as the killed run left it: showing is not rewriting.
+    assert_eq!(
+        read_json(&sandbox.task_dir("t").join("flow_status.json")),
+        saved
+    );
+
+    std::fs::write(&marker, "").unwrap();
+    assert_exit(&sandbox.ocflow().args(["resume", "t"]).output().unwrap(), 0);
+    let done = sandbox.status("t");
+    assert_eq!(done["state"], json!("succeeded"));
+    assert_eq!(done.get("resume_command"), None, "{done}");
+}

@@ -112,6 +112,19 @@ impl Error {
         }
     }
 
+    /// Whether the cause is a full disk (or quota): no space, or no inode, left where ocflow
+    /// or a command wrote.
+    pub(crate) fn is_no_space(&self) -> bool {
+        let Error::Io { source, .. } = self else {
+            return false;
+        };
+        source.kind() == std::io::ErrorKind::StorageFull
+            || source.kind() == std::io::ErrorKind::QuotaExceeded
+            || [rustix::io::Errno::NOSPC, rustix::io::Errno::DQUOT]
+                .iter()
+                .any(|errno| source.raw_os_error() == Some(errno.raw_os_error()))
+    }
+
     /// What to do about it, where the message alone does not say.
     pub fn hint(&self) -> Option<String> {
         match self {

@@ -305,12 +305,14 @@ impl Executor {
                 let prepared = match self.prepare(&step) {
                     Ok(prepared) => prepared,
                     Err(err) => {
-                        self.finish_failed(
-                            &step,
-                            attempt,
-                            Instant::now(),
-                            StepError::new("engine", format!("{err}")),
-                        )?;
+                        let error = if err.is_no_space() {
+                            // `prepare` has set its view back already.
+                            self.drop_command_writes(&step, None)?;
+                            self.no_space_error(Some(&err))
+                        } else {
+                            StepError::new("engine", format!("{err}"))
+                        };
+                        self.finish_failed(&step, attempt, Instant::now(), error)?;
                         failures.push(step);
                         continue;
                     }
@@ -625,6 +627,10 @@ impl Executor {
                     ViewSlot::Copy(index) => (self.task.view(index), Vec::new()),
                     ViewSlot::Layered(index) => {
                         for fresh in [&upper, &work] {
+                            // What a killed attempt wrote would show through in this one.
+                            if fresh.exists() {
+                                sandbox_exec::remove_overlay_dirs(fresh);
+                            }
                             fs::create_dir_all(fresh)
                                 .io_context(|| format!("creating {}", fresh.display()))?;
                         }
@@ -792,8 +798,24 @@ impl Executor {
         let settled = match ended {
             Ended::Settled(settled) => settled?,
             Ended::Called(outcome) => {
-                let outputs = self.capture(step, sequence, done.view)?;
-                settling::settle(&self.task, step, outcome, outputs)?
+                // A command that filled the workspace's disk: nothing it wrote is kept (that
+                // frees the disk, so the failure can be saved), and the step fails saying so.
+                let captured = if workspace::disk_full(&self.task.root) {
+                    Err(None)
+                } else {
+                    self.capture(step, sequence, done.view).map_err(Some)
+                };
+                match captured {
+                    Ok(outputs) => settling::settle(&self.task, step, outcome, outputs)?,
+                    Err(Some(error)) if !error.is_no_space() => return Err(error),
+                    Err(cause) => {
+                        self.drop_command_writes(step, done.view)?;
+                        let error = self.no_space_error(cause.as_ref());
+                        return self
+                            .finish_failed(step, done.attempt, done.started, error)
+                            .map(|()| false);
+                    }
+                }
             }
         };
         let result = match settled {
@@ -909,6 +931,41 @@ impl Executor {
             sandbox_exec::remove_overlay_dirs(&work);
         }
         Ok(captured)
+    }
+
+    /// Drops everything a command step wrote — its overlay's upper directory, or its copied
+    /// view set back to the snapshot, and its temporary directory — when its disk filled up.
+    fn drop_command_writes(&mut self, step: &Step, view: Option<ViewSlot>) -> Result<()> {
+        let dir = self.task.step_dir(&step.id);
+        crate::engine::orphans::stop_step(&self.task, &step.id);
+        for written in [dir.join(UPPER_DIR), dir.join(WORK_DIR), dir.join("tmp")] {
+            sandbox_exec::remove_overlay_dirs(&written);
+        }
+        if let Some(ViewSlot::Copy(index)) = view {
+            // What the command wrote is mixed into the view: a fresh copy is the sure way out.
+            self.views[index] = View::create(&self.task, self.task.view(index))?;
+        }
+        Ok(())
+    }
+
+    /// The error of a step stopped by a full disk: the workspace's file system, what failed
+    /// (`cause`, when it was an error rather than a full disk found after a command), and how
+    /// to go on.
+    fn no_space_error(&self, cause: Option<&Error>) -> StepError {
+        let what = cause.map_or_else(
+            || "the step's command filled it".to_string(),
+            |error| format!("{error}"),
+        );
+        StepError::new(
+            status::NO_SPACE_KIND,
+            format!(
+                "{} ({}): {what}; what the step wrote was dropped. Free space there, then run \
+                 `ocflow resume {}`",
+                workspace::NO_SPACE,
+                self.task.root.display(),
+                self.task.task_id
+            ),
+        )
     }
 
     fn finish_failed(
@@ -1046,8 +1103,24 @@ impl Executor {
         {
             // Running may always become pending; nothing to report on the way out.
             let _ = step.requeue(Some("stopped when ocflow failed; it runs again on resume"));
+            // What its command wrote is of no use to the attempt on resume, and on a full disk
+            // it is what keeps the status below from being saved.
+            let dir = self.task.step_dir(&step.id);
+            for written in [dir.join(UPPER_DIR), dir.join(WORK_DIR)] {
+                if written.exists() {
+                    sandbox_exec::remove_overlay_dirs(&written);
+                }
+            }
         }
-        self.status.message = Some(format!("ocflow stopped: {error}"));
+        self.status.message = Some(if error.is_no_space() {
+            format!(
+                "ocflow stopped: {} ({error}); free space there, then run `ocflow resume {}`",
+                workspace::NO_SPACE,
+                self.task.task_id
+            )
+        } else {
+            format!("ocflow stopped: {error}")
+        });
         self.status.state = FlowState::Failed;
         let _ = self.save();
         if let Ok(summary) =

@@ -187,6 +187,23 @@ impl TaskDir {
     }
 }
 
+/// Below this many bytes free, the file system holding the workspace counts as full: a
+/// command filled it, or nothing ocflow must save (a result, the status) would fit.
+const NEARLY_FULL_BYTES: u64 = 1 << 20;
+
+/// What `status` and step errors say when the workspace's disk is full.
+pub(crate) const NO_SPACE: &str = "no space left on the workspace's disk";
+
+/// Whether the file system holding `dir` is (next to) full: under `NEARLY_FULL_BYTES` free
+/// to an unprivileged writer, or no inode left (100,000 small files fill a small file system
+/// that way long before its bytes).
+pub(crate) fn disk_full(dir: &Path) -> bool {
+    rustix::fs::statvfs(dir).is_ok_and(|stat| {
+        stat.f_bavail.saturating_mul(stat.f_frsize) < NEARLY_FULL_BYTES
+            || (stat.f_files > 0 && stat.f_favail == 0)
+    })
+}
+
 /// What a new workspace starts with: `workspace-template/`, built into the binary.
 const WORKSPACE_TEMPLATE: &[(&str, &str)] = &[(
     WORKSPACE_CONFIG,

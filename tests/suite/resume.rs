@@ -701,3 +701,122 @@ fn a_flow_whose_ocflow_was_killed_is_shown_interrupted_with_the_resume_command()
     assert_eq!(done["state"], json!("succeeded"));
     assert_eq!(done.get("resume_command"), None, "{done}");
 }
+
+/// A tmpfs of `size` mounted on `dir` for one test, unmounted when dropped; `None` (with the
+/// reason printed) where this process may not mount.
+struct SmallDisk(std::path::PathBuf);
+
+impl SmallDisk {
+    fn mount(dir: &Path, size: &str) -> Option<SmallDisk> {
+        std::fs::create_dir_all(dir).unwrap();
+        let output = std::process::Command::new("mount")
+            .args(["-t", "tmpfs", "-o", &format!("size={size}"), "tmpfs"])
+            .arg(dir)
+            .output();
+        match output {
+            Ok(output) if output.status.success() => Some(SmallDisk(dir.to_path_buf())),
+            Ok(output) => {
+                eprintln!("skipped: cannot mount a tmpfs here: {}", stderr(&output));
+                None
+            }
+            Err(err) => {
+                eprintln!("skipped: cannot run mount: {err}");
+                None
+            }
+        }
+    }
+
+    /// Gives the file system more room (what a person freeing space does).
+    fn grow(&self, size: &str) {
+        let status = std::process::Command::new("mount")
+            .args(["-o", &format!("remount,size={size}")])
+            .arg(&self.0)
+            .status()
+            .unwrap();
+        assert!(status.success());
+    }
+}
+
+impl Drop for SmallDisk {
+    fn drop(&mut self) {
+        let _ = std::process::Command::new("umount")
+            .arg("-l")
+            .arg(&self.0)
+            .status();
+    }
+}
+
+/// Every path under `dir` whose name is `name`.
+fn named(dir: &Path, name: &str) -> Vec<String> {
+    walkdir::WalkDir::new(dir)
+        .into_iter()
+        .flatten()
+        .filter(|e| e.file_name() == name)
+        .map(|e| e.path().display().to_string())
+        .collect()
+}
+
+/// A command fills the workspace's disk. It used to leave the flow `running` with no reason
+/// (saving the result failed too) and its written layer on the disk. Now the step fails with
+/// the reason, what it wrote is dropped (the disk has room again, so the state is saved), and
+/// once the disk has more room `resume` runs the step again and finishes: in both views.
+#[test]
+fn a_command_that_fills_the_disk_fails_its_step_frees_its_layer_and_resume_finishes() {
+    for overlay in [true, false] {
+        let sandbox = Sandbox::new(&[("a.txt", "a\n")]);
+        if !overlay {
+            sandbox.configure_sandbox("overlay = false");
+        }
+        let Some(disk) = SmallDisk::mount(&sandbox.workspace, "8m") else {
+            return;
+        };
+        let flow = json!({"task": "fill", "steps": [
+            {"id": "fill", "operation": "execute_shell_command",
+             "params": {"command": "dd if=/dev/zero of=big bs=1M count=16"}},
+            {"id": "after", "operation": "write_file", "depends_on": "fill",
+             "params": {"file_path": "b.txt", "content": "b\n"}}
+        ]});
+        let output = sandbox.run(&flow, "t");
+        assert_exit(&output, 1);
+        let status = sandbox.status("t");
+        let saved = read_json(&sandbox.task_dir("t").join("flow_status.json"));
+        assert_eq!(
+            saved["state"],
+            json!("failed"),
+            "overlay {overlay}: {saved}"
+        );
+        assert_eq!(
+            status["state"],
+            json!("failed"),
+            "overlay {overlay}: {status}"
+        );
+        let step = sandbox.step_status("t", "fill");
+        assert_eq!(step["status"], json!("failed"), "{step}");
+        let message = step["error"]["message"].as_str().unwrap_or_default();
+        assert!(
+            message.contains("no space left on the workspace's disk"),
+            "overlay {overlay}: {step}"
+        );
+        assert!(message.contains("ocflow resume t"), "{message}");
+        let task = sandbox.task_dir("t");
+        assert_eq!(
+            named(&task, "upper"),
+            Vec::<String>::new(),
+            "overlay {overlay}"
+        );
+        assert_eq!(
+            named(&task, "big"),
+            Vec::<String>::new(),
+            "overlay {overlay}"
+        );
+
+        disk.grow("64m");
+        let resumed = sandbox.ocflow().args(["resume", "t"]).output().unwrap();
+        assert_exit(&resumed, 0);
+        assert_eq!(sandbox.status("t")["state"], json!("succeeded"));
+        let out = task.join("final_output");
+        assert_eq!(std::fs::metadata(out.join("big")).unwrap().len(), 16 << 20);
+        assert_eq!(std::fs::read_to_string(out.join("b.txt")).unwrap(), "b\n");
+        drop(disk);
+    }
+}

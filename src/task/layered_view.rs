@@ -199,6 +199,22 @@ impl Capture<'_> {
                     format!("{dir}/{name}")
                 };
                 let there = upper.join(&rel);
+                if staging::is_too_long(&rel) {
+                    // Not carried (no flow path is this long), and not walked further: beyond
+                    // 4096 bytes the kernel opens no path. Beneath a directory, the first file
+                    // is found relative to it.
+                    let first = if meta.is_dir() {
+                        staging::first_file_under(&there)?.map(|inner| format!("{rel}/{inner}"))
+                    } else {
+                        Some(rel.clone())
+                    };
+                    if let (None, Some(first)) = (&self.captured.too_long, first) {
+                        self.captured.too_long = Some(first);
+                    }
+                    // Nor merged into the view: nothing could walk it again.
+                    staging::remove_entry(&there)?;
+                    continue;
+                }
                 let path = RepoPath::parse(&rel).ok();
                 // Inside `node_modules`, `.venv`, … (or a name flows refuse): never captured.
                 let Some(path) = path.filter(|path| !self.is_excluded(path)) else {

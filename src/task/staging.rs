@@ -515,6 +515,73 @@ pub(crate) struct Captured {
     pub(crate) deleted_files: Vec<String>,
     /// Paths that changed but cannot be carried (symlinks, special files).
     pub(crate) ignored: Vec<String>,
+    /// The first file the command wrote at a path longer than a flow keeps
+    /// (`repo_path::MAX_PATH_BYTES`): the step fails naming it (`too_long_message`).
+    pub(crate) too_long: Option<String>,
+}
+
+/// Whether a path a command wrote is longer than any flow path may be. Such a file could not
+/// be staged, published or applied (the kernel refuses paths of 4096 bytes and more in one
+/// call), so it fails the step rather than vanish or stop the flow.
+pub(crate) fn is_too_long(path: &str) -> bool {
+    path.len() > repo_path::MAX_PATH_BYTES
+}
+
+/// The first file, symlink or special file under `dir` (relative to it), found relative to
+/// each directory: it works however deep the tree goes.
+pub(crate) fn first_file_under(dir: &Path) -> Result<Option<String>> {
+    let mut first = None;
+    stat_walk(dir, &mut |path, _, _| {
+        first.get_or_insert_with(|| path.to_string());
+    })?;
+    Ok(first)
+}
+
+/// The part of a too-long `path` (see `is_too_long`) where it first crosses the limit: the
+/// ancestor (or the path itself) to remove so that nothing too deep stays in a view.
+pub(crate) fn too_long_root(path: &str) -> &str {
+    path.match_indices('/')
+        .map(|(at, _)| &path[..at])
+        .find(|prefix| is_too_long(prefix))
+        .unwrap_or(path)
+}
+
+/// Removes what lies at `at`, a tree or a file; std's `remove_dir_all` works relative to each
+/// directory, so depth is no obstacle.
+pub(crate) fn remove_entry(at: &Path) -> Result<()> {
+    let removed = match fs::symlink_metadata(at) {
+        Ok(meta) if meta.is_dir() => fs::remove_dir_all(at),
+        Ok(_) => fs::remove_file(at),
+        Err(_) => Ok(()),
+    };
+    removed.io_context(|| format!("removing {}", at.display()))
+}
+
+/// Why a step that wrote `path` (see `is_too_long`) failed: the path, shortened, with its
+/// length and depth, the limit, and what to do.
+pub(crate) fn too_long_message(path: &str) -> String {
+    let shown = if path.chars().count() > 60 {
+        let head: String = path.chars().take(30).collect();
+        let tail: String = path
+            .chars()
+            .rev()
+            .take(20)
+            .collect::<Vec<_>>()
+            .into_iter()
+            .rev()
+            .collect();
+        format!("{head}…{tail}")
+    } else {
+        path.to_string()
+    };
+    format!(
+        "the command wrote {shown}, a path of {} bytes, {} directories deep; a flow keeps paths of \
+         at most {} bytes (longer ones fail with \"File name too long\"): make the tree \
+         shallower or keep it out of the repository",
+        path.len(),
+        path.matches('/').count(),
+        repo_path::MAX_PATH_BYTES
+    )
 }
 
 impl View {
@@ -656,6 +723,15 @@ impl View {
         })?;
         for (path, stamp, is_file) in candidates {
             let known = self.manifest.get(&path).copied();
+            if is_too_long(path.as_str()) {
+                // Removed from the view from where it crosses the limit (beyond 4096 bytes
+                // nothing could walk it again), as the view made of layers drops it.
+                captured
+                    .too_long
+                    .get_or_insert_with(|| path.as_str().to_string());
+                remove_entry(&self.root.join(too_long_root(path.as_str())))?;
+                continue;
+            }
             if !is_file || forbidden.iter().any(|dir| path.is_within(dir)) {
                 // Symlinks and special files a command made, and anything in the workspace,
                 // never leave the view.

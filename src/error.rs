@@ -62,6 +62,12 @@ pub enum Error {
         source: std::io::Error,
     },
 
+    /// A signal asked ocflow to stop in the middle of a long phase (publishing, staging, a
+    /// capture, the diff): the flow is saved as interrupted and `ocflow resume` continues it
+    /// (exit 130).
+    #[error("interrupted by a signal; continue with `ocflow resume`")]
+    Interrupted,
+
     /// A fault in ocflow itself, not in the user's input (exit 1).
     #[error(
         "internal error: {message}\nthis is a bug in ocflow; please report it with the task \
@@ -108,6 +114,7 @@ impl Error {
             Error::Bridge(_) => "bridge",
             Error::Llm(_) => "llm",
             Error::Io { .. } => "io",
+            Error::Interrupted => "interrupted",
             Error::Internal { .. } => "internal",
         }
     }
@@ -144,6 +151,7 @@ impl Error {
     /// The process exit code for this error, as fixed by the contract.
     pub fn exit_code(&self) -> ExitCode {
         match self {
+            Error::Interrupted => ExitCode::Interrupted,
             Error::Io { .. } | Error::Internal { .. } => ExitCode::Failure,
             Error::Llm(error) if error.transient() => ExitCode::Failure,
             _ => ExitCode::Usage,

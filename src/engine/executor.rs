@@ -92,6 +92,8 @@ impl Interrupt {
                 () = next(hup) => {}
             }
             listener.raised.store(true, Ordering::SeqCst);
+            // The long loops of staging and publishing check this one.
+            crate::task::interrupt::raise();
             listener.notify.notify_waiters();
         });
         interrupt
@@ -304,6 +306,7 @@ impl Executor {
                 let attempt = self.start(&step)?;
                 let prepared = match self.prepare(&step) {
                     Ok(prepared) => prepared,
+                    Err(Error::Interrupted) => return Err(Error::Interrupted),
                     Err(err) => {
                         let error = if err.is_no_space() {
                             // `prepare` has set its view back already.
@@ -421,6 +424,23 @@ impl Executor {
         for step in in_flight.values() {
             self.count_tokens(&step.step.id, step.tokens_before);
         }
+        self.interrupted(&running)
+    }
+
+    /// A signal stopped a long phase (`Error::Interrupted` from staging, a capture,
+    /// publishing, the diff): as `interrupted_all`, for every step still running — the one
+    /// being recorded too. A step already recorded as succeeded stays so: `resume` rebuilds
+    /// `final_output/` from the status.
+    pub(crate) fn stopped_by_signal(&mut self) -> Result<FlowOutcome> {
+        self.bridge.cancel_all();
+        let running: Vec<String> = self
+            .status
+            .steps
+            .iter()
+            .filter(|s| s.status == StepState::Running)
+            .map(|s| s.id.clone())
+            .collect();
+        self.status.finished_at = None;
         self.interrupted(&running)
     }
 
@@ -1137,6 +1157,10 @@ impl Executor {
     /// The LLM writes the summary when there is one; if that call fails, the journal-based
     /// summary is written and the flow's result is unaffected.
     async fn finish_flow(&mut self) -> Result<FlowOutcome> {
+        // A signal that came while the last step was recorded: not a finished flow.
+        if self.interrupt.is_raised() {
+            return self.stopped_by_signal();
+        }
         // Succeeded, or skipped by a recovery decision; an abort or a failure fails the flow.
         let all_done = self.status.message.is_none()
             && self.flow.steps.iter().all(|step| {

@@ -16,6 +16,7 @@ use walkdir::WalkDir;
 use crate::error::{Error, IoContext, Result};
 use crate::model::repo_path::{self, RepoPath};
 use crate::model::status::FlowStatus;
+use crate::task::interrupt;
 use crate::task::workspace::{self, TaskDir};
 
 /// What a copy of a tree contained.
@@ -59,6 +60,7 @@ pub(crate) fn copy_tree(from: &Path, to: &Path, skip: &[PathBuf]) -> Result<Tree
         .into_iter()
         .filter_entry(|entry| !is_skipped(entry, skip));
     for entry in walker {
+        interrupt::check()?;
         let entry = entry.map_err(|err| Error::Io {
             context: format!("reading {}", from.display()),
             source: err.into(),
@@ -90,6 +92,7 @@ pub(crate) fn copy_tree(from: &Path, to: &Path, skip: &[PathBuf]) -> Result<Tree
                 scope.spawn(move || -> Result<u64> {
                     let mut bytes = 0;
                     for (source, dest) in files.iter().skip(worker).step_by(threads) {
+                        interrupt::check()?;
                         bytes += fs::copy(source, dest)
                             .io_context(|| format!("copying {}", source.display()))?;
                     }
@@ -125,6 +128,21 @@ fn is_skipped(entry: &walkdir::DirEntry, skip: &[PathBuf]) -> bool {
 
 /// Removes a directory tree if it exists.
 pub(crate) fn remove_tree(path: &Path) -> Result<()> {
+    // File by file, contents first, checking for a signal between files: removing a tree of
+    // 100,000 files takes seconds. Whatever the walk cannot do (a tree deeper than a path can
+    // name) is left to `remove_dir_all`, which works relative to each directory.
+    for entry in WalkDir::new(path).contents_first(true) {
+        interrupt::check()?;
+        let Ok(entry) = entry else { break };
+        let removed = if entry.file_type().is_dir() {
+            fs::remove_dir(entry.path())
+        } else {
+            fs::remove_file(entry.path())
+        };
+        if removed.is_err() {
+            break;
+        }
+    }
     match fs::remove_dir_all(path) {
         Ok(()) => Ok(()),
         Err(err) if err.kind() == io::ErrorKind::NotFound => Ok(()),
@@ -359,9 +377,11 @@ pub(crate) fn publish(
     let output_dir = task.step_dir(step_id).join(workspace::OUTPUT_DIR);
     // Deletions first: a deleted file may be where a directory of new outputs goes.
     for file in deletions {
+        interrupt::check()?;
         remove_any(&final_dir.join(file))?;
     }
     for file in outputs {
+        interrupt::check()?;
         let path = RepoPath::parse(file).map_err(|problem| Error::BadStateFile {
             path: task.file(workspace::STATUS_FILE),
             problem: format!("the recorded output {file}: {problem}; it was edited by hand"),
@@ -383,6 +403,7 @@ pub(crate) fn rebuild_final_output(
         .io_context(|| format!("creating {}", task.final_output().display()))?;
     let overlay = Overlay::from_status(status, flow, None);
     for (path, version) in &overlay.versions {
+        interrupt::check()?;
         if let Version::Step { step, .. } = version {
             publish(task, step, &[path.as_str().to_string()], &[])?;
         }
@@ -434,6 +455,9 @@ fn stat_walk(root: &Path, visit: &mut dyn FnMut(&str, Stamp, bool)) -> Result<()
         visit: &mut dyn FnMut(&str, Stamp, bool),
     ) -> io::Result<()> {
         for entry in Dir::read_from(dir)? {
+            if interrupt::raised() {
+                return Err(io::ErrorKind::Interrupted.into());
+            }
             let entry = entry?;
             let Ok(name) = entry.file_name().to_str() else {
                 continue;
@@ -487,7 +511,9 @@ fn stat_walk(root: &Path, visit: &mut dyn FnMut(&str, Stamp, bool)) -> Result<()
         )?;
         walk_dir(&fd, root, &mut String::new(), visit)
     };
-    open().io_context(|| format!("walking {}", root.display()))
+    let walked = open().io_context(|| format!("walking {}", root.display()));
+    interrupt::check()?;
+    walked
 }
 
 /// Files whose timestamps are this close to the moment the view was last recorded are compared
@@ -630,6 +656,7 @@ impl View {
             Ok(found)
         };
         for (path, _) in walk_files(&root)? {
+            interrupt::check()?;
             let (here, there) = (path.under(&root), path.under(&snapshot));
             let same = match (fs::symlink_metadata(&here), fs::symlink_metadata(&there)) {
                 (Ok(a), Ok(b)) if a.is_symlink() && b.is_symlink() => {
@@ -643,6 +670,7 @@ impl View {
             }
         }
         for (path, kind) in walk_files(&snapshot)? {
+            interrupt::check()?;
             let (here, there) = (path.under(&root), path.under(&snapshot));
             if fs::symlink_metadata(&here).is_ok() {
                 continue;
@@ -676,6 +704,7 @@ impl View {
     /// view shows now.
     pub(crate) fn sync(&mut self, task: &TaskDir, desired: &Overlay) -> Result<()> {
         for path in self.applied.differing(desired) {
+            interrupt::check()?;
             let dest = path.under(&self.root);
             match desired.source(task, &path)? {
                 Some(source) => place_file(&self.root, &path, &source)?,
@@ -722,6 +751,7 @@ impl View {
             }
         })?;
         for (path, stamp, is_file) in candidates {
+            interrupt::check()?;
             let known = self.manifest.get(&path).copied();
             if is_too_long(path.as_str()) {
                 // Removed from the view from where it crosses the limit (beyond 4096 bytes

@@ -259,6 +259,7 @@ pub(crate) fn write_replacing(path: &Path, bytes: &[u8]) -> Result<()> {
 /// says the step succeeded is written: after a power loss an output is whole or missing.
 pub(crate) fn sync_data(root: &Path, relative: &[String]) -> Result<()> {
     for file in relative {
+        crate::task::interrupt::check()?;
         let path = root.join(file);
         File::open(&path)
             .and_then(|f| f.sync_data())

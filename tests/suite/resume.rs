@@ -820,3 +820,97 @@ fn a_command_that_fills_the_disk_fails_its_step_frees_its_layer_and_resume_finis
         drop(disk);
     }
 }
+
+/// Waits until the journal holds an event of `kind` (its `"type"`), as a caller watching the
+/// task would.
+fn wait_for_event(sandbox: &Sandbox, task_id: &str, kind: &str) {
+    let journal = sandbox.task_dir(task_id).join("journal.jsonl");
+    let wanted = format!("\"type\":\"{kind}\"");
+    let deadline = Instant::now() + Duration::from_secs(300);
+    while Instant::now() < deadline {
+        if std::fs::read_to_string(&journal).is_ok_and(|text| text.contains(&wanted)) {
+            return;
+        }
+        std::thread::sleep(Duration::from_millis(5));
+    }
+    panic!("no {kind} event in {}", journal.display());
+}
+
+/// A SIGTERM that came while a large result was captured or published used to wait for the
+/// end of it (5.7 minutes for 100,000 files), and when it came while the flow's end rebuilt
+/// `final_output/`, the flow was then recorded `succeeded`. Every long loop now checks for the
+/// signal: ocflow exits 130 within two seconds, the flow is saved as interrupted, and `resume`
+/// finishes it. Sent while the command's files are captured and flushed (the command's last act
+/// is to write a marker), while the step's outputs are published (its `step_finished` is in the
+/// journal; publishing 8,000 files takes 2 s or more here), and while the flow's end rebuilds
+/// `final_output/` (the published files vanish again).
+#[test]
+fn sigterm_while_a_large_result_is_captured_or_published_stops_within_seconds() {
+    const FILES: usize = 8_000;
+    let write_many = |marker: &Path| {
+        format!(
+            "python3 -c \"import os\nfor i in range({FILES}):\n    d = 'gen/%02d' % (i % 40)\n    \
+             os.makedirs(d, exist_ok=True)\n    open('%s/%d.txt' % (d, i), 'w').write(str(i))\"; \
+             echo done > {}",
+            marker.display()
+        )
+    };
+    for phase in ["capture", "publish", "finish"] {
+        let sandbox = Sandbox::new(&[("a.txt", "a\n")]);
+        let marker = sandbox.shared().join("written");
+        let flow = json!({"task": "many", "steps": [
+            {"id": "many", "operation": "execute_shell_command",
+             "params": {"command": write_many(&marker)}}
+        ]});
+        let mut child = spawn_run(&sandbox, &flow, "t");
+        let published = sandbox.task_dir("t").join("final_output");
+        // The first and the last of the step's outputs in the order they are published.
+        let names: Vec<String> = (0..FILES)
+            .map(|i| format!("gen/{:02}/{i}.txt", i % 40))
+            .collect();
+        let first = published.join(names.iter().min().unwrap());
+        let last = published.join(names.iter().max().unwrap());
+        match phase {
+            "capture" => {
+                wait_for_file(&marker);
+            }
+            "publish" => wait_for_event(&sandbox, "t", "step_finished"),
+            _ => {
+                wait_for_file(&last);
+                let deadline = Instant::now() + Duration::from_secs(60);
+                while first.exists() && last.exists() && Instant::now() < deadline {
+                    std::thread::sleep(Duration::from_millis(2));
+                }
+            }
+        }
+        assert!(
+            child.try_wait().unwrap().is_none(),
+            "{phase}: ocflow ended before the signal; make FILES larger"
+        );
+        let started = Instant::now();
+        send_signal(child.id(), "TERM");
+        let output = child.wait_with_output().unwrap();
+        let took = started.elapsed();
+        assert_exit(&output, 130);
+        assert!(
+            took < Duration::from_secs(2),
+            "{phase}: the signal took {took:?}"
+        );
+        let status = sandbox.status("t");
+        assert_eq!(status["state"], json!("interrupted"), "{phase}: {status}");
+        let step = sandbox.step_status("t", "many");
+        let expected = if phase == "capture" {
+            "pending"
+        } else {
+            "succeeded"
+        };
+        assert_eq!(step["status"], json!(expected), "{phase}: {step}");
+
+        let resumed = sandbox.ocflow().args(["resume", "t"]).output().unwrap();
+        assert_exit(&resumed, 0);
+        assert_eq!(sandbox.status("t")["state"], json!("succeeded"), "{phase}");
+        let published = tree(&sandbox.task_dir("t").join("final_output"));
+        assert_eq!(published.len(), FILES, "{phase}");
+        assert_eq!(published["gen/07/1287.txt"], b"1287", "{phase}");
+    }
+}

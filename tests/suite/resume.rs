@@ -870,17 +870,23 @@ fn sigterm_while_a_large_result_is_captured_or_published_stops_within_seconds() 
             .collect();
         let first = published.join(names.iter().min().unwrap());
         let last = published.join(names.iter().max().unwrap());
-        match phase {
-            "capture" => {
-                wait_for_file(&marker);
+        // On a loaded machine flushing thousands of files takes long: wait up to 5 minutes.
+        let wait_until = |done: &dyn Fn() -> bool, what: &str| {
+            let deadline = Instant::now() + Duration::from_secs(300);
+            while !done() {
+                assert!(Instant::now() < deadline, "{phase}: {what} never happened");
+                std::thread::sleep(Duration::from_millis(2));
             }
+        };
+        match phase {
+            "capture" => wait_until(&|| marker.exists(), "the command's end"),
             "publish" => wait_for_event(&sandbox, "t", "step_finished"),
             _ => {
-                wait_for_file(&last);
-                let deadline = Instant::now() + Duration::from_secs(60);
-                while first.exists() && last.exists() && Instant::now() < deadline {
-                    std::thread::sleep(Duration::from_millis(2));
-                }
+                wait_until(&|| last.exists(), "the step's publishing");
+                wait_until(
+                    &|| !first.exists() || !last.exists(),
+                    "the rebuild at the end",
+                );
             }
         }
         assert!(

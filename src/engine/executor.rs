@@ -825,8 +825,11 @@ impl Executor {
                 } else {
                     self.capture(step, sequence, done.view).map_err(Some)
                 };
-                match captured {
-                    Ok(outputs) => settling::settle(&self.task, step, outcome, outputs)?,
+                let settled = captured.and_then(|outputs| {
+                    settling::settle(&self.task, step, outcome, outputs).map_err(Some)
+                });
+                match settled {
+                    Ok(settled) => settled,
                     Err(Some(error)) if !error.is_no_space() => return Err(error),
                     Err(cause) => {
                         self.drop_command_writes(step, done.view)?;
@@ -953,17 +956,27 @@ impl Executor {
         Ok(captured)
     }
 
-    /// Drops everything a command step wrote — its overlay's upper directory, or its copied
-    /// view set back to the snapshot, and its temporary directory — when its disk filled up.
+    /// Drops everything a command step wrote when its disk filled up — its overlay's upper
+    /// directory, its temporary directory, what its capture put in `output/` — and sets its
+    /// view back to the snapshot (a copied view is made again: the command wrote into it; a
+    /// view made of layers may hold the capture's merge).
     fn drop_command_writes(&mut self, step: &Step, view: Option<ViewSlot>) -> Result<()> {
         let dir = self.task.step_dir(&step.id);
         crate::engine::orphans::stop_step(&self.task, &step.id);
         for written in [dir.join(UPPER_DIR), dir.join(WORK_DIR), dir.join("tmp")] {
             sandbox_exec::remove_overlay_dirs(&written);
         }
-        if let Some(ViewSlot::Copy(index)) = view {
-            // What the command wrote is mixed into the view: a fresh copy is the sure way out.
-            self.views[index] = View::create(&self.task, self.task.view(index))?;
+        let output = dir.join(workspace::OUTPUT_DIR);
+        staging::remove_tree(&output)?;
+        fs::create_dir_all(&output).io_context(|| format!("creating {}", output.display()))?;
+        match view {
+            Some(ViewSlot::Copy(index)) => {
+                self.views[index] = View::create(&self.task, self.task.view(index))?;
+            }
+            Some(ViewSlot::Layered(index)) => {
+                self.layered[index] = LayeredView::open(&self.task, self.task.layers(index))?;
+            }
+            None => {}
         }
         Ok(())
     }

@@ -920,3 +920,66 @@ fn sigterm_while_a_large_result_is_captured_or_published_stops_within_seconds() 
         assert_eq!(published["gen/07/1287.txt"], b"1287", "{phase}");
     }
 }
+
+/// The disk is not quite full after the command (1.5 MiB are left, more than the check after a
+/// command looks for), but the step's `result.json`, naming 12,000 long file names, does not
+/// fit (nor, in a copied view, the copy of its outputs). That ENOSPC, met while the outputs are
+/// captured or the result saved, is the step's too: what the command wrote is dropped (the
+/// view set back, the captured outputs removed), the failure is saved with the reason, and the
+/// disk has its room again. It used to leave the step pending and the disk full.
+#[test]
+fn a_result_the_full_disk_cannot_hold_fails_its_step_and_gives_the_space_back() {
+    for overlay in [true, false] {
+        let sandbox = Sandbox::new(&[("a.txt", "a\n")]);
+        sandbox.configure_sandbox(&format!("overlay = {overlay}"));
+        let Some(disk) = SmallDisk::mount(&sandbox.workspace, "8m") else {
+            return;
+        };
+        let command = "python3 -c \"import os\nos.makedirs('gen')\nfor i in range(12000):\n    \
+                       open('gen/%05d' % i + 'x' * 240, 'w').close()\ns = os.statvfs('.')\n\
+                       free = s.f_bavail * s.f_frsize\n\
+                       open('filler', 'wb').write(b'0' * (free - 1536 * 1024))\"; exit 1";
+        let flow = json!([{"id": "fill", "operation": "execute_shell_command",
+                           "params": {"command": command}}]);
+        let output = sandbox.run(&flow, "t");
+        assert_exit(&output, 1);
+        let saved = read_json(&sandbox.task_dir("t").join("flow_status.json"));
+        assert_eq!(
+            saved["state"],
+            json!("failed"),
+            "overlay {overlay}: {saved}"
+        );
+        let step = sandbox.step_status("t", "fill");
+        assert_eq!(
+            step["error"]["kind"],
+            json!("no_space"),
+            "overlay {overlay}: {step}"
+        );
+        let message = step["error"]["message"].as_str().unwrap_or_default();
+        // Where it surfaced: saving the result (layers link the outputs), or copying the
+        // outputs out of the copied view.
+        let surfaced = if overlay { "result.json" } else { "copying" };
+        assert!(message.contains(surfaced), "{message}");
+        assert!(message.contains("No space left on device"), "{message}");
+        let task = sandbox.task_dir("t");
+        assert_eq!(
+            named(&task, "filler"),
+            Vec::<String>::new(),
+            "overlay {overlay}"
+        );
+        let free = std::process::Command::new("df")
+            .args(["--output=avail", "-k"])
+            .arg(&sandbox.workspace)
+            .output()
+            .unwrap();
+        let free: u64 = stdout(&free)
+            .lines()
+            .nth(1)
+            .unwrap()
+            .trim()
+            .parse()
+            .unwrap();
+        assert!(free > 6 * 1024, "overlay {overlay}: {free} KiB free");
+        drop(disk);
+    }
+}

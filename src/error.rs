@@ -50,9 +50,9 @@ pub enum Error {
     )]
     EditedSinceApply { task_id: String, files: Vec<String> },
 
-    /// A signal stopped the command; what it was doing was put back or saved (exit 130).
+    /// A signal stopped an apply; what it had written was put back (exit 130).
     #[error("{0}")]
-    Interrupted(String),
+    ApplyInterrupted(String),
 
     /// A saved file has an unknown version or is not what ocflow wrote (permanent; exit 2).
     #[error("{path}: {problem}")]
@@ -75,6 +75,12 @@ pub enum Error {
         #[source]
         source: std::io::Error,
     },
+
+    /// A signal asked ocflow to stop in the middle of a long phase (publishing, staging, a
+    /// capture, the diff): the flow is saved as interrupted and `ocflow resume` continues it
+    /// (exit 130).
+    #[error("interrupted by a signal; continue with `ocflow resume`")]
+    Interrupted,
 
     /// A fault in ocflow itself, not in the user's input (exit 1).
     #[error(
@@ -118,13 +124,27 @@ impl Error {
             Error::InvalidFlow(_) => "invalid_flow",
             Error::Locked { .. } => "locked",
             Error::Drift { .. } | Error::EditedSinceApply { .. } => "drift",
-            Error::Interrupted(_) => "interrupted",
+            Error::ApplyInterrupted(_) => "interrupted",
             Error::BadStateFile { .. } => "bad_state_file",
             Error::Bridge(_) => "bridge",
             Error::Llm(_) => "llm",
             Error::Io { .. } => "io",
+            Error::Interrupted => "interrupted",
             Error::Internal { .. } => "internal",
         }
+    }
+
+    /// Whether the cause is a full disk (or quota): no space, or no inode, left where ocflow
+    /// or a command wrote.
+    pub(crate) fn is_no_space(&self) -> bool {
+        let Error::Io { source, .. } = self else {
+            return false;
+        };
+        source.kind() == std::io::ErrorKind::StorageFull
+            || source.kind() == std::io::ErrorKind::QuotaExceeded
+            || [rustix::io::Errno::NOSPC, rustix::io::Errno::DQUOT]
+                .iter()
+                .any(|errno| source.raw_os_error() == Some(errno.raw_os_error()))
     }
 
     /// What to do about it, where the message alone does not say.
@@ -146,8 +166,9 @@ impl Error {
     /// The process exit code for this error, as fixed by the contract.
     pub fn exit_code(&self) -> ExitCode {
         match self {
+            Error::Interrupted => ExitCode::Interrupted,
             Error::Io { .. } | Error::Internal { .. } => ExitCode::Failure,
-            Error::Interrupted(_) => ExitCode::Interrupted,
+            Error::ApplyInterrupted(_) => ExitCode::Interrupted,
             Error::Llm(error) if error.transient() => ExitCode::Failure,
             _ => ExitCode::Usage,
         }

@@ -88,7 +88,7 @@ pub(crate) fn apply(config: &Config, args: ApplyArgs) -> Result<ExitCode> {
     };
     record_applied(&mut events, &mut flow_status, &task, applied)?;
     if held.arrived() {
-        return Err(Error::Interrupted(format!(
+        return Err(Error::ApplyInterrupted(format!(
             "a signal came as the apply of task {0} ended; every file was already in place \
              (`ocflow undo {0}` puts them back)",
             task.task_id

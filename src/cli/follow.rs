@@ -71,7 +71,7 @@ pub(crate) fn follow(task: &TaskDir, json: bool) -> Result<ExitCode> {
             continue;
         }
         // Quiet for a while and "running": is anybody holding the task's lock?
-        if task.lock().is_ok() {
+        if !task.owner_alive() {
             say(&format!(
                 "ocflow: task {} is not running (its ocflow stopped); continue it with `ocflow \
                  resume {0}`",

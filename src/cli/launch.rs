@@ -262,6 +262,12 @@ pub(crate) fn snapshot(
     let taken = staging::take_snapshot(repo, task, &[canonical_or_absolute(workspace_dir)]);
     let stats = match taken {
         Ok(stats) => stats,
+        // A signal while copying: the partial copy is gone, and `resume` takes it again.
+        Err(Error::Interrupted) => {
+            flow_status.state = FlowState::Interrupted;
+            state::save_status(task, flow_status)?;
+            return Err(Error::Interrupted);
+        }
         Err(error) => {
             flow_status.state = FlowState::Failed;
             flow_status.finished_at = Some(now());
@@ -288,6 +294,8 @@ pub(crate) fn snapshot(
 pub(crate) async fn execute(mut executor: Executor, apply_after: bool) -> Result<ExitCode> {
     let outcome = match executor.run().await {
         Ok(outcome) => outcome,
+        // A signal found a long phase (publishing, a capture, the diff): saved as interrupted.
+        Err(Error::Interrupted) => executor.stopped_by_signal()?,
         Err(error) => {
             executor.abandon(&error);
             return Err(error.in_task(&executor.task.root));

@@ -14,7 +14,7 @@ use crate::exit::ExitCode;
 use crate::flow::path_rules::PathRules;
 use crate::model::event::Event;
 use crate::model::flow::Flow;
-use crate::model::status::{FlowState, FlowStatus, PendingRecovery, StepState};
+use crate::model::status::{FlowState, FlowStatus, NO_SPACE_KIND, PendingRecovery, StepState};
 use crate::output::say;
 use crate::task::events::Events;
 use crate::task::journal::Journal;
@@ -121,7 +121,11 @@ pub(crate) async fn resume(config: &Config, args: ResumeArgs) -> Result<ExitCode
         })
         .map(|s| s.id.clone())
         .collect();
-    if !failed.is_empty() && !args.retry_failed && !args.recover {
+    // A step a full disk stopped did nothing wrong: once there is room, it simply runs again.
+    let blocking = flow_status.steps.iter().any(|s| {
+        failed.contains(&s.id) && s.error.as_ref().is_none_or(|e| e.kind != NO_SPACE_KIND)
+    });
+    if blocking && !args.retry_failed && !args.recover {
         for step in flow_status
             .steps
             .iter()

@@ -2,7 +2,7 @@
 
 use crate::cli::args::{DiffArgs, StatusArgs};
 use crate::cli::config::Config;
-use crate::cli::tasks::{find_task, task_dirs};
+use crate::cli::tasks::{as_shown, find_task, task_dirs};
 use crate::cli::{follow, status_table};
 use crate::error::Result;
 use crate::exit::ExitCode;
@@ -15,25 +15,50 @@ pub(crate) fn status(config: &Config, args: StatusArgs) -> Result<ExitCode> {
     if args.follow {
         return follow::follow(&task, config.json);
     }
-    let flow_status = state::load_status(&task)?;
+    let saved = state::load_status(&task)?;
+    let saved_state = saved.state;
+    let (flow_status, resume) = as_shown(&task, saved);
     let text = if config.json {
-        serde_json::to_string(&flow_status).unwrap_or_default() + "\n"
+        let mut value = serde_json::to_value(&flow_status).unwrap_or_default();
+        if let (Some(resume), Some(object)) = (&resume, value.as_object_mut()) {
+            object.insert("saved_state".into(), serde_json::json!(saved_state));
+            object.insert("resume_command".into(), serde_json::json!(resume));
+        }
+        format!("{value}\n")
     } else {
         status_table::render(&flow_status)
     };
     print_stdout(&text);
+    if let (Some(resume), false) = (&resume, config.json) {
+        say(&gone_hint(&task.task_id, resume));
+    }
     Ok(ExitCode::Success)
+}
+
+/// What `status` and `list` say of a flow whose ocflow is gone.
+fn gone_hint(task_id: &str, resume: &str) -> String {
+    format!(
+        "ocflow: task {task_id} was interrupted (the ocflow running it is gone); continue it \
+         with `{resume}`"
+    )
 }
 
 /// `ocflow list`: the workspace's tasks, newest first (with `--json`, one line per task).
 pub(crate) fn list(config: &Config) -> Result<ExitCode> {
-    let mut tasks: Vec<_> = task_dirs(config)?.into_iter().map(|(_, s)| s).collect();
-    tasks.sort_by(|a, b| b.updated_at.cmp(&a.updated_at));
+    let mut tasks: Vec<_> = task_dirs(config)?
+        .into_iter()
+        .map(|(task, status)| as_shown(&task, status))
+        .collect();
+    tasks.sort_by(|(a, _), (b, _)| b.updated_at.cmp(&a.updated_at));
     if config.json {
-        for status in &tasks {
-            let line = serde_json::json!({"version": 1, "type": "task", "task_id": status.task_id,
-                "state": status.state, "task": status.task, "created_at": status.created_at,
-                "updated_at": status.updated_at, "applied_at": status.applied_at});
+        for (status, resume) in &tasks {
+            let mut line = serde_json::json!({"version": 1, "type": "task",
+                "task_id": status.task_id, "state": status.state, "task": status.task,
+                "created_at": status.created_at, "updated_at": status.updated_at,
+                "applied_at": status.applied_at});
+            if let Some(resume) = resume {
+                line["resume_command"] = serde_json::json!(resume);
+            }
             print_stdout(&format!("{line}\n"));
         }
     } else if tasks.is_empty() {
@@ -42,7 +67,13 @@ pub(crate) fn list(config: &Config) -> Result<ExitCode> {
             config.workspace.display()
         ));
     } else {
-        print_stdout(&status_table::render_list(&tasks, chrono::Utc::now()));
+        let statuses: Vec<_> = tasks.iter().map(|(status, _)| status.clone()).collect();
+        print_stdout(&status_table::render_list(&statuses, chrono::Utc::now()));
+        for (status, resume) in &tasks {
+            if let Some(resume) = resume {
+                say(&gone_hint(&status.task_id, resume));
+            }
+        }
     }
     Ok(ExitCode::Success)
 }

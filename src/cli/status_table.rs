@@ -84,7 +84,8 @@ pub(crate) fn render(status: &FlowStatus) -> String {
         .filter(|s| s.status == StepState::Running)
         .map(|s| s.id.as_str())
         .collect();
-    if !running.is_empty() {
+    // A flow shown interrupted (its ocflow is gone) has steps saved as running: none runs now.
+    if !running.is_empty() && status.state == FlowState::Running {
         out.push_str(&format!(
             "running now ({} at once): {}\n\n",
             running.len(),

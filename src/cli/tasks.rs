@@ -90,3 +90,15 @@ pub(crate) fn task_dirs(config: &Config) -> Result<Vec<(TaskDir, FlowStatus)>> {
         .filter_map(|task| state::load_status(&task).ok().map(|status| (task, status)))
         .collect())
 }
+
+/// The status as people and callers are shown it: a flow saved as `running` whose ocflow is
+/// gone (nobody holds the task's lock) is interrupted, and `resume` continues it. Returns the
+/// command that does, for such a flow. The saved file is not rewritten: reading must never race
+/// a `resume` that is taking the task over.
+pub(crate) fn as_shown(task: &TaskDir, mut status: FlowStatus) -> (FlowStatus, Option<String>) {
+    if status.state != FlowState::Running || task.owner_alive() {
+        return (status, None);
+    }
+    status.state = FlowState::Interrupted;
+    (status, Some(format!("ocflow resume {}", task.task_id)))
+}

@@ -97,6 +97,8 @@ impl Interrupt {
                 () = next(hup) => {}
             }
             listener.raised.store(true, Ordering::SeqCst);
+            // The long loops of staging and publishing check this one.
+            crate::task::interrupt::raise();
             listener.notify.notify_waiters();
         });
         interrupt
@@ -317,13 +319,16 @@ impl Executor {
                 let attempt = self.start(&step)?;
                 let prepared = match self.prepare(&step) {
                     Ok(prepared) => prepared,
+                    Err(Error::Interrupted) => return Err(Error::Interrupted),
                     Err(err) => {
-                        self.finish_failed(
-                            &step,
-                            attempt,
-                            Instant::now(),
-                            StepError::new("engine", format!("{err}")),
-                        )?;
+                        let error = if err.is_no_space() {
+                            // `prepare` has set its view back already.
+                            self.drop_command_writes(&step, None)?;
+                            self.no_space_error(Some(&err))
+                        } else {
+                            StepError::new("engine", format!("{err}"))
+                        };
+                        self.finish_failed(&step, attempt, Instant::now(), error)?;
                         failures.push(step);
                         continue;
                     }
@@ -432,6 +437,23 @@ impl Executor {
         for step in in_flight.values() {
             self.count_tokens(&step.step.id, step.tokens_before);
         }
+        self.interrupted(&running)
+    }
+
+    /// A signal stopped a long phase (`Error::Interrupted` from staging, a capture,
+    /// publishing, the diff): as `interrupted_all`, for every step still running — the one
+    /// being recorded too. A step already recorded as succeeded stays so: `resume` rebuilds
+    /// `final_output/` from the status.
+    pub(crate) fn stopped_by_signal(&mut self) -> Result<FlowOutcome> {
+        self.bridge.cancel_all();
+        let running: Vec<String> = self
+            .status
+            .steps
+            .iter()
+            .filter(|s| s.status == StepState::Running)
+            .map(|s| s.id.clone())
+            .collect();
+        self.status.finished_at = None;
         self.interrupted(&running)
     }
 
@@ -646,6 +668,10 @@ impl Executor {
                     ViewSlot::Copy(index) => (self.task.view(index), Vec::new()),
                     ViewSlot::Layered(index) => {
                         for fresh in [&upper, &work] {
+                            // What a killed attempt wrote would show through in this one.
+                            if fresh.exists() {
+                                sandbox_exec::remove_overlay_dirs(fresh);
+                            }
                             fs::create_dir_all(fresh)
                                 .io_context(|| format!("creating {}", fresh.display()))?;
                         }
@@ -824,8 +850,27 @@ impl Executor {
         let settled = match ended {
             Ended::Settled(settled) => settled?,
             Ended::Called(outcome) => {
-                let outputs = self.capture(step, sequence, done.view)?;
-                settling::settle(&self.task, step, outcome, outputs)?
+                // A command that filled the workspace's disk: nothing it wrote is kept (that
+                // frees the disk, so the failure can be saved), and the step fails saying so.
+                let captured = if workspace::disk_full(&self.task.root) {
+                    Err(None)
+                } else {
+                    self.capture(step, sequence, done.view).map_err(Some)
+                };
+                let settled = captured.and_then(|outputs| {
+                    settling::settle(&self.task, step, outcome, outputs).map_err(Some)
+                });
+                match settled {
+                    Ok(settled) => settled,
+                    Err(Some(error)) if !error.is_no_space() => return Err(error),
+                    Err(cause) => {
+                        self.drop_command_writes(step, done.view)?;
+                        let error = self.no_space_error(cause.as_ref());
+                        return self
+                            .finish_failed(step, done.attempt, done.started, error)
+                            .map(|()| false);
+                    }
+                }
             }
         };
         let result = match settled {
@@ -942,6 +987,51 @@ impl Executor {
             }
         }
         Ok(captured)
+    }
+
+    /// Drops everything a command step wrote when its disk filled up — its overlay's upper
+    /// directory, its temporary directory, what its capture put in `output/` — and sets its
+    /// view back to the snapshot (a copied view is made again: the command wrote into it; a
+    /// view made of layers may hold the capture's merge).
+    fn drop_command_writes(&mut self, step: &Step, view: Option<ViewSlot>) -> Result<()> {
+        let dir = self.task.step_dir(&step.id);
+        crate::engine::orphans::stop_step(&self.task, &step.id);
+        for written in [dir.join(UPPER_DIR), dir.join(WORK_DIR), dir.join("tmp")] {
+            sandbox_exec::remove_overlay_dirs(&written);
+        }
+        let output = dir.join(workspace::OUTPUT_DIR);
+        staging::remove_tree(&output)?;
+        fs::create_dir_all(&output).io_context(|| format!("creating {}", output.display()))?;
+        match view {
+            Some(ViewSlot::Copy(index)) => {
+                self.views[index] = View::create(&self.task, self.task.view(index))?;
+            }
+            Some(ViewSlot::Layered(index)) => {
+                self.layered[index] = LayeredView::open(&self.task, self.task.layers(index))?;
+            }
+            None => {}
+        }
+        Ok(())
+    }
+
+    /// The error of a step stopped by a full disk: the workspace's file system, what failed
+    /// (`cause`, when it was an error rather than a full disk found after a command), and how
+    /// to go on.
+    fn no_space_error(&self, cause: Option<&Error>) -> StepError {
+        let what = cause.map_or_else(
+            || "the step's command filled it".to_string(),
+            |error| format!("{error}"),
+        );
+        StepError::new(
+            status::NO_SPACE_KIND,
+            format!(
+                "{} ({}): {what}; what the step wrote was dropped. Free space there, then run \
+                 `ocflow resume {}`",
+                workspace::NO_SPACE,
+                self.task.root.display(),
+                self.task.task_id
+            ),
+        )
     }
 
     fn finish_failed(
@@ -1084,8 +1174,24 @@ impl Executor {
         {
             // Running may always become pending; nothing to report on the way out.
             let _ = step.requeue(Some("stopped when ocflow failed; it runs again on resume"));
+            // What its command wrote is of no use to the attempt on resume, and on a full disk
+            // it is what keeps the status below from being saved.
+            let dir = self.task.step_dir(&step.id);
+            for written in [dir.join(UPPER_DIR), dir.join(WORK_DIR)] {
+                if written.exists() {
+                    sandbox_exec::remove_overlay_dirs(&written);
+                }
+            }
         }
-        self.status.message = Some(format!("ocflow stopped: {error}"));
+        self.status.message = Some(if error.is_no_space() {
+            format!(
+                "ocflow stopped: {} ({error}); free space there, then run `ocflow resume {}`",
+                workspace::NO_SPACE,
+                self.task.task_id
+            )
+        } else {
+            format!("ocflow stopped: {error}")
+        });
         self.status.state = FlowState::Failed;
         let _ = self.save();
         if let Ok(summary) =
@@ -1102,6 +1208,10 @@ impl Executor {
     /// The LLM writes the summary when there is one; if that call fails, the journal-based
     /// summary is written and the flow's result is unaffected.
     async fn finish_flow(&mut self) -> Result<FlowOutcome> {
+        // A signal that came while the last step was recorded: not a finished flow.
+        if self.interrupt.is_raised() {
+            return self.stopped_by_signal();
+        }
         // Succeeded, or skipped by a recovery decision; an abort or a failure fails the flow.
         let all_done = self.status.message.is_none()
             && self.flow.steps.iter().all(|step| {

@@ -114,6 +114,7 @@ pub(crate) fn from_journal(
         let _ = writeln!(out, "None.");
     }
     for change in &changes {
+        crate::task::interrupt::check()?;
         let kind = match change.kind {
             ChangeKind::Added => "added",
             ChangeKind::Modified => "modified",

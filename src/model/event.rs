@@ -147,7 +147,7 @@ pub(crate) enum Event {
     /// The command stopped with an error (shown, with `--json`, as the last line on stdout).
     Error {
         /// What kind: `usage`, `invalid_flow`, `locked`, `drift`, `bad_state_file`, `bridge`,
-        /// `llm`, `io`, `internal`.
+        /// `llm`, `io`, `interrupted`, `internal`.
         code: String,
         /// The process's exit code.
         exit_code: u8,

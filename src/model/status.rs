@@ -293,11 +293,15 @@ pub(crate) struct RecoveryRecord {
     pub(crate) at: String,
 }
 
+/// The kind of a step's error when the workspace's disk filled up.
+pub(crate) const NO_SPACE_KIND: &str = "no_space";
+
 /// A failed attempt's error.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub(crate) struct StepError {
-    /// `failure` (the library reported it), `exception` (the library raised), or `engine`
-    /// (ocflow could not prepare or record the step).
+    /// `failure` (the library reported it), `exception` (the library raised), `engine`
+    /// (ocflow could not prepare or record the step), or `no_space` (the workspace's disk
+    /// filled up: a plain `resume` runs the step again).
     pub(crate) kind: String,
     /// The exception's type, for `exception`.
     #[serde(default, skip_serializing_if = "Option::is_none")]

@@ -86,7 +86,7 @@ fn apply_with(
         }
     });
     match put_back {
-        Ok(()) if err.kind() == ErrorKind::Interrupted => Err(Error::Interrupted(format!(
+        Ok(()) if err.kind() == ErrorKind::Interrupted => Err(Error::ApplyInterrupted(format!(
             "the apply of task {task_id} was interrupted, so every change was undone and the \
              repository is as it was; apply it again with `ocflow apply {task_id}`"
         ))),

@@ -27,6 +27,7 @@ use walkdir::WalkDir;
 
 use crate::error::{IoContext, Result};
 use crate::model::repo_path::{self, RepoPath};
+use crate::task::interrupt;
 use crate::task::staging::{self, Captured, Overlay, Version};
 use crate::task::workspace::TaskDir;
 
@@ -76,6 +77,7 @@ impl LayeredView {
         let changes = self.dir.join(CHANGES_DIR);
         let snapshot = task.snapshot();
         for path in self.applied.differing(desired) {
+            interrupt::check()?;
             let dest = path.under(&changes);
             match desired.source(task, &path)? {
                 // A file or whiteout standing where a directory is needed gives way to an
@@ -193,12 +195,29 @@ impl Capture<'_> {
             }
             names.sort_by(|a, b| a.0.cmp(&b.0));
             for (name, meta) in names {
+                interrupt::check()?;
                 let rel = if dir.is_empty() {
                     name
                 } else {
                     format!("{dir}/{name}")
                 };
                 let there = upper.join(&rel);
+                if staging::is_too_long(&rel) {
+                    // Not carried (no flow path is this long), and not walked further: beyond
+                    // 4096 bytes the kernel opens no path. Beneath a directory, the first file
+                    // is found relative to it.
+                    let first = if meta.is_dir() {
+                        staging::first_file_under(&there)?.map(|inner| format!("{rel}/{inner}"))
+                    } else {
+                        Some(rel.clone())
+                    };
+                    if let (None, Some(first)) = (&self.captured.too_long, first) {
+                        self.captured.too_long = Some(first);
+                    }
+                    // Nor merged into the view: nothing could walk it again.
+                    staging::remove_entry(&there)?;
+                    continue;
+                }
                 let path = RepoPath::parse(&rel).ok();
                 // Inside `node_modules`, `.venv`, … (or a name flows refuse): never captured.
                 let Some(path) = path.filter(|path| !self.is_excluded(path)) else {
@@ -389,6 +408,7 @@ fn whiteout(dest: &Path) -> Result<()> {
 /// marked here, or the snapshot's directory would show through it once the whiteout is gone.
 fn merge(from: &Path, to: &Path) -> Result<()> {
     for entry in fs::read_dir(from).io_context(|| format!("reading {}", from.display()))? {
+        interrupt::check()?;
         let entry = entry.io_context(|| format!("reading {}", from.display()))?;
         let (source, dest) = (entry.path(), to.join(entry.file_name()));
         let meta =
@@ -450,6 +470,7 @@ fn reset(changes: &Path, snapshot: &Path) -> Result<()> {
             todo.push(path);
         }
         for file in files {
+            interrupt::check()?;
             staging::remove_any(&file)?;
         }
     }

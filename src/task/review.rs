@@ -10,6 +10,7 @@ use crate::flow::operations::{self, Access};
 use crate::model::repo_path::RepoPath;
 use crate::model::status::FlowStatus;
 use crate::output::quoted_path;
+use crate::task::interrupt;
 use crate::task::staging::{Overlay, Version};
 use crate::task::workspace::TaskDir;
 
@@ -64,6 +65,7 @@ pub(crate) fn changes_and_left_out(
     let mut out = Vec::new();
     let mut left_out = Vec::new();
     for (path, version) in &overlay.versions {
+        interrupt::check()?;
         // Only a command can touch an ignored path (file steps are refused one), whether it
         // made the file or deleted it: neither is a change a person would commit.
         let by_command = match version {
@@ -115,6 +117,7 @@ fn read(path: &Path) -> Result<Vec<u8>> {
 pub(crate) fn unified_diff(changes: &[Change]) -> Result<String> {
     let mut out = String::new();
     for change in changes {
+        interrupt::check()?;
         let old = change
             .old
             .as_deref()
@@ -176,6 +179,7 @@ pub(crate) struct FileStat {
 pub(crate) fn diff_stat(changes: &[Change]) -> Result<Vec<FileStat>> {
     let mut stats = Vec::new();
     for change in changes {
+        interrupt::check()?;
         let text = |side: &Option<PathBuf>| -> Result<Option<String>> {
             let bytes = side.as_deref().map(read).transpose()?.unwrap_or_default();
             Ok(String::from_utf8(bytes).ok().filter(|t| !t.contains('\0')))

@@ -16,6 +16,7 @@ use walkdir::WalkDir;
 use crate::error::{Error, IoContext, Result};
 use crate::model::repo_path::{self, RepoPath};
 use crate::model::status::FlowStatus;
+use crate::task::interrupt;
 use crate::task::workspace::{self, TaskDir};
 
 /// What a copy of a tree contained.
@@ -59,6 +60,7 @@ pub(crate) fn copy_tree(from: &Path, to: &Path, skip: &[PathBuf]) -> Result<Tree
         .into_iter()
         .filter_entry(|entry| !is_skipped(entry, skip));
     for entry in walker {
+        interrupt::check()?;
         let entry = entry.map_err(|err| Error::Io {
             context: format!("reading {}", from.display()),
             source: err.into(),
@@ -90,6 +92,7 @@ pub(crate) fn copy_tree(from: &Path, to: &Path, skip: &[PathBuf]) -> Result<Tree
                 scope.spawn(move || -> Result<u64> {
                     let mut bytes = 0;
                     for (source, dest) in files.iter().skip(worker).step_by(threads) {
+                        interrupt::check()?;
                         bytes += fs::copy(source, dest)
                             .io_context(|| format!("copying {}", source.display()))?;
                     }
@@ -125,6 +128,21 @@ fn is_skipped(entry: &walkdir::DirEntry, skip: &[PathBuf]) -> bool {
 
 /// Removes a directory tree if it exists.
 pub(crate) fn remove_tree(path: &Path) -> Result<()> {
+    // File by file, contents first, checking for a signal between files: removing a tree of
+    // 100,000 files takes seconds. Whatever the walk cannot do (a tree deeper than a path can
+    // name) is left to `remove_dir_all`, which works relative to each directory.
+    for entry in WalkDir::new(path).contents_first(true) {
+        interrupt::check()?;
+        let Ok(entry) = entry else { break };
+        let removed = if entry.file_type().is_dir() {
+            fs::remove_dir(entry.path())
+        } else {
+            fs::remove_file(entry.path())
+        };
+        if removed.is_err() {
+            break;
+        }
+    }
     match fs::remove_dir_all(path) {
         Ok(()) => Ok(()),
         Err(err) if err.kind() == io::ErrorKind::NotFound => Ok(()),
@@ -359,9 +377,11 @@ pub(crate) fn publish(
     let output_dir = task.step_dir(step_id).join(workspace::OUTPUT_DIR);
     // Deletions first: a deleted file may be where a directory of new outputs goes.
     for file in deletions {
+        interrupt::check()?;
         remove_any(&final_dir.join(file))?;
     }
     for file in outputs {
+        interrupt::check()?;
         let path = RepoPath::parse(file).map_err(|problem| Error::BadStateFile {
             path: task.file(workspace::STATUS_FILE),
             problem: format!("the recorded output {file}: {problem}; it was edited by hand"),
@@ -383,6 +403,7 @@ pub(crate) fn rebuild_final_output(
         .io_context(|| format!("creating {}", task.final_output().display()))?;
     let overlay = Overlay::from_status(status, flow, None);
     for (path, version) in &overlay.versions {
+        interrupt::check()?;
         if let Version::Step { step, .. } = version {
             publish(task, step, &[path.as_str().to_string()], &[])?;
         }
@@ -434,6 +455,9 @@ fn stat_walk(root: &Path, visit: &mut dyn FnMut(&str, Stamp, bool)) -> Result<()
         visit: &mut dyn FnMut(&str, Stamp, bool),
     ) -> io::Result<()> {
         for entry in Dir::read_from(dir)? {
+            if interrupt::raised() {
+                return Err(io::ErrorKind::Interrupted.into());
+            }
             let entry = entry?;
             let Ok(name) = entry.file_name().to_str() else {
                 continue;
@@ -487,7 +511,9 @@ fn stat_walk(root: &Path, visit: &mut dyn FnMut(&str, Stamp, bool)) -> Result<()
         )?;
         walk_dir(&fd, root, &mut String::new(), visit)
     };
-    open().io_context(|| format!("walking {}", root.display()))
+    let walked = open().io_context(|| format!("walking {}", root.display()));
+    interrupt::check()?;
+    walked
 }
 
 /// Files whose timestamps are this close to the moment the view was last recorded are compared
@@ -515,6 +541,73 @@ pub(crate) struct Captured {
     pub(crate) deleted_files: Vec<String>,
     /// Paths that changed but cannot be carried (symlinks, special files).
     pub(crate) ignored: Vec<String>,
+    /// The first file the command wrote at a path longer than a flow keeps
+    /// (`repo_path::MAX_PATH_BYTES`): the step fails naming it (`too_long_message`).
+    pub(crate) too_long: Option<String>,
+}
+
+/// Whether a path a command wrote is longer than any flow path may be. Such a file could not
+/// be staged, published or applied (the kernel refuses paths of 4096 bytes and more in one
+/// call), so it fails the step rather than vanish or stop the flow.
+pub(crate) fn is_too_long(path: &str) -> bool {
+    path.len() > repo_path::MAX_PATH_BYTES
+}
+
+/// The first file, symlink or special file under `dir` (relative to it), found relative to
+/// each directory: it works however deep the tree goes.
+pub(crate) fn first_file_under(dir: &Path) -> Result<Option<String>> {
+    let mut first = None;
+    stat_walk(dir, &mut |path, _, _| {
+        first.get_or_insert_with(|| path.to_string());
+    })?;
+    Ok(first)
+}
+
+/// The part of a too-long `path` (see `is_too_long`) where it first crosses the limit: the
+/// ancestor (or the path itself) to remove so that nothing too deep stays in a view.
+pub(crate) fn too_long_root(path: &str) -> &str {
+    path.match_indices('/')
+        .map(|(at, _)| &path[..at])
+        .find(|prefix| is_too_long(prefix))
+        .unwrap_or(path)
+}
+
+/// Removes what lies at `at`, a tree or a file; std's `remove_dir_all` works relative to each
+/// directory, so depth is no obstacle.
+pub(crate) fn remove_entry(at: &Path) -> Result<()> {
+    let removed = match fs::symlink_metadata(at) {
+        Ok(meta) if meta.is_dir() => fs::remove_dir_all(at),
+        Ok(_) => fs::remove_file(at),
+        Err(_) => Ok(()),
+    };
+    removed.io_context(|| format!("removing {}", at.display()))
+}
+
+/// Why a step that wrote `path` (see `is_too_long`) failed: the path, shortened, with its
+/// length and depth, the limit, and what to do.
+pub(crate) fn too_long_message(path: &str) -> String {
+    let shown = if path.chars().count() > 60 {
+        let head: String = path.chars().take(30).collect();
+        let tail: String = path
+            .chars()
+            .rev()
+            .take(20)
+            .collect::<Vec<_>>()
+            .into_iter()
+            .rev()
+            .collect();
+        format!("{head}…{tail}")
+    } else {
+        path.to_string()
+    };
+    format!(
+        "the command wrote {shown}, a path of {} bytes, {} directories deep; a flow keeps paths of \
+         at most {} bytes (longer ones fail with \"File name too long\"): make the tree \
+         shallower or keep it out of the repository",
+        path.len(),
+        path.matches('/').count(),
+        repo_path::MAX_PATH_BYTES
+    )
 }
 
 impl View {
@@ -563,6 +656,7 @@ impl View {
             Ok(found)
         };
         for (path, _) in walk_files(&root)? {
+            interrupt::check()?;
             let (here, there) = (path.under(&root), path.under(&snapshot));
             let same = match (fs::symlink_metadata(&here), fs::symlink_metadata(&there)) {
                 (Ok(a), Ok(b)) if a.is_symlink() && b.is_symlink() => {
@@ -576,6 +670,7 @@ impl View {
             }
         }
         for (path, kind) in walk_files(&snapshot)? {
+            interrupt::check()?;
             let (here, there) = (path.under(&root), path.under(&snapshot));
             if fs::symlink_metadata(&here).is_ok() {
                 continue;
@@ -609,6 +704,7 @@ impl View {
     /// view shows now.
     pub(crate) fn sync(&mut self, task: &TaskDir, desired: &Overlay) -> Result<()> {
         for path in self.applied.differing(desired) {
+            interrupt::check()?;
             let dest = path.under(&self.root);
             match desired.source(task, &path)? {
                 Some(source) => place_file(&self.root, &path, &source)?,
@@ -655,7 +751,17 @@ impl View {
             }
         })?;
         for (path, stamp, is_file) in candidates {
+            interrupt::check()?;
             let known = self.manifest.get(&path).copied();
+            if is_too_long(path.as_str()) {
+                // Removed from the view from where it crosses the limit (beyond 4096 bytes
+                // nothing could walk it again), as the view made of layers drops it.
+                captured
+                    .too_long
+                    .get_or_insert_with(|| path.as_str().to_string());
+                remove_entry(&self.root.join(too_long_root(path.as_str())))?;
+                continue;
+            }
             if !is_file || forbidden.iter().any(|dir| path.is_within(dir)) {
                 // Symlinks and special files a command made, and anything in the workspace,
                 // never leave the view.

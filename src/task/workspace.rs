@@ -28,6 +28,8 @@ pub(crate) const VIEW_DIR: &str = "_view";
 /// The directory of a view made of layers (`task::layered_view`).
 pub(crate) const LAYERS_DIR: &str = "_layers";
 const LOCK_FILE: &str = ".lock";
+/// How many more times `lock` tries a taken lock, 20 ms apart.
+const LOCK_TRIES: u32 = 5;
 
 /// The name of view number `index`.
 pub(crate) fn view_dir_name(index: usize) -> String {
@@ -141,6 +143,9 @@ impl TaskDir {
 
     /// Takes the task's lock for as long as the returned guard lives. The lock is an OS file
     /// lock, so it disappears with the process even after a `kill -9`.
+    ///
+    /// A lock found taken is tried again for a moment: `owner_alive` (`status`, `list`) holds
+    /// it shared for a few microseconds, which must not turn a `run` or `resume` away.
     pub(crate) fn lock(&self) -> Result<TaskLock> {
         let path = self.file(LOCK_FILE);
         let file = OpenOptions::new()
@@ -149,17 +154,54 @@ impl TaskDir {
             .write(true)
             .open(&path)
             .io_context(|| format!("opening the lock file {}", path.display()))?;
-        match file.try_lock() {
-            Ok(()) => Ok(TaskLock { _file: file }),
-            Err(fs::TryLockError::WouldBlock) => Err(Error::Locked {
-                task_id: self.task_id.clone(),
-                lock: path,
-            }),
-            Err(fs::TryLockError::Error(err)) => {
-                Err(err).io_context(|| format!("locking {}", path.display()))
+        let mut tries = 0;
+        loop {
+            match file.try_lock() {
+                Ok(()) => return Ok(TaskLock { _file: file }),
+                Err(fs::TryLockError::WouldBlock) if tries < LOCK_TRIES => {
+                    tries += 1;
+                    std::thread::sleep(std::time::Duration::from_millis(20));
+                }
+                Err(fs::TryLockError::WouldBlock) => {
+                    return Err(Error::Locked {
+                        task_id: self.task_id.clone(),
+                        lock: path,
+                    });
+                }
+                Err(fs::TryLockError::Error(err)) => {
+                    return Err(err).io_context(|| format!("locking {}", path.display()));
+                }
             }
         }
     }
+
+    /// Whether a live ocflow holds the task's lock. A flow saved as `running` whose lock
+    /// nobody holds lost its ocflow (`kill -9`, a crash, the machine stopped): the kernel
+    /// dropped the lock with the process. Asked with a shared lock taken and dropped at once,
+    /// so looking never blocks a `run` (see `lock`) and never writes the task.
+    pub(crate) fn owner_alive(&self) -> bool {
+        let Ok(file) = File::open(self.file(LOCK_FILE)) else {
+            return false;
+        };
+        matches!(file.try_lock_shared(), Err(fs::TryLockError::WouldBlock))
+    }
+}
+
+/// Below this many bytes free, the file system holding the workspace counts as full: a
+/// command filled it, or nothing ocflow must save (a result, the status) would fit.
+const NEARLY_FULL_BYTES: u64 = 1 << 20;
+
+/// What `status` and step errors say when the workspace's disk is full.
+pub(crate) const NO_SPACE: &str = "no space left on the workspace's disk";
+
+/// Whether the file system holding `dir` is (next to) full: under `NEARLY_FULL_BYTES` free
+/// to an unprivileged writer, or no inode left (100,000 small files fill a small file system
+/// that way long before its bytes).
+pub(crate) fn disk_full(dir: &Path) -> bool {
+    rustix::fs::statvfs(dir).is_ok_and(|stat| {
+        stat.f_bavail.saturating_mul(stat.f_frsize) < NEARLY_FULL_BYTES
+            || (stat.f_files > 0 && stat.f_favail == 0)
+    })
 }
 
 /// What a new workspace starts with: `workspace-template/`, built into the binary.
@@ -217,6 +259,7 @@ pub(crate) fn write_replacing(path: &Path, bytes: &[u8]) -> Result<()> {
 /// says the step succeeded is written: after a power loss an output is whole or missing.
 pub(crate) fn sync_data(root: &Path, relative: &[String]) -> Result<()> {
     for file in relative {
+        crate::task::interrupt::check()?;
         let path = root.join(file);
         File::open(&path)
             .and_then(|f| f.sync_data())

@@ -660,3 +660,347 @@ fn a_kill_between_the_starting_status_and_the_flow_resumes_the_flow() {
     assert_exit(&resumed, 0);
     assert_eq!(sandbox.step_status("t", "w")["status"], json!("succeeded"));
 }
+
+/// After a `kill -9` of ocflow the saved state still says `running`; `status` and `list` used
+/// to repeat it until someone resumed. No process holds the task's lock any more, so they show
+/// the flow as interrupted with the command that continues it, without rewriting the saved
+/// status (`saved_state` keeps what the file says).
+#[test]
+fn a_flow_whose_ocflow_was_killed_is_shown_interrupted_with_the_resume_command() {
+    let sandbox = Sandbox::new(&[("a.txt", "a\n")]);
+    let marker = sandbox.shared().join("marker");
+    let mut child = spawn_run(&sandbox, &gated_flow(&marker), "t");
+    wait_until_running(&sandbox, "t", "wait");
+    // While ocflow lives, the flow is running and no hint is given.
+    let alive = sandbox.status("t");
+    assert_eq!(alive["state"], json!("running"), "{alive}");
+    assert_eq!(alive.get("resume_command"), None, "{alive}");
+    child.kill().unwrap(); // SIGKILL
+    child.wait().unwrap();
+    let saved = read_json(&sandbox.task_dir("t").join("flow_status.json"));
+    assert_eq!(saved["state"], json!("running"));
+
+    let status = sandbox.status("t");
+    assert_eq!(status["state"], json!("interrupted"), "{status}");
+    assert_eq!(status["saved_state"], json!("running"), "{status}");
+    assert_eq!(
+        status["resume_command"],
+        json!("ocflow resume t"),
+        "{status}"
+    );
+    let text = sandbox.ocflow().args(["status", "t"]).output().unwrap();
+    assert_exit(&text, 0);
+    let shown = stdout(&text) + &stderr(&text);
+    assert!(shown.contains("[interrupted]"), "{shown}");
+    assert!(!shown.contains("running now"), "{shown}");
+    assert!(shown.contains("`ocflow resume t`"), "{shown}");
+
+    let list = sandbox.ocflow().args(["--json", "list"]).output().unwrap();
+    assert_exit(&list, 0);
+    let line: Value = serde_json::from_str(stdout(&list).trim()).unwrap();
+    assert_eq!(line["state"], json!("interrupted"), "{line}");
+    assert_eq!(line["resume_command"], json!("ocflow resume t"), "{line}");
+    let list = sandbox.ocflow().arg("list").output().unwrap();
+    assert_exit(&list, 0);
+    let shown = stdout(&list) + &stderr(&list);
+    let row = stdout(&list)
+        .lines()
+        .find(|l| l.starts_with("t "))
+        .unwrap_or("")
+        .to_string();
+    assert!(row.contains("interrupted"), "{shown}");
+    assert!(shown.contains("`ocflow resume t`"), "{shown}");
+    // The file is as the killed run left it: showing is not rewriting.
+    assert_eq!(
+        read_json(&sandbox.task_dir("t").join("flow_status.json")),
+        saved
+    );
+
+    std::fs::write(&marker, "").unwrap();
+    assert_exit(&sandbox.ocflow().args(["resume", "t"]).output().unwrap(), 0);
+    let done = sandbox.status("t");
+    assert_eq!(done["state"], json!("succeeded"));
+    assert_eq!(done.get("resume_command"), None, "{done}");
+}
+
+/// A tmpfs of `size` mounted on `dir` for one test, unmounted when dropped; `None` (with the
+/// reason printed) where this process may not mount.
+struct SmallDisk(std::path::PathBuf);
+
+impl SmallDisk {
+    fn mount(dir: &Path, size: &str) -> Option<SmallDisk> {
+        std::fs::create_dir_all(dir).unwrap();
+        let output = std::process::Command::new("mount")
+            .args(["-t", "tmpfs", "-o", &format!("size={size}"), "tmpfs"])
+            .arg(dir)
+            .output();
+        match output {
+            Ok(output) if output.status.success() => Some(SmallDisk(dir.to_path_buf())),
+            Ok(output) => {
+                eprintln!("skipped: cannot mount a tmpfs here: {}", stderr(&output));
+                None
+            }
+            Err(err) => {
+                eprintln!("skipped: cannot run mount: {err}");
+                None
+            }
+        }
+    }
+
+    /// Gives the file system more room (what a person freeing space does).
+    fn grow(&self, size: &str) {
+        let status = std::process::Command::new("mount")
+            .args(["-o", &format!("remount,size={size}")])
+            .arg(&self.0)
+            .status()
+            .unwrap();
+        assert!(status.success());
+    }
+}
+
+impl Drop for SmallDisk {
+    fn drop(&mut self) {
+        let _ = std::process::Command::new("umount")
+            .arg("-l")
+            .arg(&self.0)
+            .status();
+    }
+}
+
+/// Every path under `dir` whose name is `name`.
+fn named(dir: &Path, name: &str) -> Vec<String> {
+    walkdir::WalkDir::new(dir)
+        .into_iter()
+        .flatten()
+        .filter(|e| e.file_name() == name)
+        .map(|e| e.path().display().to_string())
+        .collect()
+}
+
+/// A command fills the workspace's disk. It used to leave the flow `running` with no reason
+/// (saving the result failed too) and its written layer on the disk. Now the step fails with
+/// the reason, what it wrote is dropped (the disk has room again, so the state is saved), and
+/// once the disk has more room `resume` runs the step again and finishes: in both views.
+#[test]
+fn a_command_that_fills_the_disk_fails_its_step_frees_its_layer_and_resume_finishes() {
+    for overlay in [true, false] {
+        let sandbox = Sandbox::new(&[("a.txt", "a\n")]);
+        if !overlay {
+            sandbox.configure_sandbox("overlay = false");
+        }
+        let Some(disk) = SmallDisk::mount(&sandbox.workspace, "8m") else {
+            return;
+        };
+        let flow = json!({"task": "fill", "steps": [
+            {"id": "fill", "operation": "execute_shell_command",
+             "params": {"command": "dd if=/dev/zero of=big bs=1M count=16"}},
+            {"id": "after", "operation": "write_file", "depends_on": "fill",
+             "params": {"file_path": "b.txt", "content": "b\n"}}
+        ]});
+        let output = sandbox.run(&flow, "t");
+        assert_exit(&output, 1);
+        let status = sandbox.status("t");
+        let saved = read_json(&sandbox.task_dir("t").join("flow_status.json"));
+        assert_eq!(
+            saved["state"],
+            json!("failed"),
+            "overlay {overlay}: {saved}"
+        );
+        assert_eq!(
+            status["state"],
+            json!("failed"),
+            "overlay {overlay}: {status}"
+        );
+        let step = sandbox.step_status("t", "fill");
+        assert_eq!(step["status"], json!("failed"), "{step}");
+        let message = step["error"]["message"].as_str().unwrap_or_default();
+        assert!(
+            message.contains("no space left on the workspace's disk"),
+            "overlay {overlay}: {step}"
+        );
+        assert!(message.contains("ocflow resume t"), "{message}");
+        let task = sandbox.task_dir("t");
+        assert_eq!(
+            named(&task, "upper"),
+            Vec::<String>::new(),
+            "overlay {overlay}"
+        );
+        assert_eq!(
+            named(&task, "big"),
+            Vec::<String>::new(),
+            "overlay {overlay}"
+        );
+
+        disk.grow("64m");
+        let resumed = sandbox.ocflow().args(["resume", "t"]).output().unwrap();
+        assert_exit(&resumed, 0);
+        assert_eq!(sandbox.status("t")["state"], json!("succeeded"));
+        let out = task.join("final_output");
+        assert_eq!(std::fs::metadata(out.join("big")).unwrap().len(), 16 << 20);
+        assert_eq!(std::fs::read_to_string(out.join("b.txt")).unwrap(), "b\n");
+        drop(disk);
+    }
+}
+
+/// Waits until the journal holds an event of `kind` (its `"type"`), as a caller watching the
+/// task would.
+fn wait_for_event(sandbox: &Sandbox, task_id: &str, kind: &str) {
+    let journal = sandbox.task_dir(task_id).join("journal.jsonl");
+    let wanted = format!("\"type\":\"{kind}\"");
+    let deadline = Instant::now() + Duration::from_secs(300);
+    while Instant::now() < deadline {
+        if std::fs::read_to_string(&journal).is_ok_and(|text| text.contains(&wanted)) {
+            return;
+        }
+        std::thread::sleep(Duration::from_millis(5));
+    }
+    panic!("no {kind} event in {}", journal.display());
+}
+
+/// A SIGTERM that came while a large result was captured or published used to wait for the
+/// end of it (5.7 minutes for 100,000 files), and when it came while the flow's end rebuilt
+/// `final_output/`, the flow was then recorded `succeeded`. Every long loop now checks for the
+/// signal: ocflow exits 130 within two seconds, the flow is saved as interrupted, and `resume`
+/// finishes it. Sent while the command's files are captured and flushed (the command's last act
+/// is to write a marker), while the step's outputs are published (its `step_finished` is in the
+/// journal; publishing 8,000 files takes 2 s or more here), and while the flow's end rebuilds
+/// `final_output/` (the published files vanish again).
+#[test]
+fn sigterm_while_a_large_result_is_captured_or_published_stops_within_seconds() {
+    const FILES: usize = 8_000;
+    let write_many = |marker: &Path| {
+        format!(
+            "python3 -c \"import os\nfor i in range({FILES}):\n    d = 'gen/%02d' % (i % 40)\n    \
+             os.makedirs(d, exist_ok=True)\n    open('%s/%d.txt' % (d, i), 'w').write(str(i))\"; \
+             echo done > {}",
+            marker.display()
+        )
+    };
+    for phase in ["capture", "publish", "finish"] {
+        let sandbox = Sandbox::new(&[("a.txt", "a\n")]);
+        let marker = sandbox.shared().join("written");
+        let flow = json!({"task": "many", "steps": [
+            {"id": "many", "operation": "execute_shell_command",
+             "params": {"command": write_many(&marker)}}
+        ]});
+        let mut child = spawn_run(&sandbox, &flow, "t");
+        let published = sandbox.task_dir("t").join("final_output");
+        // The first and the last of the step's outputs in the order they are published.
+        let names: Vec<String> = (0..FILES)
+            .map(|i| format!("gen/{:02}/{i}.txt", i % 40))
+            .collect();
+        let first = published.join(names.iter().min().unwrap());
+        let last = published.join(names.iter().max().unwrap());
+        // On a loaded machine flushing thousands of files takes long: wait up to 5 minutes.
+        let wait_until = |done: &dyn Fn() -> bool, what: &str| {
+            let deadline = Instant::now() + Duration::from_secs(300);
+            while !done() {
+                assert!(Instant::now() < deadline, "{phase}: {what} never happened");
+                std::thread::sleep(Duration::from_millis(2));
+            }
+        };
+        match phase {
+            "capture" => wait_until(&|| marker.exists(), "the command's end"),
+            "publish" => wait_for_event(&sandbox, "t", "step_finished"),
+            _ => {
+                wait_until(&|| last.exists(), "the step's publishing");
+                wait_until(
+                    &|| !first.exists() || !last.exists(),
+                    "the rebuild at the end",
+                );
+            }
+        }
+        assert!(
+            child.try_wait().unwrap().is_none(),
+            "{phase}: ocflow ended before the signal; make FILES larger"
+        );
+        let started = Instant::now();
+        send_signal(child.id(), "TERM");
+        let output = child.wait_with_output().unwrap();
+        let took = started.elapsed();
+        assert_exit(&output, 130);
+        assert!(
+            took < Duration::from_secs(2),
+            "{phase}: the signal took {took:?}"
+        );
+        let status = sandbox.status("t");
+        assert_eq!(status["state"], json!("interrupted"), "{phase}: {status}");
+        let step = sandbox.step_status("t", "many");
+        let expected = if phase == "capture" {
+            "pending"
+        } else {
+            "succeeded"
+        };
+        assert_eq!(step["status"], json!(expected), "{phase}: {step}");
+
+        let resumed = sandbox.ocflow().args(["resume", "t"]).output().unwrap();
+        assert_exit(&resumed, 0);
+        assert_eq!(sandbox.status("t")["state"], json!("succeeded"), "{phase}");
+        let published = tree(&sandbox.task_dir("t").join("final_output"));
+        assert_eq!(published.len(), FILES, "{phase}");
+        assert_eq!(published["gen/07/1287.txt"], b"1287", "{phase}");
+    }
+}
+
+/// The disk is not quite full after the command (1.5 MiB are left, more than the check after a
+/// command looks for), but the step's `result.json`, naming 12,000 long file names, does not
+/// fit (nor, in a copied view, the copy of its outputs). That ENOSPC, met while the outputs are
+/// captured or the result saved, is the step's too: what the command wrote is dropped (the
+/// view set back, the captured outputs removed), the failure is saved with the reason, and the
+/// disk has its room again. It used to leave the step pending and the disk full.
+#[test]
+fn a_result_the_full_disk_cannot_hold_fails_its_step_and_gives_the_space_back() {
+    for overlay in [true, false] {
+        let sandbox = Sandbox::new(&[("a.txt", "a\n")]);
+        sandbox.configure_sandbox(&format!("overlay = {overlay}"));
+        let Some(disk) = SmallDisk::mount(&sandbox.workspace, "8m") else {
+            return;
+        };
+        let command = "python3 -c \"import os\nos.makedirs('gen')\nfor i in range(12000):\n    \
+                       open('gen/%05d' % i + 'x' * 240, 'w').close()\ns = os.statvfs('.')\n\
+                       free = s.f_bavail * s.f_frsize\n\
+                       open('filler', 'wb').write(b'0' * (free - 1536 * 1024))\"; exit 1";
+        let flow = json!([{"id": "fill", "operation": "execute_shell_command",
+                           "params": {"command": command}}]);
+        let output = sandbox.run(&flow, "t");
+        assert_exit(&output, 1);
+        let saved = read_json(&sandbox.task_dir("t").join("flow_status.json"));
+        assert_eq!(
+            saved["state"],
+            json!("failed"),
+            "overlay {overlay}: {saved}"
+        );
+        let step = sandbox.step_status("t", "fill");
+        assert_eq!(
+            step["error"]["kind"],
+            json!("no_space"),
+            "overlay {overlay}: {step}"
+        );
+        let message = step["error"]["message"].as_str().unwrap_or_default();
+        // Where it surfaced: saving the result (layers link the outputs), or copying the
+        // outputs out of the copied view.
+        let surfaced = if overlay { "result.json" } else { "copying" };
+        assert!(message.contains(surfaced), "{message}");
+        assert!(message.contains("No space left on device"), "{message}");
+        let task = sandbox.task_dir("t");
+        assert_eq!(
+            named(&task, "filler"),
+            Vec::<String>::new(),
+            "overlay {overlay}"
+        );
+        let free = std::process::Command::new("df")
+            .args(["--output=avail", "-k"])
+            .arg(&sandbox.workspace)
+            .output()
+            .unwrap();
+        let free: u64 = stdout(&free)
+            .lines()
+            .nth(1)
+            .unwrap()
+            .trim()
+            .parse()
+            .unwrap();
+        assert!(free > 6 * 1024, "overlay {overlay}: {free} KiB free");
+        drop(disk);
+    }
+}

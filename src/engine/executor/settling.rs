@@ -87,7 +87,15 @@ pub(super) fn settle(
             result.view = Some(view.to_string());
             // Symlinks and special files a command made are never carried out of the view.
             result.ignored_files = captured.ignored;
-            (captured.output_files, captured.deleted_files)
+            match captured.too_long {
+                // A file no flow can carry fails the step, in either view, rather than vanish.
+                Some(path) => {
+                    result.status = CallStatus::Failure;
+                    result.message = staging::too_long_message(&path);
+                    (Vec::new(), Vec::new())
+                }
+                None => (captured.output_files, captured.deleted_files),
+            }
         }
         Outputs::Written => match written_outputs(&output_dir, step, &result) {
             Ok(files) => files,

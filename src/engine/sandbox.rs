@@ -2,8 +2,10 @@
 //! `ocflow sandbox-exec [OPTIONS] -- /bin/sh -c COMMAND`, which confines itself in layers and
 //! then becomes the command:
 //!
-//! 1. **limits**: a process limit (a `pids` cgroup where ocflow may make one, else
-//!    `RLIMIT_NPROC`) and a memory limit (`RLIMIT_DATA`), so a runaway step fails alone;
+//! 1. **limits**: the step's cgroup where ocflow may make one (`step_cgroup.rs`): a process
+//!    limit, a memory limit for all the step's processes together, and everything the step
+//!    started killed at its end; `RLIMIT_DATA` for each process in any case, so a runaway step
+//!    fails alone;
 //! 2. **namespaces** (bubblewrap, where the kernel allows them): new PID, mount, network, IPC
 //!    and UTS namespaces and a new session; a fresh `/proc` that shows only the step's
 //!    processes (no other process's environment, no key); the whole file system read-only except
@@ -13,12 +15,13 @@
 //! 3. **Landlock**: writes only beneath the same paths, TCP connect and bind refused when the
 //!    network is off (ABI 4), abstract Unix sockets and signals outside scoped off (ABI 6).
 //!
-//! Where namespaces are refused (an unprivileged container), layers 1 and 3 still hold and every
-//! result says the sandbox is partial.
+//! Where namespaces are refused (an unprivileged container), layers 1 and 3 still hold, a
+//! seccomp filter (`socket_filter.rs`) keeps UDP and raw packets in when the network is off,
+//! and every result says the sandbox is partial, and what holds (`udp`, `memory`).
 
 use std::path::{Path, PathBuf};
 
-use crate::engine::sandbox_exec::PIDS_CGROUP;
+use crate::engine::step_cgroup::Hierarchies;
 use crate::error::{Error, IoContext};
 use crate::model::step_spec::{Sandbox as StepSandbox, SandboxLayers};
 
@@ -33,12 +36,20 @@ pub(crate) struct SandboxPlan {
     pub(crate) network: bool,
     /// Paths commands may write beneath besides their view and temporary directory.
     pub(crate) writable: Vec<PathBuf>,
-    /// The memory a step may use, in MiB (`RLIMIT_DATA`).
+    /// The memory a step may use, in MiB: for all its processes together where a memory
+    /// cgroup can be made, else for each process (`RLIMIT_DATA`).
     pub(crate) memory_mb: u64,
     /// The processes a step may run at once.
     pub(crate) max_processes: u64,
     /// How the process limit is enforced: `cgroup`, or `none` where no cgroup can be made.
     pub(crate) process_limit: &'static str,
+    /// Whether a memory cgroup holds each step's memory as a whole.
+    pub(crate) memory_cgroup: bool,
+    /// Where steps' cgroups are made, for the host to end them.
+    pub(crate) cgroups: Hierarchies,
+    /// Whether the socket filter (`socket_filter.rs`, seccomp) holds here: without a network
+    /// namespace it is what keeps UDP in when the network is off.
+    pub(crate) seccomp: bool,
     /// What commands must not see: the key file.
     pub(crate) hidden: Vec<PathBuf>,
     /// Whether command steps see their view through an overlay (their changes read from its
@@ -64,7 +75,7 @@ impl SandboxPlan {
     /// neither namespaces ocflow may use nor Landlock (commands then run unconfined, and say
     /// so). A probe that cannot run is an error, not a silent "no sandbox".
     pub(crate) fn probe(settings: SandboxSettings) -> Result<Option<SandboxPlan>, Error> {
-        let (landlock, overlay) = probe_landlock()?;
+        let (landlock, overlay, seccomp) = probe_landlock()?;
         let bwrap = if settings.namespaces {
             usable_bwrap()
         } else {
@@ -73,7 +84,8 @@ impl SandboxPlan {
         if bwrap.is_none() && landlock == "none" {
             return Ok(None);
         }
-        let process_limit = if cgroup_available() { "cgroup" } else { "none" };
+        let cgroups = Hierarchies::find();
+        let process_limit = if cgroups.has_pids() { "cgroup" } else { "none" };
         Ok(Some(SandboxPlan {
             bwrap,
             landlock,
@@ -82,6 +94,9 @@ impl SandboxPlan {
             memory_mb: settings.memory_mb,
             max_processes: settings.max_processes,
             process_limit,
+            memory_cgroup: cgroups.has_memory(),
+            cgroups,
+            seccomp,
             hidden: settings.hidden,
             // The overlay is mounted in namespaces of the launcher's own.
             overlay: overlay && settings.overlay && settings.namespaces,
@@ -122,8 +137,32 @@ impl SandboxPlan {
                 how => format!("{} ({how})", self.max_processes),
             },
             memory_mb: self.memory_mb,
+            memory: self.memory_limit(),
+            udp: if self.holds_udp(network) {
+                "blocked"
+            } else {
+                "open"
+            }
+            .into(),
             partial: self.bwrap.is_none() || self.landlock != "landlock",
         }
+    }
+
+    /// How far the memory limit reaches: `N MiB per step (cgroup)`, or `N MiB per process
+    /// (rlimit)` where no memory cgroup can be made (four processes may then use four times
+    /// it).
+    fn memory_limit(&self) -> String {
+        if self.memory_cgroup {
+            format!("{} MiB per step (cgroup)", self.memory_mb)
+        } else {
+            format!("{} MiB per process (rlimit)", self.memory_mb)
+        }
+    }
+
+    /// Whether a step without the `network` it may use sends no datagram out: a network
+    /// namespace of its own, or else the socket filter.
+    fn holds_udp(&self, network: bool) -> bool {
+        !network && (self.bwrap.is_some() || self.seccomp)
     }
 
     /// One word for the whole: `namespaces+landlock`, `namespaces`, `landlock`,
@@ -143,27 +182,36 @@ impl SandboxPlan {
         } else {
             "no namespaces (refused here: commands can see other processes and host sockets)"
         };
+        let processes = match self.process_limit {
+            "none" => "processes not limited (no pids cgroup here)".to_string(),
+            how => format!("at most {} processes per step ({how})", self.max_processes),
+        };
         format!(
-            "{namespaces}; Landlock: {}; network {} unless a step allows it; at most {} \
-             processes ({}) and {} MiB per step",
+            "{namespaces}; Landlock: {}; network {} unless a step allows it; UDP {}; \
+             {processes}; memory {}",
             self.landlock,
             if self.network { "on" } else { "off" },
-            self.max_processes,
-            self.process_limit,
-            self.memory_mb
+            if self.holds_udp(self.network) {
+                "blocked"
+            } else {
+                "open"
+            },
+            self.memory_limit()
         )
     }
 
     /// The launcher for a command running in `view`: writable are the view, `extra` (the
     /// step's temporary directory) and the plan's paths; `network`: whether this step may use
     /// the network.
-    /// With `overlay`, the launcher mounts it on `view`.
+    /// With `overlay`, the launcher mounts it on `view`. `cgroup`: the step's group, which the
+    /// host ends with the step (`step_cgroup::name`).
     pub(crate) fn launcher(
         &self,
         view: &Path,
         extra: &[PathBuf],
         network: bool,
         overlay: Option<LauncherOverlay<'_>>,
+        cgroup: &str,
     ) -> crate::error::Result<StepSandbox> {
         let exe = std::env::current_exe()
             .io_context(|| "finding the ocflow executable for the sandbox".into())?;
@@ -181,6 +229,8 @@ impl SandboxPlan {
         }
         if network {
             launcher.push("--network".into());
+        } else if self.bwrap.is_none() && self.seccomp {
+            launcher.push("--refuse-udp".into());
         }
         for path in &self.hidden {
             launcher.push("--hide".into());
@@ -209,6 +259,8 @@ impl SandboxPlan {
         launcher.push(self.memory_mb.to_string());
         launcher.push("--max-processes".into());
         launcher.push(self.max_processes.to_string());
+        launcher.push("--cgroup".into());
+        launcher.push(cgroup.into());
         launcher.push("--".into());
         Ok(StepSandbox {
             launcher,
@@ -293,13 +345,6 @@ pub(crate) fn default_writable() -> Vec<PathBuf> {
     paths
 }
 
-/// Whether ocflow may make `pids` cgroups here.
-fn cgroup_available() -> bool {
-    std::fs::create_dir_all(PIDS_CGROUP).is_ok()
-        && std::fs::metadata(Path::new(PIDS_CGROUP).join("cgroup.procs")).is_ok()
-        && !std::fs::metadata(PIDS_CGROUP).is_ok_and(|m| m.permissions().readonly())
-}
-
 /// bubblewrap, if it is installed and the kernel lets it make the namespaces ocflow uses.
 fn usable_bwrap() -> Option<PathBuf> {
     let path = std::env::var_os("PATH").unwrap_or_default();
@@ -333,10 +378,10 @@ fn usable_bwrap() -> Option<PathBuf> {
     works.then_some(found)
 }
 
-/// What Landlock enforces here (`landlock`, `landlock-partial`, `none`), and whether overlays
-/// can be mounted. Asks a child `sandbox-exec --probe`: restricting this process would
-/// restrict ocflow.
-fn probe_landlock() -> Result<(String, bool), Error> {
+/// What Landlock enforces here (`landlock`, `landlock-partial`, `none`), whether overlays
+/// can be mounted, and whether the socket filter holds. Asks a child `sandbox-exec --probe`:
+/// restricting this process would restrict ocflow.
+fn probe_landlock() -> Result<(String, bool, bool), Error> {
     let failed = |problem: String| {
         Error::Usage(format!(
             "{problem}; run with --no-sandbox to go on without it"
@@ -352,8 +397,11 @@ fn probe_landlock() -> Result<(String, bool), Error> {
     let mut lines = text.lines();
     let kind = lines.next().unwrap_or("").trim().to_string();
     let overlay = lines.next().map(str::trim) == Some("overlay");
+    let seccomp = lines.next().map(str::trim) == Some("seccomp");
     match kind.as_str() {
-        "none" | "landlock" | "landlock-partial" if output.status.success() => Ok((kind, overlay)),
+        "none" | "landlock" | "landlock-partial" if output.status.success() => {
+            Ok((kind, overlay, seccomp))
+        }
         _ => Err(failed(format!(
             "the sandbox probe failed: {}",
             String::from_utf8_lossy(&output.stderr).trim()

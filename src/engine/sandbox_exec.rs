@@ -18,9 +18,6 @@ use landlock::{
 /// what they can, and results say `landlock-partial`.
 const ABI_VERSION: ABI = ABI::V6;
 
-/// Where ocflow makes a `pids` cgroup per command step (cgroup v1 hierarchy).
-pub(crate) const PIDS_CGROUP: &str = "/sys/fs/cgroup/pids/ocflow";
-
 /// Directories hidden from commands behind an empty tmpfs: they hold the host's sockets
 /// (`/run/docker.sock`, `/run/dbus/system_bus_socket`, `/run/user/…`, tmux's and ssh-agent's
 /// in `/tmp`). A step's `/tmp` is its own; its view and temporary directory are bound in.
@@ -37,6 +34,10 @@ pub(crate) struct ExecRequest<'a> {
     pub(crate) inner: bool,
     /// Files and directories the command must not see (the key file).
     pub(crate) hidden: &'a [PathBuf],
+    /// The step's cgroup, named by the host (`step_cgroup::name`).
+    pub(crate) cgroup: Option<&'a str>,
+    /// Install the socket filter (`socket_filter.rs`): no network and no network namespace.
+    pub(crate) refuse_udp: bool,
     /// The view to show through an overlay, so that the command's changes land elsewhere.
     pub(crate) overlay: Option<Overlay<'a>>,
     pub(crate) command: &'a [OsString],
@@ -80,9 +81,10 @@ pub(crate) fn exec(request: &ExecRequest<'_>) -> String {
     }
 }
 
-/// What this machine allows, in two lines: what Landlock enforces (`landlock`,
+/// What this machine allows, in three lines: what Landlock enforces (`landlock`,
 /// `landlock-partial` or `none`), then `overlay` or `no-overlay` (an overlay whose upper
-/// directory is in `dir`, the temporary directory when `None`). It unshares and restricts this
+/// directory is in `dir`, the temporary directory when `None`), then `seccomp` when the socket
+/// filter holds (a UDP socket refused) or `no-seccomp`. It unshares and restricts this
 /// process, so a probe runs in a child of its own.
 pub(crate) fn probe(dir: Option<&Path>) -> Result<String, String> {
     let overlay = if probe_overlay(&dir.map_or_else(std::env::temp_dir, Path::to_path_buf)) {
@@ -91,7 +93,10 @@ pub(crate) fn probe(dir: Option<&Path>) -> Result<String, String> {
         "no-overlay"
     };
     let landlock = restrict(&[], true).map_err(|err| format!("cannot set up Landlock: {err}"))?;
-    Ok(format!("{landlock}\n{overlay}"))
+    let seccomp = super::socket_filter::refuse_datagrams().is_ok()
+        && std::net::UdpSocket::bind("127.0.0.1:0").is_err();
+    let seccomp = if seccomp { "seccomp" } else { "no-seccomp" };
+    Ok(format!("{landlock}\n{overlay}\n{seccomp}"))
 }
 
 enum Never {}
@@ -101,13 +106,16 @@ fn confine_and_exec(request: &ExecRequest<'_>) -> Result<Never, String> {
         return Err("give the command after `--`".into());
     };
     if !request.inner {
-        limit_resources(request.memory_mb, request.max_processes)?;
+        limit_resources(request.memory_mb, request.max_processes, request.cgroup)?;
         if let Some(overlay) = request.overlay {
             mount_overlay(overlay)?;
         }
         if let Some(bwrap) = request.bwrap {
             let error = bwrap_command(bwrap, request)?.exec();
             return Err(format!("cannot run {}: {error}", bwrap.display()));
+        }
+        if request.refuse_udp {
+            super::socket_filter::refuse_datagrams()?;
         }
     }
     restrict(request.writable, request.network)
@@ -309,10 +317,16 @@ fn walk_dirs(root: &Path) -> Vec<PathBuf> {
     found
 }
 
-/// The memory limit (`RLIMIT_DATA`) and the process limit: a `pids` cgroup of its own where
-/// ocflow may make one. Not `RLIMIT_NPROC`: it counts every process and thread of the user (a
-/// desktop's browser included), so a step would fail for what others run, and root ignores it.
-fn limit_resources(memory_mb: Option<u64>, max_processes: Option<u64>) -> Result<(), String> {
+/// The limits: the step's cgroup (`step_cgroup.rs`: its processes, its memory as a whole, and
+/// everything it starts kept for the host to kill at the step's end) where one can be made,
+/// and `RLIMIT_DATA` for each process in any case. Not `RLIMIT_NPROC`: it counts every process
+/// and thread of the user (a desktop's browser included), so a step would fail for what
+/// others run, and root ignores it.
+fn limit_resources(
+    memory_mb: Option<u64>,
+    max_processes: Option<u64>,
+    cgroup: Option<&str>,
+) -> Result<(), String> {
     use rustix::process::{Resource, Rlimit, setrlimit};
     if let Some(mb) = memory_mb {
         let bytes = mb.saturating_mul(1024 * 1024);
@@ -322,42 +336,11 @@ fn limit_resources(memory_mb: Option<u64>, max_processes: Option<u64>) -> Result
         };
         setrlimit(Resource::Data, limit).map_err(|err| format!("cannot limit memory: {err}"))?;
     }
-    if let Some(max) = max_processes {
-        // Where no cgroup can be made, the step runs without a process limit (results say so).
-        join_pids_cgroup(max);
-    }
+    // Where no cgroup can be made, the step runs with the rlimit alone (results say so). A
+    // launcher started by hand, without a name, gets a group of its own.
+    let name = cgroup.map_or_else(|| std::process::id().to_string(), str::to_string);
+    super::step_cgroup::Hierarchies::find().join(&name, max_processes, memory_mb);
     Ok(())
-}
-
-/// Moves this process into a new `pids` cgroup allowing `max` processes; whatever it starts
-/// stays there. Cgroups left empty by earlier steps are removed first.
-fn join_pids_cgroup(max: u64) -> bool {
-    let root = Path::new(PIDS_CGROUP);
-    if std::fs::create_dir_all(root).is_err() {
-        return false;
-    }
-    // Sweeping waits on the kernel while groups' last processes exit: only when they pile up.
-    let groups: Vec<_> = std::fs::read_dir(root)
-        .into_iter()
-        .flatten()
-        .flatten()
-        .collect();
-    for entry in groups.iter().filter(|_| groups.len() > 64) {
-        // A group is named after the sandbox-exec that made it (it becomes bubblewrap, keeping
-        // its pid): one whose maker is gone is left over. One just made and not yet joined
-        // must not go. Removal fails, harmlessly, while processes remain in it.
-        let owner = entry
-            .file_name()
-            .to_str()
-            .and_then(|name| name.parse::<u32>().ok());
-        if owner.is_some_and(|pid| !Path::new(&format!("/proc/{pid}")).exists()) {
-            let _ = std::fs::remove_dir(entry.path());
-        }
-    }
-    let group = root.join(std::process::id().to_string());
-    std::fs::create_dir_all(&group).is_ok()
-        && std::fs::write(group.join("pids.max"), max.to_string()).is_ok()
-        && std::fs::write(group.join("cgroup.procs"), "0").is_ok()
 }
 
 /// Restricts this process to reading everywhere and writing only beneath `writable` (paths

@@ -70,6 +70,14 @@ pub(crate) struct SandboxLayers {
     pub(crate) processes: String,
     /// The memory limit, in MiB.
     pub(crate) memory_mb: u64,
+    /// How far it reaches: `8192 MiB per step (cgroup)`, or `8192 MiB per process (rlimit)`
+    /// where no memory cgroup can be made.
+    #[serde(default)]
+    pub(crate) memory: String,
+    /// `blocked` (a network namespace, or the socket filter) or `open` (the network allowed,
+    /// or neither here).
+    #[serde(default)]
+    pub(crate) udp: String,
     /// Whether a layer is missing here (no namespaces, or Landlock only in part): other
     /// processes' environments and the host's sockets may then be within reach.
     pub(crate) partial: bool,

@@ -498,3 +498,117 @@ fn a_repository_config_behind_a_symlink_is_still_the_repository_s() {
     let result = read_json(&sandbox.repo.join(".ocflow/t/c/result.json"));
     assert_eq!(result["sandbox_layers"]["network"], json!("off"));
 }
+
+#[test]
+fn without_namespaces_no_datagram_leaves_a_step() {
+    let listener = std::net::UdpSocket::bind("127.0.0.1:0").unwrap();
+    let port = listener.local_addr().unwrap().port();
+    listener.set_nonblocking(true).unwrap();
+    let send = format!(
+        "python3 -c \"import socket; s=socket.socket(socket.AF_INET, socket.SOCK_DGRAM); \
+         s.sendto(b'leak', ('127.0.0.1', {port})); print('sent')\""
+    );
+    // Tools talk to local daemons over Unix datagram sockets: those keep working.
+    let unix = "python3 -c \"import socket; a, b = socket.socketpair(socket.AF_UNIX, \
+         socket.SOCK_DGRAM); a.send(b'x'); print(b.recv(1).decode())\"";
+    let sandbox = Sandbox::new(&[]);
+    sandbox.configure_sandbox("namespaces = false");
+    let flow = json!([shell_step("unix", unix), shell_step("udp", &send)]);
+    let output = sandbox.run(&flow, "t");
+    let unix = sandbox.result("t", "unix");
+    assert_eq!(unix["stdout"], json!("x\n"), "{unix}");
+    let udp = sandbox.result("t", "udp");
+    let mut buffer = [0u8; 16];
+    std::thread::sleep(Duration::from_millis(200));
+    let received = listener.recv(&mut buffer).is_ok();
+    // seccomp (Linux 3.5) is everywhere ocflow runs; a kernel without it must say so.
+    if udp["sandbox_layers"]["udp"] == json!("blocked") {
+        assert_exit(&output, 1);
+        assert_eq!(udp["status"], json!("failure"), "{udp}");
+        assert!(!received, "a datagram left the step: {udp}");
+        assert!(
+            udp["message"]
+                .as_str()
+                .unwrap()
+                .contains("the network is off for command steps"),
+            "{udp}"
+        );
+    } else {
+        assert_eq!(udp["sandbox_layers"]["udp"], json!("open"), "{udp}");
+        assert!(received, "the layers say udp: open: {udp}");
+    }
+    assert!(
+        sandbox.status("t")["sandbox"]
+            .as_str()
+            .unwrap()
+            .contains(&format!("UDP {}", udp["sandbox_layers"]["udp"].as_str().unwrap())),
+        "{}",
+        sandbox.status("t")
+    );
+}
+
+#[test]
+fn a_daemon_that_clears_its_environment_and_leaves_dies_with_its_step() {
+    for (namespaces_on, seconds) in [("false", "333"), ("true", "334")] {
+        let sandbox = Sandbox::new(&[]);
+        sandbox.configure_sandbox(&format!("namespaces = {namespaces_on}"));
+        // Double fork: the daemon's parent is gone, it has no marker and works outside the task.
+        let command = format!(
+            "cd / && setsid sh -c '(exec env -i sleep {seconds} &)' </dev/null >/dev/null 2>&1; \
+             echo started"
+        );
+        assert_exit(
+            &sandbox.run(&json!([shell_step("daemon", &command)]), "t"),
+            0,
+        );
+        let result = sandbox.result("t", "daemon");
+        let deadline = Instant::now() + Duration::from_secs(5);
+        while running(&["sleep", seconds]) && Instant::now() < deadline {
+            std::thread::sleep(Duration::from_millis(50));
+        }
+        let survived = running(&["sleep", seconds]);
+        if survived {
+            let _ = std::process::Command::new("pkill")
+                .args(["-x", "-f", &format!("sleep {seconds}")])
+                .status();
+        }
+        // Where no cgroup can be made and no PID namespace holds the step, the layers say so.
+        let held = result["sandbox_layers"]["namespaces"] == json!(true)
+            || result["sandbox_layers"]["processes"]
+                .as_str()
+                .unwrap()
+                .contains("cgroup");
+        assert_eq!(survived, !held, "namespaces = {namespaces_on}: {result}");
+    }
+}
+
+#[test]
+fn memory_is_limited_per_step_not_per_process() {
+    let sandbox = Sandbox::new(&[]);
+    sandbox.configure_sandbox("namespaces = false\nmemory_mb = 256");
+    // Four processes of 200 MB each: each under the limit, together far over it.
+    let command = "pids=''; for i in 1 2 3 4; do python3 -c \"import time; b = b'x' * (200 << 20); \
+         time.sleep(3)\" & pids=\"$pids $!\"; done; status=0; \
+         for p in $pids; do wait $p || status=1; done; exit $status";
+    let output = sandbox.run(&json!([shell_step("hog", command)]), "t");
+    let result = sandbox.result("t", "hog");
+    let memory = result["sandbox_layers"]["memory"].as_str().unwrap().to_string();
+    let status = sandbox.status("t")["sandbox"].as_str().unwrap().to_string();
+    if memory.contains("per step") {
+        assert_exit(&output, 1);
+        assert_eq!(result["status"], json!("failure"), "{result}");
+        // The reason reaches the status (and the recovery prompt).
+        let step = sandbox.step_status("t", "hog");
+        let message = step["error"]["message"].as_str().unwrap_or_default();
+        assert!(
+            message.contains("may use 256 MiB together"),
+            "{step}"
+        );
+        assert!(status.contains("256 MiB per step"), "{status}");
+    } else {
+        // Without a memory cgroup each process may use the limit: nothing claims more.
+        assert_eq!(memory, "256 MiB per process (rlimit)", "{result}");
+        assert!(status.contains("256 MiB per process"), "{status}");
+        assert!(!status.contains("per step"), "{status}");
+    }
+}

@@ -1,7 +1,9 @@
 //! `ocflow sandbox-exec` itself: what a command step's launcher does before it becomes the
-//! command — the limits, then bubblewrap's namespaces, then Landlock (see `sandbox.rs` for the
-//! layers and what each stops). This file depends on nothing else of ocflow: it is compiled into
-//! `ocflow` (the `sandbox-exec` subcommand) and into `ocflow-sandbox`, a small binary without
+//! command — the limits and the step's cgroup, then bubblewrap's namespaces (or, without them,
+//! the socket filter), then Landlock (see `sandbox.rs` for the layers and what each stops).
+//! This file depends on nothing else of ocflow but its two neighbours `step_cgroup.rs` and
+//! `socket_filter.rs`: it is compiled into `ocflow` (the `sandbox-exec` subcommand) and, with
+//! them, into `ocflow-sandbox`, a small binary without
 //! the embedded Python that starts in a fraction of the time, which launchers use when it is
 //! installed beside `ocflow`.
 

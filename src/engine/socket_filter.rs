@@ -22,8 +22,12 @@ use seccompiler::{
 };
 
 /// The socket families a step may open (Internet ones only as TCP).
-const ALLOWED_FAMILIES: [libc::c_int; 4] =
-    [libc::AF_UNIX, libc::AF_INET, libc::AF_INET6, libc::AF_NETLINK];
+const ALLOWED_FAMILIES: [libc::c_int; 4] = [
+    libc::AF_UNIX,
+    libc::AF_INET,
+    libc::AF_INET6,
+    libc::AF_NETLINK,
+];
 
 /// Installs the filter on this process and whatever it starts; it cannot be lifted.
 pub(crate) fn refuse_datagrams() -> Result<(), String> {

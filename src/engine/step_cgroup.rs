@@ -142,6 +142,32 @@ impl Hierarchies {
         }
     }
 
+    /// Ends the groups a killed ocflow left for the task at `task` (their host is gone): on
+    /// `resume`, before anything runs again. Returns how many still held processes.
+    pub(crate) fn end_left_for(&self, task: &Path) -> usize {
+        let mut ended = std::collections::BTreeSet::new();
+        let hash = task_hash(task);
+        for base in self.dirs() {
+            for entry in std::fs::read_dir(base).into_iter().flatten().flatten() {
+                let name = entry.file_name().to_string_lossy().into_owned();
+                let mut parts = name.splitn(3, '.');
+                let (Some(owner), Some(of_task)) = (parts.next(), parts.next()) else {
+                    continue;
+                };
+                let gone = owner
+                    .parse::<u32>()
+                    .is_ok_and(|pid| !Path::new(&format!("/proc/{pid}")).exists());
+                if gone && of_task == hash {
+                    if kill_all(&entry.path()) {
+                        ended.insert(name);
+                    }
+                    remove(&entry.path());
+                }
+            }
+        }
+        ended.len()
+    }
+
     fn dirs(&self) -> Vec<&PathBuf> {
         let mut dirs: Vec<&PathBuf> = self.pids.iter().chain(self.memory.iter()).collect();
         dirs.dedup();
@@ -152,10 +178,18 @@ impl Hierarchies {
 /// The name of a step's group: the host's pid first (so leftovers of a host that is gone can
 /// be told), then the task and the step.
 pub(crate) fn name(task: &Path, step: &str) -> String {
+    format!("{}.{}.{step}", std::process::id(), task_hash(task))
+}
+
+/// The task's part of a group's name: its directory, resolved and hashed, so that `resume`
+/// finds the groups a killed run left.
+fn task_hash(task: &Path) -> String {
     use std::hash::{Hash, Hasher};
     let mut hasher = std::collections::hash_map::DefaultHasher::new();
-    task.hash(&mut hasher);
-    format!("{}.{:08x}.{step}", std::process::id(), hasher.finish() as u32)
+    task.canonicalize()
+        .unwrap_or_else(|_| task.to_path_buf())
+        .hash(&mut hasher);
+    format!("{:08x}", hasher.finish() as u32)
 }
 
 /// cgroup v2: `/sys/fs/cgroup/ocflow` with the `pids` and `memory` controllers enabled for
@@ -182,21 +216,27 @@ fn write(dir: &Path, file: &str, value: &str) -> bool {
 }
 
 /// Kills every process in `group` until none is left: a process may fork between the reading
-/// and the killing, so the group is read again (its `pids.max` bounds how often).
-fn kill_all(group: &Path) {
+/// and the killing, so the group is read again (its `pids.max` bounds how often). Returns
+/// whether there was any.
+fn kill_all(group: &Path) -> bool {
+    let procs = || std::fs::read_to_string(group.join("cgroup.procs")).unwrap_or_default();
+    let held = !procs().trim().is_empty();
     // cgroup v2 (Linux 5.14) kills the whole group at once.
     let _ = write(group, "cgroup.kill", "1");
     for _ in 0..400 {
-        let procs = std::fs::read_to_string(group.join("cgroup.procs")).unwrap_or_default();
-        let pids: Vec<i32> = procs.lines().filter_map(|l| l.trim().parse().ok()).collect();
+        let pids: Vec<i32> = procs()
+            .lines()
+            .filter_map(|l| l.trim().parse().ok())
+            .collect();
         if pids.is_empty() {
-            return;
+            break;
         }
         for pid in pids.into_iter().filter_map(rustix::process::Pid::from_raw) {
             let _ = rustix::process::kill_process(pid, rustix::process::Signal::KILL);
         }
         std::thread::sleep(Duration::from_millis(5));
     }
+    held
 }
 
 /// How many processes the kernel killed in `group` for its memory limit.
@@ -270,7 +310,11 @@ mod tests {
         .unwrap();
         assert_eq!(oom_kills(dir.path()), 2);
         std::fs::remove_file(dir.path().join("memory.oom_control")).unwrap();
-        std::fs::write(dir.path().join("memory.events"), "low 0\noom 1\noom_kill 1\n").unwrap();
+        std::fs::write(
+            dir.path().join("memory.events"),
+            "low 0\noom 1\noom_kill 1\n",
+        )
+        .unwrap();
         assert_eq!(oom_kills(dir.path()), 1);
     }
 }

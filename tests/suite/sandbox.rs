@@ -541,7 +541,10 @@ fn without_namespaces_no_datagram_leaves_a_step() {
         sandbox.status("t")["sandbox"]
             .as_str()
             .unwrap()
-            .contains(&format!("UDP {}", udp["sandbox_layers"]["udp"].as_str().unwrap())),
+            .contains(&format!(
+                "UDP {}",
+                udp["sandbox_layers"]["udp"].as_str().unwrap()
+            )),
         "{}",
         sandbox.status("t")
     );
@@ -592,7 +595,10 @@ fn memory_is_limited_per_step_not_per_process() {
          for p in $pids; do wait $p || status=1; done; exit $status";
     let output = sandbox.run(&json!([shell_step("hog", command)]), "t");
     let result = sandbox.result("t", "hog");
-    let memory = result["sandbox_layers"]["memory"].as_str().unwrap().to_string();
+    let memory = result["sandbox_layers"]["memory"]
+        .as_str()
+        .unwrap()
+        .to_string();
     let status = sandbox.status("t")["sandbox"].as_str().unwrap().to_string();
     if memory.contains("per step") {
         assert_exit(&output, 1);
@@ -600,10 +606,7 @@ fn memory_is_limited_per_step_not_per_process() {
         // The reason reaches the status (and the recovery prompt).
         let step = sandbox.step_status("t", "hog");
         let message = step["error"]["message"].as_str().unwrap_or_default();
-        assert!(
-            message.contains("may use 256 MiB together"),
-            "{step}"
-        );
+        assert!(message.contains("may use 256 MiB together"), "{step}");
         assert!(status.contains("256 MiB per step"), "{status}");
     } else {
         // Without a memory cgroup each process may use the limit: nothing claims more.

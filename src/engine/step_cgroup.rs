@@ -300,6 +300,47 @@ mod tests {
         assert_eq!(one, name(Path::new("/w/task-a"), "build"));
     }
 
+    /// Each cgroup hierarchy here where a group can be made (root, as in CI): cgroup v2 (a
+    /// unified one, or the hybrid layout's `unified/`) kills through `cgroup.kill`, v1 reads
+    /// and kills.
+    fn writable_hierarchies() -> Vec<PathBuf> {
+        ["", "unified", "pids"]
+            .iter()
+            .map(|sub| Path::new(CGROUP_ROOT).join(sub))
+            .filter(|dir| dir.join("cgroup.procs").is_file())
+            .filter_map(|dir| {
+                let group = dir.join(format!("ocflow-unit-{}", std::process::id()));
+                std::fs::create_dir(&group).ok().map(|()| group)
+            })
+            .collect()
+    }
+
+    #[test]
+    fn every_process_of_a_group_is_killed_and_the_group_removed() {
+        let groups = writable_hierarchies();
+        if groups.is_empty() {
+            // Without root no hierarchy is writable: then nothing ocflow would claim either.
+            assert!(!Hierarchies::find().has_pids() || rustix::process::geteuid().is_root());
+            return;
+        }
+        for group in groups {
+            // A shell, moved into the group at once, that leaves a daemon in a session of its
+            // own behind it and exits.
+            let mut child = std::process::Command::new("sh")
+                .args(["-c", "sleep 0.3; setsid sleep 337 </dev/null & exit 0"])
+                .spawn()
+                .unwrap();
+            std::fs::write(group.join("cgroup.procs"), child.id().to_string()).unwrap();
+            child.wait().unwrap();
+            let procs = || std::fs::read_to_string(group.join("cgroup.procs")).unwrap();
+            assert!(!procs().trim().is_empty(), "{}", group.display());
+            assert!(kill_all(&group), "{}", group.display());
+            assert_eq!(procs().trim(), "", "{}", group.display());
+            remove(&group);
+            assert!(!group.exists(), "{} was not removed", group.display());
+        }
+    }
+
     #[test]
     fn out_of_memory_kills_are_read_from_either_version() {
         let dir = tempfile::tempdir().unwrap();

@@ -408,3 +408,71 @@ fn probe_landlock() -> Result<(String, bool, bool), Error> {
         ))),
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// A plan without namespaces, as on a kernel that refuses them, with what else holds.
+    fn plan(cgroups: bool, seccomp: bool) -> SandboxPlan {
+        SandboxPlan {
+            bwrap: None,
+            landlock: "landlock".into(),
+            network: false,
+            writable: Vec::new(),
+            memory_mb: 256,
+            max_processes: 64,
+            process_limit: if cgroups { "cgroup" } else { "none" },
+            memory_cgroup: cgroups,
+            cgroups: Hierarchies::default(),
+            seccomp,
+            hidden: Vec::new(),
+            overlay: false,
+        }
+    }
+
+    #[test]
+    fn without_cgroups_or_seccomp_nothing_claims_more_than_holds() {
+        let bare = plan(false, false);
+        let layers = bare.layers(false);
+        assert_eq!(layers.memory, "256 MiB per process (rlimit)");
+        assert_eq!(layers.udp, "open");
+        assert!(
+            layers.processes.contains("not limited"),
+            "{}",
+            layers.processes
+        );
+        let said = bare.describe();
+        assert!(!said.contains("per step"), "{said}");
+        assert!(said.contains("UDP open"), "{said}");
+        assert!(said.contains("memory 256 MiB per process"), "{said}");
+        let launcher = bare
+            .launcher(Path::new("/"), &[], false, None, "1.x.s")
+            .unwrap();
+        assert!(!launcher.launcher.contains(&"--refuse-udp".to_string()));
+    }
+
+    #[test]
+    fn with_cgroups_and_seccomp_the_limits_are_per_step_and_udp_is_refused() {
+        let held = plan(true, true);
+        let layers = held.layers(false);
+        assert_eq!(layers.memory, "256 MiB per step (cgroup)");
+        assert_eq!(layers.udp, "blocked");
+        assert_eq!(held.layers(true).udp, "open", "a step allowed the network");
+        let said = held.describe();
+        assert!(said.contains("UDP blocked"), "{said}");
+        assert!(
+            said.contains("at most 64 processes per step (cgroup)"),
+            "{said}"
+        );
+        assert!(said.contains("memory 256 MiB per step (cgroup)"), "{said}");
+        let args = |network| {
+            held.launcher(Path::new("/"), &[], network, None, "1.x.s")
+                .unwrap()
+                .launcher
+        };
+        assert!(args(false).contains(&"--refuse-udp".to_string()));
+        assert!(!args(true).contains(&"--refuse-udp".to_string()));
+        assert!(args(false).windows(2).any(|w| w == ["--cgroup", "1.x.s"]));
+    }
+}

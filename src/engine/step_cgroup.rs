@@ -196,7 +196,10 @@ fn task_hash(task: &Path) -> String {
 /// its children (the root's children must have them first).
 fn find_v2(root: &Path) -> Hierarchies {
     let base = root.join("ocflow");
-    let _ = write(root, "cgroup.subtree_control", "+pids +memory");
+    // One at a time: a write naming a controller the kernel lacks enables none of them.
+    for controller in ["+pids", "+memory"] {
+        let _ = write(root, "cgroup.subtree_control", controller);
+    }
     if std::fs::create_dir_all(&base).is_err() {
         return Hierarchies::default();
     }

@@ -615,3 +615,38 @@ fn memory_is_limited_per_step_not_per_process() {
         assert!(!status.contains("per step"), "{status}");
     }
 }
+
+#[test]
+fn the_socket_filter_refuses_what_landlock_cannot_hold_and_keeps_the_rest() {
+    // Each socket a step might open, as its errno name or `ok`.
+    let script = "import errno, socket as s\n\
+        def open_(*a):\n    try:\n        s.socket(*a).close()\n        return 'ok'\n    \
+        except OSError as e:\n        return errno.errorcode[e.errno]\n\
+        print(' '.join(open_(*a) for a in [(s.AF_INET, s.SOCK_DGRAM), \
+        (s.AF_INET6, s.SOCK_DGRAM | s.SOCK_NONBLOCK | s.SOCK_CLOEXEC), \
+        (s.AF_INET, s.SOCK_RAW, s.IPPROTO_ICMP), (s.AF_PACKET, s.SOCK_RAW), \
+        (s.AF_INET, s.SOCK_STREAM, 132), (40, s.SOCK_STREAM), \
+        (s.AF_INET, s.SOCK_STREAM), (s.AF_UNIX, s.SOCK_DGRAM), \
+        (s.AF_NETLINK, s.SOCK_RAW, 0)]))";
+    let run = |filter: bool| {
+        let mut launcher = std::process::Command::new(env!("CARGO_BIN_EXE_ocflow-sandbox"));
+        launcher.args(["sandbox-exec", "--write", "/tmp"]);
+        if filter {
+            launcher.arg("--refuse-udp");
+        }
+        let output = launcher
+            .args(["--", "python3", "-c", script])
+            .output()
+            .unwrap();
+        assert_exit(&output, 0);
+        stdout(&output).trim().to_string()
+    };
+    let filtered = run(true);
+    let words: Vec<&str> = filtered.split(' ').collect();
+    // UDP, UDP over IPv6 with flags, raw, packet, SCTP, vsock: refused.
+    assert_eq!(words[..6], ["EACCES"; 6], "{filtered}");
+    // TCP (Landlock's to refuse), Unix datagrams and netlink: open.
+    assert_eq!(words[6..], ["ok", "ok", "ok"], "{filtered}");
+    // Without the filter the same UDP socket opens: the refusal is the filter's.
+    assert!(run(false).starts_with("ok "), "{}", run(false));
+}

@@ -338,11 +338,19 @@ fn limit_resources(
         };
         setrlimit(Resource::Data, limit).map_err(|err| format!("cannot limit memory: {err}"))?;
     }
-    // Where no cgroup can be made, the step runs with the rlimit alone (results say so). A
-    // launcher started by hand, without a name, gets a group of its own.
-    let name = cgroup.map_or_else(|| std::process::id().to_string(), str::to_string);
-    super::step_cgroup::Hierarchies::find().join(&name, max_processes, memory_mb);
-    Ok(())
+    // Where no cgroup can be made, the step runs with the rlimit alone (results say so). Where
+    // one can, the host says the limits hold per step: a group it named that cannot be joined
+    // stops the command. A launcher started by hand, without a name, gets a group of its own
+    // if it can.
+    let hierarchies = super::step_cgroup::Hierarchies::find();
+    match cgroup {
+        Some(name) => hierarchies.join(name, max_processes, memory_mb),
+        None => {
+            let own = std::process::id().to_string();
+            let _ = hierarchies.join(&own, max_processes, memory_mb);
+            Ok(())
+        }
+    }
 }
 
 /// Restricts this process to reading everywhere and writing only beneath `writable` (paths

@@ -73,22 +73,22 @@ impl Hierarchies {
     }
 
     /// Makes the step's group `name` (or finds it, for the step's next command) with these
-    /// limits, and moves this process into it. Returns whether it joined a group that counts
-    /// processes and one that limits memory.
+    /// limits, and moves this process into it; an error names the hierarchy it could not join
+    /// (the host, which found the same hierarchies, says the limits hold per step).
     pub(crate) fn join(
         &self,
         name: &str,
         max_processes: Option<u64>,
         memory_mb: Option<u64>,
-    ) -> (bool, bool) {
-        let pids = self.pids.as_ref().is_some_and(|base| {
+    ) -> Result<(), String> {
+        let pids = self.pids.as_ref().is_none_or(|base| {
             sweep(base);
             let group = base.join(name);
             std::fs::create_dir_all(&group).is_ok()
                 && max_processes.is_none_or(|max| write(&group, "pids.max", &max.to_string()))
                 && write(&group, "cgroup.procs", "0")
         });
-        let memory = self.memory.as_ref().is_some_and(|base| {
+        let memory = self.memory.as_ref().is_none_or(|base| {
             if Some(base) != self.pids.as_ref() {
                 sweep(base);
             }
@@ -110,7 +110,15 @@ impl Hierarchies {
                 && memory_mb.is_none_or(|mb| set(mb.saturating_mul(1024 * 1024)))
                 && write(&group, "cgroup.procs", "0")
         });
-        (pids, memory)
+        let failed = |base: &Option<PathBuf>| {
+            let dir = base.as_ref().map(|b| b.join(name)).unwrap_or_default();
+            format!("cannot join the step's cgroup {}", dir.display())
+        };
+        match (pids, memory) {
+            (true, true) => Ok(()),
+            (false, _) => Err(failed(&self.pids)),
+            (true, false) => Err(failed(&self.memory)),
+        }
     }
 
     /// Kills every process left in the step's group `name` and removes the group.

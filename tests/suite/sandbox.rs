@@ -556,9 +556,11 @@ fn a_daemon_that_clears_its_environment_and_leaves_dies_with_its_step() {
         let sandbox = Sandbox::new(&[]);
         sandbox.configure_sandbox(&format!("namespaces = {namespaces_on}"));
         // Double fork: the daemon's parent is gone, it has no marker and works outside the task.
+        // It tries to leave the step's cgroups too (Landlock refuses the writes).
         let command = format!(
-            "cd / && setsid sh -c '(exec env -i sleep {seconds} &)' </dev/null >/dev/null 2>&1; \
-             echo started"
+            "cd / && setsid sh -c '(read me _ < /proc/self/stat; for c in \
+             /sys/fs/cgroup/*/cgroup.procs; do echo $me > $c; done; \
+             exec env -i sleep {seconds} &)' </dev/null >/dev/null 2>&1; echo started"
         );
         assert_exit(
             &sandbox.run(&json!([shell_step("daemon", &command)]), "t"),

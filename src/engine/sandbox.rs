@@ -75,7 +75,7 @@ impl SandboxPlan {
     /// neither namespaces ocflow may use nor Landlock (commands then run unconfined, and say
     /// so). A probe that cannot run is an error, not a silent "no sandbox".
     pub(crate) fn probe(settings: SandboxSettings) -> Result<Option<SandboxPlan>, Error> {
-        let (landlock, overlay, seccomp) = probe_landlock()?;
+        let (landlock, overlay, seccomp, cgroup) = probe_landlock()?;
         let bwrap = if settings.namespaces {
             usable_bwrap()
         } else {
@@ -84,7 +84,12 @@ impl SandboxPlan {
         if bwrap.is_none() && landlock == "none" {
             return Ok(None);
         }
-        let cgroups = Hierarchies::find();
+        // Only where a launcher could join one: the limits are then claimed per step.
+        let cgroups = if cgroup {
+            Hierarchies::find()
+        } else {
+            Hierarchies::default()
+        };
         let process_limit = if cgroups.has_pids() { "cgroup" } else { "none" };
         Ok(Some(SandboxPlan {
             bwrap,
@@ -133,7 +138,7 @@ impl SandboxPlan {
             network: if network { "on" } else { "off" }.into(),
             landlock: self.landlock.clone(),
             processes: match self.process_limit {
-                "none" => "not limited (no pids cgroup here)".into(),
+                "none" => format!("not limited (no pids cgroup here){}", self.ends_steps()),
                 how => format!("{} ({how})", self.max_processes),
             },
             memory_mb: self.memory_mb,
@@ -156,6 +161,16 @@ impl SandboxPlan {
             format!("{} MiB per step (cgroup)", self.memory_mb)
         } else {
             format!("{} MiB per process (rlimit)", self.memory_mb)
+        }
+    }
+
+    /// Where processes are not limited: whether what a step leaves is killed at its end all
+    /// the same (a cgroup without controllers), said after the limit.
+    fn ends_steps(&self) -> &'static str {
+        if self.cgroups.ends_steps() {
+            "; ended with the step (cgroup)"
+        } else {
+            ""
         }
     }
 
@@ -183,7 +198,10 @@ impl SandboxPlan {
             "no namespaces (refused here: commands can see other processes and host sockets)"
         };
         let processes = match self.process_limit {
-            "none" => "processes not limited (no pids cgroup here)".to_string(),
+            "none" => format!(
+                "processes not limited (no pids cgroup here){}",
+                self.ends_steps()
+            ),
             how => format!("at most {} processes per step ({how})", self.max_processes),
         };
         format!(
@@ -259,8 +277,10 @@ impl SandboxPlan {
         launcher.push(self.memory_mb.to_string());
         launcher.push("--max-processes".into());
         launcher.push(self.max_processes.to_string());
-        launcher.push("--cgroup".into());
-        launcher.push(cgroup.into());
+        if self.cgroups.ends_steps() {
+            launcher.push("--cgroup".into());
+            launcher.push(cgroup.into());
+        }
         launcher.push("--".into());
         Ok(StepSandbox {
             launcher,
@@ -282,14 +302,15 @@ impl SandboxPlan {
         };
         let small = exe.with_file_name("ocflow-sandbox");
         let exe = if small.is_file() { small } else { exe };
-        std::process::Command::new(exe)
-            .args(["sandbox-exec", "--probe", "--probe-in"])
-            .arg(dir)
-            .stderr(std::process::Stdio::null())
-            .output()
-            .is_ok_and(|output| {
-                String::from_utf8_lossy(&output.stdout).lines().nth(1) == Some("overlay")
-            })
+        run_probe(
+            std::process::Command::new(exe)
+                .args(["sandbox-exec", "--probe", "--probe-in"])
+                .arg(dir)
+                .stderr(std::process::Stdio::null()),
+        )
+        .is_ok_and(|output| {
+            String::from_utf8_lossy(&output.stdout).lines().nth(1) == Some("overlay")
+        })
     }
 }
 
@@ -345,6 +366,16 @@ pub(crate) fn default_writable() -> Vec<PathBuf> {
     paths
 }
 
+/// Runs a `sandbox-exec --probe`, then removes the cgroup it joined (named after its pid).
+fn run_probe(command: &mut std::process::Command) -> std::io::Result<std::process::Output> {
+    use std::process::Stdio;
+    let child = command.stdout(Stdio::piped()).spawn()?;
+    let name = format!("{}.probe", child.id());
+    let output = child.wait_with_output();
+    Hierarchies::find().end(&name);
+    output
+}
+
 /// bubblewrap, if it is installed and the kernel lets it make the namespaces ocflow uses.
 fn usable_bwrap() -> Option<PathBuf> {
     let path = std::env::var_os("PATH").unwrap_or_default();
@@ -381,7 +412,7 @@ fn usable_bwrap() -> Option<PathBuf> {
 /// What Landlock enforces here (`landlock`, `landlock-partial`, `none`), whether overlays
 /// can be mounted, and whether the socket filter holds. Asks a child `sandbox-exec --probe`:
 /// restricting this process would restrict ocflow.
-fn probe_landlock() -> Result<(String, bool, bool), Error> {
+fn probe_landlock() -> Result<(String, bool, bool, bool), Error> {
     let failed = |problem: String| {
         Error::Usage(format!(
             "{problem}; run with --no-sandbox to go on without it"
@@ -389,18 +420,21 @@ fn probe_landlock() -> Result<(String, bool, bool), Error> {
     };
     let exe = std::env::current_exe()
         .map_err(|err| failed(format!("cannot find the ocflow executable: {err}")))?;
-    let output = std::process::Command::new(&exe)
-        .args(["sandbox-exec", "--probe"])
-        .output()
-        .map_err(|err| failed(format!("cannot run {}: {err}", exe.display())))?;
+    let output = run_probe(
+        std::process::Command::new(&exe)
+            .args(["sandbox-exec", "--probe"])
+            .stderr(std::process::Stdio::piped()),
+    )
+    .map_err(|err| failed(format!("cannot run {}: {err}", exe.display())))?;
     let text = String::from_utf8_lossy(&output.stdout).to_string();
     let mut lines = text.lines();
     let kind = lines.next().unwrap_or("").trim().to_string();
     let overlay = lines.next().map(str::trim) == Some("overlay");
     let seccomp = lines.next().map(str::trim) == Some("seccomp");
+    let cgroup = lines.next().map(str::trim) == Some("cgroup");
     match kind.as_str() {
         "none" | "landlock" | "landlock-partial" if output.status.success() => {
-            Ok((kind, overlay, seccomp))
+            Ok((kind, overlay, seccomp, cgroup))
         }
         _ => Err(failed(format!(
             "the sandbox probe failed: {}",
@@ -424,7 +458,11 @@ mod tests {
             max_processes: 64,
             process_limit: if cgroups { "cgroup" } else { "none" },
             memory_cgroup: cgroups,
-            cgroups: Hierarchies::default(),
+            cgroups: if cgroups {
+                Hierarchies::at(Path::new("/sys/fs/cgroup/x"), true)
+            } else {
+                Hierarchies::default()
+            },
             seccomp,
             hidden: Vec::new(),
             overlay: false,
@@ -450,6 +488,30 @@ mod tests {
             .launcher(Path::new("/"), &[], false, None, "1.x.s")
             .unwrap();
         assert!(!launcher.launcher.contains(&"--refuse-udp".to_string()));
+        assert!(!launcher.launcher.contains(&"--cgroup".to_string()));
+    }
+
+    #[test]
+    fn a_cgroup_without_controllers_ends_steps_and_limits_nothing() {
+        let ends = SandboxPlan {
+            cgroups: Hierarchies::at(Path::new("/sys/fs/cgroup/x"), false),
+            ..plan(false, true)
+        };
+        let layers = ends.layers(false);
+        assert_eq!(
+            layers.processes,
+            "not limited (no pids cgroup here); ended with the step (cgroup)"
+        );
+        assert_eq!(layers.memory, "256 MiB per process (rlimit)");
+        let launcher = ends
+            .launcher(Path::new("/"), &[], false, None, "1.x.s")
+            .unwrap();
+        assert!(
+            launcher
+                .launcher
+                .windows(2)
+                .any(|w| w == ["--cgroup", "1.x.s"])
+        );
     }
 
     #[test]

@@ -83,12 +83,24 @@ pub(crate) fn exec(request: &ExecRequest<'_>) -> String {
     }
 }
 
-/// What this machine allows, in three lines: what Landlock enforces (`landlock`,
+/// What this machine allows, in four lines: what Landlock enforces (`landlock`,
 /// `landlock-partial` or `none`), then `overlay` or `no-overlay` (an overlay whose upper
 /// directory is in `dir`, the temporary directory when `None`), then `seccomp` when the socket
-/// filter holds (a UDP socket refused) or `no-seccomp`. It unshares and restricts this
-/// process, so a probe runs in a child of its own.
+/// filter holds (a UDP socket refused) or `no-seccomp`, then `cgroup` when this process could
+/// join a step cgroup as a launcher does (`<pid>.probe`, which the caller removes) or
+/// `no-cgroup`. It joins, unshares and restricts this process, so a probe runs in a child of
+/// its own.
 pub(crate) fn probe(dir: Option<&Path>) -> Result<String, String> {
+    // First, as the launcher does: in a user namespace or under Landlock it could not.
+    let cgroups = super::step_cgroup::Hierarchies::find();
+    let name = format!("{}.probe", std::process::id());
+    // With limits, as a launcher sets them (a million MiB: none that binds).
+    let joined = cgroups.join(&name, Some(4096), Some(1 << 20)).is_ok();
+    let cgroup = if cgroups.ends_steps() && joined {
+        "cgroup"
+    } else {
+        "no-cgroup"
+    };
     let overlay = if probe_overlay(&dir.map_or_else(std::env::temp_dir, Path::to_path_buf)) {
         "overlay"
     } else {
@@ -98,7 +110,7 @@ pub(crate) fn probe(dir: Option<&Path>) -> Result<String, String> {
     let seccomp = super::socket_filter::refuse_datagrams().is_ok()
         && std::net::UdpSocket::bind("127.0.0.1:0").is_err();
     let seccomp = if seccomp { "seccomp" } else { "no-seccomp" };
-    Ok(format!("{landlock}\n{overlay}\n{seccomp}"))
+    Ok(format!("{landlock}\n{overlay}\n{seccomp}\n{cgroup}"))
 }
 
 enum Never {}
@@ -338,18 +350,12 @@ fn limit_resources(
         };
         setrlimit(Resource::Data, limit).map_err(|err| format!("cannot limit memory: {err}"))?;
     }
-    // Where no cgroup can be made, the step runs with the rlimit alone (results say so). Where
-    // one can, the host says the limits hold per step: a group it named that cannot be joined
-    // stops the command. A launcher started by hand, without a name, gets a group of its own
-    // if it can.
-    let hierarchies = super::step_cgroup::Hierarchies::find();
+    // The host names a group only where its probe could join one, and then says the limits
+    // hold per step: a group it named that cannot be joined stops the command. Without a
+    // name (no cgroup here), the step runs with the rlimit alone, and results say so.
     match cgroup {
-        Some(name) => hierarchies.join(name, max_processes, memory_mb),
-        None => {
-            let own = std::process::id().to_string();
-            let _ = hierarchies.join(&own, max_processes, memory_mb);
-            Ok(())
-        }
+        Some(name) => super::step_cgroup::Hierarchies::find().join(name, max_processes, memory_mb),
+        None => Ok(()),
     }
 }
 

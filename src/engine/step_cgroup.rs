@@ -24,6 +24,10 @@ const CGROUP_ROOT: &str = "/sys/fs/cgroup";
 pub(crate) struct Hierarchies {
     pids: Option<PathBuf>,
     memory: Option<PathBuf>,
+    /// A cgroup v2 directory where groups can be made even without controllers (a container's
+    /// own cgroup namespace, whose root holds processes, cannot enable them): a group there
+    /// limits nothing but still holds everything a step started, to be killed at its end.
+    ends: Option<PathBuf>,
 }
 
 /// What a step's group told at its end.
@@ -56,10 +60,35 @@ impl Hierarchies {
             (mount.join("cgroup.procs").is_file() && std::fs::create_dir_all(&dir).is_ok())
                 .then_some(dir)
         };
+        let pids = base("pids");
+        // The hybrid layout's v2 hierarchy, to end steps where no `pids` one can be used.
+        let unified = root.join("unified");
+        let ends = if pids.is_none() && unified.join("cgroup.procs").is_file() {
+            find_v2(&unified).ends
+        } else {
+            None
+        };
         Hierarchies {
-            pids: base("pids"),
+            pids,
             memory: base("memory"),
+            ends,
         }
+    }
+
+    /// Hierarchies at `dir`: every controller there (`pids`, `memory`) or none, for tests.
+    #[cfg(test)]
+    pub(crate) fn at(dir: &Path, controllers: bool) -> Hierarchies {
+        Hierarchies {
+            pids: controllers.then(|| dir.to_path_buf()),
+            memory: controllers.then(|| dir.to_path_buf()),
+            ends: Some(dir.to_path_buf()),
+        }
+    }
+
+    /// Whether everything a step started can be killed at its end (though perhaps not
+    /// counted or limited).
+    pub(crate) fn ends_steps(&self) -> bool {
+        self.pids.is_some() || self.ends.is_some()
     }
 
     /// Whether a step's processes can be counted and limited (and so all killed at its end).
@@ -110,14 +139,24 @@ impl Hierarchies {
                 && memory_mb.is_none_or(|mb| set(mb.saturating_mul(1024 * 1024)))
                 && write(&group, "cgroup.procs", "0")
         });
+        // A group that only holds the step, where neither controller could be used.
+        let held = self.ends.as_ref().is_none_or(|base| {
+            if self.pids.is_some() || self.memory.is_some() {
+                return true;
+            }
+            sweep(base);
+            let group = base.join(name);
+            std::fs::create_dir_all(&group).is_ok() && write(&group, "cgroup.procs", "0")
+        });
         let failed = |base: &Option<PathBuf>| {
             let dir = base.as_ref().map(|b| b.join(name)).unwrap_or_default();
             format!("cannot join the step's cgroup {}", dir.display())
         };
-        match (pids, memory) {
-            (true, true) => Ok(()),
-            (false, _) => Err(failed(&self.pids)),
-            (true, false) => Err(failed(&self.memory)),
+        match (pids, memory, held) {
+            (true, true, true) => Ok(()),
+            (false, _, _) => Err(failed(&self.pids)),
+            (true, false, _) => Err(failed(&self.memory)),
+            (true, true, false) => Err(failed(&self.ends)),
         }
     }
 
@@ -177,7 +216,11 @@ impl Hierarchies {
     }
 
     fn dirs(&self) -> Vec<&PathBuf> {
-        let mut dirs: Vec<&PathBuf> = self.pids.iter().chain(self.memory.iter()).collect();
+        let mut dirs: Vec<&PathBuf> = [&self.pids, &self.memory, &self.ends]
+            .into_iter()
+            .flatten()
+            .collect();
+        dirs.sort();
         dirs.dedup();
         dirs
     }
@@ -201,7 +244,8 @@ fn task_hash(task: &Path) -> String {
 }
 
 /// cgroup v2: `/sys/fs/cgroup/ocflow` with the `pids` and `memory` controllers enabled for
-/// its children (the root's children must have them first).
+/// its children (the root's children must have them first), or without them, only to end
+/// steps.
 fn find_v2(root: &Path) -> Hierarchies {
     let base = root.join("ocflow");
     // One at a time: a write naming a controller the kernel lacks enables none of them.
@@ -216,9 +260,13 @@ fn find_v2(root: &Path) -> Hierarchies {
     }
     let enabled = std::fs::read_to_string(base.join("cgroup.subtree_control")).unwrap_or_default();
     let has = |controller: &str| enabled.split_whitespace().any(|c| c == controller);
+    // A directory made before may stand in a hierarchy now mounted read-only: make a group.
+    let probe = base.join(format!("probe-{}", std::process::id()));
+    let writable = std::fs::create_dir(&probe).is_ok() && std::fs::remove_dir(&probe).is_ok();
     Hierarchies {
-        pids: has("pids").then(|| base.clone()),
-        memory: has("memory").then(|| base.clone()),
+        pids: (writable && has("pids")).then(|| base.clone()),
+        memory: (writable && has("memory")).then(|| base.clone()),
+        ends: writable.then_some(base),
     }
 }
 
@@ -314,13 +362,13 @@ mod tests {
     /// Each cgroup hierarchy here where a group can be made (root, as in CI): cgroup v2 (a
     /// unified one, or the hybrid layout's `unified/`) kills through `cgroup.kill`, v1 reads
     /// and kills.
-    fn writable_hierarchies() -> Vec<PathBuf> {
+    fn writable_hierarchies(test: &str) -> Vec<PathBuf> {
         ["", "unified", "pids"]
             .iter()
             .map(|sub| Path::new(CGROUP_ROOT).join(sub))
             .filter(|dir| dir.join("cgroup.procs").is_file())
             .filter_map(|dir| {
-                let group = dir.join(format!("ocflow-unit-{}", std::process::id()));
+                let group = dir.join(format!("ocflow-unit-{test}-{}", std::process::id()));
                 std::fs::create_dir(&group).ok().map(|()| group)
             })
             .collect()
@@ -328,7 +376,7 @@ mod tests {
 
     #[test]
     fn every_process_of_a_group_is_killed_and_the_group_removed() {
-        let groups = writable_hierarchies();
+        let groups = writable_hierarchies("kill");
         if groups.is_empty() {
             // Without root no hierarchy is writable: then nothing ocflow would claim either.
             assert!(!Hierarchies::find().has_pids() || rustix::process::geteuid().is_root());
@@ -349,6 +397,21 @@ mod tests {
             assert_eq!(procs().trim(), "", "{}", group.display());
             remove(&group);
             assert!(!group.exists(), "{} was not removed", group.display());
+        }
+    }
+
+    #[test]
+    fn a_v2_hierarchy_without_controllers_still_ends_steps() {
+        // The hybrid layout's v2 hierarchy has no controllers (v1 holds them all).
+        let unified = Path::new(CGROUP_ROOT).join("unified");
+        let groups = writable_hierarchies("v2");
+        groups.iter().for_each(|group| remove(group));
+        let writable = groups.iter().any(|group| group.starts_with(&unified));
+        let found = find_v2(&unified);
+        assert_eq!(found.ends_steps(), writable, "{found:?}");
+        if writable {
+            let controllers = std::fs::read_to_string(unified.join("cgroup.controllers")).unwrap();
+            assert_eq!(found.has_pids(), controllers.contains("pids"), "{found:?}");
         }
     }
 

@@ -40,6 +40,20 @@ pub enum Error {
     )]
     Drift { task_id: String, files: Vec<String> },
 
+    /// Files were edited since the apply `undo` would take back (permanent until the user
+    /// decides; exit 2).
+    #[error(
+        "these files changed since task {task_id} was applied, so nothing was undone:\n{}\n\
+         review them, then run `ocflow undo {task_id} --force` to put them back as they were \
+         before the apply (those edits are lost)",
+        .files.iter().map(|p| format!("  {p}")).collect::<Vec<_>>().join("\n")
+    )]
+    EditedSinceApply { task_id: String, files: Vec<String> },
+
+    /// A signal stopped the command; what it was doing was put back or saved (exit 130).
+    #[error("{0}")]
+    Interrupted(String),
+
     /// A saved file has an unknown version or is not what ocflow wrote (permanent; exit 2).
     #[error("{path}: {problem}")]
     BadStateFile { path: PathBuf, problem: String },
@@ -103,7 +117,8 @@ impl Error {
             Error::Usage(_) => "usage",
             Error::InvalidFlow(_) => "invalid_flow",
             Error::Locked { .. } => "locked",
-            Error::Drift { .. } => "drift",
+            Error::Drift { .. } | Error::EditedSinceApply { .. } => "drift",
+            Error::Interrupted(_) => "interrupted",
             Error::BadStateFile { .. } => "bad_state_file",
             Error::Bridge(_) => "bridge",
             Error::Llm(_) => "llm",
@@ -132,6 +147,7 @@ impl Error {
     pub fn exit_code(&self) -> ExitCode {
         match self {
             Error::Io { .. } | Error::Internal { .. } => ExitCode::Failure,
+            Error::Interrupted(_) => ExitCode::Interrupted,
             Error::Llm(error) if error.transient() => ExitCode::Failure,
             _ => ExitCode::Usage,
         }

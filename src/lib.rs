@@ -43,6 +43,15 @@ pub fn run(cli: Cli, api_key: ApiKey) -> Result<ExitCode> {
                 }
             });
         }
+        let Some(caches) = args
+            .cache
+            .iter()
+            .map(|arg| sandbox_exec::Cache::parse(arg))
+            .collect::<Option<Vec<_>>>()
+        else {
+            say("ocflow sandbox-exec: give --cache as VARIABLE:PATH");
+            return Ok(ExitCode::CannotRun);
+        };
         let problem = sandbox_exec::exec(&sandbox_exec::ExecRequest {
             writable: &args.write,
             network: args.network,
@@ -62,6 +71,9 @@ pub fn run(cli: Cli, api_key: ApiKey) -> Result<ExitCode> {
                 }),
                 _ => None,
             },
+            caches: &caches,
+            cache_overlay: args.cache_overlay,
+            private: args.private.as_deref(),
             command: &args.command,
         });
         say(&format!("ocflow sandbox-exec: {problem}"));
@@ -80,7 +92,7 @@ pub fn run(cli: Cli, api_key: ApiKey) -> Result<ExitCode> {
     let limits = match &cli.command {
         Command::Run(args) => Some(&args.limits),
         Command::Resume(args) => Some(&args.limits),
-        Command::Demo => Some(&demo),
+        Command::Demo | Command::Doctor => Some(&demo),
         _ => None,
     };
     // Commands that start work on a repository need one; the others can find their task
@@ -93,6 +105,7 @@ pub fn run(cli: Cli, api_key: ApiKey) -> Result<ExitCode> {
         | Command::Mcp
         | Command::Completions(_)
         | Command::Man
+        | Command::Doctor
         | Command::Operations => false,
         _ => cli.global.workspace.is_none(),
     };

@@ -8,14 +8,17 @@ search/replace blocks).  The content is taken from the answer with
 (:func:`.syntax.check`: a Python file must compile; JavaScript, TypeScript,
 Go, Java, Rust, C/C++, Ruby, PHP, Shell, JSON, YAML and TOML are parsed; the
 result's ``syntax_check`` says how the file was checked, or why it was not).
-An answer that would lose part of the file is unusable too, even when it
-parses: a code block that is never closed (the answer stopped halfway), an
-answer far larger than the file and the change could need, or a new version
-that drops most of the lines while the instructions ask to remove nothing.
-When the answer is unusable the model is asked once more, told in plain words
-what was wrong (:mod:`.reask`: warmer, and not again when it repeats itself); a
-second unusable answer fails the step and nothing is written.  An answer cut
-off at the token limit is never used (see :mod:`.llm`).
+An answer that holds only some definitions of the file (the function it was asked to
+change), or that stands for the rest with a placeholder comment, is spliced into the file
+(:func:`fit_into_original`, :mod:`.definitions`).  An answer that would lose part of the file
+is unusable, even when it parses: a code block that is never closed (the answer stopped
+halfway), an answer far larger than the file and the change could need, one that leaves out
+definitions the instructions do not name or most of the file's statements, or (from 20 lines
+on) most of its lines while the instructions ask to remove nothing.  An answer that is the
+original as code changes nothing and is unusable too.  When the answer is unusable the model is
+asked once more, told in plain words what was wrong (:mod:`.reask`: warmer, and not again when
+it repeats itself); a second unusable answer fails the step and nothing is written.  An answer
+cut off at the token limit is never used (see :mod:`.llm`).
 """
 
 from __future__ import annotations
@@ -25,7 +28,7 @@ import os
 import re
 from dataclasses import dataclass
 
-from . import llm, reask, syntax
+from . import definitions, llm, reask, syntax
 from .code_blocks import (
     TEXT_EXTENSIONS,
     CodeBlockError,
@@ -53,10 +56,29 @@ SLACK = 64 * 1024
 # not ask to take something out.
 KEEP_RATIO = 0.5
 MIN_LINES = 20
+# Instructions that ask to take something out: a removal verb as a whole word, where an
+# imperative stands (a sentence's start, or after "and", "then", "please" …) — not "it drops the
+# last window" (a bug report), nor the "mov" of moving_average or the "split" of split_words.
+_REMOVAL_VERBS = (
+    r"(?:remove|delete|drop|strip|shorten|shrink|simplify|rewrite|trim|cut|reduce|condense|"
+    r"minimi[sz]e|clean\s+up|prune|purge|eliminate|get\s+rid\s+of|dedup(?:licate)?|"
+    r"consolidate|compact|merge|move|split|extract|truncate|empty|clear\s+out|inline|"
+    r"replace\s+(?:it|everything|the\s+(?:whole\s+|entire\s+)?file)|"
+    r"make\s+(?:it|the\s+file|this\s+file|the\s+module)\s+(?:shorter|smaller))"
+)
 _REMOVAL_WORDS = re.compile(
-    r"\b(remov|delet|drop|strip|short|shrink|smaller|simplif|rewrit|trim|cut|reduc|condens|"
-    r"minimi|clean|prune|purg|eliminat|get rid|dedup|consolidat|compact|merg|mov|split|"
-    r"extract|truncat|empty|clear|replace (?:it|everything|the (?:whole |entire )?file))",
+    rf"(?:^|[.;:!?\n(]\s*|\b(?:and|then|also|please|to|just|only)\s+){_REMOVAL_VERBS}\b",
+    re.IGNORECASE,
+)
+# A comment standing for code the model left out: "# rest of the file unchanged",
+# "// ... existing code ...", "# (unchanged)" and their kin.
+_COMMENT = re.compile(r"\s*(?:#|//|/\*+|\*|--|<!--)\s*(.*?)\s*(?:\*/|-->)?\s*$")
+_PLACEHOLDER = re.compile(
+    r"(?:the\s+)?rest\s+of\s+(?:the\s+)?(?:file|code|module|class|functions|methods)"
+    r"|(?:all\s+)?(?:the\s+)?(?:existing|other|remaining|previous|original|unchanged)\s+"
+    r"(?:code|functions?|methods?|definitions|content|lines|implementation|helpers)"
+    r"|(?:unchanged|same\s+as\s+(?:before|above|the\s+original|original))$"
+    r"|(?:code|functions?|everything\s+else)\s+(?:unchanged|stays\s+the\s+same)",
     re.IGNORECASE,
 )
 
@@ -78,6 +100,7 @@ class FileContent:
     rel: str
     text: str
     syntax_check: syntax.SyntaxCheck
+    spliced: tuple[str, ...] = ()  # the definitions put in place of the old ones, when spliced
 
     def note(self) -> str:
         """A note for the step's message when the syntax was not checked (none for prose
@@ -137,8 +160,11 @@ def modify_code(step: Step, llm_config: dict | None) -> dict:
     changed = new != original
     lines_before, lines_after = len(original.splitlines()), len(new.splitlines())
     what = f"rewrote {rel} from the LLM answer ({lines_before} -> {lines_after} lines)"
-    if not changed:
-        what = f"the LLM left {rel} unchanged"
+    if answer.spliced:
+        what = (
+            f"replaced {', '.join(answer.spliced)} in {rel}, the rest kept as it was "
+            f"({lines_before} -> {lines_after} lines)"
+        )
     return success(
         step.operation,
         what + answer.note() + retry_note(chat),
@@ -237,7 +263,8 @@ def obtain_file_content(
 def usable_content(
     answer: str, request: FileRequest
 ) -> tuple[FileContent | None, reask.Problem | None]:
-    """``(content, None)`` if ``answer`` holds the whole new file, else ``(None, problem)``."""
+    """``(content, None)`` if ``answer`` holds the whole new file (or definitions to splice into
+    it), else ``(None, problem)``."""
     rel = request.rel
     problem = oversized(answer, request)
     if problem is not None:
@@ -246,13 +273,86 @@ def usable_content(
         content = extract_code_block(answer, rel)
     except CodeBlockError as exc:
         return None, reask.Problem(str(exc))
+    content, spliced, problem = fit_into_original(content, request)
+    if problem is not None:
+        return None, problem
     checked, problem = check_syntax(content, request)
     if problem is not None:
         return None, problem
-    problem = drops_most_lines(content, request)
-    if problem is not None:
-        return None, problem
-    return FileContent(rel, content, checked), None
+    for guard in (drops_most_lines, drops_code, makes_no_change):
+        problem = guard(content, request)
+        if problem is not None:
+            return None, problem
+    return FileContent(rel, content, checked, tuple(spliced)), None
+
+
+def asks_removal(instructions: str) -> bool:
+    """Whether the instructions ask to take code out of the file."""
+    return _REMOVAL_WORDS.search(instructions) is not None
+
+
+def placeholder_line(content: str) -> str | None:
+    """The first comment line that stands for left-out code, if any."""
+    for line in content.splitlines():
+        comment = _COMMENT.fullmatch(line)
+        if comment is None:
+            continue
+        text = comment.group(1)
+        body = text.strip(" .…()[]-:").strip()
+        if len(body) > 60:
+            continue
+        if (not body and text.strip() in ("...", "…")) or (body and _PLACEHOLDER.match(body)):
+            return line.strip()
+    return None
+
+
+def fit_into_original(
+    content: str, request: FileRequest
+) -> tuple[str, list[str], reask.Problem | None]:
+    """An answer that holds only definitions of the file (the function it was asked to change,
+    say), or that stands for the rest with a placeholder comment, spliced into the original:
+    each definition replaces the one of the same name, everything else stays as it was. The
+    spliced content with the names replaced, or the content as it is; or the problem when a
+    placeholder stands for code that cannot be put back."""
+    original = request.original
+    if original is None:
+        return content, [], None
+    placeholder = placeholder_line(content)
+    kept_lines = content
+    if placeholder is not None:
+        kept_lines = "\n".join(line for line in content.splitlines() if line.strip() != placeholder)
+    rel = request.rel
+    before = definitions.read(rel, original)
+    after = definitions.read(rel, kept_lines)
+    problem = None
+    if placeholder is not None:
+        problem = reask.Problem(
+            f"the answer holds the placeholder `{placeholder}` where code of {rel} should be",
+            f"Your answer holds the line `{placeholder}` instead of the code it stands for. "
+            f"Never leave code out: give the WHOLE file {rel}, every line, with only the asked "
+            "change made",
+        )
+    if before is None or after is None:
+        return content, [], problem
+    before_keys = {item.key for item in before}
+    only_definitions = any(item.is_definition for item in after) and all(
+        item.is_definition or item.key in before_keys for item in after
+    )
+    gone = definitions.dropped(before, after)
+    if not only_definitions or not (gone or placeholder):
+        return content, [], problem
+    spliced = definitions.splice(original, before, kept_lines, after)
+    if spliced is None:
+        return content, [], problem
+    # Definitions given back as they were, and instructions that ask to remove code: the
+    # answer is the whole file with the rest removed, not a part to splice.
+    if (
+        placeholder is None
+        and asks_removal(request.instructions)
+        and definitions.normalized(rel, spliced[0]) == definitions.normalized(rel, original)
+    ):
+        return content, [], None
+    return spliced[0], spliced[1], None
 
 
 def check_syntax(
@@ -312,11 +412,20 @@ def drops_most_lines(content: str, request: FileRequest) -> reask.Problem | None
     Both texts give the line counts (``426 → 8 lines``): they show at a glance
     that the answer is a fragment, and tell the model how much it left out.
     """
-    if request.original is None or _REMOVAL_WORDS.search(request.instructions):
+    if request.original is None or asks_removal(request.instructions):
         return None
     before = _non_blank_lines(request.original)
     after = _non_blank_lines(content)
     if before < MIN_LINES or after >= KEEP_RATIO * before:
+        return None
+    # Only comments and docstrings gone: every definition and statement is still there.
+    old_items = definitions.read(request.rel, request.original)
+    new_items = definitions.read(request.rel, content)
+    if (
+        old_items is not None
+        and new_items is not None
+        and not definitions.dropped(old_items, new_items)
+    ):
         return None
     rel = request.rel
     lines_before, lines_after = len(request.original.splitlines()), len(content.splitlines())
@@ -328,6 +437,58 @@ def drops_most_lines(content: str, request: FileRequest) -> reask.Problem | None
         f"Your answer drops more than half of the file: {rel} has {lines_before} lines, your "
         f"version has {lines_after} ({counts}). You must return the WHOLE file: every line of "
         f"{rel}, with only the asked change made, not only the part you changed",
+    )
+
+
+def drops_code(content: str, request: FileRequest) -> reask.Problem | None:
+    """The problem when the new version leaves out definitions the instructions do not name,
+    or most of the file's statements, at any size; judged by the language's parser, so
+    comments and docstrings do not count."""
+    if request.original is None or asks_removal(request.instructions):
+        return None
+    rel = request.rel
+    before = definitions.read(rel, request.original)
+    after = definitions.read(rel, content)
+    if before is None or after is None:
+        return None
+    gone = definitions.dropped(before, after)
+    named = definitions.named_in(request.instructions, gone)
+    missing = [item for item in gone if item.is_definition and item not in named]
+    if missing:
+        listed = ", ".join(f"{item.kind} {item.name}" for item in missing)
+        return reask.Problem(
+            f"the new {rel} leaves out {listed}, which the instructions do not ask to remove",
+            f"Your answer leaves out {listed} of {rel}. You must return the WHOLE file: every "
+            "function and class in it, with only the asked change made",
+        )
+    kept = len(before) - len([item for item in gone if item in before])
+    if len(before) >= 2 and 2 * kept < len(before):
+        return reask.Problem(
+            f"the new {rel} keeps {kept} of the {len(before)} top-level statements and "
+            "definitions of the file, and the instructions do not ask to remove any",
+            f"Your answer is not {rel} with the change made: it keeps {kept} of its "
+            f"{len(before)} top-level statements. Give the WHOLE file, every line, with only "
+            "the asked change made",
+        )
+    return None
+
+
+def makes_no_change(content: str, request: FileRequest) -> reask.Problem | None:
+    """The problem when the new version is the old one as code (layout and comments aside)."""
+    if request.original is None:
+        return None
+    rel = request.rel
+    old = definitions.normalized(rel, request.original)
+    new = definitions.normalized(rel, content)
+    if old is None or new is None:
+        old, new = "".join(request.original.split()), "".join(content.split())
+    if old != new:
+        return None
+    instructions = request.instructions.strip()
+    return reask.Problem(
+        f"the model made no change: its answer is {rel} as it was (layout and comments aside)",
+        f"Your answer makes no change to {rel}: it is the file as it was. The instructions "
+        f"ask: {instructions}. Make that change in the code, and give the whole file",
     )
 
 

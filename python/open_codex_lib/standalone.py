@@ -11,7 +11,8 @@ The adapter has the host's contract: ``complete(messages, purpose=None,
 json=False, temperature=None) -> {"content", "finish_reason", "usage"}``
 (``temperature``, given for a re-ask, replaces the configured one); its errors are
 :class:`LLMCallError` with ``kind`` and ``transient``.  The API key goes only
-to the ``openai`` client, never into a message.
+to the ``openai`` client, never into a message, and strings in the messages
+that look like keys are redacted (:mod:`.redact`), as the host does.
 """
 
 from __future__ import annotations
@@ -20,6 +21,7 @@ from typing import Any
 
 from .instructions import Step
 from .llm import get_complete, llm_use
+from .redact import redact_messages
 
 INSTALL_HINT = "install the openai package (pip install openai) or run the step from ocflow"
 MODEL_HINT = (
@@ -123,7 +125,7 @@ def openai_complete(llm_config: dict, timeout: float | None = None):
         json: bool = False,
         temperature: float | None = None,
     ) -> dict:
-        request: dict[str, Any] = {"model": model, "messages": messages}
+        request: dict[str, Any] = {"model": model, "messages": redact_messages(messages)}
         for name in ("temperature", "max_tokens"):
             if llm_config.get(name) is not None:
                 request[name] = llm_config[name]

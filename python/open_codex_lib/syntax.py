@@ -161,6 +161,34 @@ def check(rel_path: str, text: str) -> SyntaxCheck:
     return result
 
 
+def availability() -> dict[str, str | None]:
+    """Each grammar's language, with ``None`` when it loads here, else why not and what to
+    install (``ocflow doctor`` shows it)."""
+    found: dict[str, str | None] = {}
+    for language, grammar in GRAMMARS.items():
+        try:
+            _language(language)
+            found[grammar.name] = None
+        except _Unavailable as exc:
+            found[grammar.name] = str(exc)
+    return found
+
+
+def parse(rel_path: str, text: str) -> Any:
+    """The tree-sitter tree of ``text`` in the language of ``rel_path``; ``None`` when no
+    grammar fits the file or can be loaded (Python, JSON and TOML have none here)."""
+    for language in LANGUAGES_BY_EXTENSION.get(extension(rel_path), ()):
+        if language not in GRAMMARS:
+            return None
+        try:
+            tree = _parser(language).parse(text.encode("utf-8"))
+        except _Unavailable:
+            return None
+        if not tree.root_node.has_error:
+            return tree
+    return None
+
+
 def _check_language(language: str, text: str) -> SyntaxCheck:
     if language == "json":
         return _check_json(text)

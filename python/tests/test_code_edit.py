@@ -54,13 +54,18 @@ def test_modify_code_unfenced_code_that_compiles(make_step):
     assert (files.output_dir / "src/utils.py").read_text() == NEW
 
 
-def test_modify_code_unchanged_answer(make_step):
+def test_modify_code_unchanged_answer_is_asked_again_then_fails(make_step):
+    # Issue 24: an edit that changes nothing is not an edit (this test said "success,
+    # unchanged" before).
     files = modify_step(make_step)
-    result = run(files, FakeLLM(f"```python\n{ORIGINAL}\n\n```"))
-    assert result["status"] == "success"
-    assert result["changed"] is False
-    assert result["message"] == "the LLM left src/utils.py unchanged"
-    assert (files.output_dir / "src/utils.py").read_text() == ORIGINAL
+    llm = FakeLLM(f"```python\n{ORIGINAL}\n\n```", f"```python\n{ORIGINAL}\n```")
+    result = run(files, llm)
+    assert result["status"] == "failure"
+    assert len(llm.calls) == 2
+    assert "Your answer makes no change to src/utils.py" in llm.last_user_message(1)
+    assert "make f return 10" in llm.last_user_message(1)
+    assert "the model made no change" in result["message"]
+    assert list(files.output_dir.iterdir()) == []
 
 
 def test_modify_code_keeps_crlf_line_endings(make_step):
@@ -198,13 +203,16 @@ def test_write_file_with_instructions_shows_old_version_and_reasks(make_step):
         {"file_path": "a.py", "instructions": "add g"},
         inputs={"a.py": "def f():\n    pass\n"},
     )
-    llm = FakeLLM("```python\ndef g(\n```", "```python\ndef g():\n    pass\n```")
+    # The good answer keeps f: one that drops it is refused (issue 24: a whole-file answer
+    # may not leave out definitions the instructions do not name).
+    good = "def f():\n    pass\n\n\ndef g():\n    pass\n"
+    llm = FakeLLM("```python\ndef g(\n```", f"```python\n{good}```")
     result = run(files, llm)
     assert result["status"] == "success"
     assert "The file a.py exists now" in llm.last_user_message(0)
     assert "def f():\n    pass" in llm.last_user_message(0)
     assert "SyntaxError" in llm.last_user_message(1)
-    assert (files.output_dir / "a.py").read_text() == "def g():\n    pass\n"
+    assert (files.output_dir / "a.py").read_text() == good
 
 
 def test_write_file_with_instructions_txt_needs_no_compile(make_step):
@@ -250,6 +258,9 @@ PROGRAM = "".join(f"def step_{n}(value):\n    return value + {n}\n\n" for n in r
 )
 PROGRAM_NEW = PROGRAM.replace("return value + 0", "return value + 100")
 HALF = "".join(PROGRAM.splitlines(keepends=True)[:9])
+# A whole-file answer that stopped halfway: not only definitions of the file (a new import
+# first), so it is taken as the whole new file, not spliced into the old one.
+HALF_FILE = "import sys\n\n" + HALF
 
 
 def program_step(make_step, instructions="make step_0 add 100", operation="modify_code"):
@@ -317,22 +328,22 @@ def test_modify_code_oversized_closed_answer_is_asked_again(make_step):
 
 def test_modify_code_answer_dropping_most_of_the_file_is_asked_again(make_step):
     files = program_step(make_step)
-    llm = FakeLLM(f"```python\n{HALF}```", f"```python\n{PROGRAM_NEW}```")
+    llm = FakeLLM(f"```python\n{HALF_FILE}```", f"```python\n{PROGRAM_NEW}```")
     result = run(files, llm)
     assert result["status"] == "success", result["message"]
     problem = llm.last_user_message(1)
-    assert "app.py has 37 lines, your version has 8 (37 → 8 lines)" in problem
+    assert "app.py has 37 lines, your version has 10 (37 → 10 lines)" in problem
     assert "You must return the WHOLE file" in problem
     assert (files.output_dir / "app.py").read_text() == PROGRAM_NEW
 
 
 def test_modify_code_answer_dropping_most_of_the_file_twice_fails(make_step):
     files = program_step(make_step)
-    result = run(files, FakeLLM(f"```python\n{HALF}```"))
+    result = run(files, FakeLLM(f"```python\n{HALF_FILE}```"))
     assert result["status"] == "failure"
     assert "drops more than half of the file" in result["message"]
     assert (
-        "the new app.py has 8 lines where it had 37 (37 → 8 lines; 6 non-blank lines where it "
+        "the new app.py has 10 lines where it had 37 (37 → 10 lines; 7 non-blank lines where it "
         "had 25)" in result["message"]
     )
     assert list(files.output_dir.iterdir()) == []
@@ -356,7 +367,7 @@ def test_modify_code_may_shrink_the_file_when_asked_to_remove_code(make_step):
 def test_everyday_instructions_do_not_excuse_dropping_most_of_the_file(make_step):
     for instructions in ("replace the print with logging", "only change step_0"):
         files = program_step(make_step, instructions)
-        llm = FakeLLM(f"```python\n{HALF}```", f"```python\n{PROGRAM_NEW}```")
+        llm = FakeLLM(f"```python\n{HALF_FILE}```", f"```python\n{PROGRAM_NEW}```")
         result = run(files, llm)
         assert result["status"] == "success", (instructions, result["message"])
         assert "drops more than half of the file" in llm.last_user_message(1), instructions
@@ -368,7 +379,7 @@ def test_write_file_with_instructions_refuses_dropping_most_of_the_old_file(make
         {"file_path": "app.py", "instructions": "add a main guard"},
         inputs={"app.py": PROGRAM},
     )
-    result = run(files, FakeLLM(f"```python\n{HALF}```"))
+    result = run(files, FakeLLM(f"```python\n{HALF_FILE}```"))
     assert result["status"] == "failure"
     assert "drops more than half of the file" in result["message"]
     assert list(files.output_dir.iterdir()) == []

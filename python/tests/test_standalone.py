@@ -248,3 +248,20 @@ def test_the_openai_adapter_sends_the_reask_temperature(make_step, monkeypatch):
     [client] = module.clients
     assert [request["temperature"] for request in client.requests] == [0.2, 0.5]
     assert result["llm_temperatures"] == [None, 0.5]
+
+
+def test_the_adapter_redacts_what_looks_like_a_key(make_step, tmp_path, capsys, monkeypatch, env):
+    module = fake_openai([f"Here you go:\n```python\n{NEW}```"])
+    monkeypatch.setitem(sys.modules, "openai", module)
+    env(LLM_MODEL="devstral-small")
+    files = make_step(
+        "modify_code",
+        {"file_path": "a.py", "instructions": "return 10"},
+        inputs={"a.py": "TOKEN = 'ghp_abcdefghijklmnopqrstuvwx12'\ndef f():\n    return 1\n"},
+    )
+    status, result, _ = run_main(files, tmp_path, capsys)
+    assert status == 0, result["message"]
+    [request] = module.clients[0].requests
+    sent = json.dumps(request["messages"])
+    assert "ghp_abcdefghij" not in sent
+    assert "[redacted: looks like a key]" in sent and "Note from ocflow" in sent

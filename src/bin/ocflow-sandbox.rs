@@ -29,6 +29,7 @@ fn main() -> ExitCode {
         (None, None, None);
     let mut lower: Vec<PathBuf> = Vec::new();
     let mut probe_in: Option<PathBuf> = None;
+    let (mut caches, mut cache_overlay, mut private) = (Vec::new(), false, None);
     let mut command: Vec<OsString> = Vec::new();
     while let Some(arg) = args.next() {
         let number = |value: Option<OsString>| value.and_then(|v| v.to_str()?.parse::<u64>().ok());
@@ -45,6 +46,12 @@ fn main() -> ExitCode {
             Some("--overlay-lower") => lower.extend(args.next().map(PathBuf::from)),
             Some("--overlay-upper") => upper = args.next().map(PathBuf::from),
             Some("--overlay-work") => work = args.next().map(PathBuf::from),
+            Some("--cache") => match args.next().as_deref().and_then(sandbox_exec::Cache::parse) {
+                Some(cache) => caches.push(cache),
+                None => return fail("give --cache as VARIABLE:PATH"),
+            },
+            Some("--cache-overlay") => cache_overlay = true,
+            Some("--private") => private = args.next().map(PathBuf::from),
             Some("--inner") => inner = true,
             Some("--probe") => probe = true,
             Some("--probe-in") => probe_in = args.next().map(PathBuf::from),
@@ -80,6 +87,9 @@ fn main() -> ExitCode {
             }),
             _ => None,
         },
+        caches: &caches,
+        cache_overlay,
+        private: private.as_deref(),
         command: &command,
     }))
 }

@@ -6,21 +6,24 @@ use std::path::Path;
 
 use crate::cli::args::{ApplyArgs, UndoArgs};
 use crate::cli::config::Config;
+use crate::cli::held_signals::HeldSignals;
 use crate::cli::tasks::{find_task, task_dirs};
 use crate::error::{Error, Result};
 use crate::exit::ExitCode;
 use crate::flow::path_rules::PathRules;
 use crate::model::event::Event;
+use crate::model::event::Record;
 use crate::model::flow::Flow;
 use crate::model::repo_path::RepoPath;
 use crate::model::status::{FlowState, FlowStatus, now};
-use crate::output::say;
+use crate::output::{printable, quoted_path, say};
 use crate::task::apply::{self, Applied};
+use crate::task::apply_journal::{self, Stage};
 use crate::task::events::Events;
 use crate::task::journal::Journal;
 use crate::task::review::{self, Change};
+use crate::task::state;
 use crate::task::workspace::{self, TaskDir};
-use crate::task::{state, undo};
 
 /// `ocflow apply`.
 pub(crate) fn apply(config: &Config, args: ApplyArgs) -> Result<ExitCode> {
@@ -29,11 +32,28 @@ pub(crate) fn apply(config: &Config, args: ApplyArgs) -> Result<ExitCode> {
         None => the_only_one_waiting(config)?,
     };
     let _lock = task.lock()?;
+    recover_locked(&task)?;
     let mut flow_status = state::load_status(&task)?;
-    if flow_status.state != FlowState::Succeeded {
+    if flow_status.state == FlowState::Failed && !args.only.is_empty() {
+        // A failed flow can still hold good work: the files the user names, as the steps that
+        // succeeded left them.
+        let failed: Vec<&str> = flow_status
+            .steps
+            .iter()
+            .filter(|s| s.status == crate::model::status::StepState::Failed)
+            .map(|s| s.id.as_str())
+            .collect();
+        say(&format!(
+            "ocflow: warning: task {} failed (step(s) {} failed); applying only the files named \
+             with --only, as the steps that succeeded left them",
+            task.task_id,
+            failed.join(", ")
+        ));
+    } else if flow_status.state != FlowState::Succeeded {
         return Err(Error::Usage(format!(
-            "task {} is {}, not succeeded; only a finished flow is applied. See `ocflow status \
-             {0}`, then resume it",
+            "task {} is {}, not succeeded; only a finished flow is applied whole. See `ocflow \
+             status {0}`, then resume it, or apply the files of the steps that succeeded with \
+             `ocflow apply {0} --only PATH`",
             task.task_id, flow_status.state
         )));
     }
@@ -53,7 +73,11 @@ pub(crate) fn apply(config: &Config, args: ApplyArgs) -> Result<ExitCode> {
         &args.only,
         &args.exclude,
     )?;
-    let applied = apply_changes(&task, &flow_status, &flow, &changes, args.force)?;
+    // Held until the apply is recorded: a signal meanwhile puts back what was written.
+    let held = HeldSignals::hold();
+    let applied = apply_changes(&task, &flow_status, &flow, &changes, args.force, &|| {
+        held.arrived()
+    })?;
     let mut events = Events::new(
         Journal::open(&task.file(workspace::JOURNAL_FILE))?,
         config.json,
@@ -63,34 +87,37 @@ pub(crate) fn apply(config: &Config, args: ApplyArgs) -> Result<ExitCode> {
         _ => Vec::new(),
     };
     record_applied(&mut events, &mut flow_status, &task, applied)?;
+    if held.arrived() {
+        return Err(Error::Interrupted(format!(
+            "a signal came as the apply of task {0} ended; every file was already in place \
+             (`ocflow undo {0}` puts them back)",
+            task.task_id
+        )));
+    }
+    drop(held);
     if args.commit && !files.is_empty() {
-        commit(&flow_status.repo, &task, &flow_status, &files)?;
+        let sha = commit(&flow_status.repo, &task, &flow_status, &files)?;
+        if let Some(mut kept) = apply_journal::last_apply(&task)? {
+            kept.set_commit(sha)?;
+        }
     }
     Ok(ExitCode::Success)
 }
 
-/// Writes `changes` of a succeeded, intact task into its repository, keeping what they replace
-/// for `undo`.
+/// Writes `changes` of a succeeded, intact task into its repository, all or nothing, keeping
+/// what they replace in the apply journal for a kill and for `undo`; `stop` is asked between
+/// two files.
 pub(crate) fn apply_changes(
     task: &TaskDir,
     flow_status: &FlowStatus,
     flow: &Flow,
     changes: &[Change],
     force: bool,
+    stop: &dyn Fn() -> bool,
 ) -> Result<Applied> {
     state::require_intact(task, flow_status, flow)?;
     let rules = PathRules::new(&flow_status.repo, &task.workspace());
-    let kept = undo::keep(task, &rules.repo, changes)?;
-    match apply::apply(&rules, &task.task_id, changes, force) {
-        Ok(Applied::Written(files)) => Ok(Applied::Written(files)),
-        // A failure while writing: the copies stay, in case undoing it failed too and
-        // `ocflow undo --force` must put the files back.
-        Err(error @ Error::Io { .. }) => Err(error),
-        other => {
-            kept.discard();
-            other
-        }
-    }
+    apply::apply(&rules, task, changes, force, stop)
 }
 
 /// Records an apply in the status and the journal, or says why nothing was written.
@@ -132,29 +159,51 @@ pub(crate) fn record_applied(
 }
 
 /// `ocflow undo`: puts back what the task's last apply replaced (all or nothing, refusing files
-/// changed since unless forced).
+/// changed since unless forced), and removes the commit `apply --commit` made of them while it
+/// is still HEAD.
 pub(crate) fn undo(config: &Config, args: UndoArgs) -> Result<ExitCode> {
     let task = match &args.task {
         Some(id) => find_task(config, Some(id), false)?,
         None => the_last_applied(config)?,
     };
     let _lock = task.lock()?;
+    recover_locked(&task)?;
     let mut flow_status = state::load_status(&task)?;
-    let Some(kept) = undo::last_apply(&task)? else {
+    let Some(mut kept) = apply_journal::last_apply(&task)? else {
         return Err(Error::Usage(format!(
             "task {} has no apply to undo",
             task.task_id
         )));
     };
     let rules = PathRules::new(&flow_status.repo, &task.workspace());
-    let reversed = kept.reversed();
-    let files: Vec<String> = match apply::apply(&rules, &task.task_id, &reversed, args.force)? {
-        Applied::Written(files) => files,
-        Applied::AlreadyThere | Applied::Nothing => Vec::new(),
+    match apply::check(&rules, &task.task_id, &kept.reversed(), args.force) {
+        Err(Error::Drift { task_id, files }) => {
+            return Err(Error::EditedSinceApply { task_id, files });
+        }
+        Err(other) => return Err(other),
+        Ok(_) => {}
+    }
+    let commit = match kept.record.commit.clone() {
+        Some(sha) => commit_to_remove(&rules.repo, &sha)?.then_some(sha),
+        None => None,
     };
-    kept.mark_undone(&rules.repo)?;
+    let held = HeldSignals::hold();
+    kept.set_stage(Stage::Undoing)?;
+    let restored = kept.restore(&rules.repo, true)?;
+    kept.set_stage(Stage::Undone)?;
+    drop(held);
+    let files: Vec<String> = kept
+        .record
+        .files
+        .iter()
+        .map(|f| f.path.as_str().to_string())
+        .collect();
+    if let Some(sha) = &commit {
+        uncommit(&rules.repo, sha, &files)?;
+    }
     // An earlier apply of the task (an `--only` part) may still be in effect.
-    flow_status.applied_at = undo::last_apply(&task)?.map(|earlier| earlier.record.applied_at);
+    flow_status.applied_at =
+        apply_journal::last_apply(&task)?.map(|earlier| earlier.record.applied_at);
     state::save_status(&task, &mut flow_status)?;
     let mut events = Events::new(
         Journal::open(&task.file(workspace::JOURNAL_FILE))?,
@@ -162,13 +211,111 @@ pub(crate) fn undo(config: &Config, args: UndoArgs) -> Result<ExitCode> {
     );
     events.emit(Event::ChangesUndone {
         task_id: task.task_id.clone(),
-        files,
+        files: restored.files,
     })?;
     say(&format!(
-        "ocflow: undid the apply of task {}; the files are as they were before it",
-        task.task_id
+        "ocflow: undid the apply of task {}; the files are as they were before it{}",
+        task.task_id,
+        match &commit {
+            Some(sha) => format!(", and removed the commit {} it made", short(sha)),
+            None => String::new(),
+        }
     ));
     Ok(ExitCode::Success)
+}
+
+/// Finishes what a killed `apply` or `undo` of any task in the workspace left half-done (see
+/// `recover`); run first by every command that reads or changes tasks. A task another ocflow
+/// holds is left to it. Problems are said, not raised: the command goes on.
+pub(crate) fn recover_workspace(config: &Config) {
+    let Ok(entries) = std::fs::read_dir(&config.workspace) else {
+        return;
+    };
+    for task in entries.flatten().filter_map(|e| TaskDir::at(e.path())) {
+        if let Err(err) = recover(&task) {
+            say(&format!(
+                "ocflow: warning: task {} has an apply that was cut short, and putting the \
+                 repository back failed: {err:#}",
+                task.task_id
+            ));
+        }
+    }
+}
+
+/// Finishes what a killed `apply` or `undo` of `task` left, unless another ocflow holds it.
+fn recover(task: &TaskDir) -> Result<()> {
+    if apply_journal::unfinished(task)?.is_none() {
+        return Ok(());
+    }
+    match task.lock() {
+        Ok(_lock) => recover_locked(task),
+        Err(Error::Locked { .. }) => Ok(()),
+        Err(err) => Err(err),
+    }
+}
+
+/// Finishes what a killed `apply` or `undo` of `task` (whose lock the caller holds) left: an
+/// apply cut short is rolled back, or completed when every new file was already in place; an
+/// undo cut short is finished. Said on stderr and in the task's journal.
+fn recover_locked(task: &TaskDir) -> Result<()> {
+    let Some(mut kept) = apply_journal::unfinished(task)? else {
+        return Ok(());
+    };
+    let mut flow_status = state::load_status(task)?;
+    let repo = flow_status.repo.clone();
+    let id = &task.task_id;
+    let (outcome, restored) = match kept.record.stage {
+        Stage::Writing if kept.all_in_place(&repo)? => {
+            kept.remove_leftovers(&repo);
+            kept.set_stage(Stage::Applied)?;
+            flow_status.applied_at = Some(kept.record.applied_at.clone());
+            state::save_status(task, &mut flow_status)?;
+            say(&format!(
+                "ocflow: the apply of task {id} was cut short after every file was in place; \
+                 it is complete (`ocflow undo {id}` puts the files back)"
+            ));
+            ("completed", apply_journal::Restored::default())
+        }
+        Stage::Writing => {
+            let restored = kept.restore(&repo, false)?;
+            kept.set_stage(Stage::RolledBack)?;
+            say(&format!(
+                "ocflow: the apply of task {id} was cut short and is rolled back: the \
+                 repository is as it was before it ({} file(s) put back). `ocflow apply {id}` \
+                 applies it again",
+                restored.files.len()
+            ));
+            ("rolled_back", restored)
+        }
+        _ => {
+            let restored = kept.restore(&repo, false)?;
+            kept.set_stage(Stage::Undone)?;
+            flow_status.applied_at =
+                apply_journal::last_apply(task)?.map(|earlier| earlier.record.applied_at);
+            state::save_status(task, &mut flow_status)?;
+            say(&format!(
+                "ocflow: the undo of task {id} was cut short; finished it: the files are as \
+                 they were before the apply"
+            ));
+            ("undo_finished", restored)
+        }
+    };
+    if !restored.left.is_empty() {
+        say(&format!(
+            "ocflow: warning: {} changed since, so they stay as they are",
+            restored.left.join(", ")
+        ));
+    }
+    let mut journal = Journal::open(&task.file(workspace::JOURNAL_FILE))?;
+    journal.append(&Record::now(
+        now(),
+        Event::ApplyRecovered {
+            task_id: id.clone(),
+            outcome: outcome.to_string(),
+            files: restored.files,
+            left: restored.left,
+        },
+    ))
 }
 
 /// The changes `--only` and `--exclude` choose (a file, or every file below a directory); a
@@ -182,7 +329,10 @@ fn select(changes: Vec<Change>, only: &[String], exclude: &[String]) -> Result<V
     let exclude: Vec<RepoPath> = exclude.iter().map(parse).collect::<Result<_>>()?;
     for path in only.iter().chain(&exclude) {
         if !changes.iter().any(|c| c.path.is_within(path)) {
-            let changed: Vec<&str> = changes.iter().map(|c| c.path.as_str()).collect();
+            let changed: Vec<String> = changes
+                .iter()
+                .map(|c| quoted_path(c.path.as_str()))
+                .collect();
             return Err(Error::Usage(format!(
                 "{path} matches none of the changed files: {}",
                 changed.join(", ")
@@ -212,7 +362,7 @@ fn the_only_one_waiting(config: &Config) -> Result<TaskDir> {
             waiting.sort_by(|a, b| b.1.updated_at.cmp(&a.1.updated_at));
             let list: Vec<String> = waiting
                 .iter()
-                .map(|(task, s)| format!("  {}  {}", task.task_id, first_line(&s.task)))
+                .map(|(task, s)| format!("  {}  {}", task.task_id, printable(&first_line(&s.task))))
                 .collect();
             Err(Error::Usage(format!(
                 "{} succeeded flows wait to be applied; name the one you reviewed, \
@@ -248,12 +398,20 @@ fn first_line(text: &str) -> String {
     }
 }
 
-/// `git commit` of exactly the applied files, with a message from the task and its summary.
-fn commit(repo: &Path, task: &TaskDir, flow_status: &FlowStatus, files: &[String]) -> Result<()> {
+/// `git commit` of exactly the applied files, with a message from the task and its summary;
+/// returns the commit's id.
+fn commit(
+    repo: &Path,
+    task: &TaskDir,
+    flow_status: &FlowStatus,
+    files: &[String],
+) -> Result<String> {
     let summary = std::fs::read_to_string(task.file(workspace::SUMMARY_FILE)).unwrap_or_default();
     let body: Vec<&str> = summary
         .lines()
         .filter(|l| !l.starts_with('#'))
+        // What to do next was for before the apply, not for the history.
+        .filter(|l| !l.starts_with("Review with `ocflow diff"))
         .skip_while(|l| l.trim().is_empty())
         .take(20)
         .collect();
@@ -297,5 +455,65 @@ fn commit(repo: &Path, task: &TaskDir, flow_status: &FlowStatus, files: &[String
         "ocflow: committed {} file(s): {subject}",
         files.len()
     ));
+    git_output(repo, &["rev-parse", "HEAD"])
+}
+
+/// Runs git in `repo`; its trimmed output, or an error naming the command.
+fn git_output(repo: &Path, args: &[&str]) -> Result<String> {
+    let output = std::process::Command::new("git")
+        .current_dir(repo)
+        .args(args)
+        .output()
+        .map_err(|err| Error::Usage(format!("git could not run: {err}")))?;
+    if !output.status.success() {
+        return Err(Error::Usage(format!(
+            "`git {}` failed: {}",
+            args.join(" "),
+            String::from_utf8_lossy(&output.stderr).trim()
+        )));
+    }
+    Ok(String::from_utf8_lossy(&output.stdout).trim().to_string())
+}
+
+/// Whether `undo` removes the commit `sha` that `apply --commit` made: yes while it is HEAD;
+/// with commits after it, `undo` refuses (they may build on it) and names `git revert`; gone
+/// from the branch (amended, reset), there is no commit to remove.
+fn commit_to_remove(repo: &Path, sha: &str) -> Result<bool> {
+    let head = git_output(repo, &["rev-parse", "HEAD"]).unwrap_or_default();
+    if head == sha {
+        return Ok(true);
+    }
+    let on_branch = std::process::Command::new("git")
+        .current_dir(repo)
+        .args(["merge-base", "--is-ancestor", sha, "HEAD"])
+        .status()
+        .is_ok_and(|status| status.success());
+    if on_branch {
+        return Err(Error::Usage(format!(
+            "the apply was committed as {}, and commits came after it, so nothing was undone; \
+             undo it with `git revert {sha}`",
+            short(sha)
+        )));
+    }
+    Ok(false)
+}
+
+/// Removes HEAD, the commit `apply --commit` made, leaving the work tree as `undo` put it and
+/// the index as it was before the apply (what the user had staged stays staged).
+fn uncommit(repo: &Path, sha: &str, files: &[String]) -> Result<()> {
+    git_output(repo, &["reset", "--quiet", "--soft", &format!("{sha}~1")]).map_err(|err| {
+        Error::Usage(format!(
+            "the files are put back, but removing the commit {} failed: {err}; remove it \
+             with `git reset --soft {0}~1`",
+            short(sha)
+        ))
+    })?;
+    let mut args = vec!["reset", "--quiet", "HEAD", "--"];
+    args.extend(files.iter().map(String::as_str));
+    git_output(repo, &args)?;
     Ok(())
+}
+
+fn short(sha: &str) -> &str {
+    sha.get(..12).unwrap_or(sha)
 }

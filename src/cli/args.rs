@@ -97,6 +97,10 @@ pub(crate) enum Command {
     /// Run a complete flow on a bundled sample repository with recorded LLM answers
     /// (no network, no key).
     Demo,
+    /// Say what this machine gives ocflow — Python and the library, syntax-check grammars,
+    /// bubblewrap, namespaces, overlays, Landlock, cgroups, the key's source, the endpoint and
+    /// model (one tiny request) — each with its fix (exit 1 when something essential fails).
+    Doctor,
     /// List the operations a flow may use: the built-in ones and the plugin operations of the
     /// configured plugin folders and installed packages (exit 1 when a plugin failed to load
     /// or a role names an operation that does not exist).
@@ -163,6 +167,15 @@ pub(crate) struct SandboxArgs {
     pub(crate) overlay_upper: Option<PathBuf>,
     #[arg(long, value_name = "PATH")]
     pub(crate) overlay_work: Option<PathBuf>,
+    /// A user's tool cache the command reads but never changes, as VARIABLE:PATH (repeatable).
+    #[arg(long = "cache", value_name = "VARIABLE:PATH")]
+    pub(crate) cache: Vec<std::ffi::OsString>,
+    /// Show the caches through overlays (else directories of the step's own stand in).
+    #[arg(long)]
+    pub(crate) cache_overlay: bool,
+    /// The step's private directory: its caches' layers and its own /var/tmp.
+    #[arg(long, value_name = "DIR")]
+    pub(crate) private: Option<PathBuf>,
     /// The command and its arguments.
     #[arg(last = true)]
     pub(crate) command: Vec<std::ffi::OsString>,
@@ -244,7 +257,8 @@ pub(crate) struct LimitArgs {
     /// Do not ask the LLM for a recovery strategy when a step fails: stop the flow.
     #[arg(long)]
     pub(crate) no_recovery: bool,
-    /// Run command steps without the Landlock sandbox (they can then write anywhere you can).
+    /// Run command steps without the sandbox — no namespaces, Landlock or limits (they can then
+    /// write anywhere you can).
     #[arg(long)]
     pub(crate) no_sandbox: bool,
 }

@@ -385,6 +385,9 @@ impl Config {
                 repo.display()
             )));
         }
+        if repo_named || needs_repo {
+            refuse_a_git_directory(&repo)?;
+        }
         let (workspace, default_workspace) = match &args.workspace {
             Some(dir) => (absolute(dir)?, false),
             None => (repo.join(".ocflow"), true),
@@ -406,8 +409,9 @@ impl Config {
         let trusted = user.trust.repositories.iter().any(|r| Path::new(r) == repo);
         // Inside by its path or by where a symlink leads: a repository may ship
         // `.ocflow/ocflow.toml` as a link to a file a command step can write.
-        let from_repo = own_path.starts_with(&repo)
-            || absolute(&own_path)?.starts_with(&repo)
+        // `--workspace ../ws` is beside the repository, not in it: `..` is taken off by name
+        // before comparing (a path's components would still begin with the repository's).
+        let from_repo = lexically_normal(&absolute(&own_path)?).starts_with(&repo)
             || canonical_or_absolute(&own_path).starts_with(&repo);
         if from_repo && !trusted {
             let ignored = own.without_untrusted();
@@ -566,6 +570,10 @@ impl Config {
 /// Returns the repository and whether it was found as git finds it.
 fn discover_repo(needs_repo: bool) -> Result<(PathBuf, bool)> {
     let cwd = std::env::current_dir().io_context(|| "finding the current directory".into())?;
+    if needs_repo {
+        // Inside a bare repository (or a .git), the work tree above is not the one meant.
+        refuse_a_git_directory(&cwd)?;
+    }
     if let Some(root) = cwd.ancestors().find(|dir| dir.join(".git").exists()) {
         let root = root
             .canonicalize()
@@ -583,6 +591,52 @@ fn discover_repo(needs_repo: bool) -> Result<(PathBuf, bool)> {
         .canonicalize()
         .io_context(|| format!("resolving {}", cwd.display()))?;
     Ok((cwd, false))
+}
+
+/// Refuses a repository that is a git directory, or lies in one: a bare repository (`x.git`)
+/// or a work tree's `.git`. Their files are git's own (`hooks/post-update` is what the next
+/// `git push` runs), not a work tree a flow may change; git itself says "must be run in a work
+/// tree" there.
+fn refuse_a_git_directory(repo: &Path) -> Result<()> {
+    // Up to the nearest work tree (a directory holding `.git`): one checked out inside a bare
+    // repository's directory (`git -C x.git worktree add wt`) is a work tree like any other.
+    let git_dir = repo
+        .ancestors()
+        .take_while(|dir| !dir.join(".git").exists() || is_git_directory(dir))
+        .find(|dir| is_git_directory(dir));
+    let Some(git_dir) = git_dir else {
+        return Ok(());
+    };
+    let work_tree = git_dir
+        .parent()
+        .filter(|_| git_dir.file_name().is_some_and(|name| name == ".git"));
+    Err(Error::Usage(match work_tree {
+        Some(work_tree) => format!(
+            "{} is a git directory, not a work tree (flows would change git's own files, such \
+             as its hooks): give the work tree, --repo {}",
+            repo.display(),
+            work_tree.display()
+        ),
+        None => format!(
+            "{}{} is a bare git repository, with no work tree (git says \"must be \
+             run in a work tree\"; a flow would change git's own files, such as the hooks a \
+             push runs): make one with `git -C {} worktree add ../work` (or `git clone`) and \
+             give it with --repo",
+            if repo == git_dir {
+                String::new()
+            } else {
+                format!("{} is inside a git directory: ", repo.display())
+            },
+            git_dir.display(),
+            git_dir.display()
+        ),
+    }))
+}
+
+/// Whether `dir` is a git directory (what `git init --bare` makes, or a work tree's `.git`):
+/// `HEAD`, `objects/` and `refs/` at its top, as git itself recognises one.
+fn is_git_directory(dir: &Path) -> bool {
+    dir.join("HEAD").is_file() && dir.join("objects").is_dir() && dir.join("refs").is_dir()
 }
 
 /// The recovery limits: config files, then defaults.
@@ -620,6 +674,7 @@ fn resolve_sandbox(flags: &LimitArgs, file: &FileSandbox, llm: &FileLlm) -> Sand
             .into_iter()
             .chain(extra)
             .collect(),
+        caches: sandbox::default_caches(),
         memory_mb: file.memory_mb.unwrap_or(DEFAULT_MEMORY_MB).max(16),
         max_processes: file.max_processes.unwrap_or(DEFAULT_MAX_PROCESSES).max(4),
         // The key files, when keys came from them: no command may read them.
@@ -648,7 +703,8 @@ pub(crate) struct SandboxProbe(Arc<Mutex<Probe>>);
 #[derive(Debug)]
 enum Probe {
     Running(JoinHandle<Result<Option<SandboxPlan>>>),
-    Done(Option<SandboxPlan>),
+    /// Boxed: a plan is many times the size of the other states.
+    Done(Option<Box<SandboxPlan>>),
     /// The probe failed; its message, for every later `plan`.
     Failed(String),
     /// Between taking the thread's handle and storing what it gave.
@@ -658,7 +714,7 @@ enum Probe {
 impl SandboxProbe {
     /// No probe: the plan is known (`None`: commands run without a sandbox).
     pub(crate) fn decided(plan: Option<SandboxPlan>) -> SandboxProbe {
-        SandboxProbe(Arc::new(Mutex::new(Probe::Done(plan))))
+        SandboxProbe(Arc::new(Mutex::new(Probe::Done(plan.map(Box::new)))))
     }
 
     /// Starts probing with `settings` on a thread of its own.
@@ -686,13 +742,13 @@ impl SandboxProbe {
                 ));
             };
             *state = match handle.join() {
-                Ok(Ok(plan)) => Probe::Done(plan),
+                Ok(Ok(plan)) => Probe::Done(plan.map(Box::new)),
                 Ok(Err(err)) => Probe::Failed(err.to_string()),
                 Err(_) => Probe::Failed("the sandbox probe panicked".into()),
             };
         }
         match &*state {
-            Probe::Done(plan) => Ok(plan.clone()),
+            Probe::Done(plan) => Ok(plan.as_deref().cloned()),
             Probe::Failed(message) => Err(Error::Usage(message.clone())),
             Probe::Running(_) | Probe::Joining => {
                 Err(Error::internal("the sandbox probe has no answer"))
@@ -707,4 +763,19 @@ fn at_home(path: &str, home: Option<&Path>) -> PathBuf {
         (Some(rest), Some(home)) => home.join(rest),
         _ => PathBuf::from(path),
     }
+}
+
+/// `path` with `.` and `..` taken off by name (no file system look-up).
+fn lexically_normal(path: &Path) -> PathBuf {
+    let mut normal = PathBuf::new();
+    for part in path.components() {
+        match part {
+            std::path::Component::CurDir => {}
+            std::path::Component::ParentDir => {
+                normal.pop();
+            }
+            other => normal.push(other),
+        }
+    }
+    normal
 }

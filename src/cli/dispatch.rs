@@ -2,7 +2,7 @@
 
 use crate::cli::args::Command;
 use crate::cli::config::Config;
-use crate::cli::{apply, demo, launch, report, resume, review, run, skill, trust};
+use crate::cli::{apply, demo, doctor, launch, report, resume, review, run, skill, trust};
 use crate::error::{Error, IoContext, Result};
 use crate::exit::ExitCode;
 use crate::model::event::{Event, Record};
@@ -42,8 +42,24 @@ pub(crate) fn dispatch(config: &Config, command: Command) -> Result<ExitCode> {
         let event = Event::Warning { message };
         events::show(&Record::now(now(), event), config.json);
     }
+    // A killed `apply` or `undo` left half-done is finished before anything reads or changes
+    // the tasks or the repository.
+    if matches!(
+        command,
+        Command::Run(_)
+            | Command::Resume(_)
+            | Command::Status(_)
+            | Command::List
+            | Command::Diff(_)
+            | Command::Report(_)
+            | Command::Apply(_)
+            | Command::Undo(_)
+    ) {
+        apply::recover_workspace(config);
+    }
     match command {
         Command::Operations => operations(config),
+        Command::Doctor => doctor::doctor(config),
         Command::Run(args) => with_runtime(|| run::run(config, args, connected)),
         Command::Plan(args) => with_runtime(|| run::plan(config, args)),
         Command::Demo => with_runtime(|| async {

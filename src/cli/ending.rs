@@ -7,7 +7,7 @@ use crate::engine::summary;
 use crate::error::Result;
 use crate::model::flow::Flow;
 use crate::model::status::{FlowState, FlowStatus};
-use crate::output::{paint, print_stdout, printable, styles};
+use crate::output::{paint, print_stdout, printable, quoted_path, styles};
 use crate::task::events::seconds;
 use crate::task::review::{self, ChangeKind};
 use crate::task::workspace::{self, TaskDir};
@@ -29,6 +29,7 @@ pub(crate) fn show(task: &TaskDir, status: &FlowStatus, flow: &Flow) -> Result<(
     let headline = match status.state {
         FlowState::Succeeded => paint(&format!("✓ succeeded{took}"), styles::GOOD),
         FlowState::Interrupted => paint("■ interrupted", styles::NOTE),
+        FlowState::NoChange => paint(&format!("✗ no change{took}"), styles::BAD),
         _ => paint(&format!("✗ failed{took}"), styles::BAD),
     };
     out.push_str(&format!(
@@ -90,7 +91,10 @@ pub(crate) fn show(task: &TaskDir, status: &FlowStatus, flow: &Flow) -> Result<(
                 ),
                 None => "binary".to_string(),
             };
-            out.push_str(&format!("    {kind} {}  {lines}\n", file.path));
+            out.push_str(&format!(
+                "    {kind} {}  {lines}\n",
+                quoted_path(&file.path)
+            ));
         }
     }
     let id = &task.task_id;

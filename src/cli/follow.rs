@@ -62,7 +62,7 @@ pub(crate) fn follow(task: &TaskDir, json: bool) -> Result<ExitCode> {
         }
         match status.state {
             FlowState::Succeeded => return Ok(ExitCode::Success),
-            FlowState::Failed => return Ok(ExitCode::Failure),
+            FlowState::Failed | FlowState::NoChange => return Ok(ExitCode::Failure),
             FlowState::Interrupted => return Ok(ExitCode::Interrupted),
             FlowState::Running => {}
         }

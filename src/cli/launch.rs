@@ -47,7 +47,7 @@ pub(crate) fn connect_llm(config: &Config) -> Result<Option<Arc<Llm>>> {
     let Ok(llm) = &config.llm else {
         return Ok(None);
     };
-    let client = match &llm.replay {
+    let mut client = match &llm.replay {
         Some(recording) => Llm::replay(recording)?,
         None if llm.endpoints.is_empty() => return Ok(None),
         None => {
@@ -68,6 +68,7 @@ pub(crate) fn connect_llm(config: &Config) -> Result<Option<Arc<Llm>>> {
             Llm::connect(endpoints, llm.record.as_deref())?
         }
     };
+    client.redact_ignored_files(&config.repo, &config.workspace);
     Ok(Some(Arc::new(client)))
 }
 
@@ -135,6 +136,17 @@ pub(crate) fn read_flow(
     let text = fs::read_to_string(path).map_err(unreadable)?;
     let (flow, notes) =
         validate::parse_flow_noting(&text, default_task, rules).map_err(Error::InvalidFlow)?;
+    if flow.task.len() > validate::MAX_TASK_BYTES {
+        return Err(Error::InvalidFlow(vec![Problem {
+            step: None,
+            rule: "limits",
+            message: format!(
+                "the flow's task is {} bytes, over the 1 MiB limit for a task; put a long \
+                 specification in a file in the repository and give a short task that names it",
+                flow.task.len()
+            ),
+        }]));
+    }
     // Who takes each step, and whether that role may: hand-written flows are held to it too.
     let flow = roles.apply(flow).map_err(Error::InvalidFlow)?;
     Ok((flow, notes))
@@ -205,6 +217,12 @@ pub(crate) fn report_sandbox(
                  or a kernel with neither namespaces nor Landlock)"
             .into(),
     });
+    // What the start-up probe left out, because a trial launch failed with it.
+    for fallback in plan.iter().flat_map(|plan| &plan.fallbacks) {
+        events.emit(Event::Warning {
+            message: fallback.clone(),
+        })?;
+    }
     let key_variable = config.key_variable.as_deref();
     if let (Some(variable), true) = (key_variable, plan.is_none_or(|p| p.bwrap.is_none())) {
         events.emit(Event::Warning {
@@ -284,6 +302,7 @@ fn finish(executor: &mut Executor, outcome: FlowOutcome, apply_after: bool) -> R
                 &executor.flow,
                 &changes,
                 false,
+                &|| executor.is_interrupted(),
             )?;
             apply::record_applied(
                 &mut executor.events,

@@ -58,7 +58,7 @@ pub(crate) fn show_plan(flow: &Flow, json: bool) {
         let target = ["file_path", "path", "command", "report_path"]
             .iter()
             .find_map(|p| step.params.get(*p).and_then(|v| v.as_str()))
-            .map(|t| format!(" {}", shorten(t, 50)))
+            .map(|t| format!(" {}", shorten(&printable(t), 50)))
             .unwrap_or_default();
         let after = if step.depends_on.is_empty() {
             String::new()

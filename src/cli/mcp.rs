@@ -22,10 +22,11 @@ use rmcp::model::{CallToolResult, Implementation, ServerCapabilities, ServerConf
 use rmcp::{ServerHandler, ServiceExt, tool, tool_handler, tool_router};
 use serde::Deserialize;
 use serde_json::{Value, json};
-use tokio::io::{AsyncBufReadExt, BufReader, Lines};
+use tokio::io::{AsyncBufReadExt, AsyncWriteExt, BufReader, Lines};
 use tokio::process::{Child, ChildStdout};
 
 use crate::cli::args::GlobalArgs;
+use crate::cli::mcp_stdio;
 use crate::error::{Error, IoContext, Result};
 use crate::exit::ExitCode;
 use crate::llm::key::{self, ApiKey};
@@ -122,13 +123,15 @@ pub(crate) fn serve(global: &GlobalArgs, key: ApiKey) -> Result<ExitCode> {
         .build()
         .io_context(|| "starting the async runtime".into())?;
     let code = runtime.block_on(async {
-        let service = server
-            .clone()
-            .serve(rmcp::transport::stdio())
-            .await
-            .map_err(|err| Error::Usage(format!("MCP: the client's handshake failed: {err}")))?;
+        let (stdio, answered) = mcp_stdio::stdio();
+        let service =
+            server.clone().serve(stdio).await.map_err(|err| {
+                Error::Usage(format!("MCP: the client's handshake failed: {err}"))
+            })?;
         let _ = service.waiting().await;
         server.stop_flows().await;
+        // rmcp's last answers, still on their way to stdout.
+        let _ = tokio::time::timeout(Duration::from_secs(5), answered).await;
         Ok(ExitCode::Success)
     });
     runtime.shutdown_background();
@@ -163,11 +166,8 @@ impl Server {
         without running it. Takes one LLM call, with retries."
     )]
     async fn ocflow_plan(&self, Parameters(params): Parameters<PlanParams>) -> CallToolResult {
-        let args = ["plan", "--"]
-            .map(OsString::from)
-            .into_iter()
-            .chain([params.task.into()]);
-        self.call(params.repo, args, true).await
+        let args = ["plan", "-"].map(OsString::from);
+        self.call(params.repo, args, Some(params.task), true).await
     }
 
     #[tool(
@@ -176,21 +176,18 @@ impl Server {
         ocflow_apply). Poll ocflow_status with the task_id until `running` is false."
     )]
     async fn ocflow_run(&self, Parameters(params): Parameters<RunParams>) -> CallToolResult {
-        // `--` before free text: a task or id starting with `-` is never read as an option.
         let mut args = vec![OsString::from("run")];
-        match (params.task, params.plan) {
-            (task, Some(plan)) => {
-                args.extend([OsString::from("--plan"), OsString::from(plan)]);
-                args.push(OsString::from("--"));
-                args.extend(task.map(OsString::from));
-            }
-            (Some(task), None) => args.extend([OsString::from("--"), OsString::from(task)]),
-            (None, None) => {
-                return failure(json!({"type": "error", "code": "usage", "message":
-                    "give `task` (words) or `plan` (a flow file's path)"}));
-            }
+        if params.task.is_none() && params.plan.is_none() {
+            return failure(json!({"type": "error", "code": "usage", "message":
+                "give `task` (words) or `plan` (a flow file's path)"}));
         }
-        self.start(params.repo, args).await
+        if let Some(plan) = params.plan {
+            args.extend([OsString::from("--plan"), OsString::from(plan)]);
+        }
+        if params.task.is_some() {
+            args.push(OsString::from("-"));
+        }
+        self.start(params.repo, args, params.task).await
     }
 
     #[tool(
@@ -201,7 +198,7 @@ impl Server {
     async fn ocflow_status(&self, Parameters(params): Parameters<TaskParams>) -> CallToolResult {
         let args = ["status", "--"].map(OsString::from).into_iter();
         let args = args.chain([OsString::from(&params.task_id)]);
-        let (code, lines) = match self.output(params.repo, args, true).await {
+        let (code, lines) = match self.output(params.repo, args, None, true).await {
             Ok(output) => output,
             Err(err) => return failure(spawn_error(&err)),
         };
@@ -225,7 +222,7 @@ impl Server {
     #[tool(description = "The flow's changes: the files by kind and the unified diff.")]
     async fn ocflow_diff(&self, Parameters(params): Parameters<TaskParams>) -> CallToolResult {
         let args = ["diff", "--"].map(OsString::from).into_iter();
-        self.call(params.repo, args.chain([params.task_id.into()]), true)
+        self.call(params.repo, args.chain([params.task_id.into()]), None, true)
             .await
     }
 
@@ -240,7 +237,7 @@ impl Server {
         }
         args.extend([OsString::from("--"), OsString::from(params.task_id)]);
         // An apply is never killed halfway, even if the client gives up on the call.
-        self.call(params.repo, args, false).await
+        self.call(params.repo, args, None, false).await
     }
 }
 
@@ -261,11 +258,13 @@ impl Server {
     }
 
     /// This binary with the forwarded flags, `--json`, the call's repository and `args`; the
-    /// key handed over through a pipe. Its stdin is not the session's: that is the protocol.
+    /// key handed over through a pipe. Its stdin is not the session's (that is the protocol):
+    /// it is `input`, or nothing.
     fn command(
         &self,
         repo: Option<String>,
         args: impl IntoIterator<Item = OsString>,
+        input: bool,
     ) -> std::io::Result<(tokio::process::Command, Option<std::os::fd::OwnedFd>)> {
         let mut command = tokio::process::Command::new(&self.program);
         command.args(&self.forwarded).arg("--json");
@@ -274,22 +273,24 @@ impl Server {
         }
         command
             .args(args)
-            .stdin(Stdio::null())
+            .stdin(if input { Stdio::piped() } else { Stdio::null() })
             .stdout(Stdio::piped())
             .stderr(Stdio::inherit());
         let pipe = key::hand_over(&mut command, &self.key)?;
         Ok((command, pipe))
     }
 
-    /// Runs a short command to its end; its JSON lines are the result. `killable`: whether a
-    /// cancelled call may kill it.
+    /// Runs a short command to its end; its JSON lines are the result. `input`: its stdin (a
+    /// task: a command line holds at most 128 KiB an argument). `killable`: whether a cancelled
+    /// call may kill it.
     async fn call(
         &self,
         repo: Option<String>,
         args: impl IntoIterator<Item = OsString>,
+        input: Option<String>,
         killable: bool,
     ) -> CallToolResult {
-        match self.output(repo, args, killable).await {
+        match self.output(repo, args, input, killable).await {
             Ok((0, lines)) => CallToolResult::structured(json!({"exit_code": 0, "output": lines})),
             Ok((code, lines)) => failure(json!({"exit_code": code, "output": lines})),
             Err(err) => failure(spawn_error(&err)),
@@ -301,13 +302,15 @@ impl Server {
         &self,
         repo: Option<String>,
         args: impl IntoIterator<Item = OsString>,
+        input: Option<String>,
         killable: bool,
     ) -> std::io::Result<(i32, Vec<Value>)> {
-        let (mut command, pipe) = self.command(repo, args)?;
+        let (mut command, pipe) = self.command(repo, args, input.is_some())?;
         // A cancelled call (the client gave up) does not leave a reading command running.
         command.kill_on_drop(killable);
         let mut child = command.spawn()?;
         drop(pipe);
+        feed(&mut child, input);
         let mut lines = stdout_lines(&mut child)?;
         let mut values = Vec::new();
         while let Some(line) = lines.next_line().await? {
@@ -323,11 +326,13 @@ impl Server {
         &self,
         repo: Option<String>,
         args: impl IntoIterator<Item = OsString>,
+        input: Option<String>,
     ) -> CallToolResult {
         let started = async {
-            let (mut command, pipe) = self.command(repo, args)?;
+            let (mut command, pipe) = self.command(repo, args, input.is_some())?;
             let mut child = command.spawn()?;
             drop(pipe);
+            feed(&mut child, input);
             let lines = stdout_lines(&mut child)?;
             Ok::<_, std::io::Error>((child, lines))
         };
@@ -430,6 +435,17 @@ impl Drop for InterruptOnDrop {
         {
             let _ = rustix::process::kill_process(pid, rustix::process::Signal::INT);
         }
+    }
+}
+
+/// Writes `input` to the child's stdin and closes it, beside the reading of its stdout (a child
+/// that writes before it reads never waits on us). A child that stops reading early (a refused
+/// task) closes the pipe: nothing to report, its own error says why.
+fn feed(child: &mut Child, input: Option<String>) {
+    if let (Some(mut stdin), Some(input)) = (child.stdin.take(), input) {
+        tokio::spawn(async move {
+            let _ = stdin.write_all(input.as_bytes()).await;
+        });
     }
 }
 

@@ -6,7 +6,7 @@ use crate::cli::tasks::{find_task, task_dirs};
 use crate::cli::{follow, status_table};
 use crate::error::Result;
 use crate::exit::ExitCode;
-use crate::output::{self, paint, print_stdout, say, styles};
+use crate::output::{self, paint, print_stdout, quoted_path, say, styles};
 use crate::task::{review, state};
 
 /// `ocflow status`: the table, JSON, or the table again at every change (`--follow`).
@@ -61,7 +61,11 @@ pub(crate) fn diff(config: &Config, args: DiffArgs) -> Result<ExitCode> {
         say(&format!(
             "ocflow: left out {} file(s) the commands made that git ignores: {}",
             left_out.len(),
-            left_out.join(", ")
+            left_out
+                .iter()
+                .map(|p| quoted_path(p))
+                .collect::<Vec<_>>()
+                .join(", ")
         ));
     }
     let diff = review::unified_diff(&changes)?;
@@ -84,14 +88,11 @@ pub(crate) fn diff(config: &Config, args: DiffArgs) -> Result<ExitCode> {
 
 /// `git diff --stat`'s shape: each file with its lines added and removed, then the totals.
 fn stat_text(stat: &[review::FileStat]) -> String {
-    let width = stat
-        .iter()
-        .map(|f| f.path.chars().count())
-        .max()
-        .unwrap_or(0);
+    let names: Vec<String> = stat.iter().map(|f| quoted_path(&f.path)).collect();
+    let width = names.iter().map(|n| n.chars().count()).max().unwrap_or(0);
     let mut out = String::new();
     let (mut added, mut removed) = (0, 0);
-    for file in stat {
+    for (file, name) in stat.iter().zip(&names) {
         let counts = match file.lines {
             Some((a, r)) => {
                 added += a;
@@ -104,7 +105,7 @@ fn stat_text(stat: &[review::FileStat]) -> String {
             }
             None => "binary".into(),
         };
-        out.push_str(&format!(" {:<width$} | {counts}\n", file.path));
+        out.push_str(&format!(" {name:<width$} | {counts}\n"));
     }
     out.push_str(&format!(
         " {} file(s) changed, {added} insertion(s)(+), {removed} deletion(s)(-)\n",
@@ -154,11 +155,13 @@ fn page(text: &str) {
         print_stdout(text);
         return;
     };
-    // The pager gets the bytes as they are: without colour where colour is turned off.
+    // The pager shows the text at the terminal, so it gets it terminal-safe (a file's content
+    // may hold escape sequences; only colour passes), without colour where colour is off.
+    let text = output::terminal_safe(text);
     let text = if output::stdout_colour() {
-        text.to_string()
+        text.into_owned()
     } else {
-        anstream::adapter::strip_str(text).to_string()
+        anstream::adapter::strip_str(&text).to_string()
     };
     if let Some(mut stdin) = child.stdin.take() {
         use std::io::Write;

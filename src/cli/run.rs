@@ -14,6 +14,8 @@ use crate::error::{Error, IoContext, Result};
 use crate::exit::ExitCode;
 use crate::flow::operations;
 use crate::flow::path_rules::canonical_or_absolute;
+use crate::flow::task_intent;
+use crate::flow::validate::MAX_TASK_BYTES;
 use crate::llm::client::Llm;
 use crate::llm::planner::{PlanError, Planner};
 use crate::model::event::Event;
@@ -77,7 +79,13 @@ async fn start(
             notes = added;
             Some(flow)
         }
-        (None, Some(_)) => None,
+        (None, Some(task)) => {
+            // Said before any task is made or any model asked: no plan can do it.
+            if let Some(why) = task_intent::outside_scope(task) {
+                return Err(Error::Usage(why));
+            }
+            None
+        }
         (None, None) => {
             return Err(Error::Usage(
                 "give a task, `ocflow run \"add input validation to api.py\"`, or a flow, \
@@ -337,6 +345,9 @@ fn is_configuration(error: &PlanError) -> bool {
 pub(crate) async fn plan(config: &Config, args: PlanArgs) -> Result<ExitCode> {
     let task = read_task(args.task.clone(), args.task_file.as_deref())?
         .ok_or_else(|| Error::Usage("give a task, or --task-file FILE".into()))?;
+    if let Some(why) = task_intent::outside_scope(&task) {
+        return Err(Error::Usage(why));
+    }
     let llm = require_llm(config)?;
     let id = match &args.task_id {
         Some(id) if workspace::is_valid_task_id(id) => id.clone(),
@@ -376,22 +387,29 @@ pub(crate) async fn plan(config: &Config, args: PlanArgs) -> Result<ExitCode> {
     }
 }
 
-/// The task's words: as given, from stdin (`-`), or from a file; an empty one is refused.
+/// The task's words: as given, from stdin (`-`), or from a file; an empty one, or one over
+/// [`MAX_TASK_BYTES`], is refused.
 fn read_task(task: Option<String>, file: Option<&Path>) -> Result<Option<String>> {
     let (text, source) = match (task, file) {
         (Some(dash), None) if dash == "-" => {
-            let mut text = String::new();
-            std::io::Read::read_to_string(&mut std::io::stdin(), &mut text)
+            let text = read_bounded(std::io::stdin().lock(), "stdin")
                 .io_context(|| "reading the task from stdin".into())?;
             (text, "stdin".to_string())
         }
-        (_, Some(path)) => (
-            fs::read_to_string(path)
-                .map_err(|err| Error::Usage(format!("--task-file {}: {err}", path.display())))?,
-            path.display().to_string(),
-        ),
-        (task, None) => return Ok(task),
+        (_, Some(path)) => {
+            let source = format!("--task-file {}", path.display());
+            let text = fs::File::open(path)
+                .and_then(|file| read_bounded(file, &source))
+                .map_err(|err| Error::Usage(format!("{source}: {err}")))?;
+            (text, source)
+        }
+        (Some(task), None) => {
+            check_task_size(task.len(), "the command line")?;
+            return Ok(Some(task));
+        }
+        (None, None) => return Ok(None),
     };
+    check_task_size(text.len(), &source)?;
     let text = text.trim();
     if text.is_empty() {
         return Err(Error::Usage(format!(
@@ -400,6 +418,32 @@ fn read_task(task: Option<String>, file: Option<&Path>) -> Result<Option<String>
         )));
     }
     Ok(Some(text.to_string()))
+}
+
+/// Reads at most one byte past [`MAX_TASK_BYTES`]: enough to tell that a task is too long without
+/// holding a 52 MB one in memory.
+fn read_bounded(reader: impl std::io::Read, source: &str) -> std::io::Result<String> {
+    let mut bytes = Vec::new();
+    std::io::Read::read_to_end(&mut reader.take(MAX_TASK_BYTES as u64 + 1), &mut bytes)?;
+    String::from_utf8(bytes).map_err(|_| {
+        std::io::Error::new(
+            std::io::ErrorKind::InvalidData,
+            format!("the task from {source} is not UTF-8 text"),
+        )
+    })
+}
+
+/// Refuses a task over [`MAX_TASK_BYTES`], saying where a long specification belongs.
+fn check_task_size(len: usize, source: &str) -> Result<()> {
+    if len <= MAX_TASK_BYTES {
+        return Ok(());
+    }
+    Err(Error::Usage(format!(
+        "the task from {source} is over the 1 MiB limit for a task (the same limit holds for \
+         the command line, stdin and --task-file); put a long specification in a file in the \
+         repository and give a short task that names it, e.g. `ocflow run \"implement what \
+         docs/spec.md describes\"`"
+    )))
 }
 
 /// A task id not yet used in the workspace.

@@ -6,7 +6,7 @@ use comfy_table::{CellAlignment, ColumnConstraint, ContentArrangement, Table, pr
 
 use crate::model::llm::DEFAULT_PROFILE;
 use crate::model::status::{FlowState, FlowStatus, StepState, StepStatus};
-use crate::output::{paint, styles};
+use crate::output::{paint, printable, printable_lines, styles};
 use crate::task::events::seconds;
 
 /// A borderless table as wide as the terminal when stdout is one.
@@ -63,8 +63,8 @@ pub(crate) fn render(status: &FlowStatus) -> String {
         status.task_id,
         painted_state(&status.state.to_string()),
         status.revision,
-        status.task,
-        status.repo.display(),
+        printable_lines(&status.task),
+        printable(&status.repo.display().to_string()),
         status.tokens.total_tokens,
         status.tokens.prompt_tokens,
         status.tokens.completion_tokens,
@@ -113,7 +113,7 @@ pub(crate) fn render(status: &FlowStatus) -> String {
         } else {
             step.tokens.total_tokens.to_string()
         };
-        let message = message.lines().next().unwrap_or("").to_string();
+        let message = printable(message.lines().next().unwrap_or(""));
         table.add_row(vec![
             step.id.clone(),
             step.operation.clone(),
@@ -189,7 +189,7 @@ pub(crate) fn render_list(tasks: &[FlowStatus], now: chrono::DateTime<chrono::Ut
             age(&status.updated_at, now),
             files.to_string(),
             applied.to_string(),
-            status.task.lines().next().unwrap_or("").to_string(),
+            printable(status.task.lines().next().unwrap_or("")),
         ]);
     }
     trim_rows(table.to_string())

@@ -197,6 +197,23 @@ impl Bridge {
         })
     }
 
+    /// The syntax checks' grammars: each language with `None` when it loads, else why not and
+    /// what to install; an error when the library's syntax module cannot be read.
+    pub(crate) fn syntax_checks(&self) -> Result<Vec<(String, Option<String>)>> {
+        Python::attach(|py| -> PyResult<Vec<(String, Option<String>)>> {
+            let found = py
+                .import("open_codex_lib.syntax")?
+                .call_method0("availability")?;
+            let mut languages = Vec::new();
+            for item in found.call_method0("items")?.try_iter()? {
+                let (language, problem): (String, Option<String>) = item?.extract()?;
+                languages.push((language, problem));
+            }
+            Ok(languages)
+        })
+        .map_err(|err| Error::Bridge(Python::attach(|py| format_error(py, &err))))
+    }
+
     /// Runs one step. Everything the library prints goes to `log_path`. With `host`, the
     /// library gets `llm_config["complete"]`, counted under the step's id.
     pub(crate) fn execute(

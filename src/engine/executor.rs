@@ -25,6 +25,7 @@ use crate::flow::operations::{self, Access, ParamMeaning};
 use crate::flow::path_rules::PathRules;
 use crate::flow::policy::CommandPolicy;
 use crate::flow::shell;
+use crate::flow::task_intent;
 use crate::llm::client::Llm;
 use crate::model::event::Event;
 use crate::model::flow::{self, Flow, RefError, Step};
@@ -51,6 +52,10 @@ pub(crate) enum FlowOutcome {
     Failed,
     Interrupted,
 }
+
+/// Why a flow whose steps only read ends `no_change`.
+const NO_CHANGE: &str = "finished without doing anything the task asked: its steps only read \
+                         files, and the task asks for a change";
 
 /// Set once SIGINT (Ctrl-C), SIGTERM or SIGHUP arrives, however delivered.
 #[derive(Default)]
@@ -211,6 +216,9 @@ enum ViewSlot {
 /// the scratch space overlayfs needs beside it.
 const UPPER_DIR: &str = "upper";
 const WORK_DIR: &str = "work";
+/// A command step's private directory, in its step directory: its caches' layers and its own
+/// `/var/tmp` (`SandboxPlan::launcher`), gone with the step.
+const PRIVATE_DIR: &str = "private";
 
 /// The longest the status file lags the journal while steps run.
 const CHECKPOINT_EVERY: std::time::Duration = std::time::Duration::from_secs(10);
@@ -241,6 +249,11 @@ struct Running {
 }
 
 impl Executor {
+    /// Whether a stopping signal came (SIGINT, SIGTERM, SIGHUP).
+    pub(crate) fn is_interrupted(&self) -> bool {
+        self.interrupt.is_raised()
+    }
+
     pub(crate) fn new(
         task: TaskDir,
         flow: Flow,
@@ -543,8 +556,9 @@ impl Executor {
         }
         // A killed attempt's overlay directories go too, whatever this attempt uses: they must
         // never be taken for this one's changes.
-        sandbox_exec::remove_overlay_dirs(&dir.join(UPPER_DIR));
-        sandbox_exec::remove_overlay_dirs(&dir.join(WORK_DIR));
+        for stale in [UPPER_DIR, WORK_DIR, PRIVATE_DIR] {
+            sandbox_exec::remove_overlay_dirs(&dir.join(stale));
+        }
 
         let ancestors = self.flow.ancestors(&step.id);
         let overlay = Overlay::from_status(&self.status, &self.flow, Some(&ancestors));
@@ -619,6 +633,13 @@ impl Executor {
                 crate::engine::orphans::STEP_MARKER.into(),
                 Value::String(step.id.clone()),
             );
+            // The caches' overlays have their upper layers in the task's directory: where the
+            // kernel refuses overlays there (a container's root file system) or in a setgid
+            // workspace, whose group the launcher's user namespace cannot map, the step gets
+            // caches of its own, and results say so.
+            let cache_overlays = self.settings.sandbox.as_ref().is_some_and(|p| p.overlay)
+                && self.files_keep_their_group()
+                && self.overlay_works_here()?;
             if let Some(plan) = &self.settings.sandbox {
                 // The network is off unless the user allowed it, for every step or this one.
                 let asked = step.params.get("network").and_then(Value::as_bool) == Some(true);
@@ -641,9 +662,21 @@ impl Executor {
                     upper: &upper,
                     work: &work,
                 });
+                let private = dir.join(PRIVATE_DIR);
+                let network = plan.network || asked;
+                let cache_plan;
+                let plan = if cache_overlays {
+                    plan
+                } else {
+                    cache_plan = crate::engine::sandbox::SandboxPlan {
+                        overlay: false,
+                        ..plan.clone()
+                    };
+                    &cache_plan
+                };
                 let cgroup = crate::engine::step_cgroup::name(&self.task.root, &step.id);
                 let mut launcher =
-                    plan.launcher(&target, &[temp], plan.network || asked, overlay, &cgroup)?;
+                    plan.launcher(&target, &[temp], network, overlay, &private, &cgroup)?;
                 if !lower.is_empty() {
                     let relative = |path: &std::path::Path| match path.strip_prefix(&self.task.root)
                     {
@@ -929,9 +962,10 @@ impl Executor {
                 view: "copy",
             },
         };
-        if upper.exists() || work.exists() {
-            sandbox_exec::remove_overlay_dirs(&upper);
-            sandbox_exec::remove_overlay_dirs(&work);
+        for dir in [upper, work, dir.join(PRIVATE_DIR)] {
+            if dir.exists() {
+                sandbox_exec::remove_overlay_dirs(&dir);
+            }
         }
         Ok(captured)
     }
@@ -1028,15 +1062,20 @@ impl Executor {
     /// have (a setgid workspace gives them one the overlay's user namespace cannot map, and
     /// copying a file up would fail).
     fn layered_view_for(&self, step: &Step) -> bool {
-        use std::os::unix::fs::MetadataExt;
         self.settings
             .sandbox
             .as_ref()
             .is_some_and(|plan| plan.overlay)
             && is_built_in_command(&step.operation)
             && !self.copy_views.contains(&step.id)
-            && fs::metadata(&self.task.root)
-                .is_ok_and(|m| m.gid() == rustix::process::getegid().as_raw())
+            && self.files_keep_their_group()
+    }
+
+    /// Whether files made in the task's directory keep the group they would have, which the
+    /// launcher's user namespace maps (not in a setgid workspace of another group).
+    fn files_keep_their_group(&self) -> bool {
+        use std::os::unix::fs::MetadataExt;
+        fs::metadata(&self.task.root).is_ok_and(|m| m.gid() == rustix::process::getegid().as_raw())
     }
 
     /// Saves the state after an interrupt: the running step goes back to pending, to run again
@@ -1096,7 +1135,17 @@ impl Executor {
                     .step(&step.id)
                     .is_some_and(|s| matches!(s.status, StepState::Succeeded | StepState::Skipped))
             });
-        self.status.state = if all_done {
+        // Every step done, yet nothing done that the task asked for: its own state, never a
+        // success (a 0.5B model's plan for a fix read the file and stopped there).
+        let acted = self.status.succeeded().iter().any(|step| {
+            crate::flow::operations::find(&step.operation)
+                .is_some_and(|op| op.runs_commands || !op.writes.is_empty())
+        });
+        let did_nothing = all_done && !acted && task_intent::asks_for_change(&self.flow.task);
+        self.status.state = if did_nothing {
+            self.status.message = Some(NO_CHANGE.to_string());
+            FlowState::NoChange
+        } else if all_done {
             FlowState::Succeeded
         } else {
             FlowState::Failed
@@ -1172,7 +1221,7 @@ impl Executor {
             summary_text: summary,
             tokens: self.status.tokens,
         })?;
-        Ok(if all_done {
+        Ok(if all_done && !did_nothing {
             FlowOutcome::Succeeded
         } else {
             FlowOutcome::Failed

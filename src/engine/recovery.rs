@@ -101,6 +101,8 @@ pub(crate) enum Stop {
 pub(crate) struct Decided {
     pub(crate) decision: Decision,
     pub(crate) flow: Option<Flow>,
+    /// What ocflow changed in the proposed steps, to say (a reused id given a fresh one).
+    pub(crate) notes: Vec<String>,
 }
 
 /// What recovery needs to see and check.
@@ -205,13 +207,17 @@ pub(crate) fn redo(
     failed: &str,
     decision: Decision,
 ) -> Result<Decided, Stop> {
-    let flow =
+    let (flow, notes) =
         implied_flow(context, failed, &decision).map_err(|problems| Stop::NoValidAnswer {
             answers: 0,
             dir: "the status file".into(),
             problems: problems.join("\n"),
         })?;
-    Ok(Decided { decision, flow })
+    Ok(Decided {
+        decision,
+        flow,
+        notes,
+    })
 }
 
 /// Parses an answer into a decision and the flow it implies, or the problems to show the
@@ -237,7 +243,7 @@ fn check(context: &Context<'_>, failed: &str, text: &str) -> Result<Decided, Vec
              {{...}}, \"steps\": [...]}}: {plain}"
         )]
     })?;
-    let flow = implied_flow(context, failed, &decision)?;
+    let (flow, notes) = implied_flow(context, failed, &decision)?;
     if let Some(flow) = &flow {
         // Only what the LLM proposes now: steps that are new or changed.
         let proposed = flow
@@ -248,7 +254,11 @@ fn check(context: &Context<'_>, failed: &str, text: &str) -> Result<Decided, Vec
             return Err(vec![problem.to_string()]);
         }
     }
-    Ok(Decided { decision, flow })
+    Ok(Decided {
+        decision,
+        flow,
+        notes,
+    })
 }
 
 /// The shape of a recovery answer, for endpoints that constrain decoding to a schema.
@@ -317,33 +327,58 @@ fn article(value: &serde_json::Value) -> &'static str {
     }
 }
 
-/// The flow after a decision, fully validated; `None` when the flow itself does not change.
+/// The flow after a decision, fully validated, and what ocflow changed in the proposed steps;
+/// `None` when the flow itself does not change.
 fn implied_flow(
     context: &Context<'_>,
     failed: &str,
     decision: &Decision,
-) -> Result<Option<Flow>, Vec<String>> {
+) -> Result<(Option<Flow>, Vec<String>), Vec<String>> {
     let flow = context.flow;
-    let new_steps = |values: &[Value]| -> Result<Vec<Value>, Vec<String>> {
+    let mut notes = Vec::new();
+    // A new step that reuses an id of the flow gets a fresh one (`fix_again_2`), and the new
+    // steps' references to it follow: small models reuse ids, and refusing cost good fixes.
+    let mut new_steps = |values: &[Value]| -> Result<Vec<Value>, Vec<String>> {
         if values.is_empty() {
             return Err(vec![format!(
                 "`{}` needs `steps`: the new steps",
                 decision.strategy
             )]);
         }
-        let clashes: Vec<String> = values
+        let mut taken: BTreeSet<String> = context
+            .status
+            .steps
             .iter()
-            .filter_map(|v| v.get("id").and_then(Value::as_str))
-            .filter(|id| context.status.step(id).is_some())
-            .map(|id| {
-                format!("step id `{id}` is already used in this flow; new steps need fresh ids")
-            })
+            .map(|s| s.id.clone())
+            .chain(flow.steps.iter().map(|s| s.id.clone()))
             .collect();
-        if clashes.is_empty() {
-            Ok(values.to_vec())
-        } else {
-            Err(clashes)
+        let mut renamed: Vec<(String, String)> = Vec::new();
+        let mut added = values.to_vec();
+        for value in &mut added {
+            let Some(id) = value.get("id").and_then(Value::as_str).map(str::to_string) else {
+                continue;
+            };
+            if taken.insert(id.clone()) {
+                continue;
+            }
+            let fresh = (2..)
+                .map(|n| format!("{id}_{n}"))
+                .find(|candidate| !taken.contains(candidate))
+                .unwrap_or_default();
+            taken.insert(fresh.clone());
+            value["id"] = Value::String(fresh.clone());
+            notes.push(format!(
+                "recovery proposed a new step with the id `{id}`, which the flow already uses; \
+                 it runs as `{fresh}`"
+            ));
+            renamed.push((id, fresh));
         }
+        for value in &mut added {
+            for (old, fresh) in &renamed {
+                renumber(value, old, fresh);
+            }
+        }
+        Ok(added)
     };
     let mut steps: Vec<Value> = flow
         .steps
@@ -351,7 +386,9 @@ fn implied_flow(
         .map(|s| serde_json::to_value(s).unwrap_or(Value::Null))
         .collect();
     match decision.strategy {
-        StrategyKind::Retry | StrategyKind::Skip | StrategyKind::Abort => return Ok(None),
+        StrategyKind::Retry | StrategyKind::Skip | StrategyKind::Abort => {
+            return Ok((None, notes));
+        }
         StrategyKind::Modify => {
             let Some(changed) = &decision.step else {
                 return Err(vec![
@@ -435,7 +472,39 @@ fn implied_flow(
     };
     let revised = validate::parse_flow(&text, Some(&flow.task), context.rules).map_err(strings)?;
     // A revision gives no step to a role that may not take it.
-    context.roles.apply(revised).map(Some).map_err(strings)
+    let revised = context.roles.apply(revised).map_err(strings)?;
+    Ok((Some(revised), notes))
+}
+
+/// Points a new step's references to `old` (its dependencies, `@{outputs.OLD.…}` and
+/// `content_from_step`) at `fresh`, the id the step of that name was given.
+fn renumber(step: &mut Value, old: &str, fresh: &str) {
+    match step.get_mut("depends_on") {
+        Some(Value::String(dep)) if dep == old => *dep = fresh.to_string(),
+        Some(Value::Array(deps)) => {
+            for dep in deps.iter_mut() {
+                if dep.as_str() == Some(old) {
+                    *dep = Value::String(fresh.to_string());
+                }
+            }
+        }
+        _ => {}
+    }
+    let Some(Value::Object(params)) = step.get_mut("params") else {
+        return;
+    };
+    for (name, value) in params.iter_mut() {
+        if let Value::String(text) = value {
+            if name == "content_from_step" && text == old {
+                *text = fresh.to_string();
+            } else {
+                *text = text.replace(
+                    &format!("@{{outputs.{old}."),
+                    &format!("@{{outputs.{fresh}."),
+                );
+            }
+        }
+    }
 }
 
 /// A revision's new steps come after every step that has already finished (it ran before

@@ -21,6 +21,7 @@
 
 use std::path::{Path, PathBuf};
 
+use crate::engine::sandbox_exec::Cache;
 use crate::engine::step_cgroup::Hierarchies;
 use crate::error::{Error, IoContext};
 use crate::model::step_spec::{Sandbox as StepSandbox, SandboxLayers};
@@ -36,6 +37,8 @@ pub(crate) struct SandboxPlan {
     pub(crate) network: bool,
     /// Paths commands may write beneath besides their view and temporary directory.
     pub(crate) writable: Vec<PathBuf>,
+    /// The user's tool caches: commands read them and write only a layer of the step's own.
+    pub(crate) caches: Vec<Cache>,
     /// The memory a step may use, in MiB: for all its processes together where a memory
     /// cgroup can be made, else for each process (`RLIMIT_DATA`).
     pub(crate) memory_mb: u64,
@@ -56,6 +59,9 @@ pub(crate) struct SandboxPlan {
     /// upper directory, no walk of the view): where the user asked for it and the kernel
     /// allows it.
     pub(crate) overlay: bool,
+    /// What the start-up probe had to leave out because a trial launch failed with it, and
+    /// why: said once per flow, as a warning.
+    pub(crate) fallbacks: Vec<String>,
 }
 
 /// The settings a plan is made from.
@@ -63,6 +69,7 @@ pub(crate) struct SandboxSettings {
     pub(crate) namespaces: bool,
     pub(crate) network: bool,
     pub(crate) writable: Vec<PathBuf>,
+    pub(crate) caches: Vec<Cache>,
     pub(crate) memory_mb: u64,
     pub(crate) max_processes: u64,
     pub(crate) hidden: Vec<PathBuf>,
@@ -91,11 +98,12 @@ impl SandboxPlan {
             Hierarchies::default()
         };
         let process_limit = if cgroups.has_pids() { "cgroup" } else { "none" };
-        Ok(Some(SandboxPlan {
+        let plan = SandboxPlan {
             bwrap,
             landlock,
             network: settings.network,
             writable: settings.writable,
+            caches: settings.caches,
             memory_mb: settings.memory_mb,
             max_processes: settings.max_processes,
             process_limit,
@@ -105,28 +113,155 @@ impl SandboxPlan {
             hidden: settings.hidden,
             // The overlay is mounted in namespaces of the launcher's own.
             overlay: overlay && settings.overlay && settings.namespaces,
-        }))
+            fallbacks: Vec::new(),
+        };
+        plan.settle().map(Some)
+    }
+
+    /// The plan a command step can be launched with: with bubblewrap, this one if a trial
+    /// launch (the launcher, with the arguments a step gets, running `true`) works, else the
+    /// first that does of this one without overlays, without namespaces, without either, with
+    /// the reason in `fallbacks`. Probing each layer alone is not enough: in a container
+    /// running as root in its own PID namespace, bubblewrap works on its own but cannot mount
+    /// `/proc` in the user namespace the launcher makes for overlays, and every step failed.
+    fn settle(self) -> Result<SandboxPlan, Error> {
+        if self.bwrap.is_none() {
+            // Without bubblewrap, what can fail in a launch has a fallback of its own: a view's
+            // overlay that cannot be mounted runs again in a copy, the caches and `/var/tmp`
+            // fall back inside the launcher. The trial (a launch, tens of milliseconds at
+            // start-up) is for bubblewrap inside the launcher's namespace.
+            return Ok(self);
+        }
+        let refused = match self.try_launch() {
+            Ok(()) => return Ok(self),
+            Err(reason) => reason,
+        };
+        let (overlay, bwrap) = (self.overlay, self.bwrap.is_some());
+        let mut candidates = Vec::new();
+        if overlay {
+            candidates.push((
+                true,
+                false,
+                "without overlays (views are copies; tool caches start empty in each step)",
+            ));
+        }
+        if bwrap {
+            candidates.push((
+                false,
+                overlay,
+                "without namespaces (Landlock and the limits hold)",
+            ));
+            if overlay {
+                candidates.push((false, false, "without namespaces nor overlays"));
+            }
+        }
+        for (keep_bwrap, keep_overlay, what) in candidates {
+            let mut next = self.clone();
+            next.overlay = keep_overlay;
+            if !keep_bwrap {
+                next.bwrap = None;
+            }
+            if next.try_launch().is_ok() {
+                next.fallbacks.push(format!(
+                    "command steps run {what}: the sandbox launcher failed with all its layers \
+                     here ({refused})"
+                ));
+                return Ok(next);
+            }
+        }
+        Err(Error::Usage(format!(
+            "the sandbox launcher cannot run a command here ({refused}); run with --no-sandbox \
+             to go on without it"
+        )))
+    }
+
+    /// Launches `true` as a command step would be (a view made of layers when overlays are on,
+    /// its temporary and private directories, the caches, bubblewrap), in a scratch directory
+    /// of the temporary directory; the launcher's or bubblewrap's complaint when it fails.
+    fn try_launch(&self) -> Result<(), String> {
+        static TRIALS: std::sync::atomic::AtomicU32 = std::sync::atomic::AtomicU32::new(0);
+        let trial = TRIALS.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+        let trials = std::env::temp_dir().join(".ocflow-launch-trials");
+        sweep_trials(&trials);
+        let root = trials.join(format!("{}-{trial}", std::process::id()));
+        let cgroup = format!("{}.trial-{trial}", std::process::id());
+        let [view, lower, upper, work, temp, private] =
+            ["view", "lower", "upper", "work", "tmp", "private"].map(|name| root.join(name));
+        let made = [&view, &lower, &upper, &work, &temp]
+            .iter()
+            .all(|dir| std::fs::create_dir_all(dir).is_ok());
+        let result = (|| {
+            if !made {
+                // No scratch space to try in: that says nothing of the layers (as before the
+                // trial, they stand as probed).
+                return Ok(());
+            }
+            let lower = [lower.clone()];
+            let overlay = self.overlay.then_some(LauncherOverlay {
+                lower: &lower,
+                upper: &upper,
+                work: &work,
+            });
+            let sandbox = self
+                .launcher(
+                    &view,
+                    std::slice::from_ref(&temp),
+                    false,
+                    overlay,
+                    &private,
+                    &cgroup,
+                )
+                .map_err(|err| err.to_string())?;
+            let (program, args) = sandbox
+                .launcher
+                .split_first()
+                .ok_or_else(|| "no launcher".to_string())?;
+            let output = std::process::Command::new(program)
+                .args(args)
+                .args(["/bin/sh", "-c", "true"])
+                .current_dir(&view)
+                .stdin(std::process::Stdio::null())
+                .output()
+                .map_err(|err| format!("cannot run {program}: {err}"))?;
+            if output.status.success() {
+                return Ok(());
+            }
+            let said = String::from_utf8_lossy(&output.stderr);
+            let said: String = said.trim().chars().take(300).collect();
+            Err(if said.is_empty() {
+                format!("it ended with {}", output.status)
+            } else {
+                said.replace('\n', "; ")
+            })
+        })();
+        // The trial joined a group as a step does (named after this process, so a killed
+        // start-up's is swept like a step's).
+        self.cgroups.end(&cgroup);
+        crate::engine::sandbox_exec::remove_overlay_dirs(&root);
+        result
     }
 
     /// The plan for one flow: without any writable path that would open `protected` (its
     /// repository and workspace, canonical). Landlock and bind mounts grant whole trees, so
     /// `/tmp` is left out when the repository lives in `/tmp`.
     pub(crate) fn protecting(&self, protected: &[PathBuf]) -> SandboxPlan {
-        let writable = self
-            .writable
-            .iter()
-            .filter(|path| {
-                // Neither a tree holding the repository or workspace, nor one inside them
-                // (a CARGO_HOME or TMPDIR in the repository, a repository in the home).
-                let real = path.canonicalize().unwrap_or_else(|_| path.to_path_buf());
-                !protected
-                    .iter()
-                    .any(|p| p.starts_with(&real) || real.starts_with(p))
-            })
-            .cloned()
-            .collect();
+        // Neither a tree holding the repository or workspace, nor one inside them (a
+        // CARGO_HOME or TMPDIR in the repository, a repository in the home). A cache left out
+        // stays read-only: an overlay on it would hide the step's view.
+        let apart = |path: &Path| {
+            let real = path.canonicalize().unwrap_or_else(|_| path.to_path_buf());
+            !protected
+                .iter()
+                .any(|p| p.starts_with(&real) || real.starts_with(p))
+        };
         SandboxPlan {
-            writable,
+            writable: self.writable.iter().filter(|p| apart(p)).cloned().collect(),
+            caches: self
+                .caches
+                .iter()
+                .filter(|c| apart(&c.path))
+                .cloned()
+                .collect(),
             ..self.clone()
         }
     }
@@ -149,6 +284,7 @@ impl SandboxPlan {
                 "open"
             }
             .into(),
+            caches: if self.overlay { "overlay" } else { "private" }.into(),
             partial: self.bwrap.is_none() || self.landlock != "landlock",
         }
     }
@@ -204,8 +340,13 @@ impl SandboxPlan {
             ),
             how => format!("at most {} processes per step ({how})", self.max_processes),
         };
+        let caches = if self.overlay {
+            "your tool caches read through a layer of the step's own"
+        } else {
+            "tool caches the step's own, empty (yours read-only)"
+        };
         format!(
-            "{namespaces}; Landlock: {}; network {} unless a step allows it; UDP {}; \
+            "{namespaces}; Landlock: {}; network {} unless a step allows it; UDP {}; {caches}; \
              {processes}; memory {}",
             self.landlock,
             if self.network { "on" } else { "off" },
@@ -220,7 +361,8 @@ impl SandboxPlan {
 
     /// The launcher for a command running in `view`: writable are the view, `extra` (the
     /// step's temporary directory) and the plan's paths; `network`: whether this step may use
-    /// the network.
+    /// the network; `private`: the step's own directory for its caches' layers and its
+    /// `/var/tmp` (emptied with the step).
     /// With `overlay`, the launcher mounts it on `view`. `cgroup`: the step's group, which the
     /// host ends with the step (`step_cgroup::name`).
     pub(crate) fn launcher(
@@ -229,6 +371,7 @@ impl SandboxPlan {
         extra: &[PathBuf],
         network: bool,
         overlay: Option<LauncherOverlay<'_>>,
+        private: &Path,
         cgroup: &str,
     ) -> crate::error::Result<StepSandbox> {
         let exe = std::env::current_exe()
@@ -273,6 +416,15 @@ impl SandboxPlan {
                 launcher.push(path.to_string_lossy().into_owned());
             }
         }
+        launcher.push("--private".into());
+        launcher.push(private.to_string_lossy().into_owned());
+        for cache in &self.caches {
+            launcher.push("--cache".into());
+            launcher.push(format!("{}:{}", cache.variable, cache.path.display()));
+        }
+        if self.overlay {
+            launcher.push("--cache-overlay".into());
+        }
         launcher.push("--memory-mb".into());
         launcher.push(self.memory_mb.to_string());
         launcher.push("--max-processes".into());
@@ -314,6 +466,21 @@ impl SandboxPlan {
     }
 }
 
+/// Removes the scratch directories of trial launches whose ocflow is gone (killed during its
+/// start-up): each is named after its process, `PID-N`.
+fn sweep_trials(trials: &Path) {
+    for entry in std::fs::read_dir(trials).into_iter().flatten().flatten() {
+        let name = entry.file_name();
+        let owner = name
+            .to_str()
+            .and_then(|name| name.split('-').next())
+            .and_then(|pid| pid.parse::<u32>().ok());
+        if owner.is_some_and(|pid| !Path::new(&format!("/proc/{pid}")).exists()) {
+            crate::engine::sandbox_exec::remove_overlay_dirs(&entry.path());
+        }
+    }
+}
+
 /// An overlay the launcher mounts on the view: read-only layers (top first) under `upper`.
 #[derive(Debug, Clone, Copy)]
 pub(crate) struct LauncherOverlay<'a> {
@@ -323,12 +490,11 @@ pub(crate) struct LauncherOverlay<'a> {
 }
 
 /// Paths every command may write besides its view and its own temporary directory: the
-/// system's temporary directories, device files programs write to, and tool caches. The cache
-/// directories are created if missing, so a tool's first run can fill them.
+/// system's temporary directory (a step's own with namespaces) and device files programs write
+/// to. Not `/var/tmp` (each step gets its own) nor the tool caches (`default_caches`).
 pub(crate) fn default_writable() -> Vec<PathBuf> {
     let mut paths: Vec<PathBuf> = [
         "/tmp",
-        "/var/tmp",
         "/dev/shm",
         "/dev/null",
         "/dev/zero",
@@ -343,26 +509,6 @@ pub(crate) fn default_writable() -> Vec<PathBuf> {
     .map(PathBuf::from)
     .collect();
     paths.push(std::env::temp_dir());
-    let home = std::env::var_os("HOME").map(PathBuf::from);
-    let cargo_home = std::env::var_os("CARGO_HOME")
-        .map(PathBuf::from)
-        .or_else(|| home.as_ref().map(|h| h.join(".cargo")));
-    if let Some(cargo) = cargo_home.filter(|dir| dir.is_dir()) {
-        // Not all of CARGO_HOME: its bin/ is on PATH. Made if missing, so that cargo's first
-        // run in a step has somewhere to write.
-        for dir in ["registry", "git"] {
-            let _ = std::fs::create_dir_all(cargo.join(dir));
-            paths.push(cargo.join(dir));
-        }
-        paths.push(cargo.join(".package-cache"));
-    }
-    if let Some(home) = home {
-        for cache in [".cache", ".npm", ".local/share/virtualenvs"] {
-            let dir = home.join(cache);
-            let _ = std::fs::create_dir_all(&dir);
-            paths.push(dir);
-        }
-    }
     paths
 }
 
@@ -374,6 +520,46 @@ fn run_probe(command: &mut std::process::Command) -> std::io::Result<std::proces
     let output = child.wait_with_output();
     Hierarchies::find().end(&name);
     output
+}
+
+/// The user's tool caches commands may use (read, and write a layer of their own): the XDG
+/// cache (pip, Go, yarn, pre-commit…), npm's, pipenv's virtualenvs and cargo's home, each with
+/// the variable that moves it. Made if missing, so an overlay can be mounted on it.
+pub(crate) fn default_caches() -> Vec<Cache> {
+    let home = std::env::var_os("HOME").map(PathBuf::from);
+    let set = |variable: &str| std::env::var_os(variable).map(PathBuf::from);
+    let at_home = |relative: &str| home.as_ref().map(|h| h.join(relative));
+    let caches = [
+        (
+            "XDG_CACHE_HOME",
+            set("XDG_CACHE_HOME").or_else(|| at_home(".cache")),
+        ),
+        (
+            "npm_config_cache",
+            set("npm_config_cache").or_else(|| at_home(".npm")),
+        ),
+        ("WORKON_HOME", at_home(".local/share/virtualenvs")),
+        (
+            "CARGO_HOME",
+            set("CARGO_HOME").or_else(|| at_home(".cargo")),
+        ),
+    ];
+    caches
+        .into_iter()
+        .filter_map(|(variable, path)| {
+            let path = path?;
+            // Cargo's home is the user's choice to have; the others are made for a tool's
+            // first run.
+            if variable != "CARGO_HOME" {
+                let _ = std::fs::create_dir_all(&path);
+            }
+            let path = path.canonicalize().ok()?;
+            Some(Cache {
+                variable: variable.into(),
+                path,
+            })
+        })
+        .collect()
 }
 
 /// bubblewrap, if it is installed and the kernel lets it make the namespaces ocflow uses.
@@ -454,6 +640,7 @@ mod tests {
             landlock: "landlock".into(),
             network: false,
             writable: Vec::new(),
+            caches: Vec::new(),
             memory_mb: 256,
             max_processes: 64,
             process_limit: if cgroups { "cgroup" } else { "none" },
@@ -466,6 +653,7 @@ mod tests {
             seccomp,
             hidden: Vec::new(),
             overlay: false,
+            fallbacks: Vec::new(),
         }
     }
 
@@ -485,7 +673,7 @@ mod tests {
         assert!(said.contains("UDP open"), "{said}");
         assert!(said.contains("memory 256 MiB per process"), "{said}");
         let launcher = bare
-            .launcher(Path::new("/"), &[], false, None, "1.x.s")
+            .launcher(Path::new("/"), &[], false, None, Path::new("/p"), "1.x.s")
             .unwrap();
         assert!(!launcher.launcher.contains(&"--refuse-udp".to_string()));
         assert!(!launcher.launcher.contains(&"--cgroup".to_string()));
@@ -504,7 +692,7 @@ mod tests {
         );
         assert_eq!(layers.memory, "256 MiB per process (rlimit)");
         let launcher = ends
-            .launcher(Path::new("/"), &[], false, None, "1.x.s")
+            .launcher(Path::new("/"), &[], false, None, Path::new("/p"), "1.x.s")
             .unwrap();
         assert!(
             launcher
@@ -529,7 +717,7 @@ mod tests {
         );
         assert!(said.contains("memory 256 MiB per step (cgroup)"), "{said}");
         let args = |network| {
-            held.launcher(Path::new("/"), &[], network, None, "1.x.s")
+            held.launcher(Path::new("/"), &[], network, None, Path::new("/p"), "1.x.s")
                 .unwrap()
                 .launcher
         };

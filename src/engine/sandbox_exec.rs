@@ -42,8 +42,41 @@ pub(crate) struct ExecRequest<'a> {
     pub(crate) refuse_udp: bool,
     /// The view to show through an overlay, so that the command's changes land elsewhere.
     pub(crate) overlay: Option<Overlay<'a>>,
+    /// The user's tool caches: the command reads them, and writes only a layer of its own.
+    pub(crate) caches: &'a [Cache],
+    /// Whether to try overlays for the caches (else the command gets empty caches of its own).
+    pub(crate) cache_overlay: bool,
+    /// The step's private directory: its caches' layers and its own `/var/tmp`.
+    pub(crate) private: Option<&'a Path>,
     pub(crate) command: &'a [OsString],
 }
+
+/// A user's tool cache (`~/.cache`, `~/.npm`, `CARGO_HOME`…) and the variable that moves it
+/// (`XDG_CACHE_HOME`, `npm_config_cache`, `CARGO_HOME`…), given to the launcher as
+/// `--cache VARIABLE:PATH`. A command reads it, never changes it: it sees it through an overlay
+/// whose upper layer is the step's, or, where no overlay can be mounted, the variable points at
+/// an empty directory of the step's and the user's stays read-only.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(crate) struct Cache {
+    pub(crate) variable: String,
+    pub(crate) path: PathBuf,
+}
+
+impl Cache {
+    /// `VARIABLE:PATH` (a variable has no colon; the path may).
+    pub(crate) fn parse(arg: &std::ffi::OsStr) -> Option<Cache> {
+        let text = arg.to_str()?;
+        let (variable, path) = text.split_once(':')?;
+        Some(Cache {
+            variable: variable.to_string(),
+            path: PathBuf::from(path),
+        })
+    }
+}
+
+/// A step's own `/var/tmp`, in its private directory (the host's is shared by every process
+/// and survives the step).
+const PRIVATE_VAR_TMP: &str = "var-tmp";
 
 /// A view shown to the command through the kernel's overlayfs, mounted on `target` (the view's
 /// directory) in a user and mount namespace of the launcher's own, before bubblewrap starts:
@@ -119,27 +152,134 @@ fn confine_and_exec(request: &ExecRequest<'_>) -> Result<Never, String> {
     let Some((program, args)) = request.command.split_first() else {
         return Err("give the command after `--`".into());
     };
+    let mut private = Private::default();
+    let mut writable = request.writable.to_vec();
     if !request.inner {
         limit_resources(request.memory_mb, request.max_processes, request.cgroup)?;
+        // A user and mount namespace of the launcher's own, for the view's overlay (which must
+        // be mounted) and the caches' (which may fall back to directories of the step's).
+        let wants_caches = request.cache_overlay && request.private.is_some();
+        let own_namespace = if request.overlay.is_some() || wants_caches {
+            match enter_own_namespace() {
+                Ok(()) => true,
+                Err(problem) if request.overlay.is_some() => return Err(problem),
+                Err(_) => false,
+            }
+        } else {
+            false
+        };
         if let Some(overlay) = request.overlay {
-            mount_overlay(overlay)?;
+            mount_overlay_here(overlay, "")?;
+        }
+        if let Some(dir) = request.private {
+            private = make_private(request, dir, own_namespace)?;
+            writable.extend(private.writable.iter().cloned());
         }
         if let Some(bwrap) = request.bwrap {
-            let error = bwrap_command(bwrap, request)?.exec();
+            let mut command = bwrap_command(bwrap, request, &writable, &private)?;
+            let error = command.envs(private.env.iter().cloned()).exec();
             return Err(format!("cannot run {}: {error}", bwrap.display()));
         }
         if request.refuse_udp {
             super::socket_filter::refuse_datagrams()?;
         }
     }
-    restrict(request.writable, request.network)
-        .map_err(|err| format!("cannot set up Landlock: {err}"))?;
-    let error = std::process::Command::new(program).args(args).exec();
+    restrict(&writable, request.network).map_err(|err| format!("cannot set up Landlock: {err}"))?;
+    let error = std::process::Command::new(program)
+        .args(args)
+        .envs(private.env.iter().cloned())
+        .exec();
     Err(format!("cannot run {}: {error}", program.to_string_lossy()))
 }
 
+/// What the step's private directory gives the command: paths it may write (caches seen
+/// through their overlays, the directories standing in for the others, its `/var/tmp`), the
+/// variables pointing tools at those directories, and a `/var/tmp` for bubblewrap to bind.
+#[derive(Debug, Default)]
+struct Private {
+    writable: Vec<PathBuf>,
+    /// The user's caches left read-only: bubblewrap binds them, so one beneath a hidden
+    /// directory (a home in `/tmp`) stays readable.
+    read_only: Vec<PathBuf>,
+    env: Vec<(String, PathBuf)>,
+    var_tmp: Option<PathBuf>,
+}
+
+/// Makes the step's private layers in `dir`: each cache through an overlay where `own_namespace`
+/// allows one (the user's cache the lower layer, the step's directory the upper one), else a
+/// directory of the step's named by the cache's variable (the user's left read-only); and a
+/// `/var/tmp` of the step's, mounted here in the launcher's namespace or bound by bubblewrap
+/// (without either, `/var/tmp` stays read-only).
+fn make_private(
+    request: &ExecRequest<'_>,
+    dir: &Path,
+    own_namespace: bool,
+) -> Result<Private, String> {
+    let made = |path: &Path| {
+        std::fs::create_dir_all(path)
+            .map_err(|err| format!("cannot make {}: {err}", path.display()))
+    };
+    let mut private = Private::default();
+    for (index, cache) in request.caches.iter().enumerate() {
+        let layer = dir.join(format!("cache-{index}"));
+        let (upper, work) = (layer.join("upper"), layer.join("work"));
+        let mounted = request.cache_overlay
+            && own_namespace
+            && cache.path.is_dir()
+            && made(&upper).is_ok()
+            && made(&work).is_ok()
+            && {
+                let overlay = Overlay {
+                    target: &cache.path,
+                    lower: std::slice::from_ref(&cache.path),
+                    upper: &upper,
+                    work: &work,
+                };
+                // `volatile` (Linux 5.10): the layer is thrown away with the step, so its
+                // unmount need not sync the upper file system (which costs milliseconds on a
+                // busy disk); older kernels refuse the option.
+                mount_overlay_here(overlay, ",volatile").is_ok()
+                    || mount_overlay_here(overlay, "").is_ok()
+            };
+        if mounted {
+            private.writable.push(cache.path.clone());
+            continue;
+        }
+        if cache.path.is_dir() {
+            private.read_only.push(cache.path.clone());
+        }
+        if cache.variable.is_empty() {
+            continue;
+        }
+        let own = layer.join("own");
+        made(&own)?;
+        if cache.variable == "CARGO_HOME" {
+            // Cargo's settings live in its home: the step's starts with the user's (not the
+            // credentials, which no command needs).
+            for name in ["config.toml", "config"] {
+                let _ = std::fs::copy(cache.path.join(name), own.join(name));
+            }
+        }
+        private.env.push((cache.variable.clone(), own.clone()));
+        private.writable.push(own);
+    }
+    let var_tmp = dir.join(PRIVATE_VAR_TMP);
+    made(&var_tmp)?;
+    if request.bwrap.is_some() {
+        private.var_tmp = Some(var_tmp);
+    } else if own_namespace && rustix::mount::mount_bind(&var_tmp, "/var/tmp").is_ok() {
+        private.writable.push(PathBuf::from("/var/tmp"));
+    }
+    Ok(private)
+}
+
 /// bubblewrap around `ocflow sandbox-exec --inner … -- COMMAND`.
-fn bwrap_command(bwrap: &Path, request: &ExecRequest<'_>) -> Result<std::process::Command, String> {
+fn bwrap_command(
+    bwrap: &Path,
+    request: &ExecRequest<'_>,
+    writable: &[PathBuf],
+    private: &Private,
+) -> Result<std::process::Command, String> {
     // The same launcher, whichever binary it is (`ocflow` or `ocflow-sandbox`): both take
     // `sandbox-exec` first.
     let exe = std::env::current_exe().map_err(|err| format!("cannot find ocflow: {err}"))?;
@@ -179,16 +319,23 @@ fn bwrap_command(bwrap: &Path, request: &ExecRequest<'_>) -> Result<std::process
             && !p.starts_with("/dev")
             && !HIDDEN.iter().any(|hidden| p.as_path() == Path::new(hidden))
     };
-    for path in request.writable.iter().filter(bound) {
+    for path in private.read_only.iter().filter(bound) {
+        command.arg("--ro-bind").arg(path).arg(path);
+    }
+    for path in writable.iter().filter(bound) {
         command.arg("--bind").arg(path).arg(path);
+    }
+    if let Some(var_tmp) = &private.var_tmp {
+        command.arg("--bind").arg(var_tmp).arg("/var/tmp");
     }
     command.arg("--").arg(exe).args(["sandbox-exec", "--inner"]);
     // The private /tmp holds nothing of the host's: the command may use it as it likes.
-    for path in request
-        .writable
+    let var_tmp = private.var_tmp.as_ref().map(|_| Path::new("/var/tmp"));
+    for path in writable
         .iter()
         .map(PathBuf::as_path)
         .chain([Path::new("/tmp")])
+        .chain(var_tmp)
     {
         command.arg("--write").arg(path);
     }
@@ -202,7 +349,14 @@ fn bwrap_command(bwrap: &Path, request: &ExecRequest<'_>) -> Result<std::process
 /// Mounts `overlay` in a new user and mount namespace of this process (overlayfs may be
 /// mounted without privileges there since Linux 5.11). The user keeps its own ids inside.
 pub(crate) fn mount_overlay(overlay: Overlay<'_>) -> Result<(), String> {
-    use rustix::mount::{MountFlags, MountPropagationFlags, mount, mount_change};
+    enter_own_namespace()?;
+    mount_overlay_here(overlay, "")
+}
+
+/// Moves this process into a new user and mount namespace, keeping its ids, with every mount
+/// private: what it mounts then is seen by it and its children only.
+fn enter_own_namespace() -> Result<(), String> {
+    use rustix::mount::{MountPropagationFlags, mount_change};
     use rustix::thread::{UnshareFlags, unshare_unsafe};
     let (uid, gid) = (
         rustix::process::getuid().as_raw(),
@@ -222,6 +376,14 @@ pub(crate) fn mount_overlay(overlay: Overlay<'_>) -> Result<(), String> {
         MountPropagationFlags::REC | MountPropagationFlags::PRIVATE,
     )
     .map_err(|err| refused("make the mounts private", err.into()))?;
+    Ok(())
+}
+
+/// Mounts `overlay`, in the namespace `enter_own_namespace` made, with overlayfs's `options`
+/// besides the layers (`,volatile`, or none).
+fn mount_overlay_here(overlay: Overlay<'_>, options: &str) -> Result<(), String> {
+    use rustix::mount::{MountFlags, mount};
+    let refused = |what: &str, err: std::io::Error| format!("cannot {what} for the overlay: {err}");
     // Commas and colons separate overlayfs options and layers; a backslash escapes them.
     let escape = |path: &Path| {
         let mut out = String::new();
@@ -237,7 +399,7 @@ pub(crate) fn mount_overlay(overlay: Overlay<'_>) -> Result<(), String> {
     // `user.overlay.*` attributes; without it, removing a directory fails with EIO.
     let lower: Vec<String> = overlay.lower.iter().map(|p| escape(p)).collect();
     let options = format!(
-        "userxattr,lowerdir={},upperdir={},workdir={}",
+        "userxattr,lowerdir={},upperdir={},workdir={}{options}",
         lower.join(":"),
         escape(overlay.upper),
         escape(overlay.work)

@@ -20,12 +20,7 @@ pub(crate) fn from_journal(
 ) -> Result<String> {
     let (records, _) = journal::read(&task.file(workspace::JOURNAL_FILE))?;
     let mut out = String::new();
-    let verdict = match status.state {
-        FlowState::Succeeded => "succeeded",
-        FlowState::Failed => "failed",
-        FlowState::Interrupted => "was interrupted",
-        FlowState::Running => "is still running",
-    };
+    let verdict = verdict_word(status.state);
     let _ = writeln!(
         out,
         "# {}\n",
@@ -126,10 +121,19 @@ pub(crate) fn from_journal(
         };
         let _ = writeln!(out, "- `{}` ({kind})", change.path);
     }
-    if !changes.is_empty() {
+    if !changes.is_empty() && status.state == FlowState::Succeeded {
         let _ = writeln!(
             out,
             "\nReview with `ocflow diff {0}`, then `ocflow apply {0}`.",
+            status.task_id
+        );
+    } else if !changes.is_empty() {
+        // A plain `apply` of a flow that did not succeed is refused: name what works.
+        let _ = writeln!(
+            out,
+            "\nThe flow did not succeed, so these changes are not applied as a whole. Review \
+             them with `ocflow diff {0}`; a file whose steps succeeded can be applied alone with \
+             `ocflow apply {0} --only PATH`.",
             status.task_id
         );
     }
@@ -344,6 +348,7 @@ fn verdict_word(state: FlowState) -> &'static str {
         FlowState::Failed => "failed",
         FlowState::Interrupted => "was interrupted",
         FlowState::Running => "is still running",
+        FlowState::NoChange => "finished without doing anything the task asked",
     }
 }
 

@@ -9,5 +9,6 @@ pub(crate) mod plugins;
 pub(crate) mod policy;
 pub(crate) mod roles;
 pub(crate) mod shell;
+pub(crate) mod task_intent;
 pub(crate) mod test_command;
 pub(crate) mod validate;

@@ -13,6 +13,10 @@ use crate::model::problem::Problem;
 
 /// Size limits, checked before anything else is done with a flow.
 pub(crate) const MAX_FLOW_BYTES: usize = 16 * 1024 * 1024;
+/// The largest task text, however it comes (the command line, stdin, `--task-file`, a flow's
+/// `task`). A task is a request, not a specification: a long one belongs in a file in the
+/// repository, which the steps read; every prompt carries the task.
+pub(crate) const MAX_TASK_BYTES: usize = 1024 * 1024;
 pub(crate) const MAX_STEPS: usize = 1000;
 pub(crate) const MAX_STRING_BYTES: usize = 1024 * 1024;
 pub(crate) const MAX_DEPENDENCIES: usize = 100;

@@ -20,6 +20,7 @@ use serde_json::{Value, json};
 
 use crate::error::Error;
 use crate::llm::key::ApiKey;
+use crate::llm::redact::Redactor;
 use crate::model::llm::{
     ChatAnswer, ChatRequest, DEFAULT_PROFILE, LlmError, LlmErrorKind, Message, Usage,
 };
@@ -65,6 +66,8 @@ pub(crate) struct Llm {
     /// The model profile each purpose last asked.
     profiles: Mutex<BTreeMap<String, String>>,
     recorder: Option<Mutex<File>>,
+    /// What comes out of every request before it leaves (keys, ignored files' content).
+    redactor: Redactor,
 }
 
 /// One endpoint: a profile's, or the default one.
@@ -178,7 +181,13 @@ impl Llm {
             usage: Mutex::default(),
             profiles: Mutex::default(),
             recorder: record.map(open_recording).transpose()?,
+            redactor: Redactor::default(),
         })
+    }
+
+    /// Redacts, from now on, the lines of the files `repo` ignores besides the key shapes.
+    pub(crate) fn redact_ignored_files(&mut self, repo: &Path, workspace: &Path) {
+        self.redactor = Redactor::for_repository(repo, workspace);
     }
 
     /// A client that answers from a recording, without any network.
@@ -224,6 +233,7 @@ impl Llm {
             usage: Mutex::default(),
             profiles: Mutex::default(),
             recorder: None,
+            redactor: Redactor::default(),
         })
     }
 
@@ -258,6 +268,9 @@ impl Llm {
 
     /// Makes one chat completion, retrying transient failures within the policy's bounds.
     pub(crate) async fn chat(&self, request: &ChatRequest) -> Result<ChatAnswer, LlmError> {
+        // Redacted before anything else sees it: the endpoint, the recording, the replay key.
+        let redacted = self.redactor.request(request);
+        let request = redacted.as_ref().unwrap_or(request);
         let answer = match &self.backend {
             Backend::Replay { answers, source } => replay_answer(answers, source, request)?,
             Backend::Http(endpoints) => {

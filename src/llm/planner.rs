@@ -12,6 +12,7 @@ use crate::flow::operations;
 use crate::flow::path_rules::PathRules;
 use crate::flow::policy::CommandPolicy;
 use crate::flow::roles::Roles;
+use crate::flow::task_intent;
 use crate::flow::test_command;
 use crate::flow::validate;
 use crate::llm::answer;
@@ -133,7 +134,7 @@ impl Planner<'_> {
                                         .map(|p| format!("- {p}"))
                                         .collect::<Vec<_>>()
                                         .join("\n"),
-                                    Ok(mut flow) => match unfit(&flow, &named) {
+                                    Ok(mut flow) => match unfit(&flow, &named, task) {
                                         Some(reason) if unfit_said => {
                                             return Err(PlanError::Unfit {
                                                 reason,
@@ -274,7 +275,7 @@ pub(crate) fn is_secret(name: &str) -> bool {
 
 /// Why a valid flow still does not fit the task, if it does not: it is the prompt's own
 /// example, it holds the prompt's placeholders, or it touches none of the files the task names.
-fn unfit(flow: &Flow, named: &[RepoPath]) -> Option<String> {
+fn unfit(flow: &Flow, named: &[RepoPath], task: &str) -> Option<String> {
     let mut steps = serde_json::to_value(&flow.steps).ok()?;
     // Roles are given by ocflow where the model left none: not part of what it copied.
     if let Some(list) = steps.as_array_mut() {
@@ -310,7 +311,7 @@ fn unfit(flow: &Flow, named: &[RepoPath]) -> Option<String> {
             names.join(", ")
         ));
     }
-    None
+    task_intent::plan_misses_task(flow, task)
 }
 
 /// The steps of the system prompt's example answer, as a parsed flow serialises them.

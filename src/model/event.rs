@@ -160,6 +160,17 @@ pub(crate) enum Event {
     ChangesApplied { task_id: String, files: Vec<String> },
     /// `ocflow undo` put back what the task's last apply replaced.
     ChangesUndone { task_id: String, files: Vec<String> },
+    /// A later command found an apply or undo of the task cut short (a kill) and finished it:
+    /// `outcome` is `rolled_back` (the repository is as before the apply), `completed` (every
+    /// file was already in place) or `undo_finished`.
+    ApplyRecovered {
+        task_id: String,
+        outcome: String,
+        /// Files put back.
+        files: Vec<String>,
+        /// Files edited since, left as they are.
+        left: Vec<String>,
+    },
 }
 
 /// One journal line: when, and what.

@@ -79,6 +79,9 @@ pub(crate) enum FlowState {
     Failed,
     /// Stopped by Ctrl-C or SIGTERM; `resume` continues.
     Interrupted,
+    /// Every step succeeded, yet the task asked for a change and the flow changed no file and
+    /// ran no command (exit 1): never reported as a success.
+    NoChange,
 }
 
 /// Where a step stands.
@@ -446,6 +449,7 @@ impl fmt::Display for FlowState {
             FlowState::Succeeded => "succeeded",
             FlowState::Failed => "failed",
             FlowState::Interrupted => "interrupted",
+            FlowState::NoChange => "no_change",
         })
     }
 }

@@ -78,6 +78,10 @@ pub(crate) struct SandboxLayers {
     /// or neither here).
     #[serde(default)]
     pub(crate) udp: String,
+    /// How the user's tool caches are kept from change: `overlay` (read through a layer of
+    /// the step's own) or `private` (empty caches of the step's own; the user's read-only).
+    #[serde(default)]
+    pub(crate) caches: String,
     /// Whether a layer is missing here (no namespaces, or Landlock only in part): other
     /// processes' environments and the host's sockets may then be within reach.
     pub(crate) partial: bool,

@@ -1,17 +1,21 @@
-//! Writing a flow's changes into the repository, all or nothing. Every target is checked before
-//! anything is touched (inside the repository, no symlink on the way, no file where a directory
-//! must be, the content the flow read still there unless forced). Then the new contents are
-//! staged as temporary files beside their targets, and only then moved into place, each old
-//! file first moved aside. Any failure undoes every move in reverse order, so the repository is
-//! left exactly as it was; the old files are removed only once every change is in place.
+//! Writing a flow's changes into the repository, all or nothing, even when killed. Every
+//! target is checked before anything is touched (inside the repository, no symlink on the way,
+//! no file where a directory must be, the content the flow read still there unless forced).
+//! Then the apply journal (`apply_journal`) keeps every target's old and new version durably,
+//! and only then is each new file written beside its target and renamed over it, or the target
+//! removed. A failure, or a signal between two files, puts everything back from the journal;
+//! a kill leaves the journal for the next command to roll back. Nothing but a staged copy ever
+//! stands beside the user's files, and only while it is being written.
 
 use std::fs;
 use std::io::ErrorKind;
 use std::path::{Path, PathBuf};
 
-use crate::error::{Error, IoContext, Result};
+use crate::error::{Error, Result};
 use crate::flow::path_rules::PathRules;
+use crate::task::apply_journal::{self, Current, Stage, current, place_with, read};
 use crate::task::review::Change;
+use crate::task::workspace::{self, TaskDir};
 
 /// What `apply` did.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -24,125 +28,126 @@ pub(crate) enum Applied {
     Nothing,
 }
 
-/// What stands at a path in the repository now.
-#[derive(Debug, PartialEq, Eq)]
-enum Current {
-    Missing,
-    File(Vec<u8>),
-    /// A directory, a symlink or anything else that is not a regular file.
-    Other,
-}
-
-fn current(path: &Path) -> Result<Current> {
-    match fs::symlink_metadata(path) {
-        Err(err) if err.kind() == ErrorKind::NotFound => Ok(Current::Missing),
-        Err(err) => Err(err).io_context(|| format!("reading {}", path.display())),
-        Ok(meta) if meta.is_file() => Ok(Current::File(read(path)?)),
-        Ok(_) => Ok(Current::Other),
-    }
-}
-
-fn read(path: &Path) -> Result<Vec<u8>> {
-    fs::read(path).io_context(|| format!("reading {}", path.display()))
-}
-
-/// Writes the changes into the repository, or nothing at all.
+/// Writes the changes into the repository, or nothing at all. `stop` is asked between two
+/// files: when it says yes (a signal came), what was written is put back and the apply ends
+/// interrupted.
 pub(crate) fn apply(
     rules: &PathRules,
-    task_id: &str,
+    task: &TaskDir,
     changes: &[Change],
     force: bool,
+    stop: &dyn Fn() -> bool,
 ) -> Result<Applied> {
-    apply_with(rules, task_id, changes, force, &mut |_| Ok(()))
+    apply_with(rules, task, changes, force, &mut |_| {
+        if stop() {
+            Err(std::io::Error::from(ErrorKind::Interrupted))
+        } else {
+            Ok(())
+        }
+    })
 }
 
-/// `apply`, with `fault` called before every change to the file system (its number counts
-/// from 0): the tests make it fail at each point in turn.
+/// `apply`, with `before_each` called before every change to the repository (its number
+/// counts from 0): the tests make it fail at each point in turn.
 fn apply_with(
     rules: &PathRules,
-    task_id: &str,
+    task: &TaskDir,
     changes: &[Change],
     force: bool,
-    fault: &mut dyn FnMut(usize) -> std::io::Result<()>,
+    before_each: &mut dyn FnMut(usize) -> std::io::Result<()>,
 ) -> Result<Applied> {
     if changes.is_empty() {
         return Ok(Applied::Nothing);
     }
-    let Some(plan) = check(rules, task_id, changes, force)? else {
+    let Some(plan) = check(rules, &task.task_id, changes, force)? else {
         return Ok(Applied::AlreadyThere);
     };
-    let mut undo = Undo::default();
+    let planned: Vec<&Change> = plan.iter().map(|(_, change)| *change).collect();
+    let mut journal = apply_journal::begin(task, &rules.repo, &planned)?;
+    let (failed, err) = match write(&rules.repo, &plan, before_each) {
+        Ok(done) => {
+            journal.set_stage(Stage::Applied)?;
+            return Ok(Applied::Written(done));
+        }
+        Err(failure) => failure,
+    };
+    let task_id = &task.task_id;
+    let target = plan
+        .get(failed)
+        .map_or(String::new(), |(_, c)| c.path.as_str().to_string());
+    let put_back = journal.restore(&rules.repo, false).and_then(|restored| {
+        if restored.left.is_empty() {
+            journal.set_stage(Stage::RolledBack)
+        } else {
+            Err(Error::Usage(format!(
+                "{} changed meanwhile and stay as they are",
+                restored.left.join(", ")
+            )))
+        }
+    });
+    match put_back {
+        Ok(()) if err.kind() == ErrorKind::Interrupted => Err(Error::Interrupted(format!(
+            "the apply of task {task_id} was interrupted, so every change was undone and the \
+             repository is as it was; apply it again with `ocflow apply {task_id}`"
+        ))),
+        Ok(()) => Err(Error::Io {
+            context: format!(
+                "applying task {task_id}: writing {target} failed, so every change was undone \
+                 and the repository is as it was"
+            ),
+            source: err,
+        }),
+        Err(left) => Err(Error::Io {
+            context: format!(
+                "applying task {task_id}: writing {target} failed, and undoing the changes \
+                 failed too ({left}); the next ocflow command on the task tries again"
+            ),
+            source: err,
+        }),
+    }
+}
+
+/// Writes each planned change; on a failure, which one and why.
+fn write(
+    repo: &Path,
+    plan: &[(PathBuf, &Change)],
+    before_each: &mut dyn FnMut(usize) -> std::io::Result<()>,
+) -> std::result::Result<Vec<String>, (usize, std::io::Error)> {
     let mut count = 0;
-    let mut step = |undo: &mut Undo, action: &mut dyn FnMut(&mut Undo) -> std::io::Result<()>| {
-        fault(count)?;
+    let mut point = || {
+        let outcome = before_each(count);
         count += 1;
-        action(undo)
+        outcome
     };
     let mut done = Vec::new();
-    let outcome = (|| -> std::io::Result<()> {
-        for (target, change) in &plan {
-            match &change.new {
-                Some(source) => {
-                    let bytes = fs::read(source)?;
-                    let mode = fs::metadata(source)?.permissions();
-                    step(&mut undo, &mut |undo| {
-                        undo.make_parents(target, &rules.repo)
-                    })?;
-                    let temp = temporary_beside(target, "new")?;
-                    step(&mut undo, &mut |undo| {
-                        undo.created.push(temp.clone());
-                        fs::write(&temp, &bytes)?;
-                        fs::set_permissions(&temp, mode.clone())?;
-                        fs::File::open(&temp)?.sync_all()
-                    })?;
-                    if fs::symlink_metadata(target).is_ok() {
-                        step(&mut undo, &mut |undo| undo.move_aside(target))?;
-                    }
-                    step(&mut undo, &mut |undo| undo.put(&temp, target))?;
-                }
-                None => {
-                    if fs::symlink_metadata(target).is_ok() {
-                        step(&mut undo, &mut |undo| undo.move_aside(target))?;
-                    }
-                }
-            }
-            done.push(change.path.as_str().to_string());
-        }
-        Ok(())
-    })();
-    match outcome {
-        Ok(()) => {
-            undo.commit();
-            Ok(Applied::Written(done))
-        }
-        Err(err) => {
-            let failed = done.len();
-            let target = plan
-                .get(failed)
-                .map_or(String::new(), |(_, c)| c.path.as_str().to_string());
-            match undo.roll_back() {
-                Ok(()) => Err(Error::Io {
-                    context: format!(
-                        "applying task {task_id}: writing {target} failed, so every change \
-                         was undone and the repository is as it was"
-                    ),
-                    source: err,
-                }),
-                Err(left) => Err(Error::Io {
-                    context: format!(
-                        "applying task {task_id}: writing {target} failed, and undoing the \
-                         changes failed too: {left}"
-                    ),
-                    source: err,
-                }),
-            }
-        }
+    for (index, (target, change)) in plan.iter().enumerate() {
+        let outcome = match &change.new {
+            Some(source) => point()
+                .and_then(|()| match target.parent() {
+                    Some(parent) => fs::create_dir_all(parent),
+                    None => Ok(()),
+                })
+                .and_then(|()| point())
+                .and_then(|()| place_with(source, target, &mut point)),
+            None => point().and_then(|()| match fs::remove_file(target) {
+                Err(err) if err.kind() == ErrorKind::NotFound => Ok(()),
+                other => other,
+            }),
+        };
+        outcome.map_err(|err| (index, err))?;
+        done.push(change.path.as_str().to_string());
     }
+    // Every new name reaches the disk before the journal says the apply is done.
+    workspace::sync_file_system(repo).map_err(|err| match err {
+        Error::Io { source, .. } => (plan.len(), source),
+        other => (plan.len(), std::io::Error::other(other.to_string())),
+    })?;
+    Ok(done)
 }
 
 /// Checks every change before any is made; `None` when the repository already holds them all.
 /// Returns each change still to make with its target path.
-fn check<'a>(
+pub(crate) fn check<'a>(
     rules: &PathRules,
     task_id: &str,
     changes: &'a [Change],
@@ -221,116 +226,6 @@ fn not_a_directory(target: &Path, root: &Path) -> Option<PathBuf> {
     None
 }
 
-/// A fresh name beside `target` for a staged or a set-aside file.
-fn temporary_beside(target: &Path, purpose: &str) -> std::io::Result<PathBuf> {
-    let dir = target.parent().unwrap_or(Path::new("."));
-    let name = target.file_name().unwrap_or_default().to_string_lossy();
-    for _ in 0..100 {
-        let candidate = dir.join(format!(
-            ".{name}.ocflow-{purpose}-{:08x}",
-            rand::random::<u32>()
-        ));
-        if fs::symlink_metadata(&candidate).is_err() {
-            return Ok(candidate);
-        }
-    }
-    Err(std::io::Error::other(format!(
-        "no free temporary name beside {}",
-        target.display()
-    )))
-}
-
-/// What was done so far, to be undone in reverse order on failure.
-#[derive(Debug, Default)]
-struct Undo {
-    /// Directories made for new files (outermost first).
-    made_dirs: Vec<PathBuf>,
-    /// Staged files not yet moved into place.
-    created: Vec<PathBuf>,
-    /// Old files moved aside: (where it was, where it is).
-    set_aside: Vec<(PathBuf, PathBuf)>,
-    /// New files moved into place.
-    placed: Vec<PathBuf>,
-}
-
-impl Undo {
-    fn make_parents(&mut self, target: &Path, root: &Path) -> std::io::Result<()> {
-        let mut missing = Vec::new();
-        let mut dir = target.parent();
-        while let Some(d) = dir {
-            if d == root || fs::symlink_metadata(d).is_ok() {
-                break;
-            }
-            missing.push(d.to_path_buf());
-            dir = d.parent();
-        }
-        for d in missing.into_iter().rev() {
-            fs::create_dir(&d)?;
-            self.made_dirs.push(d);
-        }
-        Ok(())
-    }
-
-    fn move_aside(&mut self, target: &Path) -> std::io::Result<()> {
-        let aside = temporary_beside(target, "old")?;
-        fs::rename(target, &aside)?;
-        self.set_aside.push((target.to_path_buf(), aside));
-        Ok(())
-    }
-
-    fn put(&mut self, temp: &Path, target: &Path) -> std::io::Result<()> {
-        fs::rename(temp, target)?;
-        self.created.retain(|c| c != temp);
-        self.placed.push(target.to_path_buf());
-        Ok(())
-    }
-
-    /// Every change in place: the set-aside old files go.
-    fn commit(self) {
-        for (_, aside) in self.set_aside {
-            if let Err(err) = fs::remove_file(&aside) {
-                crate::output::say(&format!(
-                    "ocflow: warning: could not remove {} (the old file): {err}",
-                    aside.display()
-                ));
-            }
-        }
-        if let Some(dir) = self.placed.first().and_then(|p| p.parent()) {
-            let _ = crate::task::workspace::sync_dir(dir);
-        }
-    }
-
-    /// Puts everything back as it was; says what could not be.
-    fn roll_back(self) -> std::result::Result<(), String> {
-        let mut left = Vec::new();
-        for placed in self.placed.iter().rev() {
-            if let Err(err) = fs::remove_file(placed) {
-                left.push(format!("{} stays ({err})", placed.display()));
-            }
-        }
-        for temp in &self.created {
-            let _ = fs::remove_file(temp);
-        }
-        for (original, aside) in self.set_aside.iter().rev() {
-            if let Err(err) = fs::rename(aside, original) {
-                left.push(format!(
-                    "the old {} is kept as {} ({err})",
-                    original.display(),
-                    aside.display()
-                ));
-            }
-        }
-        for dir in self.made_dirs.iter().rev() {
-            let _ = fs::remove_dir(dir);
-        }
-        if left.is_empty() {
-            Ok(())
-        } else {
-            Err(left.join("; "))
-        }
-    }
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -399,6 +294,7 @@ mod tests {
             change(&flow, &repo, "new/deep/b.txt", Some("b\n")),
         ];
         let rules = PathRules::new(&repo, &dir.path().join("workspace"));
+        let task = TaskDir::new(&dir.path().join("workspace"), "t");
         let before = tree(&repo);
         let mut failures = 0;
         for at in 0.. {
@@ -409,7 +305,7 @@ mod tests {
                     Ok(())
                 }
             };
-            match apply_with(&rules, "t", &changes, false, &mut fault) {
+            match apply_with(&rules, &task, &changes, false, &mut fault) {
                 Err(err) => {
                     failures += 1;
                     assert!(err.to_string().contains("repository is as it was"), "{err}");

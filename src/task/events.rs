@@ -201,9 +201,11 @@ fn progress_line(event: &Event) -> Option<String> {
             let revision = revision
                 .map(|r| format!(" (flow revision {r})"))
                 .unwrap_or_default();
+            let reason = crate::output::printable(reason);
             format!("  => recovery for {step}: {strategy}{revision}: {reason}")
         }
         Event::RecoveryStopped { step, reason } => {
+            let reason = crate::output::printable_lines(reason);
             format!("  xx recovery for {step} stopped: {reason}")
         }
         Event::FlowInterrupted { task_id, .. } => {
@@ -237,6 +239,8 @@ fn progress_line(event: &Event) -> Option<String> {
         Event::ChangesUndone { files, .. } => {
             format!("ocflow: put back {} file(s) in the repository", files.len())
         }
+        // Said by the recovery itself, whatever the output mode.
+        Event::ApplyRecovered { .. } => return None,
     })
 }
 

@@ -9,6 +9,7 @@ use crate::flow::ignore_rules;
 use crate::flow::operations::{self, Access};
 use crate::model::repo_path::RepoPath;
 use crate::model::status::FlowStatus;
+use crate::output::quoted_path;
 use crate::task::staging::{Overlay, Version};
 use crate::task::workspace::TaskDir;
 
@@ -127,13 +128,18 @@ pub(crate) fn unified_diff(changes: &[Change]) -> Result<String> {
             .transpose()?
             .unwrap_or_default();
         let path = change.path.as_str();
+        // Quoted as git quotes them: a newline in a name cannot fake a line of the diff.
+        let (a, b) = (
+            quoted_path(&format!("a/{path}")),
+            quoted_path(&format!("b/{path}")),
+        );
         let (old_name, new_name) = match change.kind {
-            ChangeKind::Added => ("/dev/null".to_string(), format!("b/{path}")),
-            ChangeKind::Deleted => (format!("a/{path}"), "/dev/null".to_string()),
-            ChangeKind::Modified => (format!("a/{path}"), format!("b/{path}")),
+            ChangeKind::Added => ("/dev/null".to_string(), b.clone()),
+            ChangeKind::Deleted => (a.clone(), "/dev/null".to_string()),
+            ChangeKind::Modified => (a.clone(), b.clone()),
         };
         // Git's headers, so `git apply` takes the diff as it is.
-        out.push_str(&format!("diff --git a/{path} b/{path}\n"));
+        out.push_str(&format!("diff --git {a} {b}\n"));
         match change.kind {
             ChangeKind::Added => out.push_str("new file mode 100644\n"),
             ChangeKind::Deleted => out.push_str("deleted file mode 100644\n"),

@@ -254,10 +254,22 @@ pub(crate) fn sync_file_system(dir: &Path) -> Result<()> {
 /// A new task id, short enough to type and to remember: the task's first word and three
 /// random letters or digits, `refactor-k7m` (`flow-…` for a task without words). Any unique
 /// prefix of it names the task too. The task's words stay in the status as its title.
+/// Words that name nothing of a task: articles, politeness, pronouns.
+const FILLER_WORDS: &[&str] = &[
+    "a", "an", "the", "this", "that", "these", "those", "please", "can", "could", "would", "you",
+    "we", "i", "it", "my", "our", "let", "lets", "s", "now", "then", "also", "just", "so", "and",
+    "to", "of", "in", "on", "for",
+];
+
 pub(crate) fn new_task_id(task: &str) -> String {
-    let word: String = task
-        .split(|c: char| !c.is_ascii_alphanumeric())
-        .find(|w| !w.is_empty())
+    // The first meaningful word: "The modern parser…" is `modern-…`, not `the-…`.
+    let words = || {
+        task.split(|c: char| !c.is_ascii_alphanumeric())
+            .filter(|w| !w.is_empty())
+    };
+    let word: String = words()
+        .find(|w| !FILLER_WORDS.contains(&w.to_ascii_lowercase().as_str()))
+        .or_else(|| words().next())
         .unwrap_or("flow")
         .to_ascii_lowercase()
         .chars()
@@ -295,6 +307,9 @@ mod tests {
         );
         assert!(is_valid_task_id(&id));
         assert!(new_task_id("¿?").starts_with("flow-"));
+        assert!(new_task_id("The modern parser drops tabs").starts_with("modern-"));
+        assert!(new_task_id("Please add a README").starts_with("add-"));
+        assert!(new_task_id("The").starts_with("the-"));
         assert!(new_task_id("Internationalisation of everything").len() <= 16);
         assert!(!is_valid_task_id("../x"));
         assert!(!is_valid_task_id(".hidden"));

@@ -399,3 +399,309 @@ fn undo_goes_back_one_apply_at_a_time() {
     assert_eq!(tree(&sandbox.repo), before);
     assert!(sandbox.status("t")["applied_at"].is_null());
 }
+
+/// The repository's files without `.git/`.
+fn work_tree(repo: &std::path::Path) -> std::collections::BTreeMap<String, Vec<u8>> {
+    tree(repo)
+        .into_iter()
+        .filter(|(path, _)| !path.starts_with(".git/"))
+        .collect()
+}
+
+/// A flow whose one command writes 400 files, changes README.md and deletes utils.py.
+fn large_change_flow() -> Value {
+    json!({"task": "generate", "steps": [
+        {"id": "gen", "operation": "execute_shell_command", "params": {"command":
+            "mkdir -p gen && for i in $(seq 1 400); do head -c 4000 /dev/zero | tr '\\0' x \
+             > gen/f$i.bin; done && echo changed >> README.md && rm utils.py"}}
+    ]})
+}
+
+/// Files beside the repository's own that an apply may have left: staged or set-aside copies.
+fn leftovers(repo: &std::path::Path) -> Vec<String> {
+    tree(repo)
+        .into_keys()
+        .filter(|path| path.contains(".ocflow-"))
+        .collect()
+}
+
+/// `apply` killed at random moments (SIGKILL and SIGTERM, 24 times): after the next command
+/// that touches the task, the repository is byte for byte the old tree or the new one, with
+/// nothing beside it, and `undo` and a second `apply` tell the truth about it.
+#[test]
+fn apply_killed_at_any_moment_leaves_the_old_tree_or_the_new_one() {
+    let sandbox = Sandbox::new(&[
+        ("README.md", "# project\n"),
+        ("utils.py", "def f():\n    return 1\n"),
+        ("keep.txt", "keep\n"),
+    ]);
+    assert_exit(&sandbox.run(&large_change_flow(), "k"), 0);
+    let old = tree(&sandbox.repo);
+    let started = std::time::Instant::now();
+    assert_exit(&sandbox.ocflow().args(["apply", "k"]).output().unwrap(), 0);
+    let full = started.elapsed();
+    let new = tree(&sandbox.repo);
+    assert_eq!(
+        new.len(),
+        old.len() - 1 + 400,
+        "400 added, utils.py deleted"
+    );
+    assert_exit(&sandbox.ocflow().args(["undo", "k"]).output().unwrap(), 0);
+    assert_eq!(tree(&sandbox.repo), old);
+
+    let next_commands: [&[&str]; 5] = [
+        &["status", "k"],
+        &["list"],
+        &["diff", "k"],
+        &["undo", "k"],
+        &["apply", "k"],
+    ];
+    let (mut saw_old, mut saw_new) = (0, 0);
+    // Kills that landed while files were being written: rolled back by the next command
+    // (SIGKILL), or by the apply itself (SIGTERM, held while writing).
+    let (mut rolled_back_later, mut rolled_back_itself) = (0, 0);
+    for round in 0..24u32 {
+        let mut child = sandbox.ocflow().args(["apply", "k"]).spawn().unwrap();
+        // Spread over the whole apply, start to end.
+        let wait = full.mul_f64(f64::from(round % 12) / 11.0);
+        std::thread::sleep(wait);
+        let signal = if round % 2 == 0 { "-KILL" } else { "-TERM" };
+        std::process::Command::new("kill")
+            .args([signal, &child.id().to_string()])
+            .status()
+            .unwrap();
+        let killed = child.wait().unwrap();
+        if killed.code() == Some(130) {
+            rolled_back_itself += 1;
+        }
+        let next = next_commands[round as usize % next_commands.len()];
+        let output = sandbox.ocflow().args(next).output().unwrap();
+        if stderr(&output).contains("is rolled back") {
+            rolled_back_later += 1;
+        }
+        let now = tree(&sandbox.repo);
+        assert!(
+            leftovers(&sandbox.repo).is_empty(),
+            "round {round}: left beside the files: {:?}",
+            leftovers(&sandbox.repo)
+        );
+        if now == new {
+            saw_new += 1;
+            // Applied whole: undo puts the old tree back.
+            if next[0] != "undo" {
+                let undone = sandbox.ocflow().args(["undo", "k"]).output().unwrap();
+                assert_exit(&undone, 0);
+            }
+        } else {
+            assert!(
+                now == old,
+                "round {round} ({signal} after {wait:?}, then {next:?}): the repository is \
+                 neither the old tree nor the new one; {} files differ from the old\n{}",
+                now.iter().filter(|(k, v)| old.get(*k) != Some(*v)).count()
+                    + old.keys().filter(|k| !now.contains_key(*k)).count(),
+                stderr(&output)
+            );
+            // `undo` as the next command: it took back an apply that was whole, or found
+            // nothing to undo after the rollback.
+            if next[0] == "undo" && output.status.code() == Some(0) {
+                saw_new += 1;
+            } else {
+                saw_old += 1;
+            }
+            if next[0] == "undo" && output.status.code() != Some(0) {
+                assert_exit(&output, 2);
+                assert!(
+                    stderr(&output).contains("no apply to undo"),
+                    "{}",
+                    stderr(&output)
+                );
+            }
+        }
+        assert_eq!(
+            tree(&sandbox.repo),
+            old,
+            "round {round}: back to the old tree"
+        );
+    }
+    assert!(saw_old > 0, "no kill came before the apply ended");
+    eprintln!(
+        "rolled back by the next command {rolled_back_later} times, by itself {rolled_back_itself}"
+    );
+    assert!(
+        rolled_back_later + rolled_back_itself > 0,
+        "no kill landed while files were being written"
+    );
+    // A complete apply after all these kills writes everything.
+    let output = sandbox.ocflow().args(["apply", "k"]).output().unwrap();
+    assert_exit(&output, 0);
+    assert_eq!(tree(&sandbox.repo), new);
+    eprintln!("old tree {saw_old} times, new tree {saw_new} times");
+}
+
+/// An apply interrupted half-way, left unrecovered, is rolled back by the next command that
+/// touches the task, which says so.
+#[test]
+fn the_next_command_rolls_back_a_half_written_apply_and_says_so() {
+    let sandbox = Sandbox::new(&[
+        ("README.md", "# project\n"),
+        ("utils.py", "def f():\n    return 1\n"),
+    ]);
+    assert_exit(&sandbox.run(&large_change_flow(), "k"), 0);
+    let old = tree(&sandbox.repo);
+    // Kill it once some files are in place but not all.
+    let mut child = sandbox.ocflow().args(["apply", "k"]).spawn().unwrap();
+    let started = std::time::Instant::now();
+    while !sandbox.repo.join("gen").is_dir() && started.elapsed().as_secs() < 20 {
+        std::thread::sleep(std::time::Duration::from_micros(200));
+    }
+    child.kill().unwrap();
+    child.wait().unwrap();
+    let status = sandbox.ocflow().args(["status", "k"]).output().unwrap();
+    assert_exit(&status, 0);
+    let now = tree(&sandbox.repo);
+    if now != old {
+        // The apply had finished before the kill landed: nothing to roll back then.
+        assert_eq!(now.len(), old.len() - 1 + 400);
+        return;
+    }
+    assert!(
+        stderr(&status).contains("rolled back"),
+        "status says what it did: {}",
+        stderr(&status)
+    );
+    let journal = std::fs::read_to_string(sandbox.task_dir("k").join("journal.jsonl")).unwrap();
+    assert!(
+        journal.contains("\"type\":\"apply_recovered\""),
+        "{journal}"
+    );
+    let undo = sandbox.ocflow().args(["undo", "k"]).output().unwrap();
+    assert_exit(&undo, 2);
+    assert!(
+        stderr(&undo).contains("no apply to undo"),
+        "{}",
+        stderr(&undo)
+    );
+}
+
+/// `undo` after `apply --commit` removes that commit when HEAD is still it; with a commit
+/// after it, `undo` refuses and names `git revert`.
+#[test]
+fn undo_after_apply_commit_removes_the_commit_or_names_git_revert() {
+    let sandbox = Sandbox::new(&[("a.txt", "old a\n"), ("gone.txt", "bye\n")]);
+    let git = |args: &[&str]| {
+        let output = std::process::Command::new("git")
+            .current_dir(&sandbox.repo)
+            .args(["-c", "user.name=T", "-c", "user.email=t@example.com"])
+            .args(args)
+            .output()
+            .unwrap();
+        assert!(output.status.success(), "{}", stderr(&output));
+        stdout(&output)
+    };
+    git(&["init", "-q"]);
+    git(&["add", "-A"]);
+    git(&["commit", "-q", "-m", "start"]);
+    let start = git(&["rev-parse", "HEAD"]);
+    assert_exit(&sandbox.run(&editing_flow(), "t"), 0);
+    std::fs::write(sandbox.repo.join("mine.txt"), "staged by me\n").unwrap();
+    git(&["add", "mine.txt"]);
+    let with_identity = |command: &mut std::process::Command| {
+        command
+            .env("GIT_AUTHOR_NAME", "T")
+            .env("GIT_AUTHOR_EMAIL", "t@example.com")
+            .env("GIT_COMMITTER_NAME", "T")
+            .env("GIT_COMMITTER_EMAIL", "t@example.com")
+            .output()
+            .unwrap()
+    };
+    let before = work_tree(&sandbox.repo);
+    assert_exit(
+        &with_identity(sandbox.ocflow().args(["apply", "t", "--commit"])),
+        0,
+    );
+    assert_ne!(git(&["rev-parse", "HEAD"]), start);
+    let undone = with_identity(sandbox.ocflow().args(["undo", "t"]));
+    assert_exit(&undone, 0);
+    assert!(
+        stderr(&undone).contains("removed the commit"),
+        "{}",
+        stderr(&undone)
+    );
+    assert_eq!(git(&["rev-parse", "HEAD"]), start, "the commit is gone");
+    assert_eq!(work_tree(&sandbox.repo), before);
+    assert_eq!(
+        git(&["diff", "--cached", "--name-only"]),
+        "mine.txt\n",
+        "what the user had staged stays staged, nothing else is"
+    );
+
+    // Committed, then another commit on top: undo refuses and names `git revert`.
+    git(&["reset", "-q"]);
+    assert_exit(
+        &with_identity(sandbox.ocflow().args(["apply", "t", "--commit"])),
+        0,
+    );
+    let applied = git(&["rev-parse", "HEAD"]);
+    std::fs::write(sandbox.repo.join("later.txt"), "later\n").unwrap();
+    git(&["add", "later.txt"]);
+    git(&["commit", "-q", "-m", "later"]);
+    let after = work_tree(&sandbox.repo);
+    let refused = with_identity(sandbox.ocflow().args(["undo", "t"]));
+    assert_exit(&refused, 2);
+    assert!(
+        stderr(&refused).contains(&format!("git revert {}", applied.trim())),
+        "{}",
+        stderr(&refused)
+    );
+    assert_eq!(work_tree(&sandbox.repo), after, "nothing was touched");
+}
+
+/// `undo` refusing files edited since the apply names `ocflow undo --force`, not `apply --force`.
+#[test]
+fn undo_refusing_edited_files_names_undo_force() {
+    let sandbox = Sandbox::new(&[("a.txt", "old a\n"), ("gone.txt", "bye\n")]);
+    assert_exit(&sandbox.run(&editing_flow(), "t"), 0);
+    assert_exit(&sandbox.ocflow().args(["apply", "t"]).output().unwrap(), 0);
+    std::fs::write(sandbox.repo.join("a.txt"), "my own edit\n").unwrap();
+    let refused = sandbox.ocflow().args(["undo", "t"]).output().unwrap();
+    assert_exit(&refused, 2);
+    let err = stderr(&refused);
+    assert!(err.contains("ocflow undo t --force"), "{err}");
+    assert!(!err.contains("apply t --force"), "{err}");
+}
+
+/// Issue 25: a failed flow can still hold good work: `apply --only PATH` writes the files of
+/// its steps that succeeded, with a warning naming the failed steps; its summary never
+/// suggests a plain `apply`, which is refused.
+#[test]
+fn apply_only_takes_good_work_from_a_failed_flow() {
+    let sandbox = Sandbox::new(&[("a.txt", "old a\n")]);
+    let flow = json!([
+        {"id": "edit", "operation": "write_file",
+         "params": {"file_path": "a.txt", "content": "new\n"}},
+        {"id": "fail", "operation": "execute_shell_command", "depends_on": "edit",
+         "params": {"command": "exit 1"}}
+    ]);
+    assert_exit(&sandbox.run(&flow, "t"), 1);
+    let summary = std::fs::read_to_string(sandbox.task_dir("t").join("summary.md")).unwrap();
+    assert!(!summary.contains("then `ocflow apply t`"), "{summary}");
+    assert!(
+        summary.contains("`ocflow apply t --only PATH`"),
+        "{summary}"
+    );
+    let output = sandbox
+        .ocflow()
+        .args(["apply", "t", "--only", "a.txt"])
+        .output()
+        .unwrap();
+    assert_exit(&output, 0);
+    assert!(
+        stderr(&output).contains("step(s) fail failed"),
+        "{}",
+        stderr(&output)
+    );
+    assert_eq!(
+        std::fs::read_to_string(sandbox.repo.join("a.txt")).unwrap(),
+        "new\n"
+    );
+}

@@ -287,6 +287,78 @@ fn the_task_comes_from_stdin_or_a_file() {
     );
 }
 
+/// A task over 1 MiB is refused before anything is sent to the LLM, from stdin or a file, with
+/// an error that says where a long specification belongs (a 52 MB task used to be sent whole).
+#[test]
+fn a_task_over_one_mebibyte_is_refused() {
+    use super::fake_llm::{FakeLlm, chat};
+    use std::io::Write;
+    let sandbox = Sandbox::new(&[("a.txt", "a\n")]);
+    let llm = FakeLlm::start(vec![chat("{}")]);
+    let big = "x".repeat(1024 * 1024 + 1);
+    let mut child = sandbox
+        .ocflow_llm(&llm.base_url())
+        .args(["run", "-"])
+        .stdin(std::process::Stdio::piped())
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .unwrap();
+    let mut stdin = child.stdin.take().unwrap();
+    // The refusal may come before the whole task is written: a closed pipe is expected.
+    let _ = stdin.write_all(big.as_bytes());
+    drop(stdin);
+    let from_stdin = child.wait_with_output().unwrap();
+    assert_exit(&from_stdin, 2);
+    let message = stderr(&from_stdin);
+    assert!(message.contains("over the 1 MiB limit"), "{message}");
+    assert!(message.contains("--task-file"), "{message}");
+    assert!(message.contains("in a file in the repository"), "{message}");
+
+    let file = sandbox.root().join("spec.md");
+    std::fs::write(&file, &big).unwrap();
+    let from_file = sandbox
+        .ocflow_llm(&llm.base_url())
+        .args(["plan", "--task-file"])
+        .arg(&file)
+        .output()
+        .unwrap();
+    assert_exit(&from_file, 2);
+    assert!(
+        stderr(&from_file).contains("over the 1 MiB limit"),
+        "{}",
+        stderr(&from_file)
+    );
+    assert!(llm.requests().is_empty(), "a refused task reached the LLM");
+
+    // A flow file's task is held to the same limit.
+    let flow = json!({"task": big, "steps": [{"id": "r", "operation": "read_file",
+        "params": {"file_path": "a.txt"}}]});
+    let from_flow = sandbox.run(&flow, "big");
+    assert_exit(&from_flow, 2);
+    assert!(
+        stderr(&from_flow).contains("over the 1 MiB limit"),
+        "{}",
+        stderr(&from_flow)
+    );
+
+    // Exactly at the limit is a task like any other.
+    std::fs::write(&file, "y".repeat(1024 * 1024)).unwrap();
+    let at_limit = sandbox
+        .ocflow_llm(&llm.base_url())
+        .args(["plan", "--task-file"])
+        .arg(&file)
+        .output()
+        .unwrap();
+    assert!(
+        !stderr(&at_limit).contains("1 MiB limit"),
+        "{}",
+        stderr(&at_limit)
+    );
+    let asked = llm.bodies();
+    assert!(!asked.is_empty() && asked[0].to_string().contains(&"y".repeat(1024 * 1024)));
+}
+
 /// `--help` names the key's variables and keeps the global options apart; completions and the
 /// manual page come from the same definition.
 #[test]
@@ -401,8 +473,9 @@ fn list_diff_stat_and_a_task_without_a_flow() {
 #[test]
 fn short_task_ids_and_unique_prefixes() {
     let sandbox = Sandbox::new(&[("a.txt", "a\n")]);
+    // (Issue 24: a flow for a task that asks for a change must do something: it writes.)
     let flow = json!({"task": "Refactor the greeting", "steps": [{"id": "r",
-        "operation": "read_file", "params": {"file_path": "a.txt"}}]});
+        "operation": "write_file", "params": {"file_path": "a.txt", "content": "a\n"}}]});
     let plan = sandbox.flow(&flow);
     let mut ids = Vec::new();
     for _ in 0..2 {
@@ -451,4 +524,56 @@ fn short_task_ids_and_unique_prefixes() {
         err.contains("begins several task ids") && err.contains(&ids[1]),
         "{err}"
     );
+}
+
+/// `ocflow doctor` says what this machine gives ocflow, each check with its fix: with an
+/// endpoint that answers, nothing fails (exit 0) and the key's source is named, never the key;
+/// without an endpoint, the endpoint check fails with the fix (exit 1).
+#[test]
+fn doctor_checks_the_machine_and_the_endpoint() {
+    use super::fake_llm::{FakeLlm, chat};
+    let sandbox = Sandbox::new(&[("a.txt", "a\n")]);
+    let llm = FakeLlm::start(vec![chat("OK")]);
+    let output = sandbox
+        .ocflow_llm(&llm.base_url())
+        .args(["--json", "doctor"])
+        .env("OCFLOW_API_KEY", "sk-doctor-secret-0123456789")
+        .output()
+        .unwrap();
+    assert_exit(&output, 0);
+    assert!(!stdout(&output).contains("sk-doctor-secret"));
+    let report: Value = serde_json::from_str(&stdout(&output)).unwrap();
+    let check = |name: &str| {
+        report["checks"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .find(|c| c["name"] == name)
+            .cloned()
+            .unwrap_or_else(|| panic!("no {name} check in {report}"))
+    };
+    for name in [
+        "python library",
+        "syntax checks",
+        "bubblewrap",
+        "namespaces",
+        "landlock",
+    ] {
+        assert_ne!(check(name)["verdict"], json!("fail"), "{name}: {report}");
+    }
+    assert_eq!(check("endpoint")["verdict"], json!("ok"), "{report}");
+    assert!(
+        check("endpoint")["found"]
+            .as_str()
+            .unwrap()
+            .contains("model m answered")
+    );
+    assert_eq!(check("api key")["found"], json!("from OCFLOW_API_KEY"));
+    assert_eq!(llm.requests().len(), 1, "one tiny request");
+
+    let without = sandbox.ocflow().arg("doctor").output().unwrap();
+    assert_exit(&without, 1);
+    let text = stdout(&without);
+    assert!(text.contains("✗ endpoint"), "{text}");
+    assert!(text.contains("fix: set OCFLOW_BASE_URL"), "{text}");
 }

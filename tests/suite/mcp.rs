@@ -20,10 +20,14 @@ fn client(sandbox: &Sandbox, llm: &FakeLlm, scenario: &str, task: &str) -> Value
         "OCFLOW_API_KEY": KEY,
         "XDG_CONFIG_HOME": sandbox.root().join("user-config"),
     }});
+    // In a file, as a long task does not fit on a command line; outside the sandbox, whose
+    // every file is searched for the key.
+    let args_file = tempfile::NamedTempFile::new().unwrap();
+    std::fs::write(args_file.path(), args.to_string()).unwrap();
     let output = Command::new("python3")
         .arg(script)
         .arg(scenario)
-        .arg(args.to_string())
+        .arg(args_file.path())
         .arg("--")
         .arg(env!("CARGO_BIN_EXE_ocflow"))
         .arg("--repo")
@@ -187,5 +191,158 @@ fn a_plan_comes_back_as_the_validated_flow() {
     assert_eq!(
         text_tree(&sandbox.repo).keys().collect::<Vec<_>>(),
         vec!["README.md"]
+    );
+}
+
+/// `ocflow mcp` spoken to line by line, as a careless or hostile client would: its answers come
+/// back through a channel so a missing one is a timeout, not a hung test.
+struct RawSession {
+    child: std::process::Child,
+    stdin: Option<std::process::ChildStdin>,
+    answers: std::sync::mpsc::Receiver<Value>,
+}
+
+impl RawSession {
+    fn start(sandbox: &Sandbox) -> RawSession {
+        use std::io::BufRead;
+        let mut child = sandbox
+            .ocflow()
+            .env("OCFLOW_API_KEY", KEY)
+            .arg("mcp")
+            .stdin(std::process::Stdio::piped())
+            .stdout(std::process::Stdio::piped())
+            .stderr(std::process::Stdio::null())
+            .spawn()
+            .unwrap();
+        let stdout = child.stdout.take().unwrap();
+        let (sender, answers) = std::sync::mpsc::channel();
+        std::thread::spawn(move || {
+            for line in std::io::BufReader::new(stdout).lines() {
+                let Ok(line) = line else { break };
+                let value = serde_json::from_str(&line).unwrap_or(Value::String(line));
+                if sender.send(value).is_err() {
+                    break;
+                }
+            }
+        });
+        let mut session = RawSession {
+            stdin: child.stdin.take(),
+            child,
+            answers,
+        };
+        session.send(
+            json!({"jsonrpc": "2.0", "id": 1, "method": "initialize", "params": {
+                "protocolVersion": "2025-06-18", "capabilities": {},
+                "clientInfo": {"name": "raw", "version": "1"}}})
+            .to_string()
+            .as_bytes(),
+        );
+        assert_eq!(session.answer()["id"], json!(1));
+        session.send(br#"{"jsonrpc":"2.0","method":"notifications/initialized"}"#);
+        session
+    }
+
+    /// Writes `line` and a newline.
+    fn send(&mut self, line: &[u8]) {
+        use std::io::Write;
+        let stdin = self.stdin.as_mut().unwrap();
+        stdin.write_all(line).unwrap();
+        stdin.write_all(b"\n").unwrap();
+        stdin.flush().unwrap();
+    }
+
+    fn answer(&self) -> Value {
+        self.answers
+            .recv_timeout(std::time::Duration::from_secs(30))
+            .expect("the server did not answer")
+    }
+
+    /// The server still serves: `tools/list` is answered.
+    fn assert_serving(&mut self, id: u64) {
+        self.send(
+            json!({"jsonrpc": "2.0", "id": id, "method": "tools/list"})
+                .to_string()
+                .as_bytes(),
+        );
+        let answer = self.answer();
+        assert_eq!(answer["id"], json!(id), "{answer}");
+        assert!(answer["result"]["tools"].as_array().is_some(), "{answer}");
+    }
+}
+
+impl Drop for RawSession {
+    fn drop(&mut self) {
+        drop(self.stdin.take());
+        let _ = self.child.wait();
+    }
+}
+
+/// A line that is not JSON, or not UTF-8, is answered with a JSON-RPC parse error (-32700, id
+/// null), and the server goes on serving (it used to answer nothing).
+#[test]
+fn a_line_that_is_not_json_gets_a_parse_error() {
+    let sandbox = Sandbox::new(&[("README.md", "# demo\n")]);
+    let mut session = RawSession::start(&sandbox);
+    for line in [
+        &b"this is not json"[..],
+        b"\xff\xfe{\"a\": 1}",
+        b"{\"jsonrpc\": \"2.0\", \"id\"",
+    ] {
+        session.send(line);
+        let answer = session.answer();
+        assert_eq!(answer["jsonrpc"], json!("2.0"), "{answer}");
+        assert_eq!(answer["id"], Value::Null, "{answer}");
+        assert_eq!(answer["error"]["code"], json!(-32700), "{answer}");
+        assert!(
+            answer["error"]["message"]
+                .as_str()
+                .unwrap()
+                .contains("parse error"),
+            "{answer}"
+        );
+    }
+    session.assert_serving(2);
+}
+
+/// A 60 MB request line is refused with an error (-32600) that names the limit, carrying the
+/// request's id when it can be read from the line's start; the server goes on serving.
+#[test]
+fn an_oversize_request_gets_an_error() {
+    let sandbox = Sandbox::new(&[("README.md", "# demo\n")]);
+    let mut session = RawSession::start(&sandbox);
+    let task = "x".repeat(60 * 1024 * 1024);
+    let request = json!({"jsonrpc": "2.0", "id": 7, "method": "tools/call",
+        "params": {"name": "ocflow_plan", "arguments": {"task": task}}});
+    session.send(request.to_string().as_bytes());
+    let answer = session.answer();
+    assert_eq!(answer["id"], json!(7), "{answer}");
+    assert_eq!(answer["error"]["code"], json!(-32600), "{answer}");
+    let message = answer["error"]["message"].as_str().unwrap();
+    assert!(message.contains("8 MiB"), "{message}");
+    session.assert_serving(8);
+}
+
+/// A task longer than one argument may be (128 KiB on Linux) reaches the child whole: it goes
+/// through the child's stdin, not its command line ("Argument list too long" before).
+#[test]
+fn a_long_task_reaches_the_planner_whole() {
+    let sandbox = Sandbox::new(&[("README.md", "# demo\n")]);
+    // (Issue 24: a plan for a change must change something.)
+    let plan = json!({"steps": [{"id": "r", "operation": "write_file",
+        "params": {"file_path": "README.md", "content": "# Demo\n"}}]});
+    let llm = FakeLlm::start(vec![chat(&plan.to_string())]);
+    let task = format!("add a title{}", " and keep it short".repeat(12_000));
+    assert!(task.len() > 200 * 1024);
+    let report = client(&sandbox, &llm, "plan", &task);
+    assert_eq!(
+        report["plan"]["is_error"],
+        json!(false),
+        "{}",
+        report["plan"]
+    );
+    let asked = llm.bodies()[0].to_string();
+    assert!(
+        asked.contains(&task),
+        "the task did not reach the planner whole"
     );
 }

@@ -1,8 +1,9 @@
 """A real MCP client (the Python `mcp` package's stdio client) driving `ocflow mcp` the way an
 agent would: list the tools, start a flow, poll its status until it ends, read the diff, apply.
 
-Usage: mcp_client.py SCENARIO JSON_ARGS -- SERVER_COMMAND...
-The server's environment is exactly what JSON_ARGS["env"] gives (as an agent's MCP config
+Usage: mcp_client.py SCENARIO ARGS_FILE -- SERVER_COMMAND...
+ARGS_FILE holds a JSON object (a file: a long task does not fit on a command line). The
+server's environment is exactly what its "env" gives (as an agent's MCP config
 would), over the package's safe defaults. Prints one JSON object: every call's result.
 """
 
@@ -10,6 +11,7 @@ import asyncio
 import json
 import sys
 import time
+from pathlib import Path
 
 from mcp import ClientSession, StdioServerParameters
 from mcp.client.stdio import stdio_client
@@ -78,9 +80,9 @@ SCENARIOS = {
 
 
 async def main():
-    scenario, raw = sys.argv[1], sys.argv[2]
+    scenario, args_file = sys.argv[1], sys.argv[2]
     server = sys.argv[sys.argv.index("--") + 1 :]
-    args = json.loads(raw)
+    args = json.loads(Path(args_file).read_text(encoding="utf-8"))
     params = StdioServerParameters(command=server[0], args=server[1:], env=args.get("env"))
     async with stdio_client(params) as (read, write), ClientSession(read, write) as session:
         init = await session.initialize()

@@ -365,3 +365,42 @@ fn a_profile_with_its_own_server_but_no_model_is_warned_about() {
     );
     assert_eq!(models(&other), vec!["m"]);
 }
+
+/// Issue 25: a workspace given as a relative path beside the repository (`--workspace ../ws`)
+/// is the user's, not the repository's: its config is taken as written (its endpoint was
+/// dropped as an untrusted repository's before).
+#[test]
+fn a_relative_workspace_beside_the_repository_is_the_users_config() {
+    use super::fake_llm::{FakeLlm, chat};
+    let sandbox = Sandbox::new(&[("a.txt", "a\n")]);
+    let llm = FakeLlm::start(vec![chat("OK")]);
+    let ws = sandbox.root().join("ws");
+    std::fs::create_dir_all(&ws).unwrap();
+    std::fs::write(
+        ws.join("ocflow.toml"),
+        format!("[llm]\nbase_url = \"{}\"\nmodel = \"m\"\n", llm.base_url()),
+    )
+    .unwrap();
+    std::process::Command::new("git")
+        .current_dir(&sandbox.repo)
+        .args(["init", "-q"])
+        .status()
+        .unwrap();
+    let output = sandbox
+        .command_like_ocflow(env!("CARGO_BIN_EXE_ocflow"))
+        .current_dir(&sandbox.repo)
+        .args(["--workspace", "../ws", "doctor"])
+        .output()
+        .unwrap();
+    assert!(
+        !stderr(&output).contains("ignored until you trust"),
+        "{}",
+        stderr(&output)
+    );
+    assert!(
+        stdout(&output).contains("model m answered"),
+        "{}",
+        stdout(&output)
+    );
+    assert_eq!(llm.requests().len(), 1);
+}

@@ -592,3 +592,105 @@ fn a_replan_may_rewrite_what_a_finished_step_wrote() {
         "x = 3\n"
     );
 }
+
+/// A git-ignored `.env` printed by a failing command does not reach the LLM: the recovery
+/// request carries markers where its lines and the key were, and a note saying so.
+#[test]
+fn a_git_ignored_env_printed_by_a_command_is_redacted_from_the_recovery_prompt() {
+    let key = "sk-live-0123456789abcdefghijKLMN";
+    let env = format!("OPENAI_API_KEY={key}\nDB_HOST=db7.internal.example\n");
+    let sandbox = sandbox(&[(".gitignore", ".env\n"), (".env", &env)], "");
+    let llm = FakeLlm::start(vec![strategy(
+        json!({"strategy": "abort", "reason": "the configuration is wrong"}),
+    )]);
+    let flow = json!([shell(
+        "a",
+        "cat .env; echo token ghp_abcdefghijklmnopqrstuvwxyz0123; exit 1",
+        &[]
+    )]);
+    assert_exit(&run_flow(&sandbox, &llm, &flow), 1);
+    // The command did print them: what follows is redaction, not a command that saw nothing.
+    let stdout = sandbox.result("t", "a")["stdout"].to_string();
+    assert!(
+        stdout.contains(key) && stdout.contains("db7.internal"),
+        "{stdout}"
+    );
+
+    let prompts = recovery_prompts(&llm);
+    assert_eq!(prompts.len(), 1, "{prompts:?}");
+    let prompt = &prompts[0];
+    for secret in [
+        key,
+        "OPENAI_API_KEY=sk-",
+        "db7.internal.example",
+        "ghp_abcdefghij",
+    ] {
+        assert!(
+            !prompt.contains(secret),
+            "{secret} reached the LLM:\n{prompt}"
+        );
+    }
+    assert!(
+        prompt.contains("[redacted: content of git-ignored .env]"),
+        "{prompt}"
+    );
+    assert!(prompt.contains("[redacted: looks like a key]"), "{prompt}");
+    assert!(prompt.contains("Note from ocflow"), "{prompt}");
+    for body in llm.bodies() {
+        let body = body.to_string();
+        assert!(
+            !body.contains(key) && !body.contains("db7.internal"),
+            "{body}"
+        );
+    }
+}
+
+/// Issue 25: a replan whose new steps reuse ids of the flow (`fix`, `test`) is not refused:
+/// the new steps get fresh ids (`fix_2`, `test_2`), their dependencies follow, and it is said.
+#[test]
+fn a_replan_reusing_step_ids_gets_fresh_ids_and_says_so() {
+    let sandbox = sandbox(&[], "");
+    let flow = json!([
+        {"id": "fix", "operation": "write_file",
+         "params": {"file_path": "a.txt", "content": "wrong"}},
+        {"id": "test", "operation": "execute_shell_command", "depends_on": "fix",
+         "params": {"command": "grep -q right a.txt"}}
+    ]);
+    let llm = FakeLlm::start(vec![strategy(
+        json!({"strategy": "replan", "reason": "again",
+        "steps": [
+            {"id": "fix", "operation": "write_file",
+             "params": {"file_path": "a.txt", "content": "right"}},
+            {"id": "test", "operation": "execute_shell_command", "depends_on": ["fix"],
+             "params": {"command": "grep -q right a.txt"}}]}),
+    )]);
+    let output = sandbox
+        .ocflow_llm(&llm.base_url())
+        .args(["--json", "run", "--task-id", "t", "--plan"])
+        .arg(sandbox.flow(&flow))
+        .output()
+        .unwrap();
+    assert_exit(&output, 0);
+    assert_eq!(
+        sandbox.step_status("t", "fix_2")["status"],
+        json!("succeeded")
+    );
+    assert_eq!(
+        sandbox.step_status("t", "test_2")["status"],
+        json!("succeeded")
+    );
+    let revised = read_json(&sandbox.task_dir("t").join("flow.json"));
+    let test_2 = revised["steps"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|s| s["id"] == "test_2")
+        .cloned()
+        .unwrap();
+    assert_eq!(test_2["depends_on"], json!(["fix_2"]));
+    let said = stdout(&output);
+    assert!(
+        said.contains("it runs as `fix_2`") && said.contains("\"type\":\"warning\""),
+        "{said}"
+    );
+}

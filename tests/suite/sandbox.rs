@@ -345,8 +345,12 @@ fn a_readme_injection_cannot_get_a_script_fetched_and_run() {
     let wipe = json!({"steps": [
         {"id": "clean", "operation": "execute_shell_command",
          "params": {"command": "rm -r -f \"$HOME\"/.cache"}}]});
+    // (Issue 24: a plan for a task that asks for a change must do something, so the honest
+    // one runs a harmless command too.)
     let honest = json!({"steps": [
-        {"id": "read", "operation": "read_file", "params": {"file_path": "README.md"}}]});
+        {"id": "read", "operation": "read_file", "params": {"file_path": "README.md"}},
+        {"id": "check", "operation": "execute_shell_command", "depends_on": ["read"],
+         "params": {"command": "ls"}}]});
     let llm = FakeLlm::start(vec![
         chat(&injected.to_string()),
         chat(&wipe.to_string()),
@@ -648,4 +652,406 @@ fn the_socket_filter_refuses_what_landlock_cannot_hold_and_keeps_the_rest() {
     assert_eq!(words[6..], ["ok", "ok", "ok"], "{filtered}");
     // Without the filter the same UDP socket opens: the refusal is the filter's.
     assert!(run(false).starts_with("ok "), "{}", run(false));
+}
+
+#[test]
+fn a_bare_repository_is_refused() {
+    // A bare repository's hooks/ are what `git push` runs: a flow must never write there.
+    let sandbox = Sandbox::new(&[]);
+    let bare = sandbox.root().join("x.git");
+    let init = std::process::Command::new("git")
+        .args(["init", "-q", "--bare"])
+        .arg(&bare)
+        .output()
+        .unwrap();
+    assert_exit(&init, 0);
+    let flow = sandbox.flow(&json!([shell_step("hook", "echo hi > hooks/post-update")]));
+    // Named, named as one of its directories, or found from inside it.
+    for (repo, cwd) in [
+        (Some(bare.clone()), sandbox.root().to_path_buf()),
+        (Some(bare.join("hooks")), sandbox.root().to_path_buf()),
+        (None, bare.clone()),
+    ] {
+        let mut command = sandbox.command_like_ocflow(env!("CARGO_BIN_EXE_ocflow"));
+        if let Some(repo) = &repo {
+            command.arg("--repo").arg(repo);
+        }
+        let output = command
+            .current_dir(&cwd)
+            .args(["run", "--task-id", "t", "--plan"])
+            .arg(&flow)
+            .output()
+            .unwrap();
+        assert_exit(&output, 2);
+        let said = stderr(&output);
+        assert!(said.contains("bare git repository"), "{repo:?}: {said}");
+        assert!(said.contains("git worktree add"), "{repo:?}: {said}");
+        assert!(!bare.join("hooks/post-update").exists());
+        assert!(!bare.join(".ocflow").exists(), "{repo:?}");
+    }
+    // A work tree checked out inside the bare repository's directory is a work tree.
+    let worktree = std::process::Command::new("git")
+        .arg("-C")
+        .arg(&bare)
+        .args([
+            "-c",
+            "user.name=t",
+            "-c",
+            "user.email=t@t",
+            "commit-tree",
+            "-m",
+            "m",
+        ])
+        .arg("4b825dc642cb6eb9a060e54bf8d69288fbee4904")
+        .output()
+        .unwrap();
+    let commit = stdout(&worktree).trim().to_string();
+    let made = std::process::Command::new("git")
+        .arg("-C")
+        .arg(&bare)
+        .args(["worktree", "add", "-q", "wt", &commit])
+        .output()
+        .unwrap();
+    assert_exit(&made, 0);
+    let output = sandbox
+        .command_like_ocflow(env!("CARGO_BIN_EXE_ocflow"))
+        .arg("--repo")
+        .arg(bare.join("wt"))
+        .args(["run", "--task-id", "t", "--plan"])
+        .arg(sandbox.flow(&json!([shell_step("ok", "true")])))
+        .output()
+        .unwrap();
+    assert_exit(&output, 0);
+    // A work tree's own .git directory is refused the same way, naming the work tree.
+    let init = std::process::Command::new("git")
+        .args(["init", "-q"])
+        .arg(&sandbox.repo)
+        .output()
+        .unwrap();
+    assert_exit(&init, 0);
+    let output = sandbox
+        .command_like_ocflow(env!("CARGO_BIN_EXE_ocflow"))
+        .arg("--repo")
+        .arg(sandbox.repo.join(".git"))
+        .args(["run", "--task-id", "t", "--plan"])
+        .arg(&flow)
+        .output()
+        .unwrap();
+    assert_exit(&output, 2);
+    let said = stderr(&output);
+    assert!(said.contains("git directory"), "{said}");
+    assert!(
+        said.contains(&format!("--repo {}", sandbox.repo.display())),
+        "{said}"
+    );
+}
+
+/// The attacks on the user's tool caches the word policy let through, as command steps.
+const CACHE_ATTACKS: &[&str] = &[
+    "truncate -s0 ~/.cache/x/file",
+    "R=rm; $R -rf ~/.cache/x",
+    "perl -MFile::Path=remove_tree -e 'remove_tree(\"$ENV{HOME}/.cache/x\")'",
+    "echo ~/.cache/x | xargs rm -rf",
+    "dd if=/dev/zero of=$HOME/.cache/x/file bs=1 count=4 conv=notrunc",
+    "mv ~/.cache/x .",
+    "echo planted > ~/.cache/x/new; echo planted > ~/.npm/new; mkdir -p ~/.cargo/registry; \
+     echo planted > ~/.cargo/registry/new; echo planted > ~/.cargo/config.toml",
+];
+
+#[test]
+fn commands_change_nothing_in_the_user_s_caches() {
+    for namespaces_on in [true, false] {
+        let sandbox = Sandbox::new(&[]);
+        sandbox.configure_sandbox(&format!("namespaces = {namespaces_on}"));
+        let home = sandbox.root().join("home");
+        for (path, content) in [
+            (".cache/x/file", "cached\n"),
+            (".cache/x/sub/deep", "deep\n"),
+            (".npm/_cacache/index", "npm\n"),
+            (".cargo/config.toml", "[net]\noffline = true\n"),
+        ] {
+            fs::create_dir_all(home.join(path).parent().unwrap()).unwrap();
+            fs::write(home.join(path), content).unwrap();
+        }
+        let before = tree(&home);
+        // Every attack, each step after the one before; the last step reads the cache.
+        let mut steps: Vec<Value> = CACHE_ATTACKS
+            .iter()
+            .enumerate()
+            .map(|(i, attack)| shell_step(&format!("a{i}"), &format!("{attack}; true")))
+            .collect();
+        steps.push(shell_step("read", "cat ~/.cache/x/file"));
+        for (i, step) in steps.iter_mut().enumerate().skip(1) {
+            step["depends_on"] = json!([format!("a{}", i - 1)]);
+        }
+        let plan = sandbox.flow(&json!(steps));
+        let output = sandbox
+            .ocflow()
+            .env("HOME", &home)
+            .env_remove("XDG_CACHE_HOME")
+            .env_remove("CARGO_HOME")
+            .args(["run", "--task-id", "t", "--plan"])
+            .arg(&plan)
+            .output()
+            .unwrap();
+        assert_exit(&output, 0);
+        assert_eq!(tree(&home), before, "namespaces = {namespaces_on}");
+        // No step saw what an earlier one did to the cache, and the cache stays readable.
+        assert_eq!(
+            sandbox.result("t", "read")["stdout"],
+            json!("cached\n"),
+            "namespaces = {namespaces_on}"
+        );
+    }
+}
+
+#[test]
+fn a_step_writes_the_cache_as_its_own() {
+    // Where overlays can be mounted, a step's tools write their cache as usual; what they
+    // wrote stays with the step.
+    let sandbox = Sandbox::new(&[]);
+    let home = sandbox.root().join("home");
+    fs::create_dir_all(home.join(".cache/x")).unwrap();
+    fs::write(home.join(".cache/x/file"), "cached\n").unwrap();
+    let flow = json!([
+        shell_step("write", "echo mine > ~/.cache/x/file && cat ~/.cache/x/file"),
+        {"id": "after", "operation": "execute_shell_command", "depends_on": ["write"],
+         "params": {"command": "cat ~/.cache/x/file"}},
+    ]);
+    let plan = sandbox.flow(&flow);
+    let output = sandbox
+        .ocflow()
+        .env("HOME", &home)
+        .env_remove("XDG_CACHE_HOME")
+        .args(["run", "--task-id", "t", "--plan"])
+        .arg(&plan)
+        .output()
+        .unwrap();
+    assert_exit(&output, 0);
+    let wrote = sandbox.result("t", "write");
+    if wrote["sandbox_layers"]["caches"] == json!("overlay") {
+        assert_eq!(wrote["stdout"], json!("mine\n"), "{wrote}");
+    }
+    assert_eq!(sandbox.result("t", "after")["stdout"], json!("cached\n"));
+    assert_eq!(
+        fs::read_to_string(home.join(".cache/x/file")).unwrap(),
+        "cached\n"
+    );
+}
+
+#[test]
+fn each_step_has_its_own_var_tmp() {
+    let name = format!("ocflow-var-tmp-{}", std::process::id());
+    let host = std::path::Path::new("/var/tmp").join(&name);
+    for namespaces_on in [true, false] {
+        let sandbox = Sandbox::new(&[]);
+        sandbox.configure_sandbox(&format!("namespaces = {namespaces_on}"));
+        let seen = format!("test -e /var/tmp/{name} && echo seen || echo unseen");
+        let flow = json!([
+            shell_step("write", &format!("echo x > /var/tmp/{name}; {seen}")),
+            {"id": "next", "operation": "execute_shell_command", "depends_on": ["write"],
+             "params": {"command": seen}},
+        ]);
+        assert_exit(&sandbox.run(&flow, "t1"), 0);
+        assert!(!host.exists(), "namespaces = {namespaces_on}");
+        assert_eq!(sandbox.result("t1", "next")["stdout"], json!("unseen\n"));
+        // Nor the next flow.
+        assert_exit(&sandbox.run(&json!([shell_step("later", &seen)]), "t2"), 0);
+        assert_eq!(sandbox.result("t2", "later")["stdout"], json!("unseen\n"));
+    }
+    let _ = fs::remove_file(&host);
+}
+
+/// A stand-in for bubblewrap in `dir`, which runs the command after its options (without
+/// namespaces), but fails as bubblewrap does in a container running as root in its own PID
+/// namespace (OpenHands' runtime) when `fails_when` (a shell condition) holds: "Can't mount
+/// proc".
+fn fake_bwrap(dir: &std::path::Path, fails_when: &str) -> std::path::PathBuf {
+    let bin = dir.join("fake-bin");
+    fs::create_dir_all(&bin).unwrap();
+    let script = format!(
+        "#!/bin/sh\nALL=\"$*\"\nfor a in \"$@\"; do shift; [ \"$a\" = \"--\" ] && break; done\n\
+         if {fails_when}; then\n  echo \"bwrap: Can't mount proc on /newroot/proc: \
+         Operation not permitted\" >&2\n  exit 1\nfi\nexec \"$@\"\n"
+    );
+    fs::write(bin.join("bwrap"), script).unwrap();
+    fs::set_permissions(bin.join("bwrap"), fs::Permissions::from_mode(0o755)).unwrap();
+    bin
+}
+
+/// `PATH` with `bin` first.
+fn path_with(bin: &std::path::Path) -> std::ffi::OsString {
+    let path = std::env::var_os("PATH").unwrap_or_default();
+    std::env::join_paths(std::iter::once(bin.to_path_buf()).chain(std::env::split_paths(&path)))
+        .unwrap()
+}
+
+#[test]
+fn a_bubblewrap_that_cannot_mount_proc_under_the_overlay_is_found_at_start() {
+    // As in the container: bubblewrap works on its own, not in the user namespace the launcher
+    // makes for overlays (a proc mount there is refused).
+    let host_user_namespace = fs::read_link("/proc/self/ns/user").unwrap();
+    let sandbox = Sandbox::new(&[("a.txt", "a\n")]);
+    let bin = fake_bwrap(
+        sandbox.root(),
+        &format!(
+            "[ \"$(readlink /proc/self/ns/user)\" != \"{}\" ]",
+            host_user_namespace.display()
+        ),
+    );
+    let flow = json!([
+        shell_step("one", "echo one > one.txt && cat a.txt"),
+        {"id": "two", "operation": "run_tests", "depends_on": ["one"],
+         "params": {"command": "cat one.txt"}},
+    ]);
+    let plan = sandbox.flow(&flow);
+    let output = sandbox
+        .ocflow()
+        .env("PATH", path_with(&bin))
+        .args(["run", "--task-id", "t", "--plan"])
+        .arg(&plan)
+        .output()
+        .unwrap();
+    assert_exit(&output, 0);
+    assert_eq!(sandbox.result("t", "one")["stdout"], json!("a\n"));
+    assert_eq!(sandbox.result("t", "two")["stdout"], json!("one\n"));
+    // Still in bubblewrap's namespaces, without the overlays; and said, on stderr and in the
+    // journal.
+    let layers = &sandbox.result("t", "one")["sandbox_layers"];
+    assert_eq!(layers["namespaces"], json!(true), "{layers}");
+    assert_eq!(layers["caches"], json!("private"), "{layers}");
+    let said = stderr(&output);
+    assert_eq!(said.matches("Can't mount proc").count(), 1, "{said}");
+    assert!(said.contains("overlay"), "{said}");
+    let journal = fs::read_to_string(sandbox.task_dir("t").join("journal.jsonl")).unwrap();
+    assert!(journal.contains("Can't mount proc"), "{journal}");
+}
+
+#[test]
+fn a_launch_bubblewrap_refuses_falls_back_for_the_whole_flow() {
+    // A refusal the start-up probe did not meet: the step that met it runs again at once with
+    // the next set of layers, and so do the steps after it.
+    let sandbox = Sandbox::new(&[("a.txt", "a\n")]);
+    let bin = fake_bwrap(sandbox.root(), "echo \"$ALL\" | grep -q refused-here");
+    let flow = json!([
+        shell_step("one", "echo refused-here > one.txt && cat a.txt"),
+        {"id": "two", "operation": "execute_shell_command", "depends_on": ["one"],
+         "params": {"command": "cat one.txt # refused-here"}},
+    ]);
+    let plan = sandbox.flow(&flow);
+    let output = sandbox
+        .ocflow()
+        .env("PATH", path_with(&bin))
+        .args(["run", "--task-id", "t", "--plan"])
+        .arg(&plan)
+        .output()
+        .unwrap();
+    assert_exit(&output, 0);
+    assert_eq!(sandbox.result("t", "one")["stdout"], json!("a\n"));
+    assert_eq!(
+        sandbox.result("t", "two")["stdout"],
+        json!("refused-here\n")
+    );
+    assert_eq!(
+        sandbox.result("t", "two")["sandbox_layers"]["namespaces"],
+        json!(false)
+    );
+    let said = stderr(&output);
+    assert!(said.contains("Can't mount proc"), "{said}");
+    assert!(said.contains("without namespaces"), "{said}");
+    let journal = fs::read_to_string(sandbox.task_dir("t").join("journal.jsonl")).unwrap();
+    assert!(journal.contains("without namespaces"), "{journal}");
+    // Step one did not fail for it: it succeeded after two retries, one per layer taken off.
+    let one = sandbox.step_status("t", "one");
+    assert_eq!(one["status"], json!("succeeded"), "{one}");
+    assert_eq!(one["auto_retries"], json!(2), "{one}");
+}
+
+#[test]
+fn a_bubblewrap_that_fails_every_launch_leaves_landlock_and_the_overlays() {
+    // bubblewrap passes the check of its own namespaces but fails whenever it starts a step:
+    // the flow runs without namespaces, keeping what the launcher's own namespace gives.
+    let sandbox = Sandbox::new(&[("a.txt", "a\n")]);
+    let bin = fake_bwrap(sandbox.root(), "echo \"$ALL\" | grep -q sandbox-exec");
+    let plan = sandbox.flow(&json!([shell_step("one", "cat a.txt")]));
+    let output = sandbox
+        .ocflow()
+        .env("PATH", path_with(&bin))
+        .args(["run", "--task-id", "t", "--plan"])
+        .arg(&plan)
+        .output()
+        .unwrap();
+    assert_exit(&output, 0);
+    let result = sandbox.result("t", "one");
+    assert_eq!(result["stdout"], json!("a\n"));
+    assert_eq!(result["sandbox_layers"]["namespaces"], json!(false));
+    let said = stderr(&output);
+    assert!(said.contains("without namespaces"), "{said}");
+    assert!(said.contains("Can't mount proc"), "{said}");
+}
+
+#[test]
+fn a_setgid_workspace_still_gives_steps_caches_of_their_own() {
+    // Files made in a setgid workspace take its group, which the launcher's user namespace
+    // cannot map: the kernel refuses an overlay whose upper layer is there, and the step gets
+    // caches of its own instead.
+    let sandbox = Sandbox::new(&[]);
+    let home = sandbox.root().join("home");
+    fs::create_dir_all(home.join(".cache/x")).unwrap();
+    fs::write(home.join(".cache/x/f"), "cached\n").unwrap();
+    fs::create_dir_all(&sandbox.workspace).unwrap();
+    let other_group = std::process::Command::new("chgrp")
+        .arg("daemon")
+        .arg(&sandbox.workspace)
+        .status()
+        .is_ok_and(|s| s.success());
+    if !other_group {
+        return; // Only a member of another group (or root) can make one.
+    }
+    fs::set_permissions(&sandbox.workspace, fs::Permissions::from_mode(0o2775)).unwrap();
+    let before = tree(&home);
+    // A directory the user's cache has (an overlay would copy it up).
+    let command = "C=${XDG_CACHE_HOME:-$HOME/.cache}; mkdir -p $C/x/n && echo ok > $C/x/n/f && \
+                   cat $C/x/n/f $HOME/.cache/x/f";
+    let plan = sandbox.flow(&json!([shell_step("w", command)]));
+    let output = sandbox
+        .ocflow()
+        .env("HOME", &home)
+        .env_remove("XDG_CACHE_HOME")
+        .args(["run", "--task-id", "t", "--plan"])
+        .arg(&plan)
+        .output()
+        .unwrap();
+    assert_exit(&output, 0);
+    let result = sandbox.result("t", "w");
+    assert_eq!(result["stdout"], json!("ok\ncached\n"), "{result}");
+    assert_eq!(
+        result["sandbox_layers"]["caches"],
+        json!("private"),
+        "{result}"
+    );
+    assert_eq!(tree(&home), before);
+}
+
+#[test]
+fn a_launch_trial_left_by_a_killed_ocflow_is_swept() {
+    if !namespaces_available() {
+        return; // The trial launch is made only with bubblewrap.
+    }
+    // A process that is gone, as an ocflow killed during its start-up would be.
+    let mut gone = std::process::Command::new("true").spawn().unwrap();
+    let pid = gone.id();
+    gone.wait().unwrap();
+    let left = std::env::temp_dir()
+        .join(".ocflow-launch-trials")
+        .join(format!("{pid}-0"));
+    fs::create_dir_all(left.join("private/cache-0/work/work")).unwrap();
+    fs::set_permissions(
+        left.join("private/cache-0/work/work"),
+        fs::Permissions::from_mode(0o000),
+    )
+    .unwrap();
+    let sandbox = Sandbox::new(&[]);
+    assert_exit(&sandbox.run(&json!([shell_step("one", "true")]), "t"), 0);
+    assert!(!left.exists());
 }

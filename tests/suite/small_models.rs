@@ -101,8 +101,12 @@ fn an_unrelated_plan_fails_the_flow_with_the_reason() {
 #[test]
 fn the_users_task_is_the_task() {
     let sandbox = utils_repo();
+    // (Issue 24: a plan that only reads is no longer a plan for a fix, so this one writes.)
     let plan = json!({"version": 1, "task": "<the task>", "steps": [{"id": "r",
-        "operation": "read_file", "params": {"file_path": "utils.py"}}]});
+        "operation": "read_file", "params": {"file_path": "utils.py"}}, {"id": "w",
+        "operation": "write_file", "depends_on": ["r"], "params": {"file_path": "utils.py",
+        "content": "def calculate_metrics(values):\n    return sum(values) / \
+                    max(len(values), 1)\n"}}]});
     let llm = FakeLlm::start(vec![chat(&plan.to_string()), chat("Read utils.py.")]);
     assert_exit(&run_task(&sandbox, &llm, FIX_TASK), 0);
     assert_eq!(sandbox.status("t")["task"], json!(FIX_TASK));
@@ -154,9 +158,11 @@ fn a_signal_during_planning_stops_it_at_once_and_resume_plans_again() {
         let status: Value = serde_json::from_str(&stdout(&status)).unwrap();
         assert_eq!(status["state"], json!("interrupted"), "{status}");
 
+        // A plan that changes the file (issue 24: one that only reads is no fix).
         let plan = json!({"steps": [{"id": "r", "operation": "read_file",
-            "params": {"file_path": "utils.py"}}]});
-        let llm = FakeLlm::start(vec![chat(&plan.to_string()), chat("Read it.")]);
+            "params": {"file_path": "utils.py"}}, {"id": "w", "operation": "write_file",
+            "depends_on": ["r"], "params": {"file_path": "utils.py", "content": "x = 1\n"}}]});
+        let llm = FakeLlm::start(vec![chat(&plan.to_string()), chat("Wrote it.")]);
         let resumed = sandbox
             .ocflow_llm(&llm.base_url())
             .args(["resume", "t"])
@@ -352,4 +358,139 @@ fn a_signal_during_the_summary_writes_it_from_the_journal_at_once() {
     assert!(summary.contains("The flow `t` succeeded."), "{summary}");
     // The flow had finished: its outcome is the exit code, not the interrupt's 130.
     assert_eq!(output.status.code(), Some(0));
+}
+
+const FIX_MATHX: &str = "Fix moving_average in mathx.py: it drops the last window, e.g. \
+                         moving_average([1, 2, 3, 4], 2) must be [1.5, 2.5, 3.5]. Then run the \
+                         tests with: python3 -m unittest discover -s tests -t .";
+
+/// Qwen2.5-Coder-0.5B's whole plan for FIX_MATHX, word for word.
+const QWEN_READ_ONLY_PLAN: &str = concat!(
+    r#"{"steps": [ {"id": "read_file", "operation": "read_file", "#,
+    r#""params": {"file_path": "mathx.py"}}]}"#
+);
+
+fn mathx_repo() -> Sandbox {
+    Sandbox::new(&[
+        (
+            "mathx.py",
+            "def moving_average(values, window):\n    return [sum(values[i:i + window]) / \
+             window for i in range(len(values) - window)]\n",
+        ),
+        ("tests/__init__.py", ""),
+        (
+            "tests/test_mathx.py",
+            "import unittest\nfrom mathx import moving_average\n\n\n\
+             class T(unittest.TestCase):\n    def test_last_window(self):\n        \
+             self.assertEqual(moving_average([1, 2, 3, 4], 2), [1.5, 2.5, 3.5])\n",
+        ),
+    ])
+}
+
+/// Issue 24: a plan that only reads, for a task that asks for a fix, is re-asked with the
+/// reason; when the model insists, planning fails honestly: never `succeeded`, exit 0.
+#[test]
+fn a_plan_that_only_reads_for_a_fix_is_reasked_then_fails() {
+    let sandbox = mathx_repo();
+    let llm = FakeLlm::start(vec![chat(QWEN_READ_ONLY_PLAN), chat(QWEN_READ_ONLY_PLAN)]);
+    let output = run_task(&sandbox, &llm, FIX_MATHX);
+    assert_exit(&output, 1);
+    let status = sandbox.status("t");
+    assert_ne!(status["state"], json!("succeeded"));
+    let second = llm.bodies()[1].to_string();
+    assert!(second.contains("the plan only reads files"), "{second}");
+    assert_eq!(
+        std::fs::read_to_string(sandbox.repo.join("mathx.py")).unwrap(),
+        mathx_repo_source()
+    );
+}
+
+fn mathx_repo_source() -> String {
+    std::fs::read_to_string(mathx_repo().repo.join("mathx.py")).unwrap()
+}
+
+/// Issue 24: the test command the task names must be run by the plan; told so, the model
+/// adds it and the flow runs it.
+#[test]
+fn a_plan_that_never_runs_the_named_test_command_is_reasked() {
+    let sandbox = mathx_repo();
+    let fixed = "def moving_average(values, window):\n    return [sum(values[i:i + window]) / \
+                 window for i in range(len(values) - window + 1)]\n";
+    let without_tests = json!({"steps": [
+        {"id": "fix", "operation": "write_file",
+         "params": {"file_path": "mathx.py", "content": fixed}}]});
+    let with_tests = json!({"steps": [
+        {"id": "fix", "operation": "write_file",
+         "params": {"file_path": "mathx.py", "content": fixed}},
+        {"id": "test", "operation": "run_tests", "depends_on": ["fix"],
+         "params": {"command": "python3 -m unittest discover -s tests -t ."}}]});
+    let llm = FakeLlm::start(vec![
+        chat(&without_tests.to_string()),
+        chat(&with_tests.to_string()),
+        chat("Fixed moving_average; the tests pass."),
+    ]);
+    let output = run_task(&sandbox, &llm, FIX_MATHX);
+    assert_exit(&output, 0);
+    let second = llm.bodies()[1].to_string();
+    assert!(
+        second.contains("the task says to run `python3 -m unittest discover -s tests -t .`"),
+        "{second}"
+    );
+    assert_eq!(
+        sandbox.step_status("t", "test")["status"],
+        json!("succeeded")
+    );
+}
+
+/// Issue 24: a task no operation can do is said to be outside what ocflow does, before any
+/// model is asked or any task made.
+#[test]
+fn a_task_to_reach_a_person_is_outside_what_ocflow_does() {
+    let sandbox = Sandbox::new(&[("report.csv", "a,b\n1,2\n")]);
+    let plan = json!({"steps": [{"id": "read_report", "operation": "read_file",
+        "params": {"file_path": "report.csv"}}]});
+    let llm = FakeLlm::start(vec![chat(&plan.to_string())]);
+    let output = run_task(
+        &sandbox,
+        &llm,
+        "Email report.csv to alice@example.com and confirm that she received it.",
+    );
+    assert_exit(&output, 2);
+    assert!(
+        stderr(&output).contains("outside what ocflow does"),
+        "{}",
+        stderr(&output)
+    );
+    assert!(llm.requests().is_empty(), "no model was asked");
+    assert!(!sandbox.task_dir("t").exists());
+}
+
+/// Issue 24: a flow whose steps all succeed but only read, for a task that asks for a change,
+/// ends `no_change` with the reason and exit 1 — never `succeeded`.
+#[test]
+fn a_flow_that_did_nothing_the_task_asked_ends_no_change() {
+    let sandbox = mathx_repo();
+    let flow = json!({"task": FIX_MATHX, "steps": [{"id": "read_file",
+        "operation": "read_file", "params": {"file_path": "mathx.py"}}]});
+    let output = sandbox.run(&flow, "t");
+    assert_exit(&output, 1);
+    let status = sandbox.status("t");
+    assert_eq!(status["state"], json!("no_change"));
+    assert!(
+        status["message"]
+            .as_str()
+            .unwrap()
+            .contains("finished without doing anything the task asked"),
+        "{status}"
+    );
+    let summary = std::fs::read_to_string(sandbox.task_dir("t").join("summary.md")).unwrap();
+    assert!(
+        summary.contains("finished without doing anything the task asked"),
+        "{summary}"
+    );
+    // A task that asks only for an answer may read and stop.
+    let explain = json!({"task": "Explain what mathx.py does", "steps": [{"id": "r",
+        "operation": "read_file", "params": {"file_path": "mathx.py"}}]});
+    assert_exit(&sandbox.run(&explain, "e"), 0);
+    assert_eq!(sandbox.status("e")["state"], json!("succeeded"));
 }

@@ -247,3 +247,132 @@ fn no_escape_codes_with_no_color_or_without_a_terminal() {
         .unwrap();
     assert!(stdout(&forced).contains('\u{1b}'), "{}", stdout(&forced));
 }
+
+/// What a task text or a command's file names could do to a terminal, they cannot: `status` and
+/// `list` drop control characters and overrides from the task, `diff` (headers and `--stat`)
+/// and the run's end report quote names as git does, so a newline in a name fakes no diff line
+/// and an override shows no name reversed.
+#[test]
+fn escapes_in_the_task_and_in_file_names_do_not_reach_the_terminal() {
+    let sandbox = Sandbox::new(&[("README.md", "# demo\n")]);
+    let task = "tidy up\u{1b}]52;c;aGVsbG8=\u{7}\u{1b}[2J\u{9b}31m now \u{202E}gnp.exe";
+    let command = concat!(
+        "printf 'x\\n' > \"$(printf 'a\\nb.txt')\"; ",
+        "printf 'y\\n' > \"$(printf '\\342\\200\\256txt.exe')\""
+    );
+    let flow = json!([{"id": "make", "operation": "execute_shell_command",
+        "params": {"command": command}}]);
+    let plan = sandbox.flow(&flow);
+    let run = sandbox
+        .ocflow()
+        .args(["run", "--task-id", "t", "--plan"])
+        .arg(plan)
+        .arg("--")
+        .arg(task)
+        .output()
+        .unwrap();
+    assert_exit(&run, 0);
+    let unsafe_char =
+        |c: char| (c.is_control() && c != '\n') || ('\u{202A}'..='\u{202E}').contains(&c);
+    let status = sandbox.ocflow().args(["status", "t"]).output().unwrap();
+    let list = sandbox.ocflow().args(["list"]).output().unwrap();
+    let diff = sandbox.ocflow().args(["diff", "t"]).output().unwrap();
+    let stat = sandbox
+        .ocflow()
+        .args(["diff", "--stat", "t"])
+        .output()
+        .unwrap();
+    for (what, output) in [
+        ("run", &run),
+        ("status", &status),
+        ("list", &list),
+        ("diff", &diff),
+        ("diff --stat", &stat),
+    ] {
+        assert_exit(output, 0);
+        for text in [stdout(output), stderr(output)] {
+            assert!(!text.contains(unsafe_char), "{what} printed {text:?}");
+        }
+    }
+    assert!(
+        stdout(&status).contains("tidy up]52;c;aGVsbG8=[2J31m now gnp.exe"),
+        "{}",
+        stdout(&status)
+    );
+    assert!(stdout(&list).contains("tidy up"), "{}", stdout(&list));
+
+    let diff = stdout(&diff);
+    assert!(
+        diff.contains("diff --git \"a/a\\nb.txt\" \"b/a\\nb.txt\"\n"),
+        "{diff}"
+    );
+    assert!(diff.contains("+++ \"b/a\\nb.txt\"\n"), "{diff}");
+    assert!(
+        diff.contains("+++ \"b/\\342\\200\\256txt.exe\"\n"),
+        "{diff}"
+    );
+    // No line of the diff is a piece of a name.
+    assert!(
+        !diff.lines().any(|line| line.starts_with("b.txt")),
+        "{diff}"
+    );
+    assert!(stdout(&stat).contains("\"a\\nb.txt\""), "{}", stdout(&stat));
+    assert!(
+        stdout(&run).contains("\"\\342\\200\\256txt.exe\""),
+        "{}",
+        stdout(&run)
+    );
+}
+
+/// At a real terminal (a pseudo-terminal made by util-linux's `script`), `status` and `diff`
+/// through the pager let no escape sequence but colour through, though the task and a file's
+/// content carry a clipboard write (OSC 52), a bell and a screen clear.
+#[test]
+fn at_a_terminal_only_colour_gets_through() {
+    if Command::new("script").arg("--version").output().is_err() {
+        eprintln!("skipped: no util-linux `script` here");
+        return;
+    }
+    let sandbox = Sandbox::new(&[("README.md", "# demo\n")]);
+    let evil = "\u{1b}]52;c;aGk=\u{7}\u{1b}[2J";
+    let command = "printf 'hello\\033]52;c;aGk=\\007\\033[2J\\n' > evil.txt";
+    let flow = json!([{"id": "make", "operation": "execute_shell_command",
+        "params": {"command": command}}]);
+    let plan = sandbox.flow(&flow);
+    let run = sandbox
+        .ocflow()
+        .args(["run", "--task-id", "t", "--plan"])
+        .arg(plan)
+        .arg("--")
+        .arg(format!("clean up{evil}"))
+        .output()
+        .unwrap();
+    assert_exit(&run, 0);
+    let made = std::fs::read_to_string(sandbox.task_dir("t").join("final_output/evil.txt"));
+    assert!(made.unwrap().contains(evil), "the file holds the escapes");
+    for what in ["status t", "diff t"] {
+        let line = format!(
+            "{} --repo {} --workspace {} {what}",
+            env!("CARGO_BIN_EXE_ocflow"),
+            sandbox.repo.display(),
+            sandbox.workspace.display()
+        );
+        let output = Command::new("script")
+            .args(["-qec", &line, "/dev/null"])
+            .env("PAGER", "cat")
+            .env("TERM", "xterm-256color")
+            .env("XDG_CONFIG_HOME", sandbox.root().join("user-config"))
+            .env_remove("NO_COLOR")
+            .output()
+            .unwrap();
+        assert_exit(&output, 0);
+        let text = stdout(&output);
+        assert!(
+            text.contains("clean up") || text.contains("hello"),
+            "{what}: {text:?}"
+        );
+        for bad in ["\u{1b}]", "\u{7}", "\u{1b}[2J"] {
+            assert!(!text.contains(bad), "{what} let {bad:?} through: {text:?}");
+        }
+    }
+}

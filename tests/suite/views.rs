@@ -312,6 +312,12 @@ fn a_workspace_where_overlays_are_refused_gets_copies() {
     )
     .unwrap();
     assert_eq!(result["view"], json!("copy"), "{result}");
+    // Nor can the caches' overlays be mounted there: the step's caches are its own.
+    assert_eq!(
+        result["sandbox_layers"]["caches"],
+        json!("private"),
+        "{result}"
+    );
     assert_eq!(result["output_files"], json!(["a.txt"]));
     assert!(
         stdout(&output).contains("overlays do not work"),

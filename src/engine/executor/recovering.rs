@@ -28,6 +28,25 @@ impl Executor {
             result.llm_error.as_ref().is_some_and(|e| e.transient)
                 || (result.timed_out == Some(true) && retryable)
         });
+        if let Some(reason) = result.as_ref().and_then(bwrap_refused)
+            && self.fall_back_a_layer(&step.id, &reason)?
+        {
+            // The command never ran: it runs again at once with the next set of layers,
+            // without the LLM, whatever the attempts left (at most twice a flow: each time
+            // takes a layer off).
+            let entry = self
+                .status
+                .step_mut(&step.id)
+                .ok_or_else(|| missing_step(&self.task, &step.id))?;
+            let retry = entry.retry_transient()?;
+            self.save()?;
+            self.events.emit(Event::StepRetrying {
+                step: step.id.clone(),
+                retry,
+                delay_ms: 0,
+            })?;
+            return Ok(Next::Continue);
+        }
         let unmounted = result.as_ref().and_then(overlay_not_mounted);
         if let Some(reason) = &unmounted
             && self.overlay_works != Some(false)
@@ -90,6 +109,34 @@ impl Executor {
         });
         self.save()?;
         self.recover(&step.id).await
+    }
+
+    /// Takes a layer off the flow's sandbox after bubblewrap refused to start step `id`'s
+    /// command (`reason`): the overlays first (the known case: no `/proc` mount in the user
+    /// namespace the launcher makes for them), then the namespaces. Says so; false when there
+    /// was no layer left to take.
+    fn fall_back_a_layer(&mut self, id: &str, reason: &str) -> Result<bool> {
+        let Some(plan) = self.settings.sandbox.as_mut() else {
+            return Ok(false);
+        };
+        let what = if plan.overlay {
+            plan.overlay = false;
+            self.overlay_works = Some(false);
+            "without overlays (views are copies; tool caches start empty in each step)"
+        } else if plan.bwrap.is_some() {
+            plan.bwrap = None;
+            "without namespaces (Landlock and the limits hold)"
+        } else {
+            return Ok(false);
+        };
+        self.status.sandbox = Some(format!("{}: {}", plan.kind(), plan.describe()));
+        self.events.emit(Event::Warning {
+            message: format!(
+                "bubblewrap could not start step {id}'s command ({reason}): command steps run \
+                 {what} from now on"
+            ),
+        })?;
+        Ok(true)
     }
 
     /// The result of a step that just failed: kept from when it was recorded, or read once
@@ -192,6 +239,11 @@ impl Executor {
                 reason: decided.decision.reason.clone(),
                 revision,
             })?;
+            for message in &decided.notes {
+                self.events.emit(Event::Warning {
+                    message: message.clone(),
+                })?;
+            }
         }
         self.carry_out(failed, decided)
     }
@@ -335,6 +387,24 @@ fn refused_a_rename(result: &StepResult) -> bool {
     result.view.as_deref() == Some("overlay") && (said("stderr") || said("stdout"))
 }
 
+/// Why bubblewrap could not start a step's command, when that is why it failed: bubblewrap
+/// exits 1 saying `bwrap: …` (as "bwrap: Can't mount proc on /newroot/proc: Operation not
+/// permitted") before the command runs. Only for a step that ran in namespaces.
+fn bwrap_refused(result: &StepResult) -> Option<String> {
+    let in_namespaces = result
+        .fields
+        .get("sandbox_layers")
+        .and_then(|layers| layers.get("namespaces"))
+        .and_then(Value::as_bool);
+    let exit_code = result.fields.get("exit_code").and_then(Value::as_i64);
+    if in_namespaces != Some(true) || exit_code != Some(1) {
+        return None;
+    }
+    let stderr = result.fields.get("stderr").and_then(Value::as_str)?;
+    let first = stderr.lines().find(|line| !line.trim().is_empty())?.trim();
+    first.starts_with("bwrap: ").then(|| first.to_string())
+}
+
 /// Why the sandbox launcher could not mount a step's view made of layers, when that is why the
 /// command did not run: the launcher exits 126, as a shell does, saying "cannot ... for the
 /// overlay: ...". The probes make it rare (a kernel that refuses one mount but took the
@@ -385,6 +455,31 @@ mod tests {
                 None,
                 "{fields}"
             );
+        }
+    }
+
+    #[test]
+    fn a_bubblewrap_refusal_is_told_from_a_failing_command() {
+        let said = "bwrap: Can't mount proc on /newroot/proc: Operation not permitted\n";
+        let layers = serde_json::json!({"namespaces": true});
+        let refused = result(serde_json::json!(
+            {"exit_code": 1, "stderr": said, "sandbox_layers": layers}
+        ));
+        assert_eq!(
+            bwrap_refused(&refused).as_deref(),
+            Some("bwrap: Can't mount proc on /newroot/proc: Operation not permitted")
+        );
+        // Another exit code, no namespaces, or other words first: the command's failure.
+        for fields in [
+            serde_json::json!({"exit_code": 2, "stderr": said, "sandbox_layers": layers}),
+            serde_json::json!(
+                {"exit_code": 1, "stderr": said, "sandbox_layers": {"namespaces": false}}
+            ),
+            serde_json::json!(
+                {"exit_code": 1, "stderr": format!("make: *** x\n{said}"), "sandbox_layers": layers}
+            ),
+        ] {
+            assert_eq!(bwrap_refused(&result(fields.clone())), None, "{fields}");
         }
     }
 

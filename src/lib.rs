@@ -60,6 +60,8 @@ pub fn run(cli: Cli, api_key: ApiKey) -> Result<ExitCode> {
             max_processes: args.max_processes,
             inner: args.inner,
             hidden: &args.hide,
+            cgroup: args.cgroup.as_deref(),
+            refuse_udp: args.refuse_udp,
             overlay: match (&args.overlay_on, &args.overlay_upper, &args.overlay_work) {
                 (Some(target), Some(upper), Some(work)) => Some(sandbox_exec::Overlay {
                     target,

@@ -157,10 +157,10 @@ def _sandbox_hint(outcome: CommandOutcome, step: Step) -> str:
             "flow you write, or set `[sandbox] network = true` in your ocflow config"
         )
     if "memory_mb" in layers and any(sign in output for sign in _MEMORY_REFUSED):
-        return (
-            f"; a command step may use {layers['memory_mb']} MiB: raise `[sandbox] memory_mb` "
-            "if it needs more"
-        )
+        # How far the limit reaches ("256 MiB per step (cgroup)", "256 MiB per process
+        # (rlimit)"), from a host that says so.
+        limit = layers.get("memory") or f"{layers['memory_mb']} MiB"
+        return f"; a command step may use {limit}: raise `[sandbox] memory_mb` if it needs more"
     if "processes" in layers and any(sign in output for sign in _PROCESSES_REFUSED):
         return (
             f"; a command step may run {layers['processes']} processes at once: raise "

@@ -96,8 +96,8 @@ class Step:
     # enforces ("landlock", "landlock-partial").
     sandbox_launcher: list[str] = field(default_factory=list)
     sandbox_kind: str = "none"
-    # What holds, layer by layer (namespaces, network, landlock, processes, memory_mb), as the
-    # host says; reported in command results.
+    # What holds, layer by layer (namespaces, network, landlock, processes, memory_mb, memory,
+    # udp, caches), as the host says; reported in command results.
     sandbox_layers: dict | None = None
     # When commands see the view through an overlay the host's launcher mounts on work_dir,
     # the directories it is made of, top first (see :mod:`.view`); else empty.

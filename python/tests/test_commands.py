@@ -272,3 +272,23 @@ def test_commands_start_through_the_hosts_launcher(make_step, tmp_path):
     assert result["status"] == "success", result
     assert (result["stdout"], result["sandbox"]) == ("inside\n", "landlock")
     assert mark.read_text() == "launched\n"
+
+
+@pytest.mark.parametrize(
+    ("layers", "said"),
+    [
+        ({"memory_mb": 256, "memory": "256 MiB per process (rlimit)"}, "256 MiB per process"),
+        ({"memory_mb": 256, "memory": "256 MiB per step (cgroup)"}, "256 MiB per step"),
+        ({"memory_mb": 256}, "may use 256 MiB:"),
+    ],
+)
+def test_a_memory_failure_names_how_far_the_limit_reaches(make_step, layers, said):
+    files = make_step(
+        "execute_shell_command",
+        {"command": "echo 'MemoryError' >&2; exit 1"},
+        work={},
+        extra={"sandbox": {"launcher": ["env"], "kind": "landlock", "layers": layers}},
+    )
+    result = execute_operation(files.path, {})
+    assert result["status"] == "failure", result
+    assert said in result["message"], result["message"]

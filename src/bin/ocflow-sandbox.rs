@@ -9,6 +9,12 @@ use std::process::ExitCode;
 
 #[path = "../engine/sandbox_exec.rs"]
 mod sandbox_exec;
+#[path = "../engine/socket_filter.rs"]
+mod socket_filter;
+// The host's half (ending a step's group) is not the launcher's.
+#[allow(dead_code)]
+#[path = "../engine/step_cgroup.rs"]
+mod step_cgroup;
 
 fn main() -> ExitCode {
     let mut args = std::env::args_os().skip(1).peekable();
@@ -18,6 +24,7 @@ fn main() -> ExitCode {
     let (mut writable, mut network, mut bwrap, mut inner, mut probe) =
         (Vec::new(), false, None, false, false);
     let (mut memory_mb, mut max_processes, mut hidden) = (None, None, Vec::new());
+    let (mut cgroup, mut refuse_udp): (Option<String>, bool) = (None, false);
     let (mut target, mut upper, mut work): (Option<PathBuf>, Option<PathBuf>, Option<PathBuf>) =
         (None, None, None);
     let mut lower: Vec<PathBuf> = Vec::new();
@@ -33,6 +40,8 @@ fn main() -> ExitCode {
             Some("--memory-mb") => memory_mb = number(args.next()),
             Some("--max-processes") => max_processes = number(args.next()),
             Some("--network") => network = true,
+            Some("--cgroup") => cgroup = args.next().and_then(|v| v.into_string().ok()),
+            Some("--refuse-udp") => refuse_udp = true,
             Some("--overlay-on") => target = args.next().map(PathBuf::from),
             Some("--overlay-lower") => lower.extend(args.next().map(PathBuf::from)),
             Some("--overlay-upper") => upper = args.next().map(PathBuf::from),
@@ -67,6 +76,8 @@ fn main() -> ExitCode {
         max_processes,
         inner,
         hidden: &hidden,
+        cgroup: cgroup.as_deref(),
+        refuse_udp,
         overlay: match (&target, &upper, &work) {
             (Some(target), Some(upper), Some(work)) => Some(sandbox_exec::Overlay {
                 target,

@@ -147,6 +147,13 @@ pub(crate) struct SandboxArgs {
     /// A file or directory the command must not see (repeatable).
     #[arg(long = "hide", value_name = "PATH")]
     pub(crate) hide: Vec<PathBuf>,
+    /// The step's cgroup, made or joined: the host kills what is left in it at the step's end.
+    #[arg(long, value_name = "NAME")]
+    pub(crate) cgroup: Option<String>,
+    /// Refuse every socket but TCP, Unix and netlink ones (a seccomp filter), for a command
+    /// without the network and without a network namespace.
+    #[arg(long)]
+    pub(crate) refuse_udp: bool,
     /// (internal) Already inside the namespaces: apply Landlock and run the command.
     #[arg(long)]
     pub(crate) inner: bool,

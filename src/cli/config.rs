@@ -703,7 +703,8 @@ pub(crate) struct SandboxProbe(Arc<Mutex<Probe>>);
 #[derive(Debug)]
 enum Probe {
     Running(JoinHandle<Result<Option<SandboxPlan>>>),
-    Done(Option<SandboxPlan>),
+    /// Boxed: a plan is many times the size of the other states.
+    Done(Option<Box<SandboxPlan>>),
     /// The probe failed; its message, for every later `plan`.
     Failed(String),
     /// Between taking the thread's handle and storing what it gave.
@@ -713,7 +714,7 @@ enum Probe {
 impl SandboxProbe {
     /// No probe: the plan is known (`None`: commands run without a sandbox).
     pub(crate) fn decided(plan: Option<SandboxPlan>) -> SandboxProbe {
-        SandboxProbe(Arc::new(Mutex::new(Probe::Done(plan))))
+        SandboxProbe(Arc::new(Mutex::new(Probe::Done(plan.map(Box::new)))))
     }
 
     /// Starts probing with `settings` on a thread of its own.
@@ -741,13 +742,13 @@ impl SandboxProbe {
                 ));
             };
             *state = match handle.join() {
-                Ok(Ok(plan)) => Probe::Done(plan),
+                Ok(Ok(plan)) => Probe::Done(plan.map(Box::new)),
                 Ok(Err(err)) => Probe::Failed(err.to_string()),
                 Err(_) => Probe::Failed("the sandbox probe panicked".into()),
             };
         }
         match &*state {
-            Probe::Done(plan) => Ok(plan.clone()),
+            Probe::Done(plan) => Ok(plan.as_deref().cloned()),
             Probe::Failed(message) => Err(Error::Usage(message.clone())),
             Probe::Running(_) | Probe::Joining => {
                 Err(Error::internal("the sandbox probe has no answer"))

@@ -176,19 +176,27 @@ fn sandbox_checks(config: &Config) -> Vec<Check> {
         other => Check::new("landlock", Verdict::Warn, format!("{other} (an older ABI)"))
             .fix("a newer kernel enforces more"),
     });
+    // What the step cgroups hold here, as results will say it (`step_cgroup.rs`).
+    let layers = plan.layers(false);
     checks.push(if plan.process_limit == "cgroup" {
         Check::new(
             "cgroups",
             Verdict::Ok,
-            format!("at most {} processes per step", plan.max_processes),
+            format!(
+                "at most {} processes per step, memory {}; what a step leaves ends with it",
+                plan.max_processes, layers.memory
+            ),
         )
     } else {
         Check::new(
             "cgroups",
             Verdict::Warn,
-            "no cgroup can be made here: processes are not limited per step",
+            format!(
+                "no cgroup with limits can be made here: processes {}, memory {}",
+                layers.processes, layers.memory
+            ),
         )
-        .fix("run ocflow where a cgroup (v2) is delegated to it")
+        .fix("run ocflow as root (a cgroup v2 subtree delegated to the user is not used yet)")
     });
     checks
 }

@@ -151,7 +151,10 @@ pub(crate) async fn resume(config: &Config, args: ResumeArgs) -> Result<ExitCode
         None,
         config.llm.as_ref().ok().map(|l| l.operations.model.clone()),
     );
-    let stopped = orphans::stop(&task);
+    // First what the killed run's steps left in their cgroups (a daemon without the task's
+    // marker too), then, where there were none, processes carrying the marker.
+    let groups = crate::engine::step_cgroup::Hierarchies::find().end_left_for(&task.root);
+    let stopped = groups + orphans::stop(&task);
     if stopped > 0 {
         say(&format!(
             "ocflow: stopped {stopped} command(s) left running in this task when ocflow was killed"

@@ -432,6 +432,10 @@ impl Executor {
         if !in_flight.is_empty() {
             self.bridge.cancel_all();
         }
+        // What a step's daemon left running goes too.
+        if let Some(plan) = &self.settings.sandbox {
+            plan.cgroups.end_all_of_this_process();
+        }
         let running: Vec<String> = in_flight.values().map(|r| r.step.id.clone()).collect();
         // What their LLM calls used so far still counts.
         for step in in_flight.values() {
@@ -696,7 +700,9 @@ impl Executor {
                     };
                     &cache_plan
                 };
-                let mut launcher = plan.launcher(&target, &[temp], network, overlay, &private)?;
+                let cgroup = crate::engine::step_cgroup::name(&self.task.root, &step.id);
+                let mut launcher =
+                    plan.launcher(&target, &[temp], network, overlay, &private, &cgroup)?;
                 if !lower.is_empty() {
                     let relative = |path: &std::path::Path| match path.strip_prefix(&self.task.root)
                     {
@@ -847,9 +853,11 @@ impl Executor {
         // must never name two different contents.
         let sequence = self.status.next_sequence();
         self.status.last_sequence = sequence;
+        let mut out_of_memory = false;
         let settled = match ended {
             Ended::Settled(settled) => settled?,
             Ended::Called(outcome) => {
+                out_of_memory = self.end_step_cgroup(step);
                 // A command that filled the workspace's disk: nothing it wrote is kept (that
                 // frees the disk, so the failure can be saved), and the step fails saying so.
                 let captured = if workspace::disk_full(&self.task.root) {
@@ -880,11 +888,19 @@ impl Executor {
                     .map(|()| false);
             }
             Settled::Result(result) if result.status == CallStatus::Failure => {
-                let text = if result.message.is_empty() {
+                let mut text = if result.message.is_empty() {
                     "the step failed without a message".to_string()
                 } else {
                     result.message.clone()
                 };
+                if out_of_memory && !text.contains("[sandbox] memory_mb") {
+                    let limit = self.settings.sandbox.as_ref().map_or(0, |p| p.memory_mb);
+                    text.push_str(&format!(
+                        "; the kernel killed a process of the step for its memory: the step's \
+                         processes may use {limit} MiB together, raise `[sandbox] memory_mb` if \
+                         it needs more"
+                    ));
+                }
                 self.failed_results.insert(step.id.clone(), *result);
                 return self
                     .finish_failed(
@@ -935,6 +951,16 @@ impl Executor {
         staging::publish(&self.task, &step.id, &output_files, &deleted_files)?;
         self.save_when_due()?;
         Ok(true)
+    }
+
+    /// Kills whatever the step left in its cgroup (a daemon that cleared its environment and
+    /// left its directory, which `orphans::stop_step` cannot tell) and removes the group.
+    /// Returns whether the kernel killed one of its processes for the step's memory limit.
+    fn end_step_cgroup(&self, step: &Step) -> bool {
+        self.settings.sandbox.as_ref().is_some_and(|plan| {
+            let name = crate::engine::step_cgroup::name(&self.task.root, &step.id);
+            plan.cgroups.end(&name).out_of_memory
+        })
     }
 
     /// A command step's changes, from its view: exactly the overlay's upper directory for a

@@ -10,4 +10,6 @@ pub(crate) mod orphans;
 pub(crate) mod recovery;
 pub(crate) mod sandbox;
 pub(crate) mod sandbox_exec;
+pub(crate) mod socket_filter;
+pub(crate) mod step_cgroup;
 pub(crate) mod summary;

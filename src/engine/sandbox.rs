@@ -2,8 +2,10 @@
 //! `ocflow sandbox-exec [OPTIONS] -- /bin/sh -c COMMAND`, which confines itself in layers and
 //! then becomes the command:
 //!
-//! 1. **limits**: a process limit (a `pids` cgroup where ocflow may make one, else
-//!    `RLIMIT_NPROC`) and a memory limit (`RLIMIT_DATA`), so a runaway step fails alone;
+//! 1. **limits**: the step's cgroup where ocflow may make one (`step_cgroup.rs`): a process
+//!    limit, a memory limit for all the step's processes together, and everything the step
+//!    started killed at its end; `RLIMIT_DATA` for each process in any case, so a runaway step
+//!    fails alone;
 //! 2. **namespaces** (bubblewrap, where the kernel allows them): new PID, mount, network, IPC
 //!    and UTS namespaces and a new session; a fresh `/proc` that shows only the step's
 //!    processes (no other process's environment, no key); the whole file system read-only except
@@ -13,12 +15,14 @@
 //! 3. **Landlock**: writes only beneath the same paths, TCP connect and bind refused when the
 //!    network is off (ABI 4), abstract Unix sockets and signals outside scoped off (ABI 6).
 //!
-//! Where namespaces are refused (an unprivileged container), layers 1 and 3 still hold and every
-//! result says the sandbox is partial.
+//! Where namespaces are refused (an unprivileged container), layers 1 and 3 still hold, a
+//! seccomp filter (`socket_filter.rs`) keeps UDP and raw packets in when the network is off,
+//! and every result says the sandbox is partial, and what holds (`udp`, `memory`).
 
 use std::path::{Path, PathBuf};
 
-use crate::engine::sandbox_exec::{Cache, PIDS_CGROUP};
+use crate::engine::sandbox_exec::Cache;
+use crate::engine::step_cgroup::Hierarchies;
 use crate::error::{Error, IoContext};
 use crate::model::step_spec::{Sandbox as StepSandbox, SandboxLayers};
 
@@ -35,12 +39,20 @@ pub(crate) struct SandboxPlan {
     pub(crate) writable: Vec<PathBuf>,
     /// The user's tool caches: commands read them and write only a layer of the step's own.
     pub(crate) caches: Vec<Cache>,
-    /// The memory a step may use, in MiB (`RLIMIT_DATA`).
+    /// The memory a step may use, in MiB: for all its processes together where a memory
+    /// cgroup can be made, else for each process (`RLIMIT_DATA`).
     pub(crate) memory_mb: u64,
     /// The processes a step may run at once.
     pub(crate) max_processes: u64,
     /// How the process limit is enforced: `cgroup`, or `none` where no cgroup can be made.
     pub(crate) process_limit: &'static str,
+    /// Whether a memory cgroup holds each step's memory as a whole.
+    pub(crate) memory_cgroup: bool,
+    /// Where steps' cgroups are made, for the host to end them.
+    pub(crate) cgroups: Hierarchies,
+    /// Whether the socket filter (`socket_filter.rs`, seccomp) holds here: without a network
+    /// namespace it is what keeps UDP in when the network is off.
+    pub(crate) seccomp: bool,
     /// What commands must not see: the key file.
     pub(crate) hidden: Vec<PathBuf>,
     /// Whether command steps see their view through an overlay (their changes read from its
@@ -70,7 +82,7 @@ impl SandboxPlan {
     /// neither namespaces ocflow may use nor Landlock (commands then run unconfined, and say
     /// so). A probe that cannot run is an error, not a silent "no sandbox".
     pub(crate) fn probe(settings: SandboxSettings) -> Result<Option<SandboxPlan>, Error> {
-        let (landlock, overlay) = probe_landlock()?;
+        let (landlock, overlay, seccomp, cgroup) = probe_landlock()?;
         let bwrap = if settings.namespaces {
             usable_bwrap()
         } else {
@@ -79,7 +91,13 @@ impl SandboxPlan {
         if bwrap.is_none() && landlock == "none" {
             return Ok(None);
         }
-        let process_limit = if cgroup_available() { "cgroup" } else { "none" };
+        // Only where a launcher could join one: the limits are then claimed per step.
+        let cgroups = if cgroup {
+            Hierarchies::find()
+        } else {
+            Hierarchies::default()
+        };
+        let process_limit = if cgroups.has_pids() { "cgroup" } else { "none" };
         let plan = SandboxPlan {
             bwrap,
             landlock,
@@ -89,6 +107,9 @@ impl SandboxPlan {
             memory_mb: settings.memory_mb,
             max_processes: settings.max_processes,
             process_limit,
+            memory_cgroup: cgroups.has_memory(),
+            cgroups,
+            seccomp,
             hidden: settings.hidden,
             // The overlay is mounted in namespaces of the launcher's own.
             overlay: overlay && settings.overlay && settings.namespaces,
@@ -163,6 +184,7 @@ impl SandboxPlan {
         let trials = std::env::temp_dir().join(".ocflow-launch-trials");
         sweep_trials(&trials);
         let root = trials.join(format!("{}-{trial}", std::process::id()));
+        let cgroup = format!("{}.trial-{trial}", std::process::id());
         let [view, lower, upper, work, temp, private] =
             ["view", "lower", "upper", "work", "tmp", "private"].map(|name| root.join(name));
         let made = [&view, &lower, &upper, &work, &temp]
@@ -181,7 +203,14 @@ impl SandboxPlan {
                 work: &work,
             });
             let sandbox = self
-                .launcher(&view, std::slice::from_ref(&temp), false, overlay, &private)
+                .launcher(
+                    &view,
+                    std::slice::from_ref(&temp),
+                    false,
+                    overlay,
+                    &private,
+                    &cgroup,
+                )
                 .map_err(|err| err.to_string())?;
             let (program, args) = sandbox
                 .launcher
@@ -205,6 +234,9 @@ impl SandboxPlan {
                 said.replace('\n', "; ")
             })
         })();
+        // The trial joined a group as a step does (named after this process, so a killed
+        // start-up's is swept like a step's).
+        self.cgroups.end(&cgroup);
         crate::engine::sandbox_exec::remove_overlay_dirs(&root);
         result
     }
@@ -241,13 +273,47 @@ impl SandboxPlan {
             network: if network { "on" } else { "off" }.into(),
             landlock: self.landlock.clone(),
             processes: match self.process_limit {
-                "none" => "not limited (no pids cgroup here)".into(),
+                "none" => format!("not limited (no pids cgroup here){}", self.ends_steps()),
                 how => format!("{} ({how})", self.max_processes),
             },
             memory_mb: self.memory_mb,
+            memory: self.memory_limit(),
+            udp: if self.holds_udp(network) {
+                "blocked"
+            } else {
+                "open"
+            }
+            .into(),
             caches: if self.overlay { "overlay" } else { "private" }.into(),
             partial: self.bwrap.is_none() || self.landlock != "landlock",
         }
+    }
+
+    /// How far the memory limit reaches: `N MiB per step (cgroup)`, or `N MiB per process
+    /// (rlimit)` where no memory cgroup can be made (four processes may then use four times
+    /// it).
+    fn memory_limit(&self) -> String {
+        if self.memory_cgroup {
+            format!("{} MiB per step (cgroup)", self.memory_mb)
+        } else {
+            format!("{} MiB per process (rlimit)", self.memory_mb)
+        }
+    }
+
+    /// Where processes are not limited: whether what a step leaves is killed at its end all
+    /// the same (a cgroup without controllers), said after the limit.
+    fn ends_steps(&self) -> &'static str {
+        if self.cgroups.ends_steps() {
+            "; ended with the step (cgroup)"
+        } else {
+            ""
+        }
+    }
+
+    /// Whether a step without the `network` it may use sends no datagram out: a network
+    /// namespace of its own, or else the socket filter.
+    fn holds_udp(&self, network: bool) -> bool {
+        !network && (self.bwrap.is_some() || self.seccomp)
     }
 
     /// One word for the whole: `namespaces+landlock`, `namespaces`, `landlock`,
@@ -267,19 +333,29 @@ impl SandboxPlan {
         } else {
             "no namespaces (refused here: commands can see other processes and host sockets)"
         };
+        let processes = match self.process_limit {
+            "none" => format!(
+                "processes not limited (no pids cgroup here){}",
+                self.ends_steps()
+            ),
+            how => format!("at most {} processes per step ({how})", self.max_processes),
+        };
         let caches = if self.overlay {
             "your tool caches read through a layer of the step's own"
         } else {
             "tool caches the step's own, empty (yours read-only)"
         };
         format!(
-            "{namespaces}; Landlock: {}; network {} unless a step allows it; {caches}; at most \
-             {} processes ({}) and {} MiB per step",
+            "{namespaces}; Landlock: {}; network {} unless a step allows it; UDP {}; {caches}; \
+             {processes}; memory {}",
             self.landlock,
             if self.network { "on" } else { "off" },
-            self.max_processes,
-            self.process_limit,
-            self.memory_mb
+            if self.holds_udp(self.network) {
+                "blocked"
+            } else {
+                "open"
+            },
+            self.memory_limit()
         )
     }
 
@@ -287,7 +363,8 @@ impl SandboxPlan {
     /// step's temporary directory) and the plan's paths; `network`: whether this step may use
     /// the network; `private`: the step's own directory for its caches' layers and its
     /// `/var/tmp` (emptied with the step).
-    /// With `overlay`, the launcher mounts it on `view`.
+    /// With `overlay`, the launcher mounts it on `view`. `cgroup`: the step's group, which the
+    /// host ends with the step (`step_cgroup::name`).
     pub(crate) fn launcher(
         &self,
         view: &Path,
@@ -295,6 +372,7 @@ impl SandboxPlan {
         network: bool,
         overlay: Option<LauncherOverlay<'_>>,
         private: &Path,
+        cgroup: &str,
     ) -> crate::error::Result<StepSandbox> {
         let exe = std::env::current_exe()
             .io_context(|| "finding the ocflow executable for the sandbox".into())?;
@@ -312,6 +390,8 @@ impl SandboxPlan {
         }
         if network {
             launcher.push("--network".into());
+        } else if self.bwrap.is_none() && self.seccomp {
+            launcher.push("--refuse-udp".into());
         }
         for path in &self.hidden {
             launcher.push("--hide".into());
@@ -349,6 +429,10 @@ impl SandboxPlan {
         launcher.push(self.memory_mb.to_string());
         launcher.push("--max-processes".into());
         launcher.push(self.max_processes.to_string());
+        if self.cgroups.ends_steps() {
+            launcher.push("--cgroup".into());
+            launcher.push(cgroup.into());
+        }
         launcher.push("--".into());
         Ok(StepSandbox {
             launcher,
@@ -370,14 +454,15 @@ impl SandboxPlan {
         };
         let small = exe.with_file_name("ocflow-sandbox");
         let exe = if small.is_file() { small } else { exe };
-        std::process::Command::new(exe)
-            .args(["sandbox-exec", "--probe", "--probe-in"])
-            .arg(dir)
-            .stderr(std::process::Stdio::null())
-            .output()
-            .is_ok_and(|output| {
-                String::from_utf8_lossy(&output.stdout).lines().nth(1) == Some("overlay")
-            })
+        run_probe(
+            std::process::Command::new(exe)
+                .args(["sandbox-exec", "--probe", "--probe-in"])
+                .arg(dir)
+                .stderr(std::process::Stdio::null()),
+        )
+        .is_ok_and(|output| {
+            String::from_utf8_lossy(&output.stdout).lines().nth(1) == Some("overlay")
+        })
     }
 }
 
@@ -427,6 +512,16 @@ pub(crate) fn default_writable() -> Vec<PathBuf> {
     paths
 }
 
+/// Runs a `sandbox-exec --probe`, then removes the cgroup it joined (named after its pid).
+fn run_probe(command: &mut std::process::Command) -> std::io::Result<std::process::Output> {
+    use std::process::Stdio;
+    let child = command.stdout(Stdio::piped()).spawn()?;
+    let name = format!("{}.probe", child.id());
+    let output = child.wait_with_output();
+    Hierarchies::find().end(&name);
+    output
+}
+
 /// The user's tool caches commands may use (read, and write a layer of their own): the XDG
 /// cache (pip, Go, yarn, pre-commit…), npm's, pipenv's virtualenvs and cargo's home, each with
 /// the variable that moves it. Made if missing, so an overlay can be mounted on it.
@@ -467,13 +562,6 @@ pub(crate) fn default_caches() -> Vec<Cache> {
         .collect()
 }
 
-/// Whether ocflow may make `pids` cgroups here.
-fn cgroup_available() -> bool {
-    std::fs::create_dir_all(PIDS_CGROUP).is_ok()
-        && std::fs::metadata(Path::new(PIDS_CGROUP).join("cgroup.procs")).is_ok()
-        && !std::fs::metadata(PIDS_CGROUP).is_ok_and(|m| m.permissions().readonly())
-}
-
 /// bubblewrap, if it is installed and the kernel lets it make the namespaces ocflow uses.
 fn usable_bwrap() -> Option<PathBuf> {
     let path = std::env::var_os("PATH").unwrap_or_default();
@@ -507,10 +595,10 @@ fn usable_bwrap() -> Option<PathBuf> {
     works.then_some(found)
 }
 
-/// What Landlock enforces here (`landlock`, `landlock-partial`, `none`), and whether overlays
-/// can be mounted. Asks a child `sandbox-exec --probe`: restricting this process would
-/// restrict ocflow.
-fn probe_landlock() -> Result<(String, bool), Error> {
+/// What Landlock enforces here (`landlock`, `landlock-partial`, `none`), whether overlays
+/// can be mounted, and whether the socket filter holds. Asks a child `sandbox-exec --probe`:
+/// restricting this process would restrict ocflow.
+fn probe_landlock() -> Result<(String, bool, bool, bool), Error> {
     let failed = |problem: String| {
         Error::Usage(format!(
             "{problem}; run with --no-sandbox to go on without it"
@@ -518,19 +606,123 @@ fn probe_landlock() -> Result<(String, bool), Error> {
     };
     let exe = std::env::current_exe()
         .map_err(|err| failed(format!("cannot find the ocflow executable: {err}")))?;
-    let output = std::process::Command::new(&exe)
-        .args(["sandbox-exec", "--probe"])
-        .output()
-        .map_err(|err| failed(format!("cannot run {}: {err}", exe.display())))?;
+    let output = run_probe(
+        std::process::Command::new(&exe)
+            .args(["sandbox-exec", "--probe"])
+            .stderr(std::process::Stdio::piped()),
+    )
+    .map_err(|err| failed(format!("cannot run {}: {err}", exe.display())))?;
     let text = String::from_utf8_lossy(&output.stdout).to_string();
     let mut lines = text.lines();
     let kind = lines.next().unwrap_or("").trim().to_string();
     let overlay = lines.next().map(str::trim) == Some("overlay");
+    let seccomp = lines.next().map(str::trim) == Some("seccomp");
+    let cgroup = lines.next().map(str::trim) == Some("cgroup");
     match kind.as_str() {
-        "none" | "landlock" | "landlock-partial" if output.status.success() => Ok((kind, overlay)),
+        "none" | "landlock" | "landlock-partial" if output.status.success() => {
+            Ok((kind, overlay, seccomp, cgroup))
+        }
         _ => Err(failed(format!(
             "the sandbox probe failed: {}",
             String::from_utf8_lossy(&output.stderr).trim()
         ))),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// A plan without namespaces, as on a kernel that refuses them, with what else holds.
+    fn plan(cgroups: bool, seccomp: bool) -> SandboxPlan {
+        SandboxPlan {
+            bwrap: None,
+            landlock: "landlock".into(),
+            network: false,
+            writable: Vec::new(),
+            caches: Vec::new(),
+            memory_mb: 256,
+            max_processes: 64,
+            process_limit: if cgroups { "cgroup" } else { "none" },
+            memory_cgroup: cgroups,
+            cgroups: if cgroups {
+                Hierarchies::at(Path::new("/sys/fs/cgroup/x"), true)
+            } else {
+                Hierarchies::default()
+            },
+            seccomp,
+            hidden: Vec::new(),
+            overlay: false,
+            fallbacks: Vec::new(),
+        }
+    }
+
+    #[test]
+    fn without_cgroups_or_seccomp_nothing_claims_more_than_holds() {
+        let bare = plan(false, false);
+        let layers = bare.layers(false);
+        assert_eq!(layers.memory, "256 MiB per process (rlimit)");
+        assert_eq!(layers.udp, "open");
+        assert!(
+            layers.processes.contains("not limited"),
+            "{}",
+            layers.processes
+        );
+        let said = bare.describe();
+        assert!(!said.contains("per step"), "{said}");
+        assert!(said.contains("UDP open"), "{said}");
+        assert!(said.contains("memory 256 MiB per process"), "{said}");
+        let launcher = bare
+            .launcher(Path::new("/"), &[], false, None, Path::new("/p"), "1.x.s")
+            .unwrap();
+        assert!(!launcher.launcher.contains(&"--refuse-udp".to_string()));
+        assert!(!launcher.launcher.contains(&"--cgroup".to_string()));
+    }
+
+    #[test]
+    fn a_cgroup_without_controllers_ends_steps_and_limits_nothing() {
+        let ends = SandboxPlan {
+            cgroups: Hierarchies::at(Path::new("/sys/fs/cgroup/x"), false),
+            ..plan(false, true)
+        };
+        let layers = ends.layers(false);
+        assert_eq!(
+            layers.processes,
+            "not limited (no pids cgroup here); ended with the step (cgroup)"
+        );
+        assert_eq!(layers.memory, "256 MiB per process (rlimit)");
+        let launcher = ends
+            .launcher(Path::new("/"), &[], false, None, Path::new("/p"), "1.x.s")
+            .unwrap();
+        assert!(
+            launcher
+                .launcher
+                .windows(2)
+                .any(|w| w == ["--cgroup", "1.x.s"])
+        );
+    }
+
+    #[test]
+    fn with_cgroups_and_seccomp_the_limits_are_per_step_and_udp_is_refused() {
+        let held = plan(true, true);
+        let layers = held.layers(false);
+        assert_eq!(layers.memory, "256 MiB per step (cgroup)");
+        assert_eq!(layers.udp, "blocked");
+        assert_eq!(held.layers(true).udp, "open", "a step allowed the network");
+        let said = held.describe();
+        assert!(said.contains("UDP blocked"), "{said}");
+        assert!(
+            said.contains("at most 64 processes per step (cgroup)"),
+            "{said}"
+        );
+        assert!(said.contains("memory 256 MiB per step (cgroup)"), "{said}");
+        let args = |network| {
+            held.launcher(Path::new("/"), &[], network, None, Path::new("/p"), "1.x.s")
+                .unwrap()
+                .launcher
+        };
+        assert!(args(false).contains(&"--refuse-udp".to_string()));
+        assert!(!args(true).contains(&"--refuse-udp".to_string()));
+        assert!(args(false).windows(2).any(|w| w == ["--cgroup", "1.x.s"]));
     }
 }

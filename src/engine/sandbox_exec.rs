@@ -1,7 +1,9 @@
 //! `ocflow sandbox-exec` itself: what a command step's launcher does before it becomes the
-//! command — the limits, then bubblewrap's namespaces, then Landlock (see `sandbox.rs` for the
-//! layers and what each stops). This file depends on nothing else of ocflow: it is compiled into
-//! `ocflow` (the `sandbox-exec` subcommand) and into `ocflow-sandbox`, a small binary without
+//! command — the limits and the step's cgroup, then bubblewrap's namespaces (or, without them,
+//! the socket filter), then Landlock (see `sandbox.rs` for the layers and what each stops).
+//! This file depends on nothing else of ocflow but its two neighbours `step_cgroup.rs` and
+//! `socket_filter.rs`: it is compiled into `ocflow` (the `sandbox-exec` subcommand) and, with
+//! them, into `ocflow-sandbox`, a small binary without
 //! the embedded Python that starts in a fraction of the time, which launchers use when it is
 //! installed beside `ocflow`.
 
@@ -17,9 +19,6 @@ use landlock::{
 /// The Landlock ABI ocflow asks for (file system and TCP rights, scopes); older kernels enforce
 /// what they can, and results say `landlock-partial`.
 const ABI_VERSION: ABI = ABI::V6;
-
-/// Where ocflow makes a `pids` cgroup per command step (cgroup v1 hierarchy).
-pub(crate) const PIDS_CGROUP: &str = "/sys/fs/cgroup/pids/ocflow";
 
 /// Directories hidden from commands behind an empty tmpfs: they hold the host's sockets
 /// (`/run/docker.sock`, `/run/dbus/system_bus_socket`, `/run/user/…`, tmux's and ssh-agent's
@@ -37,6 +36,10 @@ pub(crate) struct ExecRequest<'a> {
     pub(crate) inner: bool,
     /// Files and directories the command must not see (the key file).
     pub(crate) hidden: &'a [PathBuf],
+    /// The step's cgroup, named by the host (`step_cgroup::name`).
+    pub(crate) cgroup: Option<&'a str>,
+    /// Install the socket filter (`socket_filter.rs`): no network and no network namespace.
+    pub(crate) refuse_udp: bool,
     /// The view to show through an overlay, so that the command's changes land elsewhere.
     pub(crate) overlay: Option<Overlay<'a>>,
     /// The user's tool caches: the command reads them, and writes only a layer of its own.
@@ -113,18 +116,34 @@ pub(crate) fn exec(request: &ExecRequest<'_>) -> String {
     }
 }
 
-/// What this machine allows, in two lines: what Landlock enforces (`landlock`,
+/// What this machine allows, in four lines: what Landlock enforces (`landlock`,
 /// `landlock-partial` or `none`), then `overlay` or `no-overlay` (an overlay whose upper
-/// directory is in `dir`, the temporary directory when `None`). It unshares and restricts this
-/// process, so a probe runs in a child of its own.
+/// directory is in `dir`, the temporary directory when `None`), then `seccomp` when the socket
+/// filter holds (a UDP socket refused) or `no-seccomp`, then `cgroup` when this process could
+/// join a step cgroup as a launcher does (`<pid>.probe`, which the caller removes) or
+/// `no-cgroup`. It joins, unshares and restricts this process, so a probe runs in a child of
+/// its own.
 pub(crate) fn probe(dir: Option<&Path>) -> Result<String, String> {
+    // First, as the launcher does: in a user namespace or under Landlock it could not.
+    let cgroups = super::step_cgroup::Hierarchies::find();
+    let name = format!("{}.probe", std::process::id());
+    // With limits, as a launcher sets them (a million MiB: none that binds).
+    let joined = cgroups.join(&name, Some(4096), Some(1 << 20)).is_ok();
+    let cgroup = if cgroups.ends_steps() && joined {
+        "cgroup"
+    } else {
+        "no-cgroup"
+    };
     let overlay = if probe_overlay(&dir.map_or_else(std::env::temp_dir, Path::to_path_buf)) {
         "overlay"
     } else {
         "no-overlay"
     };
     let landlock = restrict(&[], true).map_err(|err| format!("cannot set up Landlock: {err}"))?;
-    Ok(format!("{landlock}\n{overlay}"))
+    let seccomp = super::socket_filter::refuse_datagrams().is_ok()
+        && std::net::UdpSocket::bind("127.0.0.1:0").is_err();
+    let seccomp = if seccomp { "seccomp" } else { "no-seccomp" };
+    Ok(format!("{landlock}\n{overlay}\n{seccomp}\n{cgroup}"))
 }
 
 enum Never {}
@@ -136,7 +155,7 @@ fn confine_and_exec(request: &ExecRequest<'_>) -> Result<Never, String> {
     let mut private = Private::default();
     let mut writable = request.writable.to_vec();
     if !request.inner {
-        limit_resources(request.memory_mb, request.max_processes)?;
+        limit_resources(request.memory_mb, request.max_processes, request.cgroup)?;
         // A user and mount namespace of the launcher's own, for the view's overlay (which must
         // be mounted) and the caches' (which may fall back to directories of the step's).
         let wants_caches = request.cache_overlay && request.private.is_some();
@@ -160,6 +179,9 @@ fn confine_and_exec(request: &ExecRequest<'_>) -> Result<Never, String> {
             let mut command = bwrap_command(bwrap, request, &writable, &private)?;
             let error = command.envs(private.env.iter().cloned()).exec();
             return Err(format!("cannot run {}: {error}", bwrap.display()));
+        }
+        if request.refuse_udp {
+            super::socket_filter::refuse_datagrams()?;
         }
     }
     restrict(&writable, request.network).map_err(|err| format!("cannot set up Landlock: {err}"))?;
@@ -471,10 +493,16 @@ fn walk_dirs(root: &Path) -> Vec<PathBuf> {
     found
 }
 
-/// The memory limit (`RLIMIT_DATA`) and the process limit: a `pids` cgroup of its own where
-/// ocflow may make one. Not `RLIMIT_NPROC`: it counts every process and thread of the user (a
-/// desktop's browser included), so a step would fail for what others run, and root ignores it.
-fn limit_resources(memory_mb: Option<u64>, max_processes: Option<u64>) -> Result<(), String> {
+/// The limits: the step's cgroup (`step_cgroup.rs`: its processes, its memory as a whole, and
+/// everything it starts kept for the host to kill at the step's end) where one can be made,
+/// and `RLIMIT_DATA` for each process in any case. Not `RLIMIT_NPROC`: it counts every process
+/// and thread of the user (a desktop's browser included), so a step would fail for what
+/// others run, and root ignores it.
+fn limit_resources(
+    memory_mb: Option<u64>,
+    max_processes: Option<u64>,
+    cgroup: Option<&str>,
+) -> Result<(), String> {
     use rustix::process::{Resource, Rlimit, setrlimit};
     if let Some(mb) = memory_mb {
         let bytes = mb.saturating_mul(1024 * 1024);
@@ -484,42 +512,13 @@ fn limit_resources(memory_mb: Option<u64>, max_processes: Option<u64>) -> Result
         };
         setrlimit(Resource::Data, limit).map_err(|err| format!("cannot limit memory: {err}"))?;
     }
-    if let Some(max) = max_processes {
-        // Where no cgroup can be made, the step runs without a process limit (results say so).
-        join_pids_cgroup(max);
+    // The host names a group only where its probe could join one, and then says the limits
+    // hold per step: a group it named that cannot be joined stops the command. Without a
+    // name (no cgroup here), the step runs with the rlimit alone, and results say so.
+    match cgroup {
+        Some(name) => super::step_cgroup::Hierarchies::find().join(name, max_processes, memory_mb),
+        None => Ok(()),
     }
-    Ok(())
-}
-
-/// Moves this process into a new `pids` cgroup allowing `max` processes; whatever it starts
-/// stays there. Cgroups left empty by earlier steps are removed first.
-fn join_pids_cgroup(max: u64) -> bool {
-    let root = Path::new(PIDS_CGROUP);
-    if std::fs::create_dir_all(root).is_err() {
-        return false;
-    }
-    // Sweeping waits on the kernel while groups' last processes exit: only when they pile up.
-    let groups: Vec<_> = std::fs::read_dir(root)
-        .into_iter()
-        .flatten()
-        .flatten()
-        .collect();
-    for entry in groups.iter().filter(|_| groups.len() > 64) {
-        // A group is named after the sandbox-exec that made it (it becomes bubblewrap, keeping
-        // its pid): one whose maker is gone is left over. One just made and not yet joined
-        // must not go. Removal fails, harmlessly, while processes remain in it.
-        let owner = entry
-            .file_name()
-            .to_str()
-            .and_then(|name| name.parse::<u32>().ok());
-        if owner.is_some_and(|pid| !Path::new(&format!("/proc/{pid}")).exists()) {
-            let _ = std::fs::remove_dir(entry.path());
-        }
-    }
-    let group = root.join(std::process::id().to_string());
-    std::fs::create_dir_all(&group).is_ok()
-        && std::fs::write(group.join("pids.max"), max.to_string()).is_ok()
-        && std::fs::write(group.join("cgroup.procs"), "0").is_ok()
 }
 
 /// Restricts this process to reading everywhere and writing only beneath `writable` (paths

@@ -70,6 +70,14 @@ pub(crate) struct SandboxLayers {
     pub(crate) processes: String,
     /// The memory limit, in MiB.
     pub(crate) memory_mb: u64,
+    /// How far it reaches: `8192 MiB per step (cgroup)`, or `8192 MiB per process (rlimit)`
+    /// where no memory cgroup can be made.
+    #[serde(default)]
+    pub(crate) memory: String,
+    /// `blocked` (a network namespace, or the socket filter) or `open` (the network allowed,
+    /// or neither here).
+    #[serde(default)]
+    pub(crate) udp: String,
     /// How the user's tool caches are kept from change: `overlay` (read through a layer of
     /// the step's own) or `private` (empty caches of the step's own; the user's read-only).
     #[serde(default)]

@@ -1004,3 +1004,40 @@ fn a_result_the_full_disk_cannot_hold_fails_its_step_and_gives_the_space_back() 
         drop(disk);
     }
 }
+
+#[test]
+fn resume_stops_a_killed_run_s_daemon_that_cleared_its_environment() {
+    let sandbox = Sandbox::new(&[("a.txt", "a\n")]);
+    sandbox.configure_sandbox("namespaces = false");
+    let marker = sandbox.shared().join("marker");
+    // The daemon carries no marker and works outside the task: only its cgroup tells it.
+    let daemon = "cd / && setsid sh -c '(exec env -i sleep 336 &)' </dev/null >/dev/null 2>&1";
+    let flow = json!([{"id": "wait", "operation": "execute_shell_command",
+        "params": {"command": format!("[ -f {m} ] || {daemon}; {}", gated(&marker, "w.txt"),
+                                      m = marker.display())}}]);
+    let mut child = spawn_run(&sandbox, &flow, "t");
+    wait_for_file(&marker.with_extension("pid"));
+    let deadline = Instant::now() + Duration::from_secs(10);
+    while !running(&["sleep", "336"]) && Instant::now() < deadline {
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    assert!(running(&["sleep", "336"]), "the daemon never started");
+    child.kill().unwrap();
+    child.wait().unwrap();
+    std::fs::write(&marker, "").unwrap();
+    let output = sandbox.ocflow().arg("resume").output().unwrap();
+    assert_exit(&output, 0);
+    let survived = running(&["sleep", "336"]);
+    if survived {
+        let _ = std::process::Command::new("pkill")
+            .args(["-x", "-f", "sleep 336"])
+            .status();
+    }
+    let result = sandbox.result("t", "wait");
+    // Where no cgroup can be made the layers say so, and the daemon is out of ocflow's reach.
+    let held = result["sandbox_layers"]["processes"]
+        .as_str()
+        .unwrap()
+        .ends_with("(cgroup)");
+    assert_eq!(survived, !held, "{result}");
+}

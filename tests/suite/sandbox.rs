@@ -269,11 +269,8 @@ fn a_runaway_step_fails_with_the_reason_and_the_others_go_on() {
     let forks = sandbox.result("t", "forks");
     // The process limit needs a pids cgroup ocflow may make (root on cgroup v1, as in CI);
     // elsewhere the result says the processes are not limited.
-    if forks["sandbox_layers"]["processes"]
-        .as_str()
-        .unwrap()
-        .contains("cgroup")
-    {
+    // ("not limited (no pids cgroup here)" names a cgroup too: the limit is the number.)
+    if forks["sandbox_layers"]["processes"] == json!("40 (cgroup)") {
         assert!(
             forks["message"].as_str().unwrap().contains("may run 40"),
             "{forks}"
@@ -501,6 +498,160 @@ fn a_repository_config_behind_a_symlink_is_still_the_repository_s() {
     );
     let result = read_json(&sandbox.repo.join(".ocflow/t/c/result.json"));
     assert_eq!(result["sandbox_layers"]["network"], json!("off"));
+}
+
+#[test]
+fn without_namespaces_no_datagram_leaves_a_step() {
+    let listener = std::net::UdpSocket::bind("127.0.0.1:0").unwrap();
+    let port = listener.local_addr().unwrap().port();
+    listener.set_nonblocking(true).unwrap();
+    let send = format!(
+        "python3 -c \"import socket; s=socket.socket(socket.AF_INET, socket.SOCK_DGRAM); \
+         s.sendto(b'leak', ('127.0.0.1', {port})); print('sent')\""
+    );
+    // Tools talk to local daemons over Unix datagram sockets: those keep working.
+    let unix = "python3 -c \"import socket; a, b = socket.socketpair(socket.AF_UNIX, \
+         socket.SOCK_DGRAM); a.send(b'x'); print(b.recv(1).decode())\"";
+    let sandbox = Sandbox::new(&[]);
+    sandbox.configure_sandbox("namespaces = false");
+    let flow = json!([shell_step("unix", unix), shell_step("udp", &send)]);
+    let output = sandbox.run(&flow, "t");
+    let unix = sandbox.result("t", "unix");
+    assert_eq!(unix["stdout"], json!("x\n"), "{unix}");
+    let udp = sandbox.result("t", "udp");
+    let mut buffer = [0u8; 16];
+    std::thread::sleep(Duration::from_millis(200));
+    let received = listener.recv(&mut buffer).is_ok();
+    // seccomp (Linux 3.5) is everywhere ocflow runs; a kernel without it must say so.
+    if udp["sandbox_layers"]["udp"] == json!("blocked") {
+        assert_exit(&output, 1);
+        assert_eq!(udp["status"], json!("failure"), "{udp}");
+        assert!(!received, "a datagram left the step: {udp}");
+        assert!(
+            udp["message"]
+                .as_str()
+                .unwrap()
+                .contains("the network is off for command steps"),
+            "{udp}"
+        );
+    } else {
+        assert_eq!(udp["sandbox_layers"]["udp"], json!("open"), "{udp}");
+        assert!(received, "the layers say udp: open: {udp}");
+    }
+    assert!(
+        sandbox.status("t")["sandbox"]
+            .as_str()
+            .unwrap()
+            .contains(&format!(
+                "UDP {}",
+                udp["sandbox_layers"]["udp"].as_str().unwrap()
+            )),
+        "{}",
+        sandbox.status("t")
+    );
+}
+
+#[test]
+fn a_daemon_that_clears_its_environment_and_leaves_dies_with_its_step() {
+    for (namespaces_on, seconds) in [("false", "333"), ("true", "334")] {
+        let sandbox = Sandbox::new(&[]);
+        sandbox.configure_sandbox(&format!("namespaces = {namespaces_on}"));
+        // Double fork: the daemon's parent is gone, it has no marker and works outside the task.
+        // It tries to leave the step's cgroups too (Landlock refuses the writes).
+        let command = format!(
+            "cd / && setsid sh -c '(read me _ < /proc/self/stat; for c in \
+             /sys/fs/cgroup/*/cgroup.procs; do echo $me > $c; done; \
+             exec env -i sleep {seconds} &)' </dev/null >/dev/null 2>&1; echo started"
+        );
+        assert_exit(
+            &sandbox.run(&json!([shell_step("daemon", &command)]), "t"),
+            0,
+        );
+        let result = sandbox.result("t", "daemon");
+        let deadline = Instant::now() + Duration::from_secs(5);
+        while running(&["sleep", seconds]) && Instant::now() < deadline {
+            std::thread::sleep(Duration::from_millis(50));
+        }
+        let survived = running(&["sleep", seconds]);
+        if survived {
+            let _ = std::process::Command::new("pkill")
+                .args(["-x", "-f", &format!("sleep {seconds}")])
+                .status();
+        }
+        // Where no cgroup can be made and no PID namespace holds the step, the layers say so.
+        let held = result["sandbox_layers"]["namespaces"] == json!(true)
+            || result["sandbox_layers"]["processes"]
+                .as_str()
+                .unwrap()
+                .ends_with("(cgroup)");
+        assert_eq!(survived, !held, "namespaces = {namespaces_on}: {result}");
+    }
+}
+
+#[test]
+fn memory_is_limited_per_step_not_per_process() {
+    let sandbox = Sandbox::new(&[]);
+    sandbox.configure_sandbox("namespaces = false\nmemory_mb = 256");
+    // Four processes of 200 MB each: each under the limit, together far over it.
+    let command = "pids=''; for i in 1 2 3 4; do python3 -c \"import time; b = b'x' * (200 << 20); \
+         time.sleep(3)\" & pids=\"$pids $!\"; done; status=0; \
+         for p in $pids; do wait $p || status=1; done; exit $status";
+    let output = sandbox.run(&json!([shell_step("hog", command)]), "t");
+    let result = sandbox.result("t", "hog");
+    let memory = result["sandbox_layers"]["memory"]
+        .as_str()
+        .unwrap()
+        .to_string();
+    let status = sandbox.status("t")["sandbox"].as_str().unwrap().to_string();
+    if memory.contains("per step") {
+        assert_exit(&output, 1);
+        assert_eq!(result["status"], json!("failure"), "{result}");
+        // The reason reaches the status (and the recovery prompt).
+        let step = sandbox.step_status("t", "hog");
+        let message = step["error"]["message"].as_str().unwrap_or_default();
+        assert!(message.contains("may use 256 MiB together"), "{step}");
+        assert!(status.contains("256 MiB per step"), "{status}");
+    } else {
+        // Without a memory cgroup each process may use the limit: nothing claims more.
+        assert_eq!(memory, "256 MiB per process (rlimit)", "{result}");
+        assert!(status.contains("256 MiB per process"), "{status}");
+        assert!(!status.contains("per step"), "{status}");
+    }
+}
+
+#[test]
+fn the_socket_filter_refuses_what_landlock_cannot_hold_and_keeps_the_rest() {
+    // Each socket a step might open, as its errno name or `ok`.
+    let script = "import errno, socket as s\n\
+        def open_(*a):\n    try:\n        s.socket(*a).close()\n        return 'ok'\n    \
+        except OSError as e:\n        return errno.errorcode[e.errno]\n\
+        print(' '.join(open_(*a) for a in [(s.AF_INET, s.SOCK_DGRAM), \
+        (s.AF_INET6, s.SOCK_DGRAM | s.SOCK_NONBLOCK | s.SOCK_CLOEXEC), \
+        (s.AF_INET, s.SOCK_RAW, s.IPPROTO_ICMP), (s.AF_PACKET, s.SOCK_RAW), \
+        (s.AF_INET, s.SOCK_STREAM, 132), (40, s.SOCK_STREAM), \
+        (s.AF_INET, s.SOCK_STREAM), (s.AF_UNIX, s.SOCK_DGRAM), \
+        (s.AF_NETLINK, s.SOCK_RAW, 0)]))";
+    let run = |filter: bool| {
+        let mut launcher = std::process::Command::new(env!("CARGO_BIN_EXE_ocflow-sandbox"));
+        launcher.args(["sandbox-exec", "--write", "/tmp"]);
+        if filter {
+            launcher.arg("--refuse-udp");
+        }
+        let output = launcher
+            .args(["--", "python3", "-c", script])
+            .output()
+            .unwrap();
+        assert_exit(&output, 0);
+        stdout(&output).trim().to_string()
+    };
+    let filtered = run(true);
+    let words: Vec<&str> = filtered.split(' ').collect();
+    // UDP, UDP over IPv6 with flags, raw, packet, SCTP, vsock: refused.
+    assert_eq!(words[..6], ["EACCES"; 6], "{filtered}");
+    // TCP (Landlock's to refuse), Unix datagrams and netlink: open.
+    assert_eq!(words[6..], ["ok", "ok", "ok"], "{filtered}");
+    // Without the filter the same UDP socket opens: the refusal is the filter's.
+    assert!(run(false).starts_with("ok "), "{}", run(false));
 }
 
 #[test]

@@ -33,6 +33,9 @@ pub(crate) struct Endpoint {
     pub(crate) api_key: ApiKey,
     /// Time limit of one HTTP request.
     pub(crate) request_timeout: Duration,
+    /// The config setting that gave `request_timeout`, named when a request times out
+    /// ("request_timeout_seconds under [llm]").
+    pub(crate) timeout_setting: String,
     pub(crate) retry: RetryPolicy,
 }
 
@@ -545,7 +548,7 @@ async fn send_once(
     match result {
         Ok(value) => parse_answer(&value).map_err(|e| (e, None)),
         Err(error) => Err((
-            classify(error, status, location.as_deref(), &endpoint.base_url),
+            classify(error, status, location.as_deref(), endpoint),
             retry_after,
         )),
     }
@@ -569,9 +572,10 @@ fn classify(
     error: OpenAIError,
     status: Option<u16>,
     location: Option<&str>,
-    base_url: &str,
+    endpoint: &Endpoint,
 ) -> LlmError {
     use LlmErrorKind::*;
+    let base_url = endpoint.base_url.as_str();
     if let Some(code @ 300..=399) = status {
         return LlmError::new(
             Redirected,
@@ -626,7 +630,15 @@ fn classify(
         }
         OpenAIError::Reqwest(err) if err.is_timeout() => LlmError::new(
             Timeout,
-            format!("no answer from {base_url} within the request timeout"),
+            // A model on a CPU can take minutes over one answer: say which setting gives it
+            // more time.
+            format!(
+                "no answer from {base_url} within the request timeout of {} s: a slow model \
+                 (one on a CPU) needs more; raise {} in ocflow.toml (and max_retry_seconds \
+                 with it)",
+                endpoint.request_timeout.as_secs(),
+                endpoint.timeout_setting
+            ),
         ),
         OpenAIError::Reqwest(err) if err.is_connect() => LlmError::new(
             Connection,

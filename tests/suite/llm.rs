@@ -243,8 +243,37 @@ fn a_server_that_never_answers_times_out() {
         "took {:?}",
         started.elapsed()
     );
+    // Issue 24: the message says which setting gives the model more time.
     assert!(
-        stderr(&output).contains("within the request timeout"),
+        stderr(&output).contains("within the request timeout of 1 s")
+            && stderr(&output).contains("raise request_timeout_seconds under [llm] in ocflow.toml"),
+        "{}",
+        stderr(&output)
+    );
+}
+
+/// A profile's own time limit is the setting its timeout message names.
+#[test]
+fn a_profiles_timeout_names_the_profiles_setting() {
+    let sandbox = Sandbox::new(&[]);
+    let llm = FakeLlm::start(vec![Reply::Slow {
+        delay: Duration::from_secs(30),
+    }]);
+    llm_settings(
+        &sandbox,
+        &format!(
+            "max_attempts = 1\nplanner_profile = \"cpu\"\n\n[llm.profiles.cpu]\nbase_url = \
+             \"{}\"\nmodel = \"m\"\nrequest_timeout_seconds = 1",
+            llm.base_url()
+        ),
+    );
+    let output = run_task(&sandbox, &llm, &[]);
+    assert_exit(&output, 1);
+    assert!(
+        stderr(&output).contains(
+            "within the request timeout of 1 s: a slow model (one on a CPU) needs more; raise \
+             request_timeout_seconds under [llm.profiles.cpu] in ocflow.toml"
+        ),
         "{}",
         stderr(&output)
     );

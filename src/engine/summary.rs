@@ -310,7 +310,11 @@ fn checked(prose: &str, facts: &Facts) -> (String, Vec<ContradictedClaim>) {
     let mut heading = String::new();
     for line in prose.lines() {
         let (bullet, item) = split_bullet(line);
-        let context = if bullet.is_empty() { "" } else { heading.as_str() };
+        let context = if bullet.is_empty() {
+            ""
+        } else {
+            heading.as_str()
+        };
         let mut marked = String::from(bullet);
         // A heading ("Files changed:") says nothing alone: its items are judged with it.
         let is_heading = bullet.is_empty() && line.trim_end().ends_with(':');
@@ -378,36 +382,100 @@ fn sentences(line: &str) -> Vec<&str> {
 
 /// Words of the model's that say something did not happen ("didn't" is cut at the quote).
 const NEGATIONS: &[&str] = &[
-    "not", "no", "never", "nothing", "none", "neither", "nor", "unchanged", "cannot", "didn",
-    "doesn", "wasn", "weren", "hasn", "haven", "isn", "aren", "couldn", "won",
+    "not",
+    "no",
+    "never",
+    "nothing",
+    "none",
+    "neither",
+    "nor",
+    "unchanged",
+    "cannot",
+    "didn",
+    "doesn",
+    "wasn",
+    "weren",
+    "hasn",
+    "haven",
+    "isn",
+    "aren",
+    "couldn",
+    "won",
 ];
 
 /// Words that report what was asked rather than what was done.
 const REPORTING: &[&str] = &[
-    "asked", "asks", "requested", "wants", "wanted", "should", "must", "needs", "instructed",
+    "asked",
+    "asks",
+    "requested",
+    "wants",
+    "wanted",
+    "should",
+    "must",
+    "needs",
+    "instructed",
 ];
 
 const TEST_WORDS: &[&str] = &[
-    "test", "tests", "tested", "testing", "unittest", "pytest", "unit-tests",
+    "test",
+    "tests",
+    "tested",
+    "testing",
+    "unittest",
+    "pytest",
+    "unit-tests",
 ];
 const PASS_WORDS: &[&str] = &[
-    "pass", "passed", "passes", "passing", "succeeded", "successful", "successfully", "green",
+    "pass",
+    "passed",
+    "passes",
+    "passing",
+    "succeeded",
+    "successful",
+    "successfully",
+    "green",
 ];
 const FAIL_WORDS: &[&str] = &[
     "fail", "failed", "fails", "failing", "failure", "failures", "error", "errors",
 ];
 const RAN_WORDS: &[&str] = &["ran", "run", "executed", "tested"];
 const SENT_WORDS: &[&str] = &[
-    "sent", "emailed", "e-mailed", "mailed", "delivered", "forwarded",
+    "sent",
+    "emailed",
+    "e-mailed",
+    "mailed",
+    "delivered",
+    "forwarded",
 ];
 /// Words that, beside a mention of mail, make the sentence say something was done with it.
 const DONE_WORDS: &[&str] = &[
-    "read", "received", "successfully", "done", "completed", "confirmed", "sent",
+    "read",
+    "received",
+    "successfully",
+    "done",
+    "completed",
+    "confirmed",
+    "sent",
 ];
 const CHANGE_WORDS: &[&str] = &[
-    "created", "added", "changed", "modified", "updated", "wrote", "written", "deleted",
-    "removed", "renamed", "fixed", "edited", "replaced", "rewrote", "rewritten", "implemented",
-    "refactored", "saved",
+    "created",
+    "added",
+    "changed",
+    "modified",
+    "updated",
+    "wrote",
+    "written",
+    "deleted",
+    "removed",
+    "renamed",
+    "fixed",
+    "edited",
+    "replaced",
+    "rewrote",
+    "rewritten",
+    "implemented",
+    "refactored",
+    "saved",
 ];
 const STEP_STATES: &[&str] = &["succeeded", "failed", "pending", "skipped", "running"];
 
@@ -422,8 +490,7 @@ fn words_of(text: &str) -> Vec<&str> {
 /// The fact a sentence contradicts, if any; `heading` is the line above a list `item` ("Failed
 /// tests:"), read with it.
 fn contradiction(sentence: &str, heading: &str, item: bool, facts: &Facts) -> Option<String> {
-    if item
-        && let Some(fact) = step_state_contradiction(&words_of(&sentence.to_lowercase()), facts)
+    if item && let Some(fact) = step_state_contradiction(&words_of(&sentence.to_lowercase()), facts)
     {
         return Some(fact);
     }
@@ -464,7 +531,11 @@ fn contradiction(sentence: &str, heading: &str, item: bool, facts: &Facts) -> Op
         );
     }
     if has(CHANGE_WORDS) && !negated && !reporting {
-        let files: Vec<&str> = words.iter().copied().filter(|w| looks_like_file(w)).collect();
+        let files: Vec<&str> = words
+            .iter()
+            .copied()
+            .filter(|w| looks_like_file(w))
+            .collect();
         for file in &files {
             let known = facts.changed.iter().any(|c| {
                 let c = c.to_lowercase();
@@ -514,7 +585,8 @@ fn success_contradiction(words: &[&str], facts: &Facts) -> Option<String> {
         facts
             .step(w)
             .is_some_and(|s| s.status == StepState::Succeeded)
-    }) || (words.contains(&"step") && facts.steps.iter().any(|s| s.status == StepState::Succeeded));
+    }) || (words.contains(&"step")
+        && facts.steps.iter().any(|s| s.status == StepState::Succeeded));
     if of_a_step {
         return None;
     }
@@ -679,7 +751,10 @@ mod tests {
                   without any failures.";
         let (marked, claims) = checked_with_claims(f1, FlowState::Failed, &[], &steps);
         let lines: Vec<&str> = marked.lines().collect();
-        assert_eq!(lines[0], "The user was asked to fix the code in `utils.py` …");
+        assert_eq!(
+            lines[0],
+            "The user was asked to fix the code in `utils.py` …"
+        );
         assert!(
             lines[1].starts_with("- ~~test (run_tests): failed")
                 && lines[1].contains("*(not so: step test never ran (pending))*"),
@@ -706,12 +781,9 @@ mod tests {
             "No tests failed.",
             "I ran the tests.",
         ] {
-            let (marked, claims) =
-                checked_with_claims(qwen, FlowState::Succeeded, &[], &read_only);
+            let (marked, claims) = checked_with_claims(qwen, FlowState::Succeeded, &[], &read_only);
             assert!(
-                marked.contains(
-                    "*(not so: no step of this flow ran the tests or any command)*"
-                ),
+                marked.contains("*(not so: no step of this flow ran the tests or any command)*"),
                 "{qwen}: {marked}"
             );
             assert_eq!(claims.len(), 1, "{qwen}: {claims:?}");
@@ -727,8 +799,10 @@ mod tests {
             &tests_failed,
         );
         assert!(
-            marked.contains("Fixed mathx.py. ~~All tests passed.~~ *(not so: step check ran the \
-                             tests and they failed)*"),
+            marked.contains(
+                "Fixed mathx.py. ~~All tests passed.~~ *(not so: step check ran the \
+                             tests and they failed)*"
+            ),
             "{marked}"
         );
         // True sentences about tests stay as they are.
@@ -743,7 +817,11 @@ mod tests {
             );
         }
         let ran = [step("test", "run_tests", StepState::Succeeded, 1)];
-        for true_one in ["All tests passed.", "Failed tests: - None", "Ran the tests."] {
+        for true_one in [
+            "All tests passed.",
+            "Failed tests: - None",
+            "Ran the tests.",
+        ] {
             assert_eq!(check(true_one, FlowState::Succeeded, &[], &ran), true_one);
         }
         let marked = check("The tests failed.", FlowState::Failed, &[], &tests_failed);
@@ -772,10 +850,7 @@ mod tests {
             "The report was not sent.",
             "Read report.csv (3 lines).",
         ] {
-            assert_eq!(
-                check(true_one, FlowState::Succeeded, &[], &read),
-                true_one
-            );
+            assert_eq!(check(true_one, FlowState::Succeeded, &[], &read), true_one);
         }
     }
 
@@ -803,10 +878,7 @@ mod tests {
             "Read mathx.py; it is unchanged.",
             "The user asked for moving_average to be fixed.",
         ] {
-            assert_eq!(
-                check(true_one, FlowState::NoChange, &[], &read),
-                true_one
-            );
+            assert_eq!(check(true_one, FlowState::NoChange, &[], &read), true_one);
         }
         // A file the flow did change, named as changed: true.
         let fixed = [step("fix", "modify_code", StepState::Succeeded, 2)];

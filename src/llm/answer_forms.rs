@@ -40,11 +40,8 @@ struct Entry {
 /// The file of remembered forms: under `XDG_STATE_HOME` when it is an absolute path, else
 /// under `~/.local/state`; `None` without either (nothing is remembered then).
 pub(crate) fn state_file(variable: impl Fn(&str) -> Option<String>) -> Option<PathBuf> {
-    let absolute = |value: Option<String>| {
-        value
-            .map(PathBuf::from)
-            .filter(|path| path.is_absolute())
-    };
+    let absolute =
+        |value: Option<String>| value.map(PathBuf::from).filter(|path| path.is_absolute());
     let base = absolute(variable("XDG_STATE_HOME"))
         .or_else(|| absolute(variable("HOME")).map(|home| home.join(".local/state")))?;
     Some(base.join("ocflow").join(FILE))

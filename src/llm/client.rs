@@ -194,9 +194,7 @@ impl Llm {
             // What an earlier run found at this endpoint, within the day: no probe again.
             let known = memory
                 .as_deref()
-                .and_then(|file| {
-                    answer_forms::recall(file, &endpoint.base_url, SystemTime::now())
-                })
+                .and_then(|file| answer_forms::recall(file, &endpoint.base_url, SystemTime::now()))
                 .and_then(|name| Form::from_name(&name))
                 .unwrap_or(Form::JsonSchema);
             let http = Http {

@@ -683,7 +683,11 @@ fn a_flow_that_changed_nothing_has_nothing_to_apply() {
     ]});
     assert_exit(&sandbox.run(&flow, "t"), 0);
     let before = tree(&sandbox.repo);
-    for args in [&["apply", "t"][..], &["apply", "--commit", "t"], &["apply", "t"]] {
+    for args in [
+        &["apply", "t"][..],
+        &["apply", "--commit", "t"],
+        &["apply", "t"],
+    ] {
         let output = sandbox.ocflow().args(args).output().unwrap();
         assert_exit(&output, 0);
         assert!(

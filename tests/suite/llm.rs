@@ -970,11 +970,8 @@ fn the_retry_budget_ends_every_wait_and_a_budget_shorter_than_one_request_is_rep
 fn a_refused_json_schema_costs_no_attempt() {
     let sandbox = Sandbox::new(&[]);
     llm_settings(&sandbox, "max_attempts = 2");
-    let llm = FakeLlm::refusing_json_schema(vec![
-        status(503, "busy"),
-        chat(&write_plan()),
-        chat("done"),
-    ]);
+    let llm =
+        FakeLlm::refusing_json_schema(vec![status(503, "busy"), chat(&write_plan()), chat("done")]);
     let output = run_task(&sandbox, &llm, &[]);
     assert_exit(&output, 0);
     let forms: Vec<Value> = llm
@@ -1016,13 +1013,12 @@ fn the_answer_form_is_remembered_per_endpoint_for_a_day() {
         .flat_map(|_| [chat(&write_plan()), chat("done")])
         .collect();
     let llm = FakeLlm::refusing_json_schema(replies);
-    let schema_requests =
-        |llm: &FakeLlm| -> usize {
-            llm.bodies()
-                .iter()
-                .filter(|b| b["response_format"]["type"] == json!("json_schema"))
-                .count()
-        };
+    let schema_requests = |llm: &FakeLlm| -> usize {
+        llm.bodies()
+            .iter()
+            .filter(|b| b["response_format"]["type"] == json!("json_schema"))
+            .count()
+    };
     assert_exit(&run_named(&sandbox, &llm, "first"), 0);
     assert_eq!(schema_requests(&llm), 1, "the first run probes");
     let file = sandbox.state_home().join("ocflow/answer-forms.json");
@@ -1038,8 +1034,8 @@ fn the_answer_form_is_remembered_per_endpoint_for_a_day() {
     let second = &llm.bodies()[before];
     assert_eq!(second["response_format"]["type"], json!("json_object"));
     assert!(second["response_format"]["schema"].is_object());
-    let journal = std::fs::read_to_string(sandbox.task_dir("second").join("journal.jsonl"))
-        .unwrap();
+    let journal =
+        std::fs::read_to_string(sandbox.task_dir("second").join("journal.jsonl")).unwrap();
     assert!(
         journal.contains("\"answer_form\":\"json_object with a schema\""),
         "{journal}"

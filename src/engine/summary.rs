@@ -501,8 +501,11 @@ fn contradiction(sentence: &str, heading: &str, item: bool, facts: &Facts) -> Op
     let reporting = has(REPORTING);
     // Tests: "all tests pass", "Failed tests: None", "ran the tests".
     if has(TEST_WORDS) && !reporting {
-        let none_failed = has(FAIL_WORDS) && has(&["none", "no", "zero", "0", "without"]);
-        let passed = none_failed || (has(PASS_WORDS) && !has(FAIL_WORDS) && !negated);
+        let passed = says_none_failed(&words)
+            || (has(PASS_WORDS)
+                && !has(FAIL_WORDS)
+                && !negated
+                && !counts_zero(&words, PASS_WORDS));
         let failed_tests: Vec<&str> = facts
             .steps
             .iter()
@@ -565,6 +568,31 @@ fn contradiction(sentence: &str, heading: &str, item: bool, facts: &Facts) -> Op
         }
     }
     None
+}
+
+/// "No tests failed", "0 failed", "Failed tests: None", "without any failures": a fail word
+/// with a word of none within two words of it, and no count of failures above zero ("1
+/// failed, 0 passed" says a test failed).
+fn says_none_failed(words: &[&str]) -> bool {
+    const NONE: &[&str] = &["none", "no", "zero", "0", "without"];
+    let fails = |w: &&str| FAIL_WORDS.contains(w);
+    let some_failed = words
+        .windows(2)
+        .any(|pair| fails(&pair[1]) && pair[0].parse::<u64>().is_ok_and(|n| n > 0));
+    let none_near = words.iter().enumerate().any(|(i, w)| {
+        fails(w)
+            && words[i.saturating_sub(2)..(i + 3).min(words.len())]
+                .iter()
+                .any(|near| NONE.contains(near))
+    });
+    none_near && !some_failed
+}
+
+/// Whether a word of `list` is counted zero ("0 passed").
+fn counts_zero(words: &[&str], list: &[&str]) -> bool {
+    words
+        .windows(2)
+        .any(|pair| list.contains(&pair[1]) && matches!(pair[0], "0" | "zero"))
 }
 
 const NO_COMMAND: &str = "no step of this flow ran the tests or any command";
@@ -824,8 +852,16 @@ mod tests {
         ] {
             assert_eq!(check(true_one, FlowState::Succeeded, &[], &ran), true_one);
         }
-        let marked = check("The tests failed.", FlowState::Failed, &[], &tests_failed);
-        assert_eq!(marked, "The tests failed.");
+        for true_one in [
+            "The tests failed.",
+            "Test results: 0 passed, 1 failed.",
+            "1 failed, 0 passed: the last window is still missing.",
+        ] {
+            assert_eq!(
+                check(true_one, FlowState::Failed, &[], &tests_failed),
+                true_one
+            );
+        }
     }
 
     /// Issue 24: Qwen's summary of "Email report.csv to alice@example.com" planned as one read.
@@ -887,5 +923,55 @@ mod tests {
             check(honest, FlowState::Succeeded, &["mathx.py"], &fixed),
             honest
         );
+    }
+
+    /// Summaries a model could honestly write, of a flow that fixed utils.py and ran its
+    /// tests, and of one whose fix failed: nothing in them is marked.
+    #[test]
+    fn honest_summaries_are_left_alone() {
+        let fixed = [
+            step("read", "read_file", StepState::Succeeded, 1),
+            step("fix", "modify_code", StepState::Succeeded, 1),
+            step("test", "run_tests", StepState::Succeeded, 1),
+        ];
+        let of_the_fix = [
+            "The flow succeeded. The `fix` step modified utils.py to handle empty lists, and \
+             the tests passed.",
+            "**What was achieved:** calculate_metrics in utils.py now returns zeros for an \
+             empty list.\n\n**Files changed:**\n- utils.py (modified)\n\n**Failures:** none.",
+            "All steps succeeded: read (read_file), fix (modify_code), test (run_tests).",
+            "- read (read_file): succeeded — read 12 lines\n- fix (modify_code): succeeded — \
+             rewrote utils.py\n- test (run_tests): succeeded — 3 passed",
+            "No errors occurred. 3 tests passed, 0 failed.",
+            "The tests were run with pytest and all passed.",
+            "Files changed:\n- utils.py (modified)\n\nNothing failed.",
+            "### Summary\nThe task was completed successfully. `utils.py` was updated.",
+        ];
+        for text in of_the_fix {
+            let (marked, claims) =
+                checked_with_claims(text, FlowState::Succeeded, &["utils.py"], &fixed);
+            assert!(claims.is_empty(), "{claims:?}");
+            assert_eq!(marked, text);
+        }
+        let failed = [
+            step("read", "read_file", StepState::Succeeded, 1),
+            step("fix", "modify_code", StepState::Failed, 2),
+            step("test", "run_tests", StepState::Pending, 0),
+        ];
+        let of_the_failure = [
+            "The flow did not succeed. The fix step failed: the LLM gave no usable content for \
+             utils.py. The tests were not run. No files were changed.",
+            "The `fix` step failed after 2 attempts, so utils.py was left unchanged.",
+            "- read (read_file): succeeded — read 12 lines\n- fix (modify_code): failed — no \
+             usable content\n- test (run_tests): pending",
+            "Files changed: none",
+            "The read step succeeded. The file utils.py was read successfully.",
+            "The flow failed because the model could not produce valid code for utils.py.",
+        ];
+        for text in of_the_failure {
+            let (marked, claims) = checked_with_claims(text, FlowState::Failed, &[], &failed);
+            assert!(claims.is_empty(), "{claims:?}");
+            assert_eq!(marked, text);
+        }
     }
 }

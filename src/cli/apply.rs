@@ -34,6 +34,15 @@ pub(crate) fn apply(config: &Config, args: ApplyArgs) -> Result<ExitCode> {
     let _lock = task.lock()?;
     recover_locked(&task)?;
     let mut flow_status = state::load_status(&task)?;
+    // Finished, having changed nothing: there is nothing to apply, and no resume would help.
+    if flow_status.state == FlowState::NoChange {
+        say(&format!(
+            "ocflow: task {} finished without doing anything the task asked; it changed no \
+             file, so there is nothing to apply",
+            task.task_id
+        ));
+        return Ok(ExitCode::Success);
+    }
     if flow_status.state == FlowState::Failed && !args.only.is_empty() {
         // A failed flow can still hold good work: the files the user names, as the steps that
         // succeeded left them.

@@ -248,9 +248,16 @@ impl Defaults<'_> {
             )));
         }
         let file = self.file;
+        // The setting that gave the time limit is the one a timeout message names.
+        let timeout_setting = if timeout.is_some() && profile != DEFAULT_PROFILE {
+            format!("request_timeout_seconds under [llm.profiles.{profile}]")
+        } else {
+            "request_timeout_seconds under [llm]".to_string()
+        };
         Ok(Endpoint {
             base_url: url.trim_end_matches('/').to_string(),
             api_key: key,
+            timeout_setting,
             request_timeout: Duration::from_secs(
                 timeout
                     .or(file.request_timeout_seconds)

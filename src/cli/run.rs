@@ -325,6 +325,7 @@ fn planning_failed(
         summary: summary_path,
         summary_text: summary,
         tokens: flow_status.tokens,
+        contradicted_claims: Vec::new(),
     })?;
     say(&format!("ocflow: planning failed: {error}"));
     Ok(if is_configuration(&error) {

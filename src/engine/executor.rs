@@ -1302,7 +1302,7 @@ impl Executor {
             };
             call.abort();
             match written {
-                Some(Ok(text)) => summary = Some(text),
+                Some(Ok(written)) => summary = Some(written),
                 Some(Err(reason)) => crate::output::say(&format!(
                     "ocflow: the LLM summary failed ({reason}); writing the summary from the \
                      journal"
@@ -1316,9 +1316,12 @@ impl Executor {
                 .count_tokens(&settings.profile, &llm.usage_for("summary").since(&before));
             self.save()?;
         }
-        let summary = match summary {
-            Some(text) => text,
-            None => crate::engine::summary::from_journal(&self.task, &self.status, &self.flow)?,
+        let (summary, contradicted_claims) = match summary {
+            Some(written) => (written.text, written.contradicted),
+            None => (
+                crate::engine::summary::from_journal(&self.task, &self.status, &self.flow)?,
+                Vec::new(),
+            ),
         };
         workspace::write_atomic(&summary_path, summary.as_bytes())?;
         self.events.emit(Event::FlowFinished {
@@ -1330,6 +1333,7 @@ impl Executor {
             summary: summary_path,
             summary_text: summary,
             tokens: self.status.tokens,
+            contradicted_claims,
         })?;
         Ok(if all_done && !did_nothing {
             FlowOutcome::Succeeded

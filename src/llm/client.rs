@@ -9,7 +9,7 @@ use std::io::{BufRead, BufReader, Write};
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicBool, AtomicU8, Ordering};
 use std::sync::{Arc, Mutex};
-use std::time::{Duration, Instant};
+use std::time::{Duration, Instant, SystemTime};
 
 use async_openai::Client;
 use async_openai::config::OpenAIConfig;
@@ -19,6 +19,7 @@ use serde::{Deserialize, Serialize};
 use serde_json::{Value, json};
 
 use crate::error::Error;
+use crate::llm::answer_forms;
 use crate::llm::key::ApiKey;
 use crate::llm::redact::Redactor;
 use crate::model::llm::{
@@ -33,6 +34,9 @@ pub(crate) struct Endpoint {
     pub(crate) api_key: ApiKey,
     /// Time limit of one HTTP request.
     pub(crate) request_timeout: Duration,
+    /// The config setting that gave `request_timeout`, named when a request times out
+    /// ("request_timeout_seconds under [llm]").
+    pub(crate) timeout_setting: String,
     pub(crate) retry: RetryPolicy,
 }
 
@@ -79,6 +83,13 @@ struct Http {
     form: AtomicU8,
     /// Set once an answer came in a JSON form: the probing is over.
     form_works: AtomicBool,
+    /// Where the form found is remembered for the next runs (`answer_forms`); `None` keeps it
+    /// in this process only.
+    memory: Option<PathBuf>,
+    /// Set when this process moved past a refused form: what it found is worth remembering.
+    probed: AtomicBool,
+    /// Set once the form found was remembered.
+    remembered: AtomicBool,
 }
 
 /// How a wanted JSON shape is asked for, best first. An endpoint that refuses one form (OpenAI
@@ -100,6 +111,17 @@ impl Form {
             2 => Form::JsonObject,
             _ => Form::Plain,
         }
+    }
+
+    fn from_name(name: &str) -> Option<Form> {
+        [
+            Form::JsonSchema,
+            Form::JsonObjectWithSchema,
+            Form::JsonObject,
+            Form::Plain,
+        ]
+        .into_iter()
+        .find(|form| form.name() == name)
     }
 
     /// The form's name, as the journal records it.
@@ -156,6 +178,7 @@ impl Llm {
     ) -> Result<Llm, Error> {
         // reqwest is built without a default crypto provider; ring is lighter to build.
         let _ = rustls::crypto::ring::default_provider().install_default();
+        let memory = answer_forms::state_file(|name| std::env::var(name).ok());
         let mut backends = BTreeMap::new();
         for (profile, endpoint) in endpoints {
             let mut builder = reqwest::Client::builder()
@@ -168,11 +191,20 @@ impl Llm {
             let client = builder
                 .build()
                 .map_err(|err| Error::internal(format!("cannot build the HTTP client: {err}")))?;
+            // What an earlier run found at this endpoint, within the day: no probe again.
+            let known = memory
+                .as_deref()
+                .and_then(|file| answer_forms::recall(file, &endpoint.base_url, SystemTime::now()))
+                .and_then(|name| Form::from_name(&name))
+                .unwrap_or(Form::JsonSchema);
             let http = Http {
                 endpoint,
                 client,
-                form: AtomicU8::new(Form::JsonSchema as u8),
+                form: AtomicU8::new(known as u8),
                 form_works: AtomicBool::new(false),
+                memory: memory.clone(),
+                probed: AtomicBool::new(false),
+                remembered: AtomicBool::new(false),
             };
             backends.insert(profile, http);
         }
@@ -310,6 +342,28 @@ impl Llm {
 }
 
 impl Http {
+    /// Remembers for the next runs the form an answer came in, once, when this process found
+    /// it by moving past refused ones (a form read from memory is not written back, so it is
+    /// probed again when its day is over).
+    fn remember(&self, form: Form) {
+        let found = Form::from_level(self.form.load(Ordering::Relaxed));
+        if form != found || !self.probed.load(Ordering::Relaxed) {
+            return;
+        }
+        if let Some(file) = &self.memory
+            && !self.remembered.swap(true, Ordering::Relaxed)
+        {
+            // Only an optimisation: a state directory that cannot be written means the next
+            // run probes again, nothing worse.
+            let _ = answer_forms::remember(
+                file,
+                &self.endpoint.base_url,
+                form.name(),
+                SystemTime::now(),
+            );
+        }
+    }
+
     /// The form a request is sent in: plain text when it wants no JSON; otherwise the best
     /// form the endpoint has not refused (past the schema forms when there is no schema).
     fn form_for(&self, request: &ChatRequest) -> Form {
@@ -357,17 +411,17 @@ impl Http {
                     if form != Form::Plain {
                         self.form_works.store(true, Ordering::Relaxed);
                     }
+                    self.remember(form);
                     return Ok(answer);
                 }
                 Err((error, retry_after))
                     if refused(form, &error, retry_after.is_some(), self.form_confirmed()) =>
                 {
-                    // The next form from now on, at once. A 400 before any form worked is a
-                    // refusal and costs no attempt; a 500 might have been a real fault, so it does.
+                    // The next form from now on, at once. Probing is not trying: a refusal costs
+                    // no attempt (llama-cpp-python's 500 to `json_schema` used up one of two).
                     self.form.fetch_max(form as u8 + 1, Ordering::Relaxed);
-                    if error.kind == LlmErrorKind::BadRequest {
-                        attempt -= 1;
-                    }
+                    self.probed.store(true, Ordering::Relaxed);
+                    attempt -= 1;
                     continue;
                 }
                 Err((error, retry_after)) if error.transient() => (error, retry_after),
@@ -545,7 +599,7 @@ async fn send_once(
     match result {
         Ok(value) => parse_answer(&value).map_err(|e| (e, None)),
         Err(error) => Err((
-            classify(error, status, location.as_deref(), &endpoint.base_url),
+            classify(error, status, location.as_deref(), endpoint),
             retry_after,
         )),
     }
@@ -569,9 +623,10 @@ fn classify(
     error: OpenAIError,
     status: Option<u16>,
     location: Option<&str>,
-    base_url: &str,
+    endpoint: &Endpoint,
 ) -> LlmError {
     use LlmErrorKind::*;
+    let base_url = endpoint.base_url.as_str();
     if let Some(code @ 300..=399) = status {
         return LlmError::new(
             Redirected,
@@ -626,7 +681,15 @@ fn classify(
         }
         OpenAIError::Reqwest(err) if err.is_timeout() => LlmError::new(
             Timeout,
-            format!("no answer from {base_url} within the request timeout"),
+            // A model on a CPU can take minutes over one answer: say which setting gives it
+            // more time.
+            format!(
+                "no answer from {base_url} within the request timeout of {} s: a slow model \
+                 (one on a CPU) needs more; raise {} in ocflow.toml (and max_retry_seconds \
+                 with it)",
+                endpoint.request_timeout.as_secs(),
+                endpoint.timeout_setting
+            ),
         ),
         OpenAIError::Reqwest(err) if err.is_connect() => LlmError::new(
             Connection,

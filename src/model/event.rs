@@ -124,6 +124,11 @@ pub(crate) enum Event {
         /// Tokens the whole flow used.
         #[serde(default)]
         tokens: Usage,
+        /// The sentences of the model's summary that the journal contradicts (struck through
+        /// in the summary): tests said to pass that never ran, mail said to be sent, files said
+        /// to be changed that the flow did not change, …; absent when there are none.
+        #[serde(default, skip_serializing_if = "Vec::is_empty")]
+        contradicted_claims: Vec<ContradictedClaim>,
     },
     /// Ctrl-C or SIGTERM stopped the flow; `ocflow resume` continues it.
     FlowInterrupted {
@@ -171,6 +176,16 @@ pub(crate) enum Event {
         /// Files edited since, left as they are.
         left: Vec<String>,
     },
+}
+
+/// A claim of the model's summary and the fact of the journal that contradicts it.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[cfg_attr(test, derive(schemars::JsonSchema))]
+pub(crate) struct ContradictedClaim {
+    /// The model's sentence, as it wrote it.
+    pub(crate) claim: String,
+    /// What the journal shows instead ("no step of this flow ran the tests or any command").
+    pub(crate) fact: String,
 }
 
 /// One journal line: when, and what.

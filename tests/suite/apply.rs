@@ -693,3 +693,74 @@ fn apply_only_takes_good_work_from_a_failed_flow() {
         "new\n"
     );
 }
+
+/// Issue 24: `apply` of a succeeded flow that changed nothing said "applies/1/apply.json: No
+/// such file" (an internal error); it says there is nothing to apply and exits 0 — alone, with
+/// `--commit`, after `run --apply`, and a second time.
+#[test]
+fn a_flow_that_changed_nothing_has_nothing_to_apply() {
+    let sandbox = Sandbox::new(&[("a.txt", "a\n")]);
+    let flow = json!({"task": "Check that a.txt is there", "steps": [
+        {"id": "read", "operation": "read_file", "params": {"file_path": "a.txt"}},
+        {"id": "check", "operation": "execute_shell_command", "depends_on": "read",
+         "params": {"command": "test -f a.txt"}}
+    ]});
+    assert_exit(&sandbox.run(&flow, "t"), 0);
+    let before = tree(&sandbox.repo);
+    for args in [
+        &["apply", "t"][..],
+        &["apply", "--commit", "t"],
+        &["apply", "t"],
+    ] {
+        let output = sandbox.ocflow().args(args).output().unwrap();
+        assert_exit(&output, 0);
+        assert!(
+            stderr(&output).contains("task t changed no file; nothing to apply"),
+            "{args:?}: {}",
+            stderr(&output)
+        );
+    }
+    assert_eq!(tree(&sandbox.repo), before);
+    let plan = sandbox.flow(&flow);
+    let output = sandbox
+        .ocflow()
+        .args(["run", "--apply", "--task-id", "u", "--plan"])
+        .arg(plan)
+        .output()
+        .unwrap();
+    assert_exit(&output, 0);
+    assert!(
+        stderr(&output).contains("nothing to apply"),
+        "{}",
+        stderr(&output)
+    );
+    let undo = sandbox.ocflow().args(["undo", "t"]).output().unwrap();
+    assert_exit(&undo, 2);
+    assert!(
+        stderr(&undo).contains("task t has no apply to undo"),
+        "{}",
+        stderr(&undo)
+    );
+    assert_eq!(tree(&sandbox.repo), before);
+}
+
+/// A flow that ended `no_change` (it did nothing the task asked) has nothing to apply either:
+/// said plainly, exit 0, not "resume it".
+#[test]
+fn a_no_change_flow_has_nothing_to_apply() {
+    let sandbox = Sandbox::new(&[("a.txt", "a\n")]);
+    let flow = json!({"task": "Fix the typo in a.txt", "steps": [
+        {"id": "read", "operation": "read_file", "params": {"file_path": "a.txt"}}
+    ]});
+    assert_exit(&sandbox.run(&flow, "t"), 1);
+    assert_eq!(sandbox.status("t")["state"], json!("no_change"));
+    let output = sandbox.ocflow().args(["apply", "t"]).output().unwrap();
+    assert_exit(&output, 0);
+    let err = stderr(&output);
+    assert!(
+        err.contains("task t finished without doing anything the task asked")
+            && err.contains("nothing to apply")
+            && !err.contains("resume"),
+        "{err}"
+    );
+}

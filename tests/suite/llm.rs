@@ -187,9 +187,13 @@ fn a_huge_retry_after_is_capped_and_server_errors_are_retried_within_bounds() {
         body: "overloaded".into(),
         headers: vec![("retry-after", "99999".into())],
     };
+    // A 500 to the first `json_schema` request is read as the endpoint refusing that form
+    // (llama-cpp-python's answer): probing costs no attempt (issue 24), so three more errors
+    // use up the three attempts.
     let llm = FakeLlm::start(vec![
         huge,
         status(500, "oops"),
+        status(503, "overloaded again"),
         status(502, "bad gateway"),
         chat(&write_plan()),
     ]);
@@ -201,7 +205,7 @@ fn a_huge_retry_after_is_capped_and_server_errors_are_retried_within_bounds() {
         "took {:?}",
         started.elapsed()
     );
-    assert_eq!(llm.requests().len(), 3, "max_attempts bounds the retries");
+    assert_eq!(llm.requests().len(), 4, "max_attempts bounds the retries");
     assert!(
         stderr(&output).contains("gave up after 3 attempt(s)")
             && stderr(&output).contains("bad gateway"),
@@ -243,8 +247,37 @@ fn a_server_that_never_answers_times_out() {
         "took {:?}",
         started.elapsed()
     );
+    // Issue 24: the message says which setting gives the model more time.
     assert!(
-        stderr(&output).contains("within the request timeout"),
+        stderr(&output).contains("within the request timeout of 1 s")
+            && stderr(&output).contains("raise request_timeout_seconds under [llm] in ocflow.toml"),
+        "{}",
+        stderr(&output)
+    );
+}
+
+/// A profile's own time limit is the setting its timeout message names.
+#[test]
+fn a_profiles_timeout_names_the_profiles_setting() {
+    let sandbox = Sandbox::new(&[]);
+    let llm = FakeLlm::start(vec![Reply::Slow {
+        delay: Duration::from_secs(30),
+    }]);
+    llm_settings(
+        &sandbox,
+        &format!(
+            "max_attempts = 1\nplanner_profile = \"cpu\"\n\n[llm.profiles.cpu]\nbase_url = \
+             \"{}\"\nmodel = \"m\"\nrequest_timeout_seconds = 1",
+            llm.base_url()
+        ),
+    );
+    let output = run_task(&sandbox, &llm, &[]);
+    assert_exit(&output, 1);
+    assert!(
+        stderr(&output).contains(
+            "within the request timeout of 1 s: a slow model (one on a CPU) needs more; raise \
+             request_timeout_seconds under [llm.profiles.cpu] in ocflow.toml"
+        ),
         "{}",
         stderr(&output)
     );
@@ -929,4 +962,97 @@ fn the_retry_budget_ends_every_wait_and_a_budget_shorter_than_one_request_is_rep
     );
     assert!(err.contains("retry budget of 2 s"), "{err}");
     assert!(err.contains("check the server"), "{err}");
+}
+
+/// Issue 24: llama-cpp-python's 500 to `json_schema` used up one of README's two attempts, so
+/// one busy moment after it failed the run. Probing is not trying: the refusal costs none.
+#[test]
+fn a_refused_json_schema_costs_no_attempt() {
+    let sandbox = Sandbox::new(&[]);
+    llm_settings(&sandbox, "max_attempts = 2");
+    let llm =
+        FakeLlm::refusing_json_schema(vec![status(503, "busy"), chat(&write_plan()), chat("done")]);
+    let output = run_task(&sandbox, &llm, &[]);
+    assert_exit(&output, 0);
+    let forms: Vec<Value> = llm
+        .bodies()
+        .iter()
+        .map(|b| b["response_format"]["type"].clone())
+        .collect();
+    assert_eq!(
+        forms,
+        vec![
+            json!("json_schema"),
+            json!("json_object"),
+            json!("json_object"),
+            Value::Null
+        ],
+        "refused, busy, the plan, the summary"
+    );
+}
+
+/// `ocflow run TASK --task-id ID` against `llm`.
+fn run_named(sandbox: &Sandbox, llm: &FakeLlm, id: &str) -> Output {
+    sandbox
+        .ocflow()
+        .args(["--base-url", &llm.base_url(), "--model", "fake-model"])
+        .args(["run", "--task-id", id, TASK])
+        .env("OPENAI_API_KEY", "sk-test-remembered")
+        .output()
+        .unwrap()
+}
+
+/// Issue 24: every ocflow process probed the endpoint again. The form that worked is
+/// remembered per base URL in the user's state directory for a day: the second run of a batch
+/// sends no `json_schema` request; an entry older than a day is probed again. The key is not
+/// in the file.
+#[test]
+fn the_answer_form_is_remembered_per_endpoint_for_a_day() {
+    let sandbox = Sandbox::new(&[]);
+    let replies = (0..3)
+        .flat_map(|_| [chat(&write_plan()), chat("done")])
+        .collect();
+    let llm = FakeLlm::refusing_json_schema(replies);
+    let schema_requests = |llm: &FakeLlm| -> usize {
+        llm.bodies()
+            .iter()
+            .filter(|b| b["response_format"]["type"] == json!("json_schema"))
+            .count()
+    };
+    assert_exit(&run_named(&sandbox, &llm, "first"), 0);
+    assert_eq!(schema_requests(&llm), 1, "the first run probes");
+    let file = sandbox.state_home().join("ocflow/answer-forms.json");
+    let text = std::fs::read_to_string(&file).unwrap();
+    let stored: Value = serde_json::from_str(&text).unwrap();
+    let entry = &stored["endpoints"][llm.base_url()];
+    assert_eq!(entry["form"], json!("json_object with a schema"), "{text}");
+    assert!(!text.contains("sk-test"), "{text}");
+
+    let before = llm.bodies().len();
+    assert_exit(&run_named(&sandbox, &llm, "second"), 0);
+    assert_eq!(schema_requests(&llm), 1, "the second run does not probe");
+    let second = &llm.bodies()[before];
+    assert_eq!(second["response_format"]["type"], json!("json_object"));
+    assert!(second["response_format"]["schema"].is_object());
+    let journal =
+        std::fs::read_to_string(sandbox.task_dir("second").join("journal.jsonl")).unwrap();
+    assert!(
+        journal.contains("\"answer_form\":\"json_object with a schema\""),
+        "{journal}"
+    );
+
+    // A day and a second later the entry is stale: the endpoint is probed again.
+    let mut stale = stored.clone();
+    let day_ago = entry["probed_at"].as_u64().unwrap() - 24 * 60 * 60 - 1;
+    stale["endpoints"][llm.base_url()]["probed_at"] = json!(day_ago);
+    std::fs::write(&file, stale.to_string()).unwrap();
+    assert_exit(&run_named(&sandbox, &llm, "third"), 0);
+    assert_eq!(schema_requests(&llm), 2, "a stale entry is probed again");
+    let again: Value = serde_json::from_slice(&std::fs::read(&file).unwrap()).unwrap();
+    assert!(
+        again["endpoints"][llm.base_url()]["probed_at"]
+            .as_u64()
+            .unwrap()
+            > day_ago
+    );
 }

@@ -19,6 +19,7 @@ fn client(sandbox: &Sandbox, llm: &FakeLlm, scenario: &str, task: &str) -> Value
     let args = json!({"task": task, "env": {
         "OCFLOW_API_KEY": KEY,
         "XDG_CONFIG_HOME": sandbox.root().join("user-config"),
+        "XDG_STATE_HOME": sandbox.state_home(),
     }});
     // In a file, as a long task does not fit on a command line; outside the sandbox, whose
     // every file is searched for the key.

@@ -494,3 +494,71 @@ fn a_flow_that_did_nothing_the_task_asked_ends_no_change() {
     assert_exit(&sandbox.run(&explain, "e"), 0);
     assert_eq!(sandbox.status("e")["state"], json!("succeeded"));
 }
+
+/// Issue 24: the model's summary of a flow that only read mathx.py claimed a fix and no failed
+/// tests (Qwen2.5-Coder wrote "Failed tests: - None"), and another "read" the report from an
+/// e-mail address: each claim is struck through in summary.md beside the fact, listed in
+/// `flow_finished`, and the true sentences are left alone.
+#[test]
+fn the_models_false_claims_are_marked_and_listed_in_flow_finished() {
+    let sandbox = mathx_repo();
+    let flow = json!({"task": FIX_MATHX, "steps": [{"id": "read_file",
+        "operation": "read_file", "params": {"file_path": "mathx.py"}}]});
+    let qwen = "The flow read mathx.py. Fixed moving_average in mathx.py.\n\nFailed tests:\n\
+                - None\n\nThe email report.csv file was successfully read from \
+                Alice@example.com.";
+    let llm = FakeLlm::start(vec![chat(qwen)]);
+    let plan = sandbox.flow(&flow);
+    let output = sandbox
+        .ocflow_llm(&llm.base_url())
+        .args(["--json", "run", "--task-id", "t", "--plan"])
+        .arg(plan)
+        .output()
+        .unwrap();
+    assert_exit(&output, 1);
+    let summary = std::fs::read_to_string(sandbox.task_dir("t").join("summary.md")).unwrap();
+    assert!(
+        summary.contains(
+            "The flow read mathx.py. ~~Fixed moving_average in mathx.py.~~ *(not so: this flow \
+             did not change mathx.py)*"
+        ),
+        "{summary}"
+    );
+    assert!(
+        summary.contains(
+            "Failed tests:\n- ~~None~~ *(not so: no step of this flow ran the tests or any \
+             command)*"
+        ),
+        "{summary}"
+    );
+    assert!(
+        summary.contains("~~The email report.csv file was successfully read from"),
+        "{summary}"
+    );
+    let finished: Value = stdout(&output)
+        .lines()
+        .filter_map(|l| serde_json::from_str::<Value>(l).ok())
+        .find(|e| e["type"] == "flow_finished")
+        .expect("flow_finished");
+    let claims: Vec<(&str, &str)> = finished["contradicted_claims"]
+        .as_array()
+        .expect("the claims")
+        .iter()
+        .map(|c| (c["claim"].as_str().unwrap(), c["fact"].as_str().unwrap()))
+        .collect();
+    assert_eq!(
+        claims,
+        vec![
+            (
+                "Fixed moving_average in mathx.py.",
+                "this flow did not change mathx.py"
+            ),
+            ("None", "no step of this flow ran the tests or any command"),
+            (
+                "The email report.csv file was successfully read from Alice@example.com.",
+                "no step of this flow sent or received anything (it ran no command)"
+            ),
+        ]
+    );
+    assert_eq!(finished["summary_text"].as_str().unwrap(), summary);
+}

@@ -56,6 +56,11 @@ impl Sandbox {
         fs::write(path, text).unwrap();
     }
 
+    /// The test's `XDG_STATE_HOME`, where ocflow remembers each endpoint's answer form.
+    pub fn state_home(&self) -> PathBuf {
+        self.root().join("user-state")
+    }
+
     /// A directory sandboxed commands may write, for files a test reads back.
     pub fn shared(&self) -> PathBuf {
         self.root().join("shared")
@@ -89,8 +94,10 @@ impl Sandbox {
         ] {
             command.env_remove(name);
         }
-        // The test's own user config, not the machine's.
+        // The test's own user config and state (the endpoints' answer forms), not the
+        // machine's.
         command.env("XDG_CONFIG_HOME", self.root().join("user-config"));
+        command.env("XDG_STATE_HOME", self.state_home());
         command
     }
 

@@ -320,4 +320,7 @@ def _falls_short(report: dict, outcome: CommandOutcome) -> bool:
 
 def _counts_phrase(report: dict) -> str:
     """``1 passed, 1 failed, 0 errors, 0 skipped``, leaving out counts the output did not say."""
-    return ", ".join(f"{report[key]} {key}" for key in _COUNTS if report[key] is not None)
+    phrase = ", ".join(f"{report[key]} {key}" for key in _COUNTS if report[key] is not None)
+    subtests = report.get("subtests") or {}
+    counted = [f"{n} subtests {key}" for key, n in subtests.items() if n]
+    return ", ".join([phrase, *counted]) if counted else phrase

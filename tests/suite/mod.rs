@@ -24,5 +24,6 @@ mod sandbox;
 mod small_models;
 mod stream;
 mod terminal;
+mod testing_commands;
 mod validation;
 mod views;

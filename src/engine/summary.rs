@@ -375,6 +375,17 @@ fn upper_first(text: &str) -> String {
 mod tests {
     use super::*;
 
+    #[test]
+    fn a_cause_with_backticks_cannot_close_its_block() {
+        let block = fenced("npm error ```\n`x`", "  ");
+        assert_eq!(block, "  ````text\n  npm error ```\n  `x`\n  ````\n");
+        assert_eq!(fenced("plain", ""), "```text\nplain\n```\n");
+        assert_eq!(
+            upper_first("the end of its stderr"),
+            "The end of its stderr"
+        );
+    }
+
     /// SmolLM2's real summaries (small-models.md §8), checked against the facts.
     #[test]
     fn claims_that_contradict_the_facts_are_marked() {

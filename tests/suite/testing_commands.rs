@@ -21,10 +21,13 @@ fn commands_told(prompt: &str) -> Vec<String> {
         .collect()
 }
 
+/// A layout's name, its files, and the command both must agree on.
+type Layout<'a> = (&'a str, &'a [(&'a str, &'a str)], &'a str);
+
 #[test]
 fn the_planner_is_told_first_the_command_run_tests_runs_without_one() {
     let npm = r#"{"scripts": {"test": "node -e 0"}}"#;
-    let layouts: &[(&str, &[(&str, &str)], &str)] = &[
+    let layouts: &[Layout] = &[
         (
             "package.json and pytest.ini",
             &[("package.json", npm), ("pytest.ini", "[pytest]\n")],

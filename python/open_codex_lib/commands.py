@@ -2,14 +2,13 @@
 
 Both run a shell command in the step's work_dir through :mod:`.process`
 (timeout, process-group kill, output caps, scrubbed environment).
-``run_tests`` picks a default test command when none is given and adds the
+``run_tests`` runs the repository's first test command (:mod:`.testing_commands`) when none is given and adds the
 parsed test report from :mod:`.tests_report`, completed from the JUnit XML
 reports the command wrote (:mod:`.tests_junit_xml`) when its output falls short.
 """
 
 from __future__ import annotations
 
-import json
 import re
 import time
 
@@ -18,35 +17,12 @@ from .params import optional_positive_number, optional_str, require_str
 from .paths import require_work_dir
 from .process import CommandOutcome, run_command, scrub_env
 from .results import StepError, make_result
+from .testing_commands import find_test_commands
 from .tests_junit_xml import complete_report, fresh_reports, lacks_message, read_reports
 from .tests_report import parse_test_output
 from .view import View
 
-PYTEST_COMMAND = "python3 -m pytest -q"
-CARGO_COMMAND = "cargo test"
-NPM_COMMAND = "npm test"
-GO_COMMAND = "go test ./..."
-# Batch mode: no colours or download progress bars in the captured output.
-MAVEN_COMMAND = "mvn -B -q test"
-GRADLE_COMMAND = "gradle test"
-GRADLE_WRAPPER_COMMAND = "./gradlew test"
-# What `npm init` writes as the test script: it only fails, so it is no test command.
-_NPM_PLACEHOLDER_TEST = 'echo "Error: no test specified" && exit 1'
 _COUNTS = ("passed", "failed", "errors", "skipped")
-# Directories not searched for test files when choosing the default command.
-_NOT_SEARCHED = frozenset(
-    {
-        ".git",
-        ".ocflow",
-        ".venv",
-        "venv",
-        "node_modules",
-        "target",
-        "__pycache__",
-        ".tox",
-    }
-)
-_SEARCH_LIMIT = 20000
 
 
 def _check_passable(command: str, env: dict) -> None:
@@ -204,70 +180,15 @@ def execute_shell_command(step: Step, llm_config: dict | None) -> dict:
 
 
 def default_test_command(work_dir: str | View) -> tuple[str, str]:
-    """Choose ``(command, framework)`` for the repository in ``work_dir`` (a directory or a
-    :class:`~.view.View`).
-
-    pytest and cargo come first, as they always have; the other build files
-    are looked for at the top of the repository only.
-    """
-    view = work_dir if isinstance(work_dir, View) else View(work_dir)
-    if _has_pytest_config(view) or _has_python_tests(view):
-        return PYTEST_COMMAND, "pytest"
-    present = view.isfile
-    if present("Cargo.toml"):
-        return CARGO_COMMAND, "cargo"
-    if _has_npm_test_script(view):
-        return NPM_COMMAND, "npm"
-    if present("go.mod"):
-        return GO_COMMAND, "go"
-    if present("pom.xml"):
-        return MAVEN_COMMAND, "maven"
-    if present("build.gradle") or present("build.gradle.kts"):
-        return (GRADLE_WRAPPER_COMMAND if present("gradlew") else GRADLE_COMMAND), "gradle"
-    raise StepError(
-        "no test command found: give params.command (the repository has no pytest "
-        "tests or configuration, no Cargo.toml, no package.json with a test script, "
-        "no go.mod, no pom.xml and no build.gradle)"
-    )
-
-
-def _has_npm_test_script(view: View) -> bool:
-    try:
-        with open(view.resolve("package.json") or "", encoding="utf-8") as f:
-            package = json.load(f)
-    except (OSError, ValueError):
-        return False
-    scripts = package.get("scripts") if isinstance(package, dict) else None
-    test = scripts.get("test") if isinstance(scripts, dict) else None
-    return isinstance(test, str) and bool(test.strip()) and test.strip() != _NPM_PLACEHOLDER_TEST
-
-
-def _has_pytest_config(view: View) -> bool:
-    if view.isfile("pytest.ini"):
-        return True
-    markers = {"pyproject.toml": "[tool.pytest", "setup.cfg": "[tool:pytest]"}
-    for name, marker in markers.items():
-        try:
-            with open(view.resolve(name) or "", encoding="utf-8", errors="replace") as f:
-                if marker in f.read():
-                    return True
-        except OSError:
-            continue
-    return False
-
-
-def _has_python_tests(view: View) -> bool:
-    """True if a ``test_*.py`` or ``*_test.py`` file is found (bounded search)."""
-    seen = 0
-    for _directory, dirnames, filenames in view.walk():
-        dirnames[:] = [d for d in dirnames if d not in _NOT_SEARCHED]
-        for name in filenames:
-            if name.endswith(".py") and (name.startswith("test_") or name.endswith("_test.py")):
-                return True
-        seen += len(filenames) + len(dirnames)
-        if seen > _SEARCH_LIMIT:
-            return False
-    return False
+    """``(command, framework)``: the first of :func:`~.testing_commands.find_test_commands`."""
+    found = find_test_commands(work_dir)
+    if not found:
+        raise StepError(
+            "no test command found: give params.command (the repository has no package.json "
+            "with a test script, no go.mod, pom.xml, build.gradle or Cargo.toml, no pytest "
+            "configuration or Python tests, and no Makefile with a test target)"
+        )
+    return found[0]["command"], found[0]["framework"]
 
 
 def run_tests(step: Step, llm_config: dict | None) -> dict:
@@ -320,4 +241,7 @@ def _falls_short(report: dict, outcome: CommandOutcome) -> bool:
 
 def _counts_phrase(report: dict) -> str:
     """``1 passed, 1 failed, 0 errors, 0 skipped``, leaving out counts the output did not say."""
-    return ", ".join(f"{report[key]} {key}" for key in _COUNTS if report[key] is not None)
+    phrase = ", ".join(f"{report[key]} {key}" for key in _COUNTS if report[key] is not None)
+    subtests = report.get("subtests") or {}
+    counted = [f"{n} subtests {key}" for key, n in subtests.items() if n]
+    return ", ".join([phrase, *counted]) if counted else phrase

@@ -79,6 +79,10 @@ def _node_counts(counts: dict[str, int]) -> dict:
 
 
 def _parse_node_tap(lines: list[str]) -> dict | None:
+    # node opens every test with "# Subtest:"; TAP without it is another producer's (tape's),
+    # read by :mod:`.tests_tap`.
+    if not any(_TAP_SUBTEST.match(line) for line in lines):
+        return None
     counts: dict[str, int] = {}
     tap = False
     for line in lines:

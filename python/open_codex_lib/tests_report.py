@@ -4,15 +4,17 @@
 result::
 
     {"framework": "pytest" | "unittest" | "cargo" | "go" | "jest" | "vitest" | "mocha"
-                  | "node" | "maven" | "gradle" | None,
+                  | "node" | "tap" | "maven" | "gradle" | None,
      "passed": int | None, "failed": int | None, "errors": int | None,
      "skipped": int | None, "collected": int | None, "problem": str | None,
      "failures": [{"name": str, "error_type": str | None, "message": str}]}
 
 pytest, unittest (``Ran N tests`` then ``OK`` or ``FAILED (failures=1)``) and
 cargo are read here; go (:mod:`.tests_go`), the JavaScript runners
-(:mod:`.tests_javascript`) and Maven and Gradle (:mod:`.tests_java`) in their
-own modules.  A count is None where the output does not say it (``go test``
+(:mod:`.tests_javascript`), TAP as tape prints it (:mod:`.tests_tap`) and Maven
+and Gradle (:mod:`.tests_java`) in their own modules.  pytest 9's subtest counts
+(``152 subtests passed``) go into ``subtests`` ({"passed", "failed", "skipped"}),
+present only when the summary line has them.  A count is None where the output does not say it (``go test``
 without ``-v`` lists only failures).  Output that matches none of these
 formats gives ``framework`` None, null counts and no failures; ``run_tests``
 then reads the JUnit XML reports the command wrote (:mod:`.tests_junit_xml`).
@@ -32,16 +34,18 @@ import re
 from .tests_go import parse_go, parse_go_json
 from .tests_java import parse_gradle, parse_maven
 from .tests_javascript import parse_jest, parse_mocha, parse_node, parse_vitest
+from .tests_tap import parse_tap
 
 # Terminal escape sequences: CSI (colours, "\x1b[31m"), OSC ("\x1b]...BEL") and two-byte ones.
 _ANSI_ESCAPE = re.compile(r"\x1b(?:\[[0-?]*[ -/]*[@-~]|\][^\x07\x1b]*(?:\x07|\x1b\\)|[@-Z\\-_])")
 
 # pytest: "1 failed, 3 passed, 1 skipped in 0.12s", possibly framed by "=".
+# pytest 9 counts subtests apart: "2 failed, 138 passed, 5 skipped, 152 subtests passed in 9.21s".
 _PYTEST_SUMMARY = re.compile(
-    r"^=*\s*(?P<counts>(?:\d+ [a-z]+(?:, )?)+|no tests ran)"
+    r"^=*\s*(?P<counts>(?:\d+ (?:subtests )?[a-z]+(?:, )?)+|no tests ran)"
     r"(?: in [\d.]+s(?: \([\d:.]+\))?)?\s*=*\s*$"
 )
-_PYTEST_COUNT = re.compile(r"(\d+) ([a-z]+)")
+_PYTEST_COUNT = re.compile(r"(\d+) ((?:subtests )?[a-z]+)")
 _PYTEST_COLLECTED = re.compile(r"^collected (\d+) items?\b")
 # pytest's own errors: "ERROR: file or directory not found: x", "ERROR: not found: a.py::t",
 # "ERROR: usage: ... pytest ..." followed by argparse's "...pytest: error: <what>".
@@ -50,7 +54,12 @@ _PYTEST_ARGUMENT_ERROR = re.compile(r"^.*\bpytest: error: (?P<text>.+)$")
 # Exit codes: 4 = usage error (a path or test not found, a bad option), 5 = no tests collected.
 PYTEST_USAGE_ERROR = 4
 _NOT_OUTCOMES = frozenset({"warning", "warnings", "deselected", "rerun"})
-_PYTEST_PROBLEM = re.compile(r"^(?P<kind>FAILED|ERROR) (?P<name>.+?)(?: - (?P<message>.*))?$")
+# A failed subtest (pytest 9) names itself by its message and parameters before the test:
+# "SUBFAILED[my msg] (i=1) test_x.py::test_e - assert 1 == 0", "SUBFAILED(i=3) test_x.py::T::t".
+_PYTEST_PROBLEM = re.compile(
+    r"^(?P<kind>FAILED|ERROR|SUBFAILED(?P<subtest>(?:\[[^\]]*\])? ?(?:\([^)]*\))?)) "
+    r"(?P<name>.+?)(?: - (?P<message>.*))?$"
+)
 _EXCEPTION_PREFIX = re.compile(r"^(?P<type>[A-Za-z_][\w.]*): (?P<message>.*)$")
 
 # cargo/libtest
@@ -101,6 +110,7 @@ def _first_recognised(lines: list[str], exit_code: int | None) -> dict | None:
         or parse_jest(lines)
         or parse_vitest(lines)
         or parse_mocha(lines)
+        or parse_tap(lines)
         or parse_node(lines)
     )
 
@@ -143,6 +153,11 @@ def parse_pytest(lines: list[str], exit_code: int | None = None) -> dict | None:
         key = {"error": "errors", "errors": "errors"}.get(word, word)
         if key in counts:
             counts[key] += number
+    subtests = {
+        word.removeprefix("subtests "): n
+        for word, n in words.items()
+        if word.startswith("subtests ")
+    }
     nothing_ran = sum(n for word, n in words.items() if word not in _NOT_OUTCOMES) == 0
     collected = _pytest_collected(lines)
     if collected is None and nothing_ran:
@@ -159,14 +174,21 @@ def parse_pytest(lines: list[str], exit_code: int | None = None) -> dict | None:
             continue
         seen.add((match["kind"], match["name"]))
         error_type, message = _split_exception(match["message"] or "")
-        failures.append({"name": match["name"], "error_type": error_type, "message": message})
-    return {
+        name = match["name"]
+        if match["subtest"]:
+            name = f"{name} {match['subtest'].strip()}"
+        failures.append({"name": name, "error_type": error_type, "message": message})
+    report = {
         "framework": "pytest",
         **counts,
         "collected": collected,
         "problem": problem,
         "failures": failures,
     }
+    if subtests:
+        # Counted apart from the tests: a subtest is not a test of its own.
+        report["subtests"] = {key: subtests.get(key, 0) for key in ("passed", "failed", "skipped")}
+    return report
 
 
 def _pytest_collected(lines: list[str]) -> int | None:

@@ -440,9 +440,10 @@ def test_default_command_for_javascript_go_and_java(tmp_path):
         # npm's own placeholder script is no test command: go.mod decides.
         "placeholder": ({"package.json": placeholder, "go.mod": ""}, "go test ./..."),
         "broken json": ({"package.json": "{", "pom.xml": ""}, "mvn -B -q test"),
-        # Python and Rust keep their place before the others.
-        "python first": ({"package.json": npm_test, "test_x.py": ""}, "python3 -m pytest -q"),
-        "cargo first": ({"go.mod": "", "Cargo.toml": ""}, "cargo test"),
+        # One order with what the planner is told (issue 25): a test script the project
+        # declares comes before test files found, and build files in testing_commands' order.
+        "declared first": ({"package.json": npm_test, "test_x.py": ""}, "npm test"),
+        "go before cargo": ({"go.mod": "", "Cargo.toml": ""}, "go test ./..."),
     }
     for name, (tree, expected) in cases.items():
         root = tmp_path / name.replace(" ", "_")

@@ -11,7 +11,7 @@ import json
 from pathlib import Path
 
 import pytest
-from open_codex_lib import tests_go, tests_java, tests_javascript, tests_report
+from open_codex_lib import tests_go, tests_java, tests_javascript, tests_report, tests_tap
 from open_codex_lib.tests_report import parse_test_output
 
 FIXTURES = Path(__file__).parent / "fixtures" / "test_outputs"
@@ -360,6 +360,7 @@ READERS = {
     "vitest": tests_javascript.parse_vitest,
     "mocha": tests_javascript.parse_mocha,
     "node": tests_javascript.parse_node,
+    "tape": tests_tap.parse_tap,
 }
 PYTEST_OUTPUT = (
     "tests/test_calc.py .F                                                    [100%]\n"

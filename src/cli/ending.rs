@@ -3,10 +3,10 @@
 //! on stdout as plain text where colour does not belong, and not at all with `--json` (the
 //! `flow_finished` event says it all there).
 
-use crate::engine::summary;
+use crate::engine::{failure_cause, summary};
 use crate::error::Result;
 use crate::model::flow::Flow;
-use crate::model::status::{FlowState, FlowStatus};
+use crate::model::status::{FlowState, FlowStatus, StepState};
 use crate::output::{paint, print_stdout, printable, quoted_path, styles};
 use crate::task::events::seconds;
 use crate::task::review::{self, ChangeKind};
@@ -38,6 +38,26 @@ pub(crate) fn show(task: &TaskDir, status: &FlowStatus, flow: &Flow) -> Result<(
     ));
     if let Some(reason) = status.failure_reason() {
         out.push_str(&format!("  {}\n", paint(&printable(&reason), styles::BAD)));
+    }
+    // Under the reason, each failed step's own words: a status line alone ("exited with code
+    // 1") leaves a person to dig the cause out of result.json.
+    for step in status
+        .steps
+        .iter()
+        .filter(|s| s.status == StepState::Failed)
+    {
+        if let Some(cause) = failure_cause::for_people(task, &step.id) {
+            out.push_str(&format!(
+                "  {}\n",
+                paint(
+                    &format!("why {} failed ({}):", step.id, cause.source),
+                    styles::DIM
+                )
+            ));
+            for line in cause.text.lines() {
+                out.push_str(&format!("    {}\n", printable(line)));
+            }
+        }
     }
     let summary = std::fs::read_to_string(task.file(workspace::SUMMARY_FILE)).unwrap_or_default();
     // The facts are in the lines above and below; of the summary, the model's words are shown,

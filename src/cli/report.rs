@@ -255,13 +255,24 @@ fn step_row(step: &StepFacts, span: &Span, most_tokens: u64) -> String {
         .map(|e| e.message.as_str())
         .or(status.message.as_deref())
         .unwrap_or("");
+    let cause = step
+        .cause
+        .as_ref()
+        .map(|cause| {
+            format!(
+                "<div class=\"quiet\">{}:</div><pre class=\"cause\">{}</pre>",
+                escape(cause.source),
+                escape(&cause.text)
+            )
+        })
+        .unwrap_or_default();
     format!(
         "<tr data-step=\"{id}\"><td class=\"step\"><b>{id}</b>{description}</td>\
          <td class=\"role\">{}</td><td class=\"op\">{}</td>\
          <td><span class=\"badge {state}\">{state}</span></td><td class=\"num\">{}</td>\
          <td class=\"num\">{started}</td><td class=\"num\">{took}</td>\
          <td class=\"num tokens-cell\">{tokens_cell}</td><td>{}{retries}</td>\
-         <td class=\"message\">{}</td></tr>\n",
+         <td class=\"message\">{}{cause}</td></tr>\n",
         escape(step.role.as_deref().unwrap_or("")),
         escape(&status.operation),
         status.attempts,
@@ -431,6 +442,7 @@ th, td { text-align: left; padding: 4px 8px; border-bottom: 1px solid var(--line
 th { color: var(--quiet); font-weight: 600; font-size: 12px; }
 td.num { text-align: right; white-space: nowrap; }
 td.message { min-width: 240px; overflow-wrap: anywhere; white-space: pre-wrap; }
+pre.cause { margin: 4px 0 0; white-space: pre-wrap; overflow-wrap: anywhere; }
 td.role, td.step { min-width: 120px; max-width: 200px; overflow-wrap: anywhere; }
 td.step b { white-space: nowrap; }
 td.op { font-size: 12px; }
@@ -509,6 +521,7 @@ mod tests {
                 role: definition.role.clone(),
                 description: definition.description.clone(),
                 depends_on: definition.depends_on.clone(),
+                cause: None,
                 attempts: vec![Attempt {
                     number: 1,
                     started_at: "2025-01-01T00:00:01.000Z".into(),

@@ -15,6 +15,7 @@ use crate::exit::ExitCode;
 use crate::flow::operations;
 use crate::flow::path_rules::canonical_or_absolute;
 use crate::flow::task_intent;
+use crate::flow::test_command;
 use crate::flow::validate::MAX_TASK_BYTES;
 use crate::llm::client::Llm;
 use crate::llm::planner::{PlanError, Planner};
@@ -269,7 +270,9 @@ async fn start(
     launch::execute(executor, args.apply).await
 }
 
-/// The planner for the configured model, repository and policy.
+/// The planner for the configured model, repository and policy. It is told how the
+/// repository runs its tests by the library, which `run_tests` asks the same: a library that
+/// fails to say is a warning, never a failed plan.
 fn planner<'a>(config: &'a Config, llm: &'a Llm) -> Result<Planner<'a>> {
     let models = config.require_llm()?;
     if let Some(missing) = models.unavailable_for(&models.planner) {
@@ -277,6 +280,13 @@ fn planner<'a>(config: &'a Config, llm: &'a Llm) -> Result<Planner<'a>> {
             "planning needs an LLM, and {missing}"
         )));
     }
+    let bridge = launch::load_bridge(config)?;
+    let test_commands = test_command::detect(&bridge, &config.repo).unwrap_or_else(|err| {
+        say(&format!(
+            "ocflow: warning: the planner is not told how the tests run: {err:#}"
+        ));
+        Vec::new()
+    });
     Ok(Planner {
         llm,
         settings: &models.planner,
@@ -284,6 +294,7 @@ fn planner<'a>(config: &'a Config, llm: &'a Llm) -> Result<Planner<'a>> {
         skip: vec![canonical_or_absolute(&config.workspace)],
         policy: config.policy,
         roles: &config.roles,
+        test_commands,
     })
 }
 

@@ -14,6 +14,7 @@ use serde::Deserialize;
 use serde_json::{Value, json};
 
 use crate::error::{Error, Result};
+use crate::flow::test_command::TestCommand;
 use crate::llm::client::Llm;
 use crate::model::llm::{ChatRequest, Message, ModelSettings};
 
@@ -290,6 +291,34 @@ impl Bridge {
                 Python::attach(|py| format_error(py, &err))
             ))
         })
+    }
+
+    /// How the repository at `repo` runs its tests, most specific first, as the library's
+    /// `find_test_commands` reads its build files: the one guess both the planner's prompt and
+    /// a `run_tests` step without a command use. `None` for a library without that function.
+    pub(crate) fn test_commands(&self, repo: &Path) -> Result<Option<Vec<TestCommand>>> {
+        let repo = repo.to_string_lossy().into_owned();
+        let text = Python::attach(|py| -> PyResult<Option<String>> {
+            self.shim
+                .bind(py)
+                .call_method1("test_commands", (self.library.bind(py), repo))?
+                .extract()
+        })
+        .map_err(|err| {
+            Error::Bridge(format!(
+                "the library could not say how the repository runs its tests: {}",
+                Python::attach(|py| format_error(py, &err))
+            ))
+        })?;
+        text.map(|text| {
+            serde_json::from_str(&text).map_err(|err| {
+                Error::Bridge(format!(
+                    "the library's find_test_commands returned {text:?}, not a list of \
+                     {{command, framework, found_in}}: {err}"
+                ))
+            })
+        })
+        .transpose()
     }
 
     /// Has the library import the modules of `operations` now, on a thread of its own, while

@@ -123,6 +123,15 @@ def catalogue(module, folders_json, entry_points):
     return describe_all()
 
 
+def test_commands(module, repo):
+    """How the repository at `repo` runs its tests (JSON text: the library's
+    `find_test_commands`), or None for a library without that function."""
+    find = getattr(module, "find_test_commands", None)
+    if not callable(find):
+        return None
+    return json.dumps(find(repo))
+
+
 def preload(module, names_json):
     """Imports the modules of the named operations, for a library that can (see its `preload`)."""
     load = getattr(module, "preload", None)

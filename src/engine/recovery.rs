@@ -9,6 +9,7 @@ use std::fs;
 
 use serde_json::{Value, json};
 
+use crate::engine::failure_cause;
 use crate::flow::operations;
 use crate::flow::path_rules::PathRules;
 use crate::flow::policy::CommandPolicy;
@@ -21,16 +22,13 @@ use crate::model::flow::{FLOW_VERSION, Flow};
 use crate::model::llm::{ChatRequest, LlmError, Message, ModelSettings};
 use crate::model::status::{FlowStatus, StepState};
 use crate::model::step_result::StepResult;
-use crate::task::workspace::{self, TaskDir};
+use crate::task::workspace::TaskDir;
 
 const PROMPT: &str = include_str!("../../prompts/recovery.md");
 const FIX: &str = include_str!("../../prompts/recovery_fix.md");
 
 /// Answers asked for per recovery round.
 const MAX_ANSWERS: usize = 3;
-/// How much of the step's log the model sees.
-const LOG_TAIL_LINES: usize = 60;
-const LOG_TAIL_BYTES: usize = 6000;
 
 /// The bounds of recovery, from `[recovery]` in ocflow.toml.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -588,41 +586,24 @@ fn prompt(context: &Context<'_>, failed: &str) -> String {
     let error = entry
         .and_then(|s| s.error.as_ref())
         .map_or("unknown", |e| e.message.as_str());
-    let failures = context
-        .result
-        .and_then(|r| r.tests.as_ref())
-        .filter(|tests| !tests.failures.is_empty())
-        .map(|tests| {
-            tests
-                .failures
-                .iter()
-                .map(|f| {
-                    let or_unknown = |text: &Option<String>| text.clone().unwrap_or("?".into());
-                    let name = if f.name.is_empty() {
-                        "?"
-                    } else {
-                        f.name.as_str()
-                    };
-                    let (kind, message) = (or_unknown(&f.error_type), or_unknown(&f.message));
-                    format!("- {name} — {kind}: {message}")
-                })
-                .collect::<Vec<_>>()
-                .join("\n")
-        })
-        .unwrap_or_else(|| "(none reported)".into());
-    let mut log = String::new();
-    for field in ["stdout", "stderr"] {
-        let output = context
-            .result
-            .and_then(|r| r.text(field))
-            .filter(|o| !o.trim().is_empty());
-        if let Some(output) = output {
-            log.push_str(&format!("{field}:\n{}\n", tail(output)));
-        }
-    }
-    if log.is_empty() {
-        log =
-            tail(&fs::read_to_string(step_dir.join(workspace::STEP_LOG_FILE)).unwrap_or_default());
+    let evidence = failure_cause::evidence(context.result, &step_dir, failure_cause::FOR_THE_MODEL);
+    let failures = if evidence.test_failures.is_empty() {
+        "(none reported)".to_string()
+    } else {
+        evidence
+            .test_failures
+            .iter()
+            .map(|line| format!("- {line}"))
+            .collect::<Vec<_>>()
+            .join("\n")
+    };
+    let mut log: String = evidence
+        .outputs
+        .iter()
+        .map(|(field, tail)| format!("{field}:\n{tail}\n"))
+        .collect();
+    if let Some(tail) = &evidence.log {
+        log = tail.clone();
     }
     let done: Vec<String> = context
         .flow
@@ -702,20 +683,6 @@ fn or_none(lines: &[String]) -> String {
     } else {
         lines.join("\n")
     }
-}
-
-/// The last lines of a log, bounded in bytes.
-fn tail(log: &str) -> String {
-    let lines: Vec<&str> = log.lines().collect();
-    let mut text = lines[lines.len().saturating_sub(LOG_TAIL_LINES)..].join("\n");
-    if text.len() > LOG_TAIL_BYTES {
-        let cut = text.len() - LOG_TAIL_BYTES;
-        let start = (cut..text.len())
-            .find(|i| text.is_char_boundary(*i))
-            .unwrap_or(text.len());
-        text = format!("[…]{}", &text[start..]);
-    }
-    text
 }
 
 #[cfg(test)]

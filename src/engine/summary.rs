@@ -3,11 +3,13 @@
 
 use std::fmt::Write;
 
+use crate::engine::failure_cause;
 use crate::error::Result;
 use crate::llm::client::Llm;
 use crate::model::event::{ContradictedClaim, Event};
 use crate::model::llm::{ChatRequest, DEFAULT_PROFILE, LlmError, Message, ModelSettings};
 use crate::model::status::{FlowState, FlowStatus, StepState};
+use crate::output::printable_lines;
 use crate::task::journal;
 use crate::task::review::{self, ChangeKind};
 use crate::task::workspace::{self, TaskDir};
@@ -90,6 +92,10 @@ pub(crate) fn from_journal(
             );
             if let Some(file) = error.and_then(|e| e.traceback_file.as_deref()) {
                 let _ = writeln!(out, "  (traceback in `{}/{file}`)", step.id);
+            }
+            if let Some(cause) = failure_cause::for_people(task, &step.id) {
+                let _ = writeln!(out, "\n  {}:\n", upper_first(cause.source));
+                out.push_str(&fenced(&printable_lines(&cause.text), "  "));
             }
         }
         let blocked: Vec<&str> = status
@@ -690,9 +696,42 @@ fn verdict_word(state: FlowState) -> &'static str {
     }
 }
 
+/// `text` as a fenced block indented by `indent` (inside a list item), its fence longer than
+/// any run of backticks in it: a command's output cannot close the block early.
+fn fenced(text: &str, indent: &str) -> String {
+    let longest = text.split(|c| c != '`').map(str::len).max().unwrap_or(0);
+    let fence = "`".repeat(longest.max(2) + 1);
+    let mut out = format!("{indent}{fence}text\n");
+    for line in text.lines() {
+        out.push_str(&format!("{indent}{line}\n"));
+    }
+    out.push_str(&format!("{indent}{fence}\n"));
+    out
+}
+
+/// `text` with its first letter in capitals.
+fn upper_first(text: &str) -> String {
+    let mut chars = text.chars();
+    chars
+        .next()
+        .map(|first| first.to_uppercase().chain(chars).collect())
+        .unwrap_or_default()
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_cause_with_backticks_cannot_close_its_block() {
+        let block = fenced("npm error ```\n`x`", "  ");
+        assert_eq!(block, "  ````text\n  npm error ```\n  `x`\n  ````\n");
+        assert_eq!(fenced("plain", ""), "```text\nplain\n```\n");
+        assert_eq!(
+            upper_first("the end of its stderr"),
+            "The end of its stderr"
+        );
+    }
 
     fn step(id: &str, operation: &str, status: StepState, attempts: u32) -> StepFact {
         StepFact {

@@ -13,7 +13,7 @@ use crate::flow::path_rules::PathRules;
 use crate::flow::policy::CommandPolicy;
 use crate::flow::roles::Roles;
 use crate::flow::task_intent;
-use crate::flow::test_command;
+use crate::flow::test_command::{self, TestCommand};
 use crate::flow::validate;
 use crate::llm::answer;
 use crate::llm::client::Llm;
@@ -75,6 +75,8 @@ pub(crate) struct Planner<'a> {
     pub(crate) policy: CommandPolicy,
     /// Who may take which step; the planner is shown them and assigns one to every step.
     pub(crate) roles: &'a Roles,
+    /// How the repository runs its tests (the library's guess, the one `run_tests` uses).
+    pub(crate) test_commands: Vec<TestCommand>,
 }
 
 impl Planner<'_> {
@@ -222,7 +224,7 @@ impl Planner<'_> {
             .replace("{{named_files}}", &named)
             .replace(
                 "{{test_commands}}",
-                &test_command::for_planner(&test_command::detect(&self.rules.repo)),
+                &test_command::for_planner(&self.test_commands),
             )
             .replace("{{operations}}", operations::catalogue().trim_end())
             .replace("{{roles}}", self.roles.catalogue().trim_end())

@@ -5,6 +5,7 @@
 
 use std::collections::HashMap;
 
+use crate::engine::failure_cause::{self, Cause};
 use crate::error::Result;
 use crate::model::event::Event;
 use crate::model::flow::{Flow, Step};
@@ -40,6 +41,8 @@ pub(crate) struct StepFacts {
     pub(crate) description: Option<String>,
     pub(crate) depends_on: Vec<String>,
     pub(crate) attempts: Vec<Attempt>,
+    /// Why a failed step failed, in its own output (see `failure_cause`).
+    pub(crate) cause: Option<Cause>,
 }
 
 /// One attempt of a step, as the journal recorded it.
@@ -100,6 +103,9 @@ pub(crate) fn gather(task: &TaskDir) -> Result<ReportFacts> {
                 description: definition.and_then(|d| d.description.clone()),
                 depends_on: definition.map(|d| d.depends_on.clone()).unwrap_or_default(),
                 attempts,
+                cause: (step.status == StepState::Failed)
+                    .then(|| failure_cause::for_people(task, &step.id))
+                    .flatten(),
             }
         })
         .collect();

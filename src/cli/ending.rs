@@ -3,12 +3,13 @@
 //! on stdout as plain text where colour does not belong, and not at all with `--json` (the
 //! `flow_finished` event says it all there).
 
-use crate::engine::{failure_cause, summary};
+use crate::engine::summary;
 use crate::error::Result;
 use crate::model::flow::Flow;
 use crate::model::status::{FlowState, FlowStatus, StepState};
 use crate::output::{paint, print_stdout, printable, quoted_path, styles};
 use crate::task::events::seconds;
+use crate::task::failure_cause;
 use crate::task::review::{self, ChangeKind};
 use crate::task::workspace::{self, TaskDir};
 

@@ -15,7 +15,6 @@ use crate::exit::ExitCode;
 use crate::flow::operations;
 use crate::flow::path_rules::canonical_or_absolute;
 use crate::flow::task_intent;
-use crate::flow::test_command;
 use crate::flow::validate::MAX_TASK_BYTES;
 use crate::llm::client::Llm;
 use crate::llm::planner::{PlanError, Planner};
@@ -281,7 +280,11 @@ fn planner<'a>(config: &'a Config, llm: &'a Llm) -> Result<Planner<'a>> {
         )));
     }
     let bridge = launch::load_bridge(config)?;
-    let test_commands = test_command::detect(&bridge, &config.repo).unwrap_or_else(|err| {
+    // None for a library that cannot say (a `--codex-lib` module without find_test_commands).
+    let test_commands = bridge
+        .test_commands(&config.repo)
+        .map(Option::unwrap_or_default);
+    let test_commands = test_commands.unwrap_or_else(|err| {
         say(&format!(
             "ocflow: warning: the planner is not told how the tests run: {err:#}"
         ));

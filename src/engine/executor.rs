@@ -1022,7 +1022,12 @@ impl Executor {
     fn drop_command_writes(&mut self, step: &Step, view: Option<ViewSlot>) -> Result<()> {
         let dir = self.task.step_dir(&step.id);
         crate::engine::orphans::stop_step(&self.task, &step.id);
-        for written in [dir.join(UPPER_DIR), dir.join(WORK_DIR), dir.join("tmp")] {
+        for written in [
+            dir.join(UPPER_DIR),
+            dir.join(WORK_DIR),
+            dir.join("tmp"),
+            dir.join(PRIVATE_DIR),
+        ] {
             sandbox_exec::remove_overlay_dirs(&written);
         }
         let output = dir.join(workspace::OUTPUT_DIR);

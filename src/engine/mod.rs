@@ -4,7 +4,6 @@
 
 pub(crate) mod bridge;
 pub(crate) mod executor;
-pub(crate) mod failure_cause;
 pub(crate) mod instructions;
 pub(crate) mod interpreter;
 pub(crate) mod orphans;

@@ -9,7 +9,6 @@ use std::fs;
 
 use serde_json::{Value, json};
 
-use crate::engine::failure_cause;
 use crate::flow::operations;
 use crate::flow::path_rules::PathRules;
 use crate::flow::policy::CommandPolicy;
@@ -22,6 +21,7 @@ use crate::model::flow::{FLOW_VERSION, Flow};
 use crate::model::llm::{ChatRequest, LlmError, Message, ModelSettings};
 use crate::model::status::{FlowStatus, StepState};
 use crate::model::step_result::StepResult;
+use crate::task::failure_cause;
 use crate::task::workspace::TaskDir;
 
 const PROMPT: &str = include_str!("../../prompts/recovery.md");

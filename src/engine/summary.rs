@@ -3,13 +3,13 @@
 
 use std::fmt::Write;
 
-use crate::engine::failure_cause;
 use crate::error::Result;
 use crate::llm::client::Llm;
 use crate::model::event::{ContradictedClaim, Event};
 use crate::model::llm::{ChatRequest, DEFAULT_PROFILE, LlmError, Message, ModelSettings};
 use crate::model::status::{FlowState, FlowStatus, StepState};
 use crate::output::printable_lines;
+use crate::task::failure_cause;
 use crate::task::journal;
 use crate::task::review::{self, ChangeKind};
 use crate::task::workspace::{self, TaskDir};

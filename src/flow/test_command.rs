@@ -1,15 +1,11 @@
 //! How a repository runs its tests, as the planner is told it: the library's guess
 //! (`find_test_commands` in `open_codex_lib/testing_commands.py`, read from `package.json`'s
 //! `test` script, `go.mod`, `pom.xml`, `build.gradle`, `Cargo.toml`, pytest's configuration, a
-//! `Makefile`'s `test` target), asked through the bridge. A `run_tests` step without a command
-//! runs the first of the same list, so the planner and the step never disagree.
-
-use std::path::Path;
+//! `Makefile`'s `test` target), asked through the bridge (`Bridge::test_commands`). A
+//! `run_tests` step without a command runs the first of the same list, so the planner and the
+//! step never disagree.
 
 use serde::Deserialize;
-
-use crate::engine::bridge::Bridge;
-use crate::error::Result;
 
 /// One way the repository runs its tests: the command, and where it was found.
 #[derive(Debug, Clone, PartialEq, Eq, Deserialize)]
@@ -18,12 +14,6 @@ pub(crate) struct TestCommand {
     pub(crate) command: String,
     /// Where it was read, for the planner and people (`package.json's test script: tape …`).
     pub(crate) found_in: String,
-}
-
-/// Every test command the repository's build files name, most specific first; none for a
-/// library that cannot say (a `--codex-lib` module without `find_test_commands`).
-pub(crate) fn detect(bridge: &Bridge, repo: &Path) -> Result<Vec<TestCommand>> {
-    Ok(bridge.test_commands(repo)?.unwrap_or_default())
 }
 
 /// The commands as the planner's prompt gives them (empty when none was found). The first is

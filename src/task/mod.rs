@@ -5,6 +5,7 @@
 pub(crate) mod apply;
 pub(crate) mod apply_journal;
 pub(crate) mod events;
+pub(crate) mod failure_cause;
 pub(crate) mod interrupt;
 pub(crate) mod journal;
 pub(crate) mod layered_view;

@@ -5,11 +5,11 @@
 
 use std::collections::HashMap;
 
-use crate::engine::failure_cause::{self, Cause};
 use crate::error::Result;
 use crate::model::event::Event;
 use crate::model::flow::{Flow, Step};
 use crate::model::status::{FlowStatus, StepState, StepStatus};
+use crate::task::failure_cause::{self, Cause};
 use crate::task::review::{self, ChangeKind};
 use crate::task::workspace::{self, TaskDir};
 use crate::task::{journal, state};

@@ -200,7 +200,6 @@ pub(crate) fn undo(config: &Config, args: UndoArgs) -> Result<ExitCode> {
     kept.set_stage(Stage::Undoing)?;
     let restored = kept.restore(&rules.repo, true)?;
     kept.set_stage(Stage::Undone)?;
-    drop(held);
     let files: Vec<String> = kept
         .record
         .files
@@ -230,6 +229,14 @@ pub(crate) fn undo(config: &Config, args: UndoArgs) -> Result<ExitCode> {
             None => String::new(),
         }
     ));
+    // Held until the undo is recorded: a signal then ends the command, the undo complete.
+    if held.arrived() {
+        return Err(Error::ApplyInterrupted(format!(
+            "a signal came as the undo of task {} ended; the files are as they were before the \
+             apply",
+            task.task_id
+        )));
+    }
     Ok(ExitCode::Success)
 }
 

@@ -15,6 +15,7 @@ use tokio::sync::Notify;
 use tokio::task::JoinSet;
 
 use crate::engine::bridge::{Bridge, CallOutcome, HostLlm, StepLlm};
+use crate::engine::dependencies::Dependencies;
 use crate::engine::instructions::{self, DoneStep};
 use crate::engine::recovery;
 use crate::engine::sandbox::LauncherOverlay;
@@ -135,6 +136,8 @@ pub(crate) struct Settings {
     pub(crate) limits: Limits,
     /// Repository paths no step may produce: the workspace, when it lies inside the repository.
     pub(crate) forbidden: Vec<RepoPath>,
+    /// The repository's installed dependencies, which command steps see read-only.
+    pub(crate) dependencies: Dependencies,
 }
 
 /// The LLM side of recovery.
@@ -607,6 +610,19 @@ impl Executor {
             }
         };
         let mut sandbox = None;
+        if let (Some(_), Some(ViewSlot::Copy(index))) = (&work_dir, *view)
+            && !self
+                .settings
+                .sandbox
+                .as_ref()
+                .is_some_and(SandboxPlan::mounts_dependencies)
+        {
+            // No mount can show the repository's dependencies here: the view gets copies
+            // (the flow's start warned).
+            self.settings
+                .dependencies
+                .copy_into(&self.task.view(index))?;
+        }
         if let (Some(_), Some(slot)) = (&work_dir, *view) {
             // A command's own temporary directory, and git kept from finding the user's
             // repository above the view (the view has no .git of its own).
@@ -660,6 +676,16 @@ impl Executor {
                 });
                 let private = dir.join(PRIVATE_DIR);
                 let network = plan.network || asked;
+                if !network {
+                    // npm and npx fetch a package that is not installed, retrying for over a
+                    // minute when there is no network: offline, they fail at once, and the
+                    // step's message says which package is missing.
+                    env.entry("npm_config_offline")
+                        .or_insert_with(|| Value::String("true".into()));
+                }
+                // Decided on the flow's plan, as the copies above are, not the caches' one.
+                let dependencies = &self.settings.dependencies;
+                let mounted = plan.mounts_dependencies().then_some(dependencies);
                 let cache_plan;
                 let plan = if cache_overlays {
                     plan
@@ -670,7 +696,8 @@ impl Executor {
                     };
                     &cache_plan
                 };
-                let mut launcher = plan.launcher(&target, &[temp], network, overlay, &private)?;
+                let mut launcher =
+                    plan.launcher(&target, &[temp], network, overlay, &private, mounted)?;
                 if !lower.is_empty() {
                     let relative = |path: &std::path::Path| match path.strip_prefix(&self.task.root)
                     {

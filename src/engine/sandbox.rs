@@ -18,6 +18,7 @@
 
 use std::path::{Path, PathBuf};
 
+use crate::engine::dependencies::Dependencies;
 use crate::engine::sandbox_exec::{Cache, PIDS_CGROUP};
 use crate::error::{Error, IoContext};
 use crate::model::step_spec::{Sandbox as StepSandbox, SandboxLayers};
@@ -181,7 +182,14 @@ impl SandboxPlan {
                 work: &work,
             });
             let sandbox = self
-                .launcher(&view, std::slice::from_ref(&temp), false, overlay, &private)
+                .launcher(
+                    &view,
+                    std::slice::from_ref(&temp),
+                    false,
+                    overlay,
+                    &private,
+                    None,
+                )
                 .map_err(|err| err.to_string())?;
             let (program, args) = sandbox
                 .launcher
@@ -287,7 +295,8 @@ impl SandboxPlan {
     /// step's temporary directory) and the plan's paths; `network`: whether this step may use
     /// the network; `private`: the step's own directory for its caches' layers and its
     /// `/var/tmp` (emptied with the step).
-    /// With `overlay`, the launcher mounts it on `view`.
+    /// With `overlay`, the launcher mounts it on `view`; with `dependencies` (where
+    /// `mounts_dependencies`), it binds them read-only into it.
     pub(crate) fn launcher(
         &self,
         view: &Path,
@@ -295,6 +304,7 @@ impl SandboxPlan {
         network: bool,
         overlay: Option<LauncherOverlay<'_>>,
         private: &Path,
+        dependencies: Option<&Dependencies>,
     ) -> crate::error::Result<StepSandbox> {
         let exe = std::env::current_exe()
             .io_context(|| "finding the ocflow executable for the sandbox".into())?;
@@ -338,6 +348,16 @@ impl SandboxPlan {
         }
         launcher.push("--private".into());
         launcher.push(private.to_string_lossy().into_owned());
+        if let Some(dependencies) = dependencies.filter(|d| !d.is_empty()) {
+            launcher.push("--dependencies-from".into());
+            launcher.push(dependencies.repo.to_string_lossy().into_owned());
+            launcher.push("--dependencies-into".into());
+            launcher.push(view.to_string_lossy().into_owned());
+            for dir in &dependencies.dirs {
+                launcher.push("--dependency".into());
+                launcher.push(dir.to_string_lossy().into_owned());
+            }
+        }
         for cache in &self.caches {
             launcher.push("--cache".into());
             launcher.push(format!("{}:{}", cache.variable, cache.path.display()));
@@ -360,6 +380,13 @@ impl SandboxPlan {
 }
 
 impl SandboxPlan {
+    /// Whether the launcher can show the repository's dependency directories in a view by a
+    /// mount: bubblewrap binds them, and where overlays could be mounted the launcher's own
+    /// namespace can bind them too. Else a copy view gets copies.
+    pub(crate) fn mounts_dependencies(&self) -> bool {
+        self.bwrap.is_some() || self.overlay
+    }
+
     /// Whether overlays work in `dir` (the task's directory, where views' layers and steps'
     /// upper directories live): the start-up probe tried the temporary directory, and another
     /// file system may refuse (overlayfs takes no overlay, as a container's root file system

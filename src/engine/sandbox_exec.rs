@@ -45,7 +45,29 @@ pub(crate) struct ExecRequest<'a> {
     pub(crate) cache_overlay: bool,
     /// The step's private directory: its caches' layers and its own `/var/tmp`.
     pub(crate) private: Option<&'a Path>,
+    /// The repository's installed dependencies, shown read-only in the view.
+    pub(crate) dependencies: Option<Dependencies<'a>>,
     pub(crate) command: &'a [OsString],
+}
+
+/// The repository's dependency directories (`node_modules`, `.venv`), which views never hold,
+/// shown to the command read-only at the same places in its view: `dirs` (relative paths)
+/// bound from `from` (the repository) onto `into` (the view), nothing copied. Given to the
+/// launcher as `--dependencies-from REPO --dependencies-into VIEW --dependency REL…`.
+#[derive(Debug, Clone, Copy)]
+pub(crate) struct Dependencies<'a> {
+    pub(crate) from: &'a Path,
+    pub(crate) into: &'a Path,
+    pub(crate) dirs: &'a [PathBuf],
+}
+
+impl Dependencies<'_> {
+    /// Each directory's source in the repository and its place in the view.
+    fn pairs(&self) -> impl Iterator<Item = (PathBuf, PathBuf)> + '_ {
+        self.dirs
+            .iter()
+            .map(|dir| (self.from.join(dir), self.into.join(dir)))
+    }
 }
 
 /// A user's tool cache (`~/.cache`, `~/.npm`, `CARGO_HOME`…) and the variable that moves it
@@ -140,10 +162,13 @@ fn confine_and_exec(request: &ExecRequest<'_>) -> Result<Never, String> {
         // A user and mount namespace of the launcher's own, for the view's overlay (which must
         // be mounted) and the caches' (which may fall back to directories of the step's).
         let wants_caches = request.cache_overlay && request.private.is_some();
-        let own_namespace = if request.overlay.is_some() || wants_caches {
+        // Without bubblewrap the dependencies are bound here, in that namespace.
+        let binds_here = request.bwrap.is_none() && request.dependencies.is_some();
+        let needs_namespace = request.overlay.is_some() || binds_here;
+        let own_namespace = if needs_namespace || wants_caches {
             match enter_own_namespace() {
                 Ok(()) => true,
-                Err(problem) if request.overlay.is_some() => return Err(problem),
+                Err(problem) if needs_namespace => return Err(problem),
                 Err(_) => false,
             }
         } else {
@@ -151,6 +176,9 @@ fn confine_and_exec(request: &ExecRequest<'_>) -> Result<Never, String> {
         };
         if let Some(overlay) = request.overlay {
             mount_overlay_here(overlay, "")?;
+        }
+        if let Some(dependencies) = request.dependencies.filter(|_| binds_here) {
+            bind_dependencies_here(dependencies)?;
         }
         if let Some(dir) = request.private {
             private = make_private(request, dir, own_namespace)?;
@@ -303,6 +331,11 @@ fn bwrap_command(
     for path in writable.iter().filter(bound) {
         command.arg("--bind").arg(path).arg(path);
     }
+    // Over the view's writable bind, so they stay read-only in it; bubblewrap makes the
+    // mount points (an empty directory in the view, which captures skip).
+    for (source, target) in request.dependencies.iter().flat_map(|d| d.pairs()) {
+        command.arg("--ro-bind").arg(source).arg(target);
+    }
     if let Some(var_tmp) = &private.var_tmp {
         command.arg("--bind").arg(var_tmp).arg("/var/tmp");
     }
@@ -354,6 +387,42 @@ fn enter_own_namespace() -> Result<(), String> {
         MountPropagationFlags::REC | MountPropagationFlags::PRIVATE,
     )
     .map_err(|err| refused("make the mounts private", err.into()))?;
+    Ok(())
+}
+
+/// Binds each dependency directory read-only onto its place in the view, in the namespace
+/// `enter_own_namespace` made (the mount point made if missing). The read-only remount keeps
+/// the flags the source's mount has (`nosuid`, `nodev`…): a user namespace may not drop them.
+fn bind_dependencies_here(dependencies: Dependencies<'_>) -> Result<(), String> {
+    use rustix::fs::StatVfsMountFlags as Has;
+    use rustix::mount::{MountFlags, mount_bind_recursive, mount_remount};
+    for (source, target) in dependencies.pairs() {
+        let refused = |what: &str, err: std::io::Error| {
+            format!(
+                "cannot {what} {} read-only in the view: {err}",
+                source.display()
+            )
+        };
+        std::fs::create_dir_all(&target).map_err(|err| refused("make a place for", err))?;
+        mount_bind_recursive(&source, &target).map_err(|err| refused("bind", err.into()))?;
+        let has = rustix::fs::statvfs(&source)
+            .map(|stat| stat.f_flag)
+            .unwrap_or(Has::empty());
+        let mut flags = MountFlags::BIND | MountFlags::RDONLY;
+        for (kept, flag) in [
+            (Has::NOSUID, MountFlags::NOSUID),
+            (Has::NODEV, MountFlags::NODEV),
+            (Has::NOEXEC, MountFlags::NOEXEC),
+            (Has::NOATIME, MountFlags::NOATIME),
+            (Has::NODIRATIME, MountFlags::NODIRATIME),
+            (Has::RELATIME, MountFlags::RELATIME),
+        ] {
+            if has.contains(kept) {
+                flags |= flag;
+            }
+        }
+        mount_remount(&target, flags, "").map_err(|err| refused("show", err.into()))?;
+    }
     Ok(())
 }
 

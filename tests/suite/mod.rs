@@ -5,6 +5,7 @@ mod apply;
 mod bridge;
 mod commands;
 mod contract;
+mod dependencies;
 mod flows;
 mod languages;
 mod layers;

@@ -177,13 +177,34 @@ fn confine_and_exec(request: &ExecRequest<'_>) -> Result<Never, String> {
         if let Some(overlay) = request.overlay {
             mount_overlay_here(overlay, "")?;
         }
-        if let Some(dependencies) = request.dependencies.filter(|_| binds_here) {
-            bind_dependencies_here(dependencies)?;
+        // The repository's dependencies: through an overlay whose upper layer is the step's
+        // own where one can be mounted (tools write there, nyc and babel their
+        // `node_modules/.cache`; what they write goes with the step), else read-only, bound
+        // here or by bubblewrap.
+        let mut read_only = Vec::new();
+        for (index, (source, target)) in request
+            .dependencies
+            .iter()
+            .flat_map(|d| d.pairs())
+            .enumerate()
+        {
+            let layered = own_namespace
+                && request.cache_overlay
+                && request
+                    .private
+                    .is_some_and(|dir| overlay_dependency(dir, index, &source, &target));
+            if !layered {
+                read_only.push((source, target));
+            }
+        }
+        if binds_here {
+            bind_read_only_here(&read_only)?;
         }
         if let Some(dir) = request.private {
             private = make_private(request, dir, own_namespace)?;
             writable.extend(private.writable.iter().cloned());
         }
+        private.read_only_dependencies = read_only;
         if let Some(bwrap) = request.bwrap {
             let mut command = bwrap_command(bwrap, request, &writable, &private)?;
             let error = command.envs(private.env.iter().cloned()).exec();
@@ -209,6 +230,9 @@ struct Private {
     read_only: Vec<PathBuf>,
     env: Vec<(String, PathBuf)>,
     var_tmp: Option<PathBuf>,
+    /// The dependency directories no overlay could show: bubblewrap binds them read-only
+    /// (source, place in the view).
+    read_only_dependencies: Vec<(PathBuf, PathBuf)>,
 }
 
 /// Makes the step's private layers in `dir`: each cache through an overlay where `own_namespace`
@@ -333,7 +357,7 @@ fn bwrap_command(
     }
     // Over the view's writable bind, so they stay read-only in it; bubblewrap makes the
     // mount points (an empty directory in the view, which captures skip).
-    for (source, target) in request.dependencies.iter().flat_map(|d| d.pairs()) {
+    for (source, target) in &private.read_only_dependencies {
         command.arg("--ro-bind").arg(source).arg(target);
     }
     if let Some(var_tmp) = &private.var_tmp {
@@ -390,22 +414,43 @@ fn enter_own_namespace() -> Result<(), String> {
     Ok(())
 }
 
-/// Binds each dependency directory read-only onto its place in the view, in the namespace
+/// Shows the dependency directory `source` at `target` in the view through an overlay whose
+/// upper layer is the step's own (`dependency-INDEX` in its private directory), in the
+/// namespace `enter_own_namespace` made. False where it cannot be mounted.
+fn overlay_dependency(private: &Path, index: usize, source: &Path, target: &Path) -> bool {
+    let layer = private.join(format!("dependency-{index}"));
+    let (upper, work) = (layer.join("upper"), layer.join("work"));
+    let made = [&upper, &work, &target.to_path_buf()]
+        .iter()
+        .all(|dir| std::fs::create_dir_all(dir).is_ok());
+    let lower = [source.to_path_buf()];
+    let overlay = Overlay {
+        target,
+        lower: &lower,
+        upper: &upper,
+        work: &work,
+    };
+    // Thrown away with the step, as the caches' layers are: `volatile` where the kernel has it.
+    made && (mount_overlay_here(overlay, ",volatile").is_ok()
+        || mount_overlay_here(overlay, "").is_ok())
+}
+
+/// Binds each dependency directory (source, place in the view) read-only, in the namespace
 /// `enter_own_namespace` made (the mount point made if missing). The read-only remount keeps
 /// the flags the source's mount has (`nosuid`, `nodev`…): a user namespace may not drop them.
-fn bind_dependencies_here(dependencies: Dependencies<'_>) -> Result<(), String> {
+fn bind_read_only_here(pairs: &[(PathBuf, PathBuf)]) -> Result<(), String> {
     use rustix::fs::StatVfsMountFlags as Has;
     use rustix::mount::{MountFlags, mount_bind_recursive, mount_remount};
-    for (source, target) in dependencies.pairs() {
+    for (source, target) in pairs {
         let refused = |what: &str, err: std::io::Error| {
             format!(
                 "cannot {what} {} read-only in the view: {err}",
                 source.display()
             )
         };
-        std::fs::create_dir_all(&target).map_err(|err| refused("make a place for", err))?;
-        mount_bind_recursive(&source, &target).map_err(|err| refused("bind", err.into()))?;
-        let has = rustix::fs::statvfs(&source)
+        std::fs::create_dir_all(target).map_err(|err| refused("make a place for", err))?;
+        mount_bind_recursive(source, target).map_err(|err| refused("bind", err.into()))?;
+        let has = rustix::fs::statvfs(source)
             .map(|stat| stat.f_flag)
             .unwrap_or(Has::empty());
         let mut flags = MountFlags::BIND | MountFlags::RDONLY;
@@ -421,7 +466,7 @@ fn bind_dependencies_here(dependencies: Dependencies<'_>) -> Result<(), String> 
                 flags |= flag;
             }
         }
-        mount_remount(&target, flags, "").map_err(|err| refused("show", err.into()))?;
+        mount_remount(target, flags, "").map_err(|err| refused("show", err.into()))?;
     }
     Ok(())
 }

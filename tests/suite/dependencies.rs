@@ -72,12 +72,26 @@ fn flow() -> Value {
              then echo WROTE; else echo REFUSED; fi; \
              if touch .venv/planted 2>/dev/null; then echo WROTE; else echo REFUSED; fi"
         ),
+        // What the last command wrote there is gone, unless the view holds a copy.
+        json!({"id": "after", "operation": "execute_shell_command", "depends_on": ["write"],
+               "params": {"command": "cat node_modules/tiny/index.js"}}),
     ])
 }
 
-/// Runs the project's flow with `config` (sandbox lines) and `flags`; whether the dependencies
-/// were mounted (else copied) is `mounted`.
-fn check(config: &str, flags: &[&str], mounted: bool) {
+/// How a step sees the dependencies.
+#[derive(Debug, Clone, Copy, PartialEq)]
+enum Shown {
+    /// Through an overlay of the step's own: writable, thrown away with the step.
+    Layer,
+    /// Bound read-only.
+    ReadOnly,
+    /// Copied into the view (no mount possible): writable, kept by the view.
+    Copy,
+}
+
+/// Runs the project's flow with `config` (sandbox lines) and `flags`; the steps see the
+/// dependencies as `shown`.
+fn check(config: &str, flags: &[&str], shown: Shown) {
     let sandbox = project();
     sandbox.configure_sandbox(config);
     let plan = sandbox.flow(&flow());
@@ -96,20 +110,21 @@ fn check(config: &str, flags: &[&str], mounted: bool) {
         tests["stdout"].as_str().unwrap().contains("tiny answers"),
         "{what}: {tests}"
     );
-    assert_eq!(
-        sandbox.result("t", "npx")["stdout"],
-        "tiny ok 42\n",
-        "{what}"
-    );
+    let npx = sandbox.result("t", "npx");
+    assert_eq!(npx["stdout"], "tiny ok 42\n", "{what}");
     assert_eq!(sandbox.result("t", "venv")["stdout"], "42\n", "{what}");
     let write = sandbox.result("t", "write");
-    let expected = if mounted {
-        "REFUSED\nREFUSED\n"
-    } else {
-        "WROTE\nWROTE\n"
+    let expected = match shown {
+        Shown::ReadOnly => "REFUSED\nREFUSED\n",
+        Shown::Layer | Shown::Copy => "WROTE\nWROTE\n",
     };
     assert_eq!(write["stdout"], expected, "{what}: {write}");
     assert_eq!(write["output_files"], json!([]), "{what}: {write}");
+    let after = match shown {
+        Shown::Copy => "module.exports = 7;\n",
+        Shown::Layer | Shown::ReadOnly => TINY_INDEX,
+    };
+    assert_eq!(sandbox.result("t", "after")["stdout"], after, "{what}");
     // The user's tree is as it was, and nothing of it is in the diff.
     let repo = &sandbox.repo;
     let index = std::fs::read_to_string(repo.join("node_modules/tiny/index.js")).unwrap();
@@ -120,20 +135,25 @@ fn check(config: &str, flags: &[&str], mounted: bool) {
     let warned = stderr(&output).contains(
         "command steps see copies of the repository's .venv/, node_modules/ (no namespaces",
     );
-    assert_eq!(warned, !mounted, "{what}: {}", stderr(&output));
+    assert_eq!(warned, shown == Shown::Copy, "{what}: {}", stderr(&output));
 }
 
 #[test]
-fn command_steps_see_the_repositorys_installed_dependencies_read_only() {
-    let namespaces = namespaces_available();
-    check("overlay = true", &[], namespaces);
-    check("overlay = false", &[], namespaces);
+fn command_steps_see_the_repositorys_installed_dependencies_without_copies() {
+    // Where overlays work, through a layer of the step's own; else read-only.
+    check("overlay = true", &[], Shown::Layer);
+    let bound = if namespaces_available() {
+        Shown::ReadOnly
+    } else {
+        Shown::Copy
+    };
+    check("overlay = false", &[], bound);
 }
 
 #[test]
 fn without_namespaces_views_get_copies_and_the_flow_says_so() {
-    check("namespaces = false\noverlay = false", &[], false);
-    check("", &["--no-sandbox"], false);
+    check("namespaces = false\noverlay = false", &[], Shown::Copy);
+    check("", &["--no-sandbox"], Shown::Copy);
 }
 
 #[test]

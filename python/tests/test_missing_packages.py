@@ -26,7 +26,9 @@ NODE_REQUIRE = (
     "node:internal/modules/cjs/loader:1210\n  throw err;\n  ^\n\n"
     "Error: Cannot find module 'tape/lib/test'\nRequire stack:\n- /v/test/a.js\n"
 )
-NODE_IMPORT = "Error [ERR_MODULE_NOT_FOUND]: Cannot find package '@scope/pkg' imported from /v/a.mjs"
+NODE_IMPORT = (
+    "Error [ERR_MODULE_NOT_FOUND]: Cannot find package '@scope/pkg' imported from /v/a.mjs"
+)
 
 
 @pytest.mark.parametrize(

@@ -232,7 +232,9 @@ pub(crate) fn report_sandbox(
     if !settings.dependencies.is_empty() && !mounted {
         events.emit(Event::Warning {
             message: format!(
-                "command steps see copies of the repository's {} (no namespaces to bind them                  read-only here): each view copies them once, and what a command changes in                  them stays in its view",
+                "command steps see copies of the repository's {} (no namespaces to bind them \
+                 read-only here): each view copies them once, and what a command changes in \
+                 them stays in its view",
                 settings.dependencies.listing()
             ),
         })?;

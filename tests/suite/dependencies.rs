@@ -60,7 +60,10 @@ fn project() -> Sandbox {
 }
 
 fn flow() -> Value {
-    let shell = |id: &str, command: &str| json!({"id": id, "operation": "execute_shell_command", "params": {"command": command}});
+    let shell = |id: &str, command: &str| {
+        let params = json!({ "command": command });
+        json!({"id": id, "operation": "execute_shell_command", "params": params})
+    };
     json!([
         // No command: `npm test`, found from package.json.
         {"id": "tests", "operation": "run_tests", "params": {}},
@@ -133,7 +136,8 @@ fn check(config: &str, flags: &[&str], shown: Shown) {
     let final_files = text_tree(&sandbox.task_dir("t").join("final_output"));
     assert!(final_files.is_empty(), "{what}: {final_files:?}");
     let warned = stderr(&output).contains(
-        "command steps see copies of the repository's .venv/, node_modules/ (no namespaces",
+        "command steps see copies of the repository's .venv/, node_modules/ (no namespaces to \
+         bind them read-only here): each view copies them once",
     );
     assert_eq!(warned, shown == Shown::Copy, "{what}: {}", stderr(&output));
 }

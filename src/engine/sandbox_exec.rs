@@ -62,12 +62,35 @@ pub(crate) struct Dependencies<'a> {
 }
 
 impl Dependencies<'_> {
-    /// Each directory's source in the repository and its place in the view.
+    /// Each directory's source in the repository and its place in the view. A place that is
+    /// not plainly inside the view is left out: an earlier command may have left a symlink
+    /// where the repository has a directory (`web -> /home/…`), and the mount point made
+    /// through it would land outside.
     fn pairs(&self) -> impl Iterator<Item = (PathBuf, PathBuf)> + '_ {
         self.dirs
             .iter()
+            .filter(|dir| plainly_inside(self.into, dir))
             .map(|dir| (self.from.join(dir), self.into.join(dir)))
     }
+}
+
+/// Whether `relative` names a place under `root` through directories only: no `..`, no
+/// symlink on the way (the last component may be missing: it is the mount point).
+fn plainly_inside(root: &Path, relative: &Path) -> bool {
+    use std::path::Component;
+    let mut current = root.to_path_buf();
+    for part in relative.components() {
+        let Component::Normal(name) = part else {
+            return false;
+        };
+        current.push(name);
+        match std::fs::symlink_metadata(&current) {
+            Ok(meta) if meta.is_dir() => {}
+            Ok(_) => return false,
+            Err(_) => return true,
+        }
+    }
+    true
 }
 
 /// A user's tool cache (`~/.cache`, `~/.npm`, `CARGO_HOME`…) and the variable that moves it

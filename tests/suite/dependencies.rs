@@ -203,6 +203,12 @@ fn the_launcher_binds_dependencies_read_only_without_bubblewrap() {
     std::fs::create_dir_all(repo.join("web/node_modules/p")).unwrap();
     std::fs::create_dir_all(&view).unwrap();
     std::fs::write(repo.join("web/node_modules/p/i.js"), "installed\n").unwrap();
+    // An earlier command left a symlink where the repository has a directory: no mount point
+    // is made through it.
+    let outside = root.join("outside");
+    std::fs::create_dir_all(repo.join("lib/node_modules")).unwrap();
+    std::fs::create_dir_all(&outside).unwrap();
+    std::os::unix::fs::symlink(&outside, view.join("lib")).unwrap();
     let output = std::process::Command::new(env!("CARGO_BIN_EXE_ocflow"))
         .arg("sandbox-exec")
         .arg("--write")
@@ -211,7 +217,8 @@ fn the_launcher_binds_dependencies_read_only_without_bubblewrap() {
         .arg(&repo)
         .arg("--dependencies-into")
         .arg(&view)
-        .args(["--dependency", "web/node_modules", "--", "/bin/sh", "-c"])
+        .args(["--dependency", "web/node_modules", "--dependency", "lib/node_modules"])
+        .args(["--", "/bin/sh", "-c"])
         .arg(
             "cat web/node_modules/p/i.js; \
              if echo x > web/node_modules/p/i.js; then echo WROTE; else echo REFUSED; fi; \
@@ -240,4 +247,5 @@ fn the_launcher_binds_dependencies_read_only_without_bubblewrap() {
             .count(),
         0
     );
+    assert_eq!(std::fs::read_dir(&outside).unwrap().count(), 0);
 }

@@ -78,7 +78,13 @@ impl Dependencies {
     pub(crate) fn copy_into(&self, view: &Path) -> Result<()> {
         for dir in &self.dirs {
             let target = view.join(dir);
-            if target.exists() {
+            // Never through a symlink an earlier command left where the repository has a
+            // directory: the copy would land outside the view.
+            let through_link = dir.ancestors().skip(1).any(|above| {
+                !above.as_os_str().is_empty()
+                    && std::fs::symlink_metadata(view.join(above)).is_ok_and(|m| !m.is_dir())
+            });
+            if through_link || std::fs::symlink_metadata(&target).is_ok() {
                 continue;
             }
             crate::task::staging::copy_whole_tree(&self.repo.join(dir), &target)?;
@@ -110,5 +116,32 @@ mod tests {
         let dirs: Vec<&str> = found.dirs.iter().map(|d| d.to_str().unwrap()).collect();
         assert_eq!(dirs, [".venv", "node_modules", "web/node_modules"]);
         assert_eq!(found.listing(), ".venv/, node_modules/, web/node_modules/");
+    }
+
+    #[test]
+    fn copies_go_into_the_view_once_and_never_through_a_symlink() {
+        let dir = tempfile::tempdir().unwrap();
+        let (repo, view, outside) = (
+            dir.path().join("repo"),
+            dir.path().join("view"),
+            dir.path().join("outside"),
+        );
+        for made in ["node_modules/a/node_modules/b", "web/node_modules/c"] {
+            std::fs::create_dir_all(repo.join(made)).unwrap();
+        }
+        std::fs::write(repo.join("node_modules/a/node_modules/b/i.js"), "b").unwrap();
+        std::fs::write(repo.join("web/node_modules/c/i.js"), "c").unwrap();
+        std::fs::create_dir_all(&view).unwrap();
+        std::fs::create_dir_all(&outside).unwrap();
+        std::os::unix::fs::symlink(&outside, view.join("web")).unwrap();
+        let found = Dependencies::find(&repo, &[]);
+        found.copy_into(&view).unwrap();
+        let nested = view.join("node_modules/a/node_modules/b/i.js");
+        assert_eq!(std::fs::read_to_string(&nested).unwrap(), "b");
+        assert_eq!(std::fs::read_dir(&outside).unwrap().count(), 0);
+        // A view's copy is its own from then on: not copied again over what a command did.
+        std::fs::write(&nested, "changed").unwrap();
+        found.copy_into(&view).unwrap();
+        assert_eq!(std::fs::read_to_string(&nested).unwrap(), "changed");
     }
 }

@@ -217,7 +217,12 @@ fn the_launcher_binds_dependencies_read_only_without_bubblewrap() {
         .arg(&repo)
         .arg("--dependencies-into")
         .arg(&view)
-        .args(["--dependency", "web/node_modules", "--dependency", "lib/node_modules"])
+        .args([
+            "--dependency",
+            "web/node_modules",
+            "--dependency",
+            "lib/node_modules",
+        ])
         .args(["--", "/bin/sh", "-c"])
         .arg(
             "cat web/node_modules/p/i.js; \

@@ -84,6 +84,11 @@ impl Dependencies {
                 !above.as_os_str().is_empty()
                     && std::fs::symlink_metadata(view.join(above)).is_ok_and(|m| !m.is_dir())
             });
+            // An empty directory is a mount point an earlier, sandboxed run left (a resume
+            // with --no-sandbox): filled now.
+            if std::fs::read_dir(&target).is_ok_and(|mut entries| entries.next().is_none()) {
+                let _ = std::fs::remove_dir(&target);
+            }
             if through_link || std::fs::symlink_metadata(&target).is_ok() {
                 continue;
             }
@@ -131,7 +136,8 @@ mod tests {
         }
         std::fs::write(repo.join("node_modules/a/node_modules/b/i.js"), "b").unwrap();
         std::fs::write(repo.join("web/node_modules/c/i.js"), "c").unwrap();
-        std::fs::create_dir_all(&view).unwrap();
+        // The mount point a sandboxed run left.
+        std::fs::create_dir_all(view.join("node_modules")).unwrap();
         std::fs::create_dir_all(&outside).unwrap();
         std::os::unix::fs::symlink(&outside, view.join("web")).unwrap();
         let found = Dependencies::find(&repo, &[]);

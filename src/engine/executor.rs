@@ -136,7 +136,8 @@ pub(crate) struct Settings {
     pub(crate) limits: Limits,
     /// Repository paths no step may produce: the workspace, when it lies inside the repository.
     pub(crate) forbidden: Vec<RepoPath>,
-    /// The repository's installed dependencies, which command steps see read-only.
+    /// The repository's installed dependencies, which command steps see without copies
+    /// (`engine::dependencies`).
     pub(crate) dependencies: Dependencies,
 }
 

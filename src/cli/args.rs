@@ -118,7 +118,7 @@ pub(crate) enum Command {
     Mcp,
     /// (internal) Run a command in the sandbox: write access only beneath the --write paths.
     #[command(hide = true)]
-    SandboxExec(SandboxArgs),
+    SandboxExec(Box<SandboxArgs>),
 }
 
 #[derive(Debug, Args)]

@@ -31,6 +31,9 @@ fn project() -> Sandbox {
                 "bin": {"tiny-check": "bin.js"}}"#,
         ),
         ("node_modules/tiny/index.js", TINY_INDEX),
+        // Ignored, not excluded: in the snapshot like any ignored file.
+        (".gitignore", "vendor/\nnode_modules/\n.venv/\n"),
+        ("vendor/autoload.php", "<?php // composer\n"),
         (
             "node_modules/tiny/bin.js",
             "#!/usr/bin/env node\nconsole.log('tiny ok ' + require('./index.js').answer);\n",
@@ -69,6 +72,7 @@ fn flow() -> Value {
         {"id": "tests", "operation": "run_tests", "params": {}},
         shell("npx", "npx tiny-check"),
         shell("venv", ".venv/bin/python -c 'import tinyvenv; print(tinyvenv.ANSWER)'"),
+        shell("vendor", "cat vendor/autoload.php"),
         shell(
             "write",
             "if echo 'module.exports = 7;' > node_modules/tiny/index.js 2>/dev/null; \
@@ -116,6 +120,8 @@ fn check(config: &str, flags: &[&str], shown: Shown) {
     let npx = sandbox.result("t", "npx");
     assert_eq!(npx["stdout"], "tiny ok 42\n", "{what}");
     assert_eq!(sandbox.result("t", "venv")["stdout"], "42\n", "{what}");
+    let vendor = sandbox.result("t", "vendor");
+    assert_eq!(vendor["stdout"], "<?php // composer\n", "{what}");
     let write = sandbox.result("t", "write");
     let expected = match shown {
         Shown::ReadOnly => "REFUSED\nREFUSED\n",

@@ -74,6 +74,16 @@ pub fn run(cli: Cli, api_key: ApiKey) -> Result<ExitCode> {
             caches: &caches,
             cache_overlay: args.cache_overlay,
             private: args.private.as_deref(),
+            dependencies: match (&args.dependencies_from, &args.dependencies_into) {
+                (Some(from), Some(into)) if !args.dependency.is_empty() => {
+                    Some(sandbox_exec::Dependencies {
+                        from,
+                        into,
+                        dirs: &args.dependency,
+                    })
+                }
+                _ => None,
+            },
             command: &args.command,
         });
         say(&format!("ocflow sandbox-exec: {problem}"));

@@ -13,6 +13,7 @@ import re
 import time
 
 from .instructions import Step
+from .missing_packages import missing_package_hint
 from .params import optional_positive_number, optional_str, require_str
 from .paths import require_work_dir
 from .process import CommandOutcome, run_command, scrub_env
@@ -116,9 +117,18 @@ def _outcome_message(
 
 
 def _sandbox_hint(outcome: CommandOutcome, step: Step) -> str:
-    """What the sandbox refused the command, if its output shows it, and how to allow it."""
+    """What the sandbox refused the command, if its output shows it, and how to allow it.
+
+    A package the repository has not installed comes first: that the network is off is
+    only why it could not be fetched.
+    """
     layers = step.sandbox_layers or {}
     printed = outcome.stdout + "\n" + outcome.stderr
+    given = step.params.get("command")
+    command = given if isinstance(given, str) else ""
+    missing = missing_package_hint(command, printed, layers.get("network") == "off")
+    if missing:
+        return missing
     output = printed.lower()
     # Landlock refuses a TCP connect or bind with EACCES: "Permission denied" near a socket.
     denied_socket = "permission denied" in output and ("connect" in output or "socket" in output)
@@ -219,6 +229,11 @@ def run_tests(step: Step, llm_config: dict | None) -> dict:
     else:
         verdict = "tests passed" if passed else "tests failed"
         message = f"{verdict}: {_counts_phrase(report)} (exit code {outcome.exit_code})"
+    if not passed and not (outcome.timed_out or outcome.cancelled or outcome.exit_code is None):
+        # A package the tests need and the repository has not installed, named.
+        network_off = (step.sandbox_layers or {}).get("network") == "off"
+        printed = outcome.stdout + "\n" + outcome.stderr
+        message += missing_package_hint(command, printed, network_off)
     return make_result(
         step.operation,
         "success" if passed else "failure",

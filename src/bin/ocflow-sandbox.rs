@@ -29,6 +29,11 @@ fn main() -> ExitCode {
         (None, None, None);
     let mut lower: Vec<PathBuf> = Vec::new();
     let mut probe_in: Option<PathBuf> = None;
+    let (mut dependencies_from, mut dependencies_into, mut dependencies): (
+        Option<PathBuf>,
+        Option<PathBuf>,
+        Vec<PathBuf>,
+    ) = (None, None, Vec::new());
     let (mut caches, mut cache_overlay, mut private) = (Vec::new(), false, None);
     let mut command: Vec<OsString> = Vec::new();
     while let Some(arg) = args.next() {
@@ -52,6 +57,9 @@ fn main() -> ExitCode {
             },
             Some("--cache-overlay") => cache_overlay = true,
             Some("--private") => private = args.next().map(PathBuf::from),
+            Some("--dependencies-from") => dependencies_from = args.next().map(PathBuf::from),
+            Some("--dependencies-into") => dependencies_into = args.next().map(PathBuf::from),
+            Some("--dependency") => dependencies.extend(args.next().map(PathBuf::from)),
             Some("--inner") => inner = true,
             Some("--probe") => probe = true,
             Some("--probe-in") => probe_in = args.next().map(PathBuf::from),
@@ -90,6 +98,16 @@ fn main() -> ExitCode {
         caches: &caches,
         cache_overlay,
         private: private.as_deref(),
+        dependencies: match (&dependencies_from, &dependencies_into) {
+            (Some(from), Some(into)) if !dependencies.is_empty() => {
+                Some(sandbox_exec::Dependencies {
+                    from,
+                    into,
+                    dirs: &dependencies,
+                })
+            }
+            _ => None,
+        },
         command: &command,
     }))
 }

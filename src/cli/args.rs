@@ -118,7 +118,7 @@ pub(crate) enum Command {
     Mcp,
     /// (internal) Run a command in the sandbox: write access only beneath the --write paths.
     #[command(hide = true)]
-    SandboxExec(SandboxArgs),
+    SandboxExec(Box<SandboxArgs>),
 }
 
 #[derive(Debug, Args)]
@@ -176,6 +176,15 @@ pub(crate) struct SandboxArgs {
     /// The step's private directory: its caches' layers and its own /var/tmp.
     #[arg(long, value_name = "DIR")]
     pub(crate) private: Option<PathBuf>,
+    /// The repository whose dependency directories (`--dependency`) the command sees.
+    #[arg(long, value_name = "REPO")]
+    pub(crate) dependencies_from: Option<PathBuf>,
+    /// The view they are shown in, read-only, at the same relative places.
+    #[arg(long, value_name = "VIEW")]
+    pub(crate) dependencies_into: Option<PathBuf>,
+    /// A dependency directory, relative to the repository (repeatable).
+    #[arg(long = "dependency", value_name = "PATH")]
+    pub(crate) dependency: Vec<PathBuf>,
     /// The command and its arguments.
     #[arg(last = true)]
     pub(crate) command: Vec<std::ffi::OsString>,

@@ -9,7 +9,9 @@ use std::sync::{Arc, OnceLock};
 use crate::cli::apply;
 use crate::cli::config::Config;
 use crate::engine::bridge::{self, Bridge, HostLlm};
+use crate::engine::dependencies::Dependencies;
 use crate::engine::executor::{Executor, FlowOutcome, RecoverySettings, Settings};
+use crate::engine::sandbox::SandboxPlan;
 use crate::error::{Error, IoContext, Result};
 use crate::exit::ExitCode;
 use crate::flow::path_rules::{PathRules, canonical_or_absolute};
@@ -208,6 +210,7 @@ pub(crate) fn engine_settings(
         forbidden: RepoPath::from_walk(&rules.repo, &workspace_dir)
             .into_iter()
             .collect(),
+        dependencies: Dependencies::find(&rules.repo, std::slice::from_ref(&workspace_dir)),
     })
 }
 
@@ -230,6 +233,19 @@ pub(crate) fn report_sandbox(
     for fallback in plan.iter().flat_map(|plan| &plan.fallbacks) {
         events.emit(Event::Warning {
             message: fallback.clone(),
+        })?;
+    }
+    // The repository's installed dependencies are copied into views where no mount can show
+    // them: slower, and worth knowing.
+    let mounted = plan.is_some_and(SandboxPlan::mounts_dependencies);
+    if !settings.dependencies.is_empty() && !mounted {
+        events.emit(Event::Warning {
+            message: format!(
+                "command steps see copies of the repository's {} (no namespaces to bind them \
+                 read-only here): each view copies them once, and what a command changes in \
+                 them stays in its view",
+                settings.dependencies.listing()
+            ),
         })?;
     }
     let key_variable = config.key_variable.as_deref();

@@ -15,10 +15,11 @@ use tokio::sync::Notify;
 use tokio::task::JoinSet;
 
 use crate::engine::bridge::{Bridge, CallOutcome, HostLlm, StepLlm};
+use crate::engine::dependencies::Dependencies;
 use crate::engine::instructions::{self, DoneStep};
 use crate::engine::recovery;
 use crate::engine::sandbox::LauncherOverlay;
-use crate::engine::sandbox::SandboxPlan;
+use crate::engine::sandbox::{SandboxPlan, StepScope};
 use crate::engine::sandbox_exec;
 use crate::error::{Error, IoContext, Result};
 use crate::flow::operations::{self, Access, ParamMeaning};
@@ -137,6 +138,9 @@ pub(crate) struct Settings {
     pub(crate) limits: Limits,
     /// Repository paths no step may produce: the workspace, when it lies inside the repository.
     pub(crate) forbidden: Vec<RepoPath>,
+    /// The repository's installed dependencies, which command steps see without copies
+    /// (`engine::dependencies`).
+    pub(crate) dependencies: Dependencies,
 }
 
 /// The LLM side of recovery.
@@ -633,6 +637,19 @@ impl Executor {
             }
         };
         let mut sandbox = None;
+        if let (Some(_), Some(ViewSlot::Copy(index))) = (&work_dir, *view)
+            && !self
+                .settings
+                .sandbox
+                .as_ref()
+                .is_some_and(SandboxPlan::mounts_dependencies)
+        {
+            // No mount can show the repository's dependencies here: the view gets copies
+            // (the flow's start warned).
+            self.settings
+                .dependencies
+                .copy_into(&self.task.view(index))?;
+        }
         if let (Some(_), Some(slot)) = (&work_dir, *view) {
             // A command's own temporary directory, and git kept from finding the user's
             // repository above the view (the view has no .git of its own).
@@ -690,6 +707,16 @@ impl Executor {
                 });
                 let private = dir.join(PRIVATE_DIR);
                 let network = plan.network || asked;
+                if !network {
+                    // npm and npx fetch a package that is not installed, retrying for over a
+                    // minute when there is no network: offline, they fail at once, and the
+                    // step's message says which package is missing.
+                    env.entry("npm_config_offline")
+                        .or_insert_with(|| Value::String("true".into()));
+                }
+                // Decided on the flow's plan, as the copies above are, not the caches' one.
+                let dependencies = &self.settings.dependencies;
+                let mounted = plan.mounts_dependencies().then_some(dependencies);
                 let cache_plan;
                 let plan = if cache_overlays {
                     plan
@@ -701,8 +728,12 @@ impl Executor {
                     &cache_plan
                 };
                 let cgroup = crate::engine::step_cgroup::name(&self.task.root, &step.id);
-                let mut launcher =
-                    plan.launcher(&target, &[temp], network, overlay, &private, &cgroup)?;
+                let scope = StepScope {
+                    private: &private,
+                    cgroup: &cgroup,
+                    dependencies: mounted,
+                };
+                let mut launcher = plan.launcher(&target, &[temp], network, overlay, scope)?;
                 if !lower.is_empty() {
                     let relative = |path: &std::path::Path| match path.strip_prefix(&self.task.root)
                     {

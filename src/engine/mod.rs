@@ -3,6 +3,7 @@
 //! each step gets, the command sandbox, orphaned commands, and the summary at the end.
 
 pub(crate) mod bridge;
+pub(crate) mod dependencies;
 pub(crate) mod executor;
 pub(crate) mod instructions;
 pub(crate) mod interpreter;

@@ -21,6 +21,7 @@
 
 use std::path::{Path, PathBuf};
 
+use crate::engine::dependencies::Dependencies;
 use crate::engine::sandbox_exec::Cache;
 use crate::engine::step_cgroup::Hierarchies;
 use crate::error::{Error, IoContext};
@@ -62,6 +63,18 @@ pub(crate) struct SandboxPlan {
     /// What the start-up probe had to leave out because a trial launch failed with it, and
     /// why: said once per flow, as a warning.
     pub(crate) fallbacks: Vec<String>,
+}
+
+/// What belongs to one step's launch.
+#[derive(Debug, Clone, Copy)]
+pub(crate) struct StepScope<'a> {
+    /// The step's own directory for its caches' layers and its `/var/tmp` (emptied with it).
+    pub(crate) private: &'a Path,
+    /// The step's group, which the host ends with the step (`step_cgroup::name`).
+    pub(crate) cgroup: &'a str,
+    /// The repository's installed dependencies, bound read-only into the view (where
+    /// `mounts_dependencies`).
+    pub(crate) dependencies: Option<&'a Dependencies>,
 }
 
 /// The settings a plan is made from.
@@ -208,8 +221,11 @@ impl SandboxPlan {
                     std::slice::from_ref(&temp),
                     false,
                     overlay,
-                    &private,
-                    &cgroup,
+                    StepScope {
+                        private: &private,
+                        cgroup: &cgroup,
+                        dependencies: None,
+                    },
                 )
                 .map_err(|err| err.to_string())?;
             let (program, args) = sandbox
@@ -361,19 +377,21 @@ impl SandboxPlan {
 
     /// The launcher for a command running in `view`: writable are the view, `extra` (the
     /// step's temporary directory) and the plan's paths; `network`: whether this step may use
-    /// the network; `private`: the step's own directory for its caches' layers and its
-    /// `/var/tmp` (emptied with the step).
-    /// With `overlay`, the launcher mounts it on `view`. `cgroup`: the step's group, which the
-    /// host ends with the step (`step_cgroup::name`).
+    /// the network; `scope`: what is the step's own (see `StepScope`).
+    /// With `overlay`, the launcher mounts it on `view`.
     pub(crate) fn launcher(
         &self,
         view: &Path,
         extra: &[PathBuf],
         network: bool,
         overlay: Option<LauncherOverlay<'_>>,
-        private: &Path,
-        cgroup: &str,
+        scope: StepScope<'_>,
     ) -> crate::error::Result<StepSandbox> {
+        let StepScope {
+            private,
+            cgroup,
+            dependencies,
+        } = scope;
         let exe = std::env::current_exe()
             .io_context(|| "finding the ocflow executable for the sandbox".into())?;
         // The small launcher beside ocflow starts in a fraction of the time: it is not linked
@@ -418,6 +436,16 @@ impl SandboxPlan {
         }
         launcher.push("--private".into());
         launcher.push(private.to_string_lossy().into_owned());
+        if let Some(dependencies) = dependencies.filter(|d| !d.is_empty()) {
+            launcher.push("--dependencies-from".into());
+            launcher.push(dependencies.repo.to_string_lossy().into_owned());
+            launcher.push("--dependencies-into".into());
+            launcher.push(view.to_string_lossy().into_owned());
+            for dir in &dependencies.dirs {
+                launcher.push("--dependency".into());
+                launcher.push(dir.to_string_lossy().into_owned());
+            }
+        }
         for cache in &self.caches {
             launcher.push("--cache".into());
             launcher.push(format!("{}:{}", cache.variable, cache.path.display()));
@@ -444,6 +472,13 @@ impl SandboxPlan {
 }
 
 impl SandboxPlan {
+    /// Whether the launcher can show the repository's dependency directories in a view by a
+    /// mount: bubblewrap binds them, and where overlays could be mounted the launcher's own
+    /// namespace can bind them too. Else a copy view gets copies.
+    pub(crate) fn mounts_dependencies(&self) -> bool {
+        self.bwrap.is_some() || self.overlay
+    }
+
     /// Whether overlays work in `dir` (the task's directory, where views' layers and steps'
     /// upper directories live): the start-up probe tried the temporary directory, and another
     /// file system may refuse (overlayfs takes no overlay, as a container's root file system
@@ -633,6 +668,14 @@ fn probe_landlock() -> Result<(String, bool, bool, bool), Error> {
 mod tests {
     use super::*;
 
+    fn test_scope() -> StepScope<'static> {
+        StepScope {
+            private: Path::new("/p"),
+            cgroup: "1.x.s",
+            dependencies: None,
+        }
+    }
+
     /// A plan without namespaces, as on a kernel that refuses them, with what else holds.
     fn plan(cgroups: bool, seccomp: bool) -> SandboxPlan {
         SandboxPlan {
@@ -673,7 +716,7 @@ mod tests {
         assert!(said.contains("UDP open"), "{said}");
         assert!(said.contains("memory 256 MiB per process"), "{said}");
         let launcher = bare
-            .launcher(Path::new("/"), &[], false, None, Path::new("/p"), "1.x.s")
+            .launcher(Path::new("/"), &[], false, None, test_scope())
             .unwrap();
         assert!(!launcher.launcher.contains(&"--refuse-udp".to_string()));
         assert!(!launcher.launcher.contains(&"--cgroup".to_string()));
@@ -692,7 +735,7 @@ mod tests {
         );
         assert_eq!(layers.memory, "256 MiB per process (rlimit)");
         let launcher = ends
-            .launcher(Path::new("/"), &[], false, None, Path::new("/p"), "1.x.s")
+            .launcher(Path::new("/"), &[], false, None, test_scope())
             .unwrap();
         assert!(
             launcher
@@ -717,7 +760,7 @@ mod tests {
         );
         assert!(said.contains("memory 256 MiB per step (cgroup)"), "{said}");
         let args = |network| {
-            held.launcher(Path::new("/"), &[], network, None, Path::new("/p"), "1.x.s")
+            held.launcher(Path::new("/"), &[], network, None, test_scope())
                 .unwrap()
                 .launcher
         };

@@ -48,7 +48,52 @@ pub(crate) struct ExecRequest<'a> {
     pub(crate) cache_overlay: bool,
     /// The step's private directory: its caches' layers and its own `/var/tmp`.
     pub(crate) private: Option<&'a Path>,
+    /// The repository's installed dependencies, shown read-only in the view.
+    pub(crate) dependencies: Option<Dependencies<'a>>,
     pub(crate) command: &'a [OsString],
+}
+
+/// The repository's dependency directories (`node_modules`, `.venv`), which views never hold,
+/// shown to the command read-only at the same places in its view: `dirs` (relative paths)
+/// bound from `from` (the repository) onto `into` (the view), nothing copied. Given to the
+/// launcher as `--dependencies-from REPO --dependencies-into VIEW --dependency REL…`.
+#[derive(Debug, Clone, Copy)]
+pub(crate) struct Dependencies<'a> {
+    pub(crate) from: &'a Path,
+    pub(crate) into: &'a Path,
+    pub(crate) dirs: &'a [PathBuf],
+}
+
+impl Dependencies<'_> {
+    /// Each directory's source in the repository and its place in the view. A place that is
+    /// not plainly inside the view is left out: an earlier command may have left a symlink
+    /// where the repository has a directory (`web -> /home/…`), and the mount point made
+    /// through it would land outside.
+    fn pairs(&self) -> impl Iterator<Item = (PathBuf, PathBuf)> + '_ {
+        self.dirs
+            .iter()
+            .filter(|dir| plainly_inside(self.into, dir))
+            .map(|dir| (self.from.join(dir), self.into.join(dir)))
+    }
+}
+
+/// Whether `relative` names a place under `root` through directories only: no `..`, no
+/// symlink on the way (the last component may be missing: it is the mount point).
+fn plainly_inside(root: &Path, relative: &Path) -> bool {
+    use std::path::Component;
+    let mut current = root.to_path_buf();
+    for part in relative.components() {
+        let Component::Normal(name) = part else {
+            return false;
+        };
+        current.push(name);
+        match std::fs::symlink_metadata(&current) {
+            Ok(meta) if meta.is_dir() => {}
+            Ok(_) => return false,
+            Err(_) => return true,
+        }
+    }
+    true
 }
 
 /// A user's tool cache (`~/.cache`, `~/.npm`, `CARGO_HOME`…) and the variable that moves it
@@ -159,10 +204,13 @@ fn confine_and_exec(request: &ExecRequest<'_>) -> Result<Never, String> {
         // A user and mount namespace of the launcher's own, for the view's overlay (which must
         // be mounted) and the caches' (which may fall back to directories of the step's).
         let wants_caches = request.cache_overlay && request.private.is_some();
-        let own_namespace = if request.overlay.is_some() || wants_caches {
+        // Without bubblewrap the dependencies are bound here, in that namespace.
+        let binds_here = request.bwrap.is_none() && request.dependencies.is_some();
+        let needs_namespace = request.overlay.is_some() || binds_here;
+        let own_namespace = if needs_namespace || wants_caches {
             match enter_own_namespace() {
                 Ok(()) => true,
-                Err(problem) if request.overlay.is_some() => return Err(problem),
+                Err(problem) if needs_namespace => return Err(problem),
                 Err(_) => false,
             }
         } else {
@@ -171,10 +219,34 @@ fn confine_and_exec(request: &ExecRequest<'_>) -> Result<Never, String> {
         if let Some(overlay) = request.overlay {
             mount_overlay_here(overlay, "")?;
         }
+        // The repository's dependencies: through an overlay whose upper layer is the step's
+        // own where one can be mounted (tools write there, nyc and babel their
+        // `node_modules/.cache`; what they write goes with the step), else read-only, bound
+        // here or by bubblewrap.
+        let mut read_only = Vec::new();
+        for (index, (source, target)) in request
+            .dependencies
+            .iter()
+            .flat_map(|d| d.pairs())
+            .enumerate()
+        {
+            let layered = own_namespace
+                && request.cache_overlay
+                && request
+                    .private
+                    .is_some_and(|dir| overlay_dependency(dir, index, &source, &target));
+            if !layered {
+                read_only.push((source, target));
+            }
+        }
+        if binds_here {
+            bind_read_only_here(&read_only)?;
+        }
         if let Some(dir) = request.private {
             private = make_private(request, dir, own_namespace)?;
             writable.extend(private.writable.iter().cloned());
         }
+        private.read_only_dependencies = read_only;
         if let Some(bwrap) = request.bwrap {
             let mut command = bwrap_command(bwrap, request, &writable, &private)?;
             let error = command.envs(private.env.iter().cloned()).exec();
@@ -203,6 +275,9 @@ struct Private {
     read_only: Vec<PathBuf>,
     env: Vec<(String, PathBuf)>,
     var_tmp: Option<PathBuf>,
+    /// The dependency directories no overlay could show: bubblewrap binds them read-only
+    /// (source, place in the view).
+    read_only_dependencies: Vec<(PathBuf, PathBuf)>,
 }
 
 /// Makes the step's private layers in `dir`: each cache through an overlay where `own_namespace`
@@ -325,6 +400,11 @@ fn bwrap_command(
     for path in writable.iter().filter(bound) {
         command.arg("--bind").arg(path).arg(path);
     }
+    // Over the view's writable bind, so they stay read-only in it; bubblewrap makes the
+    // mount points (an empty directory in the view, which captures skip).
+    for (source, target) in &private.read_only_dependencies {
+        command.arg("--ro-bind").arg(source).arg(target);
+    }
     if let Some(var_tmp) = &private.var_tmp {
         command.arg("--bind").arg(var_tmp).arg("/var/tmp");
     }
@@ -376,6 +456,63 @@ fn enter_own_namespace() -> Result<(), String> {
         MountPropagationFlags::REC | MountPropagationFlags::PRIVATE,
     )
     .map_err(|err| refused("make the mounts private", err.into()))?;
+    Ok(())
+}
+
+/// Shows the dependency directory `source` at `target` in the view through an overlay whose
+/// upper layer is the step's own (`dependency-INDEX` in its private directory), in the
+/// namespace `enter_own_namespace` made. False where it cannot be mounted.
+fn overlay_dependency(private: &Path, index: usize, source: &Path, target: &Path) -> bool {
+    let layer = private.join(format!("dependency-{index}"));
+    let (upper, work) = (layer.join("upper"), layer.join("work"));
+    let made = [&upper, &work, &target.to_path_buf()]
+        .iter()
+        .all(|dir| std::fs::create_dir_all(dir).is_ok());
+    let lower = [source.to_path_buf()];
+    let overlay = Overlay {
+        target,
+        lower: &lower,
+        upper: &upper,
+        work: &work,
+    };
+    // Thrown away with the step, as the caches' layers are: `volatile` where the kernel has it.
+    made && (mount_overlay_here(overlay, ",volatile").is_ok()
+        || mount_overlay_here(overlay, "").is_ok())
+}
+
+/// Binds each dependency directory (source, place in the view) read-only, in the namespace
+/// `enter_own_namespace` made (the mount point made if missing). The read-only remount keeps
+/// the flags the source's mount has (`nosuid`, `nodev`…): a user namespace may not drop them.
+fn bind_read_only_here(pairs: &[(PathBuf, PathBuf)]) -> Result<(), String> {
+    use rustix::fs::StatVfsMountFlags as Has;
+    use rustix::mount::{MountFlags, mount_bind_recursive, mount_remount};
+    for (source, target) in pairs {
+        let refused = |what: &str, err: std::io::Error| {
+            format!(
+                "cannot {what} {} read-only in the view: {err}",
+                source.display()
+            )
+        };
+        std::fs::create_dir_all(target).map_err(|err| refused("make a place for", err))?;
+        mount_bind_recursive(source, target).map_err(|err| refused("bind", err.into()))?;
+        let has = rustix::fs::statvfs(source)
+            .map(|stat| stat.f_flag)
+            .unwrap_or(Has::empty());
+        let mut flags = MountFlags::BIND | MountFlags::RDONLY;
+        for (kept, flag) in [
+            (Has::NOSUID, MountFlags::NOSUID),
+            (Has::NODEV, MountFlags::NODEV),
+            (Has::NOEXEC, MountFlags::NOEXEC),
+            (Has::NOATIME, MountFlags::NOATIME),
+            (Has::NODIRATIME, MountFlags::NODIRATIME),
+            (Has::RELATIME, MountFlags::RELATIME),
+        ] {
+            if has.contains(kept) {
+                flags |= flag;
+            }
+        }
+        mount_remount(target, flags, "").map_err(|err| refused("show", err.into()))?;
+    }
     Ok(())
 }
 

@@ -52,13 +52,27 @@ pub(crate) fn take_snapshot(repo: &Path, task: &TaskDir, skip: &[PathBuf]) -> Re
 /// Symlinks are copied as symlinks, never followed. Files are copied by several threads:
 /// per-file overhead, not bytes, dominates a source tree.
 pub(crate) fn copy_tree(from: &Path, to: &Path, skip: &[PathBuf]) -> Result<TreeStats> {
+    copy_tree_keeping(from, to, &|entry| !is_skipped(entry, skip))
+}
+
+/// Copies `from` into `to` whole, excluded directories included (a `node_modules` holds
+/// others).
+pub(crate) fn copy_whole_tree(from: &Path, to: &Path) -> Result<TreeStats> {
+    copy_tree_keeping(from, to, &|_| true)
+}
+
+fn copy_tree_keeping(
+    from: &Path,
+    to: &Path,
+    keep: &dyn Fn(&walkdir::DirEntry) -> bool,
+) -> Result<TreeStats> {
     let started = Instant::now();
     let mut files: Vec<(PathBuf, PathBuf)> = Vec::new();
     let mut links: Vec<(PathBuf, PathBuf)> = Vec::new();
     let walker = WalkDir::new(from)
         .follow_links(false)
         .into_iter()
-        .filter_entry(|entry| !is_skipped(entry, skip));
+        .filter_entry(|entry| keep(entry));
     for entry in walker {
         interrupt::check()?;
         let entry = entry.map_err(|err| Error::Io {

@@ -5,6 +5,7 @@ mod apply;
 mod bridge;
 mod commands;
 mod contract;
+mod dependencies;
 mod failure_cause;
 mod flows;
 mod languages;

@@ -34,18 +34,7 @@ impl Executor {
             // The command never ran: it runs again at once with the next set of layers,
             // without the LLM, whatever the attempts left (at most twice a flow: each time
             // takes a layer off).
-            let entry = self
-                .status
-                .step_mut(&step.id)
-                .ok_or_else(|| missing_step(&self.task, &step.id))?;
-            let retry = entry.retry_transient()?;
-            self.save()?;
-            self.events.emit(Event::StepRetrying {
-                step: step.id.clone(),
-                retry,
-                delay_ms: 0,
-            })?;
-            return Ok(Next::Continue);
+            return self.run_again_at_once(&step.id);
         }
         let unmounted = result.as_ref().and_then(overlay_not_mounted);
         if let Some(reason) = &unmounted
@@ -64,24 +53,17 @@ impl Executor {
         let again_in_a_copy = (unmounted.is_some()
             || result.as_ref().is_some_and(refused_a_rename))
             && self.copy_views.insert(step.id.clone());
-        let entry = self
-            .status
-            .step_mut(&step.id)
-            .ok_or_else(|| missing_step(&self.task, &step.id))?;
         if again_in_a_copy {
             // The overlay refused to rename a directory the view already had (EXDEV), which
             // a copied view allows, or could not be mounted: the command runs again at once in
             // a copy, without the LLM, whatever the attempts left (the step did nothing wrong;
             // once per step).
-            let retry = entry.retry_transient()?;
-            self.save()?;
-            self.events.emit(Event::StepRetrying {
-                step: step.id.clone(),
-                retry,
-                delay_ms: 0,
-            })?;
-            return Ok(Next::Continue);
+            return self.run_again_at_once(&step.id);
         }
+        let entry = self
+            .status
+            .step_mut(&step.id)
+            .ok_or_else(|| missing_step(&self.task, &step.id))?;
         if transient
             && entry.auto_retries < limits.max_transient_retries
             && entry.attempts < limits.max_attempts_per_step
@@ -109,6 +91,23 @@ impl Executor {
         });
         self.save()?;
         self.recover(&step.id).await
+    }
+
+    /// Runs a step that did nothing wrong again at once, without the LLM, whatever the
+    /// attempts left (its sandbox or view was at fault, not its command).
+    fn run_again_at_once(&mut self, id: &str) -> Result<Next> {
+        let entry = self
+            .status
+            .step_mut(id)
+            .ok_or_else(|| missing_step(&self.task, id))?;
+        let retry = entry.retry_transient()?;
+        self.save()?;
+        self.events.emit(Event::StepRetrying {
+            step: id.to_string(),
+            retry,
+            delay_ms: 0,
+        })?;
+        Ok(Next::Continue)
     }
 
     /// Takes a layer off the flow's sandbox after bubblewrap refused to start step `id`'s

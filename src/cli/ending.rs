@@ -137,6 +137,22 @@ pub(crate) fn show(task: &TaskDir, status: &FlowStatus, flow: &Flow) -> Result<(
         FlowState::Interrupted => {
             vec![(format!("ocflow resume {id}"), "continue where it stopped")]
         }
+        // Nothing failed and nothing is left to run: a new plan must make the change.
+        FlowState::NoChange => vec![
+            (format!("ocflow status {id}"), "what each step did"),
+            (
+                "ocflow run \"TASK\"".to_string(),
+                "plan again, naming the change to make",
+            ),
+        ],
+        // Stopped by a full disk only: a plain resume runs those steps again.
+        FlowState::Failed if stopped_by_a_full_disk(status) => vec![
+            (format!("ocflow status {id}"), "what each step did"),
+            (
+                format!("ocflow resume {id}"),
+                "run the steps again once the disk has room",
+            ),
+        ],
         _ => vec![
             (format!("ocflow status {id}"), "what each step did"),
             (
@@ -167,4 +183,19 @@ fn took(status: &FlowStatus) -> Option<u64> {
     let start = parse(&status.created_at)?;
     let end = parse(status.finished_at.as_deref()?)?;
     u64::try_from((end - start).num_milliseconds()).ok()
+}
+
+/// Whether every failed step failed because the workspace's disk was full.
+fn stopped_by_a_full_disk(status: &FlowStatus) -> bool {
+    let mut failed = status
+        .steps
+        .iter()
+        .filter(|s| s.status == StepState::Failed)
+        .peekable();
+    failed.peek().is_some()
+        && failed.all(|s| {
+            s.error
+                .as_ref()
+                .is_some_and(|e| e.kind == crate::model::status::NO_SPACE_KIND)
+        })
 }

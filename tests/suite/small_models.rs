@@ -474,6 +474,12 @@ fn a_flow_that_did_nothing_the_task_asked_ends_no_change() {
         "operation": "read_file", "params": {"file_path": "mathx.py"}}]});
     let output = sandbox.run(&flow, "t");
     assert_exit(&output, 1);
+    // Nothing failed: the advice is a new plan, not `resume --retry-failed`.
+    let ending = stdout(&output);
+    assert!(
+        ending.contains("plan again, naming the change") && !ending.contains("--retry-failed"),
+        "{ending}"
+    );
     let status = sandbox.status("t");
     assert_eq!(status["state"], json!("no_change"));
     assert!(

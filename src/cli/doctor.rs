@@ -198,6 +198,25 @@ fn sandbox_checks(config: &Config) -> Vec<Check> {
         )
         .fix("run ocflow as root (a cgroup v2 subtree delegated to the user is not used yet)")
     });
+    // Datagrams (DNS tunnelling): a network namespace holds them, else the socket filter.
+    checks.push(match (layers.udp.as_str(), plan.bwrap.is_some()) {
+        ("blocked", true) => Check::new(
+            "udp",
+            Verdict::Ok,
+            "blocked: each step has a network namespace of its own",
+        ),
+        ("blocked", false) => Check::new(
+            "udp",
+            Verdict::Ok,
+            "blocked by a seccomp socket filter (no namespaces here)",
+        ),
+        (other, _) => Check::new(
+            "udp",
+            Verdict::Warn,
+            format!("{other}: a step without the network can still send datagrams"),
+        )
+        .fix("install bubblewrap, or run on a kernel with seccomp"),
+    });
     checks
 }
 

@@ -558,6 +558,7 @@ fn doctor_checks_the_machine_and_the_endpoint() {
         "bubblewrap",
         "namespaces",
         "landlock",
+        "udp",
     ] {
         assert_ne!(check(name)["verdict"], json!("fail"), "{name}: {report}");
     }

@@ -197,18 +197,15 @@ pub(crate) fn undo(config: &Config, args: UndoArgs) -> Result<ExitCode> {
         None => None,
     };
     let held = HeldSignals::hold();
-    kept.set_stage(Stage::Undoing)?;
+    // Checked (or forced): an undo cut short is finished the same way, forced or not.
+    kept.set_undoing(args.force)?;
     let restored = kept.restore(&rules.repo, true)?;
-    kept.set_stage(Stage::Undone)?;
-    let files: Vec<String> = kept
-        .record
-        .files
-        .iter()
-        .map(|f| f.path.as_str().to_string())
-        .collect();
+    // The commit goes before the undo is recorded done, so a kill in between leaves an undo
+    // the next command finishes, commit included.
     if let Some(sha) = &commit {
-        uncommit(&rules.repo, sha, &files)?;
+        uncommit(&rules.repo, sha, &kept.paths())?;
     }
+    kept.set_stage(Stage::Undone)?;
     // An earlier apply of the task (an `--only` part) may still be in effect.
     flow_status.applied_at =
         apply_journal::last_apply(&task)?.map(|earlier| earlier.record.applied_at);
@@ -304,7 +301,12 @@ fn recover_locked(task: &TaskDir) -> Result<()> {
             ("rolled_back", restored)
         }
         _ => {
-            let restored = kept.restore(&repo, false)?;
+            let restored = kept.restore(&repo, kept.record.forced)?;
+            if let Some(sha) = kept.record.commit.clone()
+                && commit_to_remove(&repo, &sha).unwrap_or(false)
+            {
+                uncommit(&repo, &sha, &kept.paths())?;
+            }
             kept.set_stage(Stage::Undone)?;
             flow_status.applied_at =
                 apply_journal::last_apply(task)?.map(|earlier| earlier.record.applied_at);
@@ -442,9 +444,11 @@ fn commit(
         body.join("\n").trim(),
         task.task_id
     );
+    // File names, not patterns: `src/[ab].rs` must not also name `src/a.rs`.
     let git = |args: &[&str]| {
         std::process::Command::new("git")
             .current_dir(repo)
+            .arg("--literal-pathspecs")
             .args(args)
             .args(["--"])
             .args(files)
@@ -524,7 +528,7 @@ fn uncommit(repo: &Path, sha: &str, files: &[String]) -> Result<()> {
             short(sha)
         ))
     })?;
-    let mut args = vec!["reset", "--quiet", "HEAD", "--"];
+    let mut args = vec!["--literal-pathspecs", "reset", "--quiet", "HEAD", "--"];
     args.extend(files.iter().map(String::as_str));
     git_output(repo, &args)?;
     Ok(())

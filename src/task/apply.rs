@@ -72,9 +72,12 @@ fn apply_with(
         Err(failure) => failure,
     };
     let task_id = &task.task_id;
+    // Past the last file, it was the final flush that failed.
     let target = plan
         .get(failed)
-        .map_or(String::new(), |(_, c)| c.path.as_str().to_string());
+        .map_or("(flushing the disk)".to_string(), |(_, c)| {
+            c.path.as_str().to_string()
+        });
     let put_back = journal.restore(&rules.repo, false).and_then(|restored| {
         if restored.left.is_empty() {
             journal.set_stage(Stage::RolledBack)

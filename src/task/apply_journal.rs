@@ -56,6 +56,9 @@ pub(crate) struct ApplyRecord {
     /// The commit `apply --commit` made of these files, which `undo` removes again.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub(crate) commit: Option<String>,
+    /// Whether the undo under way was forced (files edited since are put back too).
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub(crate) forced: bool,
 }
 
 #[derive(Debug, Clone, Serialize, Deserialize)]
@@ -120,6 +123,7 @@ pub(crate) fn begin(task: &TaskDir, repo: &Path, changes: &[&Change]) -> Result<
         stage: Stage::Writing,
         undone_at: None,
         commit: None,
+        forced: false,
     };
     // The copies reach the disk before the record that says they are there.
     workspace::sync_file_system(&dir)?;
@@ -136,6 +140,21 @@ impl Kept {
             self.record.undone_at = Some(now());
         }
         workspace::write_json_atomic(&self.dir.join(RECORD_FILE), &self.record)
+    }
+
+    /// Records that `undo` starts putting the files back, and whether it was forced.
+    pub(crate) fn set_undoing(&mut self, forced: bool) -> Result<()> {
+        self.record.forced = forced;
+        self.set_stage(Stage::Undoing)
+    }
+
+    /// The repository paths of the apply's files.
+    pub(crate) fn paths(&self) -> Vec<String> {
+        self.record
+            .files
+            .iter()
+            .map(|f| f.path.as_str().to_string())
+            .collect()
     }
 
     /// Records the commit made of the apply's files.
@@ -207,7 +226,11 @@ impl Kept {
                 continue;
             }
             match &before {
-                Some(source) => place(source, &target),
+                // Its directory may be gone since (removed by hand): made again.
+                Some(source) => target
+                    .parent()
+                    .map_or(Ok(()), fs::create_dir_all)
+                    .and_then(|()| place(source, &target)),
                 None => fs::remove_file(&target).or_else(|err| match err.kind() {
                     ErrorKind::NotFound => Ok(()),
                     _ => Err(err),

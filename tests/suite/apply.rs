@@ -764,3 +764,29 @@ fn a_no_change_flow_has_nothing_to_apply() {
         "{err}"
     );
 }
+
+/// `apply --commit` and `undo` name files to git literally: an applied `src/[ab].rs` never
+/// also commits the user's own edit of `src/a.rs` (git reads names as patterns by default).
+#[test]
+fn apply_commit_names_files_to_git_literally() {
+    let sandbox = Sandbox::new(&[("src/a.rs", "fn a() {}\n")]);
+    let git = |args: &[&str]| git_in(&sandbox.repo, args);
+    git(&["init", "-q"]);
+    git(&["add", "-A"]);
+    git(&["commit", "-q", "-m", "start"]);
+    let flow = json!({"task": "write", "steps": [{"id": "w", "operation": "write_file",
+        "params": {"file_path": "src/[ab].rs", "content": "fn ab() {}\n"}}]});
+    assert_exit(&sandbox.run(&flow, "t"), 0);
+    std::fs::write(sandbox.repo.join("src/a.rs"), "fn a() { /* mine */ }\n").unwrap();
+    assert_exit(
+        &with_identity(sandbox.ocflow().args(["apply", "t", "--commit"])),
+        0,
+    );
+    let committed = git(&["show", "--name-only", "--format=", "HEAD"]);
+    assert_eq!(committed.trim(), "src/[ab].rs", "{committed}");
+    assert_eq!(
+        git(&["diff", "--name-only"]).trim(),
+        "src/a.rs",
+        "still the user's"
+    );
+}

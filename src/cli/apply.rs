@@ -199,7 +199,7 @@ pub(crate) fn undo(config: &Config, args: UndoArgs) -> Result<ExitCode> {
     let held = HeldSignals::hold();
     // Checked (or forced): an undo cut short is finished the same way, forced or not.
     kept.set_undoing(args.force)?;
-    let restored = kept.restore(&rules.repo, true)?;
+    let restored = kept.restore(&rules, true)?;
     // The commit goes before the undo is recorded done, so a kill in between leaves an undo
     // the next command finishes, commit included.
     if let Some(sha) = &commit {
@@ -276,6 +276,9 @@ fn recover_locked(task: &TaskDir) -> Result<()> {
     };
     let mut flow_status = state::load_status(task)?;
     let repo = flow_status.repo.clone();
+    let rules = PathRules::new(&repo, &task.workspace());
+    // Nothing is read or written through a path the journal should not name.
+    kept.check_paths(&rules)?;
     let id = &task.task_id;
     let (outcome, restored) = match kept.record.stage {
         Stage::Writing if kept.all_in_place(&repo)? => {
@@ -290,7 +293,7 @@ fn recover_locked(task: &TaskDir) -> Result<()> {
             ("completed", apply_journal::Restored::default())
         }
         Stage::Writing => {
-            let restored = kept.restore(&repo, false)?;
+            let restored = kept.restore(&rules, false)?;
             kept.set_stage(Stage::RolledBack)?;
             say(&format!(
                 "ocflow: the apply of task {id} was cut short and is rolled back: the \
@@ -301,7 +304,7 @@ fn recover_locked(task: &TaskDir) -> Result<()> {
             ("rolled_back", restored)
         }
         _ => {
-            let restored = kept.restore(&repo, kept.record.forced)?;
+            let restored = kept.restore(&rules, kept.record.forced)?;
             if let Some(sha) = kept.record.commit.clone()
                 && commit_to_remove(&repo, &sha).unwrap_or(false)
             {

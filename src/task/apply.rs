@@ -78,7 +78,7 @@ fn apply_with(
         .map_or("(flushing the disk)".to_string(), |(_, c)| {
             c.path.as_str().to_string()
         });
-    let put_back = journal.restore(&rules.repo, false).and_then(|restored| {
+    let put_back = journal.restore(rules, false).and_then(|restored| {
         if restored.left.is_empty() {
             journal.set_stage(Stage::RolledBack)
         } else {

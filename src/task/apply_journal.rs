@@ -13,6 +13,7 @@ use std::path::{Path, PathBuf};
 use serde::{Deserialize, Serialize};
 
 use crate::error::{Error, IoContext, Result};
+use crate::flow::path_rules::PathRules;
 use crate::model::repo_path::RepoPath;
 use crate::model::status::now;
 use crate::task::review::Change;
@@ -195,6 +196,31 @@ impl Kept {
             .collect()
     }
 
+    /// Refuses a journal naming a path outside the repository (edited by hand, or a symlink
+    /// planted on the way since): nothing is read or written through it.
+    pub(crate) fn check_paths(&self, rules: &PathRules) -> Result<()> {
+        let named = self
+            .record
+            .files
+            .iter()
+            .map(|f| f.path.as_str())
+            .chain(self.record.made_dirs.iter().map(String::as_str));
+        for raw in named {
+            let problem = match RepoPath::parse(raw) {
+                Ok(path) => rules.check_contained(&path).err().map(|p| p.to_string()),
+                Err(problem) => Some(problem.to_string()),
+            };
+            if let Some(problem) = problem {
+                return Err(Error::Usage(format!(
+                    "the apply journal {} names {raw:?}, which is not a path inside the \
+                     repository ({problem}); nothing was put back: check that journal",
+                    self.dir.join(RECORD_FILE).display()
+                )));
+            }
+        }
+        Ok(())
+    }
+
     /// Whether every file holds the version this apply writes.
     pub(crate) fn all_in_place(&self, repo: &Path) -> Result<bool> {
         for file in &self.record.files {
@@ -210,7 +236,9 @@ impl Kept {
     /// already so is left alone, and so is one that holds neither version unless `force`.
     /// Directories the apply made go if empty, and so does anything an apply killed half-way
     /// left beside its files. Safe to run again after a kill.
-    pub(crate) fn restore(&self, repo: &Path, force: bool) -> Result<Restored> {
+    pub(crate) fn restore(&self, rules: &PathRules, force: bool) -> Result<Restored> {
+        self.check_paths(rules)?;
+        let repo = rules.repo.as_path();
         let mut restored = Restored::default();
         for file in self.record.files.iter().rev() {
             let target = file.path.under(repo);

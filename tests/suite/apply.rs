@@ -790,3 +790,40 @@ fn apply_commit_names_files_to_git_literally() {
         "still the user's"
     );
 }
+
+/// An apply journal naming a path outside the repository (edited by hand, or corrupt) is
+/// refused by name: recovery reads and writes nothing through it.
+#[test]
+fn a_journal_naming_a_path_outside_the_repository_is_refused() {
+    let sandbox = Sandbox::new(&[("a.txt", "old a\n"), ("gone.txt", "bye\n")]);
+    assert_exit(&sandbox.run(&editing_flow(), "t"), 0);
+    assert_exit(&sandbox.ocflow().args(["apply", "t"]).output().unwrap(), 0);
+    let outside = sandbox.root().join("outside.txt");
+    std::fs::write(&outside, "not the repository's\n").unwrap();
+    let record = sandbox.task_dir("t").join("applies/1/apply.json");
+    let mut journal: Value = read_json(&record);
+    journal["stage"] = json!("writing");
+    journal["files"]
+        .as_array_mut()
+        .unwrap()
+        .push(json!({"path": "../outside.txt", "before": false, "after": false}));
+    std::fs::write(&record, serde_json::to_string(&journal).unwrap()).unwrap();
+    let status = sandbox.ocflow().args(["status", "t"]).output().unwrap();
+    assert!(
+        stderr(&status).contains("not a path inside the repository"),
+        "{}",
+        stderr(&status)
+    );
+    assert_eq!(
+        std::fs::read_to_string(&outside).unwrap(),
+        "not the repository's\n"
+    );
+    let undo = sandbox.ocflow().args(["undo", "t"]).output().unwrap();
+    assert_exit(&undo, 2);
+    assert!(
+        stderr(&undo).contains("not a path inside the repository"),
+        "{}",
+        stderr(&undo)
+    );
+    assert!(outside.exists());
+}

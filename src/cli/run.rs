@@ -173,6 +173,11 @@ async fn start(
         task.create()?;
     }
     let _lock = task.lock()?;
+    // Two runs may take over the same empty directory: the one that got the lock second finds
+    // the first one's task, and stops.
+    if !again && task.has_started() {
+        return Err(task.already_exists());
+    }
     if config.default_workspace {
         exclude_from_git(&config.repo);
     }

@@ -129,16 +129,26 @@ impl TaskDir {
                 Ok(())
             }
             Err(err) if err.kind() == std::io::ErrorKind::AlreadyExists => {
-                Err(Error::Usage(format!(
-                    "task {} already exists in {}; continue it with `ocflow resume {}` or choose \
-                     another --task-id",
-                    self.task_id,
-                    self.root.display(),
-                    self.task_id
-                )))
+                Err(self.already_exists())
             }
             Err(err) => Err(err).io_context(|| format!("creating {}", self.root.display())),
         }
+    }
+
+    /// The error for a new task whose id another run took.
+    pub(crate) fn already_exists(&self) -> Error {
+        Error::Usage(format!(
+            "task {} already exists in {}; continue it with `ocflow resume {}` or choose another \
+             --task-id",
+            self.task_id,
+            self.root.display(),
+            self.task_id
+        ))
+    }
+
+    /// Whether a run has saved the task's flow or status (it is no empty leftover).
+    pub(crate) fn has_started(&self) -> bool {
+        self.file(FLOW_FILE).exists() || self.file(STATUS_FILE).exists()
     }
 
     /// Takes the task's lock for as long as the returned guard lives. The lock is an OS file

@@ -12,7 +12,7 @@ use crate::error::{Error, Result};
 use crate::exit::ExitCode;
 use crate::flow::path_rules::PathRules;
 use crate::model::event::Event;
-use crate::model::event::Record;
+use crate::model::event::{Record, Recovered};
 use crate::model::flow::Flow;
 use crate::model::repo_path::RepoPath;
 use crate::model::status::{FlowState, FlowStatus, now};
@@ -290,7 +290,7 @@ fn recover_locked(task: &TaskDir) -> Result<()> {
                 "ocflow: the apply of task {id} was cut short after every file was in place; \
                  it is complete (`ocflow undo {id}` puts the files back)"
             ));
-            ("completed", apply_journal::Restored::default())
+            (Recovered::Completed, apply_journal::Restored::default())
         }
         Stage::Writing => {
             let restored = kept.restore(&rules, false)?;
@@ -301,7 +301,7 @@ fn recover_locked(task: &TaskDir) -> Result<()> {
                  applies it again",
                 restored.files.len()
             ));
-            ("rolled_back", restored)
+            (Recovered::RolledBack, restored)
         }
         _ => {
             let restored = kept.restore(&rules, kept.record.forced)?;
@@ -318,7 +318,7 @@ fn recover_locked(task: &TaskDir) -> Result<()> {
                 "ocflow: the undo of task {id} was cut short; finished it: the files are as \
                  they were before the apply"
             ));
-            ("undo_finished", restored)
+            (Recovered::UndoFinished, restored)
         }
     };
     if !restored.left.is_empty() {
@@ -332,7 +332,7 @@ fn recover_locked(task: &TaskDir) -> Result<()> {
         now(),
         Event::ApplyRecovered {
             task_id: id.clone(),
-            outcome: outcome.to_string(),
+            outcome,
             files: restored.files,
             left: restored.left,
         },

@@ -335,7 +335,7 @@ fn finish(executor: &mut Executor, outcome: FlowOutcome, apply_after: bool) -> R
                 &executor.flow,
                 &changes,
                 false,
-                &|| executor.is_interrupted(),
+                &crate::task::interrupt::raised,
             )?;
             apply::record_applied(
                 &mut executor.events,

@@ -255,11 +255,6 @@ struct Running {
 }
 
 impl Executor {
-    /// Whether a stopping signal came (SIGINT, SIGTERM, SIGHUP).
-    pub(crate) fn is_interrupted(&self) -> bool {
-        self.interrupt.is_raised()
-    }
-
     pub(crate) fn new(
         task: TaskDir,
         flow: Flow,

@@ -165,17 +165,28 @@ pub(crate) enum Event {
     ChangesApplied { task_id: String, files: Vec<String> },
     /// `ocflow undo` put back what the task's last apply replaced.
     ChangesUndone { task_id: String, files: Vec<String> },
-    /// A later command found an apply or undo of the task cut short (a kill) and finished it:
-    /// `outcome` is `rolled_back` (the repository is as before the apply), `completed` (every
-    /// file was already in place) or `undo_finished`.
+    /// A later command found an apply or undo of the task cut short (a kill) and finished it.
     ApplyRecovered {
         task_id: String,
-        outcome: String,
+        outcome: Recovered,
         /// Files put back.
         files: Vec<String>,
         /// Files edited since, left as they are.
         left: Vec<String>,
     },
+}
+
+/// How a later command finished an apply or undo a kill cut short.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[cfg_attr(test, derive(schemars::JsonSchema))]
+#[serde(rename_all = "snake_case")]
+pub(crate) enum Recovered {
+    /// The repository is as it was before the apply.
+    RolledBack,
+    /// Every file was already in place: the apply counts as done.
+    Completed,
+    /// The undo was finished: the files are as they were before the apply.
+    UndoFinished,
 }
 
 /// A claim of the model's summary and the fact of the journal that contradicts it.

@@ -13,7 +13,7 @@ use std::path::{Path, PathBuf};
 
 use crate::error::{Error, Result};
 use crate::flow::path_rules::PathRules;
-use crate::task::apply_journal::{self, Current, Stage, current, place_with, read};
+use crate::task::apply_journal::{self, Current, Stage, as_current, current, place_with, read};
 use crate::task::review::Change;
 use crate::task::workspace::{self, TaskDir};
 
@@ -179,15 +179,14 @@ pub(crate) fn check<'a>(
         let now = current(&target)?;
         let old = change.old.as_deref().map(read).transpose()?;
         let new = change.new.as_deref().map(read).transpose()?;
-        let as_file = |bytes: Option<Vec<u8>>| bytes.map_or(Current::Missing, Current::File);
         if now == Current::Other {
             blocked.push(change.path.as_str().to_string());
         }
         // Already in place (an earlier `apply --only`, or by hand): nothing to do there.
-        if now == as_file(new) {
+        if now == as_current(new) {
             continue;
         }
-        if now != as_file(old) {
+        if now != as_current(old) {
             drifted.push(change.path.as_str().to_string());
         }
         plan.push((target, change));

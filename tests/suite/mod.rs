@@ -5,6 +5,7 @@ mod apply;
 mod bridge;
 mod commands;
 mod contract;
+mod design_map;
 mod dependencies;
 mod failure_cause;
 mod flows;

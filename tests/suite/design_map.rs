@@ -164,7 +164,10 @@ fn every_path_design_names_exists() {
 
 #[test]
 fn the_name_matcher_ignores_longer_names() {
-    assert!(names("`crates/ocflow-model/src/`", "crates/ocflow-model/src/"));
+    assert!(names(
+        "`crates/ocflow-model/src/`",
+        "crates/ocflow-model/src/"
+    ));
     assert!(names("the `model/` layer", "model/"));
     assert!(!names("`crates/ocflow-model/`", "model/"));
     assert!(!names("`my_model/`", "model/"));

@@ -370,6 +370,10 @@ pub fn find_python_dir(explicit: Option<PathBuf>) -> Option<PathBuf> {
             }
         }
     }
-    let source = Path::new(env!("CARGO_MANIFEST_DIR")).join("../../python");
+    // The checkout this binary was built from (the crate lives in `crates/ocflow-core`).
+    let source = Path::new(env!("CARGO_MANIFEST_DIR"))
+        .join("../../python")
+        .canonicalize()
+        .ok()?;
     has_library(&source).then_some(source)
 }

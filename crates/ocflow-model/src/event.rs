@@ -230,7 +230,7 @@ mod tests {
 
     /// `docs/events.schema.json` is generated from these types, so callers' schema and the
     /// stream cannot drift apart. To regenerate after changing an event:
-    /// `OCFLOW_WRITE_SCHEMA=1 cargo test --lib events_schema`.
+    /// `OCFLOW_WRITE_SCHEMA=1 cargo test -p ocflow-model events_schema`.
     #[test]
     fn events_schema_file_is_generated_from_the_types() {
         let schema = schemars::schema_for!(Record);
@@ -244,7 +244,7 @@ mod tests {
         assert!(
             written == text,
             "{} is not what the event types generate; regenerate it with \
-             OCFLOW_WRITE_SCHEMA=1 cargo test --lib events_schema",
+             OCFLOW_WRITE_SCHEMA=1 cargo test -p ocflow-model events_schema",
             path.display()
         );
     }

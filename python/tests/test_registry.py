@@ -16,7 +16,14 @@ from open_codex_lib import execute_operation, registry
 from open_codex_lib.operations import OPERATIONS
 from open_codex_lib.registry import Param, RegistryError, load_plugins, operation
 
-RUST_TABLE = Path(__file__).resolve().parents[2] / "src" / "flow" / "operations.rs"
+RUST_TABLE = (
+    Path(__file__).resolve().parents[2]
+    / "crates"
+    / "ocflow-core"
+    / "src"
+    / "flow"
+    / "operations.rs"
+)
 BUILTIN_ORDER = [
     "read_file",
     "write_file",
@@ -182,7 +189,7 @@ def rust_params(text: str, constants: dict[str, str]) -> list[dict]:
 
 
 def rust_table() -> list[dict]:
-    """ocflow's table of operations (src/flow/operations.rs), read as catalogue entries."""
+    """ocflow's table of operations (crates/ocflow-core/src/flow/operations.rs), read as catalogue entries."""
     source = RUST_TABLE.read_text(encoding="utf-8")
     constants = dict(
         re.findall(r"const (\w+): (?:ParamSpec|&\[ParamSpec\]) = (.*?);\n", source, re.DOTALL)

@@ -5,10 +5,10 @@ use std::fs;
 use std::path::PathBuf;
 
 use crate::cli::config::Config;
-use crate::error::{Error, IoContext, Result};
-use crate::model::status::{FlowState, FlowStatus};
-use crate::task::state;
-use crate::task::workspace::{self, TaskDir};
+use ocflow_core::task::state;
+use ocflow_core::task::workspace::{self, TaskDir};
+use ocflow_model::error::{Error, IoContext, Result};
+use ocflow_model::status::{FlowState, FlowStatus};
 
 /// The task `arg` names, or the most recently updated flow (only unfinished ones when
 /// `unfinished`).

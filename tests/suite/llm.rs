@@ -909,9 +909,17 @@ fn parallel_steps_hitting_a_rate_limit_back_off_and_the_flow_completes() {
         .to_string(),
         headers: vec![],
     };
+    // The six steps ask the same question at once: the first six asks are limited, whichever
+    // step they come from, and the six retries get through.
     let mut replies: Vec<Reply> = (0..6).map(|_| limited()).collect();
-    replies.extend((0..7).map(|_| chat("ok")));
-    let llm = FakeLlm::start(replies);
+    replies.extend((0..6).map(|_| chat("ok")));
+    let llm = FakeLlm::with_rules(vec![
+        Rule::flow_summary().reply(chat("ok")).times(1),
+        Rule::prompt_contains("What the steps did:")
+            .named("summary steps")
+            .replies_in_order(replies)
+            .times(12),
+    ]);
     let output = sandbox
         .ocflow_llm(&llm.base_url())
         .args(["run", "--jobs", "6", "--task-id", "t", "--plan"])
@@ -923,6 +931,10 @@ fn parallel_steps_hitting_a_rate_limit_back_off_and_the_flow_completes() {
         llm.requests().len(),
         13,
         "six limited, six retried, one summary"
+    );
+    assert_eq!(
+        (llm.calls("summary steps"), llm.calls("flow summary")),
+        (12, 1)
     );
     for i in 0..6 {
         assert_eq!(

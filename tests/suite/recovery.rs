@@ -507,7 +507,12 @@ fn resume_retry_failed_runs_the_failed_step_again_without_asking_the_llm() {
         1,
     );
     std::fs::write(&flag, "").unwrap();
-    let llm = FakeLlm::start(vec![chat("The check passed once fixed.")]);
+    let llm = FakeLlm::with_rules(vec![
+        Rule::recovery().times(0),
+        Rule::flow_summary()
+            .reply(chat("The check passed once fixed."))
+            .times(1),
+    ]);
     let output = sandbox
         .ocflow_llm(&llm.base_url())
         .args(["resume", "t", "--retry-failed"])
@@ -535,11 +540,20 @@ fn a_failure_queued_behind_a_replan_that_dropped_it_is_not_recovered() {
         shell("a", "sleep 0.2; exit 1", &[]),
         shell("b", "sleep 0.3; exit 1", &[])
     ]);
-    let llm = FakeLlm::start(vec![strategy(
-        json!({"strategy": "replan", "reason": "do it differently",
-        "steps": [{"id": "c", "operation": "write_file",
-                   "params": {"file_path": "c.txt", "content": "c"}}]}),
-    )]);
+    // Both steps fail while running at once: the first failure's recovery replans, and is the
+    // only recovery asked for. The flow summary is refused, as with the other tests here.
+    let llm = FakeLlm::with_rules(vec![
+        Rule::recovery()
+            .reply(strategy(
+                json!({"strategy": "replan", "reason": "do it differently",
+                "steps": [{"id": "c", "operation": "write_file",
+                           "params": {"file_path": "c.txt", "content": "c"}}]}),
+            ))
+            .times(1),
+        Rule::flow_summary()
+            .reply(status(500, "no summary in this test"))
+            .times(1),
+    ]);
     let plan = sandbox.flow(&flow);
     let output = sandbox
         .ocflow_llm(&llm.base_url())

@@ -5,9 +5,10 @@
 //! answer of the first [`Rule`] its content matches, whatever order requests arrive in (steps
 //! run in parallel), and each rule counts its calls. A request no rule matches gets a 500 naming
 //! its prompt, and the test fails when the server is dropped (or at [`FakeLlm::verify`]).
-//! In arrival order ([`FakeLlm::start`]) the Nth request gets the Nth reply: only for
-//! sequences where order is the thing tested (the re-asks of one conversation, recovery rounds
-//! of one step, one request retried).
+//! In arrival order ([`FakeLlm::in_order`]) the Nth request gets the Nth reply: only for
+//! requests that cannot overlap, where the order is what the test is about (a planner's re-asks,
+//! the recovery rounds of one step, one request retried) or fixed by the flow (planning, then
+//! steps that ask the model one after another, then the summary).
 
 use std::collections::VecDeque;
 use std::sync::{Arc, Mutex, MutexGuard};
@@ -371,9 +372,9 @@ pub struct FakeLlm {
 }
 
 impl FakeLlm {
-    /// Answers in arrival order: the Nth request gets `replies[N]`. Only where the order is
-    /// what the test is about; with steps that may run at once, use [`FakeLlm::with_rules`].
-    pub fn start(replies: Vec<Reply>) -> FakeLlm {
+    /// Answers in arrival order: the Nth request gets `replies[N]`. Only where requests cannot
+    /// overlap; where steps asking the model may run at once, use [`FakeLlm::with_rules`].
+    pub fn in_order(replies: Vec<Reply>) -> FakeLlm {
         FakeLlm::start_with(Mode::InOrder(replies.into()), Refuse::Nothing)
     }
 
@@ -383,12 +384,14 @@ impl FakeLlm {
         FakeLlm::start_with(Mode::Rules { rules, calls }, Refuse::Nothing)
     }
 
-    /// A server that answers 400 to any request carrying `response_format`.
+    /// A server that answers 400 to any request carrying `response_format`, and the others
+    /// with `replies` in arrival order.
     pub fn rejecting_response_format(replies: Vec<Reply>) -> FakeLlm {
         FakeLlm::start_with(Mode::InOrder(replies.into()), Refuse::AnyFormat)
     }
 
-    /// A server like llama-cpp-python's: 500 to `json_schema`, a schema taken in `json_object`.
+    /// A server like llama-cpp-python's: 500 to `json_schema`, a schema taken in `json_object`;
+    /// the requests it takes get `replies` in arrival order.
     pub fn refusing_json_schema(replies: Vec<Reply>) -> FakeLlm {
         FakeLlm::start_with(Mode::InOrder(replies.into()), Refuse::JsonSchema)
     }

@@ -251,7 +251,7 @@ fn check_in_the_browser(browser: &Path, page: &Path) {
 #[test]
 fn a_flow_whose_planning_failed_has_a_report_that_says_so() {
     let sandbox = Sandbox::new(&[]);
-    let llm = FakeLlm::start(vec![chat("no"), chat("still no"), chat("[]")]);
+    let llm = FakeLlm::in_order(vec![chat("no"), chat("still no"), chat("[]")]);
     let output = sandbox
         .ocflow_llm(&llm.base_url())
         .args(["run", "--task-id", "t", "do <it>"])

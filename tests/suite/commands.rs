@@ -241,7 +241,7 @@ fn the_task_comes_from_stdin_or_a_file() {
     let sandbox = Sandbox::new(&[("a.txt", "a\n")]);
     let plan = json!({"steps": [{"id": "r", "operation": "read_file",
         "params": {"file_path": "a.txt"}}]});
-    let llm = FakeLlm::start(vec![chat(&plan.to_string()), chat(&plan.to_string())]);
+    let llm = FakeLlm::in_order(vec![chat(&plan.to_string()), chat(&plan.to_string())]);
     let mut child = sandbox
         .ocflow_llm(&llm.base_url())
         .args(["plan", "-"])
@@ -294,7 +294,7 @@ fn a_task_over_one_mebibyte_is_refused() {
     use super::fake_llm::{FakeLlm, chat};
     use std::io::Write;
     let sandbox = Sandbox::new(&[("a.txt", "a\n")]);
-    let llm = FakeLlm::start(vec![chat("{}")]);
+    let llm = FakeLlm::in_order(vec![chat("{}")]);
     let big = "x".repeat(1024 * 1024 + 1);
     let mut child = sandbox
         .ocflow_llm(&llm.base_url())
@@ -437,7 +437,7 @@ fn list_diff_stat_and_a_task_without_a_flow() {
         "{text}"
     );
 
-    let llm = FakeLlm::start(vec![status(401, "{\"error\": {\"message\": \"bad key\"}}")]);
+    let llm = FakeLlm::in_order(vec![status(401, "{\"error\": {\"message\": \"bad key\"}}")]);
     let planned = sandbox
         .ocflow_llm(&llm.base_url())
         .args(["run", "--task-id", "unplanned", "do something"])
@@ -533,7 +533,7 @@ fn short_task_ids_and_unique_prefixes() {
 fn doctor_checks_the_machine_and_the_endpoint() {
     use super::fake_llm::{FakeLlm, chat};
     let sandbox = Sandbox::new(&[("a.txt", "a\n")]);
-    let llm = FakeLlm::start(vec![chat("OK")]);
+    let llm = FakeLlm::in_order(vec![chat("OK")]);
     let output = sandbox
         .ocflow_llm(&llm.base_url())
         .args(["--json", "doctor"])

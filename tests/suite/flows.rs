@@ -608,7 +608,7 @@ fn what_git_ignores_stays_out_of_prompts_diffs_and_applies() {
     ]);
     let plan = json!({"steps": [{"id": "w", "operation": "write_file",
         "params": {"file_path": "src/b.py", "content": "y = 2\n"}}]});
-    let llm = FakeLlm::start(vec![chat(&plan.to_string()), chat("Wrote src/b.py.")]);
+    let llm = FakeLlm::in_order(vec![chat(&plan.to_string()), chat("Wrote src/b.py.")]);
     let output = sandbox
         .ocflow_llm(&llm.base_url())
         .args(["plan", "add src/b.py"])

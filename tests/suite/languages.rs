@@ -42,7 +42,7 @@ fn a_javascript_rewrite_is_parsed_before_it_is_written_and_node_test_failures_ar
         {"id": "test", "operation": "run_tests", "depends_on": ["fix"],
          "params": {"command": "npm test"}}
     ]});
-    let llm = FakeLlm::start(vec![
+    let llm = FakeLlm::in_order(vec![
         chat(&plan.to_string()),
         chat(&format!("```javascript\n{BROKEN}```\n")),
         chat(&format!("```javascript\n{FIXED}```\n")),

@@ -48,7 +48,7 @@ fn a_plan_wrapped_in_prose_and_fences_is_extracted_and_run() {
         "Sure! Here is the plan:\n\n```json\n{}\n```\n\nLet me know if you need more.",
         write_plan()
     );
-    let llm = FakeLlm::start(vec![chat(&plan), chat("Created notes.txt.")]);
+    let llm = FakeLlm::in_order(vec![chat(&plan), chat("Created notes.txt.")]);
     let output = run_task(&sandbox, &llm, &[]);
     assert_exit(&output, 0);
     assert_eq!(
@@ -90,7 +90,7 @@ fn an_invalid_plan_is_asked_again_once_with_the_exact_problems() {
     let sandbox = Sandbox::new(&[]);
     let invalid =
         json!({"steps": [{"id": "x", "operation": "frobnicate", "params": {}}]}).to_string();
-    let llm = FakeLlm::start(vec![chat(&invalid), chat(&write_plan()), chat("done")]);
+    let llm = FakeLlm::in_order(vec![chat(&invalid), chat(&write_plan()), chat("done")]);
     assert_exit(&run_task(&sandbox, &llm, &[]), 0);
     let bodies = llm.bodies();
     assert_eq!(bodies.len(), 3);
@@ -110,7 +110,7 @@ fn an_invalid_plan_is_asked_again_once_with_the_exact_problems() {
 #[test]
 fn three_invalid_plans_fail_the_flow_with_every_answer_saved() {
     let sandbox = Sandbox::new(&[]);
-    let llm = FakeLlm::start(vec![
+    let llm = FakeLlm::in_order(vec![
         chat("I cannot do that."),
         chat("[]"),
         chat("{\"steps\": [{\"id\": \"a\"}]}"),
@@ -150,7 +150,7 @@ fn a_truncated_plan_is_never_acted_on() {
         usage: (10, 10),
         finish_reason: "length",
     };
-    let llm = FakeLlm::start(vec![cut, chat(&write_plan()), chat("done")]);
+    let llm = FakeLlm::in_order(vec![cut, chat(&write_plan()), chat("done")]);
     assert_exit(&run_task(&sandbox, &llm, &[]), 0);
     let reask = last_user_message(&llm.bodies()[1]);
     assert!(reask.contains("the answer was cut off"), "{reask}");
@@ -167,7 +167,7 @@ fn rate_limits_are_retried_after_the_time_asked() {
         .to_string(),
         headers: vec![("retry-after", "1".into())],
     };
-    let llm = FakeLlm::start(vec![limited, chat(&write_plan()), chat("done")]);
+    let llm = FakeLlm::in_order(vec![limited, chat(&write_plan()), chat("done")]);
     let started = Instant::now();
     assert_exit(&run_task(&sandbox, &llm, &[]), 0);
     assert!(
@@ -190,7 +190,7 @@ fn a_huge_retry_after_is_capped_and_server_errors_are_retried_within_bounds() {
     // A 500 to the first `json_schema` request is read as the endpoint refusing that form
     // (llama-cpp-python's answer): probing costs no attempt (issue 24), so three more errors
     // use up the three attempts.
-    let llm = FakeLlm::start(vec![
+    let llm = FakeLlm::in_order(vec![
         huge,
         status(500, "oops"),
         status(503, "overloaded again"),
@@ -218,7 +218,7 @@ fn a_huge_retry_after_is_capped_and_server_errors_are_retried_within_bounds() {
 fn a_malformed_body_is_retried_then_reported() {
     let sandbox = Sandbox::new(&[]);
     llm_settings(&sandbox, "max_attempts = 2");
-    let llm = FakeLlm::start(vec![
+    let llm = FakeLlm::in_order(vec![
         status(200, "<html>proxy error</html>"),
         status(200, "{\"no\": \"choices\"}"),
     ]);
@@ -236,7 +236,7 @@ fn a_malformed_body_is_retried_then_reported() {
 fn a_server_that_never_answers_times_out() {
     let sandbox = Sandbox::new(&[]);
     llm_settings(&sandbox, "max_attempts = 1\nrequest_timeout_seconds = 1");
-    let llm = FakeLlm::start(vec![Reply::Slow {
+    let llm = FakeLlm::in_order(vec![Reply::Slow {
         delay: Duration::from_secs(30),
     }]);
     let started = Instant::now();
@@ -260,7 +260,7 @@ fn a_server_that_never_answers_times_out() {
 #[test]
 fn a_profiles_timeout_names_the_profiles_setting() {
     let sandbox = Sandbox::new(&[]);
-    let llm = FakeLlm::start(vec![Reply::Slow {
+    let llm = FakeLlm::in_order(vec![Reply::Slow {
         delay: Duration::from_secs(30),
     }]);
     llm_settings(
@@ -389,7 +389,7 @@ fn an_unauthorized_key_says_what_to_check_without_showing_the_key() {
     let unauthorized = json!({"error": {
         "message": "invalid key sk-test", "type": "auth", "param": null, "code": null
     }});
-    let llm = FakeLlm::start(vec![status(401, &unauthorized.to_string())]);
+    let llm = FakeLlm::in_order(vec![status(401, &unauthorized.to_string())]);
     let output = run_task(&sandbox, &llm, &[]);
     assert_exit(&output, 2);
     let err = stderr(&output);
@@ -411,7 +411,7 @@ fn token_totals_are_the_sums_the_server_reported() {
         {"id": "w", "operation": "write_file", "params": {"file_path": "a.txt", "content": "a"}}
     ]})
     .to_string();
-    let llm = FakeLlm::start(vec![
+    let llm = FakeLlm::in_order(vec![
         chat_with_usage(&plan, 321, 45),
         chat_with_usage("the steps did things", 70, 7),
         chat_with_usage("summary", 11, 2),
@@ -447,7 +447,7 @@ fn the_seeds_vocabulary_is_understood_at_the_first_answer() {
          "params": {"file_path": "utils.py", "analysis_query": "is x still used?"}},
         {"operation": "generate_summary", "params": {"changes_from_step": "step2"}, "id": "step4"}
     ]);
-    let llm = FakeLlm::start(vec![chat(&format!("```json\n{plan}\n```"))]);
+    let llm = FakeLlm::in_order(vec![chat(&format!("```json\n{plan}\n```"))]);
     let output = sandbox
         .ocflow_llm(&llm.base_url())
         .args(["plan", TASK])
@@ -475,7 +475,7 @@ fn the_seeds_vocabulary_is_understood_at_the_first_answer() {
 #[test]
 fn plan_prints_the_validated_flow() {
     let sandbox = Sandbox::new(&[]);
-    let llm = FakeLlm::start(vec![chat(&format!("```json\n{}\n```", write_plan()))]);
+    let llm = FakeLlm::in_order(vec![chat(&format!("```json\n{}\n```", write_plan()))]);
     let output = sandbox
         .ocflow_llm(&llm.base_url())
         .args(["plan", TASK])
@@ -499,7 +499,7 @@ fn the_key_reaches_nothing_but_the_authorization_header() {
                                 > parent_env.txt 2>&1; echo done"}}
     ]})
     .to_string();
-    let llm = FakeLlm::start(vec![chat(&plan), chat("summary")]);
+    let llm = FakeLlm::in_order(vec![chat(&plan), chat("summary")]);
     let output = sandbox
         .ocflow()
         .args([
@@ -579,7 +579,7 @@ fn the_key_can_come_from_a_file_only_its_owner_reads_or_from_a_command() {
     };
     // A key file others may read is refused, naming the fix.
     std::fs::set_permissions(&key_file, std::fs::Permissions::from_mode(0o644)).unwrap();
-    let llm = FakeLlm::start(vec![chat(&plan), chat("summary")]);
+    let llm = FakeLlm::in_order(vec![chat(&plan), chat("summary")]);
     let refused = run(&llm, Some(&key_file), "refused");
     assert_exit(&refused, 2);
     assert!(
@@ -615,7 +615,7 @@ fn the_key_can_come_from_a_file_only_its_owner_reads_or_from_a_command() {
         key_file.display()
     ));
     std::fs::write(&config, text).unwrap();
-    let llm = FakeLlm::start(vec![chat(&plan), chat("summary")]);
+    let llm = FakeLlm::in_order(vec![chat(&plan), chat("summary")]);
     assert_exit(&run(&llm, None, "command"), 0);
     assert_eq!(authorization(&llm), vec![format!("Bearer {canary}"); 2]);
     assert_eq!(
@@ -656,7 +656,7 @@ fn the_seeds_example_flow_runs() {
             "content_from_step": "step2"}, "depends_on": "step2", "id": "step3"},
         {"operation": "generate_summary", "params": {"changes_from_step": "step2"}, "id": "step4"}
     ]));
-    let llm = FakeLlm::start(vec![
+    let llm = FakeLlm::in_order(vec![
         chat(&format!("```python\n{FIXED}```\n")),
         chat("calculate_metrics is easier to read and handles an empty list."),
     ]);
@@ -707,7 +707,7 @@ fn a_planned_flow_modifies_code_runs_the_tests_and_summarises() {
          "params": {"command": "python3 -m pytest -q -p no:cacheprovider"}}
     ]});
     let code_answer = format!("Here is the updated file:\n\n```python\n{FIXED}```\n");
-    let llm = FakeLlm::start(vec![
+    let llm = FakeLlm::in_order(vec![
         chat(&format!("```json\n{plan}\n```")),
         chat(&code_answer),
         chat("calculate_metrics now handles an empty list; the tests pass."),
@@ -760,7 +760,7 @@ fn a_failing_summary_call_falls_back_to_the_journal_summary() {
     let too_long = json!({"error": {
         "message": "context too long", "type": "x", "param": null, "code": null
     }});
-    let llm = FakeLlm::start(vec![
+    let llm = FakeLlm::in_order(vec![
         chat(&write_plan()),
         status(400, &too_long.to_string()),
     ]);
@@ -820,7 +820,7 @@ fn the_demo_runs_offline_from_its_recording() {
 fn a_recorded_run_replays_without_the_server_and_an_unknown_request_fails_clearly() {
     let sandbox = Sandbox::new(&[]);
     let recording = sandbox.root().join("rec.jsonl");
-    let llm = FakeLlm::start(vec![chat(&write_plan()), chat("done")]);
+    let llm = FakeLlm::in_order(vec![chat(&write_plan()), chat("done")]);
     let output = sandbox
         .ocflow_llm(&llm.base_url())
         .args(["--record"])
@@ -871,7 +871,7 @@ fn a_recorded_run_replays_without_the_server_and_an_unknown_request_fails_clearl
 #[test]
 fn a_redirecting_endpoint_is_not_followed_with_the_key() {
     let sandbox = Sandbox::new(&[]);
-    let elsewhere = FakeLlm::start(vec![chat(&write_plan())]);
+    let elsewhere = FakeLlm::in_order(vec![chat(&write_plan())]);
     let redirect = Reply::Raw {
         status: 307,
         body: String::new(),
@@ -880,7 +880,7 @@ fn a_redirecting_endpoint_is_not_followed_with_the_key() {
             format!("{}/chat/completions", elsewhere.base_url()),
         )],
     };
-    let llm = FakeLlm::start(vec![redirect]);
+    let llm = FakeLlm::in_order(vec![redirect]);
     let output = run_task(&sandbox, &llm, &[]);
     assert_exit(&output, 2);
     assert!(
@@ -909,9 +909,17 @@ fn parallel_steps_hitting_a_rate_limit_back_off_and_the_flow_completes() {
         .to_string(),
         headers: vec![],
     };
+    // The six steps ask the same question at once: the first six asks are limited, whichever
+    // step they come from, and the six retries get through.
     let mut replies: Vec<Reply> = (0..6).map(|_| limited()).collect();
-    replies.extend((0..7).map(|_| chat("ok")));
-    let llm = FakeLlm::start(replies);
+    replies.extend((0..6).map(|_| chat("ok")));
+    let llm = FakeLlm::with_rules(vec![
+        Rule::flow_summary().reply(chat("ok")).times(1),
+        Rule::prompt_contains("What the steps did:")
+            .named("summary steps")
+            .replies_in_order(replies)
+            .times(12),
+    ]);
     let output = sandbox
         .ocflow_llm(&llm.base_url())
         .args(["run", "--jobs", "6", "--task-id", "t", "--plan"])
@@ -923,6 +931,10 @@ fn parallel_steps_hitting_a_rate_limit_back_off_and_the_flow_completes() {
         llm.requests().len(),
         13,
         "six limited, six retried, one summary"
+    );
+    assert_eq!(
+        (llm.calls("summary steps"), llm.calls("flow summary")),
+        (12, 1)
     );
     for i in 0..6 {
         assert_eq!(
@@ -944,7 +956,7 @@ fn the_retry_budget_ends_every_wait_and_a_budget_shorter_than_one_request_is_rep
         &sandbox,
         "max_attempts = 5\nrequest_timeout_seconds = 30\nmax_retry_seconds = 2",
     );
-    let llm = FakeLlm::start(vec![Reply::Slow {
+    let llm = FakeLlm::in_order(vec![Reply::Slow {
         delay: Duration::from_secs(60),
     }]);
     let started = Instant::now();

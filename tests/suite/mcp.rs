@@ -64,7 +64,7 @@ fn an_mcp_client_starts_a_flow_polls_it_reads_the_diff_and_applies_it() {
     let sandbox = Sandbox::new(&[("README.md", "# demo\n")]);
     let plan = json!({"steps": [{"id": "w", "operation": "write_file",
         "params": {"file_path": "hello.txt", "content": "hi\n"}}]});
-    let llm = FakeLlm::start(vec![chat(&plan.to_string()), chat("Wrote hello.txt.")]);
+    let llm = FakeLlm::in_order(vec![chat(&plan.to_string()), chat("Wrote hello.txt.")]);
     let report = client(&sandbox, &llm, "flow", "add hello.txt");
 
     assert_eq!(report["server"]["name"], json!("ocflow"));
@@ -158,7 +158,7 @@ fn ending_the_session_interrupts_running_flows_and_leaves_them_resumable() {
     let sandbox = Sandbox::new(&[("README.md", "# demo\n")]);
     let plan = json!({"steps": [{"id": "wait", "operation": "execute_shell_command",
         "params": {"command": "sleep 60"}}]});
-    let llm = FakeLlm::start(vec![chat(&plan.to_string())]);
+    let llm = FakeLlm::in_order(vec![chat(&plan.to_string())]);
     let started = std::time::Instant::now();
     let report = client(&sandbox, &llm, "start_and_leave", "wait a minute");
     let task_id = report["run"]["value"]["task_id"].as_str().unwrap();
@@ -178,7 +178,7 @@ fn a_plan_comes_back_as_the_validated_flow() {
     // The seed's vocabulary, accepted as from the command line.
     let plan = json!({"steps": [{"id": "fix", "operation": "modify_code",
         "params": {"file_path": "README.md", "instructions_for_llm": "add a title"}}]});
-    let llm = FakeLlm::start(vec![chat(&plan.to_string())]);
+    let llm = FakeLlm::in_order(vec![chat(&plan.to_string())]);
     let report = client(&sandbox, &llm, "plan", "add a title");
     let plan = &report["plan"];
     assert_eq!(plan["is_error"], json!(false), "{plan}");
@@ -331,7 +331,7 @@ fn a_long_task_reaches_the_planner_whole() {
     // (Issue 24: a plan for a change must change something.)
     let plan = json!({"steps": [{"id": "r", "operation": "write_file",
         "params": {"file_path": "README.md", "content": "# Demo\n"}}]});
-    let llm = FakeLlm::start(vec![chat(&plan.to_string())]);
+    let llm = FakeLlm::in_order(vec![chat(&plan.to_string())]);
     let task = format!("add a title{}", " and keep it short".repeat(12_000));
     assert!(task.len() > 200 * 1024);
     let report = client(&sandbox, &llm, "plan", &task);

@@ -72,7 +72,7 @@ fn a_provider_prefix_is_taken_off_and_a_slashed_model_name_kept() {
         let sandbox = Sandbox::new(&[("a.txt", "a\n")]);
         let plan = json!({"steps": [{"id": "r", "operation": "read_file",
             "params": {"file_path": "a.txt"}}]});
-        let llm = FakeLlm::start(vec![chat(&plan.to_string()), chat("Read a.txt.")]);
+        let llm = FakeLlm::in_order(vec![chat(&plan.to_string()), chat("Read a.txt.")]);
         let output = sandbox
             .ocflow()
             .args([

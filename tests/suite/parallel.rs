@@ -393,3 +393,60 @@ fn apostrophes_in_comments_and_here_documents_are_not_quotes() {
         "It's: abc\n"
     );
 }
+
+/// Steps that ask the model may run at once; each gets the answer meant for it. The fake LLM
+/// answers by what a request asks, so whichever step's request arrives first, and each step's
+/// request is made exactly once.
+#[test]
+fn steps_asking_the_model_at_once_each_get_their_own_answer() {
+    use super::fake_llm::{FakeLlm, Rule, chat};
+    let files: Vec<(String, String)> = (0..4)
+        .map(|i| (format!("m{i}.py"), format!("def f():\n    return {i}\n")))
+        .collect();
+    let borrowed: Vec<(&str, &str)> = files
+        .iter()
+        .map(|(path, content)| (path.as_str(), content.as_str()))
+        .collect();
+    let sandbox = Sandbox::new(&borrowed);
+    let flow = Value::Array(
+        (0..4)
+            .map(|i| {
+                json!({"id": format!("fix{i}"), "operation": "modify_code",
+                       "params": {"file_path": format!("m{i}.py"),
+                                  "instructions": format!("return 1{i} instead")}})
+            })
+            .collect(),
+    );
+    // The first matching rule answers: the summary's goes first, so that a step's rule never
+    // takes it for what it says about the steps.
+    let mut rules = vec![
+        Rule::flow_summary()
+            .reply(chat("Four files changed."))
+            .times(1),
+    ];
+    rules.extend((0..4).map(|i| {
+        Rule::prompt_contains(&format!("return 1{i} instead"))
+            .named(&format!("fix{i}"))
+            .reply(chat(&format!(
+                "```python\ndef f():\n    return 1{i}\n```\n"
+            )))
+    }));
+    let llm = FakeLlm::with_rules(rules);
+    let output = sandbox
+        .ocflow_llm(&llm.base_url())
+        .args(["run", "--jobs", "4", "--task-id", "t", "--plan"])
+        .arg(sandbox.flow(&flow))
+        .output()
+        .unwrap();
+    assert_exit(&output, 0);
+    let written = text_tree(&sandbox.task_dir("t").join("final_output"));
+    for i in 0..4 {
+        assert_eq!(
+            written[&format!("m{i}.py")],
+            format!("def f():\n    return 1{i}\n"),
+            "step fix{i} got another step's answer"
+        );
+        assert_eq!(llm.calls(&format!("fix{i}")), 1, "fix{i} asked once");
+    }
+    llm.verify();
+}

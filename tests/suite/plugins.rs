@@ -80,7 +80,7 @@ fn a_plugin_operation_from_a_folder_is_planned_validated_run_and_reported() {
         {"id": "lint", "operation": "lint", "depends_on": ["loud"],
          "params": {"command": "cat LOUD.txt notes.txt > lint.log; cat lint.log"}}
     ]});
-    let llm = FakeLlm::start(vec![chat(&plan.to_string()), chat("Counted and shouted.")]);
+    let llm = FakeLlm::in_order(vec![chat(&plan.to_string()), chat("Counted and shouted.")]);
     let output = sandbox
         .ocflow_llm(&llm.base_url())
         .args(["run", "--task-id", "t", "count the lines of notes.txt"])

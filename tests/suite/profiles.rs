@@ -38,11 +38,11 @@ fn models(llm: &FakeLlm) -> Vec<String> {
 #[test]
 fn two_profiles_each_receive_exactly_their_purposes_calls_and_tokens_are_counted_per_profile() {
     let sandbox = Sandbox::new(&[("utils.py", UTILS)]);
-    let big = FakeLlm::start(vec![
+    let big = FakeLlm::in_order(vec![
         chat_with_usage(&plan(None), 700, 50),
         chat_with_usage("double now multiplies.", 300, 20),
     ]);
-    let small = FakeLlm::start(vec![chat_with_usage(
+    let small = FakeLlm::in_order(vec![chat_with_usage(
         &format!("```python\n{FIXED}```\n"),
         90,
         9,
@@ -58,7 +58,7 @@ fn two_profiles_each_receive_exactly_their_purposes_calls_and_tokens_are_counted
             small.base_url()
         ),
     );
-    let unused = FakeLlm::start(vec![]);
+    let unused = FakeLlm::in_order(vec![]);
     let output = sandbox
         .ocflow_llm(&unused.base_url())
         .args(["run", "--task-id", "t", "make double multiply"])
@@ -118,11 +118,11 @@ fn two_profiles_each_receive_exactly_their_purposes_calls_and_tokens_are_counted
 #[test]
 fn a_roles_profile_takes_its_steps_with_the_key_of_its_own_variable() {
     let sandbox = Sandbox::new(&[("utils.py", UTILS)]);
-    let default = FakeLlm::start(vec![
+    let default = FakeLlm::in_order(vec![
         chat_with_usage(&plan(Some("fast")), 10, 1),
         chat_with_usage("done", 10, 1),
     ]);
-    let local = FakeLlm::start(vec![chat_with_usage(
+    let local = FakeLlm::in_order(vec![chat_with_usage(
         &format!("```python\n{FIXED}```\n"),
         5,
         5,
@@ -205,7 +205,7 @@ fn an_untrusted_repository_cannot_point_a_profile_elsewhere_and_unknown_profiles
     let sandbox = Sandbox::new(&[("utils.py", UTILS)]);
     let own = sandbox.repo.join(".ocflow");
     std::fs::create_dir_all(&own).unwrap();
-    let elsewhere = FakeLlm::start(vec![]);
+    let elsewhere = FakeLlm::in_order(vec![]);
     std::fs::write(
         own.join("ocflow.toml"),
         format!(
@@ -215,7 +215,7 @@ fn an_untrusted_repository_cannot_point_a_profile_elsewhere_and_unknown_profiles
         ),
     )
     .unwrap();
-    let default = FakeLlm::start(vec![chat_with_usage(
+    let default = FakeLlm::in_order(vec![chat_with_usage(
         &json!({"steps": [{"id": "r", "operation": "read_file",
             "params": {"file_path": "utils.py"}}]})
         .to_string(),
@@ -266,12 +266,12 @@ fn an_untrusted_repository_cannot_point_a_profile_elsewhere_and_unknown_profiles
 #[test]
 fn a_repository_profile_cannot_reroute_the_users_and_profiles_may_name_standard_variables() {
     let sandbox = Sandbox::new(&[("utils.py", UTILS)]);
-    let local = FakeLlm::start(vec![
+    let local = FakeLlm::in_order(vec![
         chat_with_usage(&plan(None), 1, 1),
         chat_with_usage(&format!("```python\n{FIXED}```\n"), 1, 1),
         chat_with_usage("done", 1, 1),
     ]);
-    let default = FakeLlm::start(vec![]);
+    let default = FakeLlm::in_order(vec![]);
     let user = sandbox.root().join("user-config/ocflow");
     std::fs::create_dir_all(&user).unwrap();
     std::fs::write(
@@ -340,7 +340,7 @@ fn a_repository_profile_cannot_reroute_the_users_and_profiles_may_name_standard_
 #[test]
 fn a_profile_with_its_own_server_but_no_model_is_warned_about() {
     let sandbox = Sandbox::new(&[("utils.py", UTILS)]);
-    let other = FakeLlm::start(vec![chat_with_usage(&plan(None), 1, 1)]);
+    let other = FakeLlm::in_order(vec![chat_with_usage(&plan(None), 1, 1)]);
     configure(
         &sandbox,
         &format!(
@@ -348,7 +348,7 @@ fn a_profile_with_its_own_server_but_no_model_is_warned_about() {
             other.base_url()
         ),
     );
-    let unused = FakeLlm::start(vec![]);
+    let unused = FakeLlm::in_order(vec![]);
     let output = sandbox
         .ocflow_llm(&unused.base_url())
         .args(["plan", "make double multiply"])
@@ -373,7 +373,7 @@ fn a_profile_with_its_own_server_but_no_model_is_warned_about() {
 fn a_relative_workspace_beside_the_repository_is_the_users_config() {
     use super::fake_llm::{FakeLlm, chat};
     let sandbox = Sandbox::new(&[("a.txt", "a\n")]);
-    let llm = FakeLlm::start(vec![chat("OK")]);
+    let llm = FakeLlm::in_order(vec![chat("OK")]);
     let ws = sandbox.root().join("ws");
     std::fs::create_dir_all(&ws).unwrap();
     std::fs::write(
@@ -411,7 +411,7 @@ fn a_relative_workspace_beside_the_repository_is_the_users_config() {
 #[test]
 fn role_profiles_with_their_own_endpoint_need_no_default_one() {
     let sandbox = Sandbox::new(&[("utils.py", UTILS)]);
-    let local = FakeLlm::start(vec![chat_with_usage(
+    let local = FakeLlm::in_order(vec![chat_with_usage(
         &format!("```python\n{FIXED}```\n"),
         5,
         5,

@@ -61,7 +61,7 @@ fn retry_runs_the_same_step_again() {
         "if [ -f {0} ]; then echo ok; else touch {0}; exit 1; fi",
         flag.display()
     );
-    let llm = FakeLlm::start(vec![strategy(
+    let llm = FakeLlm::in_order(vec![strategy(
         json!({"strategy": "retry", "reason": "it looks flaky"}),
     )]);
     assert_exit(
@@ -91,7 +91,7 @@ fn retry_runs_the_same_step_again() {
 #[test]
 fn modify_changes_the_failed_step_in_a_new_revision() {
     let sandbox = sandbox(&[], "");
-    let llm = FakeLlm::start(vec![strategy(
+    let llm = FakeLlm::in_order(vec![strategy(
         json!({"strategy": "modify", "reason": "wrong command",
         "step": {"id": "s", "params": {"command": "echo fixed > fixed.txt"}}}),
     )]);
@@ -137,7 +137,7 @@ fn a_failing_test_is_fixed_by_modifying_the_code_and_then_passes() {
         {"id": "test", "operation": "run_tests", "depends_on": "write_code",
          "params": {"command": "python3 -m pytest -q -p no:cacheprovider"}}
     ]);
-    let llm = FakeLlm::start(vec![strategy(
+    let llm = FakeLlm::in_order(vec![strategy(
         json!({"strategy": "modify", "reason": "add subtracts",
         "step": {"id": "write_code", "params": {"file_path": "calc.py", "content": FIXED}}}),
     )]);
@@ -161,7 +161,7 @@ fn alternative_replaces_the_failed_step_and_rewires_its_dependents() {
     let sandbox = sandbox(&[], "");
     let flow = json!([shell("a", "exit 1", &[]), {"id": "b", "operation": "write_file",
         "depends_on": "a", "params": {"file_path": "b.txt", "content": "b"}}]);
-    let llm = FakeLlm::start(vec![strategy(
+    let llm = FakeLlm::in_order(vec![strategy(
         json!({"strategy": "alternative", "reason": "write it directly",
         "steps": [{"id": "a2", "operation": "write_file",
                    "params": {"file_path": "alt.txt", "content": "alt"}}]}),
@@ -201,7 +201,7 @@ fn skip_skips_the_step_and_what_needs_it_and_says_why() {
          "params": {"file_path": "b.txt", "content": "b"}},
         {"id": "c", "operation": "write_file", "params": {"file_path": "c.txt", "content": "c"}}
     ]);
-    let llm = FakeLlm::start(vec![strategy(
+    let llm = FakeLlm::in_order(vec![strategy(
         json!({"strategy": "skip", "reason": "optional check"}),
     )]);
     assert_exit(&run_flow(&sandbox, &llm, &flow), 0);
@@ -235,7 +235,7 @@ fn replan_replaces_the_remaining_steps_in_a_new_revision() {
         {"id": "c", "operation": "write_file", "depends_on": "b",
          "params": {"file_path": "c.txt", "content": "c"}}
     ]);
-    let llm = FakeLlm::start(vec![strategy(
+    let llm = FakeLlm::in_order(vec![strategy(
         json!({"strategy": "replan", "reason": "another way",
         "steps": [{"id": "d", "operation": "write_file", "depends_on": ["a"],
                    "params": {"file_path": "d.txt", "content": "d"}}]}),
@@ -271,7 +271,7 @@ fn replan_replaces_the_remaining_steps_in_a_new_revision() {
 #[test]
 fn abort_fails_the_flow_with_the_reason_in_the_summary() {
     let sandbox = sandbox(&[], "");
-    let llm = FakeLlm::start(vec![strategy(
+    let llm = FakeLlm::in_order(vec![strategy(
         json!({"strategy": "abort", "reason": "the repository has no tests to fix"}),
     )]);
     assert_exit(
@@ -294,7 +294,7 @@ fn the_attempts_cap_stops_recovery() {
         strategy(json!({"strategy": "modify", "reason": "try another exit",
             "step": {"id": "a", "params": {"command": format!("exit {code}")}}}))
     };
-    let llm = FakeLlm::start(vec![modify(4), modify(5), modify(6)]);
+    let llm = FakeLlm::in_order(vec![modify(4), modify(5), modify(6)]);
     assert_exit(
         &run_flow(&sandbox, &llm, &json!([shell("a", "exit 1", &[])])),
         1,
@@ -320,7 +320,7 @@ fn the_revisions_cap_stops_recovery() {
             json!({"strategy": "replan", "reason": "again", "steps": [shell(id, "exit 1", &[])]}),
         )
     };
-    let llm = FakeLlm::start(vec![replan("b"), replan("c")]);
+    let llm = FakeLlm::in_order(vec![replan("b"), replan("c")]);
     assert_exit(
         &run_flow(&sandbox, &llm, &json!([shell("a", "exit 1", &[])])),
         1,
@@ -338,7 +338,7 @@ fn the_revisions_cap_stops_recovery() {
 fn the_same_strategy_twice_is_stuck() {
     let sandbox = sandbox(&[], "");
     let retry = || strategy(json!({"strategy": "retry", "reason": "again"}));
-    let llm = FakeLlm::start(vec![retry(), retry()]);
+    let llm = FakeLlm::in_order(vec![retry(), retry()]);
     assert_exit(
         &run_flow(&sandbox, &llm, &json!([shell("a", "exit 1", &[])])),
         1,
@@ -363,7 +363,7 @@ fn an_alternative_writing_outside_the_repository_is_refused_by_validation() {
     let destructive = strategy(json!({"strategy": "alternative", "reason": "x",
         "steps": [shell("wipe", "rm -rf ~", &[])]}));
     let abort = strategy(json!({"strategy": "abort", "reason": "nothing safe to do"}));
-    let llm = FakeLlm::start(vec![outside, destructive, abort]);
+    let llm = FakeLlm::in_order(vec![outside, destructive, abort]);
     assert_exit(
         &run_flow(&sandbox, &llm, &json!([shell("a", "exit 1", &[])])),
         1,
@@ -414,7 +414,7 @@ fn a_timeout_marked_retryable_is_retried_without_an_llm() {
 #[test]
 fn a_kill_during_recovery_is_resumed() {
     let sandbox = sandbox(&[], "");
-    let slow = FakeLlm::start(vec![Reply::SlowChat {
+    let slow = FakeLlm::in_order(vec![Reply::SlowChat {
         content: json!({"strategy": "retry", "reason": "slow"}).to_string(),
         delay: Duration::from_secs(60),
     }]);
@@ -438,7 +438,7 @@ fn a_kill_during_recovery_is_resumed() {
     child.wait().unwrap();
     assert_eq!(sandbox.status("t")["pending_recovery"]["step"], json!("a"));
 
-    let llm = FakeLlm::start(vec![strategy(
+    let llm = FakeLlm::in_order(vec![strategy(
         json!({"strategy": "modify", "reason": "make it pass",
         "step": {"id": "a", "params": {"command": "true"}}}),
     )]);
@@ -462,7 +462,7 @@ fn resume_recover_starts_a_new_recovery_round() {
     let sandbox = sandbox(&[], "");
     let flag = sandbox.shared().join("fixed");
     let command = format!("test -f {}", flag.display());
-    let llm = FakeLlm::start(vec![strategy(
+    let llm = FakeLlm::in_order(vec![strategy(
         json!({"strategy": "abort", "reason": "needs a human"}),
     )]);
     assert_exit(
@@ -470,7 +470,7 @@ fn resume_recover_starts_a_new_recovery_round() {
         1,
     );
     std::fs::write(&flag, "").unwrap();
-    let llm = FakeLlm::start(vec![strategy(
+    let llm = FakeLlm::in_order(vec![strategy(
         json!({"strategy": "retry", "reason": "the human fixed it"}),
     )]);
     let output = sandbox
@@ -499,7 +499,7 @@ fn resume_retry_failed_runs_the_failed_step_again_without_asking_the_llm() {
     let sandbox = sandbox(&[], "");
     let flag = sandbox.shared().join("fixed");
     let command = format!("test -f {}", flag.display());
-    let llm = FakeLlm::start(vec![strategy(
+    let llm = FakeLlm::in_order(vec![strategy(
         json!({"strategy": "abort", "reason": "needs a human"}),
     )]);
     assert_exit(
@@ -507,7 +507,12 @@ fn resume_retry_failed_runs_the_failed_step_again_without_asking_the_llm() {
         1,
     );
     std::fs::write(&flag, "").unwrap();
-    let llm = FakeLlm::start(vec![chat("The check passed once fixed.")]);
+    let llm = FakeLlm::with_rules(vec![
+        Rule::recovery().times(0),
+        Rule::flow_summary()
+            .reply(chat("The check passed once fixed."))
+            .times(1),
+    ]);
     let output = sandbox
         .ocflow_llm(&llm.base_url())
         .args(["resume", "t", "--retry-failed"])
@@ -535,11 +540,20 @@ fn a_failure_queued_behind_a_replan_that_dropped_it_is_not_recovered() {
         shell("a", "sleep 0.2; exit 1", &[]),
         shell("b", "sleep 0.3; exit 1", &[])
     ]);
-    let llm = FakeLlm::start(vec![strategy(
-        json!({"strategy": "replan", "reason": "do it differently",
-        "steps": [{"id": "c", "operation": "write_file",
-                   "params": {"file_path": "c.txt", "content": "c"}}]}),
-    )]);
+    // Both steps fail while running at once: the first failure's recovery replans, and is the
+    // only recovery asked for. The flow summary is refused, as with the other tests here.
+    let llm = FakeLlm::with_rules(vec![
+        Rule::recovery()
+            .reply(strategy(
+                json!({"strategy": "replan", "reason": "do it differently",
+                "steps": [{"id": "c", "operation": "write_file",
+                           "params": {"file_path": "c.txt", "content": "c"}}]}),
+            ))
+            .times(1),
+        Rule::flow_summary()
+            .reply(status(500, "no summary in this test"))
+            .times(1),
+    ]);
     let plan = sandbox.flow(&flow);
     let output = sandbox
         .ocflow_llm(&llm.base_url())
@@ -569,7 +583,7 @@ fn a_replan_may_rewrite_what_a_finished_step_wrote() {
         {"id": "test", "operation": "execute_shell_command", "depends_on": "fix",
          "params": {"command": "grep -q 'x = 3' m.py"}}
     ]);
-    let llm = FakeLlm::start(vec![strategy(
+    let llm = FakeLlm::in_order(vec![strategy(
         json!({"strategy": "replan", "reason": "3, not 2",
         "steps": [
             {"id": "fix_again", "operation": "write_file",
@@ -600,7 +614,7 @@ fn a_git_ignored_env_printed_by_a_command_is_redacted_from_the_recovery_prompt()
     let key = "sk-live-0123456789abcdefghijKLMN";
     let env = format!("OPENAI_API_KEY={key}\nDB_HOST=db7.internal.example\n");
     let sandbox = sandbox(&[(".gitignore", ".env\n"), (".env", &env)], "");
-    let llm = FakeLlm::start(vec![strategy(
+    let llm = FakeLlm::in_order(vec![strategy(
         json!({"strategy": "abort", "reason": "the configuration is wrong"}),
     )]);
     let flow = json!([shell(
@@ -656,7 +670,7 @@ fn a_replan_reusing_step_ids_gets_fresh_ids_and_says_so() {
         {"id": "test", "operation": "execute_shell_command", "depends_on": "fix",
          "params": {"command": "grep -q right a.txt"}}
     ]);
-    let llm = FakeLlm::start(vec![strategy(
+    let llm = FakeLlm::in_order(vec![strategy(
         json!({"strategy": "replan", "reason": "again",
         "steps": [
             {"id": "fix", "operation": "write_file",

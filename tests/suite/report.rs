@@ -55,15 +55,34 @@ fn run_flow(sandbox: &Sandbox) -> Output {
         shell("broken", "exit 3", &["check"]),
         shell("after", "true", &["broken"]),
     ]});
-    let llm = FakeLlm::start(vec![
-        chat(&json!({"strategy": "retry", "reason": REASON_SCRIPT}).to_string()),
-        chat(&json!({"strategy": "skip", "reason": "lint is optional"}).to_string()),
-        chat(&json!({"strategy": "abort", "reason": "broken cannot work"}).to_string()),
+    // `check` and `lint` run at once and may fail in either order: each recovery is answered
+    // for its step, once. The flow summary is refused, so the journal's summary is written.
+    let strategy = |step: &str, answer: Value| {
+        Rule::recovery_of(step)
+            .reply(chat(&answer.to_string()))
+            .times(1)
+    };
+    let llm = FakeLlm::with_rules(vec![
+        strategy(
+            "check",
+            json!({"strategy": "retry", "reason": REASON_SCRIPT}),
+        ),
+        strategy(
+            "lint",
+            json!({"strategy": "skip", "reason": "lint is optional"}),
+        ),
+        strategy(
+            "broken",
+            json!({"strategy": "abort", "reason": "broken cannot work"}),
+        ),
+        Rule::flow_summary()
+            .reply(status(500, "no summary in this test"))
+            .times(1),
     ]);
     let plan = sandbox.flow(&flow);
     sandbox
         .ocflow_llm(&llm.base_url())
-        .args(["run", "--jobs", "1", "--task-id", "t", "--plan"])
+        .args(["run", "--task-id", "t", "--plan"])
         .arg(plan)
         .output()
         .unwrap()
@@ -232,7 +251,7 @@ fn check_in_the_browser(browser: &Path, page: &Path) {
 #[test]
 fn a_flow_whose_planning_failed_has_a_report_that_says_so() {
     let sandbox = Sandbox::new(&[]);
-    let llm = FakeLlm::start(vec![chat("no"), chat("still no"), chat("[]")]);
+    let llm = FakeLlm::in_order(vec![chat("no"), chat("still no"), chat("[]")]);
     let output = sandbox
         .ocflow_llm(&llm.base_url())
         .args(["run", "--task-id", "t", "do <it>"])

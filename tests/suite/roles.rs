@@ -101,7 +101,7 @@ fn the_planner_sees_the_roles_and_a_plan_breaking_them_is_re_asked() {
             "params": {"command": "wc -l a.txt"}}]})
     };
     let (bad, good) = (lint("reviewer"), lint("tester"));
-    let llm = FakeLlm::start(vec![
+    let llm = FakeLlm::in_order(vec![
         chat(&bad.to_string()),
         chat(&good.to_string()),
         chat("Ran the linter."),
@@ -149,7 +149,7 @@ fn a_recovery_giving_a_step_to_a_role_without_permission_is_refused() {
             .to_string(),
         )
     };
-    let llm = FakeLlm::start(vec![
+    let llm = FakeLlm::in_order(vec![
         alternative("reviewer"),
         alternative("tester"),
         chat("ok"),

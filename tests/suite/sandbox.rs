@@ -351,7 +351,7 @@ fn a_readme_injection_cannot_get_a_script_fetched_and_run() {
         {"id": "read", "operation": "read_file", "params": {"file_path": "README.md"}},
         {"id": "check", "operation": "execute_shell_command", "depends_on": ["read"],
          "params": {"command": "ls"}}]});
-    let llm = FakeLlm::start(vec![
+    let llm = FakeLlm::in_order(vec![
         chat(&injected.to_string()),
         chat(&wipe.to_string()),
         chat(&honest.to_string()),

@@ -40,7 +40,7 @@ fn run_task(sandbox: &Sandbox, llm: &FakeLlm, task: &str) -> std::process::Outpu
 #[test]
 fn the_prompts_example_copied_is_never_run() {
     let sandbox = utils_repo();
-    let llm = FakeLlm::start(vec![chat(GEMMA_EXAMPLE), chat(GEMMA_EXAMPLE)]);
+    let llm = FakeLlm::in_order(vec![chat(GEMMA_EXAMPLE), chat(GEMMA_EXAMPLE)]);
     let output = run_task(&sandbox, &llm, FIX_TASK);
     assert_exit(&output, 1);
     let status = sandbox.status("t");
@@ -77,7 +77,7 @@ fn an_unrelated_plan_fails_the_flow_with_the_reason() {
             "params": {"file_path": name, "content": "x = 1\n"}}]})
         .to_string()
     };
-    let llm = FakeLlm::start(vec![
+    let llm = FakeLlm::in_order(vec![
         chat(&unrelated("hello.py")),
         chat(&unrelated("other.py")),
     ]);
@@ -107,7 +107,7 @@ fn the_users_task_is_the_task() {
         "operation": "write_file", "depends_on": ["r"], "params": {"file_path": "utils.py",
         "content": "def calculate_metrics(values):\n    return sum(values) / \
                     max(len(values), 1)\n"}}]});
-    let llm = FakeLlm::start(vec![chat(&plan.to_string()), chat("Read utils.py.")]);
+    let llm = FakeLlm::in_order(vec![chat(&plan.to_string()), chat("Read utils.py.")]);
     assert_exit(&run_task(&sandbox, &llm, FIX_TASK), 0);
     assert_eq!(sandbox.status("t")["task"], json!(FIX_TASK));
     let flow = read_json(&sandbox.task_dir("t").join("flow.json"));
@@ -130,7 +130,7 @@ fn spawn(sandbox: &Sandbox, llm: &FakeLlm) -> Child {
 fn a_signal_during_planning_stops_it_at_once_and_resume_plans_again() {
     for signal in [rustix::process::Signal::INT, rustix::process::Signal::TERM] {
         let sandbox = utils_repo();
-        let llm = FakeLlm::start(vec![Reply::Slow {
+        let llm = FakeLlm::in_order(vec![Reply::Slow {
             delay: Duration::from_secs(60),
         }]);
         let child = spawn(&sandbox, &llm);
@@ -162,7 +162,7 @@ fn a_signal_during_planning_stops_it_at_once_and_resume_plans_again() {
         let plan = json!({"steps": [{"id": "r", "operation": "read_file",
             "params": {"file_path": "utils.py"}}, {"id": "w", "operation": "write_file",
             "depends_on": ["r"], "params": {"file_path": "utils.py", "content": "x = 1\n"}}]});
-        let llm = FakeLlm::start(vec![chat(&plan.to_string()), chat("Wrote it.")]);
+        let llm = FakeLlm::in_order(vec![chat(&plan.to_string()), chat("Wrote it.")]);
         let resumed = sandbox
             .ocflow_llm(&llm.base_url())
             .args(["resume", "t"])
@@ -185,7 +185,7 @@ fn a_summary_never_says_a_failed_flow_succeeded() {
          "params": {"command": "exit 1"}}
     ]);
     let smol = "The flow succeeded. Files changed: - utils.py (modified) - kebabize.py (created)";
-    let llm = FakeLlm::start(vec![chat(smol)]);
+    let llm = FakeLlm::in_order(vec![chat(smol)]);
     let plan = sandbox.flow(&flow);
     let output = sandbox
         .ocflow_llm(&llm.base_url())
@@ -232,7 +232,7 @@ fn unusable_recovery_answers_are_re_asked_plainly_and_counted() {
         r#" "reason": "The reason for using this approach is to provide a way to modify "#,
         r#"steps in a step-by-step manner"}"#
     );
-    let llm = FakeLlm::start(vec![chat(smol), chat(smol), chat("Nothing worked.")]);
+    let llm = FakeLlm::in_order(vec![chat(smol), chat(smol), chat("Nothing worked.")]);
     let flow = json!([{"id": "test", "operation": "execute_shell_command",
         "params": {"command": "exit 1"}}]);
     let plan = sandbox.flow(&flow);
@@ -275,7 +275,7 @@ fn the_same_broken_code_twice_ends_the_step_and_re_asks_go_warmer() {
     let sandbox = utils_repo();
     let broken = "```python\ndef calculate_metrics(values):\n    t = sum(values)\n    \
                   return {\"total\": t, \"mean\": t, \"variance\": s / len(values}}\n```";
-    let llm = FakeLlm::start(vec![chat(broken), chat(broken)]);
+    let llm = FakeLlm::in_order(vec![chat(broken), chat(broken)]);
     let flow = json!([{"id": "fix", "operation": "modify_code",
         "params": {"file_path": "utils.py", "instructions": "return zeros for an empty list"}}]);
     let plan = sandbox.flow(&flow);
@@ -302,7 +302,7 @@ fn the_same_broken_code_twice_ends_the_step_and_re_asks_go_warmer() {
 #[test]
 fn the_same_empty_plan_twice_ends_planning_early() {
     let sandbox = utils_repo();
-    let llm = FakeLlm::start(vec![chat("{}\n"), chat("{}\n"), chat("{}\n")]);
+    let llm = FakeLlm::in_order(vec![chat("{}\n"), chat("{}\n"), chat("{}\n")]);
     let output = run_task(&sandbox, &llm, FIX_TASK);
     assert_exit(&output, 1);
     assert_eq!(llm.requests().len(), 2, "asked only twice");
@@ -319,7 +319,7 @@ fn the_same_empty_plan_twice_ends_planning_early() {
 #[test]
 fn a_signal_during_the_summary_writes_it_from_the_journal_at_once() {
     let sandbox = utils_repo();
-    let llm = FakeLlm::start(vec![Reply::Slow {
+    let llm = FakeLlm::in_order(vec![Reply::Slow {
         delay: Duration::from_secs(60),
     }]);
     let flow = json!([{"id": "r", "operation": "read_file", "params": {"file_path": "utils.py"}}]);
@@ -392,7 +392,7 @@ fn mathx_repo() -> Sandbox {
 #[test]
 fn a_plan_that_only_reads_for_a_fix_is_reasked_then_fails() {
     let sandbox = mathx_repo();
-    let llm = FakeLlm::start(vec![chat(QWEN_READ_ONLY_PLAN), chat(QWEN_READ_ONLY_PLAN)]);
+    let llm = FakeLlm::in_order(vec![chat(QWEN_READ_ONLY_PLAN), chat(QWEN_READ_ONLY_PLAN)]);
     let output = run_task(&sandbox, &llm, FIX_MATHX);
     assert_exit(&output, 1);
     let status = sandbox.status("t");
@@ -424,7 +424,7 @@ fn a_plan_that_never_runs_the_named_test_command_is_reasked() {
          "params": {"file_path": "mathx.py", "content": fixed}},
         {"id": "test", "operation": "run_tests", "depends_on": ["fix"],
          "params": {"command": "python3 -m unittest discover -s tests -t ."}}]});
-    let llm = FakeLlm::start(vec![
+    let llm = FakeLlm::in_order(vec![
         chat(&without_tests.to_string()),
         chat(&with_tests.to_string()),
         chat("Fixed moving_average; the tests pass."),
@@ -449,7 +449,7 @@ fn a_task_to_reach_a_person_is_outside_what_ocflow_does() {
     let sandbox = Sandbox::new(&[("report.csv", "a,b\n1,2\n")]);
     let plan = json!({"steps": [{"id": "read_report", "operation": "read_file",
         "params": {"file_path": "report.csv"}}]});
-    let llm = FakeLlm::start(vec![chat(&plan.to_string())]);
+    let llm = FakeLlm::in_order(vec![chat(&plan.to_string())]);
     let output = run_task(
         &sandbox,
         &llm,
@@ -513,7 +513,7 @@ fn the_models_false_claims_are_marked_and_listed_in_flow_finished() {
     let qwen = "The flow read mathx.py. Fixed moving_average in mathx.py.\n\nFailed tests:\n\
                 - None\n\nThe email report.csv file was successfully read from \
                 Alice@example.com.";
-    let llm = FakeLlm::start(vec![chat(qwen)]);
+    let llm = FakeLlm::in_order(vec![chat(qwen)]);
     let plan = sandbox.flow(&flow);
     let output = sandbox
         .ocflow_llm(&llm.base_url())

@@ -223,7 +223,7 @@ fn a_slow_model_keeps_the_stream_alive_for_a_reader_that_gives_up_after_30_s_of_
     let sandbox = Sandbox::new(&[("a.txt", "a\n")]);
     let plan = json!({"steps": [{"id": "read", "operation": "read_file",
         "params": {"file_path": "a.txt"}}]});
-    let llm = FakeLlm::start(vec![
+    let llm = FakeLlm::in_order(vec![
         Reply::SlowChat {
             content: plan.to_string(),
             delay: Duration::from_secs(60),

@@ -22,7 +22,7 @@ fn slow_llm(delay: Duration) -> FakeLlm {
         {"id": "check", "operation": "execute_shell_command", "depends_on": ["shout"],
          "params": {"command": "python3 greet.py"}}
     ]});
-    FakeLlm::start(vec![
+    FakeLlm::in_order(vec![
         Reply::SlowChat {
             content: plan.to_string(),
             delay,

@@ -62,7 +62,7 @@ fn the_planner_is_told_first_the_command_run_tests_runs_without_one() {
         let plan = json!({"version": 1, "task": TASK, "steps": [
             {"id": "tests", "operation": "run_tests", "params": {}}
         ]});
-        let llm = FakeLlm::start(vec![chat(&plan.to_string()), chat("Ran the tests.")]);
+        let llm = FakeLlm::in_order(vec![chat(&plan.to_string()), chat("Ran the tests.")]);
         let output = sandbox
             .ocflow_llm(&llm.base_url())
             .args(["run", "--no-recovery", "--task-id", "t", TASK])

@@ -7,7 +7,7 @@
 use std::collections::BTreeSet;
 use std::fs;
 
-use serde_json::{Value, json};
+use serde_json::Value;
 
 use crate::flow::operations;
 use crate::flow::path_rules::PathRules;
@@ -19,7 +19,7 @@ use crate::llm::client::Llm;
 use crate::task::failure_cause;
 use crate::task::workspace::TaskDir;
 use ocflow_model::decision::{Decision, StrategyKind};
-use ocflow_model::flow::{FLOW_VERSION, Flow};
+use ocflow_model::flow::{FLOW_VERSION, Flow, Step};
 use ocflow_model::llm::{ChatRequest, LlmError, Message, ModelSettings};
 use ocflow_model::status::{FlowStatus, StepState};
 use ocflow_model::step_result::StepResult;
@@ -326,7 +326,9 @@ fn article(value: &serde_json::Value) -> &'static str {
 }
 
 /// The flow after a decision, fully validated, and what ocflow changed in the proposed steps;
-/// `None` when the flow itself does not change.
+/// `None` when the flow itself does not change. The answer's steps are read into typed steps
+/// once, here, with the problems a flow's steps would have; the flow is edited typed, then
+/// validated whole.
 fn implied_flow(
     context: &Context<'_>,
     failed: &str,
@@ -334,15 +336,21 @@ fn implied_flow(
 ) -> Result<(Option<Flow>, Vec<String>), Vec<String>> {
     let flow = context.flow;
     let mut notes = Vec::new();
-    // A new step that reuses an id of the flow gets a fresh one (`fix_again_2`), and the new
-    // steps' references to it follow: small models reuse ids, and refusing cost good fixes.
-    let mut new_steps = |values: &[Value]| -> Result<Vec<Value>, Vec<String>> {
+    let strings = |problems: Vec<ocflow_model::problem::Problem>| -> Vec<String> {
+        problems.iter().map(|p| p.to_string()).collect()
+    };
+    // The answer's new steps, read as the steps they become: `first_index` is where the first
+    // of them stands in the revised flow. A new step that reuses an id of the flow gets a fresh
+    // one (`fix_again_2`), and the new steps' references to it follow: small models reuse ids,
+    // and refusing cost good fixes.
+    let mut new_steps = |values: &[Value], first_index: usize| -> Result<Vec<Step>, Vec<String>> {
         if values.is_empty() {
             return Err(vec![format!(
                 "`{}` needs `steps`: the new steps",
                 decision.strategy
             )]);
         }
+        let mut added = validate::read_steps(values.to_vec(), first_index).map_err(strings)?;
         let mut taken: BTreeSet<String> = context
             .status
             .steps
@@ -351,11 +359,8 @@ fn implied_flow(
             .chain(flow.steps.iter().map(|s| s.id.clone()))
             .collect();
         let mut renamed: Vec<(String, String)> = Vec::new();
-        let mut added = values.to_vec();
-        for value in &mut added {
-            let Some(id) = value.get("id").and_then(Value::as_str).map(str::to_string) else {
-                continue;
-            };
+        for step in &mut added {
+            let id = step.id.clone();
             if taken.insert(id.clone()) {
                 continue;
             }
@@ -364,25 +369,21 @@ fn implied_flow(
                 .find(|candidate| !taken.contains(candidate))
                 .unwrap_or_default();
             taken.insert(fresh.clone());
-            value["id"] = Value::String(fresh.clone());
+            step.id = fresh.clone();
             notes.push(format!(
                 "recovery proposed a new step with the id `{id}`, which the flow already uses; \
                  it runs as `{fresh}`"
             ));
             renamed.push((id, fresh));
         }
-        for value in &mut added {
+        for step in &mut added {
             for (old, fresh) in &renamed {
-                renumber(value, old, fresh);
+                renumber(step, old, fresh);
             }
         }
         Ok(added)
     };
-    let mut steps: Vec<Value> = flow
-        .steps
-        .iter()
-        .map(|s| serde_json::to_value(s).unwrap_or(Value::Null))
-        .collect();
+    let mut steps: Vec<Step> = flow.steps.clone();
     match decision.strategy {
         StrategyKind::Retry | StrategyKind::Skip | StrategyKind::Abort => {
             return Ok((None, notes));
@@ -403,71 +404,73 @@ fn implied_flow(
             let Some(position) = flow.steps.iter().position(|s| s.id == id) else {
                 return Err(vec![format!("there is no step `{id}` to modify")]);
             };
-            let mut merged = steps[position].clone();
-            if let (Value::Object(target), Value::Object(change)) = (&mut merged, changed) {
-                for (key, value) in change {
-                    target.insert(key.clone(), value.clone());
+            // The change is a patch: the fields it gives replace the step's, the id stays.
+            if let Value::Object(change) = changed {
+                let mut merged = serde_json::Map::new();
+                if let Ok(Value::Object(fields)) = serde_json::to_value(&steps[position]) {
+                    merged = fields;
                 }
-                target.insert("id".into(), Value::String(id.to_string()));
+                for (key, value) in change {
+                    merged.insert(key.clone(), value.clone());
+                }
+                merged.insert("id".into(), Value::String(id.to_string()));
+                let read = validate::read_steps(vec![Value::Object(merged)], position);
+                if let Some(step) = read.map_err(strings)?.pop() {
+                    steps[position] = step;
+                }
             }
-            steps[position] = merged;
         }
         StrategyKind::Alternative => {
-            let mut added = new_steps(&decision.steps)?;
+            let kept = flow.steps.iter().filter(|s| s.id != failed).count();
+            let mut added = new_steps(&decision.steps, kept)?;
             let failed_step = flow
                 .step(failed)
                 .ok_or_else(|| vec![format!("step {failed} is not in the flow")])?;
-            let added_ids: Vec<String> = added
-                .iter()
-                .filter_map(|v| v.get("id").and_then(Value::as_str).map(str::to_string))
-                .collect();
-            // New steps without dependencies start where the failed step started.
-            for value in &mut added {
-                if value.get("depends_on").is_none_or(Value::is_null)
-                    && !failed_step.depends_on.is_empty()
-                {
-                    value["depends_on"] = json!(failed_step.depends_on);
+            // New steps that name no dependencies start where the failed step started; an
+            // empty list written out is a choice, and kept.
+            for (step, written) in added.iter_mut().zip(&decision.steps) {
+                let named = written
+                    .get("depends_on")
+                    .is_some_and(|deps| !deps.is_null());
+                if !named && !failed_step.depends_on.is_empty() {
+                    step.depends_on = failed_step.depends_on.clone();
                 }
             }
             // The steps that needed the failed step now need the new steps instead.
-            let needed: BTreeSet<String> = added
+            let needed: BTreeSet<&str> = added
                 .iter()
-                .flat_map(|v| match v.get("depends_on") {
-                    Some(Value::String(dep)) => vec![dep.clone()],
-                    Some(Value::Array(deps)) => deps
-                        .iter()
-                        .filter_map(|d| d.as_str().map(str::to_string))
-                        .collect(),
-                    _ => Vec::new(),
-                })
+                .flat_map(|s| s.depends_on.iter().map(String::as_str))
                 .collect();
-            let sinks: Vec<String> = added_ids
+            let sinks: Vec<String> = added
                 .iter()
-                .filter(|id| !needed.contains(*id))
-                .cloned()
+                .filter(|s| !needed.contains(s.id.as_str()))
+                .map(|s| s.id.clone())
                 .collect();
-            steps.retain(|v| v.get("id").and_then(Value::as_str) != Some(failed));
-            for value in &mut steps {
-                rewire(value, failed, &sinks);
+            steps.retain(|s| s.id != failed);
+            for step in &mut steps {
+                rewire(step, failed, &sinks);
             }
             steps.extend(added);
         }
         StrategyKind::Replan => {
-            let added = new_steps(&decision.steps)?;
-            steps.retain(|v| {
-                v.get("id")
-                    .and_then(Value::as_str)
-                    .and_then(|id| context.status.step(id))
+            steps.retain(|s| {
+                context
+                    .status
+                    .step(&s.id)
                     .is_some_and(|s| s.status == StepState::Succeeded)
             });
+            let added = new_steps(&decision.steps, steps.len())?;
             steps.extend(added);
         }
     }
     after_finished_steps(&mut steps, flow, context.status);
-    let text = json!({"version": FLOW_VERSION, "task": flow.task, "steps": steps}).to_string();
-    let strings = |problems: Vec<ocflow_model::problem::Problem>| -> Vec<String> {
-        problems.iter().map(|p| p.to_string()).collect()
+    let revised = Flow {
+        version: FLOW_VERSION,
+        task: flow.task.clone(),
+        steps,
     };
+    // Validated as a whole, as a planned flow is: ids, the graph, paths, concurrent writers.
+    let text = serde_json::to_string(&revised).map_err(|err| vec![err.to_string()])?;
     let revised = validate::parse_flow(&text, Some(&flow.task), context.rules).map_err(strings)?;
     // A revision gives no step to a role that may not take it.
     let revised = context.roles.apply(revised).map_err(strings)?;
@@ -476,22 +479,13 @@ fn implied_flow(
 
 /// Points a new step's references to `old` (its dependencies, `@{outputs.OLD.…}` and
 /// `content_from_step`) at `fresh`, the id the step of that name was given.
-fn renumber(step: &mut Value, old: &str, fresh: &str) {
-    match step.get_mut("depends_on") {
-        Some(Value::String(dep)) if dep == old => *dep = fresh.to_string(),
-        Some(Value::Array(deps)) => {
-            for dep in deps.iter_mut() {
-                if dep.as_str() == Some(old) {
-                    *dep = Value::String(fresh.to_string());
-                }
-            }
+fn renumber(step: &mut Step, old: &str, fresh: &str) {
+    for dep in &mut step.depends_on {
+        if dep == old {
+            *dep = fresh.to_string();
         }
-        _ => {}
     }
-    let Some(Value::Object(params)) = step.get_mut("params") else {
-        return;
-    };
-    for (name, value) in params.iter_mut() {
+    for (name, value) in step.params.iter_mut() {
         if let Value::String(text) = value {
             if name == "content_from_step" && text == old {
                 *text = fresh.to_string();
@@ -510,72 +504,50 @@ fn renumber(step: &mut Value, old: &str, fresh: &str) {
 /// steps nothing finished depends on — all finished steps are then its ancestors. Without this,
 /// a new step rewriting a file a finished step wrote would be refused as a race that cannot
 /// happen, and would not see that step's version of the file.
-fn after_finished_steps(steps: &mut [Value], flow: &Flow, status: &FlowStatus) {
-    let id_of = |v: &Value| v.get("id").and_then(Value::as_str).map(str::to_string);
-    let ids: Vec<String> = steps.iter().filter_map(id_of).collect();
-    let new: BTreeSet<&str> = ids
+fn after_finished_steps(steps: &mut [Step], flow: &Flow, status: &FlowStatus) {
+    let new: BTreeSet<String> = steps
         .iter()
-        .map(String::as_str)
-        .filter(|id| flow.step(id).is_none())
+        .filter(|s| flow.step(&s.id).is_none())
+        .map(|s| s.id.clone())
         .collect();
-    let finished: Vec<&str> = ids
+    let finished: Vec<&str> = steps
         .iter()
-        .map(String::as_str)
+        .map(|s| s.id.as_str())
         .filter(|id| {
             status
                 .step(id)
                 .is_some_and(|s| s.status == StepState::Succeeded)
         })
         .collect();
-    let depended_on: BTreeSet<String> = finished
+    let depended_on: BTreeSet<&str> = finished
         .iter()
         .filter_map(|id| flow.step(id))
-        .flat_map(|s| s.depends_on.iter().cloned())
+        .flat_map(|s| s.depends_on.iter().map(String::as_str))
         .collect();
-    let sinks: Vec<&str> = finished
+    let sinks: Vec<String> = finished
         .iter()
-        .copied()
-        .filter(|id| !depended_on.contains(*id))
+        .filter(|id| !depended_on.contains(**id))
+        .map(|id| id.to_string())
         .collect();
     for step in steps.iter_mut() {
-        let Some(id) = id_of(step) else { continue };
-        if !new.contains(id.as_str()) {
-            continue;
-        }
-        let mut deps = depends_on(step);
-        if deps.iter().any(|d| new.contains(d.as_str())) {
+        if !new.contains(&step.id) || step.depends_on.iter().any(|d| new.contains(d)) {
             continue;
         }
         for sink in &sinks {
-            if !deps.iter().any(|d| d == sink) {
-                deps.push((*sink).to_string());
+            if !step.depends_on.contains(sink) {
+                step.depends_on.push(sink.clone());
             }
         }
-        step["depends_on"] = json!(deps);
-    }
-}
-
-/// A step's `depends_on`, written as one id or a list.
-fn depends_on(step: &Value) -> Vec<String> {
-    match step.get("depends_on") {
-        Some(Value::String(dep)) => vec![dep.clone()],
-        Some(Value::Array(deps)) => deps
-            .iter()
-            .filter_map(|d| d.as_str().map(str::to_string))
-            .collect(),
-        _ => Vec::new(),
     }
 }
 
 /// Replaces `old` in a step's `depends_on` with `new`.
-fn rewire(step: &mut Value, old: &str, new: &[String]) {
-    let deps = depends_on(step);
-    if !deps.iter().any(|d| d == old) {
+fn rewire(step: &mut Step, old: &str, new: &[String]) {
+    if !step.depends_on.iter().any(|d| d == old) {
         return;
     }
-    let mut rewired: Vec<String> = deps.into_iter().filter(|d| d != old).collect();
-    rewired.extend(new.iter().cloned());
-    step["depends_on"] = json!(rewired);
+    step.depends_on.retain(|d| d != old);
+    step.depends_on.extend(new.iter().cloned());
 }
 
 /// The recovery prompt: the failed step, its error and log tail, its structured test
@@ -688,11 +660,15 @@ fn or_none(lines: &[String]) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use serde_json::json;
 
     #[test]
     fn rewiring_replaces_the_failed_dependency() {
-        let mut step = json!({"id": "c", "depends_on": ["a", "b"]});
+        let mut step: Step = serde_json::from_value(
+            json!({"id": "c", "operation": "shell", "depends_on": ["a", "b"]}),
+        )
+        .unwrap();
         rewire(&mut step, "b", &["x".into(), "y".into()]);
-        assert_eq!(step["depends_on"], json!(["a", "x", "y"]));
+        assert_eq!(step.depends_on, vec!["a", "x", "y"]);
     }
 }

@@ -41,6 +41,11 @@ impl CopiedView {
     pub(crate) fn create(task: &TaskDir, root: PathBuf) -> Result<CopiedView> {
         file_tree::remove_tree(&root)?;
         file_tree::copy_tree(&task.snapshot(), &root, &[])?;
+        CopiedView::recorded(root)
+    }
+
+    /// The view in `root`, which shows the snapshot: what it holds now is its manifest.
+    fn recorded(root: PathBuf) -> Result<CopiedView> {
         let mut view = CopiedView {
             root,
             manifest: HashMap::new(),
@@ -104,28 +109,16 @@ impl CopiedView {
                 continue;
             }
             if kind.is_symlink() {
-                let target = fs::read_link(&there)
-                    .io_context(|| format!("reading the link {}", there.display()))?;
                 if let Some(parent) = here.parent() {
                     fs::create_dir_all(parent)
                         .io_context(|| format!("creating {}", parent.display()))?;
                 }
-                std::os::unix::fs::symlink(&target, &here)
-                    .io_context(|| format!("creating the link {}", here.display()))?;
+                file_tree::copy_link(&there, &here)?;
             } else {
                 file_tree::place_file(&root, &path, &there)?;
             }
         }
-        let mut view = CopiedView {
-            root,
-            manifest: HashMap::new(),
-            ignored: HashMap::new(),
-            applied: Overlay::default(),
-            recorded_at_ns: 0,
-        };
-        view.manifest = view.walk()?.into_iter().collect();
-        view.recorded_at_ns = now_ns();
-        Ok(view)
+        CopiedView::recorded(root)
     }
 
     /// Makes the view show `desired`, touching only the paths where it differs from what the

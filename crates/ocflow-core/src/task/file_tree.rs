@@ -66,10 +66,7 @@ fn copy_tree_keeping(
         }
     }
     for (source, dest) in &links {
-        let target = fs::read_link(source)
-            .io_context(|| format!("reading the link {}", source.display()))?;
-        std::os::unix::fs::symlink(&target, dest)
-            .io_context(|| format!("creating the link {}", dest.display()))?;
+        copy_link(source, dest)?;
     }
     let threads = std::thread::available_parallelism()
         .map_or(2, |n| n.get())
@@ -106,6 +103,17 @@ fn copy_tree_keeping(
     })
 }
 
+/// Makes `dest` a symlink with the target of the symlink `source`: a link is copied, never
+/// followed.
+pub(crate) fn copy_link(source: &Path, dest: &Path) -> Result<()> {
+    let target =
+        fs::read_link(source).io_context(|| format!("reading the link {}", source.display()))?;
+    std::os::unix::fs::symlink(&target, dest)
+        .io_context(|| format!("creating the link {}", dest.display()))
+}
+
+/// Whether a walk of a tree leaves this entry out: a directory staging excludes (see
+/// `repo_path::is_excluded_dir`) or one of `skip`; never the tree's root.
 pub(crate) fn is_skipped(entry: &walkdir::DirEntry, skip: &[PathBuf]) -> bool {
     if !entry.file_type().is_dir() || entry.depth() == 0 {
         return false;

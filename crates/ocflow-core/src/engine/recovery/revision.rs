@@ -251,4 +251,29 @@ mod tests {
         rewire(&mut step, "b", &["x".into(), "y".into()]);
         assert_eq!(step.depends_on, vec!["a", "x", "y"]);
     }
+
+    #[test]
+    fn renumbering_follows_a_renamed_step_in_dependencies_and_parameters() {
+        let mut step: Step = serde_json::from_value(json!({
+            "id": "check",
+            "operation": "write_file",
+            "depends_on": "fix",
+            "params": {
+                "content_from_step": "fix",
+                "file_path": "@{outputs.fix.path}",
+                "note": "fixes @{outputs.fixed.x}",
+            },
+        }))
+        .unwrap();
+        renumber(&mut step, "fix", "fix_2");
+        assert_eq!(step.depends_on, vec!["fix_2"]);
+        assert_eq!(
+            Value::Object(step.params),
+            json!({
+                "content_from_step": "fix_2",
+                "file_path": "@{outputs.fix_2.path}",
+                "note": "fixes @{outputs.fixed.x}",
+            })
+        );
+    }
 }

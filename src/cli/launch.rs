@@ -20,7 +20,7 @@ use ocflow_core::llm::client::{Endpoint, Llm};
 use ocflow_core::llm::key;
 use ocflow_core::task::events::Events;
 use ocflow_core::task::review;
-use ocflow_core::task::staging;
+use ocflow_core::task::snapshot;
 use ocflow_core::task::state;
 use ocflow_core::task::workspace::TaskDir;
 use ocflow_model::error::{Error, IoContext, Result};
@@ -275,7 +275,7 @@ pub(crate) fn snapshot(
     events: &mut Events,
     flow_status: &mut FlowStatus,
 ) -> Result<()> {
-    let taken = staging::take_snapshot(repo, task, &[canonical_or_absolute(workspace_dir)]);
+    let taken = snapshot::take_snapshot(repo, task, &[canonical_or_absolute(workspace_dir)]);
     let stats = match taken {
         Ok(stats) => stats,
         // A signal while copying: the partial copy is gone, and `resume` takes it again.

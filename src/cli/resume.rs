@@ -13,7 +13,7 @@ use ocflow_core::flow::path_rules::PathRules;
 use ocflow_core::task::events::Events;
 use ocflow_core::task::journal::Journal;
 use ocflow_core::task::workspace::{self, TaskDir};
-use ocflow_core::task::{staging, state};
+use ocflow_core::task::{outputs, state};
 use ocflow_model::error::{Error, Result};
 use ocflow_model::event::Event;
 use ocflow_model::exit::ExitCode;
@@ -217,7 +217,7 @@ pub(crate) async fn resume(config: &Config, args: ResumeArgs) -> Result<ExitCode
     if !task.snapshot().is_dir() {
         launch::snapshot(&task, &repo, &workspace_dir, &mut events, &mut flow_status)?;
     }
-    staging::rebuild_final_output(&task, &flow_status, &flow)?;
+    outputs::rebuild_final_output(&task, &flow_status, &flow)?;
     let executor = Executor::new(task, flow, flow_status, events, bridge, settings, interrupt);
     launch::execute(executor, args.apply).await
 }

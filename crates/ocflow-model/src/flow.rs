@@ -4,7 +4,7 @@
 
 use std::collections::{BTreeSet, HashMap};
 
-use serde::{Deserialize, Serialize};
+use serde::{Deserialize, Deserializer, Serialize};
 use serde_json::{Map, Value};
 
 /// The flow format version this build writes and reads.
@@ -37,9 +37,60 @@ pub struct Step {
     /// The operation's parameters; strings may hold `@{outputs.STEP.FIELD}` references.
     #[serde(default)]
     pub params: Map<String, Value>,
-    /// Ids of the steps that must succeed before this one starts.
-    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    /// Ids of the steps that must succeed before this one starts. A flow may write one id or a
+    /// list (see `read_depends_on`); it is always written back as a list.
+    #[serde(
+        default,
+        skip_serializing_if = "Vec::is_empty",
+        deserialize_with = "deserialize_depends_on"
+    )]
     pub depends_on: Vec<String>,
+}
+
+/// What is wrong with a `depends_on` as written. The messages are what validation and
+/// recovery show a model, so they say what to write.
+#[derive(Debug, Clone, PartialEq, thiserror::Error)]
+pub enum DependsOnError {
+    /// An entry of the list that is not a string.
+    #[error("depends_on holds {0}, which is not a step id")]
+    NotAnId(Value),
+    /// Neither a string nor a list (an object, a number).
+    #[error("depends_on must be a step id or a list of step ids")]
+    NeitherIdNorList,
+}
+
+/// Reads `depends_on` as a flow may write it: one id, a list of ids, or `null` for none. An id
+/// listed twice counts once. Every entry that is not an id is reported, and the others are still
+/// read, so that validation names all of them at once. This is the one place that knows the form.
+pub fn read_depends_on(value: Value) -> (Vec<String>, Vec<DependsOnError>) {
+    match value {
+        Value::Null => (Vec::new(), Vec::new()),
+        Value::String(id) => (vec![id], Vec::new()),
+        Value::Array(entries) => {
+            let mut ids: Vec<String> = Vec::new();
+            let mut problems = Vec::new();
+            for entry in entries {
+                match entry {
+                    Value::String(id) if !ids.contains(&id) => ids.push(id),
+                    Value::String(_) => {}
+                    other => problems.push(DependsOnError::NotAnId(other)),
+                }
+            }
+            (ids, problems)
+        }
+        _ => (Vec::new(), vec![DependsOnError::NeitherIdNorList]),
+    }
+}
+
+/// `depends_on` through serde: `read_depends_on`, failing on its first problem.
+fn deserialize_depends_on<'de, D: Deserializer<'de>>(
+    deserializer: D,
+) -> Result<Vec<String>, D::Error> {
+    let (ids, problems) = read_depends_on(Value::deserialize(deserializer)?);
+    match problems.into_iter().next() {
+        Some(problem) => Err(serde::de::Error::custom(problem)),
+        None => Ok(ids),
+    }
 }
 
 impl Flow {
@@ -202,6 +253,7 @@ fn scan_refs(text: &str) -> Result<Vec<(usize, OutputRef)>, RefError> {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use serde_json::json;
 
     #[test]
     fn finds_references() {
@@ -212,5 +264,48 @@ mod tests {
         assert!(output_refs("@{outputs.only}").is_err());
         assert!(output_refs("@{outputs.a.b").is_err());
         assert_eq!(output_refs("plain @{other}").unwrap(), vec![]);
+    }
+
+    fn dependencies_of(step: Value) -> Result<Vec<String>, String> {
+        serde_json::from_value::<Step>(step)
+            .map(|step| step.depends_on)
+            .map_err(|err| err.to_string())
+    }
+
+    #[test]
+    fn depends_on_is_one_id_or_a_list() {
+        let step = |deps: Value| json!({"id": "b", "operation": "shell", "depends_on": deps});
+        assert_eq!(dependencies_of(step(json!("a"))), Ok(vec!["a".to_string()]));
+        assert_eq!(
+            dependencies_of(step(json!(["a", "c", "a"]))),
+            Ok(vec!["a".to_string(), "c".to_string()])
+        );
+        assert_eq!(dependencies_of(step(Value::Null)), Ok(vec![]));
+        assert_eq!(
+            dependencies_of(json!({"id": "b", "operation": "shell"})),
+            Ok(vec![])
+        );
+        assert!(
+            dependencies_of(step(json!(["a", 3])))
+                .is_err_and(|err| err.contains("depends_on holds 3, which is not a step id")),
+        );
+        assert!(
+            dependencies_of(step(json!({"a": 1}))).is_err_and(
+                |err| err.contains("depends_on must be a step id or a list of step ids")
+            )
+        );
+    }
+
+    #[test]
+    fn reading_depends_on_reports_every_entry_that_is_not_an_id() {
+        let (ids, problems) = read_depends_on(json!(["a", 3, null, "a", "b"]));
+        assert_eq!(ids, vec!["a".to_string(), "b".to_string()]);
+        assert_eq!(
+            problems,
+            vec![
+                DependsOnError::NotAnId(json!(3)),
+                DependsOnError::NotAnId(Value::Null)
+            ]
+        );
     }
 }

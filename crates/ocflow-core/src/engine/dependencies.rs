@@ -92,7 +92,7 @@ impl Dependencies {
             if through_link || std::fs::symlink_metadata(&target).is_ok() {
                 continue;
             }
-            crate::task::staging::copy_whole_tree(&self.repo.join(dir), &target)?;
+            crate::task::file_tree::copy_whole_tree(&self.repo.join(dir), &target)?;
         }
         Ok(())
     }

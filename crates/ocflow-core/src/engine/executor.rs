@@ -26,9 +26,12 @@ use crate::flow::policy::CommandPolicy;
 use crate::flow::shell;
 use crate::flow::task_intent;
 use crate::llm::client::Llm;
+use crate::task::copied_view::CopiedView;
 use crate::task::events::Events;
+use crate::task::file_tree;
 use crate::task::layered_view::LayeredView;
-use crate::task::staging::{self, Overlay, View};
+use crate::task::outputs;
+use crate::task::overlay::{self, Overlay};
 use crate::task::state;
 use crate::task::workspace::{self, TaskDir};
 use ocflow_model::error::{Error, IoContext, Result};
@@ -174,7 +177,7 @@ pub struct Executor {
     settings: Settings,
     interrupt: Arc<Interrupt>,
     /// Views for command steps: one per command step running at the same time, reused.
-    views: Vec<View>,
+    views: Vec<CopiedView>,
     /// Views made of layers, for the built-in commands under an overlay (`layered_view.rs`).
     layered: Vec<LayeredView>,
     free_views: Vec<ViewSlot>,
@@ -557,7 +560,7 @@ impl Executor {
         let output_dir = dir.join(workspace::OUTPUT_DIR);
         // A step that runs again starts clean; its log keeps every attempt.
         for stale in [&input_dir, &output_dir] {
-            staging::remove_tree(stale)?;
+            file_tree::remove_tree(stale)?;
         }
         let _ = fs::remove_file(dir.join(workspace::RESULT_FILE));
         let _ = fs::remove_file(dir.join(workspace::TRACEBACK_FILE));
@@ -586,7 +589,7 @@ impl Executor {
 
         let (input_files, work_dir) = match spec.access {
             Access::Files => {
-                let staged = staging::stage_inputs(
+                let staged = overlay::stage_inputs(
                     &self.task,
                     &overlay,
                     &instructions::staged_paths(step),
@@ -607,7 +610,8 @@ impl Executor {
                         if let Err(err) = self.views[index].sync(&self.task, &overlay) {
                             // Half-synced, the view's record no longer matches its files: set
                             // it back to the snapshot before anyone uses it again.
-                            self.views[index] = View::open(&self.task, self.task.view(index))?;
+                            self.views[index] =
+                                CopiedView::open(&self.task, self.task.view(index))?;
                             return Err(err);
                         }
                         workspace::view_dir_name(index)
@@ -973,7 +977,7 @@ impl Executor {
             sequence: Some(sequence),
             tokens: Some(tokens),
         })?;
-        staging::publish(&self.task, &step.id, &output_files, &deleted_files)?;
+        outputs::publish(&self.task, &step.id, &output_files, &deleted_files)?;
         self.save_when_due()?;
         Ok(true)
     }
@@ -1056,11 +1060,11 @@ impl Executor {
             ocflow_sandbox::exec::remove_overlay_dirs(&written);
         }
         let output = dir.join(workspace::OUTPUT_DIR);
-        staging::remove_tree(&output)?;
+        file_tree::remove_tree(&output)?;
         fs::create_dir_all(&output).io_context(|| format!("creating {}", output.display()))?;
         match view {
             Some(ViewSlot::Copy(index)) => {
-                self.views[index] = View::create(&self.task, self.task.view(index))?;
+                self.views[index] = CopiedView::create(&self.task, self.task.view(index))?;
             }
             Some(ViewSlot::Layered(index)) => {
                 self.layered[index] = LayeredView::open(&self.task, self.task.layers(index))?;
@@ -1148,7 +1152,7 @@ impl Executor {
         }
         let index = self.views.len();
         self.views
-            .push(View::open(&self.task, self.task.view(index))?);
+            .push(CopiedView::open(&self.task, self.task.view(index))?);
         Ok(ViewSlot::Copy(index))
     }
 
@@ -1303,7 +1307,7 @@ impl Executor {
             (call, before)
         });
         // Steps finish in any order; final_output/ follows the flow's order, as the diff does.
-        let ready = staging::rebuild_final_output(&self.task, &self.status, &self.flow)
+        let ready = outputs::rebuild_final_output(&self.task, &self.status, &self.flow)
             .and_then(|()| self.save())
             .and_then(|()| self.write_diff());
         if let (Err(_), Some((call, _))) = (&ready, &summary_call) {

@@ -8,7 +8,7 @@ use serde_json::{Map, Value};
 
 use crate::flow::operations::{self, ParamMeaning};
 use crate::flow::path_rules::PathRules;
-use ocflow_model::flow::{self, FLOW_VERSION, Flow, Step};
+use ocflow_model::flow::{self, FLOW_VERSION, Flow, Step, read_depends_on};
 use ocflow_model::problem::Problem;
 
 /// Size limits, checked before anything else is done with a flow.
@@ -208,6 +208,29 @@ fn read_flow(value: Value, default_task: Option<&str>, problems: &mut Problems) 
     })
 }
 
+/// Reads steps given outside a flow (the new or changed steps of a recovery answer) as a flow's
+/// steps are read, with the same problems. `first_index` is the index the first of them takes in
+/// the flow they join, so a step without a usable id is named by its place there (`#4`).
+pub(crate) fn read_steps(raw: Vec<Value>, first_index: usize) -> Result<Vec<Step>, Vec<Problem>> {
+    let mut problems = Problems::default();
+    let steps: Vec<Step> = raw
+        .into_iter()
+        .enumerate()
+        .filter_map(|(offset, raw)| {
+            read_step(
+                raw,
+                &format!("#{}", first_index + offset + 1),
+                &mut problems,
+            )
+        })
+        .collect();
+    if problems.0.is_empty() {
+        Ok(steps)
+    } else {
+        Err(problems.0)
+    }
+}
+
 fn read_step(raw: Value, label: &str, problems: &mut Problems) -> Option<Step> {
     let Value::Object(mut object) = raw else {
         problems.step(label, "format", "a step must be a JSON object".into());
@@ -273,33 +296,10 @@ fn read_step(raw: Value, label: &str, problems: &mut Problems) -> Option<Step> {
             Map::new()
         }
     };
-    let depends_on = match object.remove("depends_on") {
-        None | Some(Value::Null) => Vec::new(),
-        Some(Value::String(dep)) => vec![dep],
-        Some(Value::Array(deps)) => {
-            let mut out: Vec<String> = Vec::new();
-            for dep in deps {
-                match dep {
-                    Value::String(dep) if !out.contains(&dep) => out.push(dep),
-                    Value::String(_) => {}
-                    other => problems.step(
-                        &name,
-                        "dependencies",
-                        format!("depends_on holds {other}, which is not a step id"),
-                    ),
-                }
-            }
-            out
-        }
-        Some(_) => {
-            problems.step(
-                &name,
-                "dependencies",
-                "depends_on must be a step id or a list of step ids".into(),
-            );
-            Vec::new()
-        }
-    };
+    let (depends_on, not_ids) = read_depends_on(object.remove("depends_on").unwrap_or(Value::Null));
+    for problem in not_ids {
+        problems.step(&name, "dependencies", problem.to_string());
+    }
     for key in object.keys() {
         problems.step(
             &name,

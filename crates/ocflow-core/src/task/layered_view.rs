@@ -25,8 +25,10 @@ use std::path::{Path, PathBuf};
 
 use walkdir::WalkDir;
 
+use crate::task::capture::{self, Captured};
+use crate::task::file_tree;
 use crate::task::interrupt;
-use crate::task::staging::{self, Captured, Overlay, Version};
+use crate::task::overlay::{Overlay, Version};
 use crate::task::workspace::TaskDir;
 use ocflow_model::error::{IoContext, Result};
 use ocflow_model::repo_path::{self, RepoPath};
@@ -84,7 +86,7 @@ impl LayeredView {
                 // opaque one: the view had no directory there, so nothing of the snapshot
                 // beneath it may show (as when a copied view's sync creates it).
                 Some(source) => {
-                    staging::place_file_marking(&changes, &path, &source, &mut |dir| {
+                    file_tree::place_file_marking(&changes, &path, &source, &mut |dir| {
                         mark_opaque(dir)
                     })?
                 }
@@ -99,7 +101,7 @@ impl LayeredView {
                     {
                         continue;
                     }
-                    staging::remove_any(&dest)?;
+                    file_tree::remove_any(&dest)?;
                     if fs::symlink_metadata(path.under(&snapshot)).is_ok()
                         && shows_from_below(&changes, &path)
                     {
@@ -202,12 +204,12 @@ impl Capture<'_> {
                     format!("{dir}/{name}")
                 };
                 let there = upper.join(&rel);
-                if staging::is_too_long(&rel) {
+                if capture::is_too_long(&rel) {
                     // Not carried (no flow path is this long), and not walked further: beyond
                     // 4096 bytes the kernel opens no path. Beneath a directory, the first file
                     // is found relative to it.
                     let first = if meta.is_dir() {
-                        staging::first_file_under(&there)?.map(|inner| format!("{rel}/{inner}"))
+                        capture::first_file_under(&there)?.map(|inner| format!("{rel}/{inner}"))
                     } else {
                         Some(rel.clone())
                     };
@@ -215,7 +217,7 @@ impl Capture<'_> {
                         self.captured.too_long = Some(first);
                     }
                     // Nor merged into the view: nothing could walk it again.
-                    staging::remove_entry(&there)?;
+                    file_tree::remove_entry(&there)?;
                     continue;
                 }
                 let path = RepoPath::parse(&rel).ok();
@@ -252,7 +254,7 @@ impl Capture<'_> {
                     };
                 }
                 let before = self.applied.source(self.task, &path).ok().flatten();
-                if !staging::same_content(before.as_deref(), &there)? {
+                if !file_tree::same_content(before.as_deref(), &there)? {
                     link_into(output_dir, &path, &there)?;
                     self.applied.versions.insert(
                         path.clone(),
@@ -421,7 +423,7 @@ fn merge(from: &Path, to: &Path) -> Result<()> {
             continue;
         }
         let over_non_dir = meta.is_dir() && fs::symlink_metadata(&dest).is_ok();
-        staging::remove_any(&dest)?;
+        file_tree::remove_any(&dest)?;
         fs::rename(&source, &dest)
             .io_context(|| format!("moving {} to {}", source.display(), dest.display()))?;
         if over_non_dir {
@@ -471,7 +473,7 @@ fn reset(changes: &Path, snapshot: &Path) -> Result<()> {
         }
         for file in files {
             interrupt::check()?;
-            staging::remove_any(&file)?;
+            file_tree::remove_any(&file)?;
         }
     }
     Ok(())

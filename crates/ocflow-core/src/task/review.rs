@@ -7,7 +7,7 @@ use std::path::{Path, PathBuf};
 use crate::flow::ignore_rules;
 use crate::flow::operations::{self, Access};
 use crate::task::interrupt;
-use crate::task::staging::{Overlay, Version};
+use crate::task::overlay::{Overlay, Version};
 use crate::task::workspace::TaskDir;
 use ocflow_model::error::{IoContext, Result};
 use ocflow_model::output::quoted_path;

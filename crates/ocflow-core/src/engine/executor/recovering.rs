@@ -9,7 +9,7 @@ use serde_json::Value;
 use super::{Executor, Next, missing_step};
 use crate::engine::recovery;
 use crate::task::events::beating;
-use crate::task::{staging, state};
+use crate::task::{outputs, state};
 use ocflow_model::decision::StrategyKind;
 use ocflow_model::error::{Error, Result};
 use ocflow_model::event::Event;
@@ -330,7 +330,7 @@ impl Executor {
         self.status.pending_recovery = None;
         self.save()?;
         state::save_flow(&self.task, &self.flow)?;
-        staging::rebuild_final_output(&self.task, &self.status, &self.flow)?;
+        outputs::rebuild_final_output(&self.task, &self.status, &self.flow)?;
         Ok(next)
     }
 

@@ -9,7 +9,8 @@ use std::fs;
 
 use crate::engine::bridge::CallOutcome;
 use crate::engine::instructions;
-use crate::task::staging::{self, Captured};
+use crate::task::capture::{self, Captured};
+use crate::task::outputs;
 use crate::task::state;
 use crate::task::workspace::{self, TaskDir};
 use ocflow_model::error::{IoContext, Result};
@@ -91,7 +92,7 @@ pub(super) fn settle(
                 // A file no flow can carry fails the step, in either view, rather than vanish.
                 Some(path) => {
                     result.status = CallStatus::Failure;
-                    result.message = staging::too_long_message(&path);
+                    result.message = capture::too_long_message(&path);
                     (Vec::new(), Vec::new())
                 }
                 None => (captured.output_files, captured.deleted_files),
@@ -120,7 +121,7 @@ fn written_outputs(
     step: &Step,
     result: &StepResult,
 ) -> Result<(Vec<String>, Vec<String>), String> {
-    let outputs = staging::list_outputs(output_dir).map_err(|problem| problem.0)?;
+    let outputs = outputs::list_outputs(output_dir).map_err(|problem| problem.0)?;
     let named: BTreeSet<RepoPath> = instructions::staged_paths(step).into_iter().collect();
     // A file step writes only the files it names, all checked by validation.
     if let Some(stray) = outputs.iter().find(|path| !named.contains(*path)) {

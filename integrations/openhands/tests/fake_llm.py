@@ -22,6 +22,10 @@ class Recorded:
     headers: dict[str, str]
     body: dict[str, Any]
 
+    def header(self, name: str) -> str | None:
+        """A header by name, whatever its case on the wire."""
+        return next((v for k, v in self.headers.items() if k.lower() == name.lower()), None)
+
     @property
     def from_agent(self) -> bool:
         return bool(self.body.get("tools"))

@@ -183,7 +183,7 @@ def test_agent_runs_a_flow_sees_its_steps_and_applies_after_confirmation(
     # ocflow's own calls (plan, summary) reached the fake with the agent's key, as a header.
     ocflow_calls = [r for r in fake_llm.requests if not r.from_agent]
     assert any(r.is_plan for r in ocflow_calls)
-    assert all(r.headers.get("Authorization") == f"Bearer {KEY}" for r in ocflow_calls)
+    assert all(r.header("Authorization") == f"Bearer {KEY}" for r in ocflow_calls)
     assert {r.body["model"] for r in ocflow_calls} == {"fake-orchestrator"}
     assert_key_nowhere(conversation, git_repo)
     assert_started_like_openhands(record, git_repo.parent.parent)
@@ -242,7 +242,8 @@ def test_run_answers_at_its_wait_and_status_gives_each_event_once(
     seen = [(e["type"], e.get("step"), e.get("ts")) for a in answers for e in a.events]
     assert len(seen) == len(set(seen))
     kinds = [kind for kind, _, _ in seen]
-    assert kinds[0] == "flow_started" and kinds[-1] == "flow_finished"
+    # (a `warning` may come first: ocflow says it took the `openai/` prefix off the model)
+    assert kinds.count("flow_started") == 1 and kinds[-1] == "flow_finished"
     assert kinds.count("step_finished") == 2
     last = answers[-1]
     assert (last.state, last.exit_code, last.changed_files) == ("succeeded", 0, ["hello.py"])

@@ -46,6 +46,12 @@ PLAN = {
             "params": {"file_path": "hello.py", "content": HELLO},
             "depends_on": ["read_readme"],
         },
+        {
+            "id": "run_hello",
+            "operation": "execute_shell_command",
+            "params": {"command": "python3 -c 'import hello; hello.greet()'"},
+            "depends_on": ["write_hello"],
+        },
     ],
 }
 
@@ -160,6 +166,7 @@ def test_agent_runs_a_flow_sees_its_steps_and_applies_after_confirmation(
     assert [(s.id, s.operation, s.status) for s in run.steps] == [
         ("read_readme", "read_file", "succeeded"),
         ("write_hello", "write_file", "succeeded"),
+        ("run_hello", "execute_shell_command", "succeeded"),
     ]
     step_events = [(e["type"], e.get("step")) for e in run.events if e["type"].startswith("step_")]
     assert step_events == [
@@ -167,6 +174,8 @@ def test_agent_runs_a_flow_sees_its_steps_and_applies_after_confirmation(
         ("step_finished", "read_readme"),
         ("step_started", "write_hello"),
         ("step_finished", "write_hello"),
+        ("step_started", "run_hello"),
+        ("step_finished", "run_hello"),
     ]
     assert "ok write_hello succeeded" in run.text
     assert run.changed_files == ["hello.py"]
@@ -244,7 +253,7 @@ def test_run_answers_at_its_wait_and_status_gives_each_event_once(
     kinds = [kind for kind, _, _ in seen]
     # (a `warning` may come first: ocflow says it took the `openai/` prefix off the model)
     assert kinds.count("flow_started") == 1 and kinds[-1] == "flow_finished"
-    assert kinds.count("step_finished") == 2
+    assert kinds.count("step_finished") == 3
     last = answers[-1]
     assert (last.state, last.exit_code, last.changed_files) == ("succeeded", 0, ["hello.py"])
     conversation.close()

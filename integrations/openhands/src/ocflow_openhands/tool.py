@@ -30,7 +30,7 @@ from openhands.sdk.tool import (
 from pydantic import Field, SecretStr
 
 from ocflow_openhands.flow_process import FlowProcess, parse_events, run_to_end
-from ocflow_openhands.progress import OcflowStep, describe_event, fold
+from ocflow_openhands.progress import FlowView, OcflowStep, describe_event, fold
 
 if TYPE_CHECKING:
     from openhands.sdk.conversation import LocalConversation
@@ -288,6 +288,11 @@ class OcflowSession:
     def interrupt_wait(self) -> None:
         self._cancelled.set()
 
+    def seen(self, flow: FlowProcess) -> int:
+        """How many of the flow's events the agent has been shown."""
+        with self._lock:
+            return self._seen.get(id(flow), 0)
+
     def observe[ObsT: OcflowFlowObservation](self, flow: FlowProcess, kind: type[ObsT]) -> ObsT:
         """The flow's state and the events the agent has not seen yet; marks them seen."""
         events = flow.events()
@@ -297,17 +302,16 @@ class OcflowSession:
         view = fold(events)
         exit_code = flow.exit_code
         running = exit_code is None
-        new_events = [e for e in events[since:] if e.get("type") != "heartbeat"]
-        state = view.state if not running or view.state != "starting" else "starting"
+        state = view.state
         if not running and state in ("starting", "planning", "running"):
-            state = "failed" if exit_code not in (0, 130) else "interrupted"
+            # Ended without a flow_finished (invalid input, a crash, a signal).
+            state = "interrupted" if exit_code == 130 else "failed"
+        new_events = [e for e in events[since:] if e.get("type") != "heartbeat"]
         elapsed = int(flow.elapsed_seconds())
-        text = self.redact(
-            render_flow(view, new_events, running, elapsed, exit_code, flow.stderr_tail())
-        )
+        text = render_flow(view, new_events, running, elapsed, exit_code, flow.stderr_tail())
         return kind.from_text(
-            text,
-            is_error=not running and exit_code not in (0,),
+            self.redact(text),
+            is_error=not running and exit_code != 0,
             task_id=view.task_id,
             task_dir=view.task_dir,
             state=state,
@@ -334,7 +338,7 @@ class OcflowUnavailable(Exception):
 
 
 def render_flow(
-    view,
+    view: FlowView,
     new_events: list[dict[str, Any]],
     running: bool,
     elapsed: int,
@@ -420,9 +424,7 @@ class OcflowStatusExecutor(_OcflowExecutor[OcflowStatusAction, OcflowStatusObser
         flow = self.session.find(action.task_id)
         if flow is None:
             return self._from_disk(action, conversation)
-        with self.session._lock:
-            seen = self.session._seen.get(id(flow), 0)
-        flow.wait_for_change(seen, action.wait_seconds, self.session.cancelled)
+        flow.wait_for_change(self.session.seen(flow), action.wait_seconds, self.session.cancelled)
         return self.session.observe(flow, OcflowStatusObservation)
 
     def _from_disk(

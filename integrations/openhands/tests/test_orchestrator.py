@@ -7,7 +7,6 @@ current directory, no TTY, and the key only in the child's environment."""
 from __future__ import annotations
 
 import hashlib
-import json
 import os
 import stat
 import time
@@ -217,10 +216,19 @@ def test_rejected_apply_writes_nothing(
     events = conversation.state.events
     assert any(isinstance(e, UserRejectObservation) for e in events)
     assert not any(isinstance(o, OcflowApplyObservation) for o in observations(conversation))
-    # The flow's changes are still there to apply later: the task is finished, not applied.
-    finished = json.loads((git_repo / ".ocflow" / "greet" / "flow_status.json").read_text())
-    assert finished.get("state") == "succeeded"
     conversation.close()
+
+    # The flow's changes are still there to apply later: another conversation's ocflow_status
+    # finds the task (through ocflow status) succeeded and not applied.
+    later = make_conversation(fake_llm, ocflow, git_repo)
+    status = later.execute_tool(
+        "ocflow_status", OcflowStatusAction(task_id="greet", repo="project/greeter")
+    )
+    assert isinstance(status, OcflowStatusObservation) and not status.is_error
+    assert (status.state, status.running) == ("succeeded", False)
+    assert [s.id for s in status.steps] == ["read_readme", "write_hello", "run_hello"]
+    assert "succeeded, not applied" in status.text
+    later.close()
 
 
 def test_run_answers_at_its_wait_and_status_gives_each_event_once(

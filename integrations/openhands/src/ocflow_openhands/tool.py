@@ -430,25 +430,58 @@ class OcflowStatusExecutor(_OcflowExecutor[OcflowStatusAction, OcflowStatusObser
     def _from_disk(
         self, action: OcflowStatusAction, conversation: LocalConversation | None
     ) -> OcflowStatusObservation:
-        """A flow this conversation did not start (an earlier session, a terminal): ocflow's
-        own `status --json`, once."""
+        """A flow this conversation did not start (an earlier session, a terminal): what
+        ocflow's `status --json` says of it, once (there is no stream to wait on)."""
         if not action.task_id:
             return OcflowStatusObservation.from_text(
-                "no flow was started in this conversation; give a task_id", is_error=True
+                "no flow was started in this conversation; give a task_id",
+                is_error=True,
+                running=False,
             )
         repo = self.session.repository(action.repo)
         argv = [self.session.binary(), "status", "--json", "--repo", repo, action.task_id]
         code, stdout, stderr = run_to_end(
             argv, self.session.child_environment(conversation), self.session.working_dir, 60
         )
-        text = stdout.strip() or "\n".join(stderr)
+        # The status document is the line without a `type`; events (a warning) may come first.
+        lines_out = parse_events(stdout)
+        documents = [d for d in lines_out if "type" not in d and isinstance(d.get("steps"), list)]
+        status = documents[-1] if code == 0 and documents else None
+        if status is None:
+            lines = [d for d in (describe_event(e) for e in lines_out) if d]
+            text = "\n".join(lines or stderr or [f"ocflow status exited {code}"])
+            return OcflowStatusObservation.from_text(
+                self.session.redact(text),
+                is_error=True,
+                task_id=action.task_id,
+                state="unknown",
+                running=False,
+                exit_code=code,
+            )
+        steps = [
+            OcflowStep(
+                id=str(step.get("id", "?")),
+                operation=str(step.get("operation", "")),
+                status=str(step.get("status", "")),
+                attempt=int(step.get("attempts") or 1),
+                message=str(step.get("message", ""))[:400],
+                duration_ms=step.get("duration_ms"),
+            )
+            for step in status["steps"]
+        ]
+        state = str(status.get("state", "unknown"))
+        applied = "applied" if status.get("applied_at") else "not applied"
+        task_id = status.get("task_id", action.task_id)
+        head = f"ocflow task {task_id}: {state}, {applied} (from ocflow status: started elsewhere)"
+        lines = [head]
+        lines += [f"  {s.id} {s.operation} {s.status}: {s.message}" for s in steps]
         return OcflowStatusObservation.from_text(
-            self.session.redact(text[:MAX_DIFF_CHARS]),
-            is_error=code != 0,
-            task_id=action.task_id,
-            state="unknown",
-            running=False,
-            exit_code=code,
+            self.session.redact("\n".join(lines)),
+            task_id=status.get("task_id", action.task_id),
+            state=state,
+            running=state == "running",
+            exit_code=None,
+            steps=steps,
         )
 
 

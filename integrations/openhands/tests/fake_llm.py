@@ -69,6 +69,8 @@ class FakeLLM:
     agent_script: AgentScript
     plan: dict[str, Any]
     summary: str = "Created the requested file."
+    # When set, ocflow's requests get this HTTP status and an OpenAI-style error body.
+    ocflow_error_status: int | None = None
     requests: list[Recorded] = field(default_factory=list)
 
     def __post_init__(self) -> None:
@@ -83,8 +85,14 @@ class FakeLLM:
                 recorded = Recorded(self.path, dict(self.headers), body)
                 with fake._lock:
                     fake.requests.append(recorded)
-                answer = json.dumps(fake.answer(recorded)).encode()
-                self.send_response(200)
+                status = 200
+                if fake.ocflow_error_status and not recorded.from_agent:
+                    status = fake.ocflow_error_status
+                    error = {"message": "Incorrect API key provided", "type": "invalid_request"}
+                    answer = json.dumps({"error": error}).encode()
+                else:
+                    answer = json.dumps(fake.answer(recorded)).encode()
+                self.send_response(status)
                 self.send_header("Content-Type", "application/json")
                 self.send_header("Content-Length", str(len(answer)))
                 self.end_headers()

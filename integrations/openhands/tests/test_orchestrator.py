@@ -265,3 +265,22 @@ def test_run_answers_at_its_wait_and_status_gives_each_event_once(
     last = answers[-1]
     assert (last.state, last.exit_code, last.changed_files) == ("succeeded", 0, ["hello.py"])
     conversation.close()
+
+
+def test_a_flow_that_cannot_reach_its_llm_is_an_error_the_agent_reads(
+    fake_llm: FakeLLM, ocflow_bin: str, git_repo: Path
+) -> None:
+    fake_llm.ocflow_error_status = 401
+    conversation = make_conversation(fake_llm, ocflow_bin, git_repo)
+    answer = conversation.execute_tool(
+        "ocflow_run", OcflowRunAction(task=TASK, repo="project/greeter", wait_seconds=60)
+    )
+    assert isinstance(answer, OcflowRunObservation)
+    assert answer.is_error and not answer.running
+    assert answer.exit_code not in (0, None) and answer.state == "failed"
+    # ocflow's reason reaches the agent (today as flow_finished's reason; issue 27 §1 adds an
+    # `error` event with a code and a hint, which the observation shows as its own line).
+    assert "HTTP 401" in answer.text, answer.text
+    assert KEY not in answer.model_dump_json()
+    assert not (git_repo / "hello.py").exists()
+    conversation.close()

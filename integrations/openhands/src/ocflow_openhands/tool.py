@@ -187,8 +187,8 @@ class OcflowSession:
         self._repo_of: dict[int, str] = {}
         self._seen: dict[int, int] = {}
         self._cancelled = threading.Event()
-        # The key of the latest child, to cut it out of any text an observation carries.
-        self._key: str | None = None
+        # The keys a child may hold, to cut them out of any text an observation carries.
+        self._keys: set[str] = set()
 
     # -- where and how ocflow runs
 
@@ -226,7 +226,9 @@ class OcflowSession:
                 env[name] = value
                 for stronger in OUTRANKING[name]:
                     env.pop(stronger, None)
-        self._key = key or env.get(API_KEY_VARIABLE)
+        self._keys = {
+            env[name] for name in (API_KEY_VARIABLE, *OUTRANKING[API_KEY_VARIABLE]) if env.get(name)
+        }
         return env
 
     def _llm_settings(
@@ -245,7 +247,9 @@ class OcflowSession:
         return base_url, model, key
 
     def redact(self, text: str) -> str:
-        return text.replace(self._key, "<redacted>") if self._key else text
+        for key in self._keys:
+            text = text.replace(key, "<redacted>")
+        return text
 
     # -- flows
 

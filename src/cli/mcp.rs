@@ -24,9 +24,10 @@ use serde::Deserialize;
 use serde_json::{Value, json};
 use tokio::io::{AsyncBufReadExt, AsyncWriteExt, BufReader, Lines};
 use tokio::process::{Child, ChildStdout};
+use tokio::sync::Notify;
 
 use crate::cli::args::GlobalArgs;
-use crate::cli::mcp_stdio;
+use crate::cli::{mcp_status, mcp_stdio};
 use ocflow_core::llm::key::{self, ApiKey};
 use ocflow_model::error::{Error, IoContext, Result};
 use ocflow_model::exit::ExitCode;
@@ -35,23 +36,32 @@ use ocflow_model::output::say;
 /// What the server tells the client's model about itself.
 const INSTRUCTIONS: &str = "ocflow plans a coding task with an LLM, runs it as a flow of steps \
     in a workspace (the repository is only read), and hands back a diff to review and apply. \
-    Call ocflow_run with the task; it returns a task_id at once. Poll ocflow_status with that \
-    task_id every 10-30 s until `running` is false; `finished` then holds the outcome and the \
-    summary. Review with ocflow_diff, then write the changes with ocflow_apply.";
+    Call ocflow_run with the task; it returns a task_id at once. Then call ocflow_status with \
+    that task_id and wait_seconds 30 until `running` is false: each call answers at the flow's \
+    next change (or after wait_seconds); `finished` then holds the outcome and the summary. \
+    Review with ocflow_diff, then write the changes with ocflow_apply.";
+
+/// The longest an `ocflow_status` call waits for a change (an MCP call times out: OpenHands
+/// gives it 300 s).
+const MAX_WAIT_SECONDS: u64 = 60;
 
 /// How long a session's end waits for interrupted flows to record their state.
 const STOP_GRACE: Duration = Duration::from_secs(20);
 
 /// A flow this server started, as its JSON lines tell it.
 #[derive(Debug, Default)]
-struct Started {
-    pid: Option<u32>,
-    running: bool,
-    exit_code: Option<i32>,
+pub(crate) struct Started {
+    pub(crate) pid: Option<u32>,
+    pub(crate) running: bool,
+    pub(crate) exit_code: Option<i32>,
     /// The newest event (a heartbeat, a step's end…).
-    last_event: Option<Value>,
+    pub(crate) last_event: Option<Value>,
     /// `flow_finished`, once it came.
-    finished: Option<Value>,
+    pub(crate) finished: Option<Value>,
+    /// The `error` event that ended the command (a refused key…), once it came.
+    pub(crate) error: Option<Value>,
+    /// What the flow is doing, as its last heartbeat said (`planning`, `running`…).
+    pub(crate) stage: Option<String>,
 }
 
 #[derive(Debug, Deserialize, schemars::JsonSchema)]
@@ -75,9 +85,24 @@ struct RunParams {
 }
 
 #[derive(Debug, Deserialize, schemars::JsonSchema)]
+struct StatusParams {
+    /// The task id ocflow_run returned (or the task directory) [default: the latest flow].
+    task_id: Option<String>,
+    /// The repository's path, when the flow was started with one.
+    repo: Option<String>,
+    /// Wait up to this many seconds (at most 60) for the flow's next change (a step started
+    /// or finished, a recovery decision, the end) before answering [default: 0, at once].
+    #[serde(default)]
+    wait_seconds: u64,
+    /// Every step in full, instead of the compact answer [default: false].
+    #[serde(default)]
+    detail: bool,
+}
+
+#[derive(Debug, Deserialize, schemars::JsonSchema)]
 struct TaskParams {
-    /// The task id ocflow_run returned (or the task directory).
-    task_id: String,
+    /// The task id ocflow_run returned (or the task directory) [default: the latest flow].
+    task_id: Option<String>,
     /// The repository's path, when the flow was started with one.
     repo: Option<String>,
 }
@@ -104,6 +129,11 @@ struct Server {
     repo: Option<PathBuf>,
     key: ApiKey,
     started: Arc<Mutex<HashMap<String, Started>>>,
+    /// Per task, the [`mcp_status::fingerprint`] of the last status answered: a waiting call
+    /// answers at once when the flow moved on since.
+    answered: Arc<Mutex<HashMap<String, String>>>,
+    /// Woken when a flow this server started ends (its process exits).
+    ended: Arc<Notify>,
     tool_router: ToolRouter<Server>,
 }
 
@@ -116,6 +146,8 @@ pub(crate) fn serve(global: &GlobalArgs, key: ApiKey) -> Result<ExitCode> {
         repo: global.repo.clone(),
         key,
         started: Arc::default(),
+        answered: Arc::default(),
+        ended: Arc::default(),
         tool_router: Server::tool_router(),
     };
     let runtime = tokio::runtime::Builder::new_multi_thread()
@@ -173,7 +205,8 @@ impl Server {
     #[tool(
         description = "Start a flow for a coding task in the background and return its \
         task_id at once (the repository is only read; nothing is written to it until \
-        ocflow_apply). Poll ocflow_status with the task_id until `running` is false."
+        ocflow_apply). Call ocflow_status with the task_id and wait_seconds 30 until `running` \
+        is false."
     )]
     async fn ocflow_run(&self, Parameters(params): Parameters<RunParams>) -> CallToolResult {
         let mut args = vec![OsString::from("run")];
@@ -191,39 +224,54 @@ impl Server {
     }
 
     #[tool(
-        description = "A flow's state: its steps, attempts, tokens and timings. For a flow \
-        this server started, also whether it is still running and, once it ended, the \
-        flow_finished event (outcome, reason, summary text, where the diff is)."
+        description = "A flow's state, compact: its steps counted, the running and failed ones \
+        in a line each, tokens, elapsed time and the call to make next; for a flow this server \
+        started, whether it still runs and, once it ended, how (`finished`, `error`). With \
+        wait_seconds (at most 60) it answers at the flow's next change instead of at once. \
+        `detail` gives every step."
     )]
-    async fn ocflow_status(&self, Parameters(params): Parameters<TaskParams>) -> CallToolResult {
-        let args = ["status", "--"].map(OsString::from).into_iter();
-        let args = args.chain([OsString::from(&params.task_id)]);
-        let (code, lines) = match self.output(params.repo, args, None, true).await {
-            Ok(output) => output,
-            Err(err) => return failure(spawn_error(&err)),
+    async fn ocflow_status(&self, Parameters(params): Parameters<StatusParams>) -> CallToolResult {
+        let wait = Duration::from_secs(params.wait_seconds.min(MAX_WAIT_SECONDS));
+        let deadline = tokio::time::Instant::now() + wait;
+        let task = params.task_id.as_deref();
+        let mut status = match self.status(params.repo.clone(), task).await {
+            Ok(status) => status,
+            Err(answer) => return answer,
         };
-        let mut result = json!({"status": lines.first().cloned().unwrap_or(Value::Null)});
-        if code != 0 {
-            return failure(json!({"exit_code": code, "output": lines}));
+        let id = status["task_id"].as_str().unwrap_or_default().to_string();
+        let seen = self.answered().get(&id).cloned();
+        // A flow that moved on since the last answer is answered at once; one that did not is
+        // waited on, to its next change.
+        if !wait.is_zero()
+            && self.runs(&id, &status)
+            && seen.as_deref() == Some(mcp_status::fingerprint(&status).as_str())
+        {
+            self.wait_for_change(params.repo.clone(), &id, &status, deadline)
+                .await;
+            status = match self.status(params.repo.clone(), Some(&id)).await {
+                Ok(status) => status,
+                Err(answer) => return answer,
+            };
         }
-        let id = result["status"]["task_id"]
-            .as_str()
-            .unwrap_or_default()
-            .to_string();
-        if let Some(started) = self.lock().get(&id) {
-            result["running"] = json!(started.running);
-            result["exit_code"] = json!(started.exit_code);
-            result["last_event"] = json!(started.last_event);
-            result["finished"] = json!(started.finished);
-        }
-        CallToolResult::structured(result)
+        self.settle(&id, &status).await;
+        self.answered()
+            .insert(id.clone(), mcp_status::fingerprint(&status));
+        let started = self.lock();
+        let started = started.get(&id);
+        CallToolResult::structured(if params.detail {
+            mcp_status::detail(status, started)
+        } else {
+            mcp_status::compact(&status, started, chrono::Utc::now())
+        })
     }
 
     #[tool(description = "The flow's changes: the files by kind and the unified diff.")]
     async fn ocflow_diff(&self, Parameters(params): Parameters<TaskParams>) -> CallToolResult {
-        let args = ["diff", "--"].map(OsString::from).into_iter();
-        self.call(params.repo, args.chain([params.task_id.into()]), None, true)
-            .await
+        let mut args = vec![OsString::from("diff")];
+        if let Some(task_id) = params.task_id {
+            args.extend([OsString::from("--"), OsString::from(task_id)]);
+        }
+        self.call(params.repo, args, None, true).await
     }
 
     #[tool(
@@ -251,6 +299,95 @@ impl ServerHandler for Server {
 }
 
 impl Server {
+    /// `ocflow status --json [ID]`: the status, or the tool's answer when there is none.
+    async fn status(
+        &self,
+        repo: Option<String>,
+        task_id: Option<&str>,
+    ) -> std::result::Result<Value, CallToolResult> {
+        let mut args = vec![OsString::from("status")];
+        if let Some(task_id) = task_id {
+            args.extend([OsString::from("--"), OsString::from(task_id)]);
+        }
+        match self.output(repo, args, None, true).await {
+            Ok((0, lines)) if lines.first().is_some_and(Value::is_object) => {
+                Ok(lines.into_iter().next().unwrap_or_default())
+            }
+            Ok((code, lines)) => Err(failure(json!({"exit_code": code, "output": lines}))),
+            Err(err) => Err(failure(spawn_error(&err))),
+        }
+    }
+
+    /// Whether the flow still runs: for one this server started, until its process exits.
+    fn runs(&self, id: &str, status: &Value) -> bool {
+        match self.lock().get(id) {
+            Some(started) => started.running,
+            None => mcp_status::runs(status),
+        }
+    }
+
+    /// Waits until the flow's [`mcp_status::fingerprint`] differs from `status`'s, the flow's
+    /// process ends, or `deadline`. `ocflow status --follow` does the watching (file-system
+    /// notifications on the journal and the status file): it prints the status at each change.
+    async fn wait_for_change(
+        &self,
+        repo: Option<String>,
+        id: &str,
+        status: &Value,
+        deadline: tokio::time::Instant,
+    ) {
+        let before = mcp_status::fingerprint(status);
+        let args = ["status", "--follow", "--", id].map(OsString::from);
+        let following = async {
+            let (mut command, pipe) = self.command(repo, args, false)?;
+            command.kill_on_drop(true);
+            let mut child = command.spawn()?;
+            drop(pipe);
+            let lines = stdout_lines(&mut child)?;
+            Ok::<_, std::io::Error>((child, lines))
+        };
+        let Ok((_child, mut lines)) = following.await else {
+            // Nothing to watch with: the deadline still bounds the wait.
+            tokio::time::sleep_until(deadline).await;
+            return;
+        };
+        let ended = self.ended.notified();
+        tokio::pin!(ended);
+        ended.as_mut().enable();
+        loop {
+            if !self.lock().get(id).is_none_or(|started| started.running) {
+                return;
+            }
+            tokio::select! {
+                line = lines.next_line() => match line {
+                    Ok(Some(line)) if unchanged(&line, &before) => {}
+                    // A change, or the follower stopped (the flow ended, or its ocflow died).
+                    _ => return,
+                },
+                () = &mut ended => return,
+                () = tokio::time::sleep_until(deadline) => return,
+            }
+        }
+    }
+
+    /// A flow this server started whose status says it ended is still writing its last
+    /// events: waits a moment for its process to exit, so the answer holds `finished`.
+    async fn settle(&self, id: &str, status: &Value) {
+        let deadline = tokio::time::Instant::now() + Duration::from_secs(5);
+        while !mcp_status::runs(status)
+            && self.lock().get(id).is_some_and(|started| started.running)
+            && tokio::time::Instant::now() < deadline
+        {
+            let _ = tokio::time::timeout(Duration::from_millis(200), self.ended.notified()).await;
+        }
+    }
+
+    fn answered(&self) -> std::sync::MutexGuard<'_, HashMap<String, String>> {
+        self.answered
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner)
+    }
+
     fn lock(&self) -> std::sync::MutexGuard<'_, HashMap<String, Started>> {
         self.started
             .lock()
@@ -365,7 +502,8 @@ impl Server {
                             "task_dir": event["task_dir"],
                             "repo": event["repo"],
                             "running": true,
-                            "next": "poll ocflow_status with this task_id until running is false",
+                            "next": "call ocflow_status with this task_id and wait_seconds 30 \
+                                until running is false",
                         }));
                     }
                     before.push(event);
@@ -385,8 +523,13 @@ impl Server {
         while let Ok(Some(line)) = lines.next_line().await {
             let event = as_json(line);
             if let Some(started) = self.lock().get_mut(&id) {
-                if event["type"] == "flow_finished" {
-                    started.finished = Some(event.clone());
+                match event["type"].as_str() {
+                    Some("flow_finished") => started.finished = Some(event.clone()),
+                    Some("error") => started.error = Some(event.clone()),
+                    Some("heartbeat") => {
+                        started.stage = event["stage"].as_str().map(str::to_string);
+                    }
+                    _ => {}
                 }
                 started.last_event = Some(event);
             }
@@ -396,6 +539,7 @@ impl Server {
             started.running = false;
             started.exit_code = Some(code.unwrap_or(-1));
         }
+        self.ended.notify_waiters();
     }
 
     /// Interrupts the flows still running (as Ctrl-C does: recorded, resumable) and gives them
@@ -455,6 +599,12 @@ fn stdout_lines(child: &mut Child) -> std::io::Result<Lines<BufReader<ChildStdou
         .take()
         .ok_or_else(|| std::io::Error::other("the child's stdout was not piped"))?;
     Ok(BufReader::new(stdout).lines())
+}
+
+/// Whether a status line from `status --follow` shows the flow as `before` did.
+fn unchanged(line: &str, before: &str) -> bool {
+    serde_json::from_str::<Value>(line)
+        .is_ok_and(|status| mcp_status::fingerprint(&status) == before)
 }
 
 /// A line as JSON; a line that is not JSON (which would be a bug) kept as text.

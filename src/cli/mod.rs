@@ -16,6 +16,7 @@ pub(crate) mod help_files;
 pub(crate) mod launch;
 pub(crate) mod live;
 pub(crate) mod mcp;
+pub(crate) mod mcp_status;
 pub(crate) mod mcp_stdio;
 pub(crate) mod profiles;
 pub(crate) mod report;

@@ -16,12 +16,12 @@ use ocflow_core::flow::task_intent;
 use ocflow_core::flow::validate::MAX_TASK_BYTES;
 use ocflow_core::llm::client::Llm;
 use ocflow_core::llm::planner::{PlanError, Planner};
-use ocflow_core::task::events::{Events, beating};
+use ocflow_core::task::events::{self, Events, beating};
 use ocflow_core::task::journal::Journal;
 use ocflow_core::task::state;
 use ocflow_core::task::workspace::{self, TaskDir};
 use ocflow_model::error::{Error, IoContext, Result};
-use ocflow_model::event::Event;
+use ocflow_model::event::{Event, Record};
 use ocflow_model::exit::ExitCode;
 use ocflow_model::flow::{FLOW_VERSION, Flow};
 use ocflow_model::llm::LlmErrorKind;
@@ -347,11 +347,24 @@ fn planning_failed(
         contradicted_claims: Vec::new(),
     })?;
     say(&format!("ocflow: planning failed: {error}"));
-    Ok(if is_configuration(&error) {
+    let code = if is_configuration(&error) {
         ExitCode::Usage
     } else {
         ExitCode::Failure
-    })
+    };
+    // An LLM that cannot be used (a refused key, a wrong URL) is the caller's to fix: a headless
+    // caller learns it as the command's error, with what to check, not only as a failed flow.
+    if let PlanError::Llm(llm_error) = &error {
+        let hint = Error::Llm(llm_error.clone()).hint();
+        let event = Event::Error {
+            code: Error::Llm(llm_error.clone()).code().into(),
+            exit_code: code.code(),
+            message: format!("planning failed: {error}"),
+            hint,
+        };
+        events::show(&Record::now(now(), event), events.json());
+    }
+    Ok(code)
 }
 
 /// Records a flow interrupted while the model planned it: `resume` plans it again.

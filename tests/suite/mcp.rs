@@ -7,7 +7,7 @@ use std::process::Command;
 
 use serde_json::{Value, json};
 
-use super::fake_llm::{FakeLlm, chat};
+use super::fake_llm::{FakeLlm, chat, status};
 use super::support::*;
 
 const KEY: &str = "sk-mcp-test-3d7c1f";
@@ -15,12 +15,32 @@ const KEY: &str = "sk-mcp-test-3d7c1f";
 /// Runs `mcp_client.py SCENARIO` against `ocflow mcp` for `sandbox`; the server's environment
 /// is only what an agent's MCP config gives it (the key, the test's user config).
 fn client(sandbox: &Sandbox, llm: &FakeLlm, scenario: &str, task: &str) -> Value {
+    let flags = ["--base-url", &llm.base_url(), "--model", "m"].map(String::from);
+    client_with(sandbox, scenario, json!({"task": task}), json!({}), &flags)
+}
+
+/// Runs `mcp_client.py SCENARIO` with `args` (the scenario's own), the server started with
+/// `flags` and, besides the key and the test's user config, the variables in `env`.
+fn client_with(
+    sandbox: &Sandbox,
+    scenario: &str,
+    mut args: Value,
+    env: Value,
+    flags: &[String],
+) -> Value {
     let script = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/suite/mcp_client.py");
-    let args = json!({"task": task, "env": {
+    let mut server_env = json!({
         "OCFLOW_API_KEY": KEY,
         "XDG_CONFIG_HOME": sandbox.root().join("user-config"),
         "XDG_STATE_HOME": sandbox.state_home(),
-    }});
+    });
+    for (name, value) in env.as_object().unwrap() {
+        server_env[name] = value.clone();
+    }
+    if server_env["OCFLOW_API_KEY"].is_null() {
+        server_env.as_object_mut().unwrap().remove("OCFLOW_API_KEY");
+    }
+    args["env"] = server_env;
     // In a file, as a long task does not fit on a command line; outside the sandbox, whose
     // every file is searched for the key.
     let args_file = tempfile::NamedTempFile::new().unwrap();
@@ -35,7 +55,8 @@ fn client(sandbox: &Sandbox, llm: &FakeLlm, scenario: &str, task: &str) -> Value
         .arg(&sandbox.repo)
         .arg("--workspace")
         .arg(&sandbox.workspace)
-        .args(["--base-url", &llm.base_url(), "--model", "m", "mcp"])
+        .args(flags)
+        .arg("mcp")
         .output()
         .unwrap();
     assert!(
@@ -346,4 +367,162 @@ fn a_long_task_reaches_the_planner_whole() {
         asked.contains(&task),
         "the task did not reach the planner whole"
     );
+}
+
+/// Issue 27: an agent polling with `wait_seconds` is answered at the flow's changes (a step
+/// started or finished, the end), not every second, and no two answers are the same while the
+/// flow runs, so OpenHands never stops the conversation as stuck (after 4 identical answers).
+#[test]
+fn a_client_waiting_on_status_gets_a_handful_of_answers_never_two_the_same() {
+    let sandbox = Sandbox::new(&[("README.md", "# demo\n")]);
+    let plan = json!({"steps": [
+        {"id": "slow", "operation": "execute_shell_command", "params": {"command": "sleep 6"}},
+        {"id": "w", "operation": "write_file", "depends_on": ["slow"],
+         "params": {"file_path": "hello.txt", "content": "hi\n"}}]});
+    let llm = FakeLlm::in_order(vec![chat(&plan.to_string()), chat("Slept, then wrote.")]);
+    let flags = ["--base-url", &llm.base_url(), "--model", "m"].map(String::from);
+    let args = json!({"task": "sleep then add hello.txt", "wait_seconds": 30});
+    let report = client_with(&sandbox, "long_poll", args, json!({}), &flags);
+    assert_eq!(report["run"]["is_error"], json!(false), "{}", report["run"]);
+
+    let polls = report["polls"].as_array().unwrap();
+    let last = &polls.last().unwrap()["value"];
+    assert_eq!(last["running"], json!(false), "{last}");
+    assert_eq!(last["status"]["state"], json!("succeeded"), "{last}");
+    assert_eq!(last["finished"]["type"], json!("flow_finished"), "{last}");
+    // The flow took 6 s and more; polled every 0.3 s it answered some twenty times, here only
+    // at its changes.
+    assert!(report["seconds"].as_f64().unwrap() >= 6.0, "{report}");
+    assert!(
+        (2..=8).contains(&polls.len()),
+        "{} answers: {report:#}",
+        polls.len()
+    );
+    assert!(
+        polls.iter().any(|p| p["seconds"].as_f64().unwrap() >= 3.0),
+        "no call waited for a change: {report:#}"
+    );
+    // Polls without waiting, while the slow step runs, still differ: the elapsed time moves.
+    let quick = report["quick"].as_array().unwrap();
+    assert_eq!(quick.len(), 2, "{report:#}");
+    let mut answers: Vec<&Value> = polls.iter().chain(quick).map(|p| &p["value"]).collect();
+    let running = &quick[0]["value"]["status"]["running_steps"][0];
+    assert_eq!(running["id"], json!("slow"), "{running}");
+    assert!(running["elapsed_seconds"].as_f64().is_some(), "{running}");
+    answers.sort_by_key(|a| a.to_string());
+    for pair in answers.windows(2) {
+        assert_ne!(pair[0], pair[1], "two answers were the same");
+    }
+    for poll in polls.iter().chain(quick) {
+        assert!(poll["bytes"].as_u64().unwrap() <= 2048, "{poll}");
+    }
+}
+
+/// Issue 27: a 120-step flow's status answers in at most 2 KB (it was 66 KB, every poll);
+/// `detail: true` gives every step; without a task id, the latest flow is meant; a flow that
+/// ended is answered at once however long the call may wait.
+#[test]
+fn a_long_flow_s_status_is_compact_and_the_task_id_optional() {
+    let sandbox = Sandbox::new(&[("README.md", "# demo\n")]);
+    let steps: Vec<Value> = (0..120)
+        .map(|n| {
+            json!({"id": format!("write-file-number-{n:03}"), "operation": "write_file",
+                "params": {"file_path": format!("generated/file-{n:03}.txt"),
+                    "content": format!("file {n}\n")}})
+        })
+        .collect();
+    assert_exit(&sandbox.run(&json!({"steps": steps}), "long"), 0);
+
+    let report = client_with(
+        &sandbox,
+        "status",
+        json!({"task_id": "long"}),
+        json!({}),
+        &[],
+    );
+    let compact = &report["compact"];
+    assert_eq!(compact["is_error"], json!(false), "{compact}");
+    assert!(compact["bytes"].as_u64().unwrap() <= 2048, "{compact}");
+    let status = &compact["value"]["status"];
+    assert_eq!(status["task_id"], json!("long"));
+    assert_eq!(status["state"], json!("succeeded"));
+    assert_eq!(status["steps"]["total"], json!(120), "{status}");
+    assert_eq!(status["steps"]["succeeded"], json!(120), "{status}");
+    assert!(
+        compact["value"]["next"]
+            .as_str()
+            .unwrap()
+            .contains("ocflow_diff")
+    );
+
+    let detail = &report["detail"];
+    assert_eq!(detail["is_error"], json!(false), "{detail}");
+    let steps = detail["value"]["status"]["steps"].as_array().unwrap();
+    assert_eq!(steps.len(), 120);
+    assert!(detail["bytes"].as_u64().unwrap() > 20_000, "{detail}");
+
+    let latest = &report["latest"];
+    assert_eq!(latest["is_error"], json!(false), "{latest}");
+    assert_eq!(latest["value"]["status"]["task_id"], json!("long"));
+
+    let waited = &report["waited"];
+    assert_eq!(waited["value"]["status"]["state"], json!("succeeded"));
+    assert!(waited["seconds"].as_f64().unwrap() < 10.0, "{waited}");
+}
+
+/// Issue 27: the server takes the LLM settings from its own environment (`LLM_*`), as the
+/// command line does, with no flags in its MCP config.
+#[test]
+fn the_server_takes_the_llm_settings_from_its_environment() {
+    let sandbox = Sandbox::new(&[("README.md", "# demo\n")]);
+    let plan = json!({"steps": [{"id": "w", "operation": "write_file",
+        "params": {"file_path": "hello.txt", "content": "hi\n"}}]});
+    let llm = FakeLlm::in_order(vec![chat(&plan.to_string()), chat("Wrote hello.txt.")]);
+    let env = json!({"OCFLOW_API_KEY": null, "LLM_API_KEY": KEY, "LLM_BASE_URL": llm.base_url(),
+        "LLM_MODEL": "m"});
+    let args = json!({"task": "add hello.txt", "wait_seconds": 30});
+    let report = client_with(&sandbox, "long_poll", args, env, &[]);
+    let last = &report["polls"].as_array().unwrap().last().unwrap()["value"];
+    assert_eq!(last["status"]["state"], json!("succeeded"), "{report:#}");
+    assert_key_used(&llm);
+    let model = llm.bodies()[0]["model"].clone();
+    assert_eq!(model, json!("m"));
+}
+
+/// Issue 27: a refused key reaches the caller as an `error` event with a code and a hint, in
+/// `--json` and over MCP, not only as a failed `flow_finished`.
+#[test]
+fn an_unauthorized_key_is_an_error_event_with_a_hint() {
+    let sandbox = Sandbox::new(&[("README.md", "# demo\n")]);
+    let refused = status(401, r#"{"error": {"message": "bad key", "type": "auth"}}"#);
+
+    let llm = FakeLlm::in_order(vec![refused.clone()]);
+    let output = sandbox
+        .ocflow_llm(&llm.base_url())
+        .env("OCFLOW_API_KEY", KEY)
+        .args(["--json", "run", "add hello.txt"])
+        .output()
+        .unwrap();
+    assert_exit(&output, 2);
+    let text = stdout(&output);
+    let last: Value = serde_json::from_str(text.lines().last().unwrap()).unwrap();
+    assert_eq!(last["type"], json!("error"), "{text}");
+    assert_eq!(last["code"], json!("llm"), "{text}");
+    assert_eq!(last["exit_code"], json!(2), "{text}");
+    assert!(last["message"].as_str().unwrap().contains("401"), "{text}");
+    assert!(last["hint"].as_str().unwrap().contains("API key"), "{text}");
+
+    let llm = FakeLlm::in_order(vec![refused]);
+    let flags = ["--base-url", &llm.base_url(), "--model", "m"].map(String::from);
+    let args = json!({"task": "add hello.txt", "wait_seconds": 30});
+    let report = client_with(&sandbox, "long_poll", args, json!({}), &flags);
+    let last = &report["polls"].as_array().unwrap().last().unwrap()["value"];
+    assert_eq!(last["status"]["state"], json!("failed"), "{report:#}");
+    assert_eq!(last["exit_code"], json!(2), "{last}");
+    assert_eq!(last["error"]["code"], json!("llm"), "{last}");
+    assert!(
+        last["error"]["hint"].as_str().unwrap().contains("API key"),
+        "{last}"
+    );
+    assert!(last["next"].as_str().unwrap().contains("API key"), "{last}");
 }

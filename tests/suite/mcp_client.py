@@ -21,6 +21,14 @@ def result(answer):
     return {"is_error": bool(answer.is_error), "value": answer.structured_content}
 
 
+def timed(answer, began):
+    """A result with the seconds its call took and the size of its structured answer."""
+    value = result(answer)
+    value["seconds"] = round(time.monotonic() - began, 2)
+    value["bytes"] = len(json.dumps(value["value"], separators=(",", ":")))
+    return value
+
+
 async def poll(session, task_id, deadline_seconds):
     deadline = time.monotonic() + deadline_seconds
     polls = []
@@ -61,11 +69,53 @@ async def scenario_start_and_leave(session, args):
         deadline = time.monotonic() + 60
         while time.monotonic() < deadline:
             status = result(await session.call_tool("ocflow_status", {"task_id": task_id}))
-            steps = (status["value"] or {}).get("status", {}).get("steps", [])
-            if any(step["status"] == "running" for step in steps):
+            if (status["value"] or {}).get("status", {}).get("running_steps"):
                 break
             await asyncio.sleep(0.2)
     return {"run": started}
+
+
+async def scenario_long_poll(session, args):
+    """Starts a flow and polls it with `wait_seconds` to its end, as an agent should; once a
+    step runs, also polls twice without waiting (which must not answer the same twice)."""
+    report = {"run": result(await session.call_tool("ocflow_run", {"task": args["task"]}))}
+    if report["run"]["is_error"]:
+        return report
+    task_id = report["run"]["value"]["task_id"]
+    polls, quick = [], []
+    began = time.monotonic()
+    while time.monotonic() - began < 120:
+        call = time.monotonic()
+        answer = await session.call_tool(
+            "ocflow_status", {"task_id": task_id, "wait_seconds": args["wait_seconds"]}
+        )
+        polls.append(timed(answer, call))
+        value = polls[-1]["value"] or {}
+        if polls[-1]["is_error"] or not value.get("running", False):
+            break
+        if not quick and value.get("status", {}).get("running_steps"):
+            for _ in range(2):
+                call = time.monotonic()
+                answer = await session.call_tool("ocflow_status", {"task_id": task_id})
+                quick.append(timed(answer, call))
+    report["polls"] = polls
+    report["quick"] = quick
+    report["seconds"] = round(time.monotonic() - began, 2)
+    return report
+
+
+async def scenario_status(session, args):
+    """A finished flow's status: compact, in detail, and without a task id (the latest)."""
+    report = {}
+    for name, arguments in [
+        ("compact", {"task_id": args["task_id"]}),
+        ("detail", {"task_id": args["task_id"], "detail": True}),
+        ("latest", {}),
+        ("waited", {"task_id": args["task_id"], "wait_seconds": 30}),
+    ]:
+        call = time.monotonic()
+        report[name] = timed(await session.call_tool("ocflow_status", arguments), call)
+    return report
 
 
 async def scenario_plan(session, args):
@@ -76,6 +126,8 @@ SCENARIOS = {
     "flow": scenario_flow,
     "start_and_leave": scenario_start_and_leave,
     "plan": scenario_plan,
+    "long_poll": scenario_long_poll,
+    "status": scenario_status,
 }
 
 

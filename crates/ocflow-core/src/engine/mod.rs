@@ -11,4 +11,5 @@ pub mod interpreter;
 pub mod orphans;
 pub mod recovery;
 pub mod sandbox;
+pub mod signals;
 pub mod summary;

@@ -260,7 +260,7 @@ fn redo_vanished(task: &TaskDir, flow_status: &mut FlowStatus, flow: &Flow) -> R
         }
         step.reset("its recorded outputs (or an earlier step's) were gone; it runs again")?;
     }
-    flow_status.state = FlowState::Running;
+    flow_status.move_to(FlowState::Running)?;
     flow_status.finished_at = None;
     Ok(notes)
 }

@@ -193,7 +193,7 @@ impl Executor {
     /// Runs every pending step whose dependencies succeeded, in flow order, until none is
     /// left, one fails, or an interrupt arrives. Leaves the state saved either way.
     pub async fn run(&mut self) -> Result<FlowOutcome> {
-        self.status.state = FlowState::Running;
+        self.status.move_to(FlowState::Running)?;
         self.save()?;
         // A recovery that a crash interrupted is finished first.
         if let Some(pending) = self.status.pending_recovery.clone() {

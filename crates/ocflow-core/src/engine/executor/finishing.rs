@@ -39,7 +39,7 @@ impl Executor {
                 .is_some_and(|op| op.runs_commands || !op.writes.is_empty())
         });
         let did_nothing = all_done && !acted && task_intent::asks_for_change(&self.flow.task);
-        self.status.state = if did_nothing {
+        let ended = if did_nothing {
             self.status.message = Some(NO_CHANGE.to_string());
             FlowState::NoChange
         } else if all_done {
@@ -47,6 +47,7 @@ impl Executor {
         } else {
             FlowState::Failed
         };
+        self.status.move_to(ended)?;
         self.status.finished_at = Some(status::now());
         // The summary's call goes out now and is answered while final_output/ is rebuilt, the
         // status saved and the diff written: it reads none of them (its facts are the status

@@ -58,7 +58,7 @@ impl Executor {
                 entry.requeue(Some("interrupted while running; it runs again on resume"))?;
             }
         }
-        self.status.state = FlowState::Interrupted;
+        self.status.move_to(FlowState::Interrupted)?;
         self.save()?;
         self.events.emit(Event::FlowInterrupted {
             task_id: self.task.task_id.clone(),
@@ -100,7 +100,8 @@ impl Executor {
         } else {
             format!("ocflow stopped: {error}")
         });
-        self.status.state = FlowState::Failed;
+        // Any state may become failed: nothing to refuse on the way out.
+        let _ = self.status.move_to(FlowState::Failed);
         let _ = self.save();
         if let Ok(summary) =
             crate::engine::summary::from_journal(&self.task, &self.status, &self.flow)

@@ -34,6 +34,7 @@ use ocflow_model::step_result::StepResult;
 use ocflow_model::step_spec::Limits;
 
 mod finishing;
+mod launcher;
 mod preparing;
 mod recording;
 mod recovering;

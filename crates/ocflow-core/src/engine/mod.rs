@@ -4,6 +4,7 @@
 //! orphaned commands, and the summary at the end.
 
 pub mod bridge;
+pub mod command_env;
 pub mod dependencies;
 pub mod executor;
 pub mod instructions;

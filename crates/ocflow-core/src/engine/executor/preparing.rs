@@ -3,24 +3,54 @@
 //! instructions file the library reads.
 
 use std::fs;
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 
 use serde_json::{Map, Value};
 
 use super::Executor;
-use super::views::{PRIVATE_DIR, UPPER_DIR, ViewSlot, WORK_DIR};
+use super::views::{PRIVATE_DIR, TEMP_DIR, UPPER_DIR, ViewSlot, WORK_DIR};
+use crate::engine::command_env;
 use crate::engine::instructions::{self, DoneStep};
-use crate::engine::sandbox::{LauncherOverlay, SandboxPlan, StepScope};
 use crate::flow::operations::{self, Access, ParamMeaning};
 use crate::flow::shell;
-use crate::task::layered_view::LayeredView;
-use crate::task::staging::{self, Overlay, View};
+use crate::task::staging::{self, Overlay};
 use crate::task::state;
 use crate::task::workspace;
 use ocflow_model::error::{Error, IoContext, Result};
 use ocflow_model::flow::{self, RefError, Step};
 use ocflow_model::status;
 use ocflow_model::step_spec::StepSpec;
+
+/// Empties a step's directory of what an earlier attempt left (its log keeps every attempt) and
+/// makes its `input/` and `output/` afresh.
+fn clean_for_attempt(dir: &Path) -> Result<()> {
+    let input_dir = dir.join(workspace::INPUT_DIR);
+    let output_dir = dir.join(workspace::OUTPUT_DIR);
+    for stale in [&input_dir, &output_dir] {
+        staging::remove_tree(stale)?;
+    }
+    let _ = fs::remove_file(dir.join(workspace::RESULT_FILE));
+    let _ = fs::remove_file(dir.join(workspace::TRACEBACK_FILE));
+    // The library numbers its saved answers from 1 on every attempt.
+    for entry in fs::read_dir(dir).into_iter().flatten().flatten() {
+        if entry
+            .file_name()
+            .to_string_lossy()
+            .starts_with("llm-answer-")
+        {
+            let _ = fs::remove_file(entry.path());
+        }
+    }
+    for fresh in [&input_dir, &output_dir] {
+        fs::create_dir_all(fresh).io_context(|| format!("creating {}", fresh.display()))?;
+    }
+    // A killed attempt's overlay directories go too, whatever this attempt uses: they must
+    // never be taken for this one's changes.
+    for stale in [UPPER_DIR, WORK_DIR, PRIVATE_DIR] {
+        ocflow_sandbox::exec::remove_overlay_dirs(&dir.join(stale));
+    }
+    Ok(())
+}
 
 /// A step made ready to run.
 pub(super) struct Prepared {
@@ -54,33 +84,7 @@ impl Executor {
             ))
         })?;
         let dir = self.task.step_dir(&step.id);
-        let input_dir = dir.join(workspace::INPUT_DIR);
-        let output_dir = dir.join(workspace::OUTPUT_DIR);
-        // A step that runs again starts clean; its log keeps every attempt.
-        for stale in [&input_dir, &output_dir] {
-            staging::remove_tree(stale)?;
-        }
-        let _ = fs::remove_file(dir.join(workspace::RESULT_FILE));
-        let _ = fs::remove_file(dir.join(workspace::TRACEBACK_FILE));
-        // The library numbers its saved answers from 1 on every attempt.
-        for entry in fs::read_dir(&dir).into_iter().flatten().flatten() {
-            if entry
-                .file_name()
-                .to_string_lossy()
-                .starts_with("llm-answer-")
-            {
-                let _ = fs::remove_file(entry.path());
-            }
-        }
-        for fresh in [&input_dir, &output_dir] {
-            fs::create_dir_all(fresh).io_context(|| format!("creating {}", fresh.display()))?;
-        }
-        // A killed attempt's overlay directories go too, whatever this attempt uses: they must
-        // never be taken for this one's changes.
-        for stale in [UPPER_DIR, WORK_DIR, PRIVATE_DIR] {
-            ocflow_sandbox::exec::remove_overlay_dirs(&dir.join(stale));
-        }
-
+        clean_for_attempt(&dir)?;
         let ancestors = self.flow.ancestors(&step.id);
         let overlay = Overlay::from_status(&self.status, &self.flow, Some(&ancestors));
         let (params, mut env) = self.resolve_params(step)?;
@@ -91,7 +95,7 @@ impl Executor {
                     &self.task,
                     &overlay,
                     &instructions::staged_paths(step),
-                    &input_dir,
+                    &dir.join(workspace::INPUT_DIR),
                 )?;
                 (
                     staged.iter().map(|p| p.as_str().to_string()).collect(),
@@ -99,147 +103,32 @@ impl Executor {
                 )
             }
             Access::View => {
-                let layered = self.layered_view_for(step) && self.overlay_works_here()?;
-                let slot = self.acquire_view(&ancestors, layered)?;
+                let slot = self.acquire_view_for(step, &ancestors)?;
+                // Set before the sync: a view that fails to sync goes back to the free ones.
                 *view = Some(slot);
-                self.view_of_step.insert(step.id.clone(), slot);
-                let dir = match slot {
-                    ViewSlot::Copy(index) => {
-                        if let Err(err) = self.views[index].sync(&self.task, &overlay) {
-                            // Half-synced, the view's record no longer matches its files: set
-                            // it back to the snapshot before anyone uses it again.
-                            self.views[index] = View::open(&self.task, self.task.view(index))?;
-                            return Err(err);
-                        }
-                        workspace::view_dir_name(index)
-                    }
-                    ViewSlot::Layered(index) => {
-                        if let Err(err) = self.layered[index].prepare(&self.task, &overlay) {
-                            // Half-synced, the view's record no longer matches its layer: set
-                            // it back to the snapshot before anyone uses it again.
-                            self.layered[index] =
-                                LayeredView::open(&self.task, self.task.layers(index))?;
-                            return Err(err);
-                        }
-                        format!(
-                            "{}/{}",
-                            workspace::layers_dir_name(index),
-                            LayeredView::MOUNT_DIR
-                        )
-                    }
-                };
-                (Vec::new(), Some(format!("../{dir}")))
+                (Vec::new(), Some(self.sync_view(slot, &overlay)?))
             }
         };
         let mut sandbox = None;
-        if let (Some(_), Some(ViewSlot::Copy(index))) = (&work_dir, *view)
-            && !self
+        if let Some(slot) = *view {
+            let temp = dir.join(TEMP_DIR);
+            fs::create_dir_all(&temp).io_context(|| format!("creating {}", temp.display()))?;
+            // The network is off under the sandbox unless the user allowed it, for every step
+            // or this one.
+            let asked = step.params.get("network").and_then(Value::as_bool) == Some(true);
+            let network = self
                 .settings
                 .sandbox
                 .as_ref()
-                .is_some_and(SandboxPlan::mounts_dependencies)
-        {
-            // No mount can show the repository's dependencies here: the view gets copies
-            // (the flow's start warned).
-            self.settings
-                .dependencies
-                .copy_into(&self.task.view(index))?;
-        }
-        if let (Some(_), Some(slot)) = (&work_dir, *view) {
-            // A command's own temporary directory, and git kept from finding the user's
-            // repository above the view (the view has no .git of its own).
-            let temp = dir.join("tmp");
-            fs::create_dir_all(&temp).io_context(|| format!("creating {}", temp.display()))?;
-            env.insert(
-                "TMPDIR".into(),
-                Value::String(temp.to_string_lossy().into_owned()),
-            );
-            env.insert(
-                "GIT_CEILING_DIRECTORIES".into(),
-                Value::String(self.task.root.to_string_lossy().into_owned()),
-            );
-            // Marks the command (and what it starts) as this task's, for `orphans::stop`.
-            env.insert(
-                crate::engine::orphans::MARKER.into(),
-                Value::String(crate::engine::orphans::marker_value(&self.task)),
-            );
-            env.insert(
-                crate::engine::orphans::STEP_MARKER.into(),
-                Value::String(step.id.clone()),
-            );
-            // The caches' overlays have their upper layers in the task's directory: where the
-            // kernel refuses overlays there (a container's root file system) or in a setgid
-            // workspace, whose group the launcher's user namespace cannot map, the step gets
-            // caches of its own, and results say so.
-            let cache_overlays = self.settings.sandbox.as_ref().is_some_and(|p| p.overlay)
-                && self.files_keep_their_group()
-                && self.overlay_works_here()?;
-            if let Some(plan) = &self.settings.sandbox {
-                // The network is off unless the user allowed it, for every step or this one.
-                let asked = step.params.get("network").and_then(Value::as_bool) == Some(true);
-                // A view made of layers is mounted by the launcher; the command's changes land
-                // in `upper/`.
-                let (upper, work) = (dir.join(UPPER_DIR), dir.join(WORK_DIR));
-                let (target, lower) = match slot {
-                    ViewSlot::Copy(index) => (self.task.view(index), Vec::new()),
-                    ViewSlot::Layered(index) => {
-                        for fresh in [&upper, &work] {
-                            // What a killed attempt wrote would show through in this one.
-                            if fresh.exists() {
-                                ocflow_sandbox::exec::remove_overlay_dirs(fresh);
-                            }
-                            fs::create_dir_all(fresh)
-                                .io_context(|| format!("creating {}", fresh.display()))?;
-                        }
-                        let layered = &self.layered[index];
-                        (layered.mount_point(), layered.lower_layers(&self.task))
-                    }
-                };
-                let overlay = (!lower.is_empty()).then_some(LauncherOverlay {
-                    lower: &lower,
-                    upper: &upper,
-                    work: &work,
-                });
-                let private = dir.join(PRIVATE_DIR);
-                let network = plan.network || asked;
-                if !network {
-                    // npm and npx fetch a package that is not installed, retrying for over a
-                    // minute when there is no network: offline, they fail at once, and the
-                    // step's message says which package is missing.
-                    env.entry("npm_config_offline")
-                        .or_insert_with(|| Value::String("true".into()));
-                }
-                // Decided on the flow's plan, as the copies above are, not the caches' one.
-                let dependencies = &self.settings.dependencies;
-                let mounted = plan.mounts_dependencies().then_some(dependencies);
-                let cache_plan;
-                let plan = if cache_overlays {
-                    plan
-                } else {
-                    cache_plan = crate::engine::sandbox::SandboxPlan {
-                        overlay: false,
-                        ..plan.clone()
-                    };
-                    &cache_plan
-                };
-                let cgroup = ocflow_sandbox::step_cgroup::name(&self.task.root, &step.id);
-                let scope = StepScope {
-                    private: &private,
-                    cgroup: &cgroup,
-                    dependencies: mounted,
-                };
-                let mut launcher = plan.launcher(&target, &[temp], network, overlay, scope)?;
-                if !lower.is_empty() {
-                    let relative = |path: &std::path::Path| match path.strip_prefix(&self.task.root)
-                    {
-                        Ok(inside) => format!("../{}", inside.display()),
-                        Err(_) => path.display().to_string(),
-                    };
-                    launcher.view_layers = std::iter::once(UPPER_DIR.to_string())
-                        .chain(lower.iter().map(|layer| relative(layer)))
-                        .collect();
-                }
-                sandbox = Some(launcher);
+                .map(|plan| plan.network || asked);
+            env.extend(command_env::for_command_step(
+                &self.task,
+                &step.id,
+                &temp,
+                network == Some(false),
+            ));
+            if let Some(network) = network {
+                sandbox = Some(self.launcher(step, slot, temp, network)?);
             }
         }
 

@@ -4,6 +4,7 @@
 
 use super::settling::{self, Settled};
 use super::{Ended, Executor, Running, missing_step};
+use crate::engine::orphans;
 use crate::task::staging;
 use crate::task::workspace;
 use ocflow_model::error::{Error, Result};
@@ -29,7 +30,12 @@ impl Executor {
         let settled = match ended {
             Ended::Settled(settled) => settled?,
             Ended::Called(outcome) => {
-                out_of_memory = self.end_step_cgroup(step);
+                out_of_memory = orphans::end_step(
+                    &self.task,
+                    self.settings.sandbox.as_ref(),
+                    &step.id,
+                    done.view.is_some(),
+                );
                 // A command that filled the workspace's disk: nothing it wrote is kept (that
                 // frees the disk, so the failure can be saved), and the step fails saying so.
                 let captured = if workspace::disk_full(&self.task.root) {
@@ -123,16 +129,6 @@ impl Executor {
         staging::publish(&self.task, &step.id, &output_files, &deleted_files)?;
         self.save_when_due()?;
         Ok(true)
-    }
-
-    /// Kills whatever the step left in its cgroup (a daemon that cleared its environment and
-    /// left its directory, which `orphans::stop_step` cannot tell) and removes the group.
-    /// Returns whether the kernel killed one of its processes for the step's memory limit.
-    pub(super) fn end_step_cgroup(&self, step: &Step) -> bool {
-        self.settings.sandbox.as_ref().is_some_and(|plan| {
-            let name = ocflow_sandbox::step_cgroup::name(&self.task.root, &step.id);
-            plan.cgroups.end(&name).out_of_memory
-        })
     }
 
     /// The error of a step stopped by a full disk: the workspace's file system, what failed

@@ -22,9 +22,7 @@ impl Executor {
             self.bridge.cancel_all();
         }
         // What a step's daemon left running goes too.
-        if let Some(plan) = &self.settings.sandbox {
-            plan.cgroups.end_all_of_this_process();
-        }
+        crate::engine::orphans::end_all_steps(self.settings.sandbox.as_ref());
         let running: Vec<String> = in_flight.values().map(|r| r.step.id.clone()).collect();
         // What their LLM calls used so far still counts.
         for step in in_flight.values() {

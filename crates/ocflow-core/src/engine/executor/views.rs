@@ -7,8 +7,9 @@ use std::fs;
 
 use super::Executor;
 use super::settling::Outputs;
+use crate::engine::sandbox::SandboxPlan;
 use crate::task::layered_view::LayeredView;
-use crate::task::staging::{self, View};
+use crate::task::staging::{self, Overlay, View};
 use crate::task::workspace;
 use ocflow_model::error::{IoContext, Result};
 use ocflow_model::event::Event;
@@ -34,16 +35,14 @@ pub(super) const WORK_DIR: &str = "work";
 /// A command step's private directory, in its step directory: its caches' layers and its own
 /// `/var/tmp` (`SandboxPlan::launcher`), gone with the step.
 pub(super) const PRIVATE_DIR: &str = "private";
+/// A command step's own temporary directory (`TMPDIR`), in its step directory.
+pub(super) const TEMP_DIR: &str = "tmp";
 
 impl Executor {
     /// A free view, preferring the one where the step's nearest ancestor command ran: what
     /// that command left outside the tracked files (a `.venv`, `node_modules`, a build
     /// directory) is there, as it would be with `--jobs 1`.
-    pub(super) fn acquire_view(
-        &mut self,
-        ancestors: &BTreeSet<String>,
-        layered: bool,
-    ) -> Result<ViewSlot> {
+    fn acquire_view(&mut self, ancestors: &BTreeSet<String>, layered: bool) -> Result<ViewSlot> {
         let order = self.flow.topological_order();
         let kind = |slot: &ViewSlot| matches!(slot, ViewSlot::Layered(_)) == layered;
         let preferred = order
@@ -71,6 +70,62 @@ impl Executor {
         self.views
             .push(View::open(&self.task, self.task.view(index))?);
         Ok(ViewSlot::Copy(index))
+    }
+
+    /// The view `step` runs in: one made of layers or a copy (`layered_view_for`), preferring
+    /// its nearest ancestor's; recorded as the step's.
+    pub(super) fn acquire_view_for(
+        &mut self,
+        step: &Step,
+        ancestors: &BTreeSet<String>,
+    ) -> Result<ViewSlot> {
+        let layered = self.layered_view_for(step) && self.overlay_works_here()?;
+        let slot = self.acquire_view(ancestors, layered)?;
+        self.view_of_step.insert(step.id.clone(), slot);
+        Ok(slot)
+    }
+
+    /// Brings the view `slot` to the state the step must see (`overlay`: the snapshot with the
+    /// outputs of its ancestors), with the repository's dependencies copied in where no mount
+    /// shows them; returns its directory as `work_dir`, relative to the step's directory.
+    pub(super) fn sync_view(&mut self, slot: ViewSlot, overlay: &Overlay) -> Result<String> {
+        let dir = match slot {
+            ViewSlot::Copy(index) => {
+                if let Err(err) = self.views[index].sync(&self.task, overlay) {
+                    // Half-synced, the view's record no longer matches its files: set it back
+                    // to the snapshot before anyone uses it again.
+                    self.views[index] = View::open(&self.task, self.task.view(index))?;
+                    return Err(err);
+                }
+                let mounted = self
+                    .settings
+                    .sandbox
+                    .as_ref()
+                    .is_some_and(SandboxPlan::mounts_dependencies);
+                if !mounted {
+                    // No mount can show the repository's dependencies here: the view gets
+                    // copies (the flow's start warned).
+                    self.settings
+                        .dependencies
+                        .copy_into(&self.task.view(index))?;
+                }
+                workspace::view_dir_name(index)
+            }
+            ViewSlot::Layered(index) => {
+                if let Err(err) = self.layered[index].prepare(&self.task, overlay) {
+                    // Half-synced, the view's record no longer matches its layer: set it back
+                    // to the snapshot before anyone uses it again.
+                    self.layered[index] = LayeredView::open(&self.task, self.task.layers(index))?;
+                    return Err(err);
+                }
+                format!(
+                    "{}/{}",
+                    workspace::layers_dir_name(index),
+                    LayeredView::MOUNT_DIR
+                )
+            }
+        };
+        Ok(format!("../{dir}"))
     }
 
     /// Whether overlays work in the task's directory: probed there once, before the first view
@@ -134,15 +189,7 @@ impl Executor {
         };
         let dir = self.task.step_dir(&step.id);
         let output_dir = dir.join(workspace::OUTPUT_DIR);
-        // Without a PID namespace to end with the step, what it left running is stopped here.
-        if self
-            .settings
-            .sandbox
-            .as_ref()
-            .is_none_or(|p| p.bwrap.is_none())
-        {
-            crate::engine::orphans::stop_step(&self.task, &step.id);
-        }
+        // What the command left running was stopped before (`orphans::end_step`).
         let (upper, work) = (dir.join(UPPER_DIR), dir.join(WORK_DIR));
         let forbidden = &self.settings.forbidden;
         let captured = match view {
@@ -190,7 +237,7 @@ impl Executor {
         for written in [
             dir.join(UPPER_DIR),
             dir.join(WORK_DIR),
-            dir.join("tmp"),
+            dir.join(TEMP_DIR),
             dir.join(PRIVATE_DIR),
         ] {
             ocflow_sandbox::exec::remove_overlay_dirs(&written);

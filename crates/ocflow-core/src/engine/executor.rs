@@ -1,7 +1,9 @@
-//! The executor: walks the flow's dependency graph, prepares each step (staging, references,
-//! instructions), runs it through the bridge off the async runtime, records the outcome, and
-//! keeps `flow_status.json` and the journal true after every change. What happens after a
-//! failure (retries, recovery decisions carried out) is in `executor/recovering.rs`.
+//! The executor's loop: walks the flow's dependency graph, starts every ready step (up to
+//! `--jobs`) through the bridge off the async runtime, and keeps `flow_status.json` and the
+//! journal true after every change. Its parts, under `executor/`: a step's preparation
+//! (`preparing`), the views command steps run in (`views`) and their sandbox launcher
+//! (`launcher`), a call's outcome checked (`settling`) and recorded (`recording`), what follows
+//! a failure (`recovering`), the flow's end (`finishing`), and a flow stopped early (`stopping`).
 
 use std::collections::{HashMap, HashSet};
 use std::sync::Arc;

@@ -2,7 +2,9 @@
 //! a `kill -9` of ocflow; on resume, every process that ocflow started for this task (its
 //! environment carries the task's marker, inherited by whatever it starts) and that still works
 //! inside the task's directory is stopped with its process group before anything else runs.
-//! A person's shell sitting in a view has no marker and is left alone.
+//! A person's shell sitting in a view has no marker and is left alone. While ocflow runs, what
+//! a step's command left behind when its call returned is ended the same way, and through the
+//! step's cgroup (`end_step`).
 
 use std::fs;
 use std::path::Path;

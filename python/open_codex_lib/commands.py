@@ -63,10 +63,9 @@ def _run(step: Step, llm_config: dict | None, command: str) -> tuple[CommandOutc
     work_dir = require_work_dir(step)
     timeout = optional_positive_number(step.params, "timeout_seconds", step.limits.timeout_seconds)
     api_key = (llm_config or {}).get("api_key")
+    # The process's environment without secrets, and on top every variable the host sets for
+    # the step (its ``env``, built in the host's ``engine/command_env.rs``); none of our own.
     env = scrub_env(api_key if isinstance(api_key, str) else None)
-    # Files in the view are replaced within the same second with the same size when a step
-    # runs again; Python's bytecode cache keys on seconds and size, so it would run stale code.
-    env["PYTHONDONTWRITEBYTECODE"] = "1"
     env.update(step.env)
     try:
         outcome = run_command(

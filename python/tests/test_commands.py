@@ -242,16 +242,19 @@ def test_reference_values_reach_the_command_as_data_not_code(make_step):
     assert not (files.work_dir / "pwned").exists()
 
 
-def test_commands_never_write_python_bytecode(make_step):
-    # Files in the view change within a second at the same size when a step runs again; a
-    # bytecode cache keyed on seconds and size would run stale code.
+def test_commands_get_the_hosts_env_and_no_variable_of_the_librarys_own(make_step, monkeypatch):
+    # The host sets every variable ocflow gives a command (engine/command_env.rs, which turns
+    # bytecode caches off, among others); the library only removes secrets and adds the step's
+    # env on top.
+    monkeypatch.delenv("PYTHONDONTWRITEBYTECODE", raising=False)
     files = make_step(
         "execute_shell_command",
-        {"command": 'printf "%s" "$PYTHONDONTWRITEBYTECODE"'},
+        {"command": 'printf "%s|%s" "$OCFLOW_STEP" "${PYTHONDONTWRITEBYTECODE-unset}"'},
         work={},
+        extra={"env": {"OCFLOW_STEP": "step2"}},
     )
     result = execute_operation(files.path, {})
-    assert result["stdout"] == "1"
+    assert result["stdout"] == "step2|unset"
 
 
 def test_commands_start_through_the_hosts_launcher(make_step, tmp_path):

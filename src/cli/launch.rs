@@ -280,12 +280,12 @@ pub(crate) fn snapshot(
         Ok(stats) => stats,
         // A signal while copying: the partial copy is gone, and `resume` takes it again.
         Err(Error::Interrupted) => {
-            flow_status.state = FlowState::Interrupted;
+            flow_status.move_to(FlowState::Interrupted)?;
             state::save_status(task, flow_status)?;
             return Err(Error::Interrupted);
         }
         Err(error) => {
-            flow_status.state = FlowState::Failed;
+            flow_status.move_to(FlowState::Failed)?;
             flow_status.finished_at = Some(now());
             flow_status.message = Some(format!(
                 "the repository could not be copied into the task (the partial copy was \

@@ -7,8 +7,9 @@ use crate::cli::launch::{self, connect_llm};
 use crate::cli::live;
 use crate::cli::run;
 use crate::cli::tasks::find_task;
-use ocflow_core::engine::executor::{Executor, Interrupt};
+use ocflow_core::engine::executor::Executor;
 use ocflow_core::engine::orphans;
+use ocflow_core::engine::signals::Interrupt;
 use ocflow_core::flow::path_rules::PathRules;
 use ocflow_core::task::events::Events;
 use ocflow_core::task::journal::Journal;
@@ -259,7 +260,7 @@ fn redo_vanished(task: &TaskDir, flow_status: &mut FlowStatus, flow: &Flow) -> R
         }
         step.reset("its recorded outputs (or an earlier step's) were gone; it runs again")?;
     }
-    flow_status.state = FlowState::Running;
+    flow_status.move_to(FlowState::Running)?;
     flow_status.finished_at = None;
     Ok(notes)
 }

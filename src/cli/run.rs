@@ -9,7 +9,8 @@ use crate::cli::args::{PlanArgs, RunArgs};
 use crate::cli::config::Config;
 use crate::cli::launch::{self, connect_llm, require_llm};
 use crate::cli::live;
-use ocflow_core::engine::executor::{Executor, Interrupt};
+use ocflow_core::engine::executor::Executor;
+use ocflow_core::engine::signals::Interrupt;
 use ocflow_core::flow::operations;
 use ocflow_core::flow::path_rules::canonical_or_absolute;
 use ocflow_core::flow::task_intent;
@@ -328,7 +329,7 @@ fn planning_failed(
     let empty = no_steps(task_text);
     let mut flow_status = FlowStatus::new(&task.task_id, &empty, repo);
     flow_status.count_tokens(&llm.profile_for("planner"), &llm.usage_for("planner"));
-    flow_status.state = FlowState::Failed;
+    flow_status.move_to(FlowState::Failed)?;
     flow_status.message = Some(format!("planning failed: {error}"));
     flow_status.finished_at = Some(now());
     state::save_status(task, &mut flow_status)?;
@@ -377,7 +378,7 @@ fn planning_interrupted(
 ) -> Result<ExitCode> {
     let mut flow_status = FlowStatus::new(&task.task_id, &no_steps(task_text), repo);
     flow_status.count_tokens(&llm.profile_for("planner"), &llm.usage_for("planner"));
-    flow_status.state = FlowState::Interrupted;
+    flow_status.move_to(FlowState::Interrupted)?;
     flow_status.message = Some(format!(
         "interrupted while planning; `ocflow resume {}` plans it again",
         task.task_id

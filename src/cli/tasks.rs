@@ -99,6 +99,7 @@ pub(crate) fn as_shown(task: &TaskDir, mut status: FlowStatus) -> (FlowStatus, O
     if status.state != FlowState::Running || task.owner_alive() {
         return (status, None);
     }
-    status.state = FlowState::Interrupted;
+    // Running may always become interrupted.
+    let _ = status.move_to(FlowState::Interrupted);
     (status, Some(format!("ocflow resume {}", task.task_id)))
 }

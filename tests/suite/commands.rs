@@ -53,6 +53,18 @@ fn status_shows_a_table_and_json() {
     );
 }
 
+/// The host sets every variable ocflow gives a command step (`engine/command_env.rs`): among
+/// them bytecode caches off, as files in the view change within a second at the same size when
+/// a step runs again, and a cache keyed on seconds and size would run stale code.
+#[test]
+fn a_command_step_never_writes_python_bytecode() {
+    let sandbox = Sandbox::new(&[]);
+    let flow = json!([{"id": "c", "operation": "execute_shell_command",
+        "params": {"command": "printf '%s' \"$PYTHONDONTWRITEBYTECODE\""}}]);
+    assert_exit(&sandbox.run(&flow, "t"), 0);
+    assert_eq!(sandbox.result("t", "c")["stdout"], json!("1"));
+}
+
 #[test]
 fn a_command_that_outlives_its_timeout_is_killed_with_its_children() {
     // Both sandboxes: namespaces (the child dies with its PID namespace) and Landlock alone

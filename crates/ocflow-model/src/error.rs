@@ -8,7 +8,7 @@ use std::path::PathBuf;
 use crate::exit::ExitCode;
 use crate::llm::LlmError;
 use crate::problem::Problem;
-use crate::status::IllegalTransition;
+use crate::status::{IllegalFlowTransition, IllegalTransition};
 
 /// An error that stops a command.
 #[derive(Debug, thiserror::Error)]
@@ -177,6 +177,12 @@ impl Error {
 
 impl From<IllegalTransition> for Error {
     fn from(error: IllegalTransition) -> Error {
+        Error::internal(error.to_string())
+    }
+}
+
+impl From<IllegalFlowTransition> for Error {
+    fn from(error: IllegalFlowTransition) -> Error {
         Error::internal(error.to_string())
     }
 }

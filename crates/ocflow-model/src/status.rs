@@ -152,6 +152,30 @@ pub struct IllegalTransition {
     pub to: StepState,
 }
 
+/// A change of the flow's state that `FlowState::may_become` forbids: a fault in ocflow, never
+/// the user's.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error("the flow cannot go from {from} to {to}")]
+pub struct IllegalFlowTransition {
+    pub from: FlowState,
+    pub to: FlowState,
+}
+
+impl FlowState {
+    /// What may follow what; every change of the flow's state goes through this one table
+    /// (`FlowStatus::move_to`). A run or a resume may start the flow again from any state, and
+    /// a stop may come in any state (a signal or an engine error while the end is written, a
+    /// snapshot that fails before a resumed flow runs); only a running flow ends succeeded or
+    /// with no change.
+    pub fn may_become(self, next: FlowState) -> bool {
+        use FlowState::*;
+        matches!(
+            (self, next),
+            (_, Running | Failed | Interrupted) | (Running, Succeeded | NoChange)
+        )
+    }
+}
+
 impl StepState {
     /// What may follow what; every change of a step's state goes through this one table.
     /// A step waits (pending), runs, and ends succeeded or failed; a failed step may be retried
@@ -325,6 +349,18 @@ impl StepError {
 }
 
 impl FlowStatus {
+    /// Moves the flow to `next`, refusing a move its table (`FlowState::may_become`) forbids.
+    pub fn move_to(&mut self, next: FlowState) -> Result<(), IllegalFlowTransition> {
+        if !self.state.may_become(next) {
+            return Err(IllegalFlowTransition {
+                from: self.state,
+                to: next,
+            });
+        }
+        self.state = next;
+        Ok(())
+    }
+
     /// A pending entry for a step, as a new flow or a new revision adds it.
     pub fn pending_step(step: &crate::flow::Step) -> StepStatus {
         StepStatus {
@@ -473,4 +509,69 @@ impl fmt::Display for StepState {
 /// The current time, RFC 3339 in UTC with milliseconds.
 pub fn now() -> String {
     chrono::Utc::now().to_rfc3339_opts(chrono::SecondsFormat::Millis, true)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn status_in(state: FlowState) -> FlowStatus {
+        let flow = Flow {
+            version: crate::flow::FLOW_VERSION,
+            task: "t".into(),
+            steps: Vec::new(),
+        };
+        let mut status = FlowStatus::new("t1", &flow, Path::new("/repo"));
+        status.state = state;
+        status
+    }
+
+    const ALL: [FlowState; 5] = [
+        FlowState::Running,
+        FlowState::Succeeded,
+        FlowState::Failed,
+        FlowState::Interrupted,
+        FlowState::NoChange,
+    ];
+
+    #[test]
+    fn the_flow_s_transitions_follow_its_table() {
+        use FlowState::*;
+        // A run or a resume may start from any state, and a stop (a signal, an engine error,
+        // a snapshot that failed) may come in any; only a running flow ends by itself.
+        for from in ALL {
+            for to in [Running, Failed, Interrupted] {
+                assert!(from.may_become(to), "{from} -> {to}");
+            }
+        }
+        for to in [Succeeded, NoChange] {
+            assert!(Running.may_become(to), "running -> {to}");
+            for from in [Succeeded, Failed, Interrupted, NoChange] {
+                assert!(!from.may_become(to), "{from} -> {to}");
+            }
+        }
+    }
+
+    #[test]
+    fn an_illegal_move_of_the_flow_is_refused_and_changes_nothing() {
+        let mut status = status_in(FlowState::Interrupted);
+        let refused = status.move_to(FlowState::Succeeded);
+        assert_eq!(
+            refused,
+            Err(IllegalFlowTransition {
+                from: FlowState::Interrupted,
+                to: FlowState::Succeeded
+            })
+        );
+        assert_eq!(status.state, FlowState::Interrupted);
+        assert_eq!(
+            refused.unwrap_err().to_string(),
+            "the flow cannot go from interrupted to succeeded"
+        );
+        let mut status = status_in(FlowState::Failed);
+        assert_eq!(status.move_to(FlowState::Running), Ok(()));
+        assert_eq!(status.state, FlowState::Running);
+        assert_eq!(status.move_to(FlowState::NoChange), Ok(()));
+        assert_eq!(status.state, FlowState::NoChange);
+    }
 }

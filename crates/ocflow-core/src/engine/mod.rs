@@ -1,9 +1,11 @@
 //! The engine: the scheduler that runs a flow's steps (`executor`), recovery after a failure,
 //! the pyo3 bridge to the operation library and the interpreter under it, the instructions
-//! each step gets, the command sandbox (the host's half: the launcher is `ocflow-sandbox`),
-//! orphaned commands, and the summary at the end.
+//! each step gets, the command sandbox (the host's half: the launcher is `ocflow-sandbox`) and
+//! the variables a command is given (`command_env`), orphaned commands, the signals that stop
+//! a run (`signals`), and the summary at the end.
 
 pub mod bridge;
+pub mod command_env;
 pub mod dependencies;
 pub mod executor;
 pub mod instructions;
@@ -11,4 +13,5 @@ pub mod interpreter;
 pub mod orphans;
 pub mod recovery;
 pub mod sandbox;
+pub mod signals;
 pub mod summary;

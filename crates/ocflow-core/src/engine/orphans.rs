@@ -2,13 +2,16 @@
 //! a `kill -9` of ocflow; on resume, every process that ocflow started for this task (its
 //! environment carries the task's marker, inherited by whatever it starts) and that still works
 //! inside the task's directory is stopped with its process group before anything else runs.
-//! A person's shell sitting in a view has no marker and is left alone.
+//! A person's shell sitting in a view has no marker and is left alone. While ocflow runs, what
+//! a step's command left behind when its call returned is ended the same way, and through the
+//! step's cgroup (`end_step`).
 
 use std::fs;
 use std::path::Path;
 
 use rustix::process::{Pid, Signal, getpgid, kill_process_group};
 
+use crate::engine::sandbox::SandboxPlan;
 use crate::task::workspace::TaskDir;
 
 /// The environment variable that marks a command as started for a task.
@@ -35,6 +38,34 @@ pub fn stop(task: &TaskDir) -> usize {
 /// group with `setsid` — where no PID namespace took it down with the step.
 pub(crate) fn stop_step(task: &TaskDir, step: &str) -> usize {
     stop_marked(task, Some(&format!("{STEP_MARKER}={step}")))
+}
+
+/// Ends what a step's call left behind once it returned: whatever is in the step's cgroup is
+/// killed and the group removed (a daemon that cleared its environment and left its directory,
+/// which no marker can tell), and, for a step that ran commands in a view (`in_view`) where no
+/// PID namespace ended with it, the processes marked as the step's are stopped. Returns whether
+/// the kernel killed one of the step's processes for its memory limit.
+pub(crate) fn end_step(
+    task: &TaskDir,
+    sandbox: Option<&SandboxPlan>,
+    step: &str,
+    in_view: bool,
+) -> bool {
+    let out_of_memory = sandbox.is_some_and(|plan| {
+        let name = ocflow_sandbox::step_cgroup::name(&task.root, step);
+        plan.cgroups.end(&name).out_of_memory
+    });
+    if in_view && sandbox.is_none_or(|plan| plan.bwrap.is_none()) {
+        stop_step(task, step);
+    }
+    out_of_memory
+}
+
+/// Ends what every step of this process left in its cgroup (on an interrupt).
+pub(crate) fn end_all_steps(sandbox: Option<&SandboxPlan>) {
+    if let Some(plan) = sandbox {
+        plan.cgroups.end_all_of_this_process();
+    }
 }
 
 fn stop_marked(task: &TaskDir, step_marker: Option<&str>) -> usize {

@@ -1,0 +1,150 @@
+//! The flow's end: its final state (succeeded, failed, or no change when it only read), the
+//! summary (by the LLM when there is one, else from the journal), the diff, and the
+//! `FlowFinished` event.
+
+use std::path::PathBuf;
+
+use super::{Executor, FlowOutcome};
+use crate::flow::task_intent;
+use crate::task::outputs;
+use crate::task::workspace;
+use ocflow_model::error::{Error, Result};
+use ocflow_model::event::Event;
+use ocflow_model::status::{self, FlowState, StepState};
+
+/// Why a flow whose steps only read ends `no_change`.
+const NO_CHANGE: &str = "finished without doing anything the task asked: its steps only read \
+                         files, and the task asks for a change";
+
+impl Executor {
+    /// Ends the flow: succeeded when every step did, failed otherwise; writes the summary.
+    /// The LLM writes the summary when there is one; if that call fails, the journal-based
+    /// summary is written and the flow's result is unaffected.
+    pub(super) async fn finish_flow(&mut self) -> Result<FlowOutcome> {
+        // A signal that came while the last step was recorded: not a finished flow.
+        if self.interrupt.is_raised() {
+            return self.stopped_by_signal();
+        }
+        // Succeeded, or skipped by a recovery decision; an abort or a failure fails the flow.
+        let all_done = self.status.message.is_none()
+            && self.flow.steps.iter().all(|step| {
+                self.status
+                    .step(&step.id)
+                    .is_some_and(|s| matches!(s.status, StepState::Succeeded | StepState::Skipped))
+            });
+        // Every step done, yet nothing done that the task asked for: its own state, never a
+        // success (a 0.5B model's plan for a fix read the file and stopped there).
+        let acted = self.status.succeeded().iter().any(|step| {
+            crate::flow::operations::find(&step.operation)
+                .is_some_and(|op| op.runs_commands || !op.writes.is_empty())
+        });
+        let did_nothing = all_done && !acted && task_intent::asks_for_change(&self.flow.task);
+        let ended = if did_nothing {
+            self.status.message = Some(NO_CHANGE.to_string());
+            FlowState::NoChange
+        } else if all_done {
+            FlowState::Succeeded
+        } else {
+            FlowState::Failed
+        };
+        self.status.move_to(ended)?;
+        self.status.finished_at = Some(status::now());
+        // The summary's call goes out now and is answered while final_output/ is rebuilt, the
+        // status saved and the diff written: it reads none of them (its facts are the status
+        // and the steps' outputs).
+        let summary_call = self.settings.summary_llm.clone().map(|(llm, settings)| {
+            let before = llm.usage_for("summary");
+            let (task, status, flow) = (self.task.clone(), self.status.clone(), self.flow.clone());
+            let call = tokio::spawn(async move {
+                crate::engine::summary::with_llm(&task, &status, &flow, &llm, &settings).await
+            });
+            (call, before)
+        });
+        // Steps finish in any order; final_output/ follows the flow's order, as the diff does.
+        let ready = outputs::rebuild_final_output(&self.task, &self.status, &self.flow)
+            .and_then(|()| self.save())
+            .and_then(|()| self.write_diff());
+        if let (Err(_), Some((call, _))) = (&ready, &summary_call) {
+            call.abort();
+        }
+        let (changed_files, diff) = ready?;
+        let summary_path = self.task.file(workspace::SUMMARY_FILE);
+        let mut summary = None;
+        if let (Some((mut call, before)), Some((llm, settings))) =
+            (summary_call, &self.settings.summary_llm)
+        {
+            let (pulse, tokens) = (self.events.pulse(), self.status.tokens);
+            let writing = async {
+                (&mut call).await.unwrap_or_else(|err| {
+                    Err(crate::engine::summary::SummaryError::State(
+                        Error::internal(format!("the summary's call failed: {err}")),
+                    ))
+                })
+            };
+            let beat = || pulse.beat("summarising", Vec::new(), tokens);
+            // Ctrl-C while the model writes: its call is dropped, the journal's summary written.
+            let interrupt = self.interrupt.clone();
+            let written = tokio::select! {
+                written = crate::task::events::beating(writing, beat) => Some(written),
+                () = interrupt.wait() => None,
+            };
+            call.abort();
+            match written {
+                Some(Ok(written)) => summary = Some(written),
+                Some(Err(reason)) => ocflow_model::output::say(&format!(
+                    "ocflow: the LLM summary failed ({reason}); writing the summary from the \
+                     journal"
+                )),
+                None => ocflow_model::output::say(
+                    "ocflow: interrupted while the model wrote the summary; writing it from the \
+                     journal",
+                ),
+            }
+            self.status
+                .count_tokens(&settings.profile, &llm.usage_for("summary").since(&before));
+            self.save()?;
+        }
+        let (summary, contradicted_claims) = match summary {
+            Some(written) => (written.text, written.contradicted),
+            None => (
+                crate::engine::summary::from_journal(&self.task, &self.status, &self.flow)?,
+                Vec::new(),
+            ),
+        };
+        workspace::write_atomic(&summary_path, summary.as_bytes())?;
+        self.events.emit(Event::FlowFinished {
+            task_id: self.task.task_id.clone(),
+            state: self.status.state,
+            reason: self.status.failure_reason(),
+            changed_files,
+            diff,
+            summary: summary_path,
+            summary_text: summary,
+            tokens: self.status.tokens,
+            contradicted_claims,
+        })?;
+        Ok(if all_done && !did_nothing {
+            FlowOutcome::Succeeded
+        } else {
+            FlowOutcome::Failed
+        })
+    }
+
+    /// Writes `changes.diff` (none without changes); returns the changed files and the diff.
+    pub(super) fn write_diff(&self) -> Result<(Vec<String>, Option<PathBuf>)> {
+        let changes = crate::task::review::changes(&self.task, &self.status, &self.flow)?;
+        let diff = if changes.is_empty() {
+            None
+        } else {
+            let path = self.task.file(workspace::DIFF_FILE);
+            let text = crate::task::review::unified_diff(&changes)?;
+            workspace::write_atomic(&path, text.as_bytes())?;
+            Some(path)
+        };
+        let changed_files = changes
+            .into_iter()
+            .map(|c| c.path.as_str().to_string())
+            .collect();
+        Ok((changed_files, diff))
+    }
+}

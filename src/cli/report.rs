@@ -12,7 +12,7 @@ use std::fmt::Write;
 
 use crate::cli::args::TaskArg;
 use crate::cli::config::Config;
-use crate::cli::tasks::find_task;
+use crate::cli::tasks::{find_task, know_operations_of};
 use crate::error::Result;
 use crate::exit::ExitCode;
 use crate::model::event::EVENT_VERSION;
@@ -27,6 +27,7 @@ use timeline::Span;
 /// made while the flow runs, and it only reads the task.
 pub(crate) fn report(config: &Config, args: TaskArg) -> Result<ExitCode> {
     let task = find_task(config, args.task.as_deref(), false)?;
+    know_operations_of(&task);
     let facts = report::gather(&task)?;
     let nonce = format!("{:032x}", rand::random::<u128>());
     let page = page(&facts, &nonce, &now());

@@ -6,7 +6,7 @@ use crate::cli::config::Config;
 use crate::cli::launch::{self, connect_llm};
 use crate::cli::live;
 use crate::cli::run;
-use crate::cli::tasks::find_task;
+use crate::cli::tasks::{find_task, know_operations_of};
 use crate::engine::executor::{Executor, Interrupt};
 use crate::engine::orphans;
 use crate::error::{Error, Result};
@@ -24,6 +24,9 @@ use std::collections::BTreeSet;
 
 pub(crate) async fn resume(config: &Config, args: ResumeArgs) -> Result<ExitCode> {
     let task = find_task(config, args.task.as_deref(), true)?;
+    // The plugins loaded now come first; the saved catalogue adds the ones no longer loaded,
+    // so the flow still reads and their steps fail on their own when run, not the resume.
+    know_operations_of(&task);
     // Stopped before the model gave a flow (interrupted, killed, or failed while planning):
     // planned again, from the task's own words.
     if let Ok(status) = state::load_status(&task)

@@ -205,9 +205,10 @@ struct Checkpoint {
     status_bytes: u64,
 }
 
-/// The operations that touch their view only through commands (so only under an overlay).
+/// The operations that touch their view only through commands (so only under an overlay):
+/// those declared `commands_only`.
 fn is_built_in_command(operation: &str) -> bool {
-    matches!(operation, "execute_shell_command" | "run_tests")
+    operations::find(operation).is_some_and(|op| op.commands_only)
 }
 
 /// One of the views command steps run in: a copy of the repository (`views`), or one made of

@@ -2,6 +2,7 @@
 //! problem at once), where paths may go, and which commands are refused. Pure checks over the
 //! model; nothing here writes.
 
+pub(crate) mod declaration;
 pub(crate) mod ignore_rules;
 pub(crate) mod operations;
 pub(crate) mod path_rules;

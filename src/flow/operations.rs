@@ -1,7 +1,13 @@
 //! The registry of operations a flow may use: their parameters, types, how each one touches
 //! the repository and which earlier results it is given. The validator, the planner's and the
 //! recovery prompt's lists of operations and the step contract's checks all come from it, so
-//! they cannot drift apart.
+//! they cannot drift apart. The operations themselves are declared by the library, in
+//! `python/open_codex_lib/operations.json`: compiled in here (validation needs no Python), and
+//! replaced by the library's own declarations and plugins once it is loaded (`plugins`).
+
+use std::sync::{LazyLock, RwLock};
+
+use crate::flow::declaration;
 
 /// The JSON type a parameter must have.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -55,6 +61,8 @@ pub(crate) struct ParamSpec {
     pub(crate) meaning: ParamMeaning,
     pub(crate) required: bool,
     pub(crate) doc: &'static str,
+    /// Other names a step may give it by (the seed's prompt: `instructions_for_llm`).
+    pub(crate) aliases: &'static [&'static str],
 }
 
 /// How a step of this operation sees the repository.
@@ -83,12 +91,43 @@ pub(crate) struct OperationSpec {
     pub(crate) writes: &'static [&'static str],
     /// Which earlier steps' results the operation is given (the instructions' `steps`).
     pub(crate) reads: Reads,
+    /// Parameters whose presence makes a step of it call the LLM (`write_file`'s
+    /// `instructions`).
+    pub(crate) needs_llm_with: &'static [&'static str],
+    /// Parameters without which the library may use the LLM (kept for the saved catalogue).
+    pub(crate) may_use_llm_without: &'static [&'static str],
+    /// It touches its view only through commands, so the view may be made of overlay layers.
+    pub(crate) commands_only: bool,
+    /// A failed step of it means the tests failed.
+    pub(crate) runs_tests: bool,
+    /// The built-in roles that may use it.
+    pub(crate) roles: &'static [&'static str],
+    /// The role a step of it gets when the flow names none.
+    pub(crate) default_role: Option<&'static str>,
+    /// The goal line of its steps' instructions: the first line that applies.
+    pub(crate) goal: &'static [GoalLine],
+    /// Whether the library declares it itself (not a plugin).
+    pub(crate) builtin: bool,
+    /// Where a plugin comes from (empty for the built-ins).
+    pub(crate) source: &'static str,
+    /// The library's function, `module:function`.
+    pub(crate) implementation: &'static str,
+}
+
+/// One way to say what a step does: it applies when every parameter of `when` is given as
+/// non-empty text; `{param}` in `text` stands for that parameter's text, on one line.
+#[derive(Debug)]
+pub(crate) struct GoalLine {
+    pub(crate) when: &'static [&'static str],
+    pub(crate) text: &'static str,
 }
 
 /// Which earlier results an operation receives (docs/step-contract.md).
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, serde::Serialize, serde::Deserialize)]
+#[serde(rename_all = "snake_case")]
 pub(crate) enum Reads {
     /// Only the steps its step-reference parameters name (`content_from_step`).
+    #[default]
     Named,
     /// The steps its step-reference parameters name or, when it names none, every step it
     /// depends on, directly or not (`generate_summary` summarises them all).
@@ -116,285 +155,44 @@ impl OperationSpec {
     }
 }
 
-const fn param(
-    name: &'static str,
-    kind: ParamType,
-    meaning: ParamMeaning,
-    required: bool,
-    doc: &'static str,
-) -> ParamSpec {
-    ParamSpec {
-        name,
-        kind,
-        meaning,
-        required,
-        doc,
-    }
+/// The library's declarations of the built-in operations, as this build was compiled with.
+pub(crate) const BUILT_IN_FILE: &str = include_str!("../../python/open_codex_lib/operations.json");
+
+/// The compiled-in built-ins, read at first use; a file that does not read is a build that
+/// cannot validate anything, said by `built_in_problem`.
+static BUILT_IN: LazyLock<Result<&'static [&'static OperationSpec], String>> =
+    LazyLock::new(|| {
+        declaration::read_file(BUILT_IN_FILE)
+            .map(|specs| &*Box::leak(specs.into_boxed_slice()))
+            .map_err(|err| format!("the built-in operations (operations.json) do not read: {err}"))
+    });
+
+/// The operations installed since start-up (the library's declarations and plugins, or a
+/// task's saved catalogue); `None` until then, when the compiled-in built-ins are used.
+static INSTALLED: RwLock<Option<&'static [&'static OperationSpec]>> = RwLock::new(None);
+
+/// Why the compiled-in declarations cannot be used, if they cannot.
+pub(crate) fn built_in_problem() -> Option<std::string::String> {
+    BUILT_IN.as_ref().err().cloned()
 }
 
-use ParamMeaning::*;
-use ParamType::*;
-
-const FILE_PATH: ParamSpec = param(
-    "file_path",
-    String,
-    FilePath,
-    true,
-    "file relative to the repository root",
-);
-const TIMEOUT: ParamSpec = param(
-    "timeout_seconds",
-    Integer,
-    Setting,
-    false,
-    "kill the command (and its children) after this many seconds",
-);
-const NETWORK: ParamSpec = param(
-    "network",
-    Boolean,
-    Setting,
-    false,
-    "let the command use the network (off by default; model-made steps need the user's \
-     `[sandbox] network = true`)",
-);
-const RETRYABLE: ParamSpec = param(
-    "retryable",
-    Boolean,
-    Setting,
-    false,
-    "a timeout is transient: run the command again automatically",
-);
-
-const MODIFY_PARAMS: &[ParamSpec] = &[
-    FILE_PATH,
-    param(
-        "instructions",
-        String,
-        Text,
-        true,
-        "what to change, in plain words",
-    ),
-    param(
-        "function_name",
-        String,
-        Text,
-        false,
-        "the function to rewrite, when only one changes",
-    ),
-];
-
-/// Every operation, in the order they are documented.
-pub(crate) const OPERATIONS: &[OperationSpec] = &[
-    OperationSpec {
-        name: "read_file",
-        doc: "read a file; its text becomes the step's `content` output",
-        params: &[FILE_PATH],
-        exactly_one_of: &[],
-        access: Access::Files,
-        needs_llm: false,
-        runs_commands: false,
-        reads: Reads::Named,
-        writes: &[],
-    },
-    OperationSpec {
-        name: "write_file",
-        doc: "create or overwrite a file from `content`, from another step's content, or generated \
-              from `instructions`",
-        params: &[
-            FILE_PATH,
-            param("content", String, Text, false, "the whole new content"),
-            param(
-                "content_from_step",
-                String,
-                StepRef,
-                false,
-                "id of an earlier step whose content to write",
-            ),
-            param(
-                "instructions",
-                String,
-                Text,
-                false,
-                "describe the file for the LLM to write",
-            ),
-        ],
-        exactly_one_of: &["content", "content_from_step", "instructions"],
-        access: Access::Files,
-        needs_llm: false,
-        runs_commands: false,
-        reads: Reads::Named,
-        writes: &["file_path"],
-    },
-    OperationSpec {
-        name: "modify_code",
-        doc: "rewrite a file following instructions (the LLM returns the whole new file)",
-        params: MODIFY_PARAMS,
-        exactly_one_of: &[],
-        access: Access::Files,
-        needs_llm: true,
-        runs_commands: false,
-        reads: Reads::Named,
-        writes: &["file_path"],
-    },
-    OperationSpec {
-        name: "refactor_function",
-        doc: "rewrite one function of a file following instructions",
-        params: MODIFY_PARAMS,
-        exactly_one_of: &[],
-        access: Access::Files,
-        needs_llm: true,
-        runs_commands: false,
-        reads: Reads::Named,
-        writes: &["file_path"],
-    },
-    OperationSpec {
-        name: "analyze_code",
-        doc: "analyse a file; findings in the result, a report in the step directory",
-        params: &[
-            FILE_PATH,
-            param("query", String, Text, false, "what to look for"),
-            param(
-                "report_path",
-                String,
-                FilePath,
-                false,
-                "also write the report into the repository at this path",
-            ),
-        ],
-        exactly_one_of: &[],
-        access: Access::Files,
-        needs_llm: true,
-        runs_commands: false,
-        reads: Reads::Named,
-        writes: &["report_path"],
-    },
-    OperationSpec {
-        name: "execute_shell_command",
-        doc: "run a shell command at the repository root (with all earlier changes applied); files \
-              it changes become the step's outputs",
-        params: &[
-            param("command", String, Command, true, "the shell command"),
-            TIMEOUT,
-            RETRYABLE,
-            NETWORK,
-        ],
-        exactly_one_of: &[],
-        access: Access::View,
-        needs_llm: false,
-        runs_commands: true,
-        reads: Reads::Named,
-        writes: &[],
-    },
-    OperationSpec {
-        name: "run_tests",
-        doc: "run the test suite (pytest or cargo test when no command is given) and report \
-              passed/failed counts",
-        params: &[
-            param("command", String, Command, false, "the test command"),
-            TIMEOUT,
-            RETRYABLE,
-            NETWORK,
-        ],
-        exactly_one_of: &[],
-        access: Access::View,
-        needs_llm: false,
-        runs_commands: true,
-        reads: Reads::Named,
-        writes: &[],
-    },
-    OperationSpec {
-        name: "generate_summary",
-        doc: "write a short summary of what earlier steps did",
-        params: &[
-            param(
-                "message",
-                String,
-                Text,
-                false,
-                "the summary text, when it is already known",
-            ),
-            param(
-                "changes_from_step",
-                String,
-                StepRef,
-                false,
-                "id of the step whose changes to summarise",
-            ),
-        ],
-        exactly_one_of: &[],
-        access: Access::Files,
-        needs_llm: false,
-        runs_commands: false,
-        reads: Reads::NamedOrAncestors,
-        writes: &[],
-    },
-    OperationSpec {
-        name: "list_files",
-        doc: "list the repository's files under a directory",
-        params: &[
-            param(
-                "path",
-                String,
-                DirPath,
-                false,
-                "directory relative to the repository root (default `.`)",
-            ),
-            param(
-                "pattern",
-                String,
-                Text,
-                false,
-                "glob on file names, e.g. `*.py`",
-            ),
-            param(
-                "recursive",
-                Boolean,
-                Setting,
-                false,
-                "descend into subdirectories (default true)",
-            ),
-        ],
-        exactly_one_of: &[],
-        access: Access::View,
-        needs_llm: false,
-        runs_commands: false,
-        reads: Reads::Named,
-        writes: &[],
-    },
-    OperationSpec {
-        name: "delete_file",
-        doc: "delete a file",
-        params: &[FILE_PATH],
-        exactly_one_of: &[],
-        access: Access::Files,
-        needs_llm: false,
-        runs_commands: false,
-        reads: Reads::Named,
-        writes: &["file_path"],
-    },
-];
-
-/// Other names a parameter is known by — the seed's planning prompt (`modify_code(file_path,
-/// instructions_for_llm)`, `analyze_code(file_path, analysis_query)`), which models keep using:
-/// (operation, alias, parameter).
-pub(crate) const PARAM_ALIASES: &[(&str, &str, &str)] = &[
-    ("modify_code", "instructions_for_llm", "instructions"),
-    ("refactor_function", "instructions_for_llm", "instructions"),
-    ("write_file", "instructions_for_llm", "instructions"),
-    ("analyze_code", "analysis_query", "query"),
-];
-
-/// The plugin operations the library's catalogue added at start-up (`plugins::install`).
-static PLUGINS: std::sync::OnceLock<Vec<OperationSpec>> = std::sync::OnceLock::new();
-
-/// Adds the plugin operations, once per process; a second call changes nothing.
-pub(crate) fn install_plugins(plugins: Vec<OperationSpec>) {
-    let _ = PLUGINS.set(plugins);
+/// The compiled-in built-ins (none if they do not read: see `built_in_problem`).
+pub(crate) fn built_in() -> &'static [&'static OperationSpec] {
+    BUILT_IN.as_ref().map_or(&[], |specs| specs)
 }
 
-/// Every operation: the built-in ones, then the plugins.
+/// Replaces the operations: from now on these are every operation, in this order.
+pub(crate) fn install(specs: Vec<&'static OperationSpec>) {
+    let specs: &'static [&'static OperationSpec] = Box::leak(specs.into_boxed_slice());
+    // A poisoned lock only means a thread panicked while swapping a reference: take it over.
+    let mut installed = INSTALLED.write().unwrap_or_else(|e| e.into_inner());
+    *installed = Some(specs);
+}
+
+/// Every operation: the built-ins, then the plugins.
 pub(crate) fn all() -> impl Iterator<Item = &'static OperationSpec> {
-    OPERATIONS.iter().chain(PLUGINS.get().into_iter().flatten())
+    let installed = *INSTALLED.read().unwrap_or_else(|e| e.into_inner());
+    installed.unwrap_or_else(built_in).iter().copied()
 }
 
 /// Looks an operation up by name.
@@ -502,9 +300,8 @@ pub(crate) fn step_needs_llm(
     operation: &str,
     params: &serde_json::Map<std::string::String, serde_json::Value>,
 ) -> bool {
-    find(operation).is_some_and(|op| {
-        op.needs_llm || (op.name == "write_file" && params.contains_key("instructions"))
-    })
+    find(operation)
+        .is_some_and(|op| op.needs_llm || op.needs_llm_with.iter().any(|p| params.contains_key(*p)))
 }
 
 #[cfg(test)]

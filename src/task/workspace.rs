@@ -13,6 +13,9 @@ use crate::error::{Error, IoContext, Result};
 /// Names inside a task directory. Step directories use the step id, which can never start with
 /// `_` or contain `.`, so these cannot collide with a step.
 pub(crate) const FLOW_FILE: &str = "flow.json";
+/// The operations the flow was validated against, plugins included, as declarations: what
+/// `diff`, `apply`, `report` and `resume` know them by without loading the plugins.
+pub(crate) const OPERATIONS_FILE: &str = "operations.json";
 pub(crate) const STATUS_FILE: &str = "flow_status.json";
 pub(crate) const JOURNAL_FILE: &str = "journal.jsonl";
 pub(crate) const SUMMARY_FILE: &str = "summary.md";

@@ -230,6 +230,61 @@ fn a_plugin_that_fails_to_import_is_reported_and_the_rest_works() {
     );
 }
 
+/// `diff` and `apply` load no plugin: they know the flow's operations from the catalogue the
+/// task saved beside its flow. A plugin that runs commands is then a command there too, so a file
+/// it left that git ignores is left out, as a built-in command's is.
+#[test]
+fn diff_and_apply_know_a_flows_plugins_from_its_saved_catalogue() {
+    let sandbox = with_plugins(&[("text_tools.py", PLUGIN)]);
+    std::fs::write(sandbox.repo.join(".gitignore"), "lint.log\n").unwrap();
+    let flow = json!([
+        {"id": "loud", "operation": "shout", "params": {"file_path": "LOUD.txt", "text": "hi"}},
+        {"id": "lint", "operation": "lint", "depends_on": ["loud"],
+         "params": {"command": "cat LOUD.txt > lint.log"}}
+    ]);
+    for task in ["t", "old"] {
+        assert_exit(&sandbox.run(&flow, task), 0);
+    }
+    let saved = std::fs::read_to_string(sandbox.task_dir("t").join("operations.json")).unwrap();
+    let saved: Value = serde_json::from_str(&saved).unwrap();
+    let lint = saved["operations"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|op| op["name"] == json!("lint"))
+        .cloned()
+        .unwrap();
+    assert_eq!(lint["runs_commands"], json!(true));
+    // The plugins are not there for the commands that read the task.
+    std::fs::remove_file(sandbox.workspace.join("ocflow.toml")).unwrap();
+    let diff = sandbox
+        .ocflow()
+        .args(["diff", "t", "--stat"])
+        .output()
+        .unwrap();
+    assert_exit(&diff, 0);
+    assert!(stdout(&diff).contains("LOUD.txt"), "{}", stdout(&diff));
+    assert!(!stdout(&diff).contains("lint.log"), "{}", stdout(&diff));
+    let applied = sandbox.ocflow().args(["apply", "t"]).output().unwrap();
+    assert_exit(&applied, 0);
+    assert_eq!(
+        std::fs::read_to_string(sandbox.repo.join("LOUD.txt")).unwrap(),
+        "HI"
+    );
+    assert!(!sandbox.repo.join("lint.log").exists());
+    // A task saved before tasks kept their catalogue reads as it always did: the plugin's
+    // command counts as a file step, and what it wrote is listed.
+    std::fs::remove_file(sandbox.task_dir("old").join("operations.json")).unwrap();
+    let old = sandbox
+        .ocflow()
+        .args(["diff", "old", "--stat"])
+        .output()
+        .unwrap();
+    assert_exit(&old, 0);
+    assert!(stdout(&old).contains("LOUD.txt"), "{}", stdout(&old));
+    assert!(stdout(&old).contains("lint.log"), "{}", stdout(&old));
+}
+
 /// A repository's own config may not load plugin code until the user trusts the repository.
 #[test]
 fn an_untrusted_repositorys_plugin_folder_is_not_loaded() {

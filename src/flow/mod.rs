@@ -4,6 +4,7 @@
 
 pub(crate) mod declaration;
 pub(crate) mod ignore_rules;
+pub(crate) mod operation;
 pub(crate) mod operations;
 pub(crate) mod path_rules;
 pub(crate) mod plugins;

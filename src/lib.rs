@@ -2,92 +2,32 @@
 //! step in its own directory through the Python library `open_codex_lib`, with files staged
 //! between steps, durable state for resume, and a reviewable diff at the end.
 //!
-//! `main.rs` only parses arguments and maps the result to an exit code; everything else is
-//! here, so tests can drive it directly.
+//! This package is the command line (`cli/`) over the layer crates in `crates/`: `ocflow-core`
+//! (flows, tasks, the LLM client, the engine), `ocflow-sandbox` (the command launcher) and
+//! `ocflow-model` (the data, errors and exit codes). `main.rs` only parses arguments and maps the
+//! result to an exit code.
 
 mod cli;
-mod engine;
-mod error;
-mod exit;
-mod flow;
-mod llm;
-mod model;
-mod output;
-mod task;
 
 use cli::args::Command;
 
 // The library's interface: what `main.rs` needs. Everything else is internal to the crate, so
 // the compiler reports what nothing uses.
 pub use cli::args::Cli;
-pub use error::{Error, Result};
-pub use exit::ExitCode;
-pub use llm::key::{ApiKey, take_key_at_startup};
-pub use output::say;
+pub use ocflow_core::llm::key::{ApiKey, take_key_at_startup};
+pub use ocflow_model::error::{Error, Result};
+pub use ocflow_model::exit::ExitCode;
+pub use ocflow_model::output::say;
 
 /// Resolves the configuration and runs the command; returns the exit code. `api_key` comes
 /// from `llm::key::take_key_at_startup`.
 pub fn run(cli: Cli, api_key: ApiKey) -> Result<ExitCode> {
     // The sandbox launcher needs no configuration, and must stay small before its exec.
     if let Command::SandboxExec(args) = &cli.command {
-        use engine::sandbox_exec;
-        if args.probe {
-            return Ok(match sandbox_exec::probe(args.probe_in.as_deref()) {
-                Ok(kind) => {
-                    output::print_stdout(&format!("{kind}\n"));
-                    ExitCode::Success
-                }
-                Err(problem) => {
-                    say(&format!("ocflow sandbox-exec: {problem}"));
-                    ExitCode::CannotRun
-                }
-            });
-        }
-        let Some(caches) = args
-            .cache
-            .iter()
-            .map(|arg| sandbox_exec::Cache::parse(arg))
-            .collect::<Option<Vec<_>>>()
-        else {
-            say("ocflow sandbox-exec: give --cache as VARIABLE:PATH");
-            return Ok(ExitCode::CannotRun);
-        };
-        let problem = sandbox_exec::exec(&sandbox_exec::ExecRequest {
-            writable: &args.write,
-            network: args.network,
-            bwrap: args.bwrap.as_deref(),
-            memory_mb: args.memory_mb,
-            max_processes: args.max_processes,
-            inner: args.inner,
-            hidden: &args.hide,
-            cgroup: args.cgroup.as_deref(),
-            refuse_udp: args.refuse_udp,
-            overlay: match (&args.overlay_on, &args.overlay_upper, &args.overlay_work) {
-                (Some(target), Some(upper), Some(work)) => Some(sandbox_exec::Overlay {
-                    target,
-                    lower: &args.overlay_lower,
-                    upper,
-                    work,
-                }),
-                _ => None,
-            },
-            caches: &caches,
-            cache_overlay: args.cache_overlay,
-            private: args.private.as_deref(),
-            dependencies: match (&args.dependencies_from, &args.dependencies_into) {
-                (Some(from), Some(into)) if !args.dependency.is_empty() => {
-                    Some(sandbox_exec::Dependencies {
-                        from,
-                        into,
-                        dirs: &args.dependency,
-                    })
-                }
-                _ => None,
-            },
-            command: &args.command,
+        return Ok(match ocflow_sandbox::run("ocflow sandbox-exec", args) {
+            0 => ExitCode::Success,
+            _ => ExitCode::CannotRun,
         });
-        say(&format!("ocflow sandbox-exec: {problem}"));
-        return Ok(ExitCode::CannotRun);
     }
     match &cli.command {
         Command::Completions(args) => return cli::help_files::completions(args.shell),
@@ -128,14 +68,14 @@ pub fn run(cli: Cli, api_key: ApiKey) -> Result<ExitCode> {
 pub fn report(error: &Error, json: bool) {
     say(&format!("ocflow: error: {error:#}"));
     if json {
-        let event = model::event::Event::Error {
+        let event = ocflow_model::event::Event::Error {
             code: error.code().into(),
             exit_code: error.exit_code().code(),
             message: format!("{error:#}"),
             hint: error.hint(),
         };
-        task::events::show(
-            &model::event::Record::now(model::status::now(), event),
+        ocflow_core::task::events::show(
+            &ocflow_model::event::Record::now(ocflow_model::status::now(), event),
             true,
         );
     }

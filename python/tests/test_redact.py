@@ -1,5 +1,5 @@
 """The library's own redaction (used when it runs without ocflow): the same patterns and the
-same answers as the host's (``src/llm/redact.rs`` tests the same text)."""
+same answers as the host's (``crates/ocflow-core/src/llm/redact.rs`` tests the same text)."""
 
 from open_codex_lib.redact import KEY_MARKER, redact, redact_messages
 

@@ -8,22 +8,22 @@ use crate::cli::args::{ApplyArgs, UndoArgs};
 use crate::cli::config::Config;
 use crate::cli::held_signals::HeldSignals;
 use crate::cli::tasks::{find_task, know_operations_of, task_dirs};
-use crate::error::{Error, Result};
-use crate::exit::ExitCode;
-use crate::flow::path_rules::PathRules;
-use crate::model::event::Event;
-use crate::model::event::{Record, Recovered};
-use crate::model::flow::Flow;
-use crate::model::repo_path::RepoPath;
-use crate::model::status::{FlowState, FlowStatus, now};
-use crate::output::{printable, quoted_path, say};
-use crate::task::apply::{self, Applied};
-use crate::task::apply_journal::{self, Stage};
-use crate::task::events::Events;
-use crate::task::journal::Journal;
-use crate::task::review::{self, Change};
-use crate::task::state;
-use crate::task::workspace::{self, TaskDir};
+use ocflow_core::flow::path_rules::PathRules;
+use ocflow_core::task::apply::{self, Applied};
+use ocflow_core::task::apply_journal::{self, Stage};
+use ocflow_core::task::events::Events;
+use ocflow_core::task::journal::Journal;
+use ocflow_core::task::review::{self, Change};
+use ocflow_core::task::state;
+use ocflow_core::task::workspace::{self, TaskDir};
+use ocflow_model::error::{Error, Result};
+use ocflow_model::event::Event;
+use ocflow_model::event::{Record, Recovered};
+use ocflow_model::exit::ExitCode;
+use ocflow_model::flow::Flow;
+use ocflow_model::output::{printable, quoted_path, say};
+use ocflow_model::repo_path::RepoPath;
+use ocflow_model::status::{FlowState, FlowStatus, now};
 
 /// `ocflow apply`.
 pub(crate) fn apply(config: &Config, args: ApplyArgs) -> Result<ExitCode> {
@@ -50,7 +50,7 @@ pub(crate) fn apply(config: &Config, args: ApplyArgs) -> Result<ExitCode> {
         let failed: Vec<&str> = flow_status
             .steps
             .iter()
-            .filter(|s| s.status == crate::model::status::StepState::Failed)
+            .filter(|s| s.status == ocflow_model::status::StepState::Failed)
             .map(|s| s.id.as_str())
             .collect();
         say(&format!(

@@ -118,76 +118,7 @@ pub(crate) enum Command {
     Mcp,
     /// (internal) Run a command in the sandbox: write access only beneath the --write paths.
     #[command(hide = true)]
-    SandboxExec(Box<SandboxArgs>),
-}
-
-#[derive(Debug, Args)]
-pub(crate) struct SandboxArgs {
-    /// A path the command may write beneath (repeatable).
-    #[arg(long = "write", value_name = "PATH")]
-    pub(crate) write: Vec<PathBuf>,
-    /// Only report what Landlock enforces here ("landlock", "landlock-partial" or "none").
-    #[arg(long)]
-    pub(crate) probe: bool,
-    /// With --probe: try the overlay in this directory (else the temporary directory).
-    #[arg(long, value_name = "DIR")]
-    pub(crate) probe_in: Option<PathBuf>,
-    /// Let the command use the network (otherwise only loopback, and TCP refused).
-    #[arg(long)]
-    pub(crate) network: bool,
-    /// Run the command in namespaces made by this bubblewrap.
-    #[arg(long, value_name = "PATH")]
-    pub(crate) bwrap: Option<PathBuf>,
-    /// The memory the command may use, in MiB.
-    #[arg(long, value_name = "MB")]
-    pub(crate) memory_mb: Option<u64>,
-    /// The processes the command may run at once.
-    #[arg(long, value_name = "N")]
-    pub(crate) max_processes: Option<u64>,
-    /// A file or directory the command must not see (repeatable).
-    #[arg(long = "hide", value_name = "PATH")]
-    pub(crate) hide: Vec<PathBuf>,
-    /// The step's cgroup, made or joined: the host kills what is left in it at the step's end.
-    #[arg(long, value_name = "NAME")]
-    pub(crate) cgroup: Option<String>,
-    /// Refuse every socket but TCP, Unix and netlink ones (a seccomp filter), for a command
-    /// without the network and without a network namespace.
-    #[arg(long)]
-    pub(crate) refuse_udp: bool,
-    /// (internal) Already inside the namespaces: apply Landlock and run the command.
-    #[arg(long)]
-    pub(crate) inner: bool,
-    /// Mount an overlay here: the layers `--overlay-lower` (repeatable, top first) under the
-    /// upper directory `--overlay-upper`.
-    #[arg(long, value_name = "PATH")]
-    pub(crate) overlay_on: Option<PathBuf>,
-    #[arg(long, value_name = "PATH")]
-    pub(crate) overlay_lower: Vec<PathBuf>,
-    #[arg(long, value_name = "PATH")]
-    pub(crate) overlay_upper: Option<PathBuf>,
-    #[arg(long, value_name = "PATH")]
-    pub(crate) overlay_work: Option<PathBuf>,
-    /// A user's tool cache the command reads but never changes, as VARIABLE:PATH (repeatable).
-    #[arg(long = "cache", value_name = "VARIABLE:PATH")]
-    pub(crate) cache: Vec<std::ffi::OsString>,
-    /// Show the caches through overlays (else directories of the step's own stand in).
-    #[arg(long)]
-    pub(crate) cache_overlay: bool,
-    /// The step's private directory: its caches' layers and its own /var/tmp.
-    #[arg(long, value_name = "DIR")]
-    pub(crate) private: Option<PathBuf>,
-    /// The repository whose dependency directories (`--dependency`) the command sees.
-    #[arg(long, value_name = "REPO")]
-    pub(crate) dependencies_from: Option<PathBuf>,
-    /// The view they are shown in, read-only, at the same relative places.
-    #[arg(long, value_name = "VIEW")]
-    pub(crate) dependencies_into: Option<PathBuf>,
-    /// A dependency directory, relative to the repository (repeatable).
-    #[arg(long = "dependency", value_name = "PATH")]
-    pub(crate) dependency: Vec<PathBuf>,
-    /// The command and its arguments.
-    #[arg(last = true)]
-    pub(crate) command: Vec<std::ffi::OsString>,
+    SandboxExec(Box<ocflow_sandbox::SandboxArgs>),
 }
 
 #[derive(Debug, Args)]

@@ -11,16 +11,16 @@ use serde::Deserialize;
 
 use crate::cli::args::{GlobalArgs, LimitArgs};
 use crate::cli::profiles::{self, FileLlm, LlmConfig, NoLlm};
-use crate::engine::recovery;
-use crate::engine::sandbox::{self, SandboxPlan, SandboxSettings};
-use crate::error::{Error, IoContext, Result};
-use crate::flow::path_rules::{PathRules, absolute, canonical_or_absolute};
-use crate::flow::policy::CommandPolicy;
-use crate::flow::roles::{Role, Roles};
-use crate::llm::key::ApiKey;
-use crate::model::llm::DEFAULT_PROFILE;
-use crate::model::step_spec::Limits;
-use crate::task::workspace::WORKSPACE_CONFIG;
+use ocflow_core::engine::recovery;
+use ocflow_core::engine::sandbox::{self, SandboxPlan, SandboxSettings};
+use ocflow_core::flow::path_rules::{PathRules, absolute, canonical_or_absolute};
+use ocflow_core::flow::policy::CommandPolicy;
+use ocflow_core::flow::roles::{Role, Roles};
+use ocflow_core::llm::key::ApiKey;
+use ocflow_core::task::workspace::WORKSPACE_CONFIG;
+use ocflow_model::error::{Error, IoContext, Result};
+use ocflow_model::llm::DEFAULT_PROFILE;
+use ocflow_model::step_spec::Limits;
 
 /// The default operation library.
 pub(crate) const DEFAULT_CODEX_LIB: &str = "open_codex_lib";
@@ -679,7 +679,7 @@ fn resolve_sandbox(flags: &LimitArgs, file: &FileSandbox, llm: &FileLlm) -> Sand
         max_processes: file.max_processes.unwrap_or(DEFAULT_MAX_PROCESSES).max(4),
         // The key files, when keys came from them: no command may read them.
         overlay: file.overlay != Some(false),
-        hidden: std::env::var_os(crate::llm::key::KEY_FILE_VARIABLE)
+        hidden: std::env::var_os(ocflow_core::llm::key::KEY_FILE_VARIABLE)
             .map(PathBuf::from)
             .into_iter()
             .chain(

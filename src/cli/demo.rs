@@ -7,12 +7,12 @@ use std::fs;
 use crate::cli::args::{LimitArgs, RunArgs};
 use crate::cli::config::Config;
 use crate::cli::profiles::LlmConfig;
-use crate::error::{IoContext, Result};
-use crate::flow::path_rules::PathRules;
-use crate::model::llm::{DEFAULT_PROFILE, ModelSettings};
-use crate::output::{print_stdout, say};
-use crate::task::workspace::TaskDir;
-use crate::task::{review, state};
+use ocflow_core::flow::path_rules::PathRules;
+use ocflow_core::task::workspace::TaskDir;
+use ocflow_core::task::{review, state};
+use ocflow_model::error::{IoContext, Result};
+use ocflow_model::llm::{DEFAULT_PROFILE, ModelSettings};
+use ocflow_model::output::{print_stdout, say};
 
 /// The demo's task id.
 const TASK_ID: &str = "demo";

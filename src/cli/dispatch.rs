@@ -3,18 +3,18 @@
 use crate::cli::args::Command;
 use crate::cli::config::Config;
 use crate::cli::{apply, demo, doctor, launch, report, resume, review, run, skill, trust};
-use crate::error::{Error, IoContext, Result};
-use crate::exit::ExitCode;
-use crate::model::event::{Event, Record};
-use crate::model::status::now;
-use crate::task::events;
+use ocflow_core::task::events;
+use ocflow_model::error::{Error, IoContext, Result};
+use ocflow_model::event::{Event, Record};
+use ocflow_model::exit::ExitCode;
+use ocflow_model::status::now;
 
 /// Runs one command.
 pub(crate) fn dispatch(config: &Config, command: Command) -> Result<ExitCode> {
     // Said before the command runs, to people (stderr) and headless callers (a warning event).
     // The compiled-in declarations are read at first use: a build whose file does not read
     // could validate nothing, and says so before anything else.
-    if let Some(problem) = crate::flow::operations::built_in_problem() {
+    if let Some(problem) = ocflow_core::flow::operations::built_in_problem() {
         return Err(Error::internal(problem));
     }
     let mut warnings = config.warnings.clone();
@@ -109,7 +109,7 @@ fn with_runtime<F: Future<Output = Result<ExitCode>>>(
 fn operations(config: &Config) -> Result<ExitCode> {
     let (_, problems) = launch::load_operations(config)?;
     if config.json {
-        let listed: Vec<serde_json::Value> = crate::flow::operations::all()
+        let listed: Vec<serde_json::Value> = ocflow_core::flow::operations::all()
             .map(|op| {
                 serde_json::json!({
                     "name": op.name,
@@ -126,16 +126,16 @@ fn operations(config: &Config) -> Result<ExitCode> {
             })
             .collect();
         let text = serde_json::json!({"operations": listed, "problems": problems});
-        crate::output::print_stdout(&format!("{text}\n"));
+        ocflow_model::output::print_stdout(&format!("{text}\n"));
     } else {
         let mut text = format!(
             "Operations (* marks required parameters):\n{}",
-            crate::flow::operations::catalogue()
+            ocflow_core::flow::operations::catalogue()
         );
         for problem in &problems {
             text.push_str(&format!("\nwarning: {problem}"));
         }
-        crate::output::print_stdout(&format!("{}\n", text.trim_end()));
+        ocflow_model::output::print_stdout(&format!("{}\n", text.trim_end()));
     }
     Ok(if problems.is_empty() {
         ExitCode::Success

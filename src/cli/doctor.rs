@@ -7,10 +7,10 @@ use serde::Serialize;
 
 use crate::cli::config::Config;
 use crate::cli::launch;
-use crate::error::Result;
-use crate::exit::ExitCode;
-use crate::model::llm::{ChatRequest, Message};
-use crate::output::{print_stdout, printable};
+use ocflow_model::error::Result;
+use ocflow_model::exit::ExitCode;
+use ocflow_model::llm::{ChatRequest, Message};
+use ocflow_model::output::{print_stdout, printable};
 
 /// How a check came out.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]

@@ -3,15 +3,15 @@
 //! on stdout as plain text where colour does not belong, and not at all with `--json` (the
 //! `flow_finished` event says it all there).
 
-use crate::engine::summary;
-use crate::error::Result;
-use crate::model::flow::Flow;
-use crate::model::status::{FlowState, FlowStatus, StepState};
-use crate::output::{paint, print_stdout, printable, quoted_path, styles};
-use crate::task::events::seconds;
-use crate::task::failure_cause;
-use crate::task::review::{self, ChangeKind};
-use crate::task::workspace::{self, TaskDir};
+use ocflow_core::engine::summary;
+use ocflow_core::task::events::seconds;
+use ocflow_core::task::failure_cause;
+use ocflow_core::task::review::{self, ChangeKind};
+use ocflow_core::task::workspace::{self, TaskDir};
+use ocflow_model::error::Result;
+use ocflow_model::flow::Flow;
+use ocflow_model::output::{paint, print_stdout, printable, quoted_path, styles};
+use ocflow_model::status::{FlowState, FlowStatus, StepState};
 
 /// How many of the summary's lines are shown.
 const SUMMARY_LINES: usize = 8;
@@ -196,6 +196,6 @@ fn stopped_by_a_full_disk(status: &FlowStatus) -> bool {
         && failed.all(|s| {
             s.error
                 .as_ref()
-                .is_some_and(|e| e.kind == crate::model::status::NO_SPACE_KIND)
+                .is_some_and(|e| e.kind == ocflow_model::status::NO_SPACE_KIND)
         })
 }

@@ -9,12 +9,12 @@ use std::time::Duration;
 use notify::{EventKind, RecursiveMode, Watcher};
 
 use crate::cli::status_table;
-use crate::error::Result;
-use crate::exit::ExitCode;
-use crate::model::status::FlowState;
-use crate::output::{print_stdout, say};
-use crate::task::state;
-use crate::task::workspace::{JOURNAL_FILE, STATUS_FILE, TaskDir};
+use ocflow_core::task::state;
+use ocflow_core::task::workspace::{JOURNAL_FILE, STATUS_FILE, TaskDir};
+use ocflow_model::error::Result;
+use ocflow_model::exit::ExitCode;
+use ocflow_model::output::{print_stdout, say};
+use ocflow_model::status::FlowState;
 
 /// Longest wait between two looks when no notification comes.
 const POLL: Duration = Duration::from_secs(2);

@@ -4,9 +4,9 @@
 use clap::CommandFactory;
 
 use crate::cli::args::Cli;
-use crate::error::{Error, Result};
-use crate::exit::ExitCode;
-use crate::output::print_stdout;
+use ocflow_model::error::{Error, Result};
+use ocflow_model::exit::ExitCode;
+use ocflow_model::output::print_stdout;
 
 /// Prints the completion script for `shell`.
 pub(crate) fn completions(shell: clap_complete::Shell) -> Result<ExitCode> {

@@ -8,28 +8,28 @@ use std::sync::{Arc, OnceLock};
 
 use crate::cli::apply;
 use crate::cli::config::Config;
-use crate::engine::bridge::{self, Bridge, HostLlm};
-use crate::engine::dependencies::Dependencies;
-use crate::engine::executor::{Executor, FlowOutcome, RecoverySettings, Settings};
-use crate::engine::sandbox::SandboxPlan;
-use crate::error::{Error, IoContext, Result};
-use crate::exit::ExitCode;
-use crate::flow::path_rules::{PathRules, canonical_or_absolute};
-use crate::flow::plugins;
-use crate::flow::roles::Roles;
-use crate::flow::validate;
-use crate::llm::client::{Endpoint, Llm};
-use crate::llm::key;
-use crate::model::event::Event;
-use crate::model::flow::Flow;
-use crate::model::problem::Problem;
-use crate::model::repo_path::RepoPath;
-use crate::model::status::{FlowState, FlowStatus, now};
-use crate::task::events::Events;
-use crate::task::review;
-use crate::task::staging;
-use crate::task::state;
-use crate::task::workspace::TaskDir;
+use ocflow_core::engine::bridge::{self, Bridge, HostLlm};
+use ocflow_core::engine::dependencies::Dependencies;
+use ocflow_core::engine::executor::{Executor, FlowOutcome, RecoverySettings, Settings};
+use ocflow_core::engine::sandbox::SandboxPlan;
+use ocflow_core::flow::path_rules::{PathRules, canonical_or_absolute};
+use ocflow_core::flow::plugins;
+use ocflow_core::flow::roles::Roles;
+use ocflow_core::flow::validate;
+use ocflow_core::llm::client::{Endpoint, Llm};
+use ocflow_core::llm::key;
+use ocflow_core::task::events::Events;
+use ocflow_core::task::review;
+use ocflow_core::task::staging;
+use ocflow_core::task::state;
+use ocflow_core::task::workspace::TaskDir;
+use ocflow_model::error::{Error, IoContext, Result};
+use ocflow_model::event::Event;
+use ocflow_model::exit::ExitCode;
+use ocflow_model::flow::Flow;
+use ocflow_model::problem::Problem;
+use ocflow_model::repo_path::RepoPath;
+use ocflow_model::status::{FlowState, FlowStatus, now};
 
 /// The LLM client, or a usage error saying what to configure.
 pub(crate) fn require_llm(config: &Config) -> Result<Arc<Llm>> {
@@ -335,7 +335,7 @@ fn finish(executor: &mut Executor, outcome: FlowOutcome, apply_after: bool) -> R
                 &executor.flow,
                 &changes,
                 false,
-                &crate::task::interrupt::raised,
+                &ocflow_core::task::interrupt::raised,
             )?;
             apply::record_applied(
                 &mut executor.events,

@@ -10,13 +10,13 @@ use std::time::Duration;
 
 use indicatif::{MultiProgress, ProgressBar, ProgressDrawTarget, ProgressStyle};
 
-use crate::flow::operations;
-use crate::model::event::Event;
-use crate::model::flow::Flow;
-use crate::model::llm::Usage;
-use crate::model::status::StepState;
-use crate::output::{self, Live, paint, printable, say, styles};
-use crate::task::events::{seconds, started_label};
+use ocflow_core::flow::operations;
+use ocflow_core::task::events::{seconds, started_label};
+use ocflow_model::event::Event;
+use ocflow_model::flow::Flow;
+use ocflow_model::llm::Usage;
+use ocflow_model::output::{self, Live, paint, printable, say, styles};
+use ocflow_model::status::StepState;
 
 /// The live display of one process.
 struct Display {

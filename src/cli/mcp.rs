@@ -27,10 +27,10 @@ use tokio::process::{Child, ChildStdout};
 
 use crate::cli::args::GlobalArgs;
 use crate::cli::mcp_stdio;
-use crate::error::{Error, IoContext, Result};
-use crate::exit::ExitCode;
-use crate::llm::key::{self, ApiKey};
-use crate::output::say;
+use ocflow_core::llm::key::{self, ApiKey};
+use ocflow_model::error::{Error, IoContext, Result};
+use ocflow_model::exit::ExitCode;
+use ocflow_model::output::say;
 
 /// What the server tells the client's model about itself.
 const INSTRUCTIONS: &str = "ocflow plans a coding task with an LLM, runs it as a flow of steps \

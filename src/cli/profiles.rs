@@ -10,12 +10,12 @@ use std::time::Duration;
 use serde::Deserialize;
 
 use crate::cli::args::GlobalArgs;
-use crate::error::{Error, Result};
-use crate::flow::path_rules::absolute;
-use crate::flow::roles::Roles;
-use crate::llm::client::{Endpoint, RetryPolicy};
-use crate::llm::key::{self, ApiKey};
-use crate::model::llm::{DEFAULT_PROFILE, ModelSettings};
+use ocflow_core::flow::path_rules::absolute;
+use ocflow_core::flow::roles::Roles;
+use ocflow_core::llm::client::{Endpoint, RetryPolicy};
+use ocflow_core::llm::key::{self, ApiKey};
+use ocflow_model::error::{Error, Result};
+use ocflow_model::llm::{DEFAULT_PROFILE, ModelSettings};
 
 /// Why no LLM is configured; the message names what to set.
 #[derive(Debug, Clone, thiserror::Error)]

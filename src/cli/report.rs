@@ -13,14 +13,14 @@ use std::fmt::Write;
 use crate::cli::args::TaskArg;
 use crate::cli::config::Config;
 use crate::cli::tasks::{find_task, know_operations_of};
-use crate::error::Result;
-use crate::exit::ExitCode;
-use crate::model::event::EVENT_VERSION;
-use crate::model::status::{FlowStatus, now};
-use crate::output::print_stdout;
-use crate::task::report::{self, Changes, FileDiff, MAX_DIFF_BYTES, ReportFacts, StepFacts};
-use crate::task::workspace;
 use html::{duration, escape};
+use ocflow_core::task::report::{self, Changes, FileDiff, MAX_DIFF_BYTES, ReportFacts, StepFacts};
+use ocflow_core::task::workspace;
+use ocflow_model::error::Result;
+use ocflow_model::event::EVENT_VERSION;
+use ocflow_model::exit::ExitCode;
+use ocflow_model::output::print_stdout;
+use ocflow_model::status::{FlowStatus, now};
 use timeline::Span;
 
 /// `ocflow report`: writes the page and prints where it is. Takes no lock: the page may be
@@ -472,10 +472,10 @@ mod tests {
     use std::path::Path;
 
     use super::*;
-    use crate::model::flow::{Flow, Step};
-    use crate::model::status::StepState;
-    use crate::task::report::Attempt;
-    use crate::task::review::ChangeKind;
+    use ocflow_core::task::report::Attempt;
+    use ocflow_core::task::review::ChangeKind;
+    use ocflow_model::flow::{Flow, Step};
+    use ocflow_model::status::StepState;
 
     const EVIL: &str = "<script>alert('x')</script>";
 
@@ -506,8 +506,8 @@ mod tests {
         status.steps[0].tokens.total_tokens = 40;
         status.steps[0]
             .recoveries
-            .push(crate::model::status::RecoveryRecord {
-                strategy: crate::model::decision::StrategyKind::Retry,
+            .push(ocflow_model::status::RecoveryRecord {
+                strategy: ocflow_model::decision::StrategyKind::Retry,
                 reason: EVIL.into(),
                 signature: String::new(),
                 revision: None,

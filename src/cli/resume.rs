@@ -7,19 +7,19 @@ use crate::cli::launch::{self, connect_llm};
 use crate::cli::live;
 use crate::cli::run;
 use crate::cli::tasks::{find_task, know_operations_of};
-use crate::engine::executor::{Executor, Interrupt};
-use crate::engine::orphans;
-use crate::error::{Error, Result};
-use crate::exit::ExitCode;
-use crate::flow::path_rules::PathRules;
-use crate::model::event::Event;
-use crate::model::flow::Flow;
-use crate::model::status::{FlowState, FlowStatus, NO_SPACE_KIND, PendingRecovery, StepState};
-use crate::output::say;
-use crate::task::events::Events;
-use crate::task::journal::Journal;
-use crate::task::workspace::{self, TaskDir};
-use crate::task::{staging, state};
+use ocflow_core::engine::executor::{Executor, Interrupt};
+use ocflow_core::engine::orphans;
+use ocflow_core::flow::path_rules::PathRules;
+use ocflow_core::task::events::Events;
+use ocflow_core::task::journal::Journal;
+use ocflow_core::task::workspace::{self, TaskDir};
+use ocflow_core::task::{staging, state};
+use ocflow_model::error::{Error, Result};
+use ocflow_model::event::Event;
+use ocflow_model::exit::ExitCode;
+use ocflow_model::flow::Flow;
+use ocflow_model::output::say;
+use ocflow_model::status::{FlowState, FlowStatus, NO_SPACE_KIND, PendingRecovery, StepState};
 use std::collections::BTreeSet;
 
 pub(crate) async fn resume(config: &Config, args: ResumeArgs) -> Result<ExitCode> {
@@ -156,7 +156,7 @@ pub(crate) async fn resume(config: &Config, args: ResumeArgs) -> Result<ExitCode
     );
     // First what the killed run's steps left in their cgroups (a daemon without the task's
     // marker too), then, where there were none, processes carrying the marker.
-    let groups = crate::engine::step_cgroup::Hierarchies::find().end_left_for(&task.root);
+    let groups = ocflow_sandbox::step_cgroup::Hierarchies::find().end_left_for(&task.root);
     let stopped = groups + orphans::stop(&task);
     if stopped > 0 {
         say(&format!(

@@ -4,10 +4,10 @@ use crate::cli::args::{DiffArgs, StatusArgs};
 use crate::cli::config::Config;
 use crate::cli::tasks::{as_shown, find_task, know_operations_of, task_dirs};
 use crate::cli::{follow, status_table};
-use crate::error::Result;
-use crate::exit::ExitCode;
-use crate::output::{self, paint, print_stdout, quoted_path, say, styles};
-use crate::task::{review, state};
+use ocflow_core::task::{review, state};
+use ocflow_model::error::Result;
+use ocflow_model::exit::ExitCode;
+use ocflow_model::output::{self, paint, print_stdout, quoted_path, say, styles};
 
 /// `ocflow status`: the table, JSON, or the table again at every change (`--follow`).
 pub(crate) fn status(config: &Config, args: StatusArgs) -> Result<ExitCode> {

@@ -9,24 +9,24 @@ use crate::cli::args::{PlanArgs, RunArgs};
 use crate::cli::config::Config;
 use crate::cli::launch::{self, connect_llm, require_llm};
 use crate::cli::live;
-use crate::engine::executor::{Executor, Interrupt};
-use crate::error::{Error, IoContext, Result};
-use crate::exit::ExitCode;
-use crate::flow::operations;
-use crate::flow::path_rules::canonical_or_absolute;
-use crate::flow::task_intent;
-use crate::flow::validate::MAX_TASK_BYTES;
-use crate::llm::client::Llm;
-use crate::llm::planner::{PlanError, Planner};
-use crate::model::event::Event;
-use crate::model::flow::{FLOW_VERSION, Flow};
-use crate::model::llm::LlmErrorKind;
-use crate::model::status::{FlowState, FlowStatus, now};
-use crate::output::{print_stdout, say};
-use crate::task::events::{Events, beating};
-use crate::task::journal::Journal;
-use crate::task::state;
-use crate::task::workspace::{self, TaskDir};
+use ocflow_core::engine::executor::{Executor, Interrupt};
+use ocflow_core::flow::operations;
+use ocflow_core::flow::path_rules::canonical_or_absolute;
+use ocflow_core::flow::task_intent;
+use ocflow_core::flow::validate::MAX_TASK_BYTES;
+use ocflow_core::llm::client::Llm;
+use ocflow_core::llm::planner::{PlanError, Planner};
+use ocflow_core::task::events::{Events, beating};
+use ocflow_core::task::journal::Journal;
+use ocflow_core::task::state;
+use ocflow_core::task::workspace::{self, TaskDir};
+use ocflow_model::error::{Error, IoContext, Result};
+use ocflow_model::event::Event;
+use ocflow_model::exit::ExitCode;
+use ocflow_model::flow::{FLOW_VERSION, Flow};
+use ocflow_model::llm::LlmErrorKind;
+use ocflow_model::output::{print_stdout, say};
+use ocflow_model::status::{FlowState, FlowStatus, now};
 
 /// Where the planner's raw answers are kept in a task directory.
 const PLANNING_DIR: &str = "planning";
@@ -333,7 +333,7 @@ fn planning_failed(
     flow_status.finished_at = Some(now());
     state::save_status(task, &mut flow_status)?;
     let summary_path = task.file(workspace::SUMMARY_FILE);
-    let summary = crate::engine::summary::from_journal(task, &flow_status, &empty)?;
+    let summary = ocflow_core::engine::summary::from_journal(task, &flow_status, &empty)?;
     workspace::write_atomic(&summary_path, summary.as_bytes())?;
     events.emit(Event::FlowFinished {
         task_id: task.task_id.clone(),

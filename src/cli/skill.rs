@@ -10,10 +10,10 @@ use std::path::Path;
 
 use crate::cli::args::SkillArgs;
 use crate::cli::config::Config;
-use crate::error::{Error, IoContext, Result};
-use crate::exit::ExitCode;
-use crate::output::{print_stdout, say};
-use crate::task::workspace::write_atomic;
+use ocflow_core::task::workspace::write_atomic;
+use ocflow_model::error::{Error, IoContext, Result};
+use ocflow_model::exit::ExitCode;
+use ocflow_model::output::{print_stdout, say};
 
 /// The skill's text; its folder name and front matter `name` are both `ocflow`.
 const SKILL: &str = include_str!("../../skills/ocflow/SKILL.md");

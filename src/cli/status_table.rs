@@ -4,12 +4,12 @@
 
 use comfy_table::{CellAlignment, ColumnConstraint, ContentArrangement, Table, presets};
 
-use crate::flow::ignore_rules;
-use crate::model::llm::DEFAULT_PROFILE;
-use crate::model::repo_path::RepoPath;
-use crate::model::status::{FlowState, FlowStatus, StepState, StepStatus};
-use crate::output::{paint, printable, printable_lines, styles};
-use crate::task::events::seconds;
+use ocflow_core::flow::ignore_rules;
+use ocflow_core::task::events::seconds;
+use ocflow_model::llm::DEFAULT_PROFILE;
+use ocflow_model::output::{paint, printable, printable_lines, styles};
+use ocflow_model::repo_path::RepoPath;
+use ocflow_model::status::{FlowState, FlowStatus, StepState, StepStatus};
 
 /// A borderless table as wide as the terminal when stdout is one.
 ///

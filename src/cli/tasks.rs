@@ -5,10 +5,10 @@ use std::fs;
 use std::path::PathBuf;
 
 use crate::cli::config::Config;
-use crate::error::{Error, IoContext, Result};
-use crate::model::status::{FlowState, FlowStatus};
-use crate::task::state;
-use crate::task::workspace::{self, TaskDir};
+use ocflow_core::task::state;
+use ocflow_core::task::workspace::{self, TaskDir};
+use ocflow_model::error::{Error, IoContext, Result};
+use ocflow_model::status::{FlowState, FlowStatus};
 
 /// The task `arg` names, or the most recently updated flow (only unfinished ones when
 /// `unfinished`).
@@ -81,7 +81,7 @@ pub(crate) fn find_task(config: &Config, arg: Option<&str>, unfinished: bool) ->
 /// then read as it was before tasks kept one (an unknown plugin step counts as a file step).
 pub(crate) fn know_operations_of(task: &TaskDir) {
     if let Err(err) = state::adopt_operations(task) {
-        crate::output::say(&format!("ocflow: warning: {err:#}"));
+        ocflow_model::output::say(&format!("ocflow: warning: {err:#}"));
     }
 }
 

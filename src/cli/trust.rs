@@ -8,10 +8,10 @@ use std::fs;
 
 use crate::cli::args::TrustArgs;
 use crate::cli::config::Config;
-use crate::error::{Error, IoContext, Result};
-use crate::exit::ExitCode;
-use crate::output::say;
-use crate::task::workspace::write_atomic;
+use ocflow_core::task::workspace::write_atomic;
+use ocflow_model::error::{Error, IoContext, Result};
+use ocflow_model::exit::ExitCode;
+use ocflow_model::output::say;
 
 pub(crate) fn trust(config: &Config, args: TrustArgs) -> Result<ExitCode> {
     let path = config.user_config.as_ref().ok_or_else(|| {

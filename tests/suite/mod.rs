@@ -6,6 +6,7 @@ mod bridge;
 mod commands;
 mod contract;
 mod dependencies;
+mod design_map;
 mod failure_cause;
 mod flows;
 mod languages;

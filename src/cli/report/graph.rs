@@ -6,7 +6,7 @@ use std::collections::VecDeque;
 use std::fmt::Write;
 
 use super::html::{escape, shorten};
-use crate::task::report::StepFacts;
+use ocflow_core::task::report::StepFacts;
 
 const NODE_WIDTH: usize = 200;
 const NODE_HEIGHT: usize = 62;

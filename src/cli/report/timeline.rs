@@ -7,8 +7,8 @@ use std::fmt::Write;
 use chrono::{DateTime, FixedOffset};
 
 use super::html::{duration, escape};
-use crate::model::status::StepState;
-use crate::task::report::{Attempt, ReportFacts};
+use ocflow_core::task::report::{Attempt, ReportFacts};
+use ocflow_model::status::StepState;
 
 /// The flow's span: where 0 % and 100 % of the chart are.
 #[derive(Debug, Clone, Copy)]

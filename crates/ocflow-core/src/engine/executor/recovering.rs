@@ -1,0 +1,495 @@
+//! The executor after a step failed: transient failures retried after a backoff, permanent
+//! ones handed to recovery, and the decision carried out on the flow and its status (see the
+//! state machine in DESIGN.md, "Recovery").
+
+use std::collections::BTreeSet;
+
+use serde_json::Value;
+
+use super::{Executor, Next, missing_step};
+use crate::engine::recovery;
+use crate::task::events::beating;
+use crate::task::{staging, state};
+use ocflow_model::decision::StrategyKind;
+use ocflow_model::error::{Error, Result};
+use ocflow_model::event::Event;
+use ocflow_model::flow::Step;
+use ocflow_model::status::{self, FlowStatus, StepState};
+use ocflow_model::step_result::StepResult;
+
+impl Executor {
+    /// A failed step: a transient failure is retried after a backoff, within bounds and
+    /// without asking the LLM; a permanent one goes to recovery when there is an LLM.
+    pub(super) async fn after_failure(&mut self, step: &Step) -> Result<Next> {
+        let result = self.failed_result(&step.id)?;
+        let limits = self.settings.recovery_limits;
+        let retryable = step.params.get("retryable").and_then(Value::as_bool) == Some(true);
+        let transient = result.as_ref().is_some_and(|result| {
+            result.llm_error.as_ref().is_some_and(|e| e.transient)
+                || (result.timed_out == Some(true) && retryable)
+        });
+        if let Some(reason) = result.as_ref().and_then(bwrap_refused)
+            && self.fall_back_a_layer(&step.id, &reason)?
+        {
+            // The command never ran: it runs again at once with the next set of layers,
+            // without the LLM, whatever the attempts left (at most twice a flow: each time
+            // takes a layer off).
+            return self.run_again_at_once(&step.id);
+        }
+        let unmounted = result.as_ref().and_then(overlay_not_mounted);
+        if let Some(reason) = &unmounted
+            && self.overlay_works != Some(false)
+        {
+            // What failed for one step would fail for the next: copies from now on.
+            self.overlay_works = Some(false);
+            self.events.emit(Event::Warning {
+                message: format!(
+                    "the overlay of step {}'s view could not be mounted ({reason}): command \
+                     steps run in copies of the repository from now on",
+                    step.id
+                ),
+            })?;
+        }
+        let again_in_a_copy = (unmounted.is_some()
+            || result.as_ref().is_some_and(refused_a_rename))
+            && self.copy_views.insert(step.id.clone());
+        if again_in_a_copy {
+            // The overlay refused to rename a directory the view already had (EXDEV), which
+            // a copied view allows, or could not be mounted: the command runs again at once in
+            // a copy, without the LLM, whatever the attempts left (the step did nothing wrong;
+            // once per step).
+            return self.run_again_at_once(&step.id);
+        }
+        let entry = self
+            .status
+            .step_mut(&step.id)
+            .ok_or_else(|| missing_step(&self.task, &step.id))?;
+        if transient
+            && entry.auto_retries < limits.max_transient_retries
+            && entry.attempts < limits.max_attempts_per_step
+        {
+            let retry = entry.retry_transient()?;
+            let delay = std::time::Duration::from_secs(1 << (retry - 1).min(5));
+            self.save()?;
+            self.events.emit(Event::StepRetrying {
+                step: step.id.clone(),
+                retry,
+                delay_ms: delay.as_millis() as u64,
+            })?;
+            let interrupt = self.interrupt.clone();
+            tokio::select! {
+                () = tokio::time::sleep(delay) => return Ok(Next::Continue),
+                () = interrupt.wait() => return Ok(Next::Interrupted),
+            }
+        }
+        if self.settings.recovery.is_none() {
+            return Ok(Next::Stop);
+        }
+        self.status.pending_recovery = Some(status::PendingRecovery {
+            step: step.id.clone(),
+            decision: None,
+        });
+        self.save()?;
+        self.recover(&step.id).await
+    }
+
+    /// Runs a step that did nothing wrong again at once, without the LLM, whatever the
+    /// attempts left (its sandbox or view was at fault, not its command).
+    fn run_again_at_once(&mut self, id: &str) -> Result<Next> {
+        let entry = self
+            .status
+            .step_mut(id)
+            .ok_or_else(|| missing_step(&self.task, id))?;
+        let retry = entry.retry_transient()?;
+        self.save()?;
+        self.events.emit(Event::StepRetrying {
+            step: id.to_string(),
+            retry,
+            delay_ms: 0,
+        })?;
+        Ok(Next::Continue)
+    }
+
+    /// Takes a layer off the flow's sandbox after bubblewrap refused to start step `id`'s
+    /// command (`reason`): the overlays first (the known case: no `/proc` mount in the user
+    /// namespace the launcher makes for them), then the namespaces. Says so; false when there
+    /// was no layer left to take.
+    fn fall_back_a_layer(&mut self, id: &str, reason: &str) -> Result<bool> {
+        let Some(plan) = self.settings.sandbox.as_mut() else {
+            return Ok(false);
+        };
+        let what = if plan.overlay {
+            plan.overlay = false;
+            self.overlay_works = Some(false);
+            "without overlays (views are copies; tool caches start empty in each step)"
+        } else if plan.bwrap.is_some() {
+            plan.bwrap = None;
+            "without namespaces (Landlock and the limits hold)"
+        } else {
+            return Ok(false);
+        };
+        self.status.sandbox = Some(format!("{}: {}", plan.kind(), plan.describe()));
+        self.events.emit(Event::Warning {
+            message: format!(
+                "bubblewrap could not start step {id}'s command ({reason}): command steps run \
+                 {what} from now on"
+            ),
+        })?;
+        Ok(true)
+    }
+
+    /// The result of a step that just failed: kept from when it was recorded, or read once
+    /// (a recovery that a crash interrupted).
+    fn failed_result(&mut self, id: &str) -> Result<Option<StepResult>> {
+        match self.failed_results.get(id) {
+            Some(result) => Ok(Some(result.clone())),
+            None => state::load_result(&self.task, id),
+        }
+    }
+
+    /// One recovery round for the failed step: a decision (the pending one after a crash, or
+    /// a new one from the LLM), the stuck rule, then carrying it out.
+    pub(super) async fn recover(&mut self, failed: &str) -> Result<Next> {
+        if self.settings.recovery.is_none() {
+            return Ok(Next::Stop);
+        }
+        let pending = self
+            .status
+            .pending_recovery
+            .as_ref()
+            .and_then(|p| p.decision.clone());
+        let result = self.failed_result(failed)?;
+        let Some(settings) = &self.settings.recovery else {
+            return Ok(Next::Stop);
+        };
+        let context = recovery::Context {
+            llm: &settings.llm,
+            settings: &settings.model,
+            rules: &settings.rules,
+            task: &self.task,
+            flow: &self.flow,
+            status: &self.status,
+            limits: self.settings.recovery_limits,
+            policy: settings.policy,
+            roles: &settings.roles,
+            result: result.as_ref(),
+        };
+        let before = settings.llm.usage_for("recovery");
+        let decided = match pending {
+            Some(decision) => recovery::redo(&context, failed, decision),
+            None => {
+                let interrupt = self.interrupt.clone();
+                let (pulse, tokens, llm) = (self.events.pulse(), self.status.tokens, &settings.llm);
+                let beat = || {
+                    let mut so_far = tokens;
+                    so_far.add(&llm.usage_for("recovery").since(&before));
+                    pulse.beat("recovering", vec![failed.to_string()], so_far);
+                };
+                tokio::select! {
+                    decided = beating(recovery::decide(&context, failed), beat) => decided,
+                    () = interrupt.wait() => return Ok(Next::Interrupted),
+                }
+            }
+        };
+        let used = settings.llm.usage_for("recovery").since(&before);
+        self.status.count_tokens(&settings.model.profile, &used);
+        // Every answer asked for counts, usable or not.
+        self.status.recovery_calls += u32::try_from(used.calls).unwrap_or(u32::MAX);
+        let decided = match decided {
+            Ok(decided) => decided,
+            Err(stop) => return self.stop_recovery(failed, &stop.to_string()),
+        };
+        let signature = decided.decision.signature();
+        let entry = self
+            .status
+            .step(failed)
+            .ok_or_else(|| missing_step(&self.task, failed))?;
+        let fresh = self
+            .status
+            .pending_recovery
+            .as_ref()
+            .is_some_and(|p| p.decision.is_none());
+        if fresh && entry.recoveries.iter().any(|r| r.signature == signature) {
+            let stuck = recovery::Stop::Stuck {
+                step: failed.to_string(),
+                strategy: decided.decision.strategy,
+            };
+            return self.stop_recovery(failed, &stuck.to_string());
+        }
+        if fresh {
+            let revision = decided.flow.as_ref().map(|_| self.status.revision + 1);
+            if let Some(entry) = self.status.step_mut(failed) {
+                entry.recoveries.push(status::RecoveryRecord {
+                    strategy: decided.decision.strategy,
+                    reason: decided.decision.reason.clone(),
+                    signature,
+                    revision,
+                    at: status::now(),
+                });
+            }
+            self.status.pending_recovery = Some(status::PendingRecovery {
+                step: failed.to_string(),
+                decision: Some(decided.decision.clone()),
+            });
+            self.save()?;
+            self.events.emit(Event::RecoveryDecided {
+                step: failed.to_string(),
+                strategy: decided.decision.strategy.to_string(),
+                reason: decided.decision.reason.clone(),
+                revision,
+            })?;
+            for message in &decided.notes {
+                self.events.emit(Event::Warning {
+                    message: message.clone(),
+                })?;
+            }
+        }
+        self.carry_out(failed, decided)
+    }
+
+    /// Applies a decision to the flow and the status, then clears the pending recovery in one
+    /// atomic status write. A new flow revision is saved as `flow.rN.json` before that write
+    /// and copied to `flow.json` after it, so a crash anywhere leaves a state resume redoes.
+    fn carry_out(&mut self, failed: &str, decided: recovery::Decided) -> Result<Next> {
+        let decision = decided.decision;
+        let skip = |status: &mut FlowStatus, id: &str, message: String| -> Result<()> {
+            match status.step_mut(id) {
+                Some(entry) => Ok(entry.skip(message)?),
+                None => Ok(()),
+            }
+        };
+        let mut next = Next::Continue;
+        match (decision.strategy, decided.flow) {
+            (StrategyKind::Retry, _) => self.reset(failed)?,
+            (StrategyKind::Skip, _) => {
+                skip(
+                    &mut self.status,
+                    failed,
+                    format!("skipped by recovery: {}", decision.reason),
+                )?;
+                for id in self.descendants(failed) {
+                    let reason =
+                        format!("skipped: it needs the outputs of the skipped step {failed}");
+                    skip(&mut self.status, &id, reason)?;
+                }
+            }
+            (StrategyKind::Abort, _) => {
+                self.status.message = Some(format!(
+                    "recovery aborted the flow at step {failed}: {}",
+                    decision.reason
+                ));
+                next = Next::Stop;
+            }
+            (strategy, Some(flow)) => {
+                let revision = self.status.revision + 1;
+                state::save_revision(&self.task, &flow, revision)?;
+                let old: BTreeSet<String> = self.flow.steps.iter().map(|s| s.id.clone()).collect();
+                let kept: BTreeSet<String> = flow.steps.iter().map(|s| s.id.clone()).collect();
+                let added: Vec<_> = flow
+                    .steps
+                    .iter()
+                    .filter(|s| self.status.step(&s.id).is_none())
+                    .map(FlowStatus::pending_step)
+                    .collect();
+                self.status.steps.extend(added);
+                for id in old.difference(&kept) {
+                    let reason = if id == failed && strategy == StrategyKind::Alternative {
+                        format!("replaced in revision {revision}: {}", decision.reason)
+                    } else {
+                        format!("dropped by revision {revision}")
+                    };
+                    skip(&mut self.status, id, reason)?;
+                }
+                if strategy == StrategyKind::Modify {
+                    let target = decision
+                        .step
+                        .as_ref()
+                        .and_then(|s| s.get("id"))
+                        .and_then(Value::as_str)
+                        .unwrap_or(failed)
+                        .to_string();
+                    self.flow = flow;
+                    self.reset(&target)?;
+                    for id in self.descendants(&target) {
+                        self.reset(&id)?;
+                    }
+                } else {
+                    self.flow = flow;
+                }
+                if strategy == StrategyKind::Replan {
+                    self.status.replans += 1;
+                }
+                self.status.revision = revision;
+            }
+            (strategy, None) => {
+                return Err(Error::internal(format!(
+                    "recovery strategy {strategy} came without a flow"
+                )));
+            }
+        }
+        self.status.pending_recovery = None;
+        self.save()?;
+        state::save_flow(&self.task, &self.flow)?;
+        staging::rebuild_final_output(&self.task, &self.status, &self.flow)?;
+        Ok(next)
+    }
+
+    /// Sets a step back to pending; its earlier outputs no longer count. A step an earlier
+    /// decision skipped stays skipped.
+    fn reset(&mut self, id: &str) -> Result<()> {
+        if let Some(entry) = self
+            .status
+            .step_mut(id)
+            .filter(|s| s.status != StepState::Skipped)
+        {
+            entry.reset("runs again after a recovery decision")?;
+        }
+        Ok(())
+    }
+
+    /// Every step of the current flow that depends on `id`, directly or not.
+    fn descendants(&self, id: &str) -> Vec<String> {
+        self.flow
+            .steps
+            .iter()
+            .filter(|s| self.flow.ancestors(&s.id).contains(id))
+            .map(|s| s.id.clone())
+            .collect()
+    }
+
+    /// Recovery cannot go on: the flow fails, and its summary says why.
+    fn stop_recovery(&mut self, step: &str, reason: &str) -> Result<Next> {
+        self.status.pending_recovery = None;
+        self.status.message = Some(format!("recovery stopped at step {step}: {reason}"));
+        self.save()?;
+        self.events.emit(Event::RecoveryStopped {
+            step: step.to_string(),
+            reason: reason.to_string(),
+        })?;
+        Ok(Next::Stop)
+    }
+}
+
+/// Whether a command failed in a view made of layers because the kernel refused to rename a
+/// directory (EXDEV: overlays mounted in a user namespace cannot redirect directories; `mv`
+/// copies instead, Python's `os.rename` and Node's `fs.rename` fail). The words are in glibc's
+/// and musl's `strerror` ("Invalid cross-device link", "Cross-device link"), so in what
+/// Python, Go, Rust and Java print, and in Node's ("EXDEV: cross-device link not permitted").
+fn refused_a_rename(result: &StepResult) -> bool {
+    let said = |field: &str| {
+        result
+            .fields
+            .get(field)
+            .and_then(Value::as_str)
+            .is_some_and(|text| text.to_ascii_lowercase().contains("cross-device link"))
+    };
+    result.view.as_deref() == Some("overlay") && (said("stderr") || said("stdout"))
+}
+
+/// Why bubblewrap could not start a step's command, when that is why it failed: bubblewrap
+/// exits 1 saying `bwrap: …` (as "bwrap: Can't mount proc on /newroot/proc: Operation not
+/// permitted") before the command runs. Only for a step that ran in namespaces.
+fn bwrap_refused(result: &StepResult) -> Option<String> {
+    let in_namespaces = result
+        .fields
+        .get("sandbox_layers")
+        .and_then(|layers| layers.get("namespaces"))
+        .and_then(Value::as_bool);
+    let exit_code = result.fields.get("exit_code").and_then(Value::as_i64);
+    if in_namespaces != Some(true) || exit_code != Some(1) {
+        return None;
+    }
+    let stderr = result.fields.get("stderr").and_then(Value::as_str)?;
+    let first = stderr.lines().find(|line| !line.trim().is_empty())?.trim();
+    first.starts_with("bwrap: ").then(|| first.to_string())
+}
+
+/// Why the sandbox launcher could not mount a step's view made of layers, when that is why the
+/// command did not run: the launcher exits 126, as a shell does, saying "cannot ... for the
+/// overlay: ...". The probes make it rare (a kernel that refuses one mount but took the
+/// probe's); a copied view needs no mount.
+fn overlay_not_mounted(result: &StepResult) -> Option<String> {
+    let stderr = result.fields.get("stderr").and_then(Value::as_str)?;
+    let exit_code = result.fields.get("exit_code").and_then(Value::as_i64);
+    if result.view.as_deref() != Some("overlay") || exit_code != Some(126) {
+        return None;
+    }
+    stderr
+        .lines()
+        .find(|line| line.contains(" for the overlay: "))
+        .map(|line| line.trim().to_string())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn result(fields: serde_json::Value) -> StepResult {
+        let mut value = serde_json::json!({"version": 1, "status": "failure", "message": "m"});
+        value
+            .as_object_mut()
+            .unwrap()
+            .extend(fields.as_object().unwrap().clone());
+        serde_json::from_value(value).unwrap()
+    }
+
+    #[test]
+    fn a_launcher_that_could_not_mount_the_overlay_is_told_from_a_failing_command() {
+        let said = "ocflow-sandbox: cannot mount for the overlay: Invalid argument (os error 22)\n";
+        let unmounted =
+            result(serde_json::json!({"view": "overlay", "exit_code": 126, "stderr": said}));
+        assert_eq!(
+            overlay_not_mounted(&unmounted).as_deref(),
+            Some("ocflow-sandbox: cannot mount for the overlay: Invalid argument (os error 22)")
+        );
+        // A command's own exit 126, a copied view, or other words: the command's failure.
+        let denied = "bash: ./run: Permission denied";
+        for fields in [
+            serde_json::json!({"view": "overlay", "exit_code": 126, "stderr": denied}),
+            serde_json::json!({"view": "copy", "exit_code": 126, "stderr": said}),
+            serde_json::json!({"view": "overlay", "exit_code": 1, "stderr": said}),
+        ] {
+            assert_eq!(
+                overlay_not_mounted(&result(fields.clone())),
+                None,
+                "{fields}"
+            );
+        }
+    }
+
+    #[test]
+    fn a_bubblewrap_refusal_is_told_from_a_failing_command() {
+        let said = "bwrap: Can't mount proc on /newroot/proc: Operation not permitted\n";
+        let layers = serde_json::json!({"namespaces": true});
+        let refused = result(serde_json::json!(
+            {"exit_code": 1, "stderr": said, "sandbox_layers": layers}
+        ));
+        assert_eq!(
+            bwrap_refused(&refused).as_deref(),
+            Some("bwrap: Can't mount proc on /newroot/proc: Operation not permitted")
+        );
+        // Another exit code, no namespaces, or other words first: the command's failure.
+        for fields in [
+            serde_json::json!({"exit_code": 2, "stderr": said, "sandbox_layers": layers}),
+            serde_json::json!(
+                {"exit_code": 1, "stderr": said, "sandbox_layers": {"namespaces": false}}
+            ),
+            serde_json::json!(
+                {"exit_code": 1, "stderr": format!("make: *** x\n{said}"), "sandbox_layers": layers}
+            ),
+        ] {
+            assert_eq!(bwrap_refused(&result(fields.clone())), None, "{fields}");
+        }
+    }
+
+    #[test]
+    fn a_refused_rename_is_told_by_its_words_in_a_view_made_of_layers() {
+        let exdev = "OSError: [Errno 18] Invalid cross-device link: 'pkg' -> 'lib'";
+        assert!(refused_a_rename(&result(
+            serde_json::json!({"view": "overlay", "stderr": exdev})
+        )));
+        assert!(!refused_a_rename(&result(
+            serde_json::json!({"view": "copy", "stderr": exdev})
+        )));
+    }
+}

@@ -1,0 +1,14 @@
+//! The engine: the scheduler that runs a flow's steps (`executor`), recovery after a failure,
+//! the pyo3 bridge to the operation library and the interpreter under it, the instructions
+//! each step gets, the command sandbox (the host's half: the launcher is `ocflow-sandbox`),
+//! orphaned commands, and the summary at the end.
+
+pub mod bridge;
+pub mod dependencies;
+pub mod executor;
+pub mod instructions;
+pub mod interpreter;
+pub mod orphans;
+pub mod recovery;
+pub mod sandbox;
+pub mod summary;

@@ -1,0 +1,16 @@
+//! The flow's rules: the registry of operations, the validation of a flow (every rule, every
+//! problem at once), where paths may go, and which commands are refused. Pure checks over the
+//! model; nothing here writes.
+
+pub mod declaration;
+pub mod ignore_rules;
+pub mod operation;
+pub mod operations;
+pub mod path_rules;
+pub mod plugins;
+pub mod policy;
+pub mod roles;
+pub mod shell;
+pub mod task_intent;
+pub mod test_command;
+pub mod validate;

@@ -1,0 +1,200 @@
+//! The registry of operations a flow may use: their parameters, types, how each one touches
+//! the repository and which earlier results it is given. The validator, the planner's and the
+//! recovery prompt's lists of operations and the step contract's checks all come from it, so
+//! they cannot drift apart. The operations themselves are declared by the library, in
+//! `python/open_codex_lib/operations.json`: compiled in here (validation needs no Python), and
+//! replaced by the library's own declarations and plugins once it is loaded (`plugins`).
+
+use std::sync::{LazyLock, RwLock};
+
+use crate::flow::declaration;
+pub(crate) use crate::flow::operation::{Access, OperationSpec, ParamMeaning, ParamType, Reads};
+
+/// The library's declarations of the built-in operations, as this build was compiled with.
+pub(crate) const BUILT_IN_FILE: &str =
+    include_str!("../../../../python/open_codex_lib/operations.json");
+
+/// The compiled-in built-ins, read at first use; a file that does not read is a build that
+/// cannot validate anything, said by `built_in_problem`.
+static BUILT_IN: LazyLock<Result<&'static [&'static OperationSpec], String>> =
+    LazyLock::new(|| {
+        declaration::read_file(BUILT_IN_FILE)
+            .map(|specs| &*Box::leak(specs.into_boxed_slice()))
+            .map_err(|err| format!("the built-in operations (operations.json) do not read: {err}"))
+    });
+
+/// The operations installed since start-up (the library's declarations and plugins, or a
+/// task's saved catalogue); `None` until then, when the compiled-in built-ins are used.
+static INSTALLED: RwLock<Option<&'static [&'static OperationSpec]>> = RwLock::new(None);
+
+/// Why the compiled-in declarations cannot be used, if they cannot.
+pub fn built_in_problem() -> Option<String> {
+    BUILT_IN.as_ref().err().cloned()
+}
+
+/// The compiled-in built-ins (none if they do not read: see `built_in_problem`).
+pub(crate) fn built_in() -> &'static [&'static OperationSpec] {
+    BUILT_IN.as_ref().map_or(&[], |specs| specs)
+}
+
+/// Replaces the operations: from now on these are every operation, in this order.
+pub(crate) fn install(specs: Vec<&'static OperationSpec>) {
+    let specs: &'static [&'static OperationSpec] = Box::leak(specs.into_boxed_slice());
+    // A poisoned lock only means a thread panicked while swapping a reference: take it over.
+    let mut installed = INSTALLED.write().unwrap_or_else(|e| e.into_inner());
+    *installed = Some(specs);
+}
+
+/// Every operation: the built-ins, then the plugins.
+pub fn all() -> impl Iterator<Item = &'static OperationSpec> {
+    let installed = *INSTALLED.read().unwrap_or_else(|e| e.into_inner());
+    installed.unwrap_or_else(built_in).iter().copied()
+}
+
+/// Looks an operation up by name.
+pub fn find(name: &str) -> Option<&'static OperationSpec> {
+    all().find(|op| op.name == name)
+}
+
+/// All operation names, for error messages.
+pub(crate) fn names() -> Vec<&'static str> {
+    all().map(|op| op.name).collect()
+}
+
+/// The operations as the planner's prompt lists them, generated from this registry so the
+/// model is told exactly what the validator accepts.
+pub fn catalogue() -> String {
+    let mut out = String::new();
+    for op in all() {
+        out.push_str(&format!("- `{}`: {}\n", op.name, op.doc));
+        for param in op.params {
+            let required = if param.required { "*" } else { "" };
+            out.push_str(&format!(
+                "    {}{} ({}): {}\n",
+                param.name,
+                required,
+                param.kind.name(),
+                param.doc
+            ));
+        }
+        if !op.exactly_one_of.is_empty() {
+            out.push_str(&format!(
+                "    give exactly one of: {}\n",
+                op.exactly_one_of.join(", ")
+            ));
+        }
+    }
+    out
+}
+
+/// A step id, as the validator accepts it (its length is left to the validator).
+const ID_PATTERN: &str = "^[A-Za-z0-9][A-Za-z0-9_-]*$";
+/// A repository-relative path: no leading `/` or `~`, no spaces. Plain character classes
+/// only: llama.cpp turns the schema into a grammar, and its server died on `\s`.
+const PATH_PATTERN: &str = "^[A-Za-z0-9_.][A-Za-z0-9_./+@-]*$";
+
+/// The JSON Schema of a flow, generated from this registry like the catalogue: each step one
+/// of the operations, with its parameters typed and the required ones required. Endpoints that
+/// constrain decoding to a schema then cannot produce an unknown operation or a missing
+/// parameter; the validator still checks everything else (paths, references, cycles).
+pub(crate) fn flow_schema() -> serde_json::Value {
+    use serde_json::json;
+    let steps: Vec<serde_json::Value> = all()
+        .map(|op| {
+            let params: serde_json::Map<String, serde_json::Value> = op
+                .params
+                .iter()
+                .map(|p| {
+                    let schema = match (p.kind, p.meaning) {
+                        // Relative paths: not `/…`, not `~…` (the validator checks the rest).
+                        (_, ParamMeaning::FilePath | ParamMeaning::DirPath) => {
+                            json!({"type": "string", "pattern": PATH_PATTERN})
+                        }
+                        (_, ParamMeaning::StepRef) => {
+                            json!({"type": "string", "pattern": ID_PATTERN})
+                        }
+                        (ParamType::String, _) => json!({"type": "string"}),
+                        (ParamType::Integer, _) => json!({"type": "integer"}),
+                        (ParamType::Boolean, _) => json!({"type": "boolean"}),
+                    };
+                    (p.name.to_string(), schema)
+                })
+                .collect();
+            let required: Vec<&str> = op
+                .params
+                .iter()
+                .filter(|p| p.required)
+                .map(|p| p.name)
+                .collect();
+            json!({
+                "type": "object",
+                "properties": {
+                    "id": {"type": "string", "pattern": ID_PATTERN},
+                    "operation": {"const": op.name},
+                    "depends_on": {"type": "array",
+                        "items": {"type": "string", "pattern": ID_PATTERN}},
+                    "role": {"type": "string"},
+                    "params": {"type": "object", "properties": params, "required": required}
+                },
+                "required": ["id", "operation", "params"]
+            })
+        })
+        .collect();
+    json!({
+        "type": "object",
+        "properties": {
+            "version": {"type": "integer"},
+            "task": {"type": "string"},
+            "steps": {"type": "array", "minItems": 1, "items": {"anyOf": steps}}
+        },
+        "required": ["steps"]
+    })
+}
+
+/// Whether a step of this operation with these parameters calls the LLM.
+pub fn step_needs_llm(
+    operation: &str,
+    params: &serde_json::Map<String, serde_json::Value>,
+) -> bool {
+    find(operation)
+        .is_some_and(|op| op.needs_llm || op.needs_llm_with.iter().any(|p| params.contains_key(*p)))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_built_in_declarations_read_and_read_back_as_they_were_written() {
+        assert_eq!(built_in_problem(), None);
+        assert_eq!(built_in().len(), 10);
+        let specs = declaration::read_file(BUILT_IN_FILE).unwrap();
+        let again =
+            declaration::read_file(&declaration::write_file(specs.iter().copied())).unwrap();
+        assert_eq!(format!("{specs:?}"), format!("{again:?}"));
+    }
+
+    #[test]
+    fn the_contract_documents_every_operation_of_the_registry() {
+        // docs/step-contract.md's fenced `json step-contract:results` block.
+        let text = std::fs::read_to_string(concat!(
+            env!("CARGO_MANIFEST_DIR"),
+            "/../../docs/step-contract.md"
+        ))
+        .unwrap();
+        let opening = "```json step-contract:results\n";
+        let start = text.find(opening).unwrap() + opening.len();
+        let end = start + text[start..].find("\n```").unwrap();
+        let block: serde_json::Value = serde_json::from_str(&text[start..end]).unwrap();
+        let mut documented: Vec<String> = block["operations"]
+            .as_object()
+            .unwrap()
+            .keys()
+            .cloned()
+            .collect();
+        let mut registry: Vec<String> = names().into_iter().map(str::to_string).collect();
+        documented.sort();
+        registry.sort();
+        assert_eq!(documented, registry);
+    }
+}

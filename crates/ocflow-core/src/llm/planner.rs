@@ -1,0 +1,406 @@
+//! The planner: asks the LLM to break a task into a flow. The prompt (from `prompts/`) shows
+//! the repository's files, the files the task names, and the operations generated from the
+//! registry. The answer's JSON is extracted and validated with the flow validator; on failure
+//! the model is asked again with the exact problems, at most `MAX_ATTEMPTS` answers in all.
+//! A truncated answer is never acted on. Every raw answer is kept in the task directory.
+
+use std::fs;
+use std::path::{Path, PathBuf};
+
+use crate::flow::ignore_rules;
+use crate::flow::operations;
+use crate::flow::path_rules::PathRules;
+use crate::flow::policy::CommandPolicy;
+use crate::flow::roles::Roles;
+use crate::flow::task_intent;
+use crate::flow::test_command::{self, TestCommand};
+use crate::flow::validate;
+use crate::llm::answer;
+use crate::llm::client::Llm;
+use ocflow_model::flow::Flow;
+use ocflow_model::llm::{ChatRequest, LlmError, Message, ModelSettings};
+use ocflow_model::repo_path::{self, RepoPath};
+
+const SYSTEM: &str = include_str!("../../../../prompts/plan_system.md");
+const USER: &str = include_str!("../../../../prompts/plan_user.md");
+const FIX: &str = include_str!("../../../../prompts/plan_fix.md");
+
+/// Answers asked for, in all (the first and at most two re-asks).
+pub(crate) const MAX_ATTEMPTS: usize = 3;
+/// Files listed in the prompt at most.
+const MAX_LISTED_FILES: usize = 300;
+/// Files named by the task whose content is shown, and how much of each.
+const MAX_NAMED_FILES: usize = 3;
+const MAX_NAMED_FILE_BYTES: usize = 12 * 1024;
+
+/// Why planning failed.
+#[derive(Debug, thiserror::Error)]
+pub enum PlanError {
+    /// The LLM call itself failed (see `LlmError::transient`).
+    #[error("the planner's LLM call failed: {0}")]
+    Llm(#[from] LlmError),
+    /// No usable flow after every attempt (permanent for this task and model).
+    #[error(
+        "no valid flow after {attempts} answer(s); the answers are in {}; last \
+         problems:\n{problems}",
+        dir.display()
+    )]
+    NoValidFlow {
+        attempts: usize,
+        dir: PathBuf,
+        problems: String,
+    },
+    /// The model's plans do not fit the task (its prompt's example, placeholders, or files the
+    /// task does not touch), after it was told once: an unrelated plan is never run.
+    #[error(
+        "the model's plan does not fit the task: {reason}; its answers are in {}",
+        dir.display()
+    )]
+    Unfit { reason: String, dir: PathBuf },
+    #[error("cannot save the planner's answer in {}: {source}", dir.display())]
+    Io {
+        dir: PathBuf,
+        source: std::io::Error,
+    },
+}
+
+/// What the planner needs.
+pub struct Planner<'a> {
+    pub llm: &'a Llm,
+    pub settings: &'a ModelSettings,
+    pub rules: &'a PathRules,
+    /// Directories never listed (the workspace).
+    pub skip: Vec<PathBuf>,
+    /// What planned commands may do.
+    pub policy: CommandPolicy,
+    /// Who may take which step; the planner is shown them and assigns one to every step.
+    pub roles: &'a Roles,
+    /// How the repository runs its tests (the library's guess, the one `run_tests` uses).
+    pub test_commands: Vec<TestCommand>,
+}
+
+impl Planner<'_> {
+    /// Plans `task`: the flow, and what validation added to it (implied dependencies). Raw
+    /// answers go to `answers_dir/plan-answer-N.md`.
+    pub async fn plan(
+        &self,
+        task: &str,
+        answers_dir: &Path,
+    ) -> Result<(Flow, Vec<String>), PlanError> {
+        let files = list_files(&self.rules.repo, &self.skip);
+        let mut messages = vec![
+            Message::system(SYSTEM.trim()),
+            Message::user(self.first_prompt(task, &files)),
+        ];
+        let named = named_files(task, &files);
+        let mut problems = String::new();
+        let mut answers = answer::Answers::default();
+        let mut unfit_said = false;
+        for attempt in 1..=MAX_ATTEMPTS {
+            let request = ChatRequest {
+                purpose: "planner".into(),
+                settings: self.settings.for_answer(attempt),
+                messages: messages.clone(),
+                json: true,
+                schema: Some(operations::flow_schema()),
+            };
+            let reply = self.llm.chat(&request).await?;
+            save(
+                answers_dir,
+                &format!("plan-answer-{attempt}.md"),
+                &reply.content,
+            )?;
+            if answers.repeats(&reply) {
+                return Err(PlanError::NoValidFlow {
+                    attempts: attempt,
+                    dir: answers_dir.to_path_buf(),
+                    problems: format!("{problems}\n{}", answer::REPEATED)
+                        .trim()
+                        .to_string(),
+                });
+            }
+            problems = if reply.is_truncated() {
+                "- the answer was cut off before its end (the model hit its token limit): answer \
+                 with a shorter flow, fewer steps, and no explanations"
+                    .to_string()
+            } else {
+                match answer::extract_json(&reply.content) {
+                    Err(problem) => format!("- {problem}"),
+                    Ok(extracted) => {
+                        let roles =
+                            |flow: &Flow| self.roles.apply(flow.clone()).err().unwrap_or_default();
+                        match validate::parse_flow_checking(
+                            &extracted.json,
+                            Some(task),
+                            self.rules,
+                            &roles,
+                        ) {
+                            Ok((flow, notes)) => match self.policy.check(&flow.steps) {
+                                Some(problem) => format!("- {problem}"),
+                                None => match self.roles.apply(flow) {
+                                    Err(found) => found
+                                        .iter()
+                                        .map(|p| format!("- {p}"))
+                                        .collect::<Vec<_>>()
+                                        .join("\n"),
+                                    Ok(mut flow) => match unfit(&flow, &named, task) {
+                                        Some(reason) if unfit_said => {
+                                            return Err(PlanError::Unfit {
+                                                reason,
+                                                dir: answers_dir.to_path_buf(),
+                                            });
+                                        }
+                                        Some(reason) => {
+                                            unfit_said = true;
+                                            format!("- {reason}")
+                                        }
+                                        None => {
+                                            // The user's words are the task, whatever the model
+                                            // wrote in its `task` field.
+                                            flow.task = task.to_string();
+                                            return Ok((flow, notes));
+                                        }
+                                    },
+                                },
+                            },
+                            Err(found) => found
+                                .iter()
+                                .map(|p| format!("- {p}"))
+                                .collect::<Vec<_>>()
+                                .join("\n"),
+                        }
+                    }
+                }
+            };
+            save(
+                answers_dir,
+                &format!("plan-answer-{attempt}.problems.txt"),
+                &problems,
+            )?;
+            messages.push(Message::assistant(reply.content));
+            messages.push(Message::user(FIX.trim().replace("{{problems}}", &problems)));
+        }
+        Err(PlanError::NoValidFlow {
+            attempts: MAX_ATTEMPTS,
+            dir: answers_dir.to_path_buf(),
+            problems,
+        })
+    }
+
+    fn first_prompt(&self, task: &str, files: &[RepoPath]) -> String {
+        let listed = if files.is_empty() {
+            "(the repository is empty)".to_string()
+        } else {
+            let mut text: Vec<String> = files
+                .iter()
+                .take(MAX_LISTED_FILES)
+                .map(|f| format!("- {f}"))
+                .collect();
+            if files.len() > MAX_LISTED_FILES {
+                text.push(format!(
+                    "- … and {} more files",
+                    files.len() - MAX_LISTED_FILES
+                ));
+            }
+            text.join("\n")
+        };
+        let named = named_files(task, files)
+            .into_iter()
+            .filter_map(|path| {
+                let bytes = fs::read(path.under(&self.rules.repo)).ok()?;
+                let text = String::from_utf8(bytes).ok()?;
+                let shown: String = text.chars().take(MAX_NAMED_FILE_BYTES).collect();
+                let cut = if shown.len() < text.len() {
+                    "\n[… the rest is not shown]"
+                } else {
+                    ""
+                };
+                Some(format!("\nContent of {path}:\n```\n{shown}{cut}\n```\n"))
+            })
+            .collect::<String>();
+        USER.trim()
+            .replace("{{task}}", task)
+            .replace("{{files}}", &listed)
+            .replace("{{named_files}}", &named)
+            .replace(
+                "{{test_commands}}",
+                &test_command::for_planner(&self.test_commands),
+            )
+            .replace("{{operations}}", operations::catalogue().trim_end())
+            .replace("{{roles}}", self.roles.catalogue().trim_end())
+    }
+}
+
+fn save(dir: &Path, name: &str, text: &str) -> Result<(), PlanError> {
+    fs::create_dir_all(dir)
+        .and_then(|()| fs::write(dir.join(name), text))
+        .map_err(|source| PlanError::Io {
+            dir: dir.to_path_buf(),
+            source,
+        })
+}
+
+/// The repository's files for the prompt: sorted, skipping `.git`, build outputs, the
+/// workspace, what git ignores and secret files (their names alone can matter; their content
+/// never goes out).
+pub(crate) fn list_files(repo: &Path, skip: &[PathBuf]) -> Vec<RepoPath> {
+    let skip = skip.to_vec();
+    let root = repo.to_path_buf();
+    let mut walk = ignore_rules::walk(repo);
+    walk.filter_entry(move |entry| {
+        let name = entry.file_name().to_str().unwrap_or("");
+        let parent = entry.path().parent().unwrap_or(&root);
+        let is_dir = entry.file_type().is_some_and(|t| t.is_dir());
+        !(is_dir
+            && (repo_path::is_excluded_dir(parent, name) || skip.iter().any(|s| s == entry.path())))
+    });
+    let mut files: Vec<RepoPath> = walk
+        .build()
+        .filter_map(Result::ok)
+        .filter(|entry| {
+            entry.file_type().is_some_and(|t| t.is_file())
+                && !is_secret(entry.file_name().to_str().unwrap_or(""))
+        })
+        .filter_map(|entry| RepoPath::from_walk(repo, entry.path()))
+        .collect();
+    files.sort();
+    files
+}
+
+/// File names that hold credentials by convention.
+pub(crate) fn is_secret(name: &str) -> bool {
+    let lower = name.to_ascii_lowercase();
+    lower == ".env"
+        || lower.starts_with(".env.")
+        || lower == ".netrc"
+        || lower.starts_with("id_rsa")
+        || lower.starts_with("id_ed25519")
+        || lower.starts_with("id_ecdsa")
+        || lower.starts_with("credentials")
+        || [".pem", ".key", ".p12", ".pfx", ".keystore", ".jks"]
+            .iter()
+            .any(|ext| lower.ends_with(ext))
+}
+
+/// Why a valid flow still does not fit the task, if it does not: it is the prompt's own
+/// example, it holds the prompt's placeholders, or it touches none of the files the task names.
+fn unfit(flow: &Flow, named: &[RepoPath], task: &str) -> Option<String> {
+    let mut steps = serde_json::to_value(&flow.steps).ok()?;
+    // Roles are given by ocflow where the model left none: not part of what it copied.
+    if let Some(list) = steps.as_array_mut() {
+        for step in list.iter_mut().filter_map(serde_json::Value::as_object_mut) {
+            step.remove("role");
+        }
+    }
+    if example_steps().is_some_and(|example| example == steps) {
+        return Some(
+            "this is the example from the instructions, not a plan for this task: plan the \
+             task itself, on this repository's files"
+                .into(),
+        );
+    }
+    let text = steps.to_string();
+    if let Some(placeholder) = ["<the task>", "<task>", "<file>", "\"...\"", "TODO: fill"]
+        .iter()
+        .find(|p| text.contains(*p))
+    {
+        return Some(format!(
+            "the flow holds the placeholder {placeholder} from the instructions; write the real \
+             values"
+        ));
+    }
+    let touches = |path: &RepoPath| {
+        let name = path.as_str().rsplit('/').next().unwrap_or(path.as_str());
+        text.contains(path.as_str()) || text.contains(name)
+    };
+    if !named.is_empty() && !named.iter().any(touches) {
+        let names: Vec<&str> = named.iter().map(RepoPath::as_str).collect();
+        return Some(format!(
+            "the flow touches none of the files the task names ({}); plan the change to them",
+            names.join(", ")
+        ));
+    }
+    task_intent::plan_misses_task(flow, task)
+}
+
+/// The steps of the system prompt's example answer, as a parsed flow serialises them.
+fn example_steps() -> Option<serde_json::Value> {
+    let at = SYSTEM.find("Example answer")?;
+    let extracted = answer::extract_json(&SYSTEM[at..]).ok()?;
+    let flow: Flow = serde_json::from_str(&extracted.json).ok()?;
+    serde_json::to_value(&flow.steps).ok()
+}
+
+/// Files the task mentions, by path or by unique file name.
+fn named_files(task: &str, files: &[RepoPath]) -> Vec<RepoPath> {
+    let mut named = Vec::new();
+    for word in task
+        .split(|c: char| c.is_whitespace() || matches!(c, ',' | ';' | '(' | ')' | '`' | '"' | '\''))
+    {
+        let word = word.trim_end_matches(['.', ':', '!', '?']);
+        if !word.contains('.') || word.is_empty() {
+            continue;
+        }
+        let exact = files.iter().find(|f| f.as_str() == word);
+        let by_name: Vec<&RepoPath> = files
+            .iter()
+            .filter(|f| f.as_str().rsplit('/').next() == Some(word))
+            .collect();
+        let found = exact.or(if by_name.len() == 1 {
+            by_name.first().copied()
+        } else {
+            None
+        });
+        if let Some(path) = found
+            && !named.contains(path)
+        {
+            named.push(path.clone());
+        }
+        if named.len() == MAX_NAMED_FILES {
+            break;
+        }
+    }
+    named
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_prompts_example_is_recognised() {
+        assert!(example_steps().is_some_and(|s| s.as_array().is_some_and(|a| a.len() == 2)));
+    }
+
+    #[test]
+    fn the_task_names_files_by_path_or_unique_name() {
+        let files: Vec<RepoPath> = ["src/utils.py", "README.md", "a/x.py", "b/x.py"]
+            .iter()
+            .map(|f| RepoPath::parse(f).unwrap())
+            .collect();
+        let named = named_files(
+            "Refactor calculate_metrics in utils.py, see README.md and x.py.",
+            &files,
+        );
+        assert_eq!(
+            named.iter().map(RepoPath::as_str).collect::<Vec<_>>(),
+            vec!["src/utils.py", "README.md"]
+        );
+    }
+
+    #[test]
+    fn secrets_are_recognised() {
+        for name in [
+            ".env",
+            ".env.local",
+            "id_rsa",
+            "id_ed25519.pub",
+            "server.pem",
+            "tls.key",
+            "credentials.json",
+        ] {
+            assert!(is_secret(name), "{name}");
+        }
+        assert!(!is_secret("utils.py"));
+    }
+}

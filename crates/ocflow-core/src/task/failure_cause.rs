@@ -1,0 +1,206 @@
+//! Why a step failed, in its own output: the failing tests the runner's output named and the
+//! last lines the command printed (or of the step's log). Recovery shows the model all of it;
+//! people get its first line of evidence under the step at the end of the run, in
+//! `summary.md` and in the report. One reading for both, so both see the same cause.
+
+use std::fs;
+use std::path::Path;
+
+use crate::task::state;
+use crate::task::workspace::{self, TaskDir};
+use ocflow_model::step_result::StepResult;
+
+/// How much of an output is kept: its last lines, then its last bytes.
+#[derive(Debug, Clone, Copy)]
+pub(crate) struct Tail {
+    pub(crate) lines: usize,
+    pub(crate) bytes: usize,
+}
+
+/// What the model is shown: enough to find the cause in a long log.
+pub(crate) const FOR_THE_MODEL: Tail = Tail {
+    lines: 60,
+    bytes: 6000,
+};
+/// What a person is shown under the step: the last lines, where a command says why it
+/// stopped (`npm error code EAI_AGAIN`).
+pub(crate) const FOR_PEOPLE: Tail = Tail {
+    lines: 6,
+    bytes: 1000,
+};
+
+/// A failed step's evidence.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub(crate) struct Evidence {
+    /// `name — kind: message`, one per failing test the runner's output named, in its order.
+    pub(crate) test_failures: Vec<String>,
+    /// The tails of the command's `stdout` and `stderr`, each that is not blank, in that order.
+    pub(crate) outputs: Vec<(&'static str, String)>,
+    /// The tail of the step's log, when the result holds no output.
+    pub(crate) log: Option<String>,
+}
+
+impl Evidence {
+    /// The cause for people: the first failing test, else stderr's last lines, else stdout's;
+    /// `None` when the step printed nothing (its error message is then all there is).
+    pub(crate) fn cause(&self) -> Option<Cause> {
+        if let Some(first) = self.test_failures.first() {
+            return Some(Cause {
+                source: "its first failing test",
+                text: bounded(first, FOR_PEOPLE),
+            });
+        }
+        [
+            ("stderr", "the end of its stderr"),
+            ("stdout", "the end of its output"),
+        ]
+        .into_iter()
+        .find_map(|(field, source)| {
+            let (_, text) = self.outputs.iter().find(|(name, _)| *name == field)?;
+            Some(Cause {
+                source,
+                text: tail(text, FOR_PEOPLE),
+            })
+        })
+    }
+}
+
+/// A failed step's cause as people are shown it. The text is the command's own: untrusted,
+/// it is made printable or escaped wherever it is shown.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Cause {
+    /// Where the text comes from (`the end of its stderr`).
+    pub source: &'static str,
+    /// A few lines.
+    pub text: String,
+}
+
+/// A step's evidence from its result (`result.json`'s tests and outputs) and its log.
+pub(crate) fn evidence(result: Option<&StepResult>, step_dir: &Path, size: Tail) -> Evidence {
+    let test_failures = result
+        .and_then(|r| r.tests.as_ref())
+        .map(|tests| {
+            tests
+                .failures
+                .iter()
+                .map(|f| {
+                    let or_unknown = |text: &Option<String>| text.clone().unwrap_or("?".into());
+                    let name = if f.name.is_empty() {
+                        "?"
+                    } else {
+                        f.name.as_str()
+                    };
+                    let (kind, message) = (or_unknown(&f.error_type), or_unknown(&f.message));
+                    format!("{name} — {kind}: {message}")
+                })
+                .collect()
+        })
+        .unwrap_or_default();
+    let outputs: Vec<(&'static str, String)> = ["stdout", "stderr"]
+        .into_iter()
+        .filter_map(|field| {
+            let text = result.and_then(|r| r.text(field))?;
+            (!text.trim().is_empty()).then(|| (field, tail(text, size)))
+        })
+        .collect();
+    let log = outputs
+        .is_empty()
+        .then(|| {
+            let log = fs::read_to_string(step_dir.join(workspace::STEP_LOG_FILE)).ok()?;
+            (!log.trim().is_empty()).then(|| tail(&log, size))
+        })
+        .flatten();
+    Evidence {
+        test_failures,
+        outputs,
+        log,
+    }
+}
+
+/// The cause of a failed step, for people, read from its task directory; `None` when its
+/// result holds neither failing tests nor output.
+pub fn for_people(task: &TaskDir, step: &str) -> Option<Cause> {
+    let result = state::load_result(task, step).ok().flatten()?;
+    evidence(Some(&result), &task.step_dir(step), FOR_PEOPLE).cause()
+}
+
+/// The last lines of a text, bounded in bytes.
+fn tail(text: &str, size: Tail) -> String {
+    let lines: Vec<&str> = text.trim_end().lines().collect();
+    let kept = lines[lines.len().saturating_sub(size.lines)..].join("\n");
+    bounded_from_the_end(kept, size.bytes)
+}
+
+/// The first lines of a text (a test's message), bounded in bytes.
+fn bounded(text: &str, size: Tail) -> String {
+    let mut kept = text.lines().take(size.lines).collect::<Vec<_>>().join("\n");
+    if kept.len() > size.bytes {
+        let end = (0..=size.bytes)
+            .rev()
+            .find(|i| kept.is_char_boundary(*i))
+            .unwrap_or(0);
+        kept.truncate(end);
+        kept.push_str("[…]");
+    }
+    kept
+}
+
+fn bounded_from_the_end(text: String, bytes: usize) -> String {
+    if text.len() <= bytes {
+        return text;
+    }
+    let cut = text.len() - bytes;
+    let start = (cut..text.len())
+        .find(|i| text.is_char_boundary(*i))
+        .unwrap_or(text.len());
+    format!("[…]{}", &text[start..])
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_cause_is_the_first_failing_test_then_stderr_then_stdout() {
+        let outputs = vec![
+            ("stdout", "ran 3".to_string()),
+            ("stderr", "npm error code EAI_AGAIN".to_string()),
+        ];
+        let mut evidence = Evidence {
+            test_failures: vec!["t::a — ValueError: x".into(), "t::b — ?: ?".into()],
+            outputs,
+            log: None,
+        };
+        let cause = |evidence: &Evidence| evidence.cause().map(|c| (c.source, c.text));
+        assert_eq!(
+            cause(&evidence),
+            Some(("its first failing test", "t::a — ValueError: x".into()))
+        );
+        evidence.test_failures.clear();
+        assert_eq!(
+            cause(&evidence),
+            Some(("the end of its stderr", "npm error code EAI_AGAIN".into()))
+        );
+        evidence.outputs.remove(1);
+        assert_eq!(
+            cause(&evidence),
+            Some(("the end of its output", "ran 3".into()))
+        );
+        evidence.outputs.clear();
+        assert_eq!(evidence.cause(), None);
+    }
+
+    #[test]
+    fn a_tail_keeps_the_last_lines_within_its_bytes() {
+        let text: String = (1..=10).map(|n| format!("line {n}\n")).collect();
+        assert_eq!(
+            tail(&text, FOR_PEOPLE),
+            "line 5\nline 6\nline 7\nline 8\nline 9\nline 10"
+        );
+        let long = "é".repeat(800);
+        let kept = tail(&long, FOR_PEOPLE);
+        assert!(kept.starts_with("[…]") && kept.len() <= FOR_PEOPLE.bytes + "[…]".len());
+        let message = bounded(&long, FOR_PEOPLE);
+        assert!(message.ends_with("[…]") && message.len() <= FOR_PEOPLE.bytes + "[…]".len());
+    }
+}

@@ -1,0 +1,38 @@
+//! The process exit codes of the contract, as one type every command returns (fd's
+//! `exit_codes.rs` pattern): a headless caller branches on them.
+
+/// How a command ended.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum ExitCode {
+    /// The flow succeeded, or the command did what it was asked.
+    Success,
+    /// The flow ended failed or aborted (`flow_status.json` and `summary.md` say why), or ocflow
+    /// itself failed (disk full, an internal fault).
+    Failure,
+    /// Invalid input: usage, configuration, an invalid plan, a path outside the repository, a
+    /// task locked by another run.
+    Usage,
+    /// Interrupted by a signal; the state is saved and `ocflow resume` continues.
+    Interrupted,
+    /// `ocflow sandbox-exec` could not start its command (126, as a shell says).
+    CannotRun,
+}
+
+impl ExitCode {
+    /// The number the process exits with.
+    pub fn code(self) -> u8 {
+        match self {
+            ExitCode::Success => 0,
+            ExitCode::Failure => 1,
+            ExitCode::Usage => 2,
+            ExitCode::Interrupted => 130,
+            ExitCode::CannotRun => 126,
+        }
+    }
+}
+
+impl From<ExitCode> for std::process::ExitCode {
+    fn from(code: ExitCode) -> std::process::ExitCode {
+        std::process::ExitCode::from(code.code())
+    }
+}

@@ -1,0 +1,476 @@
+//! The durable state of a flow: `flow_status.json`, replaced atomically after every change.
+//! Resume trusts it; `ocflow status` renders it as a table or JSON.
+
+use std::collections::BTreeMap;
+use std::fmt;
+use std::path::{Path, PathBuf};
+
+use serde::{Deserialize, Serialize};
+
+use crate::decision::{Decision, StrategyKind};
+use crate::flow::Flow;
+use crate::llm::{DEFAULT_PROFILE, Usage};
+
+/// The status file format version this build writes and reads.
+pub const STATUS_VERSION: u32 = 1;
+
+/// The whole state of one flow.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct FlowStatus {
+    /// Format version; see `STATUS_VERSION`.
+    pub version: u32,
+    pub task_id: String,
+    /// The task in the user's words.
+    pub task: String,
+    /// The canonical repository the flow reads.
+    pub repo: PathBuf,
+    /// Which revision of the flow is being executed: 1, then one more for each recovery
+    /// decision that changed the flow (`flow.rN.json`).
+    pub revision: u32,
+    pub state: FlowState,
+    /// RFC 3339 times.
+    pub created_at: String,
+    pub updated_at: String,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub finished_at: Option<String>,
+    /// When `ocflow apply` last wrote the changes into the repository.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub applied_at: Option<String>,
+    /// Why the flow ended as it did, when a step's message does not say it (planning failed).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub message: Option<String>,
+    /// The last sequence number given to a succeeded step.
+    #[serde(default)]
+    pub last_sequence: u64,
+    /// Strategies asked of the LLM in this flow.
+    #[serde(default)]
+    pub recovery_calls: u32,
+    /// New revisions of the remaining flow made by `replan`.
+    #[serde(default)]
+    pub replans: u32,
+    /// A recovery under way: set before the LLM is asked, holding the decision once made, and
+    /// cleared when it has been carried out. A crash in between leaves it for `resume`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub pending_recovery: Option<PendingRecovery>,
+    /// What confines the flow's command steps, in words (the last run's, for `status`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub sandbox: Option<String>,
+    /// Tokens used by the whole flow: planning, every step, the summary.
+    #[serde(default)]
+    pub tokens: Usage,
+    /// How much of the journal this status includes, in bytes: the events after it (steps
+    /// started and succeeded since) are replayed onto it when it is read.
+    #[serde(default)]
+    pub journal_offset: u64,
+    /// The same tokens by the model profile that used them.
+    #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
+    pub tokens_by_profile: BTreeMap<String, Usage>,
+    /// One entry per step, in flow order.
+    pub steps: Vec<StepStatus>,
+}
+
+/// Where a flow stands.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[cfg_attr(test, derive(schemars::JsonSchema))]
+#[serde(rename_all = "snake_case")]
+pub enum FlowState {
+    Running,
+    Succeeded,
+    Failed,
+    /// Stopped by Ctrl-C or SIGTERM; `resume` continues.
+    Interrupted,
+    /// Every step succeeded, yet the task asked for a change and the flow changed no file and
+    /// ran no command (exit 1): never reported as a success.
+    NoChange,
+}
+
+/// Where a step stands.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[cfg_attr(test, derive(schemars::JsonSchema))]
+#[serde(rename_all = "snake_case")]
+pub enum StepState {
+    Pending,
+    Running,
+    Succeeded,
+    Failed,
+    Skipped,
+}
+
+/// The state of one step.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct StepStatus {
+    pub id: String,
+    pub operation: String,
+    /// The role taking the step.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub role: Option<String>,
+    /// The model profile of its LLM calls (its role's), when a model is configured.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub profile: Option<String>,
+    pub status: StepState,
+    /// How many times the step has started.
+    pub attempts: u32,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub started_at: Option<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub finished_at: Option<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub duration_ms: Option<u64>,
+    /// Order in which succeeded steps finished; later ones win when two change one file.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub sequence: Option<u64>,
+    /// Repository-relative files the step created or changed (kept in `<step>/output/`).
+    #[serde(default)]
+    pub output_files: Vec<String>,
+    /// Repository-relative files the step deleted.
+    #[serde(default)]
+    pub deleted_files: Vec<String>,
+    /// The last attempt's message, one sentence.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub message: Option<String>,
+    /// Why the last attempt failed.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub error: Option<StepError>,
+    /// Tokens the step's LLM calls used, over all its attempts.
+    #[serde(default)]
+    pub tokens: Usage,
+    /// Automatic retries after transient failures (no LLM asked).
+    #[serde(default, skip_serializing_if = "is_zero")]
+    pub auto_retries: u32,
+    /// The recovery strategies decided for this step, in order.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub recoveries: Vec<RecoveryRecord>,
+}
+
+/// A change of a step's state that `StepState::may_become` forbids: a fault in ocflow, never the
+/// user's.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error("step {step} cannot go from {from} to {to}")]
+pub struct IllegalTransition {
+    pub step: String,
+    pub from: StepState,
+    pub to: StepState,
+}
+
+impl StepState {
+    /// What may follow what; every change of a step's state goes through this one table.
+    /// A step waits (pending), runs, and ends succeeded or failed; a failed step may be retried
+    /// or skipped by recovery, a succeeded one run again when recovery modifies it or a step it
+    /// depends on; a running one goes back to pending when ocflow stops under it.
+    pub fn may_become(self, next: StepState) -> bool {
+        use StepState::*;
+        matches!(
+            (self, next),
+            (Pending, Running | Skipped | Pending)
+                | (Running, Succeeded | Failed | Pending)
+                | (Failed, Pending | Skipped)
+                | (Succeeded, Pending)
+                | (Skipped, Skipped)
+        )
+    }
+}
+
+impl StepStatus {
+    fn become_(&mut self, next: StepState) -> Result<(), IllegalTransition> {
+        if !self.status.may_become(next) {
+            return Err(IllegalTransition {
+                step: self.id.clone(),
+                from: self.status,
+                to: next,
+            });
+        }
+        self.status = next;
+        Ok(())
+    }
+
+    /// A new attempt starts; returns its number.
+    pub fn start(&mut self, now: String) -> Result<u32, IllegalTransition> {
+        self.become_(StepState::Running)?;
+        self.attempts += 1;
+        self.started_at = Some(now);
+        self.finished_at = None;
+        self.duration_ms = None;
+        self.error = None;
+        self.message = None;
+        Ok(self.attempts)
+    }
+
+    /// The attempt succeeded with these outputs; `sequence` names this version of them.
+    pub fn succeed(
+        &mut self,
+        now: String,
+        duration_ms: u64,
+        sequence: u64,
+        outputs: (Vec<String>, Vec<String>),
+        message: String,
+    ) -> Result<(), IllegalTransition> {
+        self.become_(StepState::Succeeded)?;
+        self.finished_at = Some(now);
+        self.duration_ms = Some(duration_ms);
+        self.sequence = Some(sequence);
+        (self.output_files, self.deleted_files) = outputs;
+        self.message = Some(message);
+        Ok(())
+    }
+
+    /// The attempt failed; it produced nothing.
+    pub fn fail(
+        &mut self,
+        now: String,
+        duration_ms: u64,
+        error: StepError,
+    ) -> Result<(), IllegalTransition> {
+        self.become_(StepState::Failed)?;
+        self.finished_at = Some(now);
+        self.duration_ms = Some(duration_ms);
+        self.output_files.clear();
+        self.deleted_files.clear();
+        self.message = Some(error.message.clone());
+        self.error = Some(error);
+        Ok(())
+    }
+
+    /// Back to pending, to run again: a running step whose ocflow stopped, or a failed one
+    /// retried. The last error stays on record until the next attempt starts.
+    pub fn requeue(&mut self, reason: Option<&str>) -> Result<(), IllegalTransition> {
+        self.become_(StepState::Pending)?;
+        if let Some(reason) = reason {
+            self.message = Some(reason.to_string());
+        }
+        Ok(())
+    }
+
+    /// A transient failure retried automatically, without asking the LLM.
+    pub fn retry_transient(&mut self) -> Result<u32, IllegalTransition> {
+        self.requeue(None)?;
+        self.auto_retries += 1;
+        Ok(self.auto_retries)
+    }
+
+    /// Back to pending after a recovery decision; earlier outputs no longer count.
+    pub fn reset(&mut self, reason: &str) -> Result<(), IllegalTransition> {
+        self.become_(StepState::Pending)?;
+        self.error = None;
+        self.message = Some(reason.to_string());
+        self.sequence = None;
+        self.output_files.clear();
+        self.deleted_files.clear();
+        Ok(())
+    }
+
+    /// Skipped by a recovery decision (or because a step it needs was), saying why.
+    pub fn skip(&mut self, reason: String) -> Result<(), IllegalTransition> {
+        self.become_(StepState::Skipped)?;
+        self.message = Some(reason);
+        Ok(())
+    }
+}
+
+fn is_zero(n: &u32) -> bool {
+    *n == 0
+}
+
+/// A recovery in progress.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct PendingRecovery {
+    /// The failed step.
+    pub step: String,
+    /// The decision, once the LLM has given a valid one.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub decision: Option<Decision>,
+}
+
+/// One strategy decided for a step.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct RecoveryRecord {
+    pub strategy: StrategyKind,
+    pub reason: String,
+    /// Strategy and parameters: the same twice for one step is stuck.
+    pub signature: String,
+    /// The flow revision it produced, for `modify`, `alternative` and `replan`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub revision: Option<u32>,
+    pub at: String,
+}
+
+/// The kind of a step's error when the workspace's disk filled up.
+pub const NO_SPACE_KIND: &str = "no_space";
+
+/// A failed attempt's error.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct StepError {
+    /// `failure` (the library reported it), `exception` (the library raised), `engine`
+    /// (ocflow could not prepare or record the step), or `no_space` (the workspace's disk
+    /// filled up: a plain `resume` runs the step again).
+    pub kind: String,
+    /// The exception's type, for `exception`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub exception_type: Option<String>,
+    pub message: String,
+    /// The step-directory file holding the full traceback, for `exception`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub traceback_file: Option<String>,
+}
+
+impl StepError {
+    /// An error of `kind` (`failure`, `bridge`, `engine`) with its message.
+    pub fn new(kind: &str, message: String) -> StepError {
+        StepError {
+            kind: kind.to_string(),
+            exception_type: None,
+            message,
+            traceback_file: None,
+        }
+    }
+}
+
+impl FlowStatus {
+    /// A pending entry for a step, as a new flow or a new revision adds it.
+    pub fn pending_step(step: &crate::flow::Step) -> StepStatus {
+        StepStatus {
+            id: step.id.clone(),
+            operation: step.operation.clone(),
+            role: step.role.clone(),
+            profile: None,
+            status: StepState::Pending,
+            attempts: 0,
+            started_at: None,
+            finished_at: None,
+            duration_ms: None,
+            sequence: None,
+            output_files: Vec::new(),
+            deleted_files: Vec::new(),
+            message: None,
+            error: None,
+            tokens: Usage::default(),
+            auto_retries: 0,
+            recoveries: Vec::new(),
+        }
+    }
+
+    /// The initial state of a new flow: every step pending.
+    pub fn new(task_id: &str, flow: &Flow, repo: &Path) -> FlowStatus {
+        let now = now();
+        FlowStatus {
+            version: STATUS_VERSION,
+            task_id: task_id.to_string(),
+            task: flow.task.clone(),
+            repo: repo.to_path_buf(),
+            revision: 1,
+            state: FlowState::Running,
+            created_at: now.clone(),
+            updated_at: now,
+            finished_at: None,
+            applied_at: None,
+            message: None,
+            last_sequence: 0,
+            recovery_calls: 0,
+            replans: 0,
+            pending_recovery: None,
+            sandbox: None,
+            tokens: Usage::default(),
+            journal_offset: 0,
+            tokens_by_profile: BTreeMap::new(),
+            steps: flow.steps.iter().map(FlowStatus::pending_step).collect(),
+        }
+    }
+
+    /// Counts tokens a profile's model used for the flow.
+    pub fn count_tokens(&mut self, profile: &str, used: &Usage) {
+        self.tokens.add(used);
+        if used.calls > 0 || used.total_tokens > 0 {
+            self.tokens_by_profile
+                .entry(profile.to_string())
+                .or_default()
+                .add(used);
+        }
+    }
+
+    /// The tokens of each model profile, in words, when a profile besides the default one
+    /// was used.
+    pub fn profiles_used(&self) -> Option<String> {
+        let profiles = &self.tokens_by_profile;
+        if profiles.keys().all(|p| p == DEFAULT_PROFILE) {
+            return None;
+        }
+        let each: Vec<String> = profiles
+            .iter()
+            .map(|(name, used)| format!("{name} {} in {} call(s)", used.total_tokens, used.calls))
+            .collect();
+        Some(each.join(", "))
+    }
+
+    pub fn step(&self, id: &str) -> Option<&StepStatus> {
+        self.steps.iter().find(|s| s.id == id)
+    }
+
+    pub fn step_mut(&mut self, id: &str) -> Option<&mut StepStatus> {
+        self.steps.iter_mut().find(|s| s.id == id)
+    }
+
+    /// The steps that succeeded, in flow order.
+    pub fn succeeded(&self) -> Vec<&StepStatus> {
+        self.steps
+            .iter()
+            .filter(|s| s.status == StepState::Succeeded)
+            .collect()
+    }
+
+    /// Why the flow did not succeed, in one line: the flow's own message (planning failed, a
+    /// limit, an abort) or the first failed step's; `None` when it succeeded or still runs.
+    pub fn failure_reason(&self) -> Option<String> {
+        if matches!(self.state, FlowState::Succeeded | FlowState::Running) {
+            return None;
+        }
+        self.message.clone().or_else(|| {
+            self.steps
+                .iter()
+                .find(|s| s.status == StepState::Failed)
+                .map(|step| {
+                    let message = step.message.as_deref().unwrap_or("no message");
+                    format!("step {} failed: {message}", step.id)
+                })
+        })
+    }
+
+    /// Never reused, even after recovery sets a step back to pending: a sequence number
+    /// names one version of a step's outputs.
+    pub fn next_sequence(&self) -> u64 {
+        self.steps
+            .iter()
+            .filter_map(|s| s.sequence)
+            .max()
+            .unwrap_or(0)
+            .max(self.last_sequence)
+            + 1
+    }
+}
+
+impl fmt::Display for FlowState {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(match self {
+            FlowState::Running => "running",
+            FlowState::Succeeded => "succeeded",
+            FlowState::Failed => "failed",
+            FlowState::Interrupted => "interrupted",
+            FlowState::NoChange => "no_change",
+        })
+    }
+}
+
+impl fmt::Display for StepState {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(match self {
+            StepState::Pending => "pending",
+            StepState::Running => "running",
+            StepState::Succeeded => "succeeded",
+            StepState::Failed => "failed",
+            StepState::Skipped => "skipped",
+        })
+    }
+}
+
+/// The current time, RFC 3339 in UTC with milliseconds.
+pub fn now() -> String {
+    chrono::Utc::now().to_rfc3339_opts(chrono::SecondsFormat::Millis, true)
+}

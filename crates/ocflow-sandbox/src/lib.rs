@@ -1,0 +1,76 @@
+//! The command steps' launcher (the `ocflow-sandbox` crate): what runs between the host and a
+//! step's command — the step's limits and cgroup (`step_cgroup`), bubblewrap's namespaces or,
+//! without them, the socket filter (`socket_filter`), the overlay view, then Landlock (`exec`).
+//! It depends on nothing else of ocflow, so it builds into `ocflow sandbox-exec` and into
+//! `ocflow-sandbox`, a small binary without the embedded Python that starts in a fraction of
+//! the time (launchers use it when it is installed beside `ocflow`). Its command line is
+//! `args::SandboxArgs`, for both.
+
+mod args;
+pub mod exec;
+pub mod socket_filter;
+pub mod step_cgroup;
+
+use std::io::Write;
+
+pub use args::SandboxArgs;
+
+/// Runs the launcher as `args` ask: reports what the sandbox enforces here (`--probe`), else
+/// becomes the command and never returns. Returns the exit code when it could not: 0 after a
+/// probe, 126 (as a shell says of a command it cannot run) with the reason on stderr, each
+/// message starting with `name`.
+pub fn run(name: &str, args: &SandboxArgs) -> u8 {
+    let fail = |problem: &str| {
+        let _ = writeln!(std::io::stderr(), "{name}: {problem}");
+        126
+    };
+    if args.probe {
+        return match exec::probe(args.probe_in.as_deref()) {
+            Ok(kind) => {
+                let _ = writeln!(std::io::stdout(), "{kind}");
+                0
+            }
+            Err(problem) => fail(&problem),
+        };
+    }
+    let Some(caches) = args
+        .cache
+        .iter()
+        .map(|arg| exec::Cache::parse(arg))
+        .collect::<Option<Vec<_>>>()
+    else {
+        return fail("give --cache as VARIABLE:PATH");
+    };
+    fail(&exec::exec(&exec::ExecRequest {
+        writable: &args.write,
+        network: args.network,
+        bwrap: args.bwrap.as_deref(),
+        memory_mb: args.memory_mb,
+        max_processes: args.max_processes,
+        inner: args.inner,
+        hidden: &args.hide,
+        cgroup: args.cgroup.as_deref(),
+        refuse_udp: args.refuse_udp,
+        overlay: match (&args.overlay_on, &args.overlay_upper, &args.overlay_work) {
+            (Some(target), Some(upper), Some(work)) => Some(exec::Overlay {
+                target,
+                lower: &args.overlay_lower,
+                upper,
+                work,
+            }),
+            _ => None,
+        },
+        caches: &caches,
+        cache_overlay: args.cache_overlay,
+        private: args.private.as_deref(),
+        dependencies: match (&args.dependencies_from, &args.dependencies_into) {
+            (Some(from), Some(into)) if !args.dependency.is_empty() => Some(exec::Dependencies {
+                from,
+                into,
+                dirs: &args.dependency,
+            }),
+            _ => None,
+        },
+        command: &args.command,
+    }))
+}

@@ -24,9 +24,18 @@ use std::collections::BTreeSet;
 
 pub(crate) async fn resume(config: &Config, args: ResumeArgs) -> Result<ExitCode> {
     let task = find_task(config, args.task.as_deref(), true)?;
-    // The plugins loaded now come first; the saved catalogue adds the ones no longer loaded,
-    // so the flow still reads and their steps fail on their own when run, not the resume.
-    know_operations_of(&task);
+    // The plugins loaded now come first; the saved catalogue adds the ones no longer loaded, so
+    // the flow still reads (their finished steps are reviewed as what they were), and a step of
+    // theirs still to run fails on its own, said here first.
+    let not_loaded = know_operations_of(&task);
+    if !not_loaded.is_empty() {
+        say(&format!(
+            "ocflow: warning: task {} was planned with operations that are not loaded now: {}; \
+             a step of theirs that still has to run will fail (load the plugins that add them)",
+            task.task_id,
+            not_loaded.join(", ")
+        ));
+    }
     // Stopped before the model gave a flow (interrupted, killed, or failed while planning):
     // planned again, from the task's own words.
     if let Ok(status) = state::load_status(&task)

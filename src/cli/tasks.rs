@@ -79,10 +79,12 @@ pub(crate) fn find_task(config: &Config, arg: Option<&str>, unfinished: bool) ->
 /// Makes the operations `task`'s flow used known, plugins included, from its saved catalogue,
 /// without loading them. A catalogue that does not read is said and passed over: the task is
 /// then read as it was before tasks kept one (an unknown plugin step counts as a file step).
-pub(crate) fn know_operations_of(task: &TaskDir) {
-    if let Err(err) = state::adopt_operations(task) {
+/// Returns the operations only the saved catalogue knew.
+pub(crate) fn know_operations_of(task: &TaskDir) -> Vec<String> {
+    state::adopt_operations(task).unwrap_or_else(|err| {
         ocflow_model::output::say(&format!("ocflow: warning: {err:#}"));
-    }
+        Vec::new()
+    })
 }
 
 /// Every task of the workspace whose status can be read, with it.

@@ -285,6 +285,36 @@ fn diff_and_apply_know_a_flows_plugins_from_its_saved_catalogue() {
     assert!(stdout(&old).contains("lint.log"), "{}", stdout(&old));
 }
 
+/// `resume` without the plugins a task was planned with: the flow still reads from the saved
+/// catalogue (it used to be refused as naming unknown operations), the missing plugins are
+/// named, and the finished plugin step is not run again.
+#[test]
+fn resume_reads_a_flow_whose_plugins_are_no_longer_loaded() {
+    let sandbox = with_plugins(&[("text_tools.py", PLUGIN)]);
+    let flow = json!([
+        {"id": "loud", "operation": "shout", "params": {"file_path": "LOUD.txt", "text": "hi"}},
+        {"id": "check", "operation": "execute_shell_command", "depends_on": ["loud"],
+         "params": {"command": "exit 3"}}
+    ]);
+    assert_exit(&sandbox.run(&flow, "t"), 1);
+    std::fs::remove_file(sandbox.workspace.join("ocflow.toml")).unwrap();
+    let resumed = sandbox.ocflow().args(["resume", "t"]).output().unwrap();
+    assert_exit(&resumed, 1);
+    let err = stderr(&resumed);
+    assert!(
+        err.contains(
+            "was planned with operations that are not loaded now: count_lines, lint, shout"
+        ),
+        "{err}"
+    );
+    assert!(!err.contains("unknown operation"), "{err}");
+    assert_eq!(sandbox.step_status("t", "loud")["attempts"], json!(1));
+    assert_eq!(
+        std::fs::read_to_string(sandbox.task_dir("t").join("final_output/LOUD.txt")).unwrap(),
+        "HI"
+    );
+}
+
 /// A repository's own config may not load plugin code until the user trusts the repository.
 #[test]
 fn an_untrusted_repositorys_plugin_folder_is_not_loaded() {

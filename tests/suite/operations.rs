@@ -31,7 +31,7 @@ fn copy_library(to: &Path) -> PathBuf {
 }
 
 /// A library whose operations.json also declares `peek_file`: `read_file`'s function under
-/// another name, with its own doc, goal line, roles and default role.
+/// another name, with its own doc, goal line and default role, and the reviewer may use it.
 fn library_with_peek_file(root: &Path) -> PathBuf {
     let lib = root.join("lib");
     let package = copy_library(&lib);
@@ -44,10 +44,13 @@ fn library_with_peek_file(root: &Path) -> PathBuf {
         "implementation": "files:read_file",
         "params": [{"name": "file_path", "type": "path", "required": true,
                     "doc": "file relative to the repository root"}],
-        "roles": ["reviewer"],
         "default_role": "reviewer",
         "goal": [{"text": "Peek at `{file_path}`."}]
     }));
+    declared["roles"]["reviewer"]
+        .as_array_mut()
+        .unwrap()
+        .push(json!("peek_file"));
     std::fs::write(&file, serde_json::to_string_pretty(&declared).unwrap()).unwrap();
     lib
 }

@@ -3,6 +3,8 @@
 //! registry's `OperationSpec`. One reader for all three, so a built-in and a plugin are held
 //! to the same rules, and a saved catalogue reads back as the operations the flow used.
 
+use std::collections::BTreeMap;
+
 use serde::{Deserialize, Serialize};
 
 use crate::flow::operation::{
@@ -16,6 +18,18 @@ pub(crate) struct DeclarationFile {
     pub(crate) version: u32,
     /// Each read on its own: one malformed entry leaves the others usable.
     pub(crate) operations: Vec<serde_json::Value>,
+    /// The built-in roles but `developer` (who may use any operation): the operations each may
+    /// use, in the order the planner is shown them.
+    #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
+    pub(crate) roles: BTreeMap<String, Vec<String>>,
+}
+
+/// What a file of declarations declares: the operations, in order, and the built-in roles'
+/// operations (none in a task's saved catalogue, which keeps only the operations).
+#[derive(Debug)]
+pub(crate) struct Declared {
+    pub(crate) operations: Vec<&'static OperationSpec>,
+    pub(crate) roles: BTreeMap<String, Vec<String>>,
 }
 
 /// The version of `operations.json` this build reads and writes.
@@ -65,9 +79,6 @@ pub(crate) struct Declaration {
     /// A failed step of it means the tests failed (the summary's claims are checked by it).
     #[serde(default, skip_serializing_if = "is_false")]
     pub(crate) runs_tests: bool,
-    /// The built-in roles that may use it (`developer` may use every operation).
-    #[serde(default, skip_serializing_if = "Vec::is_empty")]
-    pub(crate) roles: Vec<String>,
     /// The role a step of it gets when the flow names none (`developer` when not said).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub(crate) default_role: Option<String>,
@@ -112,7 +123,7 @@ pub(crate) struct DeclaredGoal {
 
 /// Reads a file of declarations into specs: every entry, or the first problem (the library's
 /// own file and a saved catalogue are written whole, so a bad entry means a bad file).
-pub(crate) fn read_file(text: &str) -> Result<Vec<&'static OperationSpec>, String> {
+pub(crate) fn read_file(text: &str) -> Result<Declared, String> {
     let file: DeclarationFile = serde_json::from_str(text).map_err(|err| err.to_string())?;
     if file.version > DECLARATION_VERSION {
         return Err(format!(
@@ -126,7 +137,20 @@ pub(crate) fn read_file(text: &str) -> Result<Vec<&'static OperationSpec>, Strin
             serde_json::from_value(value).map_err(|err| err.to_string())?;
         specs.push(leak(spec(declaration, &specs)?));
     }
-    Ok(specs)
+    for (role, operations) in &file.roles {
+        if let Some(unknown) = operations
+            .iter()
+            .find(|name| specs.iter().all(|op| op.name != name.as_str()))
+        {
+            return Err(format!(
+                "role `{role}` names `{unknown}`, which the file does not declare"
+            ));
+        }
+    }
+    Ok(Declared {
+        operations: specs,
+        roles: file.roles,
+    })
 }
 
 /// The specs as a file of declarations (what a task saves as its catalogue).
@@ -137,6 +161,7 @@ pub(crate) fn write_file<'a>(specs: impl Iterator<Item = &'a OperationSpec>) -> 
     let file = DeclarationFile {
         version: DECLARATION_VERSION,
         operations,
+        roles: BTreeMap::new(),
     };
     serde_json::to_string_pretty(&file).unwrap_or_default()
 }
@@ -263,7 +288,6 @@ pub(crate) fn spec(
         may_use_llm_without: forever_list(entry.may_use_llm_without),
         commands_only: entry.commands_only,
         runs_tests: entry.runs_tests,
-        roles: forever_list(entry.roles),
         default_role: entry.default_role.map(forever),
         goal: Box::leak(goal.into_boxed_slice()),
         builtin: entry.builtin,
@@ -300,7 +324,6 @@ fn declaration(spec: &OperationSpec) -> Declaration {
         may_use_llm_without: strings(spec.may_use_llm_without),
         commands_only: spec.commands_only,
         runs_tests: spec.runs_tests,
-        roles: strings(spec.roles),
         default_role: spec.default_role.map(str::to_string),
         goal: spec
             .goal
@@ -329,5 +352,11 @@ mod tests {
         );
         let newer = r#"{"version": 2, "operations": []}"#;
         assert!(read_file(newer).unwrap_err().contains("upgrade ocflow"));
+        let typo = r#"{"version": 1, "operations": [{"name": "peek", "doc": "d"}],
+            "roles": {"coder": ["peek", "peak"]}}"#;
+        assert_eq!(
+            read_file(typo).unwrap_err(),
+            "role `coder` names `peak`, which the file does not declare"
+        );
     }
 }

@@ -93,8 +93,6 @@ pub struct OperationSpec {
     pub(crate) commands_only: bool,
     /// A failed step of it means the tests failed.
     pub(crate) runs_tests: bool,
-    /// The built-in roles that may use it.
-    pub(crate) roles: &'static [&'static str],
     /// The role a step of it gets when the flow names none.
     pub(crate) default_role: Option<&'static str>,
     /// The goal line of its steps' instructions: the first line that applies.

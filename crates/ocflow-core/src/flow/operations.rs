@@ -5,6 +5,7 @@
 //! `python/open_codex_lib/operations.json`: compiled in here (validation needs no Python), and
 //! replaced by the library's own declarations and plugins once it is loaded (`plugins`).
 
+use std::collections::BTreeMap;
 use std::sync::{LazyLock, RwLock};
 
 use crate::flow::declaration;
@@ -14,41 +15,90 @@ pub(crate) use crate::flow::operation::{Access, OperationSpec, ParamMeaning, Par
 pub(crate) const BUILT_IN_FILE: &str =
     include_str!("../../../../python/open_codex_lib/operations.json");
 
+/// A set of operations and the built-in roles' lists of them, as long as the process lives.
+#[derive(Debug, Clone, Copy)]
+struct Catalogue {
+    operations: &'static [&'static OperationSpec],
+    roles: &'static BTreeMap<String, Vec<String>>,
+}
+
+impl Catalogue {
+    fn leak(operations: Vec<&'static OperationSpec>, roles: BTreeMap<String, Vec<String>>) -> Self {
+        Catalogue {
+            operations: Box::leak(operations.into_boxed_slice()),
+            roles: Box::leak(Box::new(roles)),
+        }
+    }
+}
+
 /// The compiled-in built-ins, read at first use; a file that does not read is a build that
 /// cannot validate anything, said by `built_in_problem`.
-static BUILT_IN: LazyLock<Result<&'static [&'static OperationSpec], String>> =
-    LazyLock::new(|| {
-        declaration::read_file(BUILT_IN_FILE)
-            .map(|specs| &*Box::leak(specs.into_boxed_slice()))
-            .map_err(|err| format!("the built-in operations (operations.json) do not read: {err}"))
-    });
+static BUILT_IN: LazyLock<Result<Catalogue, String>> = LazyLock::new(|| {
+    declaration::read_file(BUILT_IN_FILE)
+        .map(|declared| Catalogue::leak(declared.operations, declared.roles))
+        .map_err(|err| format!("the built-in operations (operations.json) do not read: {err}"))
+});
 
 /// The operations installed since start-up (the library's declarations and plugins, or a
 /// task's saved catalogue); `None` until then, when the compiled-in built-ins are used.
-static INSTALLED: RwLock<Option<&'static [&'static OperationSpec]>> = RwLock::new(None);
+static INSTALLED: RwLock<Option<Catalogue>> = RwLock::new(None);
 
 /// Why the compiled-in declarations cannot be used, if they cannot.
 pub fn built_in_problem() -> Option<String> {
     BUILT_IN.as_ref().err().cloned()
 }
 
-/// The compiled-in built-ins (none if they do not read: see `built_in_problem`).
-pub(crate) fn built_in() -> &'static [&'static OperationSpec] {
-    BUILT_IN.as_ref().map_or(&[], |specs| specs)
+/// The compiled-in catalogue (empty if it does not read: see `built_in_problem`).
+fn compiled_in() -> Catalogue {
+    static EMPTY: BTreeMap<String, Vec<String>> = BTreeMap::new();
+    BUILT_IN.as_ref().map_or(
+        Catalogue {
+            operations: &[],
+            roles: &EMPTY,
+        },
+        |catalogue| *catalogue,
+    )
 }
 
-/// Replaces the operations: from now on these are every operation, in this order.
-pub(crate) fn install(specs: Vec<&'static OperationSpec>) {
-    let specs: &'static [&'static OperationSpec] = Box::leak(specs.into_boxed_slice());
+/// The catalogue in use: the installed one, else the compiled-in one.
+fn current() -> Catalogue {
     // A poisoned lock only means a thread panicked while swapping a reference: take it over.
+    let installed = *INSTALLED.read().unwrap_or_else(|e| e.into_inner());
+    installed.unwrap_or_else(compiled_in)
+}
+
+/// The compiled-in built-in operations.
+pub(crate) fn built_in() -> &'static [&'static OperationSpec] {
+    compiled_in().operations
+}
+
+/// The compiled-in built-in roles' operations.
+pub(crate) fn built_in_roles() -> BTreeMap<String, Vec<String>> {
+    compiled_in().roles.clone()
+}
+
+/// The built-in roles' operations in use now.
+pub(crate) fn roles_in_use() -> BTreeMap<String, Vec<String>> {
+    current().roles.clone()
+}
+
+/// Replaces the operations and the built-in roles' lists of them: from now on these are every
+/// operation, in this order.
+pub(crate) fn install(specs: Vec<&'static OperationSpec>, roles: BTreeMap<String, Vec<String>>) {
+    let catalogue = Catalogue::leak(specs, roles);
     let mut installed = INSTALLED.write().unwrap_or_else(|e| e.into_inner());
-    *installed = Some(specs);
+    *installed = Some(catalogue);
+}
+
+/// The operations the built-in role `role` may use, in the order the planner is shown them;
+/// `None` for a name that is no such role.
+pub fn role_operations(role: &str) -> Option<&'static [String]> {
+    current().roles.get(role).map(Vec::as_slice)
 }
 
 /// Every operation: the built-ins, then the plugins.
 pub fn all() -> impl Iterator<Item = &'static OperationSpec> {
-    let installed = *INSTALLED.read().unwrap_or_else(|e| e.into_inner());
-    installed.unwrap_or_else(built_in).iter().copied()
+    current().operations.iter().copied()
 }
 
 /// Looks an operation up by name.
@@ -168,9 +218,10 @@ mod tests {
     fn the_built_in_declarations_read_and_read_back_as_they_were_written() {
         assert_eq!(built_in_problem(), None);
         assert_eq!(built_in().len(), 10);
-        let specs = declaration::read_file(BUILT_IN_FILE).unwrap();
-        let again =
-            declaration::read_file(&declaration::write_file(specs.iter().copied())).unwrap();
+        let specs = declaration::read_file(BUILT_IN_FILE).unwrap().operations;
+        let again = declaration::read_file(&declaration::write_file(specs.iter().copied()))
+            .unwrap()
+            .operations;
         assert_eq!(format!("{specs:?}"), format!("{again:?}"));
     }
 

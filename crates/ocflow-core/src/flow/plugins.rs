@@ -46,18 +46,24 @@ pub fn install(catalogue: &str) -> Result<Installed, String> {
     let catalogue: Catalogue = serde_json::from_str(catalogue)
         .map_err(|err| format!("the library's operation catalogue is not readable: {err}"))?;
     let mut installed = Installed::default();
-    let mut specs: Vec<&'static OperationSpec> = match &catalogue.declarations {
+    let built_in = || {
+        (
+            operations::built_in().to_vec(),
+            operations::built_in_roles(),
+        )
+    };
+    let (mut specs, roles) = match &catalogue.declarations {
         Some(file) => match declaration::read_file(file) {
-            Ok(specs) => specs,
+            Ok(declared) => (declared.operations, declared.roles),
             Err(err) => {
                 installed.problems.push(format!(
                     "the library's operations.json is not used ({err}): the built-in operations \
                      are the ones ocflow was built with"
                 ));
-                operations::built_in().to_vec()
+                built_in()
             }
         },
-        None => operations::built_in().to_vec(),
+        None => built_in(),
     };
     for problem in catalogue.problems {
         installed.problems.push(format!(
@@ -91,7 +97,7 @@ pub fn install(catalogue: &str) -> Result<Installed, String> {
             )),
         }
     }
-    operations::install(specs);
+    operations::install(specs, roles);
     Ok(installed)
 }
 
@@ -103,14 +109,14 @@ pub fn adopt_saved(text: &str) -> Result<Vec<String>, String> {
     let saved = declaration::read_file(text)?;
     let mut specs: Vec<&'static OperationSpec> = operations::all().collect();
     let mut added = Vec::new();
-    for spec in saved {
+    for spec in saved.operations {
         if specs.iter().all(|known| known.name != spec.name) {
             added.push(spec.name.to_string());
             specs.push(spec);
         }
     }
     if !added.is_empty() {
-        operations::install(specs);
+        operations::install(specs, operations::roles_in_use());
     }
     Ok(added)
 }

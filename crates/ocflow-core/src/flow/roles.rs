@@ -24,7 +24,7 @@ pub struct Role {
     #[serde(default)]
     pub prompt: Option<String>,
     /// The operations the role may use. A built-in role lists none here: its operations are
-    /// the ones whose declaration names it (`operations.json`'s `roles`), plugins' included.
+    /// declared with the operations (`operations.json`'s `roles`).
     pub(crate) operations: Vec<String>,
     /// The built-in role this is (`None` for a configured one).
     #[serde(skip)]
@@ -45,10 +45,9 @@ impl Role {
     /// The operations it may use: its own list, or those that declare the built-in role.
     fn operation_names(&self) -> Vec<String> {
         match self.built_in {
-            Some(name) => operations::all()
-                .filter(|op| op.roles.contains(&name))
-                .map(|op| op.name.to_string())
-                .collect(),
+            Some(name) => operations::role_operations(name)
+                .map(<[String]>::to_vec)
+                .unwrap_or_default(),
             None => self.operations.clone(),
         }
     }
@@ -98,8 +97,8 @@ impl Default for Roles {
     }
 }
 
-/// A built-in role: `developer` may use any operation; the others, the operations that name
-/// them in their declaration.
+/// A built-in role: `developer` may use any operation; the others, the operations the
+/// declarations list for them (`operations.json`'s `roles`).
 fn built_in(name: &'static str, goal: &str, network: bool) -> (String, Role) {
     let any = name == DEVELOPER;
     let role = Role {

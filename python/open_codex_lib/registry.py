@@ -801,8 +801,8 @@ def _checked_result(info: OperationInfo, step: Step, result: Any) -> dict:
 # the ocflow host (which compiles the same file in) both read it, so adding an operation is a
 # change to that file and the function it names. Its entries have the catalogue's shape (what
 # plugins declare) plus what only built-ins say: ``implementation`` ("module:function" of this
-# package), ``reads``, the LLM conditions, ``commands_only``, ``roles``, ``default_role`` and
-# ``goal`` (see python/README.md, "The operations file").
+# package), ``reads``, the LLM conditions, ``commands_only``, ``runs_tests``, ``default_role``
+# and ``goal``; the file's ``roles`` are the host's (see python/README.md, "The operations file").
 OPERATIONS_FILE = "operations.json"
 
 

@@ -254,7 +254,12 @@ fn diff_and_apply_know_a_flows_plugins_from_its_saved_catalogue() {
         .find(|op| op["name"] == json!("lint"))
         .cloned()
         .unwrap();
-    assert_eq!(lint["runs_commands"], json!(true));
+    assert_eq!(
+        (lint["runs_commands"].clone(), lint["builtin"].clone()),
+        (json!(true), json!(false))
+    );
+    assert_eq!(saved["operations"][0]["name"], json!("read_file"));
+    assert_eq!(saved["operations"][0]["builtin"], json!(true));
     // The plugins are not there for the commands that read the task.
     std::fs::remove_file(sandbox.workspace.join("ocflow.toml")).unwrap();
     let diff = sandbox

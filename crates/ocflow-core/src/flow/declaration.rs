@@ -16,7 +16,7 @@ use crate::flow::operation::{
 pub(crate) struct DeclarationFile {
     /// The format's version; a newer one is refused.
     pub(crate) version: u32,
-    /// Each read on its own: one malformed entry leaves the others usable.
+    /// The declarations, each read on its own so a bad one is named.
     pub(crate) operations: Vec<serde_json::Value>,
     /// The built-in roles but `developer` (who may use any operation): the operations each may
     /// use, in the order the planner is shown them.
@@ -42,7 +42,8 @@ pub(crate) struct Declaration {
     pub(crate) name: String,
     /// One line: what it does, shown to the planner.
     pub(crate) doc: String,
-    /// Whether the library declares it in its own `operations.json` (a plugin does not).
+    /// Whether the library declares it in its own `operations.json` (a plugin does not; every
+    /// entry of that file is, and a saved catalogue says which were).
     #[serde(default)]
     pub(crate) builtin: bool,
     /// Where a plugin comes from, for messages.
@@ -121,9 +122,19 @@ pub(crate) struct DeclaredGoal {
     pub(crate) text: String,
 }
 
+/// Reads the library's `operations.json`: its built-in operations and roles.
+pub(crate) fn read_built_ins(text: &str) -> Result<Declared, String> {
+    read(text, true)
+}
+
+/// Reads a task's saved catalogue: the operations it was validated against, as written.
+pub(crate) fn read_saved(text: &str) -> Result<Declared, String> {
+    read(text, false)
+}
+
 /// Reads a file of declarations into specs: every entry, or the first problem (the library's
 /// own file and a saved catalogue are written whole, so a bad entry means a bad file).
-pub(crate) fn read_file(text: &str) -> Result<Declared, String> {
+fn read(text: &str, built_ins: bool) -> Result<Declared, String> {
     let file: DeclarationFile = serde_json::from_str(text).map_err(|err| err.to_string())?;
     if file.version > DECLARATION_VERSION {
         return Err(format!(
@@ -133,8 +144,9 @@ pub(crate) fn read_file(text: &str) -> Result<Declared, String> {
     }
     let mut specs = Vec::new();
     for value in file.operations {
-        let declaration: Declaration =
+        let mut declaration: Declaration =
             serde_json::from_value(value).map_err(|err| err.to_string())?;
+        declaration.builtin |= built_ins;
         specs.push(leak(spec(declaration, &specs)?));
     }
     for (role, operations) in &file.roles {
@@ -347,15 +359,15 @@ mod tests {
             "params": [{"name": "file_path", "type": "path"}],
             "goal": [{"when": ["nope"], "text": "x"}]}]}"#;
         assert_eq!(
-            read_file(text).unwrap_err(),
+            read_built_ins(text).unwrap_err(),
             "`peek` names `nope`, which is not one of its parameters"
         );
         let newer = r#"{"version": 2, "operations": []}"#;
-        assert!(read_file(newer).unwrap_err().contains("upgrade ocflow"));
+        assert!(read_saved(newer).unwrap_err().contains("upgrade ocflow"));
         let typo = r#"{"version": 1, "operations": [{"name": "peek", "doc": "d"}],
             "roles": {"coder": ["peek", "peak"]}}"#;
         assert_eq!(
-            read_file(typo).unwrap_err(),
+            read_built_ins(typo).unwrap_err(),
             "role `coder` names `peak`, which the file does not declare"
         );
     }

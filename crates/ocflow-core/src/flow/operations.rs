@@ -34,7 +34,7 @@ impl Catalogue {
 /// The compiled-in built-ins, read at first use; a file that does not read is a build that
 /// cannot validate anything, said by `built_in_problem`.
 static BUILT_IN: LazyLock<Result<Catalogue, String>> = LazyLock::new(|| {
-    declaration::read_file(BUILT_IN_FILE)
+    declaration::read_built_ins(BUILT_IN_FILE)
         .map(|declared| Catalogue::leak(declared.operations, declared.roles))
         .map_err(|err| format!("the built-in operations (operations.json) do not read: {err}"))
 });
@@ -218,8 +218,11 @@ mod tests {
     fn the_built_in_declarations_read_and_read_back_as_they_were_written() {
         assert_eq!(built_in_problem(), None);
         assert_eq!(built_in().len(), 10);
-        let specs = declaration::read_file(BUILT_IN_FILE).unwrap().operations;
-        let again = declaration::read_file(&declaration::write_file(specs.iter().copied()))
+        let specs = declaration::read_built_ins(BUILT_IN_FILE)
+            .unwrap()
+            .operations;
+        assert!(specs.iter().all(|op| op.builtin));
+        let again = declaration::read_saved(&declaration::write_file(specs.iter().copied()))
             .unwrap()
             .operations;
         assert_eq!(format!("{specs:?}"), format!("{again:?}"));

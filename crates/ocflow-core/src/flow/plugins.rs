@@ -53,7 +53,7 @@ pub fn install(catalogue: &str) -> Result<Installed, String> {
         )
     };
     let (mut specs, roles) = match &catalogue.declarations {
-        Some(file) => match declaration::read_file(file) {
+        Some(file) => match declaration::read_built_ins(file) {
             Ok(declared) => (declared.operations, declared.roles),
             Err(err) => {
                 installed.problems.push(format!(
@@ -106,7 +106,7 @@ pub fn install(catalogue: &str) -> Result<Installed, String> {
 /// them (`diff`, `apply`, `report`) or that run on with fewer loaded (`resume`). The ones known
 /// now stay as they are. Returns the names added.
 pub fn adopt_saved(text: &str) -> Result<Vec<String>, String> {
-    let saved = declaration::read_file(text)?;
+    let saved = declaration::read_saved(text)?;
     let mut specs: Vec<&'static OperationSpec> = operations::all().collect();
     let mut added = Vec::new();
     for spec in saved.operations {

@@ -31,7 +31,7 @@ pub(crate) fn apply(config: &Config, args: ApplyArgs) -> Result<ExitCode> {
         Some(id) => find_task(config, Some(id), false)?,
         None => the_only_one_waiting(config)?,
     };
-    know_operations_of(&task);
+    know_operations_of(config, &task);
     let _lock = task.lock()?;
     recover_locked(&task)?;
     let mut flow_status = state::load_status(&task)?;
@@ -176,7 +176,7 @@ pub(crate) fn undo(config: &Config, args: UndoArgs) -> Result<ExitCode> {
         Some(id) => find_task(config, Some(id), false)?,
         None => the_last_applied(config)?,
     };
-    know_operations_of(&task);
+    know_operations_of(config, &task);
     let _lock = task.lock()?;
     recover_locked(&task)?;
     let mut flow_status = state::load_status(&task)?;

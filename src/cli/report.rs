@@ -27,7 +27,7 @@ use timeline::Span;
 /// made while the flow runs, and it only reads the task.
 pub(crate) fn report(config: &Config, args: TaskArg) -> Result<ExitCode> {
     let task = find_task(config, args.task.as_deref(), false)?;
-    know_operations_of(&task);
+    know_operations_of(config, &task);
     let facts = report::gather(&task)?;
     let nonce = format!("{:032x}", rand::random::<u128>());
     let page = page(&facts, &nonce, &now());

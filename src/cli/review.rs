@@ -81,7 +81,7 @@ pub(crate) fn list(config: &Config) -> Result<ExitCode> {
 /// `ocflow diff`: the flow's changes as a unified diff.
 pub(crate) fn diff(config: &Config, args: DiffArgs) -> Result<ExitCode> {
     let task = find_task(config, args.task.as_deref(), false)?;
-    know_operations_of(&task);
+    know_operations_of(config, &task);
     let flow_status = state::load_status(&task)?;
     let flow = state::load_flow_of(&task, &flow_status)?;
     state::require_intact(&task, &flow_status, &flow)?;

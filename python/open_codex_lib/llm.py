@@ -56,23 +56,28 @@ def get_complete(llm_config: dict | None) -> CompleteFn | None:
 def llm_use(step: Step) -> tuple[str | None, bool]:
     """``(what, required)``: how ``step`` uses the model, for messages, and whether it must.
 
-    ``what`` is None for steps that never call a model.  ``generate_summary``
-    without ``params.message`` uses one when there is one and works without; a
-    plugin operation declared with ``needs_llm`` must have one.
+    ``what`` is None for steps that never call a model.  It follows the operation's
+    declaration: ``needs_llm`` always needs one; ``needs_llm_with`` needs one when one of
+    those parameters is given (``write_file`` with ``params.instructions``);
+    ``may_use_llm_without`` uses one when there is one, and works without, unless one of
+    those is given as text (``generate_summary`` without ``params.message``).
     """
-    params = step.params
-    if step.operation in ("modify_code", "refactor_function", "analyze_code"):
-        return step.operation, True
-    if step.operation == "write_file" and params.get("instructions") is not None:
-        return "write_file with params.instructions", True
-    message = params.get("message")
-    if step.operation == "generate_summary" and not (isinstance(message, str) and message.strip()):
-        return step.operation, False
     from . import registry  # here: the registry imports the operations, which import this
 
     info = registry.find(step.operation)
-    if info is not None and not info.builtin and info.needs_llm:
+    if info is None:
+        return None, False
+    params = step.params
+    if info.needs_llm:
         return step.operation, True
+    given = [name for name in info.needs_llm_with if params.get(name) is not None]
+    if given:
+        return f"{step.operation} with params.{given[0]}", True
+    if info.may_use_llm_without and not any(
+        isinstance(params.get(name), str) and params[name].strip()
+        for name in info.may_use_llm_without
+    ):
+        return step.operation, False
     return None, False
 
 

@@ -198,9 +198,14 @@ class OperationInfo:
     builtin: bool
     # "open_codex_lib" for built-ins, else the plugin file or "entry point NAME (DIST)".
     source: str
+    # The step needs a model when one of these parameters is given (write_file's instructions).
+    needs_llm_with: tuple[str, ...] = ()
+    # The step may use a model, and works without, unless one of these is given as text
+    # (generate_summary's message).
+    may_use_llm_without: tuple[str, ...] = ()
 
     def __post_init__(self):
-        for name in ("params", "exactly_one_of", "writes"):
+        for name in ("params", "exactly_one_of", "writes", "needs_llm_with", "may_use_llm_without"):
             value = getattr(self, name)
             if isinstance(value, (str, bytes)) or not isinstance(value, Iterable):
                 raise RegistryError(f"operation {self.name!r}: {name} must be a list")
@@ -259,7 +264,7 @@ def _validate(info: OperationInfo) -> None:
             raise RegistryError(f"operation {name!r} declares parameter {param.name!r} twice")
         seen.add(param.name)
     declared = ", ".join(sorted(seen)) or "none"
-    for field_name in ("exactly_one_of", "writes"):
+    for field_name in ("exactly_one_of", "writes", "needs_llm_with", "may_use_llm_without"):
         for param_name in getattr(info, field_name):
             if param_name not in seen:
                 raise RegistryError(
@@ -790,28 +795,15 @@ def _checked_result(info: OperationInfo, step: Step, result: Any) -> dict:
     return result
 
 
-# --- The built-in operations, mirroring ocflow's table (src/flow/operations.rs) ---------------
+# --- The built-in operations, declared in operations.json ------------------------------------
 
-FILE_PATH = Param("file_path", "path", required=True, doc="file relative to the repository root")
-TIMEOUT = Param(
-    "timeout_seconds",
-    "integer",
-    doc="kill the command (and its children) after this many seconds",
-)
-RETRYABLE = Param(
-    "retryable", "boolean", doc="a timeout is transient: run the command again automatically"
-)
-NETWORK = Param(
-    "network",
-    "boolean",
-    doc="let the command use the network (off by default; model-made steps need the user's "
-    "`[sandbox] network = true`)",
-)
-MODIFY_PARAMS = (
-    FILE_PATH,
-    Param("instructions", "string", required=True, doc="what to change, in plain words"),
-    Param("function_name", "string", doc="the function to rewrite, when only one changes"),
-)
+# The one declaration of the built-in operations, shipped with the package: this registry and
+# the ocflow host (which compiles the same file in) both read it, so adding an operation is a
+# change to that file and the function it names. Its entries have the catalogue's shape (what
+# plugins declare) plus what only built-ins say: ``implementation`` ("module:function" of this
+# package), ``reads``, the LLM conditions, ``commands_only``, ``runs_tests``, ``default_role``
+# and ``goal``; the file's ``roles`` are the host's (see python/README.md, "The operations file").
+OPERATIONS_FILE = "operations.json"
 
 
 def _lazy(module: str, name: str) -> Operation:
@@ -831,139 +823,56 @@ def _lazy(module: str, name: str) -> Operation:
     return run
 
 
-def _builtin(
-    name: str,
-    doc: str,
-    function: Operation,
-    params: Iterable[Param],
-    *,
-    exactly_one_of: Iterable[str] = (),
-    writes: Iterable[str] = (),
-    runs_commands: bool = False,
-    needs_llm: bool = False,
-) -> OperationInfo:
-    return OperationInfo(
-        name=name,
-        doc=doc,
-        params=params,
-        exactly_one_of=exactly_one_of,
-        writes=writes,
-        runs_commands=runs_commands,
-        needs_llm=needs_llm,
-        function=function,
-        builtin=True,
-        source=BUILTIN_SOURCE,
-    )
+def declarations() -> list[dict]:
+    """The built-in operations as :data:`OPERATIONS_FILE` declares them, in documented order."""
+    from importlib import resources
+
+    text = resources.files(__package__).joinpath(OPERATIONS_FILE).read_text(encoding="utf-8")
+    return json.loads(text)["operations"]
 
 
-# One function for both names, as before: refactor_function is modify_code.
-_MODIFY_CODE = _lazy("code_edit", "modify_code")
+def _builtins(entries: list[dict]) -> tuple[OperationInfo, ...]:
+    """The registered form of the declared built-ins; a bad declaration raises
+    :class:`RegistryError` naming the operation, as a plugin's would."""
+    # One function per implementation: refactor_function runs modify_code's, as it always did.
+    functions: dict[str, Operation] = {}
+    built = []
+    for entry in entries:
+        name = entry.get("name", "?")
+        implementation = entry.get("implementation", "")
+        module, _, function = implementation.partition(":")
+        if not module or not function:
+            raise RegistryError(
+                f"built-in operation {name!r}: implementation {implementation!r} is not "
+                "'module:function'"
+            )
+        if implementation not in functions:
+            functions[implementation] = _lazy(module, function)
+        built.append(
+            OperationInfo(
+                name=name,
+                doc=entry.get("doc", ""),
+                params=[Param(**_param_fields(p)) for p in entry.get("params", [])],
+                exactly_one_of=entry.get("exactly_one_of", []),
+                writes=entry.get("writes", []),
+                runs_commands=bool(entry.get("runs_commands", False)),
+                needs_llm=bool(entry.get("needs_llm", False)),
+                function=functions[implementation],
+                builtin=True,
+                source=BUILTIN_SOURCE,
+                needs_llm_with=entry.get("needs_llm_with", []),
+                may_use_llm_without=entry.get("may_use_llm_without", []),
+            )
+        )
+    return tuple(built)
 
-BUILTINS = (
-    _builtin(
-        "read_file",
-        "read a file; its text becomes the step's `content` output",
-        _lazy("files", "read_file"),
-        [FILE_PATH],
-    ),
-    _builtin(
-        "write_file",
-        "create or overwrite a file from `content`, from another step's content, or generated "
-        "from `instructions`",
-        _lazy("files", "write_file"),
-        [
-            FILE_PATH,
-            Param("content", "string", doc="the whole new content"),
-            Param("content_from_step", "step", doc="id of an earlier step whose content to write"),
-            Param("instructions", "string", doc="describe the file for the LLM to write"),
-        ],
-        exactly_one_of=["content", "content_from_step", "instructions"],
-        writes=["file_path"],
-    ),
-    _builtin(
-        "modify_code",
-        "rewrite a file following instructions (the LLM returns the whole new file)",
-        _MODIFY_CODE,
-        MODIFY_PARAMS,
-        writes=["file_path"],
-        needs_llm=True,
-    ),
-    _builtin(
-        "refactor_function",
-        "rewrite one function of a file following instructions",
-        _MODIFY_CODE,
-        MODIFY_PARAMS,
-        writes=["file_path"],
-        needs_llm=True,
-    ),
-    _builtin(
-        "analyze_code",
-        "analyse a file; findings in the result, a report in the step directory",
-        _lazy("analysis", "analyze_code"),
-        [
-            FILE_PATH,
-            Param("query", "string", doc="what to look for"),
-            Param(
-                "report_path",
-                "path",
-                doc="also write the report into the repository at this path",
-            ),
-        ],
-        writes=["report_path"],
-        needs_llm=True,
-    ),
-    _builtin(
-        "execute_shell_command",
-        "run a shell command at the repository root (with all earlier changes applied); files "
-        "it changes become the step's outputs",
-        _lazy("commands", "execute_shell_command"),
-        [
-            Param("command", "command", required=True, doc="the shell command"),
-            TIMEOUT,
-            RETRYABLE,
-            NETWORK,
-        ],
-        runs_commands=True,
-    ),
-    _builtin(
-        "run_tests",
-        "run the test suite (pytest or cargo test when no command is given) and report "
-        "passed/failed counts",
-        _lazy("commands", "run_tests"),
-        [Param("command", "command", doc="the test command"), TIMEOUT, RETRYABLE, NETWORK],
-        runs_commands=True,
-    ),
-    _builtin(
-        "generate_summary",
-        "write a short summary of what earlier steps did",
-        _lazy("summary", "generate_summary"),
-        [
-            Param("message", "string", doc="the summary text, when it is already known"),
-            Param("changes_from_step", "step", doc="id of the step whose changes to summarise"),
-        ],
-    ),
-    _builtin(
-        "list_files",
-        "list the repository's files under a directory",
-        _lazy("files", "list_files"),
-        [
-            Param(
-                "path",
-                "directory",
-                doc="directory relative to the repository root (default `.`)",
-            ),
-            Param("pattern", "string", doc="glob on file names, e.g. `*.py`"),
-            Param("recursive", "boolean", doc="descend into subdirectories (default true)"),
-        ],
-    ),
-    _builtin(
-        "delete_file",
-        "delete a file",
-        _lazy("files", "delete_file"),
-        [FILE_PATH],
-        writes=["file_path"],
-    ),
-)
+
+def _param_fields(param: dict) -> dict:
+    """A declared parameter's fields that :class:`Param` holds (aliases are the host's)."""
+    return {key: param[key] for key in ("name", "type", "required", "doc") if key in param}
+
+
+BUILTINS = _builtins(declarations())
 
 for _info in BUILTINS:
     _operations[_info.name] = _info

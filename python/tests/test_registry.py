@@ -16,14 +16,6 @@ from open_codex_lib import execute_operation, registry
 from open_codex_lib.operations import OPERATIONS
 from open_codex_lib.registry import Param, RegistryError, load_plugins, operation
 
-RUST_TABLE = (
-    Path(__file__).resolve().parents[2]
-    / "crates"
-    / "ocflow-core"
-    / "src"
-    / "flow"
-    / "operations.rs"
-)
 BUILTIN_ORDER = [
     "read_file",
     "write_file",
@@ -148,80 +140,60 @@ def test_builtin_catalogue_shape_and_order():
     }
 
 
-def rust_string(literal: str) -> str:
-    """A Rust string literal's body with its line continuations (backslash, newline) joined."""
-    return re.sub(r"\\\n\s*", "", literal)
+OPERATIONS_FILE = Path(registry.__file__).with_name("operations.json")
+PYPROJECT = Path(PYTHON_DIR) / "pyproject.toml"
 
 
-RUST_STRING = r'"((?:[^"\\]|\\.)*)"'
-RUST_PARAM = re.compile(
-    r"param\(\s*" + RUST_STRING + r",\s*(\w+),\s*(\w+),\s*(true|false),\s*" + RUST_STRING,
-    re.DOTALL,
+def test_builtins_are_the_operations_file():
+    """The registry's built-ins are operations.json's entries, field for field, in its order:
+    the one declaration the ocflow host compiles in too."""
+    declared = json.loads(OPERATIONS_FILE.read_text(encoding="utf-8"))["operations"]
+    catalogue = json.loads(registry.catalogue())["operations"]
+    assert [op["name"] for op in declared] == BUILTIN_ORDER
+    for entry, listed in zip(declared, catalogue):
+        for key in ("name", "doc", "exactly_one_of", "writes", "runs_commands", "needs_llm"):
+            assert listed[key] == entry[key], (entry["name"], key)
+        params = [{k: p[k] for k in ("name", "type", "required", "doc")} for p in entry["params"]]
+        assert listed["params"] == params
+        module, function = entry["implementation"].split(":")
+        assert registry.find(entry["name"]).function.__module__ == f"open_codex_lib.{module}"
+        assert registry.find(entry["name"]).function.__name__ == function
+
+
+def test_operations_file_is_package_data():
+    """``pip install ./python`` installs operations.json beside the modules that read it."""
+    text = PYPROJECT.read_text(encoding="utf-8")
+    package_data = text[text.index("[tool.setuptools.package-data]") :].splitlines()[1]
+    assert '"operations.json"' in package_data
+
+
+def test_a_bad_builtin_declaration_is_refused_by_name():
+    with pytest.raises(RegistryError, match="built-in operation 'x': implementation 'files'"):
+        registry._builtins([{"name": "x", "doc": "y", "implementation": "files"}])
+    with pytest.raises(RegistryError, match="writes names 'nope'"):
+        registry._builtins(
+            [{"name": "x", "doc": "y", "implementation": "files:read_file", "writes": ["nope"]}]
+        )
+
+
+@pytest.mark.parametrize(
+    ("operation", "params", "use"),
+    [
+        ("modify_code", {"instructions": "x"}, ("modify_code", True)),
+        ("write_file", {"instructions": "x"}, ("write_file with params.instructions", True)),
+        ("write_file", {"content": "x"}, (None, False)),
+        ("generate_summary", {}, ("generate_summary", False)),
+        ("generate_summary", {"message": "done"}, (None, False)),
+        ("read_file", {}, (None, False)),
+        ("no_such_operation", {}, (None, False)),
+    ],
 )
-RUST_TYPES = {
-    ("String", "FilePath"): "path",
-    ("String", "DirPath"): "directory",
-    ("String", "StepRef"): "step",
-    ("String", "Command"): "command",
-    ("String", "Text"): "string",
-    ("Integer", "Setting"): "integer",
-    ("Boolean", "Setting"): "boolean",
-}
+def test_llm_use_follows_the_declaration(operation, params, use):
+    from types import SimpleNamespace
 
+    from open_codex_lib.llm import llm_use
 
-def rust_params(text: str, constants: dict[str, str]) -> list[dict]:
-    """The parameters a piece of the Rust table lists (``param(...)`` calls, constants)."""
-    params = []
-    for match in re.finditer(RUST_PARAM.pattern + r"|\b([A-Z_]{2,})\b", text, re.DOTALL):
-        name, kind, meaning, required, doc, constant = match.groups()
-        if constant is not None:
-            params.extend(rust_params(constants[constant], constants))
-            continue
-        params.append(
-            {
-                "name": name,
-                "type": RUST_TYPES[(kind, meaning)],
-                "required": required == "true",
-                "doc": rust_string(doc),
-            }
-        )
-    return params
-
-
-def rust_table() -> list[dict]:
-    """ocflow's table of operations (crates/ocflow-core/src/flow/operations.rs), read as catalogue entries."""
-    source = RUST_TABLE.read_text(encoding="utf-8")
-    constants = dict(
-        re.findall(r"const (\w+): (?:ParamSpec|&\[ParamSpec\]) = (.*?);\n", source, re.DOTALL)
-    )
-    table = source[source.index("pub(crate) const OPERATIONS") : source.index("PARAM_ALIASES")]
-    operations = []
-    for block in table.split("OperationSpec {")[1:]:
-        params_text = re.search(r"params: (.*?),\n\s*exactly_one_of", block, re.DOTALL).group(1)
-
-        def names_of(field: str, block: str = block) -> list[str]:
-            return re.findall(r'"(\w+)"', re.search(field + r": &\[(.*?)\]", block).group(1))
-
-        operations.append(
-            {
-                "name": re.search(r'name: "(\w+)"', block).group(1),
-                "doc": rust_string(re.search(r"doc: " + RUST_STRING, block, re.DOTALL).group(1)),
-                "params": rust_params(params_text, constants),
-                "exactly_one_of": names_of("exactly_one_of"),
-                "writes": names_of("writes"),
-                "needs_llm": re.search(r"needs_llm: (true|false)", block).group(1) == "true",
-            }
-        )
-    return operations
-
-
-@pytest.mark.skipif(not RUST_TABLE.is_file(), reason="ocflow's Rust sources are not here")
-def test_builtins_mirror_the_rust_table():
-    mine = [
-        {key: op[key] for key in ("name", "doc", "params", "exactly_one_of", "writes", "needs_llm")}
-        for op in json.loads(registry.catalogue())["operations"]
-    ]
-    assert mine == rust_table()
+    assert llm_use(SimpleNamespace(operation=operation, params=params)) == use
 
 
 def test_operations_view_follows_the_registry(tmp_path):

@@ -7,7 +7,7 @@ use std::path::Path;
 use crate::cli::args::{ApplyArgs, UndoArgs};
 use crate::cli::config::Config;
 use crate::cli::held_signals::HeldSignals;
-use crate::cli::tasks::{find_task, task_dirs};
+use crate::cli::tasks::{find_task, know_operations_of, task_dirs};
 use ocflow_core::flow::path_rules::PathRules;
 use ocflow_core::task::apply::{self, Applied};
 use ocflow_core::task::apply_journal::{self, Stage};
@@ -31,6 +31,7 @@ pub(crate) fn apply(config: &Config, args: ApplyArgs) -> Result<ExitCode> {
         Some(id) => find_task(config, Some(id), false)?,
         None => the_only_one_waiting(config)?,
     };
+    know_operations_of(config, &task);
     let _lock = task.lock()?;
     recover_locked(&task)?;
     let mut flow_status = state::load_status(&task)?;
@@ -175,6 +176,7 @@ pub(crate) fn undo(config: &Config, args: UndoArgs) -> Result<ExitCode> {
         Some(id) => find_task(config, Some(id), false)?,
         None => the_last_applied(config)?,
     };
+    know_operations_of(config, &task);
     let _lock = task.lock()?;
     recover_locked(&task)?;
     let mut flow_status = state::load_status(&task)?;

@@ -12,6 +12,11 @@ use ocflow_model::status::now;
 /// Runs one command.
 pub(crate) fn dispatch(config: &Config, command: Command) -> Result<ExitCode> {
     // Said before the command runs, to people (stderr) and headless callers (a warning event).
+    // The compiled-in declarations are read at first use: a build whose file does not read
+    // could validate nothing, and says so before anything else.
+    if let Some(problem) = ocflow_core::flow::operations::built_in_problem() {
+        return Err(Error::internal(problem));
+    }
     let mut warnings = config.warnings.clone();
     let mut connected = None;
     // The commands that plan or validate flows take the library's catalogue first, so its

@@ -12,7 +12,7 @@ use std::fmt::Write;
 
 use crate::cli::args::TaskArg;
 use crate::cli::config::Config;
-use crate::cli::tasks::find_task;
+use crate::cli::tasks::{find_task, know_operations_of};
 use html::{duration, escape};
 use ocflow_core::task::report::{self, Changes, FileDiff, MAX_DIFF_BYTES, ReportFacts, StepFacts};
 use ocflow_core::task::workspace;
@@ -27,6 +27,7 @@ use timeline::Span;
 /// made while the flow runs, and it only reads the task.
 pub(crate) fn report(config: &Config, args: TaskArg) -> Result<ExitCode> {
     let task = find_task(config, args.task.as_deref(), false)?;
+    know_operations_of(config, &task);
     let facts = report::gather(&task)?;
     let nonce = format!("{:032x}", rand::random::<u128>());
     let page = page(&facts, &nonce, &now());

@@ -6,7 +6,7 @@ use crate::cli::config::Config;
 use crate::cli::launch::{self, connect_llm};
 use crate::cli::live;
 use crate::cli::run;
-use crate::cli::tasks::find_task;
+use crate::cli::tasks::{find_task, know_operations_of, warn};
 use ocflow_core::engine::executor::Executor;
 use ocflow_core::engine::orphans;
 use ocflow_core::engine::signals::Interrupt;
@@ -25,6 +25,21 @@ use std::collections::BTreeSet;
 
 pub(crate) async fn resume(config: &Config, args: ResumeArgs) -> Result<ExitCode> {
     let task = find_task(config, args.task.as_deref(), true)?;
+    // The plugins loaded now come first; the saved catalogue adds the ones no longer loaded, so
+    // the flow still reads (their finished steps are reviewed as what they were), and a step of
+    // theirs still to run fails on its own, said here first.
+    let not_loaded = know_operations_of(config, &task);
+    if !not_loaded.is_empty() {
+        warn(
+            config,
+            format!(
+                "task {} was planned with operations that are not loaded now: {}; a step of \
+                 theirs that still has to run will fail (load the plugins that add them)",
+                task.task_id,
+                not_loaded.join(", ")
+            ),
+        );
+    }
     // Stopped before the model gave a flow (interrupted, killed, or failed while planning):
     // planned again, from the task's own words.
     if let Ok(status) = state::load_status(&task)

@@ -2,7 +2,7 @@
 
 use crate::cli::args::{DiffArgs, StatusArgs};
 use crate::cli::config::Config;
-use crate::cli::tasks::{as_shown, find_task, task_dirs};
+use crate::cli::tasks::{as_shown, find_task, know_operations_of, task_dirs};
 use crate::cli::{follow, status_table};
 use ocflow_core::task::{review, state};
 use ocflow_model::error::Result;
@@ -81,6 +81,7 @@ pub(crate) fn list(config: &Config) -> Result<ExitCode> {
 /// `ocflow diff`: the flow's changes as a unified diff.
 pub(crate) fn diff(config: &Config, args: DiffArgs) -> Result<ExitCode> {
     let task = find_task(config, args.task.as_deref(), false)?;
+    know_operations_of(config, &task);
     let flow_status = state::load_status(&task)?;
     let flow = state::load_flow_of(&task, &flow_status)?;
     state::require_intact(&task, &flow_status, &flow)?;

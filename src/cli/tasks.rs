@@ -5,10 +5,11 @@ use std::fs;
 use std::path::PathBuf;
 
 use crate::cli::config::Config;
-use ocflow_core::task::state;
 use ocflow_core::task::workspace::{self, TaskDir};
+use ocflow_core::task::{events, state};
 use ocflow_model::error::{Error, IoContext, Result};
-use ocflow_model::status::{FlowState, FlowStatus};
+use ocflow_model::event::{Event, Record};
+use ocflow_model::status::{FlowState, FlowStatus, now};
 
 /// The task `arg` names, or the most recently updated flow (only unfinished ones when
 /// `unfinished`).
@@ -74,6 +75,23 @@ pub(crate) fn find_task(config: &Config, arg: Option<&str>, unfinished: bool) ->
             config.workspace.display()
         ))
     })
+}
+
+/// Makes the operations `task`'s flow used known, plugins included, from its saved catalogue,
+/// without loading them. A catalogue that does not read is said and passed over: the task is
+/// then read as it was before tasks kept one (an unknown plugin step counts as a file step).
+/// Returns the operations only the saved catalogue knew.
+pub(crate) fn know_operations_of(config: &Config, task: &TaskDir) -> Vec<String> {
+    state::adopt_operations(task).unwrap_or_else(|err| {
+        warn(config, format!("{err:#}"));
+        Vec::new()
+    })
+}
+
+/// Says a warning to people (stderr) and, with `--json`, to headless callers (an event).
+pub(crate) fn warn(config: &Config, message: String) {
+    let event = Event::Warning { message };
+    events::show(&Record::now(now(), event), config.json);
 }
 
 /// Every task of the workspace whose status can be read, with it.

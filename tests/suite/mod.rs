@@ -14,6 +14,7 @@ mod layers;
 mod llm;
 mod mcp;
 mod openhands;
+mod operations;
 mod parallel;
 mod plugins;
 mod profiles;

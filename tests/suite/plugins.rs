@@ -230,6 +230,96 @@ fn a_plugin_that_fails_to_import_is_reported_and_the_rest_works() {
     );
 }
 
+/// `diff` and `apply` load no plugin: they know the flow's operations from the catalogue the
+/// task saved beside its flow. A plugin that runs commands is then a command there too, so a file
+/// it left that git ignores is left out, as a built-in command's is.
+#[test]
+fn diff_and_apply_know_a_flows_plugins_from_its_saved_catalogue() {
+    let sandbox = with_plugins(&[("text_tools.py", PLUGIN)]);
+    std::fs::write(sandbox.repo.join(".gitignore"), "lint.log\n").unwrap();
+    let flow = json!([
+        {"id": "loud", "operation": "shout", "params": {"file_path": "LOUD.txt", "text": "hi"}},
+        {"id": "lint", "operation": "lint", "depends_on": ["loud"],
+         "params": {"command": "cat LOUD.txt > lint.log"}}
+    ]);
+    for task in ["t", "old"] {
+        assert_exit(&sandbox.run(&flow, task), 0);
+    }
+    let saved = std::fs::read_to_string(sandbox.task_dir("t").join("operations.json")).unwrap();
+    let saved: Value = serde_json::from_str(&saved).unwrap();
+    let lint = saved["operations"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|op| op["name"] == json!("lint"))
+        .cloned()
+        .unwrap();
+    assert_eq!(
+        (lint["runs_commands"].clone(), lint["builtin"].clone()),
+        (json!(true), json!(false))
+    );
+    assert_eq!(saved["operations"][0]["name"], json!("read_file"));
+    assert_eq!(saved["operations"][0]["builtin"], json!(true));
+    // The plugins are not there for the commands that read the task.
+    std::fs::remove_file(sandbox.workspace.join("ocflow.toml")).unwrap();
+    let diff = sandbox
+        .ocflow()
+        .args(["diff", "t", "--stat"])
+        .output()
+        .unwrap();
+    assert_exit(&diff, 0);
+    assert!(stdout(&diff).contains("LOUD.txt"), "{}", stdout(&diff));
+    assert!(!stdout(&diff).contains("lint.log"), "{}", stdout(&diff));
+    let applied = sandbox.ocflow().args(["apply", "t"]).output().unwrap();
+    assert_exit(&applied, 0);
+    assert_eq!(
+        std::fs::read_to_string(sandbox.repo.join("LOUD.txt")).unwrap(),
+        "HI"
+    );
+    assert!(!sandbox.repo.join("lint.log").exists());
+    // A task saved before tasks kept their catalogue reads as it always did: the plugin's
+    // command counts as a file step, and what it wrote is listed.
+    std::fs::remove_file(sandbox.task_dir("old").join("operations.json")).unwrap();
+    let old = sandbox
+        .ocflow()
+        .args(["diff", "old", "--stat"])
+        .output()
+        .unwrap();
+    assert_exit(&old, 0);
+    assert!(stdout(&old).contains("LOUD.txt"), "{}", stdout(&old));
+    assert!(stdout(&old).contains("lint.log"), "{}", stdout(&old));
+}
+
+/// `resume` without the plugins a task was planned with: the flow still reads from the saved
+/// catalogue (it used to be refused as naming unknown operations), the missing plugins are
+/// named, and the finished plugin step is not run again.
+#[test]
+fn resume_reads_a_flow_whose_plugins_are_no_longer_loaded() {
+    let sandbox = with_plugins(&[("text_tools.py", PLUGIN)]);
+    let flow = json!([
+        {"id": "loud", "operation": "shout", "params": {"file_path": "LOUD.txt", "text": "hi"}},
+        {"id": "check", "operation": "execute_shell_command", "depends_on": ["loud"],
+         "params": {"command": "exit 3"}}
+    ]);
+    assert_exit(&sandbox.run(&flow, "t"), 1);
+    std::fs::remove_file(sandbox.workspace.join("ocflow.toml")).unwrap();
+    let resumed = sandbox.ocflow().args(["resume", "t"]).output().unwrap();
+    assert_exit(&resumed, 1);
+    let err = stderr(&resumed);
+    assert!(
+        err.contains(
+            "was planned with operations that are not loaded now: count_lines, lint, shout"
+        ),
+        "{err}"
+    );
+    assert!(!err.contains("unknown operation"), "{err}");
+    assert_eq!(sandbox.step_status("t", "loud")["attempts"], json!(1));
+    assert_eq!(
+        std::fs::read_to_string(sandbox.task_dir("t").join("final_output/LOUD.txt")).unwrap(),
+        "HI"
+    );
+}
+
 /// A repository's own config may not load plugin code until the user trusts the repository.
 #[test]
 fn an_untrusted_repositorys_plugin_folder_is_not_loaded() {

@@ -120,7 +120,28 @@ def catalogue(module, folders_json, entry_points):
     if not (callable(load_plugins) and callable(describe_all)):
         return None
     load_plugins(json.loads(folders_json), entry_points=bool(entry_points))
-    return describe_all()
+    text = describe_all()
+    declarations = _declarations(module)
+    if declarations is None:
+        return text
+    # The library's own declarations of its built-ins go with it: the host installs those,
+    # not the ones it was built with, so the library it drives decides what its operations are.
+    data = json.loads(text)
+    data["declarations"] = declarations
+    return json.dumps(data)
+
+
+def _declarations(module):
+    """The text of the library's `operations.json`, or None for a library that ships none."""
+    if not hasattr(module, "__path__"):
+        return None  # a plain module, not a package: nothing ships beside it
+    try:
+        from importlib import resources
+
+        declared = resources.files(module.__name__).joinpath("operations.json")
+        return declared.read_text(encoding="utf-8") if declared.is_file() else None
+    except (TypeError, ValueError, OSError, ModuleNotFoundError):
+        return None
 
 
 def test_commands(module, repo):

@@ -85,62 +85,50 @@ pub(crate) fn render(spec: &StepSpec, step: &Step, done: &[DoneStep<'_>]) -> Str
         .replace("{{step_json}}", &step_json)
 }
 
-/// One sentence saying what the step does.
+/// One sentence saying what the step does: the first of its operation's declared goal lines
+/// whose parameters the step gives as text.
 fn goal(spec: &StepSpec) -> String {
-    let param = |name: &str| {
-        spec.params
-            .get(name)
-            .and_then(Value::as_str)
-            .unwrap_or("")
-            .to_string()
+    goal_of(&spec.operation, &spec.params)
+}
+
+fn goal_of(operation: &str, params: &serde_json::Map<String, Value>) -> String {
+    let text = |name: &str| params.get(name).and_then(Value::as_str).unwrap_or("");
+    let line = operations::find(operation).and_then(|op| {
+        op.goal
+            .iter()
+            .find(|line| line.when.iter().all(|name| !text(name).is_empty()))
+    });
+    let Some(line) = line else {
+        return format!("Perform `{operation}`.");
     };
-    let file = param("file_path");
-    match spec.operation.as_str() {
-        "read_file" => format!("Read `{file}` and return its content."),
-        "write_file" if spec.params.contains_key("content_from_step") => {
-            format!(
-                "Write `{file}` with the content produced by step `{}`.",
-                param("content_from_step")
-            )
-        }
-        "write_file" if spec.params.contains_key("instructions") => {
-            format!("Write a new `{file}`: {}", one_line(&param("instructions")))
-        }
-        "write_file" => format!("Write `{file}` with the given content."),
-        "modify_code" | "refactor_function" => {
-            format!("Change `{file}`: {}", one_line(&param("instructions")))
-        }
-        "analyze_code" => format!(
-            "Analyse `{file}`{}.",
-            if param("query").is_empty() {
-                String::new()
-            } else {
-                format!(" for: {}", one_line(&param("query")))
+    fill(line.text, |name| one_line(text(name)))
+}
+
+/// `template` with each `{name}` replaced by `value(name)`; a brace that opens no name stays.
+fn fill(template: &str, value: impl Fn(&str) -> String) -> String {
+    let mut out = String::new();
+    let mut rest = template;
+    while let Some(open) = rest.find('{') {
+        out.push_str(&rest[..open]);
+        let after = &rest[open + 1..];
+        match after.find('}') {
+            Some(close)
+                if !after[..close].is_empty()
+                    && after[..close]
+                        .chars()
+                        .all(|c| c.is_ascii_lowercase() || c.is_ascii_digit() || c == '_') =>
+            {
+                out.push_str(&value(&after[..close]));
+                rest = &after[close + 1..];
             }
-        ),
-        "execute_shell_command" => format!(
-            "Run `{}` at the repository root.",
-            one_line(&param("command"))
-        ),
-        "run_tests" => match param("command").as_str() {
-            "" => "Run the repository's tests and report the results.".to_string(),
-            command => format!(
-                "Run the tests with `{}` and report the results.",
-                one_line(command)
-            ),
-        },
-        "generate_summary" => "Summarise what the earlier steps did.".to_string(),
-        "list_files" => format!(
-            "List the files under `{}`.",
-            if param("path").is_empty() {
-                ".".into()
-            } else {
-                param("path")
+            _ => {
+                out.push('{');
+                rest = after;
             }
-        ),
-        "delete_file" => format!("Delete `{file}`."),
-        other => format!("Perform `{other}`."),
+        }
     }
+    out.push_str(rest);
+    out
 }
 
 fn one_line(text: &str) -> String {
@@ -218,4 +206,106 @@ pub(crate) fn earlier_steps(flow: &Flow, step: &Step, spec: &OperationSpec) -> M
             )
         })
         .collect()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde_json::json;
+
+    fn goal_with(operation: &str, params: Value) -> String {
+        goal_of(operation, params.as_object().unwrap())
+    }
+
+    /// The declared goal lines say what the name matches they replaced said, word for word.
+    #[test]
+    fn every_operation_has_the_goal_line_it_always_had() {
+        let cases = [
+            (
+                "read_file",
+                json!({"file_path": "a.py"}),
+                "Read `a.py` and return its content.",
+            ),
+            (
+                "write_file",
+                json!({"file_path": "a.py", "content_from_step": "s1"}),
+                "Write `a.py` with the content produced by step `s1`.",
+            ),
+            (
+                "write_file",
+                json!({"file_path": "a.py", "instructions": "a parser\nin two parts"}),
+                "Write a new `a.py`: a parser …",
+            ),
+            (
+                "write_file",
+                json!({"file_path": "a.py", "content": "x"}),
+                "Write `a.py` with the given content.",
+            ),
+            (
+                "modify_code",
+                json!({"file_path": "a.py", "instructions": "fix it"}),
+                "Change `a.py`: fix it",
+            ),
+            (
+                "refactor_function",
+                json!({"file_path": "a.py", "instructions": "tidy"}),
+                "Change `a.py`: tidy",
+            ),
+            (
+                "analyze_code",
+                json!({"file_path": "a.py"}),
+                "Analyse `a.py`.",
+            ),
+            (
+                "analyze_code",
+                json!({"file_path": "a.py", "query": "bugs"}),
+                "Analyse `a.py` for: bugs.",
+            ),
+            (
+                "execute_shell_command",
+                json!({"command": "make"}),
+                "Run `make` at the repository root.",
+            ),
+            (
+                "run_tests",
+                json!({}),
+                "Run the repository's tests and report the results.",
+            ),
+            (
+                "run_tests",
+                json!({"command": "pytest"}),
+                "Run the tests with `pytest` and report the results.",
+            ),
+            (
+                "generate_summary",
+                json!({}),
+                "Summarise what the earlier steps did.",
+            ),
+            ("list_files", json!({}), "List the files under `.`."),
+            (
+                "list_files",
+                json!({"path": "src"}),
+                "List the files under `src`.",
+            ),
+            (
+                "delete_file",
+                json!({"file_path": "a.py"}),
+                "Delete `a.py`.",
+            ),
+            (
+                "no_such_operation",
+                json!({}),
+                "Perform `no_such_operation`.",
+            ),
+        ];
+        for (operation, params, expected) in cases {
+            assert_eq!(goal_with(operation, params), expected, "{operation}");
+        }
+    }
+
+    #[test]
+    fn a_brace_that_names_no_parameter_stays() {
+        let filled = fill("{a} {} {B} {", |name| format!("<{name}>"));
+        assert_eq!(filled, "<a> {} {B} {");
+    }
 }

@@ -271,22 +271,24 @@ struct Facts<'a> {
 /// One step as far as the check needs it.
 struct StepFact {
     id: String,
-    operation: String,
     status: StepState,
     attempts: u32,
     /// Its operation runs commands (`run_tests`, `execute_shell_command`, plugins that do).
     runs_commands: bool,
+    /// Its operation runs the tests (declared `runs_tests`: `run_tests`).
+    runs_tests: bool,
 }
 
 impl StepFact {
     fn of(step: &ocflow_model::status::StepStatus) -> StepFact {
         StepFact {
             id: step.id.clone(),
-            operation: step.operation.clone(),
             status: step.status,
             attempts: step.attempts,
             runs_commands: crate::flow::operations::find(&step.operation)
                 .is_some_and(|op| op.runs_commands),
+            runs_tests: crate::flow::operations::find(&step.operation)
+                .is_some_and(|op| op.runs_tests),
         }
     }
 
@@ -525,7 +527,7 @@ fn contradiction(sentence: &str, heading: &str, item: bool, facts: &Facts) -> Op
         let failed_tests: Vec<&str> = facts
             .steps
             .iter()
-            .filter(|s| s.operation == "run_tests" && s.status == StepState::Failed)
+            .filter(|s| s.runs_tests && s.status == StepState::Failed)
             .map(|s| s.id.as_str())
             .collect();
         if passed && !facts.commands_ran() {
@@ -736,11 +738,11 @@ mod tests {
     fn step(id: &str, operation: &str, status: StepState, attempts: u32) -> StepFact {
         StepFact {
             id: id.into(),
-            operation: operation.into(),
             status,
             attempts,
             runs_commands: crate::flow::operations::find(operation)
                 .is_some_and(|op| op.runs_commands),
+            runs_tests: crate::flow::operations::find(operation).is_some_and(|op| op.runs_tests),
         }
     }
 

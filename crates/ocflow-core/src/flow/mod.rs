@@ -2,7 +2,9 @@
 //! problem at once), where paths may go, and which commands are refused. Pure checks over the
 //! model; nothing here writes.
 
+pub mod declaration;
 pub mod ignore_rules;
+pub mod operation;
 pub mod operations;
 pub mod path_rules;
 pub mod plugins;

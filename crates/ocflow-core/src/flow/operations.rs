@@ -1,400 +1,104 @@
 //! The registry of operations a flow may use: their parameters, types, how each one touches
 //! the repository and which earlier results it is given. The validator, the planner's and the
 //! recovery prompt's lists of operations and the step contract's checks all come from it, so
-//! they cannot drift apart.
+//! they cannot drift apart. The operations themselves are declared by the library, in
+//! `python/open_codex_lib/operations.json`: compiled in here (validation needs no Python), and
+//! replaced by the library's own declarations and plugins once it is loaded (`plugins`).
 
-/// The JSON type a parameter must have.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub(crate) enum ParamType {
-    String,
-    Integer,
-    Boolean,
+use std::collections::BTreeMap;
+use std::sync::{LazyLock, RwLock};
+
+use crate::flow::declaration;
+pub(crate) use crate::flow::operation::{Access, OperationSpec, ParamMeaning, ParamType, Reads};
+
+/// The library's declarations of the built-in operations, as this build was compiled with.
+pub(crate) const BUILT_IN_FILE: &str =
+    include_str!("../../../../python/open_codex_lib/operations.json");
+
+/// A set of operations and the built-in roles' lists of them, as long as the process lives.
+#[derive(Debug, Clone, Copy)]
+struct Catalogue {
+    operations: &'static [&'static OperationSpec],
+    roles: &'static BTreeMap<String, Vec<String>>,
 }
 
-impl ParamType {
-    pub(crate) fn name(self) -> &'static str {
-        match self {
-            ParamType::String => "a string",
-            ParamType::Integer => "an integer",
-            ParamType::Boolean => "true or false",
-        }
-    }
-
-    pub(crate) fn accepts(self, value: &serde_json::Value) -> bool {
-        match self {
-            ParamType::String => value.is_string(),
-            ParamType::Integer => value.is_i64() || value.is_u64(),
-            ParamType::Boolean => value.is_boolean(),
-        }
-    }
-}
-
-/// What a parameter's value means, beyond its type.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub(crate) enum ParamMeaning {
-    /// Free text (content, instructions).
-    Text,
-    /// A shell command. References in it reach the command as environment variables, never
-    /// as shell code.
-    Command,
-    /// A file path relative to the repository; the file is staged into the step's `input/`.
-    FilePath,
-    /// A directory path relative to the repository (`.` is the root).
-    DirPath,
-    /// The id of an earlier step this one reads from; it must be an ancestor.
-    StepRef,
-    /// A number or flag.
-    Setting,
-}
-
-/// One parameter of an operation.
-#[derive(Debug)]
-pub struct ParamSpec {
-    pub name: &'static str,
-    pub(crate) kind: ParamType,
-    pub(crate) meaning: ParamMeaning,
-    pub required: bool,
-    pub doc: &'static str,
-}
-
-/// How a step of this operation sees the repository.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub(crate) enum Access {
-    /// Only the files named in its parameters, staged into `input/`; it writes into `output/`.
-    Files,
-    /// A full view of the repository with all earlier changes applied; what it changes there is
-    /// captured as its outputs.
-    View,
-}
-
-/// One operation of `open_codex_lib`.
-#[derive(Debug)]
-pub struct OperationSpec {
-    pub name: &'static str,
-    pub doc: &'static str,
-    pub params: &'static [ParamSpec],
-    /// Groups of parameters of which exactly one must be given.
-    pub exactly_one_of: &'static [&'static str],
-    pub(crate) access: Access,
-    pub needs_llm: bool,
-    /// Whether it runs commands: a role that may run none may not use it.
-    pub runs_commands: bool,
-    /// The path parameters whose files the operation writes or deletes.
-    pub writes: &'static [&'static str],
-    /// Which earlier steps' results the operation is given (the instructions' `steps`).
-    pub(crate) reads: Reads,
-}
-
-/// Which earlier results an operation receives (docs/step-contract.md).
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub(crate) enum Reads {
-    /// Only the steps its step-reference parameters name (`content_from_step`).
-    Named,
-    /// The steps its step-reference parameters name or, when it names none, every step it
-    /// depends on, directly or not (`generate_summary` summarises them all).
-    NamedOrAncestors,
-}
-
-impl ParamSpec {
-    /// The parameter's type as the library's registry names it (`path`, `step`, …).
-    pub fn type_name(&self) -> &'static str {
-        match (self.kind, self.meaning) {
-            (_, ParamMeaning::FilePath) => "path",
-            (_, ParamMeaning::DirPath) => "directory",
-            (_, ParamMeaning::StepRef) => "step",
-            (_, ParamMeaning::Command) => "command",
-            (ParamType::Integer, _) => "integer",
-            (ParamType::Boolean, _) => "boolean",
-            (ParamType::String, _) => "string",
+impl Catalogue {
+    fn leak(operations: Vec<&'static OperationSpec>, roles: BTreeMap<String, Vec<String>>) -> Self {
+        Catalogue {
+            operations: Box::leak(operations.into_boxed_slice()),
+            roles: Box::leak(Box::new(roles)),
         }
     }
 }
 
-impl OperationSpec {
-    pub(crate) fn param(&self, name: &str) -> Option<&'static ParamSpec> {
-        self.params.iter().find(|p| p.name == name)
-    }
+/// The compiled-in built-ins, read at first use; a file that does not read is a build that
+/// cannot validate anything, said by `built_in_problem`.
+static BUILT_IN: LazyLock<Result<Catalogue, String>> = LazyLock::new(|| {
+    declaration::read_built_ins(BUILT_IN_FILE)
+        .map(|declared| Catalogue::leak(declared.operations, declared.roles))
+        .map_err(|err| format!("the built-in operations (operations.json) do not read: {err}"))
+});
+
+/// The operations installed since start-up (the library's declarations and plugins, or a
+/// task's saved catalogue); `None` until then, when the compiled-in built-ins are used.
+static INSTALLED: RwLock<Option<Catalogue>> = RwLock::new(None);
+
+/// Why the compiled-in declarations cannot be used, if they cannot.
+pub fn built_in_problem() -> Option<String> {
+    BUILT_IN.as_ref().err().cloned()
 }
 
-const fn param(
-    name: &'static str,
-    kind: ParamType,
-    meaning: ParamMeaning,
-    required: bool,
-    doc: &'static str,
-) -> ParamSpec {
-    ParamSpec {
-        name,
-        kind,
-        meaning,
-        required,
-        doc,
-    }
+/// The compiled-in catalogue (empty if it does not read: see `built_in_problem`).
+fn compiled_in() -> Catalogue {
+    static EMPTY: BTreeMap<String, Vec<String>> = BTreeMap::new();
+    BUILT_IN.as_ref().map_or(
+        Catalogue {
+            operations: &[],
+            roles: &EMPTY,
+        },
+        |catalogue| *catalogue,
+    )
 }
 
-use ParamMeaning::*;
-use ParamType::*;
-
-const FILE_PATH: ParamSpec = param(
-    "file_path",
-    String,
-    FilePath,
-    true,
-    "file relative to the repository root",
-);
-const TIMEOUT: ParamSpec = param(
-    "timeout_seconds",
-    Integer,
-    Setting,
-    false,
-    "kill the command (and its children) after this many seconds",
-);
-const NETWORK: ParamSpec = param(
-    "network",
-    Boolean,
-    Setting,
-    false,
-    "let the command use the network (off by default; model-made steps need the user's \
-     `[sandbox] network = true`)",
-);
-const RETRYABLE: ParamSpec = param(
-    "retryable",
-    Boolean,
-    Setting,
-    false,
-    "a timeout is transient: run the command again automatically",
-);
-
-const MODIFY_PARAMS: &[ParamSpec] = &[
-    FILE_PATH,
-    param(
-        "instructions",
-        String,
-        Text,
-        true,
-        "what to change, in plain words",
-    ),
-    param(
-        "function_name",
-        String,
-        Text,
-        false,
-        "the function to rewrite, when only one changes",
-    ),
-];
-
-/// Every operation, in the order they are documented.
-pub(crate) const OPERATIONS: &[OperationSpec] = &[
-    OperationSpec {
-        name: "read_file",
-        doc: "read a file; its text becomes the step's `content` output",
-        params: &[FILE_PATH],
-        exactly_one_of: &[],
-        access: Access::Files,
-        needs_llm: false,
-        runs_commands: false,
-        reads: Reads::Named,
-        writes: &[],
-    },
-    OperationSpec {
-        name: "write_file",
-        doc: "create or overwrite a file from `content`, from another step's content, or generated \
-              from `instructions`",
-        params: &[
-            FILE_PATH,
-            param("content", String, Text, false, "the whole new content"),
-            param(
-                "content_from_step",
-                String,
-                StepRef,
-                false,
-                "id of an earlier step whose content to write",
-            ),
-            param(
-                "instructions",
-                String,
-                Text,
-                false,
-                "describe the file for the LLM to write",
-            ),
-        ],
-        exactly_one_of: &["content", "content_from_step", "instructions"],
-        access: Access::Files,
-        needs_llm: false,
-        runs_commands: false,
-        reads: Reads::Named,
-        writes: &["file_path"],
-    },
-    OperationSpec {
-        name: "modify_code",
-        doc: "rewrite a file following instructions (the LLM returns the whole new file)",
-        params: MODIFY_PARAMS,
-        exactly_one_of: &[],
-        access: Access::Files,
-        needs_llm: true,
-        runs_commands: false,
-        reads: Reads::Named,
-        writes: &["file_path"],
-    },
-    OperationSpec {
-        name: "refactor_function",
-        doc: "rewrite one function of a file following instructions",
-        params: MODIFY_PARAMS,
-        exactly_one_of: &[],
-        access: Access::Files,
-        needs_llm: true,
-        runs_commands: false,
-        reads: Reads::Named,
-        writes: &["file_path"],
-    },
-    OperationSpec {
-        name: "analyze_code",
-        doc: "analyse a file; findings in the result, a report in the step directory",
-        params: &[
-            FILE_PATH,
-            param("query", String, Text, false, "what to look for"),
-            param(
-                "report_path",
-                String,
-                FilePath,
-                false,
-                "also write the report into the repository at this path",
-            ),
-        ],
-        exactly_one_of: &[],
-        access: Access::Files,
-        needs_llm: true,
-        runs_commands: false,
-        reads: Reads::Named,
-        writes: &["report_path"],
-    },
-    OperationSpec {
-        name: "execute_shell_command",
-        doc: "run a shell command at the repository root (with all earlier changes applied); files \
-              it changes become the step's outputs",
-        params: &[
-            param("command", String, Command, true, "the shell command"),
-            TIMEOUT,
-            RETRYABLE,
-            NETWORK,
-        ],
-        exactly_one_of: &[],
-        access: Access::View,
-        needs_llm: false,
-        runs_commands: true,
-        reads: Reads::Named,
-        writes: &[],
-    },
-    OperationSpec {
-        name: "run_tests",
-        doc: "run the test suite (pytest or cargo test when no command is given) and report \
-              passed/failed counts",
-        params: &[
-            param("command", String, Command, false, "the test command"),
-            TIMEOUT,
-            RETRYABLE,
-            NETWORK,
-        ],
-        exactly_one_of: &[],
-        access: Access::View,
-        needs_llm: false,
-        runs_commands: true,
-        reads: Reads::Named,
-        writes: &[],
-    },
-    OperationSpec {
-        name: "generate_summary",
-        doc: "write a short summary of what earlier steps did",
-        params: &[
-            param(
-                "message",
-                String,
-                Text,
-                false,
-                "the summary text, when it is already known",
-            ),
-            param(
-                "changes_from_step",
-                String,
-                StepRef,
-                false,
-                "id of the step whose changes to summarise",
-            ),
-        ],
-        exactly_one_of: &[],
-        access: Access::Files,
-        needs_llm: false,
-        runs_commands: false,
-        reads: Reads::NamedOrAncestors,
-        writes: &[],
-    },
-    OperationSpec {
-        name: "list_files",
-        doc: "list the repository's files under a directory",
-        params: &[
-            param(
-                "path",
-                String,
-                DirPath,
-                false,
-                "directory relative to the repository root (default `.`)",
-            ),
-            param(
-                "pattern",
-                String,
-                Text,
-                false,
-                "glob on file names, e.g. `*.py`",
-            ),
-            param(
-                "recursive",
-                Boolean,
-                Setting,
-                false,
-                "descend into subdirectories (default true)",
-            ),
-        ],
-        exactly_one_of: &[],
-        access: Access::View,
-        needs_llm: false,
-        runs_commands: false,
-        reads: Reads::Named,
-        writes: &[],
-    },
-    OperationSpec {
-        name: "delete_file",
-        doc: "delete a file",
-        params: &[FILE_PATH],
-        exactly_one_of: &[],
-        access: Access::Files,
-        needs_llm: false,
-        runs_commands: false,
-        reads: Reads::Named,
-        writes: &["file_path"],
-    },
-];
-
-/// Other names a parameter is known by — the seed's planning prompt (`modify_code(file_path,
-/// instructions_for_llm)`, `analyze_code(file_path, analysis_query)`), which models keep using:
-/// (operation, alias, parameter).
-pub(crate) const PARAM_ALIASES: &[(&str, &str, &str)] = &[
-    ("modify_code", "instructions_for_llm", "instructions"),
-    ("refactor_function", "instructions_for_llm", "instructions"),
-    ("write_file", "instructions_for_llm", "instructions"),
-    ("analyze_code", "analysis_query", "query"),
-];
-
-/// The plugin operations the library's catalogue added at start-up (`plugins::install`).
-static PLUGINS: std::sync::OnceLock<Vec<OperationSpec>> = std::sync::OnceLock::new();
-
-/// Adds the plugin operations, once per process; a second call changes nothing.
-pub(crate) fn install_plugins(plugins: Vec<OperationSpec>) {
-    let _ = PLUGINS.set(plugins);
+/// The catalogue in use: the installed one, else the compiled-in one.
+fn current() -> Catalogue {
+    // A poisoned lock only means a thread panicked while swapping a reference: take it over.
+    let installed = *INSTALLED.read().unwrap_or_else(|e| e.into_inner());
+    installed.unwrap_or_else(compiled_in)
 }
 
-/// Every operation: the built-in ones, then the plugins.
+/// The compiled-in built-in operations.
+pub(crate) fn built_in() -> &'static [&'static OperationSpec] {
+    compiled_in().operations
+}
+
+/// The compiled-in built-in roles' operations.
+pub(crate) fn built_in_roles() -> BTreeMap<String, Vec<String>> {
+    compiled_in().roles.clone()
+}
+
+/// The built-in roles' operations in use now.
+pub(crate) fn roles_in_use() -> BTreeMap<String, Vec<String>> {
+    current().roles.clone()
+}
+
+/// Replaces the operations and the built-in roles' lists of them: from now on these are every
+/// operation, in this order.
+pub(crate) fn install(specs: Vec<&'static OperationSpec>, roles: BTreeMap<String, Vec<String>>) {
+    let catalogue = Catalogue::leak(specs, roles);
+    let mut installed = INSTALLED.write().unwrap_or_else(|e| e.into_inner());
+    *installed = Some(catalogue);
+}
+
+/// The operations the built-in role `role` may use, in the order the planner is shown them;
+/// `None` for a name that is no such role.
+pub fn role_operations(role: &str) -> Option<&'static [String]> {
+    current().roles.get(role).map(Vec::as_slice)
+}
+
+/// Every operation: the built-ins, then the plugins.
 pub fn all() -> impl Iterator<Item = &'static OperationSpec> {
-    OPERATIONS.iter().chain(PLUGINS.get().into_iter().flatten())
+    current().operations.iter().copied()
 }
 
 /// Looks an operation up by name.
@@ -409,8 +113,8 @@ pub(crate) fn names() -> Vec<&'static str> {
 
 /// The operations as the planner's prompt lists them, generated from this registry so the
 /// model is told exactly what the validator accepts.
-pub fn catalogue() -> std::string::String {
-    let mut out = std::string::String::new();
+pub fn catalogue() -> String {
+    let mut out = String::new();
     for op in all() {
         out.push_str(&format!("- `{}`: {}\n", op.name, op.doc));
         for param in op.params {
@@ -447,7 +151,7 @@ pub(crate) fn flow_schema() -> serde_json::Value {
     use serde_json::json;
     let steps: Vec<serde_json::Value> = all()
         .map(|op| {
-            let params: serde_json::Map<std::string::String, serde_json::Value> = op
+            let params: serde_json::Map<String, serde_json::Value> = op
                 .params
                 .iter()
                 .map(|p| {
@@ -500,16 +204,29 @@ pub(crate) fn flow_schema() -> serde_json::Value {
 /// Whether a step of this operation with these parameters calls the LLM.
 pub fn step_needs_llm(
     operation: &str,
-    params: &serde_json::Map<std::string::String, serde_json::Value>,
+    params: &serde_json::Map<String, serde_json::Value>,
 ) -> bool {
-    find(operation).is_some_and(|op| {
-        op.needs_llm || (op.name == "write_file" && params.contains_key("instructions"))
-    })
+    find(operation)
+        .is_some_and(|op| op.needs_llm || op.needs_llm_with.iter().any(|p| params.contains_key(*p)))
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn the_built_in_declarations_read_and_read_back_as_they_were_written() {
+        assert_eq!(built_in_problem(), None);
+        assert_eq!(built_in().len(), 10);
+        let specs = declaration::read_built_ins(BUILT_IN_FILE)
+            .unwrap()
+            .operations;
+        assert!(specs.iter().all(|op| op.builtin));
+        let again = declaration::read_saved(&declaration::write_file(specs.iter().copied()))
+            .unwrap()
+            .operations;
+        assert_eq!(format!("{specs:?}"), format!("{again:?}"));
+    }
 
     #[test]
     fn the_contract_documents_every_operation_of_the_registry() {
@@ -523,14 +240,13 @@ mod tests {
         let start = text.find(opening).unwrap() + opening.len();
         let end = start + text[start..].find("\n```").unwrap();
         let block: serde_json::Value = serde_json::from_str(&text[start..end]).unwrap();
-        let mut documented: Vec<std::string::String> = block["operations"]
+        let mut documented: Vec<String> = block["operations"]
             .as_object()
             .unwrap()
             .keys()
             .cloned()
             .collect();
-        let mut registry: Vec<std::string::String> =
-            names().into_iter().map(str::to_string).collect();
+        let mut registry: Vec<String> = names().into_iter().map(str::to_string).collect();
         documented.sort();
         registry.sort();
         assert_eq!(documented, registry);

@@ -1,51 +1,26 @@
-//! Plugin operations: the operations the library's registry (`open_codex_lib.registry`) adds
-//! to the built-in ten — from a plugin folder or an installed package's entry point — read
-//! from its catalogue at start-up and added to `operations`, so the planner's prompt, the flow
-//! schema and the validator know them as they know the built-ins.
+//! Plugin operations, and the library's own declarations: what the library's registry
+//! (`open_codex_lib.registry`) lists — its built-ins as its `operations.json` declares them, and
+//! the plugins from a plugin folder or an installed package's entry point — read from its
+//! catalogue at start-up and installed in `operations`, so the planner's prompt, the flow schema
+//! and the validator know them as they know the compiled-in built-ins. A task's saved catalogue
+//! (`operations.json` in its directory) is read here too.
 
 use serde::Deserialize;
 
-use crate::flow::operations::{
-    self, Access, OperationSpec, ParamMeaning, ParamSpec, ParamType, Reads,
-};
+use crate::flow::declaration::{self, Declaration};
+use crate::flow::operations::{self, OperationSpec};
 
-/// The catalogue as the library prints it (`python -m open_codex_lib catalogue`).
+/// The catalogue as the library prints it (`python -m open_codex_lib catalogue`), with the
+/// library's `operations.json` beside it (the bridge adds it: `declarations`).
 #[derive(Debug, Deserialize)]
 struct Catalogue {
     /// Each read on its own: one malformed entry leaves the others usable.
     operations: Vec<serde_json::Value>,
     #[serde(default)]
     problems: Vec<LoadProblem>,
-}
-
-#[derive(Debug, Deserialize)]
-struct Entry {
-    name: String,
-    doc: String,
+    /// The text of the library's own `operations.json`, when it ships one.
     #[serde(default)]
-    builtin: bool,
-    #[serde(default)]
-    source: String,
-    #[serde(default)]
-    params: Vec<EntryParam>,
-    #[serde(default)]
-    exactly_one_of: Vec<String>,
-    #[serde(default)]
-    writes: Vec<String>,
-    #[serde(default)]
-    runs_commands: bool,
-    #[serde(default)]
-    needs_llm: bool,
-}
-
-#[derive(Debug, Deserialize)]
-struct EntryParam {
-    name: String,
-    r#type: String,
-    #[serde(default)]
-    required: bool,
-    #[serde(default)]
-    doc: String,
+    declarations: Option<String>,
 }
 
 /// A plugin that could not be loaded: where, and why.
@@ -63,23 +38,42 @@ pub struct Installed {
     pub problems: Vec<String>,
 }
 
-/// Reads the library's catalogue and adds its plugin operations to the registry (once per
-/// process). The built-ins stay the ones compiled in; a catalogue that cannot be read is an
-/// error, a plugin that cannot be used is a problem.
+/// Reads the library's catalogue and installs its operations: the built-ins as the library
+/// declares them (the compiled-in ones when it ships no declarations, or ones that do not read),
+/// then its plugins. A catalogue that cannot be read is an error, a plugin that cannot be used
+/// is a problem.
 pub fn install(catalogue: &str) -> Result<Installed, String> {
     let catalogue: Catalogue = serde_json::from_str(catalogue)
         .map_err(|err| format!("the library's operation catalogue is not readable: {err}"))?;
     let mut installed = Installed::default();
+    let built_in = || {
+        (
+            operations::built_in().to_vec(),
+            operations::built_in_roles(),
+        )
+    };
+    let (mut specs, roles) = match &catalogue.declarations {
+        Some(file) => match declaration::read_built_ins(file) {
+            Ok(declared) => (declared.operations, declared.roles),
+            Err(err) => {
+                installed.problems.push(format!(
+                    "the library's operations.json is not used ({err}): the built-in operations \
+                     are the ones ocflow was built with"
+                ));
+                built_in()
+            }
+        },
+        None => built_in(),
+    };
     for problem in catalogue.problems {
         installed.problems.push(format!(
             "the plugin {} was not loaded: {}",
             problem.source, problem.message
         ));
     }
-    let mut plugins = Vec::new();
     for value in catalogue.operations {
         let name = value["name"].as_str().unwrap_or("?").to_string();
-        let entry: Entry = match serde_json::from_value(value) {
+        let entry: Declaration = match serde_json::from_value(value) {
             Ok(entry) => entry,
             Err(err) => {
                 installed.problems.push(format!(
@@ -93,112 +87,36 @@ pub fn install(catalogue: &str) -> Result<Installed, String> {
             continue;
         }
         let source = entry.source.clone();
-        match spec(entry, &plugins) {
+        match declaration::spec(entry, &specs) {
             Ok(spec) => {
                 installed.added.push(spec.name.to_string());
-                plugins.push(spec);
+                specs.push(declaration::leak(spec));
             }
             Err(problem) => installed.problems.push(format!(
                 "the plugin operation from {source} is left out: {problem}"
             )),
         }
     }
-    operations::install_plugins(plugins);
+    operations::install(specs, roles);
     Ok(installed)
 }
 
-/// Leaks a string: plugin operations live as long as the process, like the built-ins.
-fn forever(text: String) -> &'static str {
-    Box::leak(text.into_boxed_str())
-}
-
-fn is_name(name: &str) -> bool {
-    let mut chars = name.chars();
-    chars.next().is_some_and(|c| c.is_ascii_lowercase())
-        && chars.all(|c| c.is_ascii_lowercase() || c.is_ascii_digit() || c == '_')
-        && name.len() <= 64
-}
-
-/// One plugin operation as the registry holds operations.
-fn spec(entry: Entry, earlier: &[OperationSpec]) -> Result<OperationSpec, String> {
-    let name = entry.name;
-    if !is_name(&name) {
-        return Err(format!(
-            "its name {name:?} is not lower-case letters, digits and _"
-        ));
-    }
-    if operations::OPERATIONS.iter().any(|op| op.name == name)
-        || earlier.iter().any(|op| op.name == name)
-    {
-        return Err(format!("`{name}` is already an operation"));
-    }
-    let mut params = Vec::new();
-    for param in entry.params {
-        let (kind, meaning) = match param.r#type.as_str() {
-            "string" => (ParamType::String, ParamMeaning::Text),
-            "integer" => (ParamType::Integer, ParamMeaning::Setting),
-            "boolean" => (ParamType::Boolean, ParamMeaning::Setting),
-            "path" => (ParamType::String, ParamMeaning::FilePath),
-            "directory" => (ParamType::String, ParamMeaning::DirPath),
-            "step" => (ParamType::String, ParamMeaning::StepRef),
-            "command" => (ParamType::String, ParamMeaning::Command),
-            other => {
-                return Err(format!(
-                    "`{name}`: parameter `{}` has the unknown type {other:?}",
-                    param.name
-                ));
-            }
-        };
-        if !is_name(&param.name) {
-            return Err(format!(
-                "`{name}`: the parameter name {:?} is not lower-case letters, digits and _",
-                param.name
-            ));
+/// Adds the operations of a task's saved catalogue (`operations.json` in its directory) that
+/// are not known now: the plugins it used, for the commands that read a task without loading
+/// them (`diff`, `apply`, `report`) or that run on with fewer loaded (`resume`). The ones known
+/// now stay as they are. Returns the names added.
+pub fn adopt_saved(text: &str) -> Result<Vec<String>, String> {
+    let saved = declaration::read_saved(text)?;
+    let mut specs: Vec<&'static OperationSpec> = operations::all().collect();
+    let mut added = Vec::new();
+    for spec in saved.operations {
+        if specs.iter().all(|known| known.name != spec.name) {
+            added.push(spec.name.to_string());
+            specs.push(spec);
         }
-        params.push(ParamSpec {
-            name: forever(param.name),
-            kind,
-            meaning,
-            required: param.required,
-            doc: forever(param.doc),
-        });
     }
-    let declared = |p: &String| params.iter().any(|q| q.name == p.as_str());
-    if let Some(unknown) = entry
-        .writes
-        .iter()
-        .chain(&entry.exactly_one_of)
-        .find(|p| !declared(p))
-    {
-        return Err(format!(
-            "`{name}` names `{unknown}`, which is not one of its parameters"
-        ));
+    if !added.is_empty() {
+        operations::install(specs, operations::roles_in_use());
     }
-    let sees_directories = params.iter().any(|p| p.meaning == ParamMeaning::DirPath);
-    let names = |list: Vec<String>| -> &'static [&'static str] {
-        Box::leak(
-            list.into_iter()
-                .map(forever)
-                .collect::<Vec<_>>()
-                .into_boxed_slice(),
-        )
-    };
-    Ok(OperationSpec {
-        name: forever(name),
-        doc: forever(entry.doc),
-        params: Box::leak(params.into_boxed_slice()),
-        exactly_one_of: names(entry.exactly_one_of),
-        // A plugin that runs commands, or is given a directory, works in a full view of the
-        // repository, as the built-in commands do; the others get only the files their path
-        // parameters name.
-        access: if entry.runs_commands || sees_directories {
-            Access::View
-        } else {
-            Access::Files
-        },
-        needs_llm: entry.needs_llm,
-        runs_commands: entry.runs_commands,
-        writes: names(entry.writes),
-        reads: Reads::Named,
-    })
+    Ok(added)
 }

@@ -23,8 +23,12 @@ pub struct Role {
     /// Added to the system prompt of the role's LLM operations.
     #[serde(default)]
     pub prompt: Option<String>,
-    /// The operations the role may use.
+    /// The operations the role may use. A built-in role lists none here: its operations are
+    /// declared with the operations (`operations.json`'s `roles`).
     pub(crate) operations: Vec<String>,
+    /// The built-in role this is (`None` for a configured one).
+    #[serde(skip)]
+    built_in: Option<&'static str>,
     /// The model profile (`[llm.profiles.NAME]`) its LLM operations use.
     #[serde(default)]
     pub profile: Option<String>,
@@ -38,24 +42,37 @@ pub struct Role {
 }
 
 impl Role {
+    /// The operations it may use: its own list, or those that declare the built-in role.
+    fn operation_names(&self) -> Vec<String> {
+        match self.built_in {
+            Some(name) => operations::role_operations(name)
+                .map(<[String]>::to_vec)
+                .unwrap_or_default(),
+            None => self.operations.clone(),
+        }
+    }
+
     /// Whether the role may run commands: it may use an operation that runs one.
     pub(crate) fn runs_commands(&self) -> bool {
-        self.operations.iter().any(|op| op == ANY || is_command(op))
+        self.operation_names()
+            .iter()
+            .any(|op| op == ANY || is_command(op))
     }
 
     /// Whether the role may use `operation`.
     pub(crate) fn may_use(&self, operation: &str) -> bool {
-        self.operations
+        self.operation_names()
             .iter()
             .any(|op| op == ANY || op == operation)
     }
 
     /// The operations it may use, in words.
     fn operations_in_words(&self) -> String {
-        if self.operations.iter().any(|op| op == ANY) {
+        let names = self.operation_names();
+        if names.iter().any(|op| op == ANY) {
             "any operation".into()
         } else {
-            self.operations.join(", ")
+            names.join(", ")
         }
     }
 }
@@ -80,78 +97,43 @@ impl Default for Roles {
     }
 }
 
-fn built_in(goal: &str, operations: &[&str], network: bool) -> Role {
-    Role {
+/// A built-in role: `developer` may use any operation; the others, the operations the
+/// declarations list for them (`operations.json`'s `roles`).
+fn built_in(name: &'static str, goal: &str, network: bool) -> (String, Role) {
+    let any = name == DEVELOPER;
+    let role = Role {
         goal: goal.into(),
         prompt: None,
-        operations: operations.iter().map(|s| s.to_string()).collect(),
+        operations: if any {
+            vec![ANY.to_string()]
+        } else {
+            Vec::new()
+        },
+        built_in: (!any).then_some(name),
         profile: None,
         network,
         max_tokens: None,
         temperature: None,
-    }
+    };
+    (name.to_string(), role)
 }
+
+/// The role that may do anything: the default for an operation that declares no other.
+const DEVELOPER: &str = "developer";
 
 impl Roles {
     /// The built-in roles, then `configured` ones (which replace a built-in of the same name).
     pub fn with(configured: BTreeMap<String, Role>) -> Roles {
         let mut roles = BTreeMap::from([
-            (
-                "developer".to_string(),
-                built_in("does whatever the task needs", &[ANY], true),
+            built_in(DEVELOPER, "does whatever the task needs", true),
+            built_in("coder", "reads and changes code; runs no command", false),
+            built_in(
+                "tester",
+                "writes and runs the tests and commands; changes no code",
+                true,
             ),
-            (
-                "coder".to_string(),
-                built_in(
-                    "reads and changes code; runs no command",
-                    &[
-                        "read_file",
-                        "list_files",
-                        "write_file",
-                        "modify_code",
-                        "refactor_function",
-                        "delete_file",
-                        "analyze_code",
-                    ],
-                    false,
-                ),
-            ),
-            (
-                "tester".to_string(),
-                built_in(
-                    "writes and runs the tests and commands; changes no code",
-                    &[
-                        "read_file",
-                        "list_files",
-                        "write_file",
-                        "run_tests",
-                        "execute_shell_command",
-                        "analyze_code",
-                    ],
-                    true,
-                ),
-            ),
-            (
-                "reviewer".to_string(),
-                built_in(
-                    "reads and reports; changes nothing",
-                    &[
-                        "read_file",
-                        "list_files",
-                        "analyze_code",
-                        "generate_summary",
-                    ],
-                    false,
-                ),
-            ),
-            (
-                "planner".to_string(),
-                built_in(
-                    "looks around and writes summaries",
-                    &["read_file", "list_files", "generate_summary"],
-                    false,
-                ),
-            ),
+            built_in("reviewer", "reads and reports; changes nothing", false),
+            built_in("planner", "looks around and writes summaries", false),
         ]);
         roles.extend(configured);
         Roles { roles }
@@ -165,12 +147,9 @@ impl Roles {
     /// The role a step gets when the flow names none: the narrowest built-in one that may use
     /// its operation, falling back to `developer`.
     pub(crate) fn default_for(&self, operation: &str) -> &'static str {
-        match operation {
-            "modify_code" | "refactor_function" | "write_file" | "delete_file" => "coder",
-            "run_tests" | "execute_shell_command" => "tester",
-            "analyze_code" | "generate_summary" => "reviewer",
-            _ => "developer",
-        }
+        operations::find(operation)
+            .and_then(|op| op.default_role)
+            .unwrap_or(DEVELOPER)
     }
 
     /// Gives every step without a role its default role (only when that role exists and may
@@ -242,7 +221,7 @@ impl Roles {
     pub fn unknown_operations(&self) -> Vec<String> {
         let mut unknown = Vec::new();
         for (name, role) in &self.roles {
-            for op in &role.operations {
+            for op in &role.operation_names() {
                 if op != ANY && operations::find(op).is_none() {
                     unknown.push(format!(
                         "role `{name}` names `{op}`, which is not an operation (known: {}); check \

@@ -280,12 +280,15 @@ fn read_step(raw: Value, label: &str, problems: &mut Problems) -> Option<Step> {
     let params = match object.remove("params") {
         Some(Value::Object(mut params)) => {
             // The seed's names for a parameter, unless the step also gives ours.
-            for (op, alias, name) in operations::PARAM_ALIASES {
-                if *op == operation
-                    && !params.contains_key(*name)
+            let declared = operations::find(&operation).map_or(&[][..], |op| op.params);
+            for (param, alias) in declared
+                .iter()
+                .flat_map(|p| p.aliases.iter().map(move |alias| (p, alias)))
+            {
+                if !params.contains_key(param.name)
                     && let Some(value) = params.remove(*alias)
                 {
-                    params.insert(name.to_string(), value);
+                    params.insert(param.name.to_string(), value);
                 }
             }
             params

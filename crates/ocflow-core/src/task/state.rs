@@ -8,6 +8,7 @@ use std::path::{Path, PathBuf};
 use serde::de::DeserializeOwned;
 use serde_json::Value;
 
+use crate::flow::{declaration, operations, plugins};
 use crate::task::journal;
 use crate::task::workspace::{self, TaskDir};
 use ocflow_model::error::{Error, Result};
@@ -94,9 +95,30 @@ pub fn load_flow_of(task: &TaskDir, status: &FlowStatus) -> Result<Flow> {
     load_flow_file(&file)
 }
 
-/// Writes `flow.json`.
+/// Writes `flow.json`, and beside it the operations it was validated against
+/// (`operations.json`), so the commands that read the task later know every operation it uses.
 pub fn save_flow(task: &TaskDir, flow: &Flow) -> Result<()> {
+    let catalogue = declaration::write_file(operations::all());
+    workspace::write_atomic(&task.file(workspace::OPERATIONS_FILE), catalogue.as_bytes())?;
     workspace::write_json_atomic(&task.file(workspace::FLOW_FILE), flow)
+}
+
+/// Makes the operations of the task's saved catalogue known that are not known now (the
+/// plugins it used), and says which. A task saved before catalogues were (no file) adds none;
+/// a catalogue that does not read is an error naming the file.
+pub fn adopt_operations(task: &TaskDir) -> Result<Vec<String>> {
+    let path = task.file(workspace::OPERATIONS_FILE);
+    let text = match std::fs::read_to_string(&path) {
+        Ok(text) => text,
+        Err(err) if err.kind() == std::io::ErrorKind::NotFound => return Ok(Vec::new()),
+        Err(err) => {
+            return Err(Error::BadStateFile {
+                path,
+                problem: format!("cannot read it: {err}"),
+            });
+        }
+    };
+    plugins::adopt_saved(&text).map_err(|problem| Error::BadStateFile { path, problem })
 }
 
 /// Saves the flow of a new revision as `flow.rN.json`, keeping the first as `flow.r1.json`.

@@ -13,6 +13,9 @@ use ocflow_model::error::{Error, IoContext, Result};
 /// Names inside a task directory. Step directories use the step id, which can never start with
 /// `_` or contain `.`, so these cannot collide with a step.
 pub const FLOW_FILE: &str = "flow.json";
+/// The operations the flow was validated against, plugins included, as declarations: what
+/// `diff`, `apply`, `report` and `resume` know them by without loading the plugins.
+pub const OPERATIONS_FILE: &str = "operations.json";
 pub const STATUS_FILE: &str = "flow_status.json";
 pub const JOURNAL_FILE: &str = "journal.jsonl";
 pub const SUMMARY_FILE: &str = "summary.md";

@@ -8,6 +8,7 @@ use std::fs;
 use super::Executor;
 use super::settling::Outputs;
 use crate::engine::sandbox::SandboxPlan;
+use crate::flow::operations;
 use crate::task::copied_view::CopiedView;
 use crate::task::file_tree;
 use crate::task::layered_view::LayeredView;
@@ -17,9 +18,10 @@ use ocflow_model::error::{IoContext, Result};
 use ocflow_model::event::Event;
 use ocflow_model::flow::Step;
 
-/// The operations that touch their view only through commands (so only under an overlay).
+/// The operations that touch their view only through commands (so only under an overlay):
+/// those declared `commands_only`.
 pub(super) fn is_built_in_command(operation: &str) -> bool {
-    matches!(operation, "execute_shell_command" | "run_tests")
+    operations::find(operation).is_some_and(|op| op.commands_only)
 }
 
 /// One of the views command steps run in: a copy of the repository (`views`), or one made of

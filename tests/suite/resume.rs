@@ -189,7 +189,7 @@ fn sigkill_during_a_step_then_resume_finishes_without_redoing_work() {
 
 #[test]
 fn with_namespaces_a_killed_ocflow_takes_its_commands_with_it() {
-    if !namespaces_available() {
+    if !require(Component::Bubblewrap) {
         return;
     }
     let sandbox = Sandbox::new(&[("a.txt", "a\n")]);
@@ -590,8 +590,7 @@ fn a_step_whose_recorded_outputs_vanished_is_refused_by_apply_and_run_again_by_r
 /// workspace; the repository holds 3 MB.
 #[test]
 fn a_disk_full_during_the_snapshot_is_cleaned_up_and_recorded() {
-    if !namespaces_available() {
-        eprintln!("skipped: bubblewrap cannot make namespaces here (CI has them)");
+    if !require(Component::Bubblewrap) {
         return;
     }
     let sandbox = Sandbox::new(&[("small.txt", "s\n")]);
@@ -737,11 +736,14 @@ impl SmallDisk {
         match output {
             Ok(output) if output.status.success() => Some(SmallDisk(dir.to_path_buf())),
             Ok(output) => {
-                eprintln!("skipped: cannot mount a tmpfs here: {}", stderr(&output));
+                skip(&format!(
+                    "cannot mount a tmpfs here: {}",
+                    stderr(&output).trim()
+                ));
                 None
             }
             Err(err) => {
-                eprintln!("skipped: cannot run mount: {err}");
+                skip(&format!("cannot run mount: {err}"));
                 None
             }
         }

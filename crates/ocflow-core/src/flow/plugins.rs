@@ -66,9 +66,12 @@ pub struct Installed {
 /// Reads the library's catalogue and adds its plugin operations to the registry (once per
 /// process). The built-ins stay the ones compiled in; a catalogue that cannot be read is an
 /// error, a plugin that cannot be used is a problem.
-pub fn install(catalogue: &str) -> Result<Installed, String> {
-    let catalogue: Catalogue = serde_json::from_str(catalogue)
-        .map_err(|err| format!("the library's operation catalogue is not readable: {err}"))?;
+pub fn install(catalogue: &str) -> ocflow_model::error::Result<Installed> {
+    let catalogue: Catalogue = serde_json::from_str(catalogue).map_err(|err| {
+        ocflow_model::error::Error::Bridge(format!(
+            "the library's operation catalogue is not readable: {err}"
+        ))
+    })?;
     let mut installed = Installed::default();
     for problem in catalogue.problems {
         installed.problems.push(format!(

@@ -1048,3 +1048,36 @@ fn resume_stops_a_killed_run_s_daemon_that_cleared_its_environment() {
         .ends_with("(cgroup)");
     assert_eq!(survived, !held, "{result}");
 }
+
+/// A journal event of a newer version (a newer ocflow went on with the task) is refused by name,
+/// not skipped as a torn line: the state it records would be missing from what this ocflow
+/// shows and resumes.
+#[test]
+fn a_journal_event_of_a_newer_version_is_refused_by_name() {
+    let sandbox = Sandbox::new(&[("a.txt", "a\n")]);
+    let flow = json!([{"id": "w", "operation": "write_file",
+        "params": {"file_path": "b.txt", "content": "b\n"}}]);
+    assert_exit(&sandbox.run(&flow, "t"), 0);
+    let journal = sandbox.task_dir("t").join("journal.jsonl");
+    let mut text = std::fs::read_to_string(&journal).unwrap();
+    let last: Value = serde_json::from_str(text.lines().last().unwrap()).unwrap();
+    let mut newer = last.clone();
+    newer["version"] = json!(2);
+    text.push_str(&format!("{newer}\n"));
+    std::fs::write(&journal, text).unwrap();
+    let status = sandbox.ocflow().args(["status", "t"]).output().unwrap();
+    assert_exit(&status, 2);
+    assert!(
+        stderr(&status).contains(
+            "journal.jsonl: a journal event of version 2 was written by a newer ocflow (this \
+             one reads version 1): use that version of ocflow for this task"
+        ),
+        "{}",
+        stderr(&status)
+    );
+    // A torn last line is still skipped, as a crash leaves it.
+    let text = std::fs::read_to_string(&journal).unwrap();
+    let (kept, _) = text.trim_end().rsplit_once('\n').unwrap();
+    std::fs::write(&journal, format!("{kept}\n{{\"version\":1,\"ts\":")).unwrap();
+    assert_exit(&sandbox.ocflow().args(["status", "t"]).output().unwrap(), 0);
+}

@@ -47,7 +47,9 @@ def test_timeout_kills_the_process_group(make_step):
     started = time.monotonic()
     result = shell(make_step, "sleep 30 & echo $!; sleep 30", timeout_seconds=1)
     elapsed = time.monotonic() - started
-    assert elapsed < 4
+    # Liveness only (the command sleeps 30 s): scripts/bench-responsiveness measures how soon
+    # past its timeout a command ends.
+    assert elapsed < 20
     assert result["status"] == "failure"
     assert result["timed_out"] is True
     assert result["exit_code"] is None
@@ -62,7 +64,7 @@ def test_timeout_kills_the_process_group(make_step):
 def test_background_leftover_does_not_hang_and_is_killed(make_step):
     started = time.monotonic()
     result = shell(make_step, "sleep 100 & echo $!; echo done")
-    assert time.monotonic() - started < 3
+    assert time.monotonic() - started < 50  # liveness: the leftover sleeps 100 s
     assert result["status"] == "success"
     pid_text, done = result["stdout"].split()
     assert done == "done"
@@ -146,9 +148,9 @@ def test_cancel_all_from_another_thread(make_step):
         time.sleep(0.02)
     time.sleep(0.2)  # let the shell start its background child
     cancel_all()
-    worker.join(5)
+    worker.join(20)
     assert not worker.is_alive()
-    assert time.monotonic() - started < 4
+    assert time.monotonic() - started < 20  # liveness: the command sleeps 30 s
     result = holder["result"]
     assert result["status"] == "failure"
     assert result["cancelled"] is True and result["timed_out"] is False
@@ -164,7 +166,15 @@ def test_cancel_all_from_another_thread(make_step):
 
 
 def test_concurrent_commands_use_their_own_work_dirs(make_step, tmp_path):
-    first = make_step("execute_shell_command", {"command": "sleep 0.5; pwd"})
+    # Each command marks that it started and waits for the other's mark: both succeed only
+    # when they run at once (one at a time, the first would wait alone and fail).
+    marks = tmp_path / "marks"
+    marks.mkdir()
+    barrier = (
+        f"touch {marks}/$$; n=0; while [ $(ls {marks} | wc -l) -lt 2 ]; do "
+        "n=$((n + 1)); [ $n -gt 200 ] && exit 1; sleep 0.05; done; pwd"
+    )
+    first = make_step("execute_shell_command", {"command": barrier})
     other_view = tmp_path / "other_view"
     other_view.mkdir()
     second_path = tmp_path / "second.md"
@@ -176,12 +186,12 @@ def test_concurrent_commands_use_their_own_work_dirs(make_step, tmp_path):
         threading.Thread(target=lambda k=k, p=p: results.update({k: execute_operation(p, {})}))
         for k, p in (("first", first.path), ("second", str(second_path)))
     ]
-    started = time.monotonic()
     for thread in threads:
         thread.start()
     for thread in threads:
-        thread.join(10)
-    assert time.monotonic() - started < 0.9  # they ran in parallel
+        thread.join(30)
+    assert results["first"]["status"] == "success", results["first"]
+    assert results["second"]["status"] == "success", results["second"]
     assert results["first"]["stdout"].strip().endswith("/flow/_view")
     assert results["second"]["stdout"].strip() == str(other_view)
     assert os.getcwd() != str(other_view)
@@ -221,7 +231,7 @@ def test_descendant_escaping_the_group_cannot_hold_us(make_step, monkeypatch):
     # setsid leaves our process group, so only the bounded drain wait saves us.
     result = shell(make_step, "setsid sh -c 'echo $$; exec sleep 30' & sleep 0.2; echo main")
     try:
-        assert time.monotonic() - started < 2.5
+        assert time.monotonic() - started < 20  # liveness: the escaped child sleeps 30 s
         assert result["status"] == "success"
         assert "main" in result["stdout"]
     finally:

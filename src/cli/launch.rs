@@ -95,11 +95,7 @@ pub(crate) fn load_operations(config: &Config) -> Result<(Arc<Bridge>, Vec<Strin
     let bridge = Arc::new(Bridge::load(python_dir.as_deref(), &config.codex_lib)?);
     let plugins = &config.plugins;
     let mut problems = match bridge.catalogue(&plugins.folders, plugins.entry_points)? {
-        Some(catalogue) => {
-            plugins::install(&catalogue)
-                .map_err(Error::Bridge)?
-                .problems
-        }
+        Some(catalogue) => plugins::install(&catalogue)?.problems,
         None if plugins.folders.is_empty() => Vec::new(),
         None => vec![format!(
             "{} has no operation registry (load_plugins, catalogue): the plugin folders in \

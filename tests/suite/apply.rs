@@ -827,3 +827,40 @@ fn a_journal_naming_a_path_outside_the_repository_is_refused() {
     );
     assert!(outside.exists());
 }
+
+/// An apply journal written by a newer ocflow (a version this one does not know) is refused,
+/// naming its version and the fix, by recovery and by `undo` alike: never read as this
+/// version's, so no file is put back on its word. A version no ocflow wrote is refused too.
+#[test]
+fn a_journal_of_a_newer_version_is_refused_by_name() {
+    let sandbox = Sandbox::new(&[("a.txt", "old a\n"), ("gone.txt", "bye\n")]);
+    assert_exit(&sandbox.run(&editing_flow(), "t"), 0);
+    assert_exit(&sandbox.ocflow().args(["apply", "t"]).output().unwrap(), 0);
+    let applied = tree(&sandbox.repo);
+    let record = sandbox.task_dir("t").join("applies/1/apply.json");
+    let mut journal: Value = read_json(&record);
+    // Cut short, as a newer ocflow may leave it: this one must not roll it back.
+    journal["version"] = json!(2);
+    journal["stage"] = json!("writing");
+    std::fs::write(&record, serde_json::to_string(&journal).unwrap()).unwrap();
+    let newer = "applies/1/apply.json: apply journal version 2 was written by a newer ocflow \
+                 (this one reads version 1): use that version of ocflow to recover or undo \
+                 this apply";
+    let status = sandbox.ocflow().args(["status", "t"]).output().unwrap();
+    assert!(stderr(&status).contains(newer), "{}", stderr(&status));
+    let undo = sandbox.ocflow().args(["undo", "t"]).output().unwrap();
+    assert_exit(&undo, 2);
+    assert!(stderr(&undo).contains(newer), "{}", stderr(&undo));
+    assert_eq!(tree(&sandbox.repo), applied, "nothing was put back");
+
+    journal["version"] = json!(0);
+    std::fs::write(&record, serde_json::to_string(&journal).unwrap()).unwrap();
+    let undo = sandbox.ocflow().args(["undo", "t"]).output().unwrap();
+    assert_exit(&undo, 2);
+    assert!(
+        stderr(&undo).contains("apply journal version 0 is not one ocflow writes"),
+        "{}",
+        stderr(&undo)
+    );
+    assert_eq!(tree(&sandbox.repo), applied, "nothing was put back");
+}

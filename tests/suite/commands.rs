@@ -77,9 +77,11 @@ fn a_command_that_outlives_its_timeout_is_killed_with_its_children() {
         let started = Instant::now();
         let output = sandbox.run(&flow, "t");
         assert_exit(&output, 1);
+        // Liveness only (the command sleeps 300 s): how soon past its timeout a command ends is
+        // measured by scripts/bench-responsiveness.
         assert!(
-            started.elapsed() < Duration::from_secs(10),
-            "took {:?}",
+            started.elapsed() < Duration::from_secs(120),
+            "the timeout did not end the command: {:?}",
             started.elapsed()
         );
         let result = sandbox.result("t", "hang");

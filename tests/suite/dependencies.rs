@@ -182,8 +182,9 @@ fn a_package_that_is_not_installed_is_named_at_once() {
         .arg(plan)
         .output()
         .unwrap();
+    // Liveness only: npx asking an unreachable registry waits for minutes.
     assert!(
-        started.elapsed() < Duration::from_secs(30),
+        started.elapsed() < Duration::from_secs(90),
         "npx waited for the registry: {:?}",
         started.elapsed()
     );

@@ -20,12 +20,7 @@ const TEST: &str = "import { test } from 'node:test';\nimport assert from 'node:
 
 #[test]
 fn a_javascript_rewrite_is_parsed_before_it_is_written_and_node_test_failures_are_named() {
-    if std::process::Command::new("node")
-        .arg("--version")
-        .output()
-        .is_err()
-    {
-        eprintln!("skipped: node is not installed");
+    if !require(Component::Node) {
         return;
     }
     let sandbox = Sandbox::new(&[

@@ -200,9 +200,11 @@ fn a_huge_retry_after_is_capped_and_server_errors_are_retried_within_bounds() {
     let started = Instant::now();
     let output = run_task(&sandbox, &llm, &[]);
     assert_exit(&output, 1);
+    // Liveness only (Retry-After asked for 99,999 s): the capped waits' length is measured by
+    // scripts/bench-responsiveness.
     assert!(
-        started.elapsed() < Duration::from_secs(10),
-        "took {:?}",
+        started.elapsed() < Duration::from_secs(120),
+        "the Retry-After was obeyed: {:?}",
         started.elapsed()
     );
     assert_eq!(llm.requests().len(), 4, "max_attempts bounds the retries");
@@ -242,9 +244,10 @@ fn a_server_that_never_answers_times_out() {
     let started = Instant::now();
     let output = run_task(&sandbox, &llm, &[]);
     assert_exit(&output, 1);
+    // Liveness only (the server answers after 30 s); the message below names the timeout.
     assert!(
-        started.elapsed() < Duration::from_secs(8),
-        "took {:?}",
+        started.elapsed() < Duration::from_secs(25),
+        "the request timeout did not end the wait: {:?}",
         started.elapsed()
     );
     // Issue 24: the message says which setting gives the model more time.
@@ -962,9 +965,11 @@ fn the_retry_budget_ends_every_wait_and_a_budget_shorter_than_one_request_is_rep
     let started = Instant::now();
     let output = run_task(&sandbox, &llm, &[]);
     assert_exit(&output, 1);
+    // Liveness only: one request timeout (30 s) is what the budget must cut short; how close to
+    // the 2 s budget the run ends is measured by scripts/bench-responsiveness.
     assert!(
-        started.elapsed() < Duration::from_secs(10),
-        "took {:?}, past the 2 s budget",
+        started.elapsed() < Duration::from_secs(25),
+        "took {:?}, a request timeout past the 2 s budget",
         started.elapsed()
     );
     let err = stderr(&output);

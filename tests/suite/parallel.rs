@@ -77,21 +77,36 @@ fn diamond_and_wide_flows_give_the_same_files_with_one_job_and_eight() {
     }
 }
 
+/// Each command marks that it started, then waits for all eight marks: they can only all
+/// succeed when they run at once (one at a time, the first would wait alone and fail). How long
+/// eight `sleep 1` take with --jobs 8 is measured by scripts/bench-parallel.
 #[test]
 fn eight_commands_run_at_once() {
     let sandbox = Sandbox::new(&[]);
+    let marks = sandbox.shared().join("started");
+    std::fs::create_dir_all(&marks).unwrap();
+    let barrier = |i: usize| {
+        format!(
+            "touch {0}/s{i}; n=0; while [ \"$(ls {0} | wc -l)\" -lt 8 ]; do \
+             n=$((n + 1)); [ $n -gt 1200 ] && exit 1; sleep 0.1; done",
+            marks.display()
+        )
+    };
     let flow = Value::Array(
         (0..8)
-            .map(|i| shell(&format!("s{i}"), "sleep 1", &[]))
+            .map(|i| shell(&format!("s{i}"), &barrier(i), &[]))
             .collect(),
     );
-    let started = Instant::now();
-    assert_exit(&run_jobs(&sandbox, &flow, "t", "8"), 0);
-    assert!(
-        started.elapsed() < Duration::from_secs(4),
-        "8 × sleep 1 took {:?}",
-        started.elapsed()
-    );
+    let output = run_jobs(&sandbox, &flow, "t", "8");
+    assert_exit(&output, 0);
+    let steps = sandbox.status("t")["steps"].clone();
+    let succeeded = steps
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter(|step| step["status"] == "succeeded")
+        .count();
+    assert_eq!(succeeded, 8, "{steps}");
 }
 
 #[test]

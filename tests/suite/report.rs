@@ -270,25 +270,13 @@ fn a_flow_whose_planning_failed_has_a_report_that_says_so() {
     );
 }
 
-/// Chromium, or `None` (with the reason printed) where it is not installed — except under CI,
-/// which installs it (`.ci/run`) and must run the browser test.
+/// Chromium, or `None` (the browser check reported skipped) where it is not installed —
+/// except under CI, which installs it (`.ci/run`) and must run the browser test.
 fn chromium() -> Option<PathBuf> {
-    let found = ["chromium", "chromium-browser", "google-chrome"]
-        .iter()
-        .flat_map(|name| {
-            std::env::split_paths(&std::env::var_os("PATH").unwrap_or_default())
-                .map(move |dir| dir.join(name))
-                .collect::<Vec<_>>()
-        })
-        .find(|path| path.is_file());
-    if found.is_none() {
-        assert!(
-            std::env::var_os("CI").is_none(),
-            "CI installs chromium (.ci/run): the report must be checked in a browser"
-        );
-        eprintln!("skipped the browser check: no chromium on PATH (apt-get install chromium)");
+    if !require(Component::Chromium) {
+        return None;
     }
-    found
+    chromium_path()
 }
 
 /// Runs headless Chromium with a throwaway profile, killed if it takes over a minute (it can

@@ -149,7 +149,7 @@ fn commands_reach_no_network_unless_allowed() {
 
 #[test]
 fn the_repository_keeps_its_metadata() {
-    if !namespaces_available() {
+    if !require(Component::Bubblewrap) {
         return;
     }
     // Outside /tmp, where the repository is visible to commands, read-only.
@@ -216,7 +216,7 @@ fn no_daemon_outlives_its_step() {
 
 #[test]
 fn host_unix_sockets_are_out_of_reach() {
-    if !namespaces_available() {
+    if !require(Component::Bubblewrap) {
         return;
     }
     let sandbox = Sandbox::new(&[]);
@@ -1006,7 +1006,8 @@ fn a_setgid_workspace_still_gives_steps_caches_of_their_own() {
         .status()
         .is_ok_and(|s| s.success());
     if !other_group {
-        return; // Only a member of another group (or root) can make one.
+        skip("only a member of another group (or root) can make a setgid workspace");
+        return;
     }
     fs::set_permissions(&sandbox.workspace, fs::Permissions::from_mode(0o2775)).unwrap();
     let before = tree(&home);
@@ -1035,8 +1036,9 @@ fn a_setgid_workspace_still_gives_steps_caches_of_their_own() {
 
 #[test]
 fn a_launch_trial_left_by_a_killed_ocflow_is_swept() {
-    if !namespaces_available() {
-        return; // The trial launch is made only with bubblewrap.
+    // The trial launch is made only with bubblewrap.
+    if !require(Component::Bubblewrap) {
+        return;
     }
     // A process that is gone, as an ocflow killed during its start-up would be.
     let mut gone = std::process::Command::new("true").spawn().unwrap();

@@ -247,30 +247,124 @@ pub fn running(command_line: &[&str]) -> bool {
     })
 }
 
+/// Something a test needs from the machine that a developer's machine may lack.
+///
+/// Rust's test harness has no "skipped": a test that cannot run calls [`require`] (or
+/// [`skip`]), which says so on stderr and in `skipped-tests.txt` under the test target's
+/// temporary directory (`scripts/test` prints that list after the run, so a skip is seen even
+/// though the harness hides a passing test's stderr). Under CI a component `.ci/run` installs
+/// is never a skip: its absence fails the test.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Component {
+    /// bubblewrap able to make the namespaces ocflow uses (the sandbox's namespace layer).
+    Bubblewrap,
+    /// tmux, the terminal the live-display tests watch.
+    Tmux,
+    /// Chromium, which renders `ocflow report`'s page headless.
+    Chromium,
+    /// Node.js, for the JavaScript checks (`.ci/run` does not install it).
+    Node,
+    /// util-linux's `script`, a pseudo-terminal without tmux (`.ci/run` does not install it).
+    Script,
+}
+
+impl Component {
+    /// Whether `.ci/run` installs it: then CI must have it.
+    fn installed_by_ci(self) -> bool {
+        matches!(
+            self,
+            Component::Bubblewrap | Component::Tmux | Component::Chromium
+        )
+    }
+
+    /// What is missing and how to get it, for the skip line.
+    fn missing(self) -> &'static str {
+        match self {
+            Component::Bubblewrap => {
+                "bubblewrap cannot make namespaces here (apt-get install bubblewrap)"
+            }
+            Component::Tmux => "tmux is not installed (apt-get install tmux)",
+            Component::Chromium => "no chromium on PATH (apt-get install chromium)",
+            Component::Node => "node is not installed",
+            Component::Script => "util-linux's `script` is not installed",
+        }
+    }
+
+    fn present(self) -> bool {
+        match self {
+            Component::Bubblewrap => std::process::Command::new("bwrap")
+                .args(["--ro-bind", "/", "/", "--dev", "/dev", "--proc", "/proc"])
+                .args(["--unshare-pid", "--unshare-net", "--", "/bin/true"])
+                .status()
+                .is_ok_and(|s| s.success()),
+            Component::Tmux => Command::new("tmux").arg("-V").output().is_ok(),
+            Component::Chromium => chromium_path().is_some(),
+            Component::Node => Command::new("node").arg("--version").output().is_ok(),
+            Component::Script => Command::new("script").arg("--version").output().is_ok(),
+        }
+    }
+}
+
+/// Whether this run is CI's (`CI=true`, as CI services set it).
+pub fn under_ci() -> bool {
+    std::env::var("CI").is_ok_and(|value| !matches!(value.as_str(), "" | "0" | "false"))
+}
+
+/// Whether `component` is here, for a test that checks one behaviour with it and another
+/// without (nothing is skipped then). Under CI, a component `.ci/run` installs must be here.
+pub fn available(component: Component) -> bool {
+    let present = component.present();
+    if !present && under_ci() && component.installed_by_ci() {
+        panic!(
+            "CI installs it (.ci/run) and this test needs it: {}",
+            component.missing()
+        );
+    }
+    present
+}
+
+/// Whether the running test can go on: `false`, with the test reported skipped, when
+/// `component` is missing; a failure instead under CI when `.ci/run` installs it.
+pub fn require(component: Component) -> bool {
+    available(component) || {
+        skip(component.missing());
+        false
+    }
+}
+
+/// Reports the running test skipped for `reason`, something `.ci/run` does not provide (a
+/// tmpfs mount needs root, an overlay in a user namespace needs a kernel that allows it). The
+/// caller returns at once.
+pub fn skip(reason: &str) {
+    let thread = std::thread::current();
+    let test = thread.name().unwrap_or("a test");
+    let line = format!("SKIPPED: {test}: {reason}");
+    eprintln!("{line}");
+    // The harness shows a passing test's stderr only with --nocapture: the list is kept too.
+    let list = Path::new(env!("CARGO_TARGET_TMPDIR")).join("skipped-tests.txt");
+    let appended = fs::OpenOptions::new()
+        .create(true)
+        .append(true)
+        .open(&list)
+        .and_then(|mut file| std::io::Write::write_all(&mut file, format!("{line}\n").as_bytes()));
+    if let Err(err) = appended {
+        eprintln!("could not record the skip in {}: {err}", list.display());
+    }
+}
+
+/// Chromium's path on PATH, if any.
+pub fn chromium_path() -> Option<PathBuf> {
+    let path = std::env::var_os("PATH").unwrap_or_default();
+    ["chromium", "chromium-browser", "google-chrome"]
+        .iter()
+        .flat_map(|name| std::env::split_paths(&path).map(move |dir| dir.join(name)))
+        .find(|path| path.is_file())
+}
+
 /// Whether bubblewrap can make the namespaces ocflow uses here (CI installs it; elsewhere the
 /// sandbox falls back to Landlock alone, and the tests check that fallback instead).
 pub fn namespaces_available() -> bool {
-    let works = std::process::Command::new("bwrap")
-        .args([
-            "--ro-bind",
-            "/",
-            "/",
-            "--dev",
-            "/dev",
-            "--proc",
-            "/proc",
-            "--unshare-pid",
-        ])
-        .args(["--unshare-net", "--", "/bin/true"])
-        .status()
-        .is_ok_and(|s| s.success());
-    if std::env::var_os("CI").is_some() {
-        assert!(
-            works,
-            "CI installs bubblewrap (.ci/run): the namespace layer must be tested"
-        );
-    }
-    works
+    available(Component::Bubblewrap)
 }
 
 /// A repository outside the temporary directories (which sandboxed commands may write): in

@@ -133,21 +133,9 @@ fn rand_suffix() -> u64 {
         .map_or(0, |d| d.as_nanos() as u64 % 1_000_000)
 }
 
-fn tmux_available() -> bool {
-    let works = Command::new("tmux").arg("-V").output().is_ok();
-    if std::env::var_os("CI").is_some() {
-        assert!(
-            works,
-            "CI installs tmux (.ci/run): the terminal must be tested"
-        );
-    }
-    works
-}
-
 #[test]
 fn a_terminal_shows_the_plan_live_steps_and_the_next_commands() {
-    if !tmux_available() {
-        eprintln!("skipped: no tmux here (CI has it)");
+    if !require(Component::Tmux) {
         return;
     }
     let sandbox = Sandbox::new(&[("greet.py", "print(\"hello\")\n")]);
@@ -198,8 +186,7 @@ fn a_terminal_shows_the_plan_live_steps_and_the_next_commands() {
 
 #[test]
 fn no_escape_codes_with_no_color_or_without_a_terminal() {
-    if !tmux_available() {
-        eprintln!("skipped: no tmux here (CI has it)");
+    if !require(Component::Tmux) {
         return;
     }
     let sandbox = Sandbox::new(&[("greet.py", "print(\"hello\")\n")]);
@@ -329,8 +316,7 @@ fn escapes_in_the_task_and_in_file_names_do_not_reach_the_terminal() {
 /// content carry a clipboard write (OSC 52), a bell and a screen clear.
 #[test]
 fn at_a_terminal_only_colour_gets_through() {
-    if Command::new("script").arg("--version").output().is_err() {
-        eprintln!("skipped: no util-linux `script` here");
+    if !require(Component::Script) {
         return;
     }
     let sandbox = Sandbox::new(&[("README.md", "# demo\n")]);

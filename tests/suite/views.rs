@@ -137,8 +137,8 @@ fn run(overlay: bool) -> (Sandbox, Vec<Value>) {
 
 #[test]
 fn an_overlay_view_captures_what_the_copy_captures() {
-    if !namespaces_available() {
-        eprintln!("skipped: no namespaces here (the copy-and-compare view is the only one)");
+    // Without namespaces the copy-and-compare view is the only one.
+    if !require(Component::Bubblewrap) {
         return;
     }
     let (overlaid, with) = run(true);
@@ -230,8 +230,8 @@ fn an_overlay_view_captures_what_the_copy_captures() {
 
 #[test]
 fn a_command_the_overlay_refuses_a_rename_runs_again_in_a_copy() {
-    if !namespaces_available() {
-        eprintln!("skipped: no namespaces here (the copy-and-compare view is the only one)");
+    // Without namespaces the copy-and-compare view is the only one.
+    if !require(Component::Bubblewrap) {
         return;
     }
     let sandbox = Sandbox::new(&[("pkg/mod.py", "x = 1\n"), ("pkg/sub/deep.py", "y = 2\n")]);
@@ -264,8 +264,8 @@ fn a_command_the_overlay_refuses_a_rename_runs_again_in_a_copy() {
 
 #[test]
 fn a_workspace_where_overlays_are_refused_gets_copies() {
-    if !namespaces_available() {
-        eprintln!("skipped: no namespaces here (the copy-and-compare view is the only one)");
+    // Without namespaces the copy-and-compare view is the only one.
+    if !require(Component::Bubblewrap) {
         return;
     }
     // The workspace on an overlay (as in a container's root file system), which overlayfs
@@ -302,7 +302,7 @@ fn a_workspace_where_overlays_are_refused_gets_copies() {
         .output()
         .unwrap();
     if output.status.code() == Some(99) {
-        eprintln!("skipped: cannot mount an overlay in a user namespace here");
+        skip("cannot mount an overlay in a user namespace here");
         return;
     }
     assert_exit(&output, 0);
@@ -328,8 +328,8 @@ fn a_workspace_where_overlays_are_refused_gets_copies() {
 
 #[test]
 fn a_file_a_view_shows_again_is_newer_than_what_a_command_built_from_another_version() {
-    if !namespaces_available() {
-        eprintln!("skipped: no namespaces here (the copy-and-compare view is the only one)");
+    // Without namespaces the copy-and-compare view is the only one.
+    if !require(Component::Bubblewrap) {
         return;
     }
     // `build` edits src.txt and "builds" after it; `check`, which does not depend on it, runs
@@ -383,10 +383,10 @@ fn a_file_too_deep_to_keep_fails_its_step_the_same_way_in_both_views() {
         let result = sandbox.result("t", "deep");
         let view = if overlay { "overlay" } else { "copy" };
         if result["view"] != json!(view) {
-            eprintln!(
-                "skipped the {view} view: it is not available here ({})",
+            skip(&format!(
+                "the {view} view is not available here ({})",
                 result["view"]
-            );
+            ));
             continue;
         }
         let message = step["error"]["message"]

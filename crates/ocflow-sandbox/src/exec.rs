@@ -164,7 +164,7 @@ pub fn exec(request: &ExecRequest<'_>) -> String {
 /// join a step cgroup as a launcher does (`<pid>.probe`, which the caller removes) or
 /// `no-cgroup`. It joins, unshares and restricts this process, so a probe runs in a child of
 /// its own.
-pub fn probe(dir: Option<&Path>) -> Result<String, String> {
+pub fn probe(dir: Option<&Path>) -> Result<String, ProbeError> {
     // First, as the launcher does: in a user namespace or under Landlock it could not.
     let cgroups = crate::step_cgroup::Hierarchies::find();
     let name = format!("{}.probe", std::process::id());
@@ -180,11 +180,20 @@ pub fn probe(dir: Option<&Path>) -> Result<String, String> {
     } else {
         "no-overlay"
     };
-    let landlock = restrict(&[], true).map_err(|err| format!("cannot set up Landlock: {err}"))?;
+    let landlock = restrict(&[], true).map_err(ProbeError::Landlock)?;
     let seccomp = crate::socket_filter::refuse_datagrams().is_ok()
         && std::net::UdpSocket::bind("127.0.0.1:0").is_err();
     let seccomp = if seccomp { "seccomp" } else { "no-seccomp" };
     Ok(format!("{landlock}\n{overlay}\n{seccomp}\n{cgroup}"))
+}
+
+/// Why the probe could not say what this machine allows.
+#[derive(Debug, thiserror::Error)]
+pub enum ProbeError {
+    /// Restricting the probe's own process failed outright (not merely unsupported, which
+    /// the probe reports as `none`): the kernel or the system refused Landlock's calls.
+    #[error("cannot set up Landlock: {0}")]
+    Landlock(String),
 }
 
 enum Never {}
@@ -249,7 +258,7 @@ fn confine_and_exec(request: &ExecRequest<'_>) -> Result<Never, String> {
             return Err(format!("cannot run {}: {error}", bwrap.display()));
         }
         if request.refuse_udp {
-            crate::socket_filter::refuse_datagrams()?;
+            crate::socket_filter::refuse_datagrams().map_err(|err| err.to_string())?;
         }
     }
     restrict(&writable, request.network).map_err(|err| format!("cannot set up Landlock: {err}"))?;
@@ -424,7 +433,7 @@ fn bwrap_command(
 
 /// Mounts `overlay` in a new user and mount namespace of this process (overlayfs may be
 /// mounted without privileges there since Linux 5.11). The user keeps its own ids inside.
-pub fn mount_overlay(overlay: Overlay<'_>) -> Result<(), String> {
+fn mount_overlay(overlay: Overlay<'_>) -> Result<(), String> {
     enter_own_namespace()?;
     mount_overlay_here(overlay, "")
 }
@@ -649,7 +658,9 @@ fn limit_resources(
     // hold per step: a group it named that cannot be joined stops the command. Without a
     // name (no cgroup here), the step runs with the rlimit alone, and results say so.
     match cgroup {
-        Some(name) => crate::step_cgroup::Hierarchies::find().join(name, max_processes, memory_mb),
+        Some(name) => crate::step_cgroup::Hierarchies::find()
+            .join(name, max_processes, memory_mb)
+            .map_err(|err| err.to_string()),
         None => Ok(()),
     }
 }

@@ -30,7 +30,7 @@ pub fn run(name: &str, args: &SandboxArgs) -> u8 {
                 let _ = writeln!(std::io::stdout(), "{kind}");
                 0
             }
-            Err(problem) => fail(&problem),
+            Err(problem) => fail(&problem.to_string()),
         };
     }
     let Some(caches) = args

@@ -29,11 +29,23 @@ const ALLOWED_FAMILIES: [libc::c_int; 4] = [
     libc::AF_NETLINK,
 ];
 
+/// Why the socket filter is not in place (the launcher stops the command: without it the
+/// step could send UDP past the network rule).
+#[derive(Debug, thiserror::Error)]
+pub enum SocketFilterError {
+    /// The filter could not be compiled for this architecture.
+    #[error("cannot build the socket filter: {0}")]
+    Build(#[from] seccompiler::BackendError),
+    /// The kernel refused it (no seccomp, or a filter already forbids adding one).
+    #[error("cannot install the socket filter: {0}")]
+    Install(#[from] seccompiler::Error),
+}
+
 /// Installs the filter on this process and whatever it starts; it cannot be lifted.
-pub fn refuse_datagrams() -> Result<(), String> {
-    let program = program().map_err(|err| format!("cannot build the socket filter: {err}"))?;
-    seccompiler::apply_filter(&program)
-        .map_err(|err| format!("cannot install the socket filter: {err}"))
+pub fn refuse_datagrams() -> Result<(), SocketFilterError> {
+    let program = program()?;
+    seccompiler::apply_filter(&program)?;
+    Ok(())
 }
 
 /// The filter, compiled for this machine's architecture.

@@ -18,6 +18,15 @@ use std::time::Duration;
 /// Where cgroups are mounted.
 const CGROUP_ROOT: &str = "/sys/fs/cgroup";
 
+/// A step group this process could not join, with its limits (the host's probe joined one,
+/// so the limits it promised would not hold: the launcher stops the command).
+#[derive(Debug, thiserror::Error)]
+#[error("cannot join the step's cgroup {}", group.display())]
+pub struct JoinError {
+    /// The group's directory in the hierarchy that refused it.
+    pub group: PathBuf,
+}
+
 /// The directories ocflow makes step groups in, one per controller it found usable (on v2
 /// the same directory for both).
 #[derive(Debug, Clone, Default)]
@@ -109,7 +118,7 @@ impl Hierarchies {
         name: &str,
         max_processes: Option<u64>,
         memory_mb: Option<u64>,
-    ) -> Result<(), String> {
+    ) -> Result<(), JoinError> {
         let pids = self.pids.as_ref().is_none_or(|base| {
             sweep(base);
             let group = base.join(name);
@@ -148,9 +157,8 @@ impl Hierarchies {
             let group = base.join(name);
             std::fs::create_dir_all(&group).is_ok() && write(&group, "cgroup.procs", "0")
         });
-        let failed = |base: &Option<PathBuf>| {
-            let dir = base.as_ref().map(|b| b.join(name)).unwrap_or_default();
-            format!("cannot join the step's cgroup {}", dir.display())
+        let failed = |base: &Option<PathBuf>| JoinError {
+            group: base.as_ref().map(|b| b.join(name)).unwrap_or_default(),
         };
         match (pids, memory, held) {
             (true, true, true) => Ok(()),

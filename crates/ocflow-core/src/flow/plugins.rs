@@ -42,9 +42,12 @@ pub struct Installed {
 /// declares them (the compiled-in ones when it ships no declarations, or ones that do not read),
 /// then its plugins. A catalogue that cannot be read is an error, a plugin that cannot be used
 /// is a problem.
-pub fn install(catalogue: &str) -> Result<Installed, String> {
-    let catalogue: Catalogue = serde_json::from_str(catalogue)
-        .map_err(|err| format!("the library's operation catalogue is not readable: {err}"))?;
+pub fn install(catalogue: &str) -> ocflow_model::error::Result<Installed> {
+    let catalogue: Catalogue = serde_json::from_str(catalogue).map_err(|err| {
+        ocflow_model::error::Error::Bridge(format!(
+            "the library's operation catalogue is not readable: {err}"
+        ))
+    })?;
     let mut installed = Installed::default();
     let built_in = || {
         (

@@ -109,23 +109,46 @@ fn from_file_variable(path: &std::path::Path) -> Result<ApiKey, ocflow_model::er
         .map_err(|err| ocflow_model::error::Error::Usage(format!("{KEY_FILE_VARIABLE}: {err}")))
 }
 
-/// The key in a file only its owner may read; the problem, in words, when there is none.
-pub fn from_file(path: &std::path::Path) -> Result<ApiKey, String> {
+/// Why a key file gave no key (all permanent: the file must be fixed by a person).
+#[derive(Debug, thiserror::Error)]
+pub enum KeyFileError {
+    /// The file could not be read (missing, or not ours to read).
+    #[error("cannot read {}: {source}", path.display())]
+    Unreadable {
+        path: std::path::PathBuf,
+        source: std::io::Error,
+    },
+    /// Others may read it: a key there is not secret, so it is refused.
+    #[error(
+        "{} can be read by others (mode {mode:o}); make it yours alone: chmod 600 {0}",
+        path.display()
+    )]
+    ReadableByOthers { path: std::path::PathBuf, mode: u32 },
+    /// It holds nothing but white space.
+    #[error("{} is empty", path.display())]
+    Empty { path: std::path::PathBuf },
+}
+
+/// The key in a file only its owner may read.
+pub fn from_file(path: &std::path::Path) -> Result<ApiKey, KeyFileError> {
     use std::os::unix::fs::MetadataExt;
-    let meta =
-        std::fs::metadata(path).map_err(|err| format!("cannot read {}: {err}", path.display()))?;
+    let unreadable = |source| KeyFileError::Unreadable {
+        path: path.to_path_buf(),
+        source,
+    };
+    let meta = std::fs::metadata(path).map_err(unreadable)?;
     if meta.mode() & 0o077 != 0 {
-        return Err(format!(
-            "{} can be read by others (mode {:o}); make it yours alone: chmod 600 {0}",
-            path.display(),
-            meta.mode() & 0o777
-        ));
+        return Err(KeyFileError::ReadableByOthers {
+            path: path.to_path_buf(),
+            mode: meta.mode() & 0o777,
+        });
     }
-    let text = std::fs::read_to_string(path)
-        .map_err(|err| format!("cannot read {}: {err}", path.display()))?;
+    let text = std::fs::read_to_string(path).map_err(unreadable)?;
     let key = text.trim();
     if key.is_empty() {
-        return Err(format!("{} is empty", path.display()));
+        return Err(KeyFileError::Empty {
+            path: path.to_path_buf(),
+        });
     }
     Ok(ApiKey::new(key.to_string(), None))
 }

@@ -22,6 +22,8 @@ use ocflow_model::status::now;
 /// Where a task's applies are kept.
 const APPLIES_DIR: &str = "applies";
 const RECORD_FILE: &str = "apply.json";
+/// The format version of `apply.json` this ocflow writes and reads.
+const APPLY_VERSION: u32 = 1;
 
 /// Where an apply stands; `Writing` and `Undoing` are the stages a kill can leave behind.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, Default)]
@@ -117,7 +119,7 @@ pub(crate) fn begin(task: &TaskDir, repo: &Path, changes: &[&Change]) -> Result<
     }
     made_dirs.sort_by_key(|d| d.matches('/').count());
     let record = ApplyRecord {
-        version: 1,
+        version: APPLY_VERSION,
         applied_at: now(),
         files,
         made_dirs,
@@ -398,11 +400,7 @@ fn last_at(task: &TaskDir, stages: &[Stage]) -> Result<Option<Kept>> {
             Err(err) if err.kind() == ErrorKind::NotFound => continue,
             other => other.io_context(|| format!("reading {}", path.display()))?,
         };
-        let mut record: ApplyRecord =
-            serde_json::from_str(&text).map_err(|err| Error::BadStateFile {
-                path: path.clone(),
-                problem: err.to_string(),
-            })?;
+        let mut record = parse_record(&path, &text)?;
         if record.undone_at.is_some() {
             record.stage = Stage::Undone;
         }
@@ -411,6 +409,39 @@ fn last_at(task: &TaskDir, stages: &[Stage]) -> Result<Option<Kept>> {
         }
     }
     Ok(None)
+}
+
+/// Reads a kept `apply.json`, its version first: a journal of another version is refused,
+/// never read as this one's, since recovery and `undo` write the repository on its word.
+fn parse_record(path: &Path, text: &str) -> Result<ApplyRecord> {
+    let bad = |problem: String| Error::BadStateFile {
+        path: path.to_path_buf(),
+        problem,
+    };
+    let value: serde_json::Value =
+        serde_json::from_str(text).map_err(|err| bad(err.to_string()))?;
+    match value.get("version").and_then(serde_json::Value::as_u64) {
+        Some(version) if version == u64::from(APPLY_VERSION) => {}
+        Some(version) if version > u64::from(APPLY_VERSION) => {
+            return Err(bad(format!(
+                "apply journal version {version} was written by a newer ocflow (this one reads \
+                 version {APPLY_VERSION}): use that version of ocflow to recover or undo this \
+                 apply"
+            )));
+        }
+        Some(version) => {
+            return Err(bad(format!(
+                "apply journal version {version} is not one ocflow writes (this one reads \
+                 version {APPLY_VERSION}); it was edited or damaged outside ocflow"
+            )));
+        }
+        None => {
+            return Err(bad(
+                "no numeric `version` field; this is not an apply journal ocflow wrote".into(),
+            ));
+        }
+    }
+    serde_json::from_value(value).map_err(|err| bad(err.to_string()))
 }
 
 /// The numbers of the applies kept under `root`, in order.

@@ -5,7 +5,7 @@ use std::fs::{File, OpenOptions};
 use std::io::{BufRead, BufReader, Read, Seek, SeekFrom, Write};
 use std::path::{Path, PathBuf};
 
-use ocflow_model::error::{IoContext, Result};
+use ocflow_model::error::{Error, IoContext, Result};
 use ocflow_model::event::{EVENT_VERSION, Record};
 
 /// An open journal, positioned for appending.
@@ -64,7 +64,8 @@ impl Journal {
 }
 
 /// Reads every whole, well-formed event of this build's version. Lines that do not parse (a
-/// torn tail) or carry another version (written by another ocflow) are skipped and counted.
+/// torn tail) or carry an older version are skipped and counted; an event of a newer version
+/// (a newer ocflow went on with the task) is an error.
 pub(crate) fn read(path: &Path) -> Result<(Vec<Record>, usize)> {
     read_from(path, 0)
 }
@@ -90,10 +91,31 @@ pub(crate) fn read_from(path: &Path, offset: u64) -> Result<(Vec<Record>, usize)
         }
         match serde_json::from_slice::<Record>(&line) {
             Ok(record) if record.version == EVENT_VERSION => records.push(record),
-            _ => skipped += 1,
+            _ => {
+                if let Some(version) = newer_version(&line) {
+                    return Err(Error::BadStateFile {
+                        path: path.to_path_buf(),
+                        problem: format!(
+                            "a journal event of version {version} was written by a newer ocflow \
+                             (this one reads version {EVENT_VERSION}): use that version of \
+                             ocflow for this task"
+                        ),
+                    });
+                }
+                skipped += 1;
+            }
         }
     }
     Ok((records, skipped))
+}
+
+/// The version of a whole event line written by a newer ocflow, which must be refused rather
+/// than skipped: what it records would be missing from the state read without it. A line that
+/// is not JSON (a torn tail) is not one.
+fn newer_version(line: &[u8]) -> Option<u64> {
+    let value: serde_json::Value = serde_json::from_slice(line).ok()?;
+    let version = value.get("version")?.as_u64()?;
+    (version > u64::from(EVENT_VERSION)).then_some(version)
 }
 
 /// The journal's length in bytes (0 when there is none yet).

@@ -33,6 +33,14 @@ pub(crate) const PID_FILE: &str = "detached.pid";
 
 /// Starts the run `args` describes in the background and returns once it is started.
 pub(crate) fn start(config: &Config, args: &RunArgs, api_key: &ApiKey) -> Result<ExitCode> {
+    // Said here: the detached run would not say them again (some are said once a session),
+    // and its output goes to the log.
+    for message in &config.warnings {
+        let event = Event::Warning {
+            message: message.clone(),
+        };
+        events::show(&Record::now(now(), event), config.json);
+    }
     if args.task.as_deref() == Some("-") {
         return Err(Error::Usage(
             "--detach reads nothing from stdin: give the task as an argument or with \

@@ -29,4 +29,5 @@ pub(crate) mod status_table;
 pub(crate) mod task_index;
 pub(crate) mod tasks;
 pub(crate) mod trust;
+pub(crate) mod user_state;
 pub(crate) mod wait;

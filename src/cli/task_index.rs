@@ -1,6 +1,5 @@
 //! The user's index of recent tasks: task id → task directory and repository, kept in the
-//! user's state directory (`$XDG_STATE_HOME/ocflow/tasks.json`, else
-//! `~/.local/state/ocflow/`), so a task id or a task directory names its task from any
+//! user's state directory (`user_state`: `$XDG_STATE_HOME/ocflow/tasks.json`), so a task id or a task directory names its task from any
 //! directory, and `ocflow list --all` shows every repository's tasks. It holds paths and ids
 //! only (never a key, never a task's words), is bounded, and is rewritten whole under a lock
 //! (read, merge, atomic rename), so ocflow processes writing at once lose no entry.
@@ -59,10 +58,7 @@ pub(crate) fn file() -> Option<PathBuf> {
     }) {
         return None;
     }
-    let absolute = |value: Option<String>| value.map(PathBuf::from).filter(|p| p.is_absolute());
-    let base = absolute(variable("XDG_STATE_HOME"))
-        .or_else(|| absolute(variable("HOME")).map(|home| home.join(".local/state")))?;
-    Some(base.join("ocflow").join(FILE))
+    Some(crate::cli::user_state::dir()?.join(FILE))
 }
 
 /// Records `task` (working on `repo`) as the newest entry. The index is a convenience: a

@@ -242,3 +242,39 @@ fn skill_install_writes_where_openhands_reads_and_loses_nothing() {
         stderr(&output)
     );
 }
+
+#[test]
+fn the_model_prefix_warning_is_said_once_a_session() {
+    let sandbox = Sandbox::new(&[("a.txt", "a\n")]);
+    let plan = sandbox.flow(&json!([{"id": "r", "operation": "read_file",
+        "params": {"file_path": "a.txt"}}]));
+    let run = |task_id: &str| {
+        sandbox
+            .ocflow()
+            .args([
+                "--json",
+                "--base-url",
+                "http://127.0.0.1:9/v1",
+                "run",
+                "--task-id",
+            ])
+            .arg(task_id)
+            .arg("--plan")
+            .arg(&plan)
+            .env("LLM_MODEL", "openai/gpt-4o")
+            .output()
+            .unwrap()
+    };
+    let warnings = |output: &std::process::Output| {
+        stdout(output)
+            .lines()
+            .filter(|line| line.contains("\"type\":\"warning\"") && line.contains("gpt-4o"))
+            .count()
+    };
+    let first = run("first");
+    assert_exit(&first, 0);
+    assert_eq!(warnings(&first), 1, "{}", stdout(&first));
+    let second = run("second");
+    assert_exit(&second, 0);
+    assert_eq!(warnings(&second), 0, "{}", stdout(&second));
+}

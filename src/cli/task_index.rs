@@ -1,9 +1,9 @@
 //! The user's index of recent tasks: task id → task directory and repository, kept in the
-//! user's state directory (`user_state`: `$XDG_STATE_HOME/ocflow/tasks.json`), so a task id or a task directory names its task from any
-//! directory, and `ocflow list --all` shows every repository's tasks. It holds paths and ids
-//! only (never a key, never a task's words), is bounded, and is rewritten whole under a lock
-//! (read, merge, atomic rename), so ocflow processes writing at once lose no entry.
-//! `OCFLOW_TASK_INDEX=off` turns it off.
+//! user's state directory (`user_state`: `$XDG_STATE_HOME/ocflow/tasks.json`), so a task id or
+//! a task directory names its task from any directory, and `ocflow list --all` shows every
+//! repository's tasks. It holds paths and ids only (never a key, never a task's words), is
+//! bounded, and is rewritten whole under a lock (read, merge, atomic rename), so ocflow
+//! processes writing at once lose no entry. `OCFLOW_TASK_INDEX=off` turns it off.
 
 use std::fs::{self, File, OpenOptions};
 use std::io::Write;

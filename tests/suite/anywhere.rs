@@ -251,12 +251,34 @@ fn a_detached_run_returns_at_once_and_wait_gets_its_exit_code() {
         .output()
         .unwrap();
     assert_exit(&early, 124);
+    // `status --follow` follows it too, from anywhere, once it has saved its status.
+    let deadline = Instant::now() + Duration::from_secs(30);
+    while !task_dir.join("flow_status.json").is_file() {
+        assert!(
+            Instant::now() < deadline,
+            "the detached run saved no status"
+        );
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    let follow = ocflow_in(&sandbox, &away)
+        .args(["--json", "status", "--follow", &id])
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
     fs::write(&marker, "").unwrap();
     let waited = ocflow_in(&sandbox, &away)
         .args(["wait", &id, "--timeout", "60"])
         .output()
         .unwrap();
     assert_exit(&waited, 0);
+    let followed = follow.wait_with_output().unwrap();
+    assert_exit(&followed, 0);
+    let last = stdout(&followed).lines().last().unwrap().to_string();
+    assert_eq!(
+        serde_json::from_str::<Value>(&last).unwrap()["state"],
+        json!("succeeded")
+    );
     assert_eq!(sandbox.status(&id)["state"], json!("succeeded"));
     let log = fs::read_to_string(task_dir.join("detached.log")).unwrap();
     assert!(log.contains("\"flow_finished\""), "{log}");

@@ -82,6 +82,14 @@ fn status_diff_and_apply_by_id_or_directory_from_an_unrelated_directory() {
         fs::read_to_string(sandbox.repo.join("a.txt")).unwrap(),
         "new\n"
     );
+    for command in [["report", "far-away"], ["undo", "far-away"]] {
+        let output = ocflow_in(&sandbox, &away).args(command).output().unwrap();
+        assert_exit(&output, 0);
+    }
+    assert_eq!(
+        fs::read_to_string(sandbox.repo.join("a.txt")).unwrap(),
+        "old\n"
+    );
 
     // The index holds ids and paths, nothing of the task's words.
     let index = fs::read_to_string(sandbox.state_home().join("ocflow/tasks.json")).unwrap();

@@ -21,7 +21,7 @@ pub use ocflow_model::output::say;
 
 /// Resolves the configuration and runs the command; returns the exit code. `api_key` comes
 /// from `llm::key::take_key_at_startup`.
-pub fn run(cli: Cli, api_key: ApiKey) -> Result<ExitCode> {
+pub fn run(mut cli: Cli, api_key: ApiKey) -> Result<ExitCode> {
     // The sandbox launcher needs no configuration, and must stay small before its exec.
     if let Command::SandboxExec(args) = &cli.command {
         return Ok(match ocflow_sandbox::run("ocflow sandbox-exec", args) {
@@ -38,6 +38,27 @@ pub fn run(cli: Cli, api_key: ApiKey) -> Result<ExitCode> {
     if let Command::Mcp = &cli.command {
         return cli::mcp::serve(&cli.global, api_key);
     }
+    if let Command::List(args) = &cli.command
+        && args.all
+    {
+        return cli::task_index::list_all(cli.global.json);
+    }
+    // A task named by id or by directory is found from any directory (the user's task index).
+    let named_task = match &cli.command {
+        Command::Status(args) => args.task.clone(),
+        Command::Diff(args) => args.task.clone(),
+        Command::Report(args) => args.task.clone(),
+        Command::Apply(args) => args.task.clone(),
+        Command::Undo(args) => args.task.clone(),
+        Command::Resume(args) => args.task.clone(),
+        Command::Wait(args) => args.task.clone(),
+        _ => None,
+    };
+    cli::task_index::locate(&mut cli.global, named_task.as_deref())?;
+    let detached_key = match &cli.command {
+        Command::Run(args) if args.detach => Some(api_key.clone()),
+        _ => None,
+    };
     let demo = cli::args::LimitArgs::default();
     let limits = match &cli.command {
         Command::Run(args) => Some(&args.limits),
@@ -60,7 +81,18 @@ pub fn run(cli: Cli, api_key: ApiKey) -> Result<ExitCode> {
         _ => cli.global.workspace.is_none(),
     };
     let config = cli::config::Config::resolve(&cli.global, needs_repo, limits, api_key)?;
-    cli::dispatch::dispatch(&config, cli.command)
+    if let (Command::Run(args), Some(key)) = (&cli.command, &detached_key) {
+        return cli::detach::start(&config, args, key);
+    }
+    let exit_code_file = match &cli.command {
+        Command::Run(args) => args.exit_code_file.clone(),
+        _ => None,
+    };
+    let outcome = cli::dispatch::dispatch(&config, cli.command);
+    if let Some(file) = exit_code_file {
+        cli::detach::record_exit(&file, &outcome);
+    }
+    outcome
 }
 
 /// Says why a command failed: to people on stderr (with the context chain) and, with `--json`,

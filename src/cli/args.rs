@@ -79,11 +79,15 @@ pub(crate) enum Command {
     Resume(ResumeArgs),
     /// Show a flow's steps, states, attempts, tokens and timings.
     Status(StatusArgs),
-    /// List the workspace's tasks: state, age, files changed, applied or not.
-    List,
+    /// List the workspace's tasks: state, age, files changed, applied or not; `--all`: every
+    /// repository's recent tasks.
+    List(ListArgs),
     /// Show the flow's changes as a unified diff against the repository (paged and coloured
     /// at a terminal).
     Diff(DiffArgs),
+    /// Wait for a flow to end (one started with `run --detach`, say) and exit with its exit
+    /// code; 124 when `--timeout` passes first (the flow goes on).
+    Wait(WaitArgs),
     /// Write one self-contained HTML page of the flow (graph, timeline, tokens, summary, diff)
     /// into the task directory and print its path.
     Report(TaskArg),
@@ -119,6 +123,22 @@ pub(crate) enum Command {
     /// (internal) Run a command in the sandbox: write access only beneath the --write paths.
     #[command(hide = true)]
     SandboxExec(Box<ocflow_sandbox::SandboxArgs>),
+}
+
+#[derive(Debug, Args)]
+pub(crate) struct ListArgs {
+    /// Every repository's recent tasks, from the user's task index.
+    #[arg(long)]
+    pub(crate) all: bool,
+}
+
+#[derive(Debug, Args)]
+pub(crate) struct WaitArgs {
+    /// Task id or task directory [default: the most recent flow].
+    pub(crate) task: Option<String>,
+    /// Give up waiting after this many seconds (exit 124; the flow goes on).
+    #[arg(long, value_name = "SECONDS")]
+    pub(crate) timeout: Option<f64>,
 }
 
 #[derive(Debug, Args)]
@@ -175,6 +195,14 @@ pub(crate) struct RunArgs {
     /// Apply the changes to the repository when the flow succeeds.
     #[arg(long)]
     pub(crate) apply: bool,
+    /// Run the flow in the background, in a session of its own (a closed terminal does not
+    /// stop it): print the task id (`flow_started` with --json) and return; its output goes to
+    /// `detached.log` in the task directory. `ocflow wait ID` waits for its end.
+    #[arg(long)]
+    pub(crate) detach: bool,
+    /// (internal) Where a detached run writes its exit code when it ends.
+    #[arg(long, hide = true, value_name = "FILE")]
+    pub(crate) exit_code_file: Option<PathBuf>,
     #[command(flatten)]
     pub(crate) limits: LimitArgs,
 }

@@ -483,9 +483,11 @@ impl Config {
             .model
             .clone()
             .or_else(|| profiles::env_first(&["OCFLOW_MODEL", "LLM_MODEL"]));
+        // Once a session: an agent running ocflow again and again need not be told each time.
         if let (Some(asked), Ok(llm)) = (asked, &llm)
             && profiles::without_provider(&asked) != asked
             && llm.planner.profile == DEFAULT_PROFILE
+            && crate::cli::user_state::first_time_this_session(&format!("model prefix {asked}"))
         {
             warnings.push(format!(
                 "the model is sent as `{}`: `{asked}` carries LiteLLM's provider prefix",

@@ -103,6 +103,8 @@ pub(crate) fn prepare(config: &Config) -> Result<(Config, RunArgs)> {
         plan: None,
         task_id: Some(TASK_ID.into()),
         apply: false,
+        detach: false,
+        exit_code_file: None,
         limits: LimitArgs::default(),
     };
     Ok((demo, args))

@@ -2,7 +2,7 @@
 
 use crate::cli::args::Command;
 use crate::cli::config::Config;
-use crate::cli::{apply, demo, doctor, launch, report, resume, review, run, skill, trust};
+use crate::cli::{apply, demo, doctor, launch, report, resume, review, run, skill, trust, wait};
 use ocflow_core::task::events;
 use ocflow_model::error::{Error, IoContext, Result};
 use ocflow_model::event::{Event, Record};
@@ -54,7 +54,8 @@ pub(crate) fn dispatch(config: &Config, command: Command) -> Result<ExitCode> {
         Command::Run(_)
             | Command::Resume(_)
             | Command::Status(_)
-            | Command::List
+            | Command::List(_)
+            | Command::Wait(_)
             | Command::Diff(_)
             | Command::Report(_)
             | Command::Apply(_)
@@ -75,7 +76,8 @@ pub(crate) fn dispatch(config: &Config, command: Command) -> Result<ExitCode> {
         }),
         Command::Resume(args) => with_runtime(|| resume::resume(config, args)),
         Command::Status(args) => review::status(config, args),
-        Command::List => review::list(config),
+        Command::List(_) => review::list(config),
+        Command::Wait(args) => wait::wait(config, args),
         Command::Diff(args) => review::diff(config, args),
         Command::Report(args) => report::report(config, args),
         Command::Apply(args) => apply::apply(config, args),

@@ -118,7 +118,12 @@ pub(crate) fn show(task: &TaskDir, status: &FlowStatus, flow: &Flow) -> Result<(
             ));
         }
     }
-    let id = &task.task_id;
+    // The commands work from any directory: through the user's task index, or named in full.
+    let id = &format!(
+        "{}{}",
+        task.task_id,
+        crate::cli::task_index::reach(task, &status.repo)
+    );
     let next: Vec<(String, &str)> = match status.state {
         FlowState::Succeeded if status.applied_at.is_some() => vec![(
             format!("ocflow undo {id}"),

@@ -57,6 +57,8 @@ pub(crate) async fn plan_again(
         plan: None,
         task_id: Some(task_id.to_string()),
         apply,
+        detach: false,
+        exit_code_file: None,
         limits,
     };
     start(config, args, true, None).await
@@ -174,6 +176,8 @@ async fn start(
         task.create()?;
     }
     let _lock = task.lock()?;
+    // Named by its id from any directory from now on (`ocflow status ID`, `wait`, `diff`…).
+    crate::cli::task_index::remember(&task, &config.repo);
     // Two runs may take over the same empty directory: the one that got the lock second finds
     // the first one's task, and stops.
     if !again && task.has_started() {
@@ -455,7 +459,7 @@ pub(crate) async fn plan(config: &Config, args: PlanArgs) -> Result<ExitCode> {
 
 /// The task's words: as given, from stdin (`-`), or from a file; an empty one, or one over
 /// [`MAX_TASK_BYTES`], is refused.
-fn read_task(task: Option<String>, file: Option<&Path>) -> Result<Option<String>> {
+pub(crate) fn read_task(task: Option<String>, file: Option<&Path>) -> Result<Option<String>> {
     let (text, source) = match (task, file) {
         (Some(dash), None) if dash == "-" => {
             let text = read_bounded(std::io::stdin().lock(), "stdin")
@@ -513,7 +517,7 @@ fn check_task_size(len: usize, source: &str) -> Result<()> {
 }
 
 /// A task id not yet used in the workspace.
-fn unused_task_id(workspace_dir: &Path, task: &str) -> String {
+pub(crate) fn unused_task_id(workspace_dir: &Path, task: &str) -> String {
     // 32³ suffixes per word: a few tries find a free one; a crowded word gets a longer id.
     for _ in 0..20 {
         let id = workspace::new_task_id(task);

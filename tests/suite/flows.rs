@@ -453,6 +453,7 @@ fn a_command_cannot_write_into_a_workspace_inside_the_repository() {
         .arg(&workspace)
         .args(["run", "--task-id", "t", "--plan"])
         .arg(plan)
+        .env("XDG_STATE_HOME", sandbox.state_home())
         .output()
         .unwrap();
     assert_exit(&output, 0);
@@ -510,7 +511,12 @@ fn commands_write_only_in_their_view_when_the_kernel_has_landlock() {
             .arg(&repo)
             .arg("--workspace")
             .arg(&workspace)
-            .args(["run", "--task-id", "t"]);
+            .args(["run", "--task-id", "t"])
+            // Its own task index, not the user's.
+            .env(
+                "XDG_STATE_HOME",
+                workspace.parent().unwrap().join("user-state"),
+            );
         if let Some(flag) = flag {
             run.arg(flag);
         }
@@ -576,6 +582,7 @@ fn a_repository_in_tmp_stays_protected_and_git_does_not_find_it_from_the_view() 
         .args(["run", "--task-id", "t", "--plan"])
         .arg(plan)
         .env("XDG_CONFIG_HOME", sandbox.root().join("user-config"))
+        .env("XDG_STATE_HOME", sandbox.state_home())
         .output()
         .unwrap();
     assert_exit(&output, 0);

@@ -1,6 +1,7 @@
 mod fake_llm;
 mod support;
 
+mod anywhere;
 mod apply;
 mod bridge;
 mod commands;

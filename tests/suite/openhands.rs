@@ -242,3 +242,143 @@ fn skill_install_writes_where_openhands_reads_and_loses_nothing() {
         stderr(&output)
     );
 }
+
+#[test]
+fn the_model_prefix_warning_is_said_once_a_session() {
+    let sandbox = Sandbox::new(&[("a.txt", "a\n")]);
+    let plan = sandbox.flow(&json!([{"id": "r", "operation": "read_file",
+        "params": {"file_path": "a.txt"}}]));
+    let run = |task_id: &str| {
+        sandbox
+            .ocflow()
+            .args([
+                "--json",
+                "--base-url",
+                "http://127.0.0.1:9/v1",
+                "run",
+                "--task-id",
+            ])
+            .arg(task_id)
+            .arg("--plan")
+            .arg(&plan)
+            .env("LLM_MODEL", "openai/gpt-4o")
+            .output()
+            .unwrap()
+    };
+    let warnings = |output: &std::process::Output| {
+        stdout(output)
+            .lines()
+            .filter(|line| line.contains("\"type\":\"warning\"") && line.contains("gpt-4o"))
+            .count()
+    };
+    let first = run("first");
+    assert_exit(&first, 0);
+    assert_eq!(warnings(&first), 1, "{}", stdout(&first));
+    let second = run("second");
+    assert_exit(&second, 0);
+    assert_eq!(warnings(&second), 0, "{}", stdout(&second));
+}
+
+/// The shell commands of the skill's ```bash blocks, as written, in order (comments off).
+fn skill_commands() -> Vec<String> {
+    let skill = std::fs::read_to_string(
+        std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("skills/ocflow/SKILL.md"),
+    )
+    .unwrap();
+    let mut commands = Vec::new();
+    let mut in_bash = false;
+    for line in skill.lines() {
+        match line.trim() {
+            "```bash" => in_bash = true,
+            "```" => in_bash = false,
+            text if in_bash && !text.is_empty() => {
+                let command = text.split("   #").next().unwrap().trim();
+                commands.push(command.to_string());
+            }
+            _ => {}
+        }
+    }
+    commands
+}
+
+#[test]
+fn the_skills_commands_all_succeed_as_written_from_the_workspace_root() {
+    let sandbox = Sandbox::new(&[("a.txt", "a\n")]);
+    let workspace_root = sandbox.root();
+    let write = |file: &str| {
+        chat(
+            &json!([{"id": "w", "operation": "write_file",
+            "params": {"file_path": file, "content": "new\n"}}])
+            .to_string(),
+        )
+    };
+    let llm = super::fake_llm::FakeLlm::with_rules(vec![
+        super::fake_llm::Rule::planner().replies_in_order(vec![
+            write("a.txt"),
+            write("b.txt"),
+            write("c.txt"),
+        ]),
+        super::fake_llm::Rule::flow_summary().reply(chat("Wrote the file.")),
+    ]);
+    // `ocflow` on the PATH, as an installed one is.
+    let bin = sandbox.root().join("bin");
+    std::fs::create_dir_all(&bin).unwrap();
+    std::os::unix::fs::symlink(env!("CARGO_BIN_EXE_ocflow"), bin.join("ocflow")).unwrap();
+    let path = format!(
+        "{}:{}",
+        bin.display(),
+        std::env::var("PATH").unwrap_or_default()
+    );
+    let commands = skill_commands();
+    assert!(commands.len() >= 7, "{commands:?}");
+    assert!(
+        commands
+            .iter()
+            .filter(|c| c.contains("ocflow run") || c.contains("ocflow resume"))
+            .all(|c| ["LLM_API_KEY=", "LLM_BASE_URL=", "LLM_MODEL="]
+                .iter()
+                .all(|v| c.contains(v))),
+        "every command that may ask the LLM names all three settings: {commands:?}"
+    );
+    let mut task_id = String::new();
+    for written in commands {
+        let command = written
+            .replace(
+                "/workspace/project/REPO",
+                &sandbox.repo.display().to_string(),
+            )
+            .replace("TASK_ID", &task_id);
+        let output = sandbox
+            .command_like_ocflow("sh")
+            .arg("-c")
+            .arg(&command)
+            .current_dir(workspace_root)
+            .env("PATH", &path)
+            .env("LLM_API_KEY", "sk-skill")
+            .env("LLM_BASE_URL", llm.base_url())
+            .env("LLM_MODEL", "openai/m")
+            .output()
+            .unwrap();
+        assert_exit(&output, 0);
+        if let Some(started) = stdout(&output)
+            .lines()
+            .filter_map(|line| serde_json::from_str::<serde_json::Value>(line).ok())
+            .find(|event| event["type"] == json!("flow_started"))
+        {
+            task_id = started["task_id"].as_str().unwrap().to_string();
+        }
+        assert!(!task_id.is_empty(), "{written}: no task id yet");
+    }
+    // The detached run too had the key (handed over through a pipe, not its environment).
+    let requests = llm.requests();
+    assert_eq!(requests.len(), 4);
+    for request in requests {
+        let header = request.headers.get("authorization").unwrap();
+        assert_eq!(header.to_str().unwrap(), "Bearer sk-skill");
+    }
+    // The last flow (the detached one) was applied from the workspace root.
+    assert_eq!(
+        std::fs::read_to_string(sandbox.repo.join("b.txt")).unwrap(),
+        "new\n"
+    );
+}

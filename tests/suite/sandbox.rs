@@ -170,6 +170,10 @@ fn the_repository_keeps_its_metadata() {
         .arg(&workspace)
         .args(["run", "--task-id", "t", "--plan"])
         .arg(&plan)
+        .env(
+            "XDG_STATE_HOME",
+            workspace.parent().unwrap().join("user-state"),
+        )
         .output()
         .unwrap();
     assert_exit(&output, 0);
@@ -409,6 +413,7 @@ fn a_repository_config_is_obeyed_only_once_trusted() {
             .args(["run", "--task-id", task, "--plan"])
             .arg(&plan)
             .env("XDG_CONFIG_HOME", sandbox.root().join("user-config"))
+            .env("XDG_STATE_HOME", sandbox.state_home())
             .env_remove("OCFLOW_WORKSPACE")
             .output()
             .unwrap();
@@ -488,6 +493,7 @@ fn a_repository_config_behind_a_symlink_is_still_the_repository_s() {
         .args(["run", "--task-id", "t", "--plan"])
         .arg(&plan)
         .env("XDG_CONFIG_HOME", sandbox.root().join("user-config"))
+        .env("XDG_STATE_HOME", sandbox.state_home())
         .output()
         .unwrap();
     assert_exit(&output, 0);

@@ -255,6 +255,7 @@ fn a_slow_model_keeps_the_stream_alive_for_a_reader_that_gives_up_after_30_s_of_
         ])
         .arg("Read a.txt")
         .env("XDG_CONFIG_HOME", sandbox.root().join("user-config"))
+        .env("XDG_STATE_HOME", sandbox.state_home())
         .env_remove("OCFLOW_BASE_URL")
         .stdin(std::process::Stdio::null())
         .stdout(std::process::Stdio::piped())

@@ -16,6 +16,9 @@ pub enum ExitCode {
     Interrupted,
     /// `ocflow sandbox-exec` could not start its command (126, as a shell says).
     CannotRun,
+    /// `ocflow wait --timeout` gave up before the flow ended (124, as `timeout(1)` says); the
+    /// flow goes on.
+    TimedOut,
 }
 
 impl ExitCode {
@@ -27,6 +30,21 @@ impl ExitCode {
             ExitCode::Usage => 2,
             ExitCode::Interrupted => 130,
             ExitCode::CannotRun => 126,
+            ExitCode::TimedOut => 124,
+        }
+    }
+}
+
+impl ExitCode {
+    /// The exit code a process ended with, as this type (an unknown number is a failure).
+    pub fn from_code(code: u8) -> ExitCode {
+        match code {
+            0 => ExitCode::Success,
+            2 => ExitCode::Usage,
+            124 => ExitCode::TimedOut,
+            126 => ExitCode::CannotRun,
+            130 => ExitCode::Interrupted,
+            _ => ExitCode::Failure,
         }
     }
 }

@@ -27,6 +27,12 @@ def locate_ocflow() -> Path:
     return target / "debug" / "ocflow"
 
 
+@pytest.fixture(autouse=True)
+def private_state(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """ocflow remembers tasks and warnings in the user's state directory: the test's own."""
+    monkeypatch.setenv("XDG_STATE_HOME", str(tmp_path / "user-state"))
+
+
 @pytest.fixture(scope="session")
 def ocflow_bin() -> str:
     path = locate_ocflow()

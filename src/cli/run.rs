@@ -9,6 +9,7 @@ use crate::cli::args::{PlanArgs, RunArgs};
 use crate::cli::config::Config;
 use crate::cli::launch::{self, connect_llm, require_llm};
 use crate::cli::live;
+use crate::cli::progress::Progress;
 use ocflow_core::engine::executor::{Executor, Interrupt};
 use ocflow_core::flow::operations;
 use ocflow_core::flow::path_rules::canonical_or_absolute;
@@ -154,7 +155,7 @@ async fn start(
     };
     let interrupt = Interrupt::listen();
     let models = config.llm.as_ref().ok();
-    live::install(
+    let live = live::install(
         config.json,
         models
             .filter(|_| given.is_none())
@@ -183,7 +184,7 @@ async fn start(
     }
     let mut events = Events::new(
         Journal::open(&task.file(workspace::JOURNAL_FILE))?,
-        config.json,
+        Progress::with_live(config.json, live),
     );
     // Written before anything is said of the flow, so `ocflow status` (and an MCP client
     // polling) finds the task at once, while the planner still works.
@@ -271,7 +272,7 @@ async fn start(
         &mut flow_status,
     )?;
     let executor = Executor::new(task, flow, flow_status, events, bridge, settings, interrupt);
-    launch::execute(executor, args.apply).await
+    launch::execute(executor, args.apply, config.json).await
 }
 
 /// The planner for the configured model, repository and policy. It is told how the

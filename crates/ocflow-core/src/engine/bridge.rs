@@ -174,6 +174,7 @@ impl Bridge {
             let shim =
                 PyModule::from_code(py, &code, c"ocflow_bridge_shim.py", c"ocflow_bridge_shim")?;
             shim.call_method0("install")?;
+            crate::engine::bridge_host::install(py)?;
             let library = shim.call_method1("load", (module,))?;
             let file: String = library
                 .getattr("__file__")

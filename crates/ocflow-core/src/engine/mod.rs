@@ -4,6 +4,7 @@
 //! orphaned commands, and the summary at the end.
 
 pub mod bridge;
+pub(crate) mod bridge_host;
 pub mod dependencies;
 pub mod executor;
 pub mod instructions;

@@ -9,6 +9,7 @@ pub mod failure_cause;
 pub mod interrupt;
 pub mod journal;
 pub mod layered_view;
+pub mod overlay_rules;
 pub mod report;
 pub mod review;
 pub mod staging;

@@ -138,9 +138,7 @@ impl Display {
         bar.set_message(what.to_string());
         bars.stage = Some(bar);
     }
-}
 
-impl Display {
     /// Shows an event its own way; `false` leaves it to the plain progress line.
     pub(crate) fn show(&self, event: &Event) -> bool {
         let mut bars = self.bars();

@@ -4,6 +4,7 @@
 //! layers (`task::layered_view`) keep their layers by these rules, and the library reads a
 //! command's view through them (`engine::bridge_host`, called by `open_codex_lib/view.py`).
 
+use std::collections::BTreeMap;
 use std::ffi::{OsStr, OsString};
 use std::fs;
 use std::os::unix::fs::{FileTypeExt, MetadataExt};
@@ -125,23 +126,52 @@ pub(crate) fn listing(layers: &[PathBuf], relative: &Path) -> Listing {
             _ => return Listing::default(),
         }
     }
-    let mut names: Vec<OsString> = Vec::new();
+    // The highest source that has a name decides what it is. The kind is read from the
+    // directory entry (no `lstat` per file: a walk of a large view stays a directory read);
+    // only a character device is looked at closer, for a whiteout.
+    let mut kinds: BTreeMap<OsString, Kind> = BTreeMap::new();
     for source in &sources {
-        if let Ok(entries) = fs::read_dir(source) {
-            names.extend(entries.flatten().map(|entry| entry.file_name()));
+        let Ok(entries) = fs::read_dir(source) else {
+            continue;
+        };
+        for entry in entries.flatten() {
+            let name = entry.file_name();
+            if kinds.contains_key(&name) {
+                continue;
+            }
+            let Ok(kind) = entry.file_type() else {
+                continue;
+            };
+            let shown = if kind.is_dir() {
+                Kind::Dir
+            } else if kind.is_char_device()
+                && fs::symlink_metadata(entry.path()).is_ok_and(|meta| is_whiteout(&meta))
+            {
+                Kind::Hidden
+            } else {
+                Kind::File
+            };
+            kinds.insert(name, shown);
         }
     }
-    names.sort();
-    names.dedup();
     let mut shown = Listing::default();
-    for name in names {
-        match merged(&sources, &name) {
-            Some(Entry::Dir(_)) => shown.dirs.push(name),
-            Some(Entry::File) => shown.files.push(name),
-            None => {}
+    for (name, kind) in kinds {
+        match kind {
+            Kind::Dir => shown.dirs.push(name),
+            Kind::File => shown.files.push(name),
+            Kind::Hidden => {}
         }
     }
     shown
+}
+
+/// What a name in a directory listing is, as the highest layer that has it says.
+enum Kind {
+    Dir,
+    /// A file, a symlink or a special file.
+    File,
+    /// A whiteout: nothing shows.
+    Hidden,
 }
 
 /// What the view shows at `name` in a directory merged from `sources` (top first).

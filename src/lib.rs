@@ -106,7 +106,7 @@ pub fn report(error: &Error, json: bool) {
             message: format!("{error:#}"),
             hint: error.hint(),
         };
-        ocflow_core::task::events::show(
+        cli::progress::show(
             &ocflow_model::event::Record::now(ocflow_model::status::now(), event),
             true,
         );

@@ -1,10 +1,20 @@
-"""Reading a view made of overlay layers as overlayfs shows it (see open_codex_lib.view)."""
+"""Reading a view made of overlay layers as overlayfs shows it (see open_codex_lib.view).
+
+The overlay's rules are the host's (``ocflow_host``, there only inside ocflow): the tests of
+views made of layers run embedded, through ``cargo test -p ocflow-core --lib bridge_host``,
+and are skipped by a plain ``pytest``.
+"""
 
 import os
 
 import pytest
 from open_codex_lib.commands import default_test_command
 from open_codex_lib.view import View
+
+try:
+    import ocflow_host
+except ImportError:
+    ocflow_host = None
 
 
 def whiteout(path):
@@ -21,6 +31,8 @@ def write(path, text="x"):
 @pytest.fixture
 def layers(tmp_path):
     """upper (what a command wrote), changes, snapshot: top first."""
+    if ocflow_host is None:
+        pytest.skip("views made of layers are read by ocflow's own rules (ocflow_host)")
     upper, changes, snapshot = (str(tmp_path / name) for name in ("upper", "changes", "snap"))
     for directory in (upper, changes, snapshot):
         os.makedirs(directory)
@@ -78,6 +90,13 @@ def test_without_layers_the_work_dir_is_the_view(tmp_path):
     assert view.written == str(tmp_path)
     assert view.isfile("pkg/test_x.py")
     assert [d for d, _, _ in view.walk()] == [".", "pkg"]
+
+
+@pytest.mark.skipif(ocflow_host is not None, reason="ocflow's host functions are here")
+def test_without_the_host_a_view_made_of_layers_says_what_it_needs(tmp_path):
+    view = View(str(tmp_path / "mount"), [str(tmp_path)])
+    with pytest.raises(RuntimeError, match="ocflow_host"):
+        view.isfile("pytest.ini")
 
 
 def test_the_test_command_is_found_through_the_layers(tmp_path, layers):

@@ -7,6 +7,7 @@ use std::path::Path;
 use crate::cli::args::{ApplyArgs, UndoArgs};
 use crate::cli::config::Config;
 use crate::cli::held_signals::HeldSignals;
+use crate::cli::progress::Progress;
 use crate::cli::tasks::{find_task, know_operations_of, task_dirs};
 use ocflow_core::flow::path_rules::PathRules;
 use ocflow_core::task::apply::{self, Applied};
@@ -90,7 +91,7 @@ pub(crate) fn apply(config: &Config, args: ApplyArgs) -> Result<ExitCode> {
     })?;
     let mut events = Events::new(
         Journal::open(&task.file(workspace::JOURNAL_FILE))?,
-        config.json,
+        Progress::plain(config.json),
     );
     let files = match &applied {
         Applied::Written(files) => files.clone(),
@@ -214,7 +215,7 @@ pub(crate) fn undo(config: &Config, args: UndoArgs) -> Result<ExitCode> {
     state::save_status(&task, &mut flow_status)?;
     let mut events = Events::new(
         Journal::open(&task.file(workspace::JOURNAL_FILE))?,
-        config.json,
+        Progress::plain(config.json),
     );
     events.emit(Event::ChangesUndone {
         task_id: task.task_id.clone(),

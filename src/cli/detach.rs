@@ -14,9 +14,8 @@ use std::process::Stdio;
 
 use crate::cli::args::RunArgs;
 use crate::cli::config::Config;
-use crate::cli::{run, task_index};
+use crate::cli::{progress, run, task_index};
 use ocflow_core::llm::key::{self, ApiKey};
-use ocflow_core::task::events;
 use ocflow_core::task::workspace::{self, TaskDir};
 use ocflow_model::error::{Error, IoContext, Result};
 use ocflow_model::event::{Event, Record};
@@ -39,7 +38,7 @@ pub(crate) fn start(config: &Config, args: &RunArgs, api_key: &ApiKey) -> Result
         let event = Event::Warning {
             message: message.clone(),
         };
-        events::show(&Record::now(now(), event), config.json);
+        progress::show(&Record::now(now(), event), config.json);
     }
     if args.task.as_deref() == Some("-") {
         return Err(Error::Usage(
@@ -129,7 +128,7 @@ pub(crate) fn start(config: &Config, args: &RunArgs, api_key: &ApiKey) -> Result
             repo: config.repo.clone(),
             library: config.codex_lib.clone(),
         };
-        events::show(&Record::now(now(), event), true);
+        progress::show(&Record::now(now(), event), true);
     } else {
         print_stdout(&format!("{task_id}\n"));
     }

@@ -2,8 +2,9 @@
 
 use crate::cli::args::Command;
 use crate::cli::config::Config;
-use crate::cli::{apply, demo, doctor, launch, report, resume, review, run, skill, trust, wait};
-use ocflow_core::task::events;
+use crate::cli::{
+    apply, demo, doctor, launch, progress, report, resume, review, run, skill, trust, wait,
+};
 use ocflow_model::error::{Error, IoContext, Result};
 use ocflow_model::event::{Event, Record};
 use ocflow_model::exit::ExitCode;
@@ -45,7 +46,7 @@ pub(crate) fn dispatch(config: &Config, command: Command) -> Result<ExitCode> {
     }
     for message in warnings {
         let event = Event::Warning { message };
-        events::show(&Record::now(now(), event), config.json);
+        progress::show(&Record::now(now(), event), config.json);
     }
     // A killed `apply` or `undo` left half-done is finished before anything reads or changes
     // the tasks or the repository.

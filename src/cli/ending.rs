@@ -3,8 +3,8 @@
 //! on stdout as plain text where colour does not belong, and not at all with `--json` (the
 //! `flow_finished` event says it all there).
 
+use crate::cli::progress::seconds;
 use ocflow_core::engine::summary;
-use ocflow_core::task::events::seconds;
 use ocflow_core::task::failure_cause;
 use ocflow_core::task::review::{self, ChangeKind};
 use ocflow_core::task::workspace::{self, TaskDir};

@@ -303,7 +303,11 @@ pub(crate) fn snapshot(
 }
 
 /// Runs the executor and turns its outcome into an exit code, applying on success if asked.
-pub(crate) async fn execute(mut executor: Executor, apply_after: bool) -> Result<ExitCode> {
+pub(crate) async fn execute(
+    mut executor: Executor,
+    apply_after: bool,
+    json: bool,
+) -> Result<ExitCode> {
     let outcome = match executor.run().await {
         Ok(outcome) => outcome,
         // A signal found a long phase (publishing, a capture, the diff): saved as interrupted.
@@ -314,7 +318,7 @@ pub(crate) async fn execute(mut executor: Executor, apply_after: bool) -> Result
         }
     };
     let code = finish(&mut executor, outcome, apply_after)?;
-    if !executor.events.json() {
+    if !json {
         crate::cli::ending::show(&executor.task, &executor.status, &executor.flow)?;
     }
     Ok(code)

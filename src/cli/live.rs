@@ -1,25 +1,27 @@
 //! What a person at a terminal sees while a flow runs (indicatif): a spinner with the model's
 //! name and the tokens so far while the planner thinks, the plan listed before it runs, a live
 //! line per running step with its elapsed time (and the model, for a step that asks one), and
-//! each finished step with its duration and outcome. Installed only when stderr is a terminal,
-//! colour is allowed and `--json` is off; otherwise events stay plain lines.
+//! each finished step with its duration and outcome. Made only when stderr is a terminal,
+//! colour is allowed and `--json` is off; otherwise events stay plain lines
+//! (`cli/progress.rs`, which hands events to the display).
 
 use std::collections::HashMap;
-use std::sync::Mutex;
+use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use indicatif::{MultiProgress, ProgressBar, ProgressDrawTarget, ProgressStyle};
 
 use ocflow_core::flow::operations;
-use ocflow_core::task::events::{seconds, started_label};
 use ocflow_model::event::Event;
 use ocflow_model::flow::Flow;
 use ocflow_model::llm::Usage;
-use ocflow_model::output::{self, Live, paint, printable, say, styles};
+use ocflow_model::output::{self, LiveLines, paint, printable, say, styles};
 use ocflow_model::status::StepState;
 
+use crate::cli::progress::{seconds, started_label};
+
 /// The live display of one process.
-struct Display {
+pub(crate) struct Display {
     multi: MultiProgress,
     /// The planner's and the operations' model names.
     planner: Option<String>,
@@ -35,17 +37,24 @@ struct Bars {
     tokens: Usage,
 }
 
-/// Installs the live display when people watch a terminal.
-pub(crate) fn install(json: bool, planner: Option<String>, operations: Option<String>) {
+/// The live display, when people watch a terminal: it shows the events handed to it (by
+/// `cli/progress.rs`), and every other line for people goes above it from now on.
+pub(crate) fn install(
+    json: bool,
+    planner: Option<String>,
+    operations: Option<String>,
+) -> Option<Arc<Display>> {
     if json || !output::stderr_is_live() {
-        return;
+        return None;
     }
-    output::install_live(Box::new(Display {
+    let display = Arc::new(Display {
         multi: MultiProgress::with_draw_target(ProgressDrawTarget::stderr()),
         planner,
         operations,
         bars: Mutex::default(),
-    }));
+    });
+    output::install_live_lines(display.clone());
+    Some(display)
 }
 
 /// Lists the plan before it runs: each step, what it does and what it waits for.
@@ -129,10 +138,9 @@ impl Display {
         bar.set_message(what.to_string());
         bars.stage = Some(bar);
     }
-}
 
-impl Live for Display {
-    fn show(&self, event: &Event) -> bool {
+    /// Shows an event its own way; `false` leaves it to the plain progress line.
+    pub(crate) fn show(&self, event: &Event) -> bool {
         let mut bars = self.bars();
         match event {
             Event::FlowStarted { task_id, .. } => {
@@ -225,7 +233,9 @@ impl Live for Display {
             _ => false,
         }
     }
+}
 
+impl LiveLines for Display {
     fn println(&self, line: &str) {
         if self.multi.println(line).is_err() {
             eprintln!("{line}");

@@ -20,6 +20,7 @@ pub(crate) mod mcp;
 pub(crate) mod mcp_status;
 pub(crate) mod mcp_stdio;
 pub(crate) mod profiles;
+pub(crate) mod progress;
 pub(crate) mod report;
 pub(crate) mod resume;
 pub(crate) mod review;

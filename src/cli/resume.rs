@@ -5,6 +5,7 @@ use crate::cli::args::ResumeArgs;
 use crate::cli::config::Config;
 use crate::cli::launch::{self, connect_llm};
 use crate::cli::live;
+use crate::cli::progress::Progress;
 use crate::cli::run;
 use crate::cli::tasks::{find_task, know_operations_of, warn};
 use ocflow_core::engine::executor::Executor;
@@ -162,7 +163,7 @@ pub(crate) async fn resume(config: &Config, args: ResumeArgs) -> Result<ExitCode
     }
     let bridge = launch::load_bridge(config)?;
     let interrupt = Interrupt::listen();
-    live::install(
+    let live = live::install(
         config.json,
         None,
         config.llm.as_ref().ok().map(|l| l.operations.model.clone()),
@@ -211,7 +212,7 @@ pub(crate) async fn resume(config: &Config, args: ResumeArgs) -> Result<ExitCode
     flow_status.message = None;
     let mut events = Events::new(
         Journal::open(&task.file(workspace::JOURNAL_FILE))?,
-        config.json,
+        Progress::with_live(config.json, live),
     );
     for message in redone {
         events.emit(Event::Warning { message })?;
@@ -235,7 +236,7 @@ pub(crate) async fn resume(config: &Config, args: ResumeArgs) -> Result<ExitCode
     }
     outputs::rebuild_final_output(&task, &flow_status, &flow)?;
     let executor = Executor::new(task, flow, flow_status, events, bridge, settings, interrupt);
-    launch::execute(executor, args.apply).await
+    launch::execute(executor, args.apply, config.json).await
 }
 
 /// Sends back to pending every succeeded step whose recorded outputs vanished from the task

@@ -9,6 +9,7 @@ use crate::cli::args::{PlanArgs, RunArgs};
 use crate::cli::config::Config;
 use crate::cli::launch::{self, connect_llm, require_llm};
 use crate::cli::live;
+use crate::cli::progress::Progress;
 use ocflow_core::engine::executor::Executor;
 use ocflow_core::engine::signals::Interrupt;
 use ocflow_core::flow::operations;
@@ -17,12 +18,12 @@ use ocflow_core::flow::task_intent;
 use ocflow_core::flow::validate::MAX_TASK_BYTES;
 use ocflow_core::llm::client::Llm;
 use ocflow_core::llm::planner::{PlanError, Planner};
-use ocflow_core::task::events::{self, Events, beating};
+use ocflow_core::task::events::{Events, beating};
 use ocflow_core::task::journal::Journal;
 use ocflow_core::task::state;
 use ocflow_core::task::workspace::{self, TaskDir};
 use ocflow_model::error::{Error, IoContext, Result};
-use ocflow_model::event::{Event, Record};
+use ocflow_model::event::Event;
 use ocflow_model::exit::ExitCode;
 use ocflow_model::flow::{FLOW_VERSION, Flow};
 use ocflow_model::llm::LlmErrorKind;
@@ -157,7 +158,7 @@ async fn start(
     };
     let interrupt = Interrupt::listen();
     let models = config.llm.as_ref().ok();
-    live::install(
+    let live = live::install(
         config.json,
         models
             .filter(|_| given.is_none())
@@ -188,7 +189,7 @@ async fn start(
     }
     let mut events = Events::new(
         Journal::open(&task.file(workspace::JOURNAL_FILE))?,
-        config.json,
+        Progress::with_live(config.json, live),
     );
     // Written before anything is said of the flow, so `ocflow status` (and an MCP client
     // polling) finds the task at once, while the planner still works.
@@ -276,7 +277,7 @@ async fn start(
         &mut flow_status,
     )?;
     let executor = Executor::new(task, flow, flow_status, events, bridge, settings, interrupt);
-    launch::execute(executor, args.apply).await
+    launch::execute(executor, args.apply, config.json).await
 }
 
 /// The planner for the configured model, repository and policy. It is told how the
@@ -367,7 +368,7 @@ fn planning_failed(
             message: format!("planning failed: {error}"),
             hint,
         };
-        events::show(&Record::now(now(), event), events.json());
+        events.show(event);
     }
     Ok(code)
 }

@@ -4,8 +4,8 @@
 
 use comfy_table::{CellAlignment, ColumnConstraint, ContentArrangement, Table, presets};
 
+use crate::cli::progress::seconds;
 use ocflow_core::flow::ignore_rules;
-use ocflow_core::task::events::seconds;
 use ocflow_model::llm::DEFAULT_PROFILE;
 use ocflow_model::output::{paint, printable, printable_lines, styles};
 use ocflow_model::repo_path::RepoPath;

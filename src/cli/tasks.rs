@@ -5,8 +5,9 @@ use std::fs;
 use std::path::PathBuf;
 
 use crate::cli::config::Config;
+use crate::cli::progress;
+use ocflow_core::task::state;
 use ocflow_core::task::workspace::{self, TaskDir};
-use ocflow_core::task::{events, state};
 use ocflow_model::error::{Error, IoContext, Result};
 use ocflow_model::event::{Event, Record};
 use ocflow_model::status::{FlowState, FlowStatus, now};
@@ -91,7 +92,7 @@ pub(crate) fn know_operations_of(config: &Config, task: &TaskDir) -> Vec<String>
 /// Says a warning to people (stderr) and, with `--json`, to headless callers (an event).
 pub(crate) fn warn(config: &Config, message: String) {
     let event = Event::Warning { message };
-    events::show(&Record::now(now(), event), config.json);
+    progress::show(&Record::now(now(), event), config.json);
 }
 
 /// Every task of the workspace whose status can be read, with it.

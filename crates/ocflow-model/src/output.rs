@@ -4,34 +4,28 @@
 //!
 //! Colour is written as ANSI styles and passed through `anstream`, which removes them where they
 //! do not belong: not a terminal, `NO_COLOR`, `TERM=dumb` (and keeps them for `CLICOLOR_FORCE`).
-//! While a flow runs at a terminal, a live display (`cli/live.rs`) may be installed: lines for
-//! people then go above its live lines instead of through them.
+//! While a flow runs at a terminal, a live display (`cli/live.rs`) holds the last lines of
+//! stderr: lines for people then go above its live lines instead of through them. Showing an
+//! event is not done here (the CLI's `cli/progress.rs` owns it); only where a line lands is.
 
 use std::io::{IsTerminal, Write};
-use std::sync::OnceLock;
+use std::sync::{Arc, OnceLock};
 
 use anstyle::{AnsiColor, Style};
 
-use crate::event::Event;
-
-/// A live display of a running flow, for people at a terminal.
-pub trait Live: Send + Sync {
-    /// Shows an event its own way; `false` leaves it to the plain progress line.
-    fn show(&self, event: &Event) -> bool;
+/// The live lines of a display at the bottom of stderr, which other lines must go above.
+pub trait LiveLines: Send + Sync {
     /// Prints a line above the live lines.
     fn println(&self, line: &str);
 }
 
-static LIVE: OnceLock<Box<dyn Live>> = OnceLock::new();
+/// Process-wide because anything may say a line while the display runs (the engine's own
+/// warnings, the CLI's notes), and a line written past it would tear its live lines.
+static LIVE_LINES: OnceLock<Arc<dyn LiveLines>> = OnceLock::new();
 
-/// Installs the live display for the rest of the process.
-pub fn install_live(live: Box<dyn Live>) {
-    let _ = LIVE.set(live);
-}
-
-/// The live display, when one is installed.
-pub fn live() -> Option<&'static dyn Live> {
-    LIVE.get().map(Box::as_ref)
+/// Makes every line for people go above `live` for the rest of the process.
+pub fn install_live_lines(live: Arc<dyn LiveLines>) {
+    let _ = LIVE_LINES.set(live);
 }
 
 /// Whether people at this terminal get live lines and colour on stderr: a terminal, and
@@ -55,7 +49,7 @@ pub fn stdout_is_terminal() -> bool {
 /// Writes a line for people to stderr, made [`terminal_safe`].
 pub fn say(line: &str) {
     let line = terminal_safe(line);
-    if let Some(live) = live() {
+    if let Some(live) = LIVE_LINES.get() {
         live.println(&line);
         return;
     }

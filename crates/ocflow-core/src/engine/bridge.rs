@@ -174,6 +174,7 @@ impl Bridge {
             let shim =
                 PyModule::from_code(py, &code, c"ocflow_bridge_shim.py", c"ocflow_bridge_shim")?;
             shim.call_method0("install")?;
+            crate::engine::bridge_host::install(py)?;
             let library = shim.call_method1("load", (module,))?;
             let file: String = library
                 .getattr("__file__")
@@ -376,4 +377,88 @@ pub fn find_python_dir(explicit: Option<PathBuf>) -> Option<PathBuf> {
         .canonicalize()
         .ok()?;
     has_library(&source).then_some(source)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// The library's tests of views made of layers (`python/tests/test_view.py`), run by pytest
+    /// inside the embedded interpreter, where they read the layers through the `ocflow_host`
+    /// module the bridge installs (`engine::bridge_host`): the rules are the host's, the
+    /// assertions the library's.
+    #[test]
+    fn the_library_reads_views_made_of_layers_through_the_host() {
+        let python = Path::new(env!("CARGO_MANIFEST_DIR")).join("../../python");
+        Bridge::load(Some(&python), "open_codex_lib").unwrap();
+        let tests = python.join("tests/test_view.py");
+        let code = CString::new(format!(
+            r#"
+import sys
+import pytest
+
+class Outcomes:
+    def __init__(self):
+        self.seen = []
+
+    def pytest_runtest_logreport(self, report):
+        if report.when == "call" or report.outcome != "passed":
+            reason = report.longrepr[2] if report.skipped else str(report.longrepr or "")
+            self.seen.append((report.nodeid.split("::")[-1], report.outcome, reason))
+
+if not hasattr(sys, "argv"):
+    sys.argv = ["pytest"]
+outcomes = Outcomes()
+code = int(pytest.main(
+    [{tests:?}, "-q", "-p", "no:cacheprovider", "--capture=sys"], plugins=[outcomes]
+))
+seen = outcomes.seen
+"#,
+            tests = tests.display().to_string()
+        ))
+        .unwrap();
+        let (code, seen): (i32, Vec<(String, String, String)>) = Python::attach(|py| {
+            let scope = PyDict::new(py);
+            py.run(&code, Some(&scope), Some(&scope))?;
+            let code = scope.get_item("code")?.unwrap().extract()?;
+            let seen = scope.get_item("seen")?.unwrap().extract()?;
+            PyResult::Ok((code, seen))
+        })
+        .unwrap();
+        if seen
+            .iter()
+            .any(|(_, _, why)| why.contains("extended attributes"))
+        {
+            eprintln!("SKIPPED: no user extended attributes on this file system");
+            return;
+        }
+        let mut outcomes: Vec<(&str, &str)> = seen
+            .iter()
+            .map(|(name, outcome, _)| (name.as_str(), outcome.as_str()))
+            .collect();
+        outcomes.sort();
+        assert_eq!(
+            outcomes,
+            vec![
+                (
+                    "test_a_path_is_read_from_the_highest_layer_that_has_it",
+                    "passed"
+                ),
+                ("test_a_symlink_is_followed_through_the_view", "passed"),
+                ("test_a_walk_merges_the_layers", "passed"),
+                (
+                    "test_the_test_command_is_found_through_the_layers",
+                    "passed"
+                ),
+                ("test_without_layers_the_work_dir_is_the_view", "passed"),
+                // Here the host's functions are there: nothing is missing.
+                (
+                    "test_without_the_host_a_view_made_of_layers_says_what_it_needs",
+                    "skipped"
+                ),
+            ],
+            "{seen:?}"
+        );
+        assert_eq!(code, 0, "{seen:?}");
+    }
 }

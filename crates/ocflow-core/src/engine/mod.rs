@@ -5,6 +5,7 @@
 //! a run (`signals`), and the summary at the end.
 
 pub mod bridge;
+pub(crate) mod bridge_host;
 pub mod command_env;
 pub mod dependencies;
 pub mod executor;

@@ -1,29 +1,37 @@
 //! Events: everything that happens in a flow, as typed records. Each one is appended to the
-//! task's journal and shown to the caller, as a JSON line on stdout with `--json` or as a
-//! progress line on stderr otherwise. `Events` is the one owner of both outputs.
+//! task's journal, then handed to the [`EventSink`] the caller passed in, which shows it (the
+//! CLI's `cli/progress.rs`: a JSON line, the live display or a progress line). The engine only
+//! emits; how an event looks to a person is not its business.
+
+use std::sync::Arc;
 
 use crate::task::journal::Journal;
 use ocflow_model::error::Result;
 use ocflow_model::event::{Event, Record};
-use ocflow_model::llm::DEFAULT_PROFILE;
-use ocflow_model::output::{paint, print_stdout, say, styles};
-use ocflow_model::status::StepState;
+
+/// Where the events of a command go once journaled (or, for heartbeats, instead of it): to the
+/// person or program that started the command. Given by the caller, so the engine never
+/// decides how an event is shown.
+pub trait EventSink: Send + Sync {
+    /// Shows one event to the caller.
+    fn show(&self, record: &Record);
+}
 
 /// How often a running flow says it is still working, at least.
 pub(crate) const HEARTBEAT: std::time::Duration = std::time::Duration::from_secs(15);
 
-/// Where events go: the journal, and the caller's stdout (JSON lines) or stderr (progress).
+/// Where events go: the journal, then the caller's sink.
 pub struct Events {
     journal: Journal,
-    json: bool,
+    sink: Arc<dyn EventSink>,
     started: std::time::Instant,
 }
 
 impl Events {
-    pub fn new(journal: Journal, json: bool) -> Events {
+    pub fn new(journal: Journal, sink: Arc<dyn EventSink>) -> Events {
         Events {
             journal,
-            json,
+            sink,
             started: std::time::Instant::now(),
         }
     }
@@ -33,15 +41,10 @@ impl Events {
         self.journal.appended()
     }
 
-    /// Whether the caller reads JSON lines (`--json`).
-    pub fn json(&self) -> bool {
-        self.json
-    }
-
     /// What heartbeats need: where to show them, and since when the flow runs.
     pub fn pulse(&self) -> Pulse {
         Pulse {
-            json: self.json,
+            sink: Arc::clone(&self.sink),
             started: self.started,
         }
     }
@@ -50,15 +53,22 @@ impl Events {
     pub fn emit(&mut self, event: Event) -> Result<()> {
         let record = Record::now(ocflow_model::status::now(), event);
         self.journal.append(&record)?;
-        show(&record, self.json);
+        self.sink.show(&record);
         Ok(())
+    }
+
+    /// Shows an event without journaling it: what the caller must learn (the command's `error`)
+    /// but the flow's state does not hold.
+    pub fn show(&self, event: Event) {
+        self.sink
+            .show(&Record::now(ocflow_model::status::now(), event));
     }
 }
 
 /// Says that a flow is still working, without journaling it: heartbeats are for the caller.
-#[derive(Debug, Clone, Copy)]
+#[derive(Clone)]
 pub struct Pulse {
-    json: bool,
+    sink: Arc<dyn EventSink>,
     started: std::time::Instant,
 }
 
@@ -70,7 +80,8 @@ impl Pulse {
             elapsed_seconds: self.started.elapsed().as_secs(),
             tokens,
         };
-        show(&Record::now(ocflow_model::status::now(), event), self.json);
+        self.sink
+            .show(&Record::now(ocflow_model::status::now(), event));
     }
 }
 
@@ -87,176 +98,45 @@ pub async fn beating<T>(future: impl std::future::Future<Output = T>, mut beat: 
     }
 }
 
-/// Shows an event to the caller without journaling it (for commands outside a flow).
-pub fn show(record: &Record, json: bool) {
-    if json {
-        if let Ok(line) = serde_json::to_string(record) {
-            print_stdout(&format!("{line}\n"));
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::sync::Mutex;
+
+    /// A sink that keeps what it was shown, as the CLI's would show it.
+    #[derive(Default)]
+    struct Kept(Mutex<Vec<Event>>);
+
+    impl EventSink for Kept {
+        fn show(&self, record: &Record) {
+            if let Ok(mut kept) = self.0.lock() {
+                kept.push(record.event.clone());
+            }
         }
-    } else if ocflow_model::output::live().is_some_and(|live| live.show(&record.event)) {
-        // Shown live.
-    } else if let Some(line) = progress_line(&record.event) {
-        say(&line);
     }
-}
 
-/// The human progress line for an event.
-fn progress_line(event: &Event) -> Option<String> {
-    Some(match event {
-        Event::FlowStarted {
-            task_id, task_dir, ..
-        } => format!("ocflow: task {task_id}, files in {}", task_dir.display()),
-        Event::FlowPlanned {
-            steps,
-            planner_answers: 0,
-            ..
-        } => format!("ocflow: flow of {steps} step(s)"),
-        Event::FlowPlanned {
-            steps,
-            planner_answers,
-            answer_form,
-        } => {
-            let form = answer_form
-                .as_ref()
-                .map(|f| format!(", asked as {f}"))
-                .unwrap_or_default();
-            format!(
-                "ocflow: planned {steps} step(s) ({planner_answers} answer(s) from the model{form})"
-            )
-        }
-        Event::FlowResumed {
-            task_id, pending, ..
-        } => {
-            format!(
-                "ocflow: resuming {task_id}: {} step(s) to run",
-                pending.len()
-            )
-        }
-        Event::SnapshotTaken {
-            files, duration_ms, ..
-        } => {
-            format!("ocflow: snapshot of the repository: {files} file(s) in {duration_ms} ms")
-        }
-        Event::StepStarted {
-            step,
-            operation,
-            attempt,
-            role,
-            profile,
-            ..
-        } => {
-            let on = match profile.as_deref() {
-                Some(profile) if profile != DEFAULT_PROFILE => format!(" (profile {profile})"),
-                _ => String::new(),
-            };
-            format!(
-                "  > {}{on}",
-                started_label(step, operation, *attempt, role.as_deref())
-            )
-        }
-        Event::StepFinished {
-            step,
-            status,
-            message,
-            duration_ms,
-            ..
-        } => {
-            let mark = if *status == StepState::Succeeded {
-                paint("ok", styles::GOOD)
-            } else {
-                paint("!!", styles::BAD)
-            };
-            format!(
-                "  {mark} {} {status} in {}: {}",
-                paint(step, styles::NAME),
-                seconds(*duration_ms),
-                ocflow_model::output::printable(message)
-            )
-        }
-        Event::FlowFinished {
-            task_id,
-            state,
-            changed_files,
-            summary,
-            ..
-        } => format!(
-            "ocflow: task {task_id} {state}; {} file(s) changed; summary: {}",
-            changed_files.len(),
-            summary.display()
-        ),
-        Event::StepRetrying {
-            step,
-            retry,
-            delay_ms,
-        } => format!("  .. {step}: transient failure, retry {retry} in {delay_ms} ms"),
-        Event::RecoveryDecided {
-            step,
-            strategy,
-            reason,
-            revision,
-        } => {
-            let revision = revision
-                .map(|r| format!(" (flow revision {r})"))
-                .unwrap_or_default();
-            let reason = ocflow_model::output::printable(reason);
-            format!("  => recovery for {step}: {strategy}{revision}: {reason}")
-        }
-        Event::RecoveryStopped { step, reason } => {
-            let reason = ocflow_model::output::printable_lines(reason);
-            format!("  xx recovery for {step} stopped: {reason}")
-        }
-        Event::FlowInterrupted { task_id, .. } => {
-            format!("ocflow: interrupted; state saved. Continue with `ocflow resume {task_id}`")
-        }
-        Event::Warning { message } => format!("ocflow: warning: {message}"),
-        Event::Heartbeat {
-            stage,
-            running,
-            elapsed_seconds,
-            ..
-        } if running.is_empty() => {
-            format!("ocflow: still {stage} ({elapsed_seconds} s)")
-        }
-        Event::Heartbeat {
-            stage,
-            running,
-            elapsed_seconds,
-            ..
-        } => {
-            format!(
-                "ocflow: still {stage}: {} ({elapsed_seconds} s)",
-                running.join(", ")
-            )
-        }
-        // Said by `main` itself, with the error's context chain.
-        Event::Error { .. } => return None,
-        Event::ChangesApplied { files, .. } => {
-            format!("ocflow: applied {} file(s) to the repository", files.len())
-        }
-        Event::ChangesUndone { files, .. } => {
-            format!("ocflow: put back {} file(s) in the repository", files.len())
-        }
-        // Said by the recovery itself, whatever the output mode.
-        Event::ApplyRecovered { .. } => return None,
-    })
-}
+    #[test]
+    fn events_are_journaled_then_shown_by_the_sink_the_caller_gave() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("journal.jsonl");
+        let kept = Arc::new(Kept::default());
+        let mut events = Events::new(Journal::open(&path).unwrap(), kept.clone());
+        let warning = Event::Warning {
+            message: "disk almost full".into(),
+        };
+        events.emit(warning.clone()).unwrap();
+        events
+            .pulse()
+            .beat("running", vec!["a".into()], Default::default());
 
-/// A duration for people: `850 ms`, `12.4 s`, `3 min 5 s`.
-pub fn seconds(ms: u64) -> String {
-    match ms {
-        0..1000 => format!("{ms} ms"),
-        1000..60_000 => format!("{:.1} s", ms as f64 / 1000.0),
-        _ => format!("{} min {} s", ms / 60_000, ms % 60_000 / 1000),
+        let shown = kept.0.lock().unwrap().clone();
+        assert_eq!(shown.len(), 2);
+        assert_eq!(shown[0], warning);
+        assert!(matches!(&shown[1], Event::Heartbeat { stage, running, .. }
+            if stage == "running" && running == &["a".to_string()]));
+        // The heartbeat is for the caller only: the journal holds the warning alone.
+        let (journaled, _) = crate::task::journal::read(&path).unwrap();
+        let journaled: Vec<Event> = journaled.into_iter().map(|r| r.event).collect();
+        assert_eq!(journaled, vec![warning]);
     }
-}
-
-/// What a step's start says: `fix modify_code as coder (attempt 2)`.
-pub fn started_label(step: &str, operation: &str, attempt: u32, role: Option<&str>) -> String {
-    let by = role.map(|r| format!(" as {r}")).unwrap_or_default();
-    let again = if attempt > 1 {
-        format!(" (attempt {attempt})")
-    } else {
-        String::new()
-    };
-    format!("{step} {operation}{by}{again}")
 }

@@ -20,7 +20,6 @@
 use std::collections::{BTreeMap, HashMap};
 use std::fs;
 use std::ops::Bound;
-use std::os::unix::fs::{FileTypeExt, MetadataExt};
 use std::path::{Path, PathBuf};
 
 use walkdir::WalkDir;
@@ -29,6 +28,7 @@ use crate::task::capture::{self, Captured};
 use crate::task::file_tree;
 use crate::task::interrupt;
 use crate::task::overlay::{Overlay, Version};
+use crate::task::overlay_rules::{is_opaque, is_whiteout};
 use crate::task::workspace::TaskDir;
 use ocflow_model::error::{IoContext, Result};
 use ocflow_model::repo_path::{self, RepoPath};
@@ -477,22 +477,4 @@ fn reset(changes: &Path, snapshot: &Path) -> Result<()> {
         }
     }
     Ok(())
-}
-
-/// An overlay whiteout: a character device 0/0 in the upper directory (a deletion).
-fn is_whiteout(meta: &fs::Metadata) -> bool {
-    meta.file_type().is_char_device() && meta.rdev() == 0
-}
-
-/// An opaque directory of an overlay's upper directory: it hides the lower ones' content (a
-/// directory deleted and made again). Overlays mounted in a user namespace mark it with
-/// `user.overlay.opaque`, others with `trusted.overlay.opaque`.
-fn is_opaque(dir: &Path) -> bool {
-    let mut value = [0u8; 4];
-    ["user.overlay.opaque", "trusted.overlay.opaque"]
-        .iter()
-        .any(|name| {
-            rustix::fs::lgetxattr(dir, *name, &mut value)
-                .is_ok_and(|len| len >= 1 && value[0] == b'y')
-        })
 }

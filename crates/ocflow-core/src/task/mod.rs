@@ -16,6 +16,7 @@ pub mod journal;
 pub mod layered_view;
 pub mod outputs;
 pub mod overlay;
+pub mod overlay_rules;
 pub mod report;
 pub mod review;
 pub mod snapshot;

@@ -1,0 +1,228 @@
+//! Showing an event to the person or program that started a command, in one place: a JSON
+//! line on stdout with `--json`; otherwise the live display's own way while one runs
+//! (`cli/live.rs`), else a progress line on stderr. The engine emits events through
+//! `ocflow_core::task::events::Events`, which journals each one and hands it to the
+//! [`Progress`] the command passed in.
+
+use std::sync::Arc;
+
+use ocflow_core::task::events::EventSink;
+use ocflow_model::event::{Event, Record};
+use ocflow_model::llm::DEFAULT_PROFILE;
+use ocflow_model::output::{paint, print_stdout, printable, printable_lines, say, styles};
+use ocflow_model::status::StepState;
+
+use crate::cli::live::Display;
+
+/// How a command shows its events: as JSON lines, or to people (through the live display when
+/// one runs).
+pub(crate) struct Progress {
+    json: bool,
+    live: Option<Arc<Display>>,
+}
+
+impl Progress {
+    /// JSON lines with `--json`, else plain progress lines.
+    pub(crate) fn plain(json: bool) -> Arc<Progress> {
+        Arc::new(Progress { json, live: None })
+    }
+
+    /// Like [`Progress::plain`], through the live display when there is one.
+    pub(crate) fn with_live(json: bool, live: Option<Arc<Display>>) -> Arc<Progress> {
+        Arc::new(Progress { json, live })
+    }
+}
+
+impl EventSink for Progress {
+    fn show(&self, record: &Record) {
+        if self.json {
+            show_json(record);
+        } else if self
+            .live
+            .as_ref()
+            .is_some_and(|live| live.show(&record.event))
+        {
+            // Shown live.
+        } else if let Some(line) = progress_line(&record.event) {
+            say(&line);
+        }
+    }
+}
+
+/// Shows an event outside a flow (a warning before a command starts, the final error).
+pub(crate) fn show(record: &Record, json: bool) {
+    Progress { json, live: None }.show(record);
+}
+
+/// An event as one JSON line on stdout, as a headless caller reads it.
+fn show_json(record: &Record) {
+    if let Ok(line) = serde_json::to_string(record) {
+        print_stdout(&format!("{line}\n"));
+    }
+}
+
+/// The human progress line for an event.
+fn progress_line(event: &Event) -> Option<String> {
+    Some(match event {
+        Event::FlowStarted {
+            task_id, task_dir, ..
+        } => format!("ocflow: task {task_id}, files in {}", task_dir.display()),
+        Event::FlowPlanned {
+            steps,
+            planner_answers: 0,
+            ..
+        } => format!("ocflow: flow of {steps} step(s)"),
+        Event::FlowPlanned {
+            steps,
+            planner_answers,
+            answer_form,
+        } => {
+            let form = answer_form
+                .as_ref()
+                .map(|f| format!(", asked as {f}"))
+                .unwrap_or_default();
+            format!(
+                "ocflow: planned {steps} step(s) ({planner_answers} answer(s) from the model{form})"
+            )
+        }
+        Event::FlowResumed {
+            task_id, pending, ..
+        } => {
+            format!(
+                "ocflow: resuming {task_id}: {} step(s) to run",
+                pending.len()
+            )
+        }
+        Event::SnapshotTaken {
+            files, duration_ms, ..
+        } => {
+            format!("ocflow: snapshot of the repository: {files} file(s) in {duration_ms} ms")
+        }
+        Event::StepStarted {
+            step,
+            operation,
+            attempt,
+            role,
+            profile,
+            ..
+        } => {
+            let on = match profile.as_deref() {
+                Some(profile) if profile != DEFAULT_PROFILE => format!(" (profile {profile})"),
+                _ => String::new(),
+            };
+            format!(
+                "  > {}{on}",
+                started_label(step, operation, *attempt, role.as_deref())
+            )
+        }
+        Event::StepFinished {
+            step,
+            status,
+            message,
+            duration_ms,
+            ..
+        } => {
+            let mark = if *status == StepState::Succeeded {
+                paint("ok", styles::GOOD)
+            } else {
+                paint("!!", styles::BAD)
+            };
+            format!(
+                "  {mark} {} {status} in {}: {}",
+                paint(step, styles::NAME),
+                seconds(*duration_ms),
+                printable(message)
+            )
+        }
+        Event::FlowFinished {
+            task_id,
+            state,
+            changed_files,
+            summary,
+            ..
+        } => format!(
+            "ocflow: task {task_id} {state}; {} file(s) changed; summary: {}",
+            changed_files.len(),
+            summary.display()
+        ),
+        Event::StepRetrying {
+            step,
+            retry,
+            delay_ms,
+        } => format!("  .. {step}: transient failure, retry {retry} in {delay_ms} ms"),
+        Event::RecoveryDecided {
+            step,
+            strategy,
+            reason,
+            revision,
+        } => {
+            let revision = revision
+                .map(|r| format!(" (flow revision {r})"))
+                .unwrap_or_default();
+            let reason = printable(reason);
+            format!("  => recovery for {step}: {strategy}{revision}: {reason}")
+        }
+        Event::RecoveryStopped { step, reason } => {
+            let reason = printable_lines(reason);
+            format!("  xx recovery for {step} stopped: {reason}")
+        }
+        Event::FlowInterrupted { task_id, .. } => {
+            format!("ocflow: interrupted; state saved. Continue with `ocflow resume {task_id}`")
+        }
+        Event::Warning { message } => format!("ocflow: warning: {message}"),
+        Event::Heartbeat {
+            stage,
+            running,
+            elapsed_seconds,
+            ..
+        } if running.is_empty() => {
+            format!("ocflow: still {stage} ({elapsed_seconds} s)")
+        }
+        Event::Heartbeat {
+            stage,
+            running,
+            elapsed_seconds,
+            ..
+        } => {
+            format!(
+                "ocflow: still {stage}: {} ({elapsed_seconds} s)",
+                running.join(", ")
+            )
+        }
+        // Said by `main` itself, with the error's context chain.
+        Event::Error { .. } => return None,
+        Event::ChangesApplied { files, .. } => {
+            format!("ocflow: applied {} file(s) to the repository", files.len())
+        }
+        Event::ChangesUndone { files, .. } => {
+            format!("ocflow: put back {} file(s) in the repository", files.len())
+        }
+        // Said by the recovery itself, whatever the output mode.
+        Event::ApplyRecovered { .. } => return None,
+    })
+}
+
+/// A duration for people: `850 ms`, `12.4 s`, `3 min 5 s`.
+pub(crate) fn seconds(ms: u64) -> String {
+    match ms {
+        0..1000 => format!("{ms} ms"),
+        1000..60_000 => format!("{:.1} s", ms as f64 / 1000.0),
+        _ => format!("{} min {} s", ms / 60_000, ms % 60_000 / 1000),
+    }
+}
+
+/// What a step's start says: `fix modify_code as coder (attempt 2)`.
+pub(crate) fn started_label(
+    step: &str,
+    operation: &str,
+    attempt: u32,
+    role: Option<&str>,
+) -> String {
+    let by = role.map(|r| format!(" as {r}")).unwrap_or_default();
+    let again = if attempt > 1 {
+        format!(" (attempt {attempt})")
+    } else {
+        String::new()
+    };
+    format!("{step} {operation}{by}{again}")
+}

@@ -22,7 +22,8 @@ fn a_copied_binary_runs_from_an_empty_directory_with_a_minimal_path() {
         {"id": "check", "operation": "execute_shell_command", "depends_on": ["w"],
          "params": {"command": "cat b.txt"}}
     ]));
-    let output = Command::new(&ocflow)
+    let mut command = Command::new(&ocflow);
+    command
         .current_dir(&empty)
         .env_clear()
         .env("PATH", "/usr/bin:/bin")
@@ -33,9 +34,8 @@ fn a_copied_binary_runs_from_an_empty_directory_with_a_minimal_path() {
         .arg("--workspace")
         .arg(&sandbox.workspace)
         .args(["--json", "run", "--task-id", "t", "--plan"])
-        .arg(plan)
-        .output()
-        .unwrap();
+        .arg(plan);
+    let output = run_copied_binary(command);
     assert_exit(&output, 0);
     assert!(
         !stderr(&output).contains("Traceback"),
@@ -113,7 +113,8 @@ fn a_pip_installed_library_is_found_through_the_interpreters_own_paths() {
     let plan = sandbox.flow(&json!([
         {"id": "w", "operation": "write_file", "params": {"file_path": "b.txt", "content": "b\n"}}
     ]));
-    let output = Command::new(&ocflow)
+    let mut command = Command::new(&ocflow);
+    command
         .current_dir(&bin)
         .env_clear()
         .env(
@@ -129,9 +130,8 @@ fn a_pip_installed_library_is_found_through_the_interpreters_own_paths() {
         .arg("--workspace")
         .arg(&sandbox.workspace)
         .args(["--json", "run", "--task-id", "t", "--plan"])
-        .arg(plan)
-        .output()
-        .unwrap();
+        .arg(plan);
+    let output = run_copied_binary(command);
     assert_exit(&output, 0);
     let started = stdout(&output)
         .lines()
@@ -148,4 +148,19 @@ fn a_pip_installed_library_is_found_through_the_interpreters_own_paths() {
         std::fs::read_to_string(sandbox.task_dir("t").join("final_output/b.txt")).unwrap(),
         "b\n"
     );
+}
+
+/// Runs a binary the test has just copied. Another test's thread may fork while the copy's file
+/// is still open for writing, and its child holds that descriptor until it execs: starting the
+/// copy then fails with "Text file busy" (ETXTBSY) for a moment, so it is tried again.
+fn run_copied_binary(mut command: Command) -> std::process::Output {
+    for _ in 0..50 {
+        match command.output() {
+            Err(err) if err.kind() == std::io::ErrorKind::ExecutableFileBusy => {
+                std::thread::sleep(std::time::Duration::from_millis(100));
+            }
+            result => return result.unwrap(),
+        }
+    }
+    panic!("the copied binary stayed busy (ETXTBSY) for 5 s");
 }

@@ -16,7 +16,7 @@ use crate::cli::args::RunArgs;
 use crate::cli::config::Config;
 use crate::cli::{progress, run, task_index};
 use ocflow_core::llm::key::{self, ApiKey};
-use ocflow_core::task::workspace::{self, TaskDir};
+use ocflow_core::task::workspace::TaskDir;
 use ocflow_model::error::{Error, IoContext, Result};
 use ocflow_model::event::{Event, Record};
 use ocflow_model::exit::ExitCode;
@@ -61,16 +61,7 @@ pub(crate) fn start(config: &Config, args: &RunArgs, api_key: &ApiKey) -> Result
             ));
         }
     };
-    let task_id = match &args.task_id {
-        Some(id) if workspace::is_valid_task_id(id) => id.clone(),
-        Some(id) => {
-            return Err(Error::Usage(format!(
-                "--task-id {id:?}: use letters, digits, `.`, `_` and `-`, starting with a letter \
-                 or digit"
-            )));
-        }
-        None => run::unused_task_id(&config.workspace, &task_text),
-    };
+    let task_id = run::task_id_for(args.task_id.as_deref(), &config.workspace, &task_text)?;
     let task = TaskDir::new(&config.workspace, &task_id);
     // The run itself takes this directory over (it holds neither flow nor status yet).
     task.create()?;

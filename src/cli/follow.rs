@@ -23,24 +23,9 @@ const POLL: Duration = Duration::from_secs(2);
 /// 130 interrupted).
 pub(crate) fn follow(task: &TaskDir, json: bool) -> Result<ExitCode> {
     let dir = task.root.clone();
-    let (sender, changes) = mpsc::channel();
     // Only the status being replaced, or the journal growing (steps started and succeeded are
     // journaled before the status is rewritten), matters: reading them must not wake us.
-    let watcher = notify::recommended_watcher(move |event: notify::Result<notify::Event>| {
-        if let Ok(event) = event
-            && matches!(event.kind, EventKind::Create(_) | EventKind::Modify(_))
-            && event.paths.iter().any(|p| {
-                p.file_name()
-                    .is_some_and(|n| n == STATUS_FILE || n == JOURNAL_FILE)
-            })
-        {
-            let _ = sender.send(());
-        }
-    });
-    // Without notifications (an inotify limit, say) it still works, by looking every POLL.
-    let _watcher = watcher
-        .ok()
-        .and_then(|mut w| w.watch(&dir, RecursiveMode::NonRecursive).ok().map(|()| w));
+    let (_watcher, changes) = watch_files(&dir, &[STATUS_FILE, JOURNAL_FILE]);
     let clear = !json && std::io::stdout().is_terminal();
     let mut last = String::new();
     loop {
@@ -80,4 +65,29 @@ pub(crate) fn follow(task: &TaskDir, json: bool) -> Result<ExitCode> {
             return Ok(ExitCode::Failure);
         }
     }
+}
+
+/// Watches `dir` for files named `names` being created or changed: a message on the receiver
+/// for each. Without notifications (an inotify limit, say) there is no watcher, and the caller
+/// still works by looking every so often. Keep the watcher alive while waiting.
+pub(crate) fn watch_files(
+    dir: &std::path::Path,
+    names: &'static [&'static str],
+) -> (Option<notify::RecommendedWatcher>, mpsc::Receiver<()>) {
+    let (sender, changes) = mpsc::channel();
+    let watcher = notify::recommended_watcher(move |event: notify::Result<notify::Event>| {
+        if let Ok(event) = event
+            && matches!(event.kind, EventKind::Create(_) | EventKind::Modify(_))
+            && event.paths.iter().any(|p| {
+                p.file_name()
+                    .is_some_and(|n| names.iter().any(|name| n == *name))
+            })
+        {
+            let _ = sender.send(());
+        }
+    });
+    let watcher = watcher
+        .ok()
+        .and_then(|mut w| w.watch(dir, RecursiveMode::NonRecursive).ok().map(|()| w));
+    (watcher, changes)
 }

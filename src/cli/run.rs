@@ -146,16 +146,7 @@ async fn start(
         Some(flow) => flow.task.clone(),
         None => args.task.clone().unwrap_or_default(),
     };
-    let task_id = match &args.task_id {
-        Some(id) if workspace::is_valid_task_id(id) => id.clone(),
-        Some(id) => {
-            return Err(Error::Usage(format!(
-                "--task-id {id:?}: use letters, digits, `.`, `_` and `-`, starting with a letter \
-                 or digit"
-            )));
-        }
-        None => unused_task_id(&config.workspace, &task_text),
-    };
+    let task_id = task_id_for(args.task_id.as_deref(), &config.workspace, &task_text)?;
     let interrupt = Interrupt::listen();
     let models = config.llm.as_ref().ok();
     let live = live::install(
@@ -517,8 +508,20 @@ fn check_task_size(len: usize, source: &str) -> Result<()> {
     )))
 }
 
+/// The id a new task gets: `--task-id` when given (checked), else a fresh one from its words.
+pub(crate) fn task_id_for(given: Option<&str>, workspace_dir: &Path, task: &str) -> Result<String> {
+    match given {
+        Some(id) if workspace::is_valid_task_id(id) => Ok(id.to_string()),
+        Some(id) => Err(Error::Usage(format!(
+            "--task-id {id:?}: use letters, digits, `.`, `_` and `-`, starting with a letter or \
+             digit"
+        ))),
+        None => Ok(unused_task_id(workspace_dir, task)),
+    }
+}
+
 /// A task id not yet used in the workspace.
-pub(crate) fn unused_task_id(workspace_dir: &Path, task: &str) -> String {
+fn unused_task_id(workspace_dir: &Path, task: &str) -> String {
     // 32³ suffixes per word: a few tries find a free one; a crowded word gets a longer id.
     for _ in 0..20 {
         let id = workspace::new_task_id(task);

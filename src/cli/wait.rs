@@ -3,14 +3,12 @@
 //! File-system notifications on the task directory wake it; a slow periodic look covers file
 //! systems that deliver none.
 
-use std::sync::mpsc;
 use std::time::{Duration, Instant};
-
-use notify::{EventKind, RecursiveMode, Watcher};
 
 use crate::cli::args::WaitArgs;
 use crate::cli::config::Config;
 use crate::cli::detach::{EXIT_CODE_FILE, PID_FILE};
+use crate::cli::follow::watch_files;
 use crate::cli::tasks::find_task;
 use ocflow_core::task::state;
 use ocflow_core::task::workspace::{self, STATUS_FILE, TaskDir};
@@ -44,23 +42,7 @@ pub(crate) fn wait(config: &Config, args: WaitArgs) -> Result<ExitCode> {
         }
         arg => find_task(config, arg, false)?,
     };
-    let (sender, changes) = mpsc::channel();
-    let watcher = notify::recommended_watcher(move |event: notify::Result<notify::Event>| {
-        if let Ok(event) = event
-            && matches!(event.kind, EventKind::Create(_) | EventKind::Modify(_))
-            && event.paths.iter().any(|p| {
-                p.file_name()
-                    .is_some_and(|n| n == STATUS_FILE || n == EXIT_CODE_FILE)
-            })
-        {
-            let _ = sender.send(());
-        }
-    });
-    let _watcher = watcher.ok().and_then(|mut w| {
-        w.watch(&task.root, RecursiveMode::NonRecursive)
-            .ok()
-            .map(|()| w)
-    });
+    let (_watcher, changes) = watch_files(&task.root, &[STATUS_FILE, EXIT_CODE_FILE]);
     loop {
         if let Some(code) = ended(&task) {
             say(&format!(

@@ -1132,7 +1132,10 @@ fn a_key_refused_in_a_step_is_an_error_event_and_resume_continues_once_fixed() {
         "{error}"
     );
     assert!(
-        error["message"].as_str().unwrap().contains("ocflow resume t"),
+        error["message"]
+            .as_str()
+            .unwrap()
+            .contains("ocflow resume t"),
         "{error}"
     );
     assert!(
@@ -1204,10 +1207,7 @@ fn resume_that_plans_again_with_a_refused_key_is_an_error_event() {
         let last = events.last().unwrap();
         assert_eq!(last["type"], json!("error"), "{args:?}: {last}");
         assert_eq!(last["code"], json!("llm"), "{args:?}: {last}");
-        assert!(
-            last["hint"].as_str().unwrap().contains("API key"),
-            "{last}"
-        );
+        assert!(last["hint"].as_str().unwrap().contains("API key"), "{last}");
     }
     assert_eq!(llm.requests().len(), 2, "one planning call a run");
 }

@@ -557,6 +557,9 @@ fn a_key_refused_in_a_step_reaches_the_status_as_an_error() {
         "{last}"
     );
     let next = last["next"].as_str().unwrap();
-    assert!(next.contains("API key") && next.contains("ocflow resume"), "{last}");
+    assert!(
+        next.contains("API key") && next.contains("ocflow resume"),
+        "{last}"
+    );
     llm.verify();
 }

@@ -71,6 +71,15 @@ pub struct LlmFailure {
     pub message: String,
 }
 
+impl LlmFailure {
+    /// The host's typed error this failure reports, when its kind is one of the host's (a
+    /// library calling a model of its own may report kinds ocflow does not know).
+    pub fn llm_error(&self) -> Option<crate::llm::LlmError> {
+        let kind = serde_json::from_value(serde_json::Value::String(self.kind.clone())).ok()?;
+        Some(crate::llm::LlmError::new(kind, self.message.clone()))
+    }
+}
+
 /// A test run's report: counts, and the failures recovery shows the model.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct TestReport {

@@ -1211,3 +1211,80 @@ fn resume_that_plans_again_with_a_refused_key_is_an_error_event() {
     }
     assert_eq!(llm.requests().len(), 2, "one planning call a run");
 }
+
+/// Issue 27: a step that failed on its own, whose recovery call the model refuses, ends the
+/// flow with the same `error` event; the recovery is asked once and the summary not at all.
+#[test]
+fn a_key_refused_to_recovery_is_an_error_event_and_asked_once() {
+    let sandbox = Sandbox::new(&[("README.md", "# demo\n")]);
+    let plan = sandbox.flow(
+        &json!([{"id": "check", "operation": "execute_shell_command",
+        "params": {"command": "exit 3"}}]),
+    );
+    let refused = status(401, r#"{"error": {"message": "bad key", "type": "auth"}}"#);
+    let llm = FakeLlm::with_rules(vec![
+        Rule::recovery().reply(refused).times(1),
+        Rule::flow_summary().times(0),
+    ]);
+    let output = sandbox
+        .ocflow_llm(&llm.base_url())
+        .env("OCFLOW_API_KEY", "sk-dead")
+        .args(["--json", "run", "--task-id", "t", "--plan"])
+        .arg(&plan)
+        .output()
+        .unwrap();
+    assert_exit(&output, 1);
+    llm.verify();
+    let events = events_of(&output);
+    let [.., finished, error] = events.as_slice() else {
+        panic!("too few events: {}", stdout(&output));
+    };
+    assert_eq!(finished["state"], json!("failed"), "{finished}");
+    assert_eq!(
+        (error["type"].clone(), error["code"].clone()),
+        (json!("error"), json!("llm")),
+        "{error}"
+    );
+    assert!(
+        error["hint"].as_str().unwrap().contains("API key"),
+        "{error}"
+    );
+}
+
+/// Issue 27: an endpoint nobody answers at, once every retry is spent (the step's and
+/// recovery's), is the `error` event too, with the hint of a transient failure.
+#[test]
+fn an_endpoint_that_never_answers_is_an_error_event_once_retries_are_spent() {
+    let sandbox = Sandbox::new(&[("utils.py", "x = 1\n")]);
+    std::fs::create_dir_all(&sandbox.workspace).unwrap();
+    std::fs::write(
+        sandbox.workspace.join("ocflow.toml"),
+        "[llm]\nmax_attempts = 1\n[recovery]\nmax_transient_retries = 0\n",
+    )
+    .unwrap();
+    let closed = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    let base_url = format!("http://{}/v1", closed.local_addr().unwrap());
+    drop(closed);
+    let output = sandbox
+        .ocflow_llm(&base_url)
+        .env("OCFLOW_API_KEY", "sk-test")
+        .args(["--json", "run", "--task-id", "t", "--plan"])
+        .arg(edit_flow(&sandbox))
+        .output()
+        .unwrap();
+    assert_exit(&output, 1);
+    let events = events_of(&output);
+    let [.., finished, error] = events.as_slice() else {
+        panic!("too few events: {}", stdout(&output));
+    };
+    assert_eq!(finished["state"], json!("failed"), "{finished}");
+    assert_eq!(
+        (error["type"].clone(), error["code"].clone()),
+        (json!("error"), json!("llm")),
+        "{error}"
+    );
+    assert!(
+        error["hint"].as_str().unwrap().contains("may answer later"),
+        "{error}"
+    );
+}

@@ -123,3 +123,26 @@ impl StepResult {
         Some(field.clone())
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::llm::LlmErrorKind;
+
+    #[test]
+    fn a_reported_llm_failure_is_the_host_s_typed_error_when_its_kind_is_known() {
+        let failure = |kind: &str| LlmFailure {
+            kind: kind.into(),
+            transient: false,
+            message: "HTTP 401".into(),
+        };
+        let refused = failure("unauthorized").llm_error().unwrap();
+        assert_eq!(refused.kind, LlmErrorKind::Unauthorized);
+        assert_eq!(refused.message, "HTTP 401");
+        assert!(refused.model_unusable());
+        let timeout = failure("timeout").llm_error().unwrap();
+        assert!(!timeout.model_unusable() && timeout.transient());
+        // A library's own client may report a kind ocflow does not know: not the host's.
+        assert_eq!(failure("error").llm_error(), None);
+    }
+}

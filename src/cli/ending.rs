@@ -11,13 +11,19 @@ use ocflow_core::task::workspace::{self, TaskDir};
 use ocflow_model::error::Result;
 use ocflow_model::flow::Flow;
 use ocflow_model::output::{paint, print_stdout, printable, quoted_path, styles};
-use ocflow_model::status::{FlowState, FlowStatus, StepState};
+use ocflow_model::status::{FlowState, FlowStatus, LLM_UNUSABLE_KIND, NO_SPACE_KIND, StepState};
 
 /// How many of the summary's lines are shown.
 const SUMMARY_LINES: usize = 8;
 
-/// Prints the end of a run.
-pub(crate) fn show(task: &TaskDir, status: &FlowStatus, flow: &Flow) -> Result<()> {
+/// Prints the end of a run; `fix`: what to change before going on, when the model could not
+/// be used (said once, above the next commands).
+pub(crate) fn show(
+    task: &TaskDir,
+    status: &FlowStatus,
+    flow: &Flow,
+    fix: Option<&str>,
+) -> Result<()> {
     let mut out = String::from("\n");
     let took = took(status)
         .map(|ms| format!(" in {}", seconds(ms)))
@@ -150,8 +156,16 @@ pub(crate) fn show(task: &TaskDir, status: &FlowStatus, flow: &Flow) -> Result<(
                 "plan again, naming the change to make",
             ),
         ],
+        // Stopped by a model that refused the calls: a plain resume runs those steps again.
+        FlowState::Failed if stopped_only_by(status, LLM_UNUSABLE_KIND) => vec![
+            (format!("ocflow status {id}"), "what each step did"),
+            (
+                format!("ocflow resume {id}"),
+                "run the steps again once the model answers",
+            ),
+        ],
         // Stopped by a full disk only: a plain resume runs those steps again.
-        FlowState::Failed if stopped_by_a_full_disk(status) => vec![
+        FlowState::Failed if stopped_only_by(status, NO_SPACE_KIND) => vec![
             (format!("ocflow status {id}"), "what each step did"),
             (
                 format!("ocflow resume {id}"),
@@ -166,6 +180,9 @@ pub(crate) fn show(task: &TaskDir, status: &FlowStatus, flow: &Flow) -> Result<(
             ),
         ],
     };
+    if let Some(fix) = fix {
+        out.push_str(&format!("{} {fix}\n", paint("fix:", styles::BAD)));
+    }
     out.push_str("next:\n");
     let width = next
         .iter()
@@ -190,17 +207,13 @@ fn took(status: &FlowStatus) -> Option<u64> {
     u64::try_from((end - start).num_milliseconds()).ok()
 }
 
-/// Whether every failed step failed because the workspace's disk was full.
-fn stopped_by_a_full_disk(status: &FlowStatus) -> bool {
+/// Whether every failed step failed for the same cause of `kind`, which a plain resume lifts
+/// once fixed (a full disk, a model refusing its calls).
+fn stopped_only_by(status: &FlowStatus, kind: &str) -> bool {
     let mut failed = status
         .steps
         .iter()
         .filter(|s| s.status == StepState::Failed)
         .peekable();
-    failed.peek().is_some()
-        && failed.all(|s| {
-            s.error
-                .as_ref()
-                .is_some_and(|e| e.kind == ocflow_model::status::NO_SPACE_KIND)
-        })
+    failed.peek().is_some() && failed.all(|s| s.error.as_ref().is_some_and(|e| e.kind == kind))
 }

@@ -318,8 +318,31 @@ pub(crate) async fn execute(
         }
     };
     let code = finish(&mut executor, outcome, apply_after)?;
+    // A model that could not be used ended the flow: the caller learns it as the command's
+    // error, with what to fix (as when planning fails), not only as a failed flow.
+    let fix = match (outcome, executor.llm_failure()) {
+        (FlowOutcome::Failed, Some(llm_error)) => {
+            let error = Error::Llm(llm_error.clone());
+            executor.events.show(Event::Error {
+                code: error.code().into(),
+                exit_code: code.code(),
+                message: format!(
+                    "{error}; once fixed, `ocflow resume {}` continues the flow",
+                    executor.task.task_id
+                ),
+                hint: error.hint(),
+            });
+            error.hint()
+        }
+        _ => None,
+    };
     if !json {
-        crate::cli::ending::show(&executor.task, &executor.status, &executor.flow)?;
+        crate::cli::ending::show(
+            &executor.task,
+            &executor.status,
+            &executor.flow,
+            fix.as_deref(),
+        )?;
     }
     Ok(code)
 }

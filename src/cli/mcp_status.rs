@@ -183,6 +183,10 @@ fn next_call(status: &Value, started: Option<&Started>) -> String {
         "interrupted" => format!("continue it with `ocflow resume {id}` in a terminal"),
         "no_change" => "nothing was changed: give a more precise task to ocflow_run".into(),
         _ => match hint {
+            // Planned already: its finished steps are kept, and resume continues from them.
+            Some(hint) if status["steps"].as_array().is_some_and(|s| !s.is_empty()) => {
+                format!("{hint}, then continue it with `ocflow resume {id}` in a terminal")
+            }
             Some(hint) => format!("{hint}, then start the flow again with ocflow_run"),
             None => format!(
                 "read failed_steps (ocflow_status with detail for every step); continue it with \

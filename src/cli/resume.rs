@@ -21,7 +21,9 @@ use ocflow_model::event::Event;
 use ocflow_model::exit::ExitCode;
 use ocflow_model::flow::Flow;
 use ocflow_model::output::say;
-use ocflow_model::status::{FlowState, FlowStatus, NO_SPACE_KIND, PendingRecovery, StepState};
+use ocflow_model::status::{
+    FlowState, FlowStatus, LLM_UNUSABLE_KIND, NO_SPACE_KIND, PendingRecovery, StepState,
+};
 use std::collections::BTreeSet;
 
 pub(crate) async fn resume(config: &Config, args: ResumeArgs) -> Result<ExitCode> {
@@ -138,9 +140,13 @@ pub(crate) async fn resume(config: &Config, args: ResumeArgs) -> Result<ExitCode
         })
         .map(|s| s.id.clone())
         .collect();
-    // A step a full disk stopped did nothing wrong: once there is room, it simply runs again.
+    // A step a full disk or a refusing model stopped did nothing wrong: once there is room, or
+    // the key is fixed, it simply runs again.
     let blocking = flow_status.steps.iter().any(|s| {
-        failed.contains(&s.id) && s.error.as_ref().is_none_or(|e| e.kind != NO_SPACE_KIND)
+        failed.contains(&s.id)
+            && s.error
+                .as_ref()
+                .is_none_or(|e| e.kind != NO_SPACE_KIND && e.kind != LLM_UNUSABLE_KIND)
     });
     if blocking && !args.retry_failed && !args.recover {
         for step in flow_status

@@ -1073,3 +1073,218 @@ fn the_answer_form_is_remembered_per_endpoint_for_a_day() {
             > day_ago
     );
 }
+
+/// The events of a `--json` run, one per stdout line.
+fn events_of(output: &Output) -> Vec<Value> {
+    stdout(output)
+        .lines()
+        .map(|line| serde_json::from_str(line).unwrap())
+        .collect()
+}
+
+/// A flow whose only step asks the model to edit `utils.py`.
+fn edit_flow(sandbox: &Sandbox) -> std::path::PathBuf {
+    sandbox.flow(&json!([{"id": "edit", "operation": "modify_code",
+        "params": {"file_path": "utils.py", "instructions": "rename x to y"}}]))
+}
+
+/// Issue 27: a key refused after planning (a step's own call) ends the flow at once with an
+/// `error` event after `flow_finished`, carrying the LLM error's code and hint; recovery and the
+/// summary do not call the dead endpoint again; the step stays resumable, and a plain `resume`
+/// runs it once the key works.
+#[test]
+fn a_key_refused_in_a_step_is_an_error_event_and_resume_continues_once_fixed() {
+    let sandbox = Sandbox::new(&[("utils.py", "x = 1\n")]);
+    let plan = edit_flow(&sandbox);
+    let refused = status(401, r#"{"error": {"message": "bad key", "type": "auth"}}"#);
+    // Recovery and the summary show the step's instructions too: their rules come first.
+    let dead = || {
+        FakeLlm::with_rules(vec![
+            Rule::recovery().times(0),
+            Rule::flow_summary().times(0),
+            Rule::prompt_contains("rename x to y")
+                .named("step")
+                .reply(refused.clone())
+                .times(1),
+        ])
+    };
+    let llm = dead();
+    let output = sandbox
+        .ocflow_llm(&llm.base_url())
+        .env("OCFLOW_API_KEY", "sk-dead")
+        .args(["--json", "run", "--task-id", "t", "--plan"])
+        .arg(&plan)
+        .output()
+        .unwrap();
+    assert_exit(&output, 1);
+    llm.verify();
+    let events = events_of(&output);
+    let [.., finished, error] = events.as_slice() else {
+        panic!("too few events: {}", stdout(&output));
+    };
+    assert_eq!(finished["type"], json!("flow_finished"), "{finished}");
+    assert_eq!(finished["state"], json!("failed"), "{finished}");
+    assert_eq!(error["type"], json!("error"), "{error}");
+    assert_eq!(error["code"], json!("llm"), "{error}");
+    assert_eq!(error["exit_code"], json!(1), "{error}");
+    assert!(
+        error["message"].as_str().unwrap().contains("401"),
+        "{error}"
+    );
+    assert!(
+        error["message"]
+            .as_str()
+            .unwrap()
+            .contains("ocflow resume t"),
+        "{error}"
+    );
+    assert!(
+        error["hint"].as_str().unwrap().contains("API key"),
+        "{error}"
+    );
+    assert!(!stdout(&output).contains("sk-dead"));
+    assert_eq!(sandbox.status("t")["recovery_calls"], json!(0));
+    let step = sandbox.step_status("t", "edit");
+    assert_eq!(step["error"]["kind"], json!("llm_unusable"), "{step}");
+
+    // Still refused: a plain resume runs the step again, and the end of the run names the fix
+    // once, at a terminal.
+    let llm = dead();
+    let output = sandbox
+        .ocflow_llm(&llm.base_url())
+        .env("OCFLOW_API_KEY", "sk-dead")
+        .args(["resume", "t"])
+        .output()
+        .unwrap();
+    assert_exit(&output, 1);
+    llm.verify();
+    let shown = stdout(&output);
+    assert_eq!(shown.matches("check the base URL").count(), 1, "{shown}");
+    assert!(shown.contains("ocflow resume t"), "{shown}");
+
+    // The key fixed: the same plain resume finishes the flow.
+    let llm = FakeLlm::with_rules(vec![
+        Rule::recovery().times(0),
+        Rule::flow_summary().reply(chat("Renamed x to y.")),
+        Rule::prompt_contains("rename x to y")
+            .named("step")
+            .reply(chat("```python\ny = 1\n```"))
+            .times(1),
+    ]);
+    let output = sandbox
+        .ocflow_llm(&llm.base_url())
+        .env("OCFLOW_API_KEY", "sk-good")
+        .args(["resume", "t"])
+        .output()
+        .unwrap();
+    assert_exit(&output, 0);
+    llm.verify();
+    assert_eq!(
+        std::fs::read_to_string(sandbox.task_dir("t").join("final_output/utils.py")).unwrap(),
+        "y = 1\n"
+    );
+}
+
+/// Issue 27: `resume` of a task whose planning failed plans again; a key still refused is the
+/// same `error` event as the first run's.
+#[test]
+fn resume_that_plans_again_with_a_refused_key_is_an_error_event() {
+    let sandbox = Sandbox::new(&[("README.md", "# demo\n")]);
+    let refused = status(401, r#"{"error": {"message": "bad key", "type": "auth"}}"#);
+    let llm = FakeLlm::in_order(vec![refused.clone(), refused]);
+    for args in [
+        vec!["--json", "run", "--task-id", "t", TASK],
+        vec!["--json", "resume", "t"],
+    ] {
+        let output = sandbox
+            .ocflow_llm(&llm.base_url())
+            .env("OCFLOW_API_KEY", "sk-dead")
+            .args(&args)
+            .output()
+            .unwrap();
+        assert_exit(&output, 2);
+        let events = events_of(&output);
+        let last = events.last().unwrap();
+        assert_eq!(last["type"], json!("error"), "{args:?}: {last}");
+        assert_eq!(last["code"], json!("llm"), "{args:?}: {last}");
+        assert!(last["hint"].as_str().unwrap().contains("API key"), "{last}");
+    }
+    assert_eq!(llm.requests().len(), 2, "one planning call a run");
+}
+
+/// Issue 27: a step that failed on its own, whose recovery call the model refuses, ends the
+/// flow with the same `error` event; the recovery is asked once and the summary not at all.
+#[test]
+fn a_key_refused_to_recovery_is_an_error_event_and_asked_once() {
+    let sandbox = Sandbox::new(&[("README.md", "# demo\n")]);
+    let plan = sandbox.flow(
+        &json!([{"id": "check", "operation": "execute_shell_command",
+        "params": {"command": "exit 3"}}]),
+    );
+    let refused = status(401, r#"{"error": {"message": "bad key", "type": "auth"}}"#);
+    let llm = FakeLlm::with_rules(vec![
+        Rule::recovery().reply(refused).times(1),
+        Rule::flow_summary().times(0),
+    ]);
+    let output = sandbox
+        .ocflow_llm(&llm.base_url())
+        .env("OCFLOW_API_KEY", "sk-dead")
+        .args(["--json", "run", "--task-id", "t", "--plan"])
+        .arg(&plan)
+        .output()
+        .unwrap();
+    assert_exit(&output, 1);
+    llm.verify();
+    let events = events_of(&output);
+    let [.., finished, error] = events.as_slice() else {
+        panic!("too few events: {}", stdout(&output));
+    };
+    assert_eq!(finished["state"], json!("failed"), "{finished}");
+    assert_eq!(
+        (error["type"].clone(), error["code"].clone()),
+        (json!("error"), json!("llm")),
+        "{error}"
+    );
+    assert!(
+        error["hint"].as_str().unwrap().contains("API key"),
+        "{error}"
+    );
+}
+
+/// Issue 27: an endpoint nobody answers at, once every retry is spent (the step's and
+/// recovery's), is the `error` event too, with the hint of a transient failure.
+#[test]
+fn an_endpoint_that_never_answers_is_an_error_event_once_retries_are_spent() {
+    let sandbox = Sandbox::new(&[("utils.py", "x = 1\n")]);
+    std::fs::create_dir_all(&sandbox.workspace).unwrap();
+    std::fs::write(
+        sandbox.workspace.join("ocflow.toml"),
+        "[llm]\nmax_attempts = 1\n[recovery]\nmax_transient_retries = 0\n",
+    )
+    .unwrap();
+    let closed = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    let base_url = format!("http://{}/v1", closed.local_addr().unwrap());
+    drop(closed);
+    let output = sandbox
+        .ocflow_llm(&base_url)
+        .env("OCFLOW_API_KEY", "sk-test")
+        .args(["--json", "run", "--task-id", "t", "--plan"])
+        .arg(edit_flow(&sandbox))
+        .output()
+        .unwrap();
+    assert_exit(&output, 1);
+    let events = events_of(&output);
+    let [.., finished, error] = events.as_slice() else {
+        panic!("too few events: {}", stdout(&output));
+    };
+    assert_eq!(finished["state"], json!("failed"), "{finished}");
+    assert_eq!(
+        (error["type"].clone(), error["code"].clone()),
+        (json!("error"), json!("llm")),
+        "{error}"
+    );
+    assert!(
+        error["hint"].as_str().unwrap().contains("may answer later"),
+        "{error}"
+    );
+}

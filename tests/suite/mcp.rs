@@ -7,7 +7,7 @@ use std::process::Command;
 
 use serde_json::{Value, json};
 
-use super::fake_llm::{FakeLlm, chat, status};
+use super::fake_llm::{FakeLlm, Rule, chat, status};
 use super::support::*;
 
 const KEY: &str = "sk-mcp-test-3d7c1f";
@@ -525,4 +525,41 @@ fn an_unauthorized_key_is_an_error_event_with_a_hint() {
         "{last}"
     );
     assert!(last["next"].as_str().unwrap().contains("API key"), "{last}");
+}
+
+/// Issue 27: a key refused after planning, in a step's own call, reaches `ocflow_status` as the
+/// `error` with its code and hint, and the next call names the fix and the resume.
+#[test]
+fn a_key_refused_in_a_step_reaches_the_status_as_an_error() {
+    let sandbox = Sandbox::new(&[("utils.py", "x = 1\n")]);
+    let plan = json!({"steps": [{"id": "edit", "operation": "modify_code",
+        "params": {"file_path": "utils.py", "instructions": "rename x to y"}}]});
+    let refused = status(401, r#"{"error": {"message": "bad key", "type": "auth"}}"#);
+    let llm = FakeLlm::with_rules(vec![
+        Rule::planner().reply(chat(&plan.to_string())).times(1),
+        Rule::recovery().times(0),
+        Rule::flow_summary().times(0),
+        Rule::prompt_contains("rename x to y")
+            .named("step")
+            .reply(refused)
+            .times(1),
+    ]);
+    let flags = ["--base-url", &llm.base_url(), "--model", "m"].map(String::from);
+    let args = json!({"task": "rename x to y in utils.py", "wait_seconds": 30});
+    let report = client_with(&sandbox, "long_poll", args, json!({}), &flags);
+    let last = &report["polls"].as_array().unwrap().last().unwrap()["value"];
+    assert_eq!(last["status"]["state"], json!("failed"), "{report:#}");
+    assert_eq!(last["exit_code"], json!(1), "{last}");
+    assert_eq!(last["error"]["code"], json!("llm"), "{last}");
+    assert_eq!(last["error"]["exit_code"], json!(1), "{last}");
+    assert!(
+        last["error"]["hint"].as_str().unwrap().contains("API key"),
+        "{last}"
+    );
+    let next = last["next"].as_str().unwrap();
+    assert!(
+        next.contains("API key") && next.contains("ocflow resume"),
+        "{last}"
+    );
+    llm.verify();
 }

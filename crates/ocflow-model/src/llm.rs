@@ -177,6 +177,19 @@ impl LlmError {
         }
     }
 
+    /// Whether the model cannot be used at all until the user changes something (the key, the
+    /// URL, the model name, the quota): every later call, whatever it asks, fails the same way,
+    /// so nothing that needs the model (recovery, the summary) is asked of it again.
+    pub fn model_unusable(&self) -> bool {
+        matches!(
+            self.kind,
+            LlmErrorKind::Unauthorized
+                | LlmErrorKind::NotFound
+                | LlmErrorKind::Redirected
+                | LlmErrorKind::QuotaExceeded
+        )
+    }
+
     /// Whether the same call may succeed if tried again later.
     pub fn transient(&self) -> bool {
         // GaveUp only ever follows transient errors: later, the endpoint may answer again.

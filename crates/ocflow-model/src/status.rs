@@ -320,12 +320,18 @@ pub struct RecoveryRecord {
 /// The kind of a step's error when the workspace's disk filled up.
 pub const NO_SPACE_KIND: &str = "no_space";
 
+/// The kind of a step's error when the model refused to serve its call (a refused key, a wrong
+/// URL or model, no quota): the step did nothing wrong, and a plain `resume` runs it again once
+/// the user fixed that.
+pub const LLM_UNUSABLE_KIND: &str = "llm_unusable";
+
 /// A failed attempt's error.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct StepError {
     /// `failure` (the library reported it), `exception` (the library raised), `engine`
-    /// (ocflow could not prepare or record the step), or `no_space` (the workspace's disk
-    /// filled up: a plain `resume` runs the step again).
+    /// (ocflow could not prepare or record the step), `no_space` (the workspace's disk
+    /// filled up) or `llm_unusable` (the model refused its call): a plain `resume` runs a step
+    /// of the last two again.
     pub kind: String,
     /// The exception's type, for `exception`.
     #[serde(default, skip_serializing_if = "Option::is_none")]

@@ -71,6 +71,15 @@ pub struct LlmFailure {
     pub message: String,
 }
 
+impl LlmFailure {
+    /// The host's typed error this failure reports, when its kind is one of the host's (a
+    /// library calling a model of its own may report kinds ocflow does not know).
+    pub fn llm_error(&self) -> Option<crate::llm::LlmError> {
+        let kind = serde_json::from_value(serde_json::Value::String(self.kind.clone())).ok()?;
+        Some(crate::llm::LlmError::new(kind, self.message.clone()))
+    }
+}
+
 /// A test run's report: counts, and the failures recovery shows the model.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct TestReport {
@@ -112,5 +121,28 @@ impl StepResult {
             };
         }
         Some(field.clone())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::llm::LlmErrorKind;
+
+    #[test]
+    fn a_reported_llm_failure_is_the_host_s_typed_error_when_its_kind_is_known() {
+        let failure = |kind: &str| LlmFailure {
+            kind: kind.into(),
+            transient: false,
+            message: "HTTP 401".into(),
+        };
+        let refused = failure("unauthorized").llm_error().unwrap();
+        assert_eq!(refused.kind, LlmErrorKind::Unauthorized);
+        assert_eq!(refused.message, "HTTP 401");
+        assert!(refused.model_unusable());
+        let timeout = failure("timeout").llm_error().unwrap();
+        assert!(!timeout.model_unusable() && timeout.transient());
+        // A library's own client may report a kind ocflow does not know: not the host's.
+        assert_eq!(failure("error").llm_error(), None);
     }
 }

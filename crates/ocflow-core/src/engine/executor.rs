@@ -29,7 +29,7 @@ use crate::task::workspace::{self, TaskDir};
 use ocflow_model::error::{Error, Result};
 use ocflow_model::event::Event;
 use ocflow_model::flow::{Flow, Step};
-use ocflow_model::llm::{DEFAULT_PROFILE, ModelSettings, Usage};
+use ocflow_model::llm::{DEFAULT_PROFILE, LlmError, ModelSettings, Usage};
 use ocflow_model::repo_path::RepoPath;
 use ocflow_model::status::{self, FlowState, FlowStatus, StepError, StepState};
 use ocflow_model::step_result::StepResult;
@@ -125,6 +125,9 @@ pub struct Executor {
     overlay_works: Option<bool>,
     /// When the status was last written, and the journal's bytes then.
     checkpoint: Checkpoint,
+    /// The LLM error that ended the flow: the model refused a call (a step's, recovery's, the
+    /// summary's), or no retry could reach it. The caller tells its own caller, with the fix.
+    llm_failure: Option<LlmError>,
 }
 
 /// When the status file is written again. The journal is the write-ahead log: a step started
@@ -190,7 +193,14 @@ impl Executor {
                 journal_bytes: 0,
                 status_bytes: 0,
             },
+            llm_failure: None,
         }
+    }
+
+    /// Why the flow ended when the model could not be used (see `llm_failure`): what the
+    /// caller reports as the command's error, after `flow_finished`.
+    pub fn llm_failure(&self) -> Option<&LlmError> {
+        self.llm_failure.as_ref()
     }
 
     /// Runs every pending step whose dependencies succeeded, in flow order, until none is

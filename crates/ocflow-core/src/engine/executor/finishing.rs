@@ -52,7 +52,14 @@ impl Executor {
         // The summary's call goes out now and is answered while final_output/ is rebuilt, the
         // status saved and the diff written: it reads none of them (its facts are the status
         // and the steps' outputs).
-        let summary_call = self.settings.summary_llm.clone().map(|(llm, settings)| {
+        // A model that ended the flow is not asked for its summary too: the journal's is
+        // written, at once.
+        let summary_llm = self
+            .settings
+            .summary_llm
+            .clone()
+            .filter(|_| self.llm_failure.is_none());
+        let summary_call = summary_llm.map(|(llm, settings)| {
             let before = llm.usage_for("summary");
             let (task, status, flow) = (self.task.clone(), self.status.clone(), self.flow.clone());
             let call = tokio::spawn(async move {
@@ -71,7 +78,7 @@ impl Executor {
         let summary_path = self.task.file(workspace::SUMMARY_FILE);
         let mut summary = None;
         if let (Some((mut call, before)), Some((llm, settings))) =
-            (summary_call, &self.settings.summary_llm)
+            (summary_call, self.settings.summary_llm.clone())
         {
             let (pulse, tokens) = (self.events.pulse(), self.status.tokens);
             let writing = async {
@@ -91,10 +98,20 @@ impl Executor {
             call.abort();
             match written {
                 Some(Ok(written)) => summary = Some(written),
-                Some(Err(reason)) => ocflow_model::output::say(&format!(
-                    "ocflow: the LLM summary failed ({reason}); writing the summary from the \
+                Some(Err(reason)) => {
+                    // A failed flow whose model refuses even its summary: the caller learns
+                    // what to fix before any resume or recovery can work.
+                    if let crate::engine::summary::SummaryError::Llm(error) = &reason
+                        && error.model_unusable()
+                        && ended == FlowState::Failed
+                    {
+                        self.llm_failure = Some(error.clone());
+                    }
+                    ocflow_model::output::say(&format!(
+                        "ocflow: the LLM summary failed ({reason}); writing the summary from the \
                      journal"
-                )),
+                    ))
+                }
                 None => ocflow_model::output::say(
                     "ocflow: interrupted while the model wrote the summary; writing it from the \
                      journal",

@@ -79,14 +79,21 @@ impl Executor {
                          it needs more"
                     ));
                 }
+                // A model that refused the call is no fault of the step: it runs again on a
+                // plain resume, once the user fixed the key, the URL or the model.
+                let refused = result
+                    .llm_error
+                    .as_ref()
+                    .and_then(|failure| failure.llm_error())
+                    .is_some_and(|error| error.model_unusable());
+                let kind = if refused {
+                    status::LLM_UNUSABLE_KIND
+                } else {
+                    "failure"
+                };
                 self.failed_results.insert(step.id.clone(), *result);
                 return self
-                    .finish_failed(
-                        step,
-                        done.attempt,
-                        done.started,
-                        StepError::new("failure", text),
-                    )
+                    .finish_failed(step, done.attempt, done.started, StepError::new(kind, text))
                     .map(|()| false);
             }
             Settled::Result(result) => *result,

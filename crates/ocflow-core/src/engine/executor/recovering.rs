@@ -14,14 +14,24 @@ use ocflow_model::decision::StrategyKind;
 use ocflow_model::error::{Error, Result};
 use ocflow_model::event::Event;
 use ocflow_model::flow::Step;
+use ocflow_model::llm::LlmError;
 use ocflow_model::status::{self, FlowStatus, StepState};
-use ocflow_model::step_result::StepResult;
+use ocflow_model::step_result::{LlmFailure, StepResult};
 
 impl Executor {
     /// A failed step: a transient failure is retried after a backoff, within bounds and
     /// without asking the LLM; a permanent one goes to recovery when there is an LLM.
     pub(super) async fn after_failure(&mut self, step: &Step) -> Result<Next> {
         let result = self.failed_result(&step.id)?;
+        let llm_error = result
+            .as_ref()
+            .and_then(|result| result.llm_error.as_ref())
+            .and_then(LlmFailure::llm_error);
+        if let Some(error) = llm_error.clone().filter(LlmError::model_unusable) {
+            // Recovery would ask the same refusing endpoint, and any new step would too: the
+            // flow stops at once, resumable once the user fixed the key, the URL or the model.
+            return self.stop_for_the_model(&step.id, error);
+        }
         let limits = self.settings.recovery_limits;
         let retryable = step.params.get("retryable").and_then(Value::as_bool) == Some(true);
         let transient = result.as_ref().is_some_and(|result| {
@@ -83,6 +93,8 @@ impl Executor {
             }
         }
         if self.settings.recovery.is_none() {
+            // Its retries spent, the model's failure is what ended the flow.
+            self.llm_failure = llm_error;
             return Ok(Next::Stop);
         }
         self.status.pending_recovery = Some(status::PendingRecovery {
@@ -197,7 +209,14 @@ impl Executor {
         self.status.recovery_calls += u32::try_from(used.calls).unwrap_or(u32::MAX);
         let decided = match decided {
             Ok(decided) => decided,
-            Err(stop) => return self.stop_recovery(failed, &stop.to_string()),
+            Err(stop) => {
+                // The recovery's call failed after the client's retries: the model, not the
+                // step, is what the user must fix.
+                if let recovery::Stop::Llm(error) = &stop {
+                    self.llm_failure = Some(error.clone());
+                }
+                return self.stop_recovery(failed, &stop.to_string());
+            }
         };
         let signature = decided.decision.signature();
         let entry = self
@@ -355,6 +374,24 @@ impl Executor {
             .filter(|s| self.flow.ancestors(&s.id).contains(id))
             .map(|s| s.id.clone())
             .collect()
+    }
+
+    /// Step `step`'s call was refused by the model (`error`): no recovery is asked, the flow
+    /// fails saying what to fix, and a plain `resume` runs the step again.
+    fn stop_for_the_model(&mut self, step: &str, error: LlmError) -> Result<Next> {
+        let reason = format!(
+            "the model refused step {step}'s call ({error}); fix that, then run `ocflow resume \
+             {}`",
+            self.task.task_id
+        );
+        self.status.message = Some(reason.clone());
+        self.llm_failure = Some(error);
+        self.save()?;
+        self.events.emit(Event::RecoveryStopped {
+            step: step.to_string(),
+            reason,
+        })?;
+        Ok(Next::Stop)
     }
 
     /// Recovery cannot go on: the flow fails, and its summary says why.

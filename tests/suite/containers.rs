@@ -1,0 +1,185 @@
+//! ocflow in a container like OpenHands' docker runtime, made for real with the kernel: root in
+//! a PID namespace of its own with a fresh `/proc` over which, as Docker does, files are masked
+//! (`/dev/null` bound on them) and directories made read-only, with or without
+//! `CAP_SYS_ADMIN`. There the kernel refuses a new `/proc` in any user namespace (the mounts
+//! over the existing one are locked), so bubblewrap's `--proc` fails inside one.
+
+use std::fs;
+use std::process::{Command, Output};
+
+use serde_json::{Value, json};
+
+use super::support::*;
+
+/// What Docker does to a container's `/proc` (its default masked and read-only paths), then
+/// the capabilities it leaves: `$1` is `keep` or `drop` for `CAP_SYS_ADMIN`, the rest is the
+/// command to become. Paths this kernel lacks are left out.
+const DOCKER_PROC: &str = r#"set -e
+admin=$1; shift
+for file in /proc/kcore /proc/keys /proc/timer_list /proc/sched_debug /proc/latency_stats; do
+  if [ -f "$file" ]; then mount --bind /dev/null "$file"; fi
+done
+for dir in /proc/acpi /proc/asound /proc/scsi; do
+  if [ -d "$dir" ]; then mount -t tmpfs -o ro tmpfs "$dir"; fi
+done
+for path in /proc/bus /proc/fs /proc/irq /proc/sys /proc/sysrq-trigger; do
+  if [ -e "$path" ]; then mount --bind "$path" "$path"; mount -o remount,bind,ro "$path"; fi
+done
+if [ "$admin" = drop ]; then
+  exec setpriv --inh-caps -sys_admin --bounding-set -sys_admin -- "$@"
+fi
+exec "$@"
+"#;
+
+/// Whether CAP_SYS_ADMIN is kept in the container (`docker run --cap-add SYS_ADMIN`) or
+/// dropped (Docker's default).
+#[derive(Clone, Copy, PartialEq)]
+enum Admin {
+    Keep,
+    Drop,
+}
+
+/// `program` (with `sandbox`'s environment for ocflow) inside a Docker-like container.
+fn in_container(sandbox: &Sandbox, admin: Admin, program: &str) -> Command {
+    let mut command = sandbox.command_like_ocflow("unshare");
+    command
+        .args(["--pid", "--fork", "--mount", "--mount-proc", "--", "/bin/sh"])
+        .args(["-c", DOCKER_PROC, "docker-proc"])
+        .arg(match admin {
+            Admin::Keep => "keep",
+            Admin::Drop => "drop",
+        })
+        .arg(program);
+    command
+}
+
+/// Whether such a container can be made here: it takes root (CI runs as root; elsewhere the
+/// test is skipped) and util-linux's `unshare` and `setpriv`.
+fn containers_can_be_made(sandbox: &Sandbox) -> bool {
+    if !require(Component::Bubblewrap) {
+        return false;
+    }
+    let made = in_container(sandbox, Admin::Drop, "true")
+        .output()
+        .is_ok_and(|output| output.status.success());
+    if !made && under_ci() {
+        panic!("CI runs as root with util-linux: a Docker-like container must be possible");
+    }
+    if !made {
+        skip("a Docker-like container needs root and util-linux's unshare and setpriv");
+    }
+    made
+}
+
+/// That the container is faithful: bubblewrap, asked for all its namespaces, cannot mount
+/// `/proc` there, as in OpenHands' runtime.
+fn assert_bubblewrap_cannot_mount_proc(sandbox: &Sandbox, admin: Admin) {
+    let output = in_container(sandbox, admin, "bwrap")
+        .args(["--unshare-all", "--ro-bind", "/", "/", "--dev", "/dev"])
+        .args(["--proc", "/proc", "true"])
+        .output()
+        .unwrap();
+    assert!(!output.status.success(), "{}", stderr(&output));
+    assert!(
+        stderr(&output).contains("Can't mount proc"),
+        "{}",
+        stderr(&output)
+    );
+}
+
+fn shell_step(id: &str, command: &str) -> Value {
+    json!({"id": id, "operation": "execute_shell_command", "params": {"command": command}})
+}
+
+/// Runs a flow of two command steps with `ocflow run --plan` in the container; checks that
+/// both ran and succeeded, and that exactly one warning was given; returns the output and the
+/// first step's `sandbox_layers`.
+fn run_command_steps(admin: Admin) -> Option<(Output, Value)> {
+    // One container at a time: ocflow is PID 1 in each, and unlike Docker's these share the
+    // host's cgroup hierarchy and temporary directory, where ocflow names its start-up
+    // trial's group and directory after its PID.
+    static ONE_AT_A_TIME: std::sync::Mutex<()> = std::sync::Mutex::new(());
+    let _alone = ONE_AT_A_TIME
+        .lock()
+        .unwrap_or_else(std::sync::PoisonError::into_inner);
+    let sandbox = Sandbox::new(&[("a.txt", "a\n")]);
+    if !containers_can_be_made(&sandbox) {
+        return None;
+    }
+    assert_bubblewrap_cannot_mount_proc(&sandbox, admin);
+    let flow = json!([
+        shell_step("one", "echo one > one.txt && cat a.txt"),
+        {"id": "two", "operation": "run_tests", "depends_on": ["one"],
+         "params": {"command": "cat one.txt"}},
+    ]);
+    let plan = sandbox.flow(&flow);
+    let output = in_container(&sandbox, admin, env!("CARGO_BIN_EXE_ocflow"))
+        .arg("--repo")
+        .arg(&sandbox.repo)
+        .arg("--workspace")
+        .arg(&sandbox.workspace)
+        .args(["--json", "run", "--task-id", "t", "--plan"])
+        .arg(&plan)
+        .output()
+        .unwrap();
+    assert_exit(&output, 0);
+    assert_eq!(sandbox.result("t", "one")["stdout"], json!("a\n"));
+    assert_eq!(sandbox.result("t", "two")["stdout"], json!("one\n"));
+    for step in ["one", "two"] {
+        let status = sandbox.step_status("t", step);
+        assert_eq!(status["status"], json!("succeeded"), "{status}");
+        // Found at start-up: no step failed for it, nor was retried.
+        assert_eq!(status["attempts"], json!(1), "{status}");
+        assert!(
+            matches!(status["auto_retries"].as_u64(), None | Some(0)),
+            "{status}"
+        );
+    }
+    let warnings: Vec<Value> = stdout(&output)
+        .lines()
+        .filter_map(|line| serde_json::from_str::<Value>(line).ok())
+        .filter(|event| event["type"] == "warning")
+        .collect();
+    assert_eq!(
+        warnings.len(),
+        1,
+        "{warnings:?}\nstdout:\n{}\nstderr:\n{}",
+        stdout(&output),
+        stderr(&output)
+    );
+    let layers = sandbox.result("t", "one")["sandbox_layers"].clone();
+    assert_eq!(sandbox.result("t", "two")["sandbox_layers"], layers);
+    let journal = fs::read_to_string(sandbox.task_dir("t").join("journal.jsonl")).unwrap();
+    let warned = warnings[0]["message"].as_str().unwrap();
+    assert!(journal.contains(&json!(warned).to_string()), "{journal}");
+    Some((output, layers))
+}
+
+#[test]
+fn in_a_container_with_sys_admin_command_steps_keep_namespaces_without_overlays() {
+    // bubblewrap makes its namespaces as root, but not inside the user namespace the launcher
+    // makes for overlays: the start-up trial finds it, and the overlays go.
+    let Some((output, layers)) = run_command_steps(Admin::Keep) else {
+        return;
+    };
+    assert_eq!(layers["namespaces"], json!(true), "{layers}");
+    assert_eq!(layers["caches"], json!("private"), "{layers}");
+    let said = stdout(&output);
+    assert!(said.contains("without overlays"), "{said}");
+    assert!(said.contains("Can't mount proc"), "{said}");
+}
+
+#[test]
+fn in_a_container_without_sys_admin_command_steps_run_without_namespaces_and_say_so() {
+    // Docker's default: bubblewrap cannot make namespaces as root without the capability, nor
+    // mount `/proc` in a user namespace. Landlock and the limits hold, the launcher's own
+    // overlays too, and the results say the sandbox is partial.
+    let Some((output, layers)) = run_command_steps(Admin::Drop) else {
+        return;
+    };
+    assert_eq!(layers["namespaces"], json!(false), "{layers}");
+    assert_eq!(layers["partial"], json!(true), "{layers}");
+    let said = stdout(&output);
+    assert!(said.contains("without namespaces"), "{said}");
+    assert!(said.contains("bubblewrap"), "{said}");
+}

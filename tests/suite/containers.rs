@@ -43,7 +43,14 @@ enum Admin {
 fn in_container(sandbox: &Sandbox, admin: Admin, program: &str) -> Command {
     let mut command = sandbox.command_like_ocflow("unshare");
     command
-        .args(["--pid", "--fork", "--mount", "--mount-proc", "--", "/bin/sh"])
+        .args([
+            "--pid",
+            "--fork",
+            "--mount",
+            "--mount-proc",
+            "--",
+            "/bin/sh",
+        ])
         .args(["-c", DOCKER_PROC, "docker-proc"])
         .arg(match admin {
             Admin::Keep => "keep",

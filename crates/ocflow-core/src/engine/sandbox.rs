@@ -96,10 +96,10 @@ impl SandboxPlan {
     /// so). A probe that cannot run is an error, not a silent "no sandbox".
     pub fn probe(settings: SandboxSettings) -> Result<Option<SandboxPlan>, Error> {
         let (landlock, overlay, seccomp, cgroup) = probe_landlock()?;
-        let bwrap = if settings.namespaces {
-            usable_bwrap()
-        } else {
-            None
+        let (bwrap, refused) = match settings.namespaces.then(usable_bwrap).flatten() {
+            Some(Ok(bwrap)) => (Some(bwrap), None),
+            Some(Err(said)) => (None, Some(said)),
+            None => (None, None),
         };
         if bwrap.is_none() && landlock == "none" {
             return Ok(None);
@@ -126,7 +126,18 @@ impl SandboxPlan {
             hidden: settings.hidden,
             // The overlay is mounted in namespaces of the launcher's own.
             overlay: overlay && settings.overlay && settings.namespaces,
-            fallbacks: Vec::new(),
+            // bubblewrap installed but refused (a container without CAP_SYS_ADMIN, where no
+            // user namespace may mount `/proc` either) is worth a warning; not installed is the
+            // user's choice, and the flow's sandbox line says what holds.
+            fallbacks: refused
+                .map(|said| {
+                    format!(
+                        "command steps run without namespaces (Landlock and the limits hold): \
+                         bubblewrap cannot make them here ({said})"
+                    )
+                })
+                .into_iter()
+                .collect(),
         };
         plan.settle().map(Some)
     }
@@ -242,13 +253,7 @@ impl SandboxPlan {
             if output.status.success() {
                 return Ok(());
             }
-            let said = String::from_utf8_lossy(&output.stderr);
-            let said: String = said.trim().chars().take(300).collect();
-            Err(if said.is_empty() {
-                format!("it ended with {}", output.status)
-            } else {
-                said.replace('\n', "; ")
-            })
+            Err(complaint(&output))
         })();
         // The trial joined a group as a step does (named after this process, so a killed
         // start-up's is swept like a step's).
@@ -597,14 +602,15 @@ pub fn default_caches() -> Vec<Cache> {
         .collect()
 }
 
-/// bubblewrap, if it is installed and the kernel lets it make the namespaces ocflow uses.
-fn usable_bwrap() -> Option<PathBuf> {
+/// bubblewrap, if it is installed: `Ok` when the kernel lets it make the namespaces ocflow
+/// uses, else what it said when refused.
+fn usable_bwrap() -> Option<Result<PathBuf, String>> {
     let path = std::env::var_os("PATH").unwrap_or_default();
     let found = std::env::split_paths(&path)
         .chain([PathBuf::from("/usr/bin"), PathBuf::from("/bin")])
         .map(|dir| dir.join("bwrap"))
         .find(|candidate| candidate.is_file())?;
-    let works = std::process::Command::new(&found)
+    let tried = std::process::Command::new(&found)
         .args([
             "--ro-bind",
             "/",
@@ -624,10 +630,24 @@ fn usable_bwrap() -> Option<PathBuf> {
         ])
         .stdin(std::process::Stdio::null())
         .stdout(std::process::Stdio::null())
-        .stderr(std::process::Stdio::null())
-        .status()
-        .is_ok_and(|status| status.success());
-    works.then_some(found)
+        .output();
+    Some(match tried {
+        Ok(output) if output.status.success() => Ok(found),
+        Ok(output) => Err(complaint(&output)),
+        Err(err) => Err(format!("cannot run {}: {err}", found.display())),
+    })
+}
+
+/// What a program that failed said, on one line and short enough for a warning; its exit
+/// status when it said nothing.
+fn complaint(output: &std::process::Output) -> String {
+    let said = String::from_utf8_lossy(&output.stderr);
+    let said: String = said.trim().chars().take(300).collect();
+    if said.is_empty() {
+        format!("it ended with {}", output.status)
+    } else {
+        said.replace('\n', "; ")
+    }
 }
 
 /// What Landlock enforces here (`landlock`, `landlock-partial`, `none`), whether overlays

@@ -13,7 +13,8 @@ use super::support::*;
 
 /// What Docker does to a container's `/proc` (its default masked and read-only paths), then
 /// the capabilities it leaves: `$1` is `keep` or `drop` for `CAP_SYS_ADMIN`, the rest is the
-/// command to become. Paths this kernel lacks are left out.
+/// command to run, a child of the container's first process as in OpenHands' runtime (whose
+/// server starts the agent's commands). Paths this kernel lacks are left out.
 const DOCKER_PROC: &str = r#"set -e
 admin=$1; shift
 for file in /proc/kcore /proc/keys /proc/timer_list /proc/sched_debug /proc/latency_stats; do
@@ -26,9 +27,9 @@ for path in /proc/bus /proc/fs /proc/irq /proc/sys /proc/sysrq-trigger; do
   if [ -e "$path" ]; then mount --bind "$path" "$path"; mount -o remount,bind,ro "$path"; fi
 done
 if [ "$admin" = drop ]; then
-  exec setpriv --inh-caps -sys_admin --bounding-set -sys_admin -- "$@"
+  set -- setpriv --inh-caps -sys_admin --bounding-set -sys_admin -- "$@"
 fi
-exec "$@"
+"$@"
 "#;
 
 /// Whether CAP_SYS_ADMIN is kept in the container (`docker run --cap-add SYS_ADMIN`) or
@@ -102,9 +103,9 @@ fn shell_step(id: &str, command: &str) -> Value {
 /// both ran and succeeded, and that exactly one warning was given; returns the output and the
 /// first step's `sandbox_layers`.
 fn run_command_steps(admin: Admin) -> Option<(Output, Value)> {
-    // One container at a time: ocflow is PID 1 in each, and unlike Docker's these share the
-    // host's cgroup hierarchy and temporary directory, where ocflow names its start-up
-    // trial's group and directory after its PID.
+    // One container at a time: ocflow has the same small PID in each, and unlike Docker's
+    // these share the host's cgroup hierarchy and temporary directory, where ocflow names its
+    // start-up trial's group and directory after its PID.
     static ONE_AT_A_TIME: std::sync::Mutex<()> = std::sync::Mutex::new(());
     let _alone = ONE_AT_A_TIME
         .lock()

@@ -122,6 +122,8 @@ fn run_command_steps(admin: Admin) -> Option<(Output, Value)> {
     ]);
     let plan = sandbox.flow(&flow);
     let output = in_container(&sandbox, admin, env!("CARGO_BIN_EXE_ocflow"))
+        // As in OpenHands' runtime, whose environment holds the key (no LLM is asked here).
+        .env("LLM_API_KEY", "sk-container-test")
         .arg("--repo")
         .arg(&sandbox.repo)
         .arg("--workspace")
@@ -190,4 +192,6 @@ fn in_a_container_without_sys_admin_command_steps_run_without_namespaces_and_say
     let said = stdout(&output);
     assert!(said.contains("without namespaces"), "{said}");
     assert!(said.contains("bubblewrap"), "{said}");
+    // What that means for the key is said in the same warning.
+    assert!(said.contains("LLM_API_KEY"), "{said}");
 }

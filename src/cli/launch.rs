@@ -226,7 +226,7 @@ pub(crate) fn report_sandbox(
             .into(),
     });
     let key_variable = config.key_variable.as_deref();
-    let key_exposed = key_variable.filter(|_| plan.is_none_or(|p| p.bwrap.is_none()));
+    let key_exposed = key_variable.filter(|_| !plan.is_some_and(SandboxPlan::isolates_processes));
     // What the start-up probe left out, because bubblewrap was refused or a trial launch
     // failed. Where that took the namespaces, what it means for the key is said with it: one
     // warning for one cause (in a container, the usual case).

@@ -99,7 +99,7 @@ fn shell_step(id: &str, command: &str) -> Value {
     json!({"id": id, "operation": "execute_shell_command", "params": {"command": command}})
 }
 
-/// Runs a flow of two command steps with `ocflow run --plan` in the container; checks that
+/// Runs a flow of three command steps with `ocflow run --plan` in the container; checks that
 /// both ran and succeeded, and that exactly one warning was given; returns the output and the
 /// first step's `sandbox_layers`.
 fn run_command_steps(admin: Admin) -> Option<(Output, Value)> {
@@ -119,6 +119,12 @@ fn run_command_steps(admin: Admin) -> Option<(Output, Value)> {
         shell_step("one", "echo one > one.txt && cat a.txt"),
         {"id": "two", "operation": "run_tests", "depends_on": ["one"],
          "params": {"command": "cat one.txt"}},
+        // A test suite's local server on the loopback, as many start one.
+        shell_step(
+            "loopback",
+            "python3 -c \"import socket; s = socket.socket(); s.bind(('127.0.0.1', 0)); \
+             s.listen(); c = socket.create_connection(s.getsockname()); print('ok')\""
+        ),
     ]);
     let plan = sandbox.flow(&flow);
     let output = in_container(&sandbox, admin, env!("CARGO_BIN_EXE_ocflow"))
@@ -135,7 +141,8 @@ fn run_command_steps(admin: Admin) -> Option<(Output, Value)> {
     assert_exit(&output, 0);
     assert_eq!(sandbox.result("t", "one")["stdout"], json!("a\n"));
     assert_eq!(sandbox.result("t", "two")["stdout"], json!("one\n"));
-    for step in ["one", "two"] {
+    assert_eq!(sandbox.result("t", "loopback")["stdout"], json!("ok\n"));
+    for step in ["one", "two", "loopback"] {
         let status = sandbox.step_status("t", step);
         assert_eq!(status["status"], json!("succeeded"), "{status}");
         // Found at start-up: no step failed for it, nor was retried.
@@ -180,17 +187,20 @@ fn in_a_container_with_sys_admin_command_steps_keep_namespaces_without_overlays(
 }
 
 #[test]
-fn in_a_container_without_sys_admin_command_steps_run_without_namespaces_and_say_so() {
+fn in_a_container_without_sys_admin_command_steps_keep_namespaces_but_the_pid_one() {
     // Docker's default: bubblewrap cannot make namespaces as root without the capability, nor
-    // mount `/proc` in a user namespace. Landlock and the limits hold, the launcher's own
-    // overlays too, and the results say the sandbox is partial.
+    // mount `/proc` in a user namespace; in one, it makes the others and binds the
+    // container's `/proc`. The network is the step's own (its loopback works, nothing else is
+    // reached), and the results say the sandbox is partial: other processes are in sight.
     let Some((output, layers)) = run_command_steps(Admin::Drop) else {
         return;
     };
-    assert_eq!(layers["namespaces"], json!(false), "{layers}");
+    assert_eq!(layers["namespaces"], json!(true), "{layers}");
+    assert_eq!(layers["proc"], json!("shared"), "{layers}");
+    assert_eq!(layers["udp"], json!("blocked"), "{layers}");
     assert_eq!(layers["partial"], json!(true), "{layers}");
     let said = stdout(&output);
-    assert!(said.contains("without namespaces"), "{said}");
+    assert!(said.contains("without a PID namespace"), "{said}");
     assert!(said.contains("bubblewrap"), "{said}");
     // What that means for the key is said in the same warning.
     assert!(said.contains("LLM_API_KEY"), "{said}");

@@ -62,6 +62,12 @@ pub struct Sandbox {
 pub struct SandboxLayers {
     /// PID, mount, network, IPC and UTS namespaces (bubblewrap).
     pub namespaces: bool,
+    /// Which `/proc` the command sees: `own` (a PID namespace and a fresh `/proc`: only the
+    /// step's processes), `shared` (namespaces but no PID namespace: the container's `/proc`,
+    /// where the kernel refuses a fresh one; other processes within reach), or `host`
+    /// (no namespaces).
+    #[serde(default)]
+    pub proc: String,
     /// `off` (only loopback, TCP refused) or `on`.
     pub network: String,
     /// What Landlock enforces: `landlock`, `landlock-partial` or `none`.

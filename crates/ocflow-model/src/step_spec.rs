@@ -60,7 +60,8 @@ pub struct Sandbox {
 /// What confines a command step, layer by layer.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct SandboxLayers {
-    /// PID, mount, network, IPC and UTS namespaces (bubblewrap).
+    /// Whether the command ran in bubblewrap's namespaces: mount, network, IPC, UTS, and PID
+    /// unless `proc` is `shared`.
     pub namespaces: bool,
     /// Which `/proc` the command sees: `own` (a PID namespace and a fresh `/proc`: only the
     /// step's processes), `shared` (namespaces but no PID namespace: the container's `/proc`,

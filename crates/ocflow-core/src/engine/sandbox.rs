@@ -803,6 +803,46 @@ mod tests {
     }
 
     #[test]
+    fn namespaces_without_a_pid_one_say_other_processes_are_in_sight() {
+        let shared = SandboxPlan {
+            bwrap: Some(PathBuf::from("/usr/bin/bwrap")),
+            shared_proc: true,
+            ..plan(true, true)
+        };
+        let layers = shared.layers(false);
+        assert_eq!(
+            (layers.namespaces, layers.proc.as_str(), layers.partial),
+            (true, "shared", true)
+        );
+        assert_eq!(
+            layers.udp, "blocked",
+            "a network namespace of the step's own"
+        );
+        assert!(!shared.isolates_processes());
+        let said = shared.describe();
+        assert!(said.contains("no PID namespace"), "{said}");
+        assert!(said.contains("can see other processes"), "{said}");
+        let launcher = shared
+            .launcher(Path::new("/"), &[], false, None, test_scope())
+            .unwrap()
+            .launcher;
+        assert!(launcher.contains(&"--shared-proc".to_string()));
+        let own = SandboxPlan {
+            shared_proc: false,
+            ..shared
+        };
+        assert_eq!(
+            (own.layers(false).proc.as_str(), own.layers(false).partial),
+            ("own", false)
+        );
+        let launcher = own
+            .launcher(Path::new("/"), &[], false, None, test_scope())
+            .unwrap()
+            .launcher;
+        assert!(!launcher.contains(&"--shared-proc".to_string()));
+    }
+
+    #[test]
     fn a_cgroup_without_controllers_ends_steps_and_limits_nothing() {
         let ends = SandboxPlan {
             cgroups: Hierarchies::at(Path::new("/sys/fs/cgroup/x"), false),

@@ -140,6 +140,13 @@ fn sandbox_checks(config: &Config) -> Vec<Check> {
         return checks;
     };
     checks.push(match (&plan.bwrap, &bwrap) {
+        (Some(_), _) if !plan.isolates_processes() => Check::new(
+            "namespaces",
+            Verdict::Warn,
+            "mount, network and IPC namespaces, but no PID namespace: the kernel refuses a \
+             fresh /proc here (a container's masked /proc), so commands can see other processes",
+        )
+        .fix("run the container with CAP_SYS_ADMIN, or with its /proc unmasked"),
         (Some(_), _) => Check::new(
             "namespaces",
             Verdict::Ok,

@@ -225,11 +225,27 @@ pub(crate) fn report_sandbox(
                  or a kernel with neither namespaces nor Landlock)"
             .into(),
     });
-    // What the start-up probe left out, because a trial launch failed with it.
-    for fallback in plan.iter().flat_map(|plan| &plan.fallbacks) {
-        events.emit(Event::Warning {
-            message: fallback.clone(),
-        })?;
+    let key_variable = config.key_variable.as_deref();
+    let key_exposed = key_variable.filter(|_| !plan.is_some_and(SandboxPlan::isolates_processes));
+    // What the start-up probe left out, because bubblewrap was refused or a trial launch
+    // failed. Where that took the namespaces, what it means for the key is said with it: one
+    // warning for one cause (in a container, the usual case).
+    let fallbacks = plan
+        .map(|plan| plan.fallbacks.as_slice())
+        .unwrap_or_default();
+    let key_said_with = key_exposed.filter(|_| !fallbacks.is_empty());
+    for (at, fallback) in fallbacks.iter().enumerate() {
+        let message = match key_said_with {
+            Some(variable) if at + 1 == fallbacks.len() => format!(
+                "{fallback}. So the sandbox is partial here: a command step could read the API \
+                 key from the environment of a process that started ocflow ({variable}), and \
+                 your files too, so a key file ({}) does not help here: let `api_key_command` \
+                 in your ocflow config fetch the key (a password manager) instead",
+                key::KEY_FILE_VARIABLE
+            ),
+            _ => fallback.clone(),
+        };
+        events.emit(Event::Warning { message })?;
     }
     // The repository's installed dependencies are copied into views where no mount can show
     // them: slower, and worth knowing.
@@ -244,8 +260,7 @@ pub(crate) fn report_sandbox(
             ),
         })?;
     }
-    let key_variable = config.key_variable.as_deref();
-    if let (Some(variable), true) = (key_variable, plan.is_none_or(|p| p.bwrap.is_none())) {
+    if let (Some(variable), None) = (key_exposed, key_said_with) {
         events.emit(Event::Warning {
             message: format!(
                 "the sandbox is partial here (no namespaces), so a command step could read \

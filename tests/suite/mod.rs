@@ -5,6 +5,7 @@ mod anywhere;
 mod apply;
 mod bridge;
 mod commands;
+mod containers;
 mod contract;
 mod dependencies;
 mod design_map;

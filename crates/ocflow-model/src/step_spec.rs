@@ -60,8 +60,15 @@ pub struct Sandbox {
 /// What confines a command step, layer by layer.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct SandboxLayers {
-    /// PID, mount, network, IPC and UTS namespaces (bubblewrap).
+    /// Whether the command ran in bubblewrap's namespaces: mount, network, IPC, UTS, and PID
+    /// unless `proc` is `shared`.
     pub namespaces: bool,
+    /// Which `/proc` the command sees: `own` (a PID namespace and a fresh `/proc`: only the
+    /// step's processes), `shared` (namespaces but no PID namespace: the container's `/proc`,
+    /// where the kernel refuses a fresh one; other processes within reach), or `host`
+    /// (no namespaces).
+    #[serde(default)]
+    pub proc: String,
     /// `off` (only loopback, TCP refused) or `on`.
     pub network: String,
     /// What Landlock enforces: `landlock`, `landlock-partial` or `none`.

@@ -22,6 +22,11 @@ pub struct SandboxArgs {
     /// Run the command in namespaces made by this bubblewrap.
     #[arg(long, value_name = "PATH")]
     pub bwrap: Option<PathBuf>,
+    /// With --bwrap: in a user namespace of bubblewrap's own, without a PID namespace, the
+    /// container's /proc bound read-only, where the kernel refuses a fresh /proc (the masked
+    /// /proc of a container without CAP_SYS_ADMIN).
+    #[arg(long)]
+    pub shared_proc: bool,
     /// The memory the command may use, in MiB.
     #[arg(long, value_name = "MB")]
     pub memory_mb: Option<u64>,

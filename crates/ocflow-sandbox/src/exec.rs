@@ -26,6 +26,8 @@ pub struct ExecRequest<'a> {
     pub writable: &'a [PathBuf],
     pub network: bool,
     pub bwrap: Option<&'a Path>,
+    /// bubblewrap makes no PID namespace and binds the container's `/proc` (see `SandboxArgs`).
+    pub shared_proc: bool,
     pub memory_mb: Option<u64>,
     pub max_processes: Option<u64>,
     /// Already inside the namespaces: only Landlock is left to apply.
@@ -364,17 +366,20 @@ fn bwrap_command(
     // `sandbox-exec` first.
     let exe = std::env::current_exe().map_err(|err| format!("cannot find ocflow: {err}"))?;
     let mut command = std::process::Command::new(bwrap);
-    command.args([
-        "--die-with-parent",
-        "--new-session",
-        "--unshare-pid",
-        "--unshare-ipc",
-    ]);
+    command.args(["--die-with-parent", "--new-session", "--unshare-ipc"]);
     command.arg("--unshare-uts");
     if !request.network {
         command.arg("--unshare-net");
     }
-    command.args(["--ro-bind", "/", "/", "--dev", "/dev", "--proc", "/proc"]);
+    command.args(["--ro-bind", "/", "/", "--dev", "/dev"]);
+    if request.shared_proc {
+        // The kernel mounts no fresh /proc in a user namespace while the container's has
+        // locked mounts over it; without CAP_SYS_ADMIN bubblewrap needs that user namespace
+        // for the others. The step's processes then show among the container's.
+        command.args(["--unshare-user", "--ro-bind", "/proc", "/proc"]);
+    } else {
+        command.args(["--unshare-pid", "--proc", "/proc"]);
+    }
     for hidden in HIDDEN {
         command.args(["--tmpfs", hidden]);
     }

@@ -45,6 +45,7 @@ pub fn run(name: &str, args: &SandboxArgs) -> u8 {
         writable: &args.write,
         network: args.network,
         bwrap: args.bwrap.as_deref(),
+        shared_proc: args.shared_proc,
         memory_mb: args.memory_mb,
         max_processes: args.max_processes,
         inner: args.inner,

@@ -32,6 +32,10 @@ use ocflow_sandbox::step_cgroup::Hierarchies;
 pub struct SandboxPlan {
     /// bubblewrap, when it can make namespaces here (and `[sandbox] namespaces` is not off).
     pub bwrap: Option<PathBuf>,
+    /// Whether bubblewrap makes no PID namespace and binds the container's `/proc`: where it
+    /// can make the other namespaces but the kernel refuses it a fresh `/proc` (a container's
+    /// masked `/proc`, without CAP_SYS_ADMIN).
+    pub shared_proc: bool,
     /// What Landlock enforces: `landlock`, `landlock-partial` or `none`.
     pub landlock: String,
     /// Whether commands may open network connections (`[sandbox] network`).
@@ -96,10 +100,13 @@ impl SandboxPlan {
     /// so). A probe that cannot run is an error, not a silent "no sandbox".
     pub fn probe(settings: SandboxSettings) -> Result<Option<SandboxPlan>, Error> {
         let (landlock, overlay, seccomp, cgroup) = probe_landlock()?;
-        let bwrap = if settings.namespaces {
-            usable_bwrap()
-        } else {
-            None
+        let (bwrap, shared_proc, refused) = match settings.namespaces.then(usable_bwrap).flatten() {
+            Some(Ok(bwrap)) => (Some(bwrap), false, None),
+            Some(Err((bwrap, said))) if bwrap_works(&bwrap, SHARED_PROC) => {
+                (Some(bwrap), true, Some(said))
+            }
+            Some(Err((_, said))) => (None, false, Some(said)),
+            None => (None, false, None),
         };
         if bwrap.is_none() && landlock == "none" {
             return Ok(None);
@@ -113,6 +120,7 @@ impl SandboxPlan {
         let process_limit = if cgroups.has_pids() { "cgroup" } else { "none" };
         let plan = SandboxPlan {
             bwrap,
+            shared_proc,
             landlock,
             network: settings.network,
             writable: settings.writable,
@@ -126,7 +134,23 @@ impl SandboxPlan {
             hidden: settings.hidden,
             // The overlay is mounted in namespaces of the launcher's own.
             overlay: overlay && settings.overlay && settings.namespaces,
-            fallbacks: Vec::new(),
+            // bubblewrap installed but refused (a container without CAP_SYS_ADMIN, where no
+            // user namespace may mount `/proc` either) is worth a warning; not installed is the
+            // user's choice, and the flow's sandbox line says what holds.
+            fallbacks: refused
+                .map(|said| {
+                    let what = if shared_proc {
+                        WITHOUT_PID_NAMESPACE
+                    } else {
+                        WITHOUT_NAMESPACES
+                    };
+                    format!(
+                        "command steps run {what}: bubblewrap cannot make all its namespaces \
+                         here ({said})"
+                    )
+                })
+                .into_iter()
+                .collect(),
         };
         plan.settle().map(Some)
     }
@@ -150,27 +174,36 @@ impl SandboxPlan {
             Err(reason) => reason,
         };
         let (overlay, bwrap) = (self.overlay, self.bwrap.is_some());
+        let shared_proc = self.shared_proc;
+        let without_overlays =
+            "without overlays (views are copies; tool caches start empty in each step)";
+        // (namespaces, a PID namespace of their own, overlays, what that leaves)
         let mut candidates = Vec::new();
         if overlay {
-            candidates.push((
-                true,
-                false,
-                "without overlays (views are copies; tool caches start empty in each step)",
-            ));
+            candidates.push((true, shared_proc, false, without_overlays.to_string()));
         }
-        if bwrap {
-            candidates.push((
-                false,
-                overlay,
-                "without namespaces (Landlock and the limits hold)",
-            ));
+        if bwrap && !shared_proc {
+            candidates.push((true, true, overlay, WITHOUT_PID_NAMESPACE.to_string()));
             if overlay {
-                candidates.push((false, false, "without namespaces nor overlays"));
+                let what = format!("{WITHOUT_PID_NAMESPACE}, {without_overlays}");
+                candidates.push((true, true, false, what));
             }
         }
-        for (keep_bwrap, keep_overlay, what) in candidates {
+        if bwrap {
+            candidates.push((false, false, overlay, WITHOUT_NAMESPACES.to_string()));
+            if overlay {
+                candidates.push((
+                    false,
+                    false,
+                    false,
+                    "without namespaces nor overlays".into(),
+                ));
+            }
+        }
+        for (keep_bwrap, share_proc, keep_overlay, what) in candidates {
             let mut next = self.clone();
             next.overlay = keep_overlay;
+            next.shared_proc = keep_bwrap && share_proc;
             if !keep_bwrap {
                 next.bwrap = None;
             }
@@ -242,13 +275,7 @@ impl SandboxPlan {
             if output.status.success() {
                 return Ok(());
             }
-            let said = String::from_utf8_lossy(&output.stderr);
-            let said: String = said.trim().chars().take(300).collect();
-            Err(if said.is_empty() {
-                format!("it ended with {}", output.status)
-            } else {
-                said.replace('\n', "; ")
-            })
+            Err(complaint(&output))
         })();
         // The trial joined a group as a step does (named after this process, so a killed
         // start-up's is swept like a step's).
@@ -286,6 +313,12 @@ impl SandboxPlan {
     pub fn layers(&self, network: bool) -> SandboxLayers {
         SandboxLayers {
             namespaces: self.bwrap.is_some(),
+            proc: match (&self.bwrap, self.shared_proc) {
+                (None, _) => "host",
+                (Some(_), true) => "shared",
+                (Some(_), false) => "own",
+            }
+            .into(),
             network: if network { "on" } else { "off" }.into(),
             landlock: self.landlock.clone(),
             processes: match self.process_limit {
@@ -301,7 +334,7 @@ impl SandboxPlan {
             }
             .into(),
             caches: if self.overlay { "overlay" } else { "private" }.into(),
-            partial: self.bwrap.is_none() || self.landlock != "landlock",
+            partial: !self.isolates_processes() || self.landlock != "landlock",
         }
     }
 
@@ -332,6 +365,12 @@ impl SandboxPlan {
         !network && (self.bwrap.is_some() || self.seccomp)
     }
 
+    /// Whether commands see only their own processes (a PID namespace and a fresh `/proc`):
+    /// else other processes' environments, the key's too, are within their reach.
+    pub fn isolates_processes(&self) -> bool {
+        self.bwrap.is_some() && !self.shared_proc
+    }
+
     /// One word for the whole: `namespaces+landlock`, `namespaces`, `landlock`,
     /// `landlock-partial` (older kernel), the last two meaning namespaces were refused.
     pub fn kind(&self) -> String {
@@ -344,8 +383,11 @@ impl SandboxPlan {
 
     /// A sentence for people: what confines command steps in this flow.
     pub fn describe(&self) -> String {
-        let namespaces = if self.bwrap.is_some() {
+        let namespaces = if self.isolates_processes() {
             "namespaces (PID, mount, network, IPC; the file system read-only but the step's view)"
+        } else if self.bwrap.is_some() {
+            "namespaces but no PID namespace (mount, network, IPC; the file system read-only but \
+             the step's view; a fresh /proc refused here: commands can see other processes)"
         } else {
             "no namespaces (refused here: commands can see other processes and host sockets)"
         };
@@ -418,6 +460,9 @@ impl SandboxPlan {
         if let Some(bwrap) = &self.bwrap {
             launcher.push("--bwrap".into());
             launcher.push(bwrap.to_string_lossy().into_owned());
+            if self.shared_proc {
+                launcher.push("--shared-proc".into());
+            }
         }
         if let Some(overlay) = overlay {
             let mut flags = vec![("--overlay-on", view.clone())];
@@ -597,24 +642,44 @@ pub fn default_caches() -> Vec<Cache> {
         .collect()
 }
 
-/// bubblewrap, if it is installed and the kernel lets it make the namespaces ocflow uses.
-fn usable_bwrap() -> Option<PathBuf> {
+/// What command steps are left with where bubblewrap cannot give them a PID namespace.
+const WITHOUT_PID_NAMESPACE: &str = "in namespaces without a PID namespace of their own (the \
+     container's /proc: other processes' environments within reach; the network, the file \
+     system, Landlock and the limits hold)";
+
+/// What command steps are left with where bubblewrap cannot run at all.
+const WITHOUT_NAMESPACES: &str = "without namespaces (Landlock and the limits hold)";
+
+/// bubblewrap's arguments for the namespaces ocflow uses, with a fresh `/proc`.
+const OWN_PROC: &[&str] = &["--proc", "/proc", "--unshare-pid"];
+
+/// The same without a PID namespace, in a user namespace, the container's `/proc` bound.
+const SHARED_PROC: &[&str] = &["--unshare-user", "--ro-bind", "/proc", "/proc"];
+
+/// bubblewrap, if it is installed: `Ok` when the kernel lets it make the namespaces ocflow
+/// uses, else what it said when refused.
+fn usable_bwrap() -> Option<Result<PathBuf, (PathBuf, String)>> {
     let path = std::env::var_os("PATH").unwrap_or_default();
     let found = std::env::split_paths(&path)
         .chain([PathBuf::from("/usr/bin"), PathBuf::from("/bin")])
         .map(|dir| dir.join("bwrap"))
         .find(|candidate| candidate.is_file())?;
-    let works = std::process::Command::new(&found)
-        .args([
-            "--ro-bind",
-            "/",
-            "/",
-            "--dev",
-            "/dev",
-            "--proc",
-            "/proc",
-            "--unshare-pid",
-        ])
+    Some(match try_bwrap(&found, OWN_PROC) {
+        Ok(()) => Ok(found),
+        Err(said) => Err((found, said)),
+    })
+}
+
+/// Whether `bwrap` makes the namespaces ocflow uses, `proc` telling how to give `/proc`.
+fn bwrap_works(bwrap: &Path, proc: &[&str]) -> bool {
+    try_bwrap(bwrap, proc).is_ok()
+}
+
+/// Runs `true` in bubblewrap's namespaces; what it said when it failed.
+fn try_bwrap(bwrap: &Path, proc: &[&str]) -> Result<(), String> {
+    let tried = std::process::Command::new(bwrap)
+        .args(["--ro-bind", "/", "/", "--dev", "/dev"])
+        .args(proc)
         .args([
             "--unshare-net",
             "--unshare-ipc",
@@ -624,10 +689,24 @@ fn usable_bwrap() -> Option<PathBuf> {
         ])
         .stdin(std::process::Stdio::null())
         .stdout(std::process::Stdio::null())
-        .stderr(std::process::Stdio::null())
-        .status()
-        .is_ok_and(|status| status.success());
-    works.then_some(found)
+        .output();
+    match tried {
+        Ok(output) if output.status.success() => Ok(()),
+        Ok(output) => Err(complaint(&output)),
+        Err(err) => Err(format!("cannot run {}: {err}", bwrap.display())),
+    }
+}
+
+/// What a program that failed said, on one line and short enough for a warning; its exit
+/// status when it said nothing.
+fn complaint(output: &std::process::Output) -> String {
+    let said = String::from_utf8_lossy(&output.stderr);
+    let said: String = said.trim().chars().take(300).collect();
+    if said.is_empty() {
+        format!("it ended with {}", output.status)
+    } else {
+        said.replace('\n', "; ")
+    }
 }
 
 /// What Landlock enforces here (`landlock`, `landlock-partial`, `none`), whether overlays
@@ -680,6 +759,7 @@ mod tests {
     fn plan(cgroups: bool, seccomp: bool) -> SandboxPlan {
         SandboxPlan {
             bwrap: None,
+            shared_proc: false,
             landlock: "landlock".into(),
             network: false,
             writable: Vec::new(),
@@ -720,6 +800,46 @@ mod tests {
             .unwrap();
         assert!(!launcher.launcher.contains(&"--refuse-udp".to_string()));
         assert!(!launcher.launcher.contains(&"--cgroup".to_string()));
+    }
+
+    #[test]
+    fn namespaces_without_a_pid_one_say_other_processes_are_in_sight() {
+        let shared = SandboxPlan {
+            bwrap: Some(PathBuf::from("/usr/bin/bwrap")),
+            shared_proc: true,
+            ..plan(true, true)
+        };
+        let layers = shared.layers(false);
+        assert_eq!(
+            (layers.namespaces, layers.proc.as_str(), layers.partial),
+            (true, "shared", true)
+        );
+        assert_eq!(
+            layers.udp, "blocked",
+            "a network namespace of the step's own"
+        );
+        assert!(!shared.isolates_processes());
+        let said = shared.describe();
+        assert!(said.contains("no PID namespace"), "{said}");
+        assert!(said.contains("can see other processes"), "{said}");
+        let launcher = shared
+            .launcher(Path::new("/"), &[], false, None, test_scope())
+            .unwrap()
+            .launcher;
+        assert!(launcher.contains(&"--shared-proc".to_string()));
+        let own = SandboxPlan {
+            shared_proc: false,
+            ..shared
+        };
+        assert_eq!(
+            (own.layers(false).proc.as_str(), own.layers(false).partial),
+            ("own", false)
+        );
+        let launcher = own
+            .launcher(Path::new("/"), &[], false, None, test_scope())
+            .unwrap()
+            .launcher;
+        assert!(!launcher.contains(&"--shared-proc".to_string()));
     }
 
     #[test]

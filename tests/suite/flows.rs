@@ -244,6 +244,80 @@ fn a_step_sees_only_the_changes_of_steps_it_depends_on() {
     );
 }
 
+/// The Context section of a step's instructions file.
+fn instructions_context(sandbox: &Sandbox, task: &str, step: &str) -> String {
+    let path = sandbox
+        .task_dir(task)
+        .join(step)
+        .join("open_codex_instructions.md");
+    let text = std::fs::read_to_string(path).unwrap();
+    let start = text.find("## Context\n").unwrap() + "## Context\n".len();
+    let end = start + text[start..].find("\n## Parameters").unwrap();
+    text[start..end].trim_end().to_string()
+}
+
+/// Issue 28 §2: a step's instructions name its direct dependencies (the steps its parameters
+/// read among them), each with where its result and its own instructions are, never the whole
+/// chain, so the file's size does not grow with the flow's depth.
+#[test]
+fn instructions_name_direct_dependencies_and_stay_bounded_along_a_chain() {
+    let sandbox = Sandbox::new(&[("README.md", "readme\n")]);
+    let mut steps: Vec<Value> = (0..30)
+        .map(|i| {
+            json!({"id": format!("s{i}"), "operation": "write_file",
+                   "params": {"file_path": format!("out/{i}.txt"), "content": format!("{i}\n")}})
+        })
+        .collect();
+    for i in 1..30 {
+        steps[i]["depends_on"] = json!(format!("s{}", i - 1));
+    }
+    // The last step reads a field of the first one: a reference to a step far up the chain.
+    steps[29]["params"]["content"] = json!("@{outputs.s0.status}\n");
+    let output = sandbox.run(&json!({"task": "a chain", "steps": steps}), "chain");
+    assert_exit(&output, 0);
+
+    let entry = |id: &str, message: &str| {
+        format!(
+            "  - `{id}` (write_file): {message}; result `../{id}/result.json`, output \
+             `../{id}/output`, instructions `../{id}/open_codex_instructions.md`"
+        )
+    };
+    assert_eq!(
+        instructions_context(&sandbox, "chain", "s29"),
+        [
+            "- Role: coder".to_string(),
+            "- Steps this one depends on:".to_string(),
+            entry("s28", "wrote 3 bytes to out/28.txt from params.content"),
+            // Validation made the step it reads a dependency, so it is listed too.
+            entry("s0", "wrote 2 bytes to out/0.txt from params.content"),
+        ]
+        .join("\n")
+    );
+    assert_eq!(
+        instructions_context(&sandbox, "chain", "s0"),
+        "- Role: coder\n- This step depends on no other step."
+    );
+    // Step 25 of the chain says as much as step 2: one dependency each (before, step 25 listed
+    // all 25 steps above it).
+    let size = |id: &str| {
+        let path = sandbox
+            .task_dir("chain")
+            .join(id)
+            .join("open_codex_instructions.md");
+        std::fs::metadata(path).unwrap().len()
+    };
+    assert!(
+        size("s25") <= size("s2") + 20,
+        "{} > {} + 20",
+        size("s25"),
+        size("s2")
+    );
+    assert_eq!(
+        sandbox.result("chain", "s29")["message"],
+        json!("wrote 8 bytes to out/29.txt from params.content")
+    );
+}
+
 #[test]
 fn a_failing_command_fails_the_flow_and_its_changes_are_not_kept() {
     let sandbox = Sandbox::new(&[("a.txt", "a\n")]);

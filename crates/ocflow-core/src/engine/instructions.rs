@@ -21,8 +21,12 @@ pub(crate) struct DoneStep<'a> {
     pub(crate) message: &'a str,
 }
 
-/// Renders the whole instructions file.
-pub(crate) fn render(spec: &StepSpec, step: &Step, done: &[DoneStep<'_>]) -> String {
+/// Renders the whole instructions file. `dependencies` are the steps in the step's
+/// `depends_on`, which validation makes hold every step its parameters read (a reference or a
+/// step parameter). The context lists only those, never the whole chain: a file that listed
+/// every ancestor grew with the flow's depth and a long chain wrote quadratic bytes (issue 28).
+/// Each entry names the step's own instructions file, so a person can still walk the chain back.
+pub(crate) fn render(spec: &StepSpec, step: &Step, dependencies: &[DoneStep<'_>]) -> String {
     let inputs = if spec.input_files.is_empty() {
         match spec.work_dir {
             Some(_) => "- the whole repository, with every earlier change applied, at `work_dir`"
@@ -53,14 +57,11 @@ pub(crate) fn render(spec: &StepSpec, step: &Step, done: &[DoneStep<'_>]) -> Str
     if let Some(description) = &step.description {
         context.push(format!("- Purpose: {description}"));
     }
-    if done.is_empty() {
+    if dependencies.is_empty() {
         context.push("- This step depends on no other step.".into());
     } else {
-        context.push("- Steps this one builds on:".into());
-        context.extend(
-            done.iter()
-                .map(|d| format!("  - `{}` ({}): {}", d.id, d.operation, d.message)),
-        );
+        context.push("- Steps this one depends on:".into());
+        context.extend(dependencies.iter().map(context_entry));
     }
     let params = spec
         .params
@@ -83,6 +84,20 @@ pub(crate) fn render(spec: &StepSpec, step: &Step, done: &[DoneStep<'_>]) -> Str
         )
         // Last: the JSON may contain text that looks like a placeholder.
         .replace("{{step_json}}", &step_json)
+}
+
+/// One context line: the step, what it reported, and where its result, its outputs and its own
+/// instructions are, relative to this file's directory as every path in the file is.
+fn context_entry(step: &DoneStep<'_>) -> String {
+    let id = step.id;
+    format!(
+        "  - `{id}` ({}): {}; result `../{id}/{}`, output `../{id}/{}`, instructions `../{id}/{}`",
+        step.operation,
+        one_line(step.message),
+        workspace::RESULT_FILE,
+        workspace::OUTPUT_DIR,
+        workspace::INSTRUCTIONS_FILE,
+    )
 }
 
 /// One sentence saying what the step does: the first of its operation's declared goal lines

@@ -151,19 +151,18 @@ impl Executor {
             env,
             sandbox,
         };
-        let done: Vec<DoneStep<'_>> = self
-            .flow
-            .steps
+        // Only the direct dependencies: validation has made every step a parameter reads one.
+        let dependencies: Vec<DoneStep<'_>> = step
+            .depends_on
             .iter()
-            .filter(|s| ancestors.contains(&s.id))
-            .filter_map(|s| self.status.step(&s.id))
+            .filter_map(|id| self.status.step(id))
             .map(|s| DoneStep {
                 id: &s.id,
                 operation: &s.operation,
                 message: s.message.as_deref().unwrap_or(""),
             })
             .collect();
-        let text = instructions::render(&spec_block, step, &done);
+        let text = instructions::render(&spec_block, step, &dependencies);
         let instructions_path = dir.join(workspace::INSTRUCTIONS_FILE);
         fs::write(&instructions_path, text)
             .io_context(|| format!("writing {}", instructions_path.display()))?;

@@ -268,8 +268,8 @@ fn instructions_name_direct_dependencies_and_stay_bounded_along_a_chain() {
                    "params": {"file_path": format!("out/{i}.txt"), "content": format!("{i}\n")}})
         })
         .collect();
-    for i in 1..30 {
-        steps[i]["depends_on"] = json!(format!("s{}", i - 1));
+    for (i, step) in steps.iter_mut().enumerate().skip(1) {
+        step["depends_on"] = json!(format!("s{}", i - 1));
     }
     // The last step reads a field of the first one: a reference to a step far up the chain.
     steps[29]["params"]["content"] = json!("@{outputs.s0.status}\n");

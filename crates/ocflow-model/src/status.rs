@@ -670,7 +670,10 @@ mod tests {
         status.steps.insert(0, pending("e"));
         for id in ["a", "b", "d", "e"] {
             let found = status.steps.iter().position(|s| s.id == id);
-            assert_eq!(status.steps.iter().position(|s| Some(s) == status.step(id)), found);
+            assert_eq!(
+                status.steps.iter().position(|s| Some(s) == status.step(id)),
+                found
+            );
         }
         status.step_mut("d").unwrap().attempts = 3;
         assert_eq!(status.steps[3].attempts, 3);

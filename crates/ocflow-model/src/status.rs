@@ -1,9 +1,10 @@
 //! The durable state of a flow: `flow_status.json`, replaced atomically after every change.
 //! Resume trusts it; `ocflow status` renders it as a table or JSON.
 
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, HashMap};
 use std::fmt;
 use std::path::{Path, PathBuf};
+use std::sync::{Mutex, PoisonError};
 
 use serde::{Deserialize, Serialize};
 
@@ -67,6 +68,64 @@ pub struct FlowStatus {
     pub tokens_by_profile: BTreeMap<String, Usage>,
     /// One entry per step, in flow order.
     pub steps: Vec<StepStatus>,
+    /// Where each step sits in `steps`, so that preparing a step does not search every step
+    /// for each of its ancestors (quadratic per step on a chain). Not persisted.
+    #[serde(skip)]
+    index: StepIndex,
+}
+
+/// Positions in `FlowStatus::steps` by step id: a cache, since `steps` is public and may be
+/// changed anywhere. Each answer is checked against `steps` before it is trusted, and the whole
+/// index is rebuilt when it does not hold; a step that is absent costs one such rebuild, the
+/// linear search it replaces.
+#[derive(Debug, Default)]
+struct StepIndex(Mutex<HashMap<String, usize>>);
+
+impl StepIndex {
+    fn position(&self, steps: &[StepStatus], id: &str) -> Option<usize> {
+        // A panic elsewhere while the lock was held leaves at worst a stale map, which the
+        // check below catches: poisoning says nothing here.
+        let mut positions = self.0.lock().unwrap_or_else(PoisonError::into_inner);
+        Self::lookup(&mut positions, steps, id)
+    }
+
+    fn position_mut(&mut self, steps: &[StepStatus], id: &str) -> Option<usize> {
+        let positions = self.0.get_mut().unwrap_or_else(PoisonError::into_inner);
+        Self::lookup(positions, steps, id)
+    }
+
+    fn lookup(
+        positions: &mut HashMap<String, usize>,
+        steps: &[StepStatus],
+        id: &str,
+    ) -> Option<usize> {
+        let holds = |position: usize| steps.get(position).is_some_and(|s| s.id == id);
+        if let Some(&position) = positions.get(id)
+            && holds(position)
+        {
+            return Some(position);
+        }
+        positions.clear();
+        for (position, step) in steps.iter().enumerate() {
+            // The first of two steps with one id wins, as the search it replaces found it.
+            positions.entry(step.id.clone()).or_insert(position);
+        }
+        positions.get(id).copied()
+    }
+}
+
+impl Clone for StepIndex {
+    /// A clone starts empty: it is filled on the first lookup.
+    fn clone(&self) -> Self {
+        StepIndex::default()
+    }
+}
+
+impl PartialEq for StepIndex {
+    /// A cache, never part of what a status says.
+    fn eq(&self, _: &Self) -> bool {
+        true
+    }
 }
 
 /// Where a flow stands.
@@ -414,6 +473,7 @@ impl FlowStatus {
             journal_offset: 0,
             tokens_by_profile: BTreeMap::new(),
             steps: flow.steps.iter().map(FlowStatus::pending_step).collect(),
+            index: StepIndex::default(),
         }
     }
 
@@ -442,12 +502,15 @@ impl FlowStatus {
         Some(each.join(", "))
     }
 
+    /// The step with this id; found through the index, not by a search.
     pub fn step(&self, id: &str) -> Option<&StepStatus> {
-        self.steps.iter().find(|s| s.id == id)
+        let position = self.index.position(&self.steps, id)?;
+        self.steps.get(position)
     }
 
     pub fn step_mut(&mut self, id: &str) -> Option<&mut StepStatus> {
-        self.steps.iter_mut().find(|s| s.id == id)
+        let position = self.index.position_mut(&self.steps, id)?;
+        self.steps.get_mut(position)
     }
 
     /// The steps that succeeded, in flow order.
@@ -579,5 +642,44 @@ mod tests {
         assert_eq!(status.state, FlowState::Running);
         assert_eq!(status.move_to(FlowState::NoChange), Ok(()));
         assert_eq!(status.state, FlowState::NoChange);
+    }
+
+    fn pending(id: &str) -> StepStatus {
+        FlowStatus::pending_step(&crate::flow::Step {
+            id: id.into(),
+            operation: "read_file".into(),
+            role: None,
+            description: None,
+            params: Default::default(),
+            depends_on: Vec::new(),
+        })
+    }
+
+    /// `steps` is public: whatever is done to it, `step` and `step_mut` find what a search
+    /// through it would find, though they look steps up through an index.
+    #[test]
+    fn a_step_is_found_however_the_steps_were_changed() {
+        let mut status = status_in(FlowState::Running);
+        status.steps = ["a", "b", "c"].map(pending).to_vec();
+        assert_eq!(status.step("b").map(|s| s.id.as_str()), Some("b"));
+        status.steps.reverse();
+        status.steps.remove(0);
+        assert_eq!(status.step("c"), None);
+        assert_eq!(status.step("a").map(|s| s.id.as_str()), Some("a"));
+        status.steps.push(pending("d"));
+        status.steps.insert(0, pending("e"));
+        for id in ["a", "b", "d", "e"] {
+            let found = status.steps.iter().position(|s| s.id == id);
+            assert_eq!(
+                status.steps.iter().position(|s| Some(s) == status.step(id)),
+                found
+            );
+        }
+        status.step_mut("d").unwrap().attempts = 3;
+        assert_eq!(status.steps[3].attempts, 3);
+        status.steps.clear();
+        assert_eq!(status.step_mut("d"), None);
+        let copy = status.clone();
+        assert_eq!(copy, status);
     }
 }

@@ -491,11 +491,15 @@ fn find_cycle(flow: &Flow) -> Option<Vec<String>> {
 /// Two steps that may run at the same time (neither depends on the other) may not write the
 /// same file: which one won would depend on timing.
 fn check_concurrent_writers(flow: &Flow, problems: &mut Problems) {
-    let ancestors: HashMap<&str, BTreeSet<String>> = flow
-        .steps
-        .iter()
-        .map(|s| (s.id.as_str(), flow.ancestors(&s.id)))
-        .collect();
+    // Only the steps that share a file with another one need their ancestors: every step's
+    // set at once is quadratic in memory on a chain (40 MB for 1000 steps).
+    let mut ancestors: HashMap<String, BTreeSet<String>> = HashMap::new();
+    let mut depends = |step: &str, on: &str| {
+        ancestors
+            .entry(step.to_string())
+            .or_insert_with(|| flow.ancestors(step))
+            .contains(on)
+    };
     let mut writers: std::collections::BTreeMap<&str, Vec<&str>> =
         std::collections::BTreeMap::new();
     for step in &flow.steps {
@@ -511,8 +515,7 @@ fn check_concurrent_writers(flow: &Flow, problems: &mut Problems) {
     for (path, steps) in writers {
         for (i, first) in steps.iter().enumerate() {
             for second in &steps[i + 1..] {
-                let related = ancestors.get(first).is_some_and(|a| a.contains(*second))
-                    || ancestors.get(second).is_some_and(|a| a.contains(*first));
+                let related = depends(first, second) || depends(second, first);
                 if !related && first != second {
                     problems.step(
                         second,
@@ -553,7 +556,8 @@ fn check_params(
             );
             continue;
         };
-        let ancestors = flow.ancestors(&step.id);
+        // Found when a reference needs them: every step's, each in turn, is quadratic on a chain.
+        let ancestors = std::cell::OnceCell::new();
         let refer = |target: &str, what: &str, problems: &mut Problems| {
             if flow.step(target).is_none() {
                 problems.step(
@@ -561,7 +565,10 @@ fn check_params(
                     "reference",
                     format!("{what} names `{target}`, which is not a step of this flow"),
                 );
-            } else if !ancestors.contains(target) {
+            } else if !ancestors
+                .get_or_init(|| flow.ancestors(&step.id))
+                .contains(target)
+            {
                 problems.step(
                     &step.id,
                     "reference",

@@ -254,6 +254,15 @@ impl Server {
             };
         }
         self.settle(&id, &status).await;
+        // The flow's process ended after the status was read (its `finished` is known): read it
+        // again, so the answer's state is the final one, saved before the process exits, and
+        // not the one seen a moment before beside it.
+        if mcp_status::runs(&status) && self.lock().get(&id).is_some_and(|s| !s.running) {
+            match self.status(params.repo.clone(), Some(&id)).await {
+                Ok(fresh) => status = fresh,
+                Err(answer) => return answer,
+            }
+        }
         self.answered()
             .insert(id.clone(), mcp_status::fingerprint(&status));
         let started = self.lock();

@@ -599,20 +599,33 @@ def _annotations(title: str, read_only: bool) -> ToolAnnotations:
     )
 
 
+def _one_tool(cls, description, action_type, observation_type, name, read_only, executor):
+    """The one tool a `ToolDefinition` subclass makes, as the SDK's `create` returns it."""
+    return [
+        cls(
+            description=description,
+            action_type=action_type,
+            observation_type=observation_type,
+            annotations=_annotations(name, read_only=read_only),
+            executor=executor,
+        )
+    ]
+
+
 class OcflowRunTool(ToolDefinition[OcflowRunAction, OcflowRunObservation]):
     """`ocflow_run`: start a flow and follow it."""
 
     @classmethod
     def create(cls, session: OcflowSession) -> Sequence[Self]:
-        return [
-            cls(
-                description=RUN_DESCRIPTION,
-                action_type=OcflowRunAction,
-                observation_type=OcflowRunObservation,
-                annotations=_annotations("ocflow_run", read_only=False),
-                executor=OcflowRunExecutor(session),
-            )
-        ]
+        return _one_tool(
+            cls,
+            RUN_DESCRIPTION,
+            OcflowRunAction,
+            OcflowRunObservation,
+            "ocflow_run",
+            False,
+            OcflowRunExecutor(session),
+        )
 
 
 class OcflowStatusTool(ToolDefinition[OcflowStatusAction, OcflowStatusObservation]):
@@ -620,15 +633,15 @@ class OcflowStatusTool(ToolDefinition[OcflowStatusAction, OcflowStatusObservatio
 
     @classmethod
     def create(cls, session: OcflowSession) -> Sequence[Self]:
-        return [
-            cls(
-                description=STATUS_DESCRIPTION,
-                action_type=OcflowStatusAction,
-                observation_type=OcflowStatusObservation,
-                annotations=_annotations("ocflow_status", read_only=True),
-                executor=OcflowStatusExecutor(session),
-            )
-        ]
+        return _one_tool(
+            cls,
+            STATUS_DESCRIPTION,
+            OcflowStatusAction,
+            OcflowStatusObservation,
+            "ocflow_status",
+            True,
+            OcflowStatusExecutor(session),
+        )
 
 
 class OcflowDiffTool(ToolDefinition[OcflowDiffAction, OcflowDiffObservation]):
@@ -636,15 +649,15 @@ class OcflowDiffTool(ToolDefinition[OcflowDiffAction, OcflowDiffObservation]):
 
     @classmethod
     def create(cls, session: OcflowSession) -> Sequence[Self]:
-        return [
-            cls(
-                description=DIFF_DESCRIPTION,
-                action_type=OcflowDiffAction,
-                observation_type=OcflowDiffObservation,
-                annotations=_annotations("ocflow_diff", read_only=True),
-                executor=OcflowDiffExecutor(session),
-            )
-        ]
+        return _one_tool(
+            cls,
+            DIFF_DESCRIPTION,
+            OcflowDiffAction,
+            OcflowDiffObservation,
+            "ocflow_diff",
+            True,
+            OcflowDiffExecutor(session),
+        )
 
 
 class OcflowApplyTool(ToolDefinition[OcflowApplyAction, OcflowApplyObservation]):
@@ -652,15 +665,15 @@ class OcflowApplyTool(ToolDefinition[OcflowApplyAction, OcflowApplyObservation])
 
     @classmethod
     def create(cls, session: OcflowSession) -> Sequence[Self]:
-        return [
-            cls(
-                description=APPLY_DESCRIPTION,
-                action_type=OcflowApplyAction,
-                observation_type=OcflowApplyObservation,
-                annotations=_annotations("ocflow_apply", read_only=False),
-                executor=OcflowApplyExecutor(session),
-            )
-        ]
+        return _one_tool(
+            cls,
+            APPLY_DESCRIPTION,
+            OcflowApplyAction,
+            OcflowApplyObservation,
+            "ocflow_apply",
+            False,
+            OcflowApplyExecutor(session),
+        )
 
 
 class OcflowToolSet(ToolDefinition[OcflowRunAction, OcflowRunObservation]):

@@ -55,6 +55,9 @@ pub fn run(mut cli: Cli, api_key: ApiKey) -> Result<ExitCode> {
         _ => None,
     };
     cli::task_index::locate(&mut cli.global, named_task.as_deref())?;
+    if let Command::Batch(args) = &mut cli.command {
+        args.forwarded = cli::batch::forwarded_flags(&cli.global)?;
+    }
     let detached_key = match &cli.command {
         Command::Run(args) if args.detach => Some(api_key.clone()),
         _ => None,
@@ -70,7 +73,8 @@ pub fn run(mut cli: Cli, api_key: ApiKey) -> Result<ExitCode> {
     // through an explicit workspace or task directory.
     let needs_repo = match &cli.command {
         Command::Run(_) | Command::Plan(_) | Command::Trust(_) => true,
-        Command::Demo
+        Command::Batch(_)
+        | Command::Demo
         | Command::Skill(_)
         | Command::SandboxExec(_)
         | Command::Mcp

@@ -93,6 +93,10 @@ pub(crate) enum Command {
     Report(TaskArg),
     /// Write the flow's changes into the repository: all of them or none.
     Apply(ApplyArgs),
+    /// Run a fleet of flows from TASKS.jsonl (one task a line), M at once, here or on a Ray
+    /// cluster; results in DIR/results.jsonl and DIR/summary.md. Run it again with the same
+    /// --out to resume: finished tasks are skipped, unfinished flows continued.
+    Batch(BatchArgs),
     /// Put back what a task's last apply replaced, byte for byte.
     Undo(UndoArgs),
     /// Obey the repository's own config (`.ocflow/ocflow.toml`) in full from now on: its
@@ -123,6 +127,49 @@ pub(crate) enum Command {
     /// (internal) Run a command in the sandbox: write access only beneath the --write paths.
     #[command(hide = true)]
     SandboxExec(Box<ocflow_sandbox::SandboxArgs>),
+}
+
+#[derive(Debug, Args)]
+pub(crate) struct BatchArgs {
+    /// The tasks: one JSON object a line, {"id": "...", "task": "...", "repo": "path"} with
+    /// optional "plan" (a flow file), "model" and "base_url"; relative paths are taken from
+    /// the file's directory.
+    #[arg(value_name = "TASKS.jsonl")]
+    pub(crate) tasks: PathBuf,
+    /// Where the batch keeps its results, summary, logs and the flows' task directories.
+    #[arg(long, value_name = "DIR")]
+    pub(crate) out: PathBuf,
+    /// Flows at once [default: --max-llm-requests, else the number of cores].
+    #[arg(long, value_name = "M")]
+    pub(crate) flows: Option<usize>,
+    /// Steps each flow runs at once (as `run --jobs`).
+    #[arg(long, value_name = "N")]
+    pub(crate) jobs: Option<usize>,
+    /// LLM requests in flight across the whole batch at most, per endpoint [default: no cap].
+    #[arg(long, value_name = "K")]
+    pub(crate) max_llm_requests: Option<usize>,
+    /// Where the flows run: child processes here, or Ray tasks on a cluster.
+    #[arg(long, value_enum, default_value_t = Engine::Local)]
+    pub(crate) engine: Engine,
+    /// The Ray cluster (`auto`: the one `ray start` began on this machine).
+    #[arg(long, value_name = "ADDR", default_value = "auto")]
+    pub(crate) ray_address: String,
+    /// After the batch, apply each succeeded flow to its repository (all or nothing, refusing
+    /// a repository that changed); otherwise they wait for review (`ocflow list --all`).
+    #[arg(long)]
+    pub(crate) apply: bool,
+    /// Global flags handed on to every flow (`--model`, `--codex-lib`, `--python-dir`).
+    #[arg(skip)]
+    pub(crate) forwarded: Vec<std::ffi::OsString>,
+}
+
+/// Where `ocflow batch` runs its flows.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
+pub(crate) enum Engine {
+    /// Child processes of this ocflow, on this machine.
+    Local,
+    /// One Ray task per flow (needs `pip install ray` in $VIRTUAL_ENV or python3).
+    Ray,
 }
 
 #[derive(Debug, Args)]

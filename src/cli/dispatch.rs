@@ -3,7 +3,7 @@
 use crate::cli::args::Command;
 use crate::cli::config::Config;
 use crate::cli::{
-    apply, demo, doctor, launch, progress, report, resume, review, run, skill, trust, wait,
+    apply, batch, demo, doctor, launch, progress, report, resume, review, run, skill, trust, wait,
 };
 use ocflow_model::error::{Error, IoContext, Result};
 use ocflow_model::event::{Event, Record};
@@ -76,6 +76,7 @@ pub(crate) fn dispatch(config: &Config, command: Command) -> Result<ExitCode> {
             Ok(code)
         }),
         Command::Resume(args) => with_runtime(|| resume::resume(config, args)),
+        Command::Batch(args) => with_runtime(|| batch::batch(config, args)),
         Command::Status(args) => review::status(config, args),
         Command::List(_) => review::list(config),
         Command::Wait(args) => wait::wait(config, args),

@@ -1,10 +1,11 @@
 //! The command line: clap's raw arguments, the configuration resolved once from them, and the
 //! commands — `run`/`plan`, `resume`, `status`/`diff`/`apply`, the HTML `report`, `status
 //! --follow`, the demo, `trust`, the OpenHands `skill`, the MCP server — with what they share
-//! (`launch`, `tasks`).
+//! (`launch`, `tasks`) — and `batch`, a fleet of flows.
 
 pub(crate) mod apply;
 pub(crate) mod args;
+pub(crate) mod batch;
 pub(crate) mod config;
 pub(crate) mod demo;
 pub(crate) mod detach;

@@ -198,7 +198,10 @@ fn progress_line(event: &Event) -> Option<String> {
             format!("ocflow: put back {} file(s) in the repository", files.len())
         }
         // Said by the recovery itself, whatever the output mode.
-        Event::ApplyRecovered { .. } => return None,
+        // `ocflow batch` says these its own way (`cli/batch/display.rs`).
+        Event::ApplyRecovered { .. } | Event::BatchStarted { .. } | Event::BatchFinished { .. } => {
+            return None;
+        }
     })
 }
 

@@ -12,7 +12,7 @@
 
 use std::collections::VecDeque;
 use std::sync::{Arc, Mutex, MutexGuard};
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
 use serde_json::{Value, json};
 use wiremock::matchers::{method, path};
@@ -240,6 +240,9 @@ struct Script {
     refuse: Refuse,
     /// What went against the rules: unmatched requests, requests past a rule's last reply.
     problems: Mutex<Vec<String>>,
+    /// When each answered request arrived and when its answer was due (after its delay): the
+    /// requests in flight at once, as the server saw them.
+    spans: Mutex<Vec<(Instant, Instant)>>,
 }
 
 impl Script {
@@ -324,6 +327,15 @@ impl Respond for Script {
             Ok(reply) => reply,
             Err(why) => return ResponseTemplate::new(500).set_body_string(why),
         };
+        let delay = match &reply {
+            Reply::Slow { delay } | Reply::SlowChat { delay, .. } => *delay,
+            _ => Duration::ZERO,
+        };
+        let arrived = Instant::now();
+        self.spans
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .push((arrived, arrived + delay));
         match reply {
             Reply::Chat {
                 content,
@@ -406,6 +418,7 @@ impl FakeLlm {
             mode: Mutex::new(mode),
             refuse,
             problems: Mutex::new(Vec::new()),
+            spans: Mutex::new(Vec::new()),
         });
         let server = runtime.block_on(async {
             let server = MockServer::start().await;
@@ -441,6 +454,24 @@ impl FakeLlm {
             .iter()
             .map(|r| serde_json::from_slice(&r.body).unwrap())
             .collect()
+    }
+
+    /// The most requests in flight at once: answered requests whose arrival-to-answer spans
+    /// (their replies' delays) overlapped. Replies without a delay count as instants.
+    pub fn max_in_flight(&self) -> usize {
+        let spans = self.script.spans.lock().unwrap_or_else(|e| e.into_inner());
+        // At equal times an answer leaves before the next request counts.
+        let mut changes: Vec<(Instant, i32)> = spans
+            .iter()
+            .flat_map(|&(start, end)| [(start, 1), (end, -1)])
+            .collect();
+        changes.sort_by(|a, b| a.0.cmp(&b.0).then(a.1.cmp(&b.1)));
+        let (mut now, mut most) = (0i32, 0i32);
+        for (_, change) in changes {
+            now += change;
+            most = most.max(now);
+        }
+        most as usize
     }
 
     /// How many requests the rule of this name answered (refusals of `response_format` are

@@ -3,6 +3,7 @@ mod support;
 
 mod anywhere;
 mod apply;
+mod batch;
 mod bridge;
 mod commands;
 mod containers;

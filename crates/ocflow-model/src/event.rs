@@ -174,6 +174,42 @@ pub enum Event {
         /// Files edited since, left as they are.
         left: Vec<String>,
     },
+    /// `ocflow batch` begins; every flow's events follow, each tagged with its `task_id`.
+    BatchStarted {
+        /// The batch's output directory (`results.jsonl`, `summary.md`, the task directories).
+        out: PathBuf,
+        /// Tasks in the tasks file.
+        tasks: usize,
+        /// Tasks an earlier run finished, skipped now.
+        skipped: usize,
+        /// Unfinished flows of an earlier run, resumed now.
+        resumed: usize,
+        /// Flows at once at most.
+        flows: usize,
+        /// `local` or `ray`.
+        engine: String,
+        /// LLM requests in flight across the batch at most, when capped.
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        max_llm_requests: Option<usize>,
+    },
+    /// `ocflow batch` ended: the totals over every task of the batch (`summary.md`).
+    BatchFinished {
+        succeeded: usize,
+        failed: usize,
+        /// Flows left unfinished (interrupted): running the batch again resumes them.
+        unfinished: usize,
+        /// Tokens of every finished flow.
+        tokens: Usage,
+        /// Wall time of this run of the batch.
+        wall_ms: u64,
+        /// The batch's summary file.
+        summary: PathBuf,
+        /// LLM requests in flight at once through the batch's gate: the most, and the mean.
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        max_llm_in_flight: Option<usize>,
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        mean_llm_in_flight: Option<f64>,
+    },
 }
 
 /// How a later command finished an apply or undo a kill cut short.

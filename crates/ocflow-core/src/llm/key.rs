@@ -28,8 +28,9 @@ impl ApiKey {
         ApiKey { key, variable }
     }
 
-    /// The key itself, for the Authorization header.
-    pub(crate) fn expose(&self) -> &str {
+    /// The key itself, for the Authorization header (the client's, and `ocflow batch`'s LLM
+    /// gate's, which adds it to its flows' requests).
+    pub fn expose(&self) -> &str {
         &self.key
     }
 

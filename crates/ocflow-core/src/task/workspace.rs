@@ -22,7 +22,7 @@ pub const SUMMARY_FILE: &str = "summary.md";
 /// The page `ocflow report` writes.
 pub const REPORT_FILE: &str = "report.html";
 /// The flow's changes as a unified diff, written when it ends.
-pub(crate) const DIFF_FILE: &str = "changes.diff";
+pub const DIFF_FILE: &str = "changes.diff";
 /// The config file inside a workspace.
 pub const WORKSPACE_CONFIG: &str = "ocflow.toml";
 pub(crate) const FINAL_OUTPUT_DIR: &str = "final_output";

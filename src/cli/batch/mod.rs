@@ -83,14 +83,12 @@ impl FlowJob {
     /// `--base-url` (a Ray worker gets it in its environment instead).
     pub(crate) fn argv(&self, context: &Context, resume: bool, with_gate: bool) -> Vec<OsString> {
         let mut argv: Vec<OsString> = vec!["--json".into()];
-        if !resume {
-            // A Ray worker puts its clone's path in place of a git URL.
-            let repo: OsString = match &self.task.repo {
-                RepoSource::Path(path) => path.into(),
-                RepoSource::Git { url, .. } => url.into(),
-            };
-            argv.extend(["--repo".into(), repo]);
-        }
+        // A Ray worker puts its clone's path in place of a git URL.
+        let repo: OsString = match &self.task.repo {
+            RepoSource::Path(path) => path.into(),
+            RepoSource::Git { url, .. } => url.into(),
+        };
+        argv.extend(["--repo".into(), repo]);
         argv.extend(["--workspace".into(), context.workspace.clone().into()]);
         argv.extend(context.forwarded.iter().cloned());
         if with_gate && let Some(url) = &self.gate_url {
@@ -506,7 +504,12 @@ async fn apply_succeeded(
         if !result.succeeded() || !matches!(task.repo, RepoSource::Path(_)) {
             continue;
         }
+        let RepoSource::Path(repo) = &task.repo else {
+            continue;
+        };
         let output = tokio::process::Command::new(&context.exe)
+            .arg("--repo")
+            .arg(repo)
             .arg("--workspace")
             .arg(&context.workspace)
             .args(context.json.then_some("--json"))
@@ -535,8 +538,7 @@ async fn apply_succeeded(
     refused
 }
 
-/// Records a batch-level event: a JSON line with `--json`, else nothing (the live display and
-/// the summary say it to people).
+/// A batch-level event, stamped now.
 pub(crate) fn record(event: Event) -> Record {
     Record::now(now(), event)
 }

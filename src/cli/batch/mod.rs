@@ -441,7 +441,7 @@ pub(crate) fn result_of(
     };
     let diff_text = std::fs::read_to_string(task_dir.join(ocflow_core::task::workspace::DIFF_FILE))
         .unwrap_or_default();
-    Ok(result_from_status(
+    result_from_status(
         context,
         task,
         task_dir,
@@ -449,7 +449,7 @@ pub(crate) fn result_of(
         &diff_text,
         exit_code,
         duration_ms,
-    )?)
+    )
 }
 
 /// A result from a flow's status and diff, wherever they came from (its task directory, or a
@@ -474,7 +474,7 @@ pub(crate) fn result_from_status(
         state,
         task_dir: task_dir.to_path_buf(),
         exit_code: exit_code.unwrap_or(i32::from(status.state != FlowState::Succeeded)),
-        tokens: status.tokens.clone(),
+        tokens: status.tokens,
         duration_ms,
         files_changed: results::files_in_diff(diff_text),
         diff,

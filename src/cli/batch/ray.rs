@@ -33,7 +33,7 @@ const MAX_RETRIES: u32 = 3;
 #[derive(Debug, Deserialize)]
 #[serde(untagged)]
 enum RunnerLine {
-    Result { id: String, result: FlowResult },
+    Result { id: String, result: Box<FlowResult> },
     Event { id: String, event: Value },
     Error { error: String, fix: Option<String> },
 }
@@ -186,7 +186,7 @@ pub(crate) async fn run(
                     let Some(job) = by_id.get(&id) else {
                         continue;
                     };
-                    finish(job, result, context, &mut outcome)?;
+                    finish(job, *result, context, &mut outcome)?;
                 }
                 Ok(RunnerLine::Error { error, fix }) => {
                     runner_error = Some(match fix {

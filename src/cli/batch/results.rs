@@ -175,7 +175,7 @@ pub(crate) fn summary(results: &BTreeMap<String, TaskResult>, figures: &RunFigur
         ));
     }
     let mut slowest: Vec<&TaskResult> = results.values().collect();
-    slowest.sort_by(|a, b| b.duration_ms.cmp(&a.duration_ms));
+    slowest.sort_by_key(|r| std::cmp::Reverse(r.duration_ms));
     text.push_str("\n## Slowest tasks\n\n");
     for result in slowest.iter().take(5) {
         text.push_str(&format!(

@@ -663,3 +663,79 @@ fn ctrl_c_stops_every_flow_resumably() {
     assert_exit(&output, 0);
     all_succeeded(&out, 8);
 }
+
+/// A task's own `base_url` is reached through the gate too (its own path prefix there), the
+/// other tasks' requests going to the default endpoint.
+#[test]
+fn a_tasks_own_endpoint_gets_its_requests_through_the_gate() {
+    let sandbox = Sandbox::new(&[]);
+    let default = slow_llm();
+    let own = slow_llm();
+    let tasks = fleet(&sandbox, 2);
+    let text = fs::read_to_string(&tasks).unwrap();
+    let mut lines: Vec<Value> = text
+        .lines()
+        .map(|l| serde_json::from_str(l).unwrap())
+        .collect();
+    lines[1]["base_url"] = json!(own.base_url());
+    let text: String = lines.iter().map(|l| format!("{l}\n")).collect();
+    fs::write(&tasks, text).unwrap();
+    let out = sandbox.root().join("out");
+    let output = batch(&sandbox, &default, &tasks, &out).output().unwrap();
+    assert_exit(&output, 0);
+    all_succeeded(&out, 2);
+    let asked = |llm: &FakeLlm| {
+        llm.bodies()
+            .iter()
+            .filter(|b| b.to_string().contains("Fix f in t"))
+            .map(|b| {
+                if b.to_string().contains("Fix f in t1") {
+                    "t1"
+                } else {
+                    "t0"
+                }
+            })
+            .collect::<Vec<_>>()
+    };
+    assert_eq!(
+        asked(&default),
+        ["t0"],
+        "the default endpoint's summary requests"
+    );
+    assert_eq!(
+        asked(&own),
+        ["t1"],
+        "the task's own endpoint's summary requests"
+    );
+    assert_eq!((default.requests().len(), own.requests().len()), (2, 2));
+}
+
+/// Tasks the LLM must plan, and no LLM configured: refused before anything runs, naming them.
+#[test]
+fn tasks_without_a_plan_and_no_llm_are_refused_up_front() {
+    let sandbox = Sandbox::new(&[]);
+    let root = sandbox.root();
+    fs::create_dir_all(root.join("repos/a")).unwrap();
+    let tasks = root.join("tasks.jsonl");
+    fs::write(
+        &tasks,
+        "{\"id\": \"a\", \"task\": \"Add a README\", \"repo\": \"repos/a\"}\n",
+    )
+    .unwrap();
+    let out = root.join("out");
+    let output = sandbox
+        .command_like_ocflow(env!("CARGO_BIN_EXE_ocflow"))
+        .arg("batch")
+        .arg(&tasks)
+        .arg("--out")
+        .arg(&out)
+        .output()
+        .unwrap();
+    assert_exit(&output, 2);
+    assert!(
+        stderr(&output).contains("need the LLM to plan them: a"),
+        "{}",
+        stderr(&output)
+    );
+    assert!(!out.exists());
+}

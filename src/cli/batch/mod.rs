@@ -190,6 +190,20 @@ pub(crate) async fn batch(config: &Config, args: BatchArgs) -> Result<ExitCode> 
     }
     let tasks = tasks_file::read(&args.tasks, args.engine == Engine::Ray)
         .map_err(|err| Error::Usage(err.to_string()))?;
+    // A task without a plan needs the LLM to plan it: say so now rather than fail each flow.
+    if let Err(no_llm) = &config.llm {
+        let unplanned: Vec<&str> = tasks
+            .iter()
+            .filter(|t| t.plan.is_none() && t.base_url.is_none())
+            .map(|t| t.id.as_str())
+            .collect();
+        if !unplanned.is_empty() {
+            return Err(Error::Usage(format!(
+                "{no_llm}; the tasks without a \"plan\" need the LLM to plan them: {}",
+                unplanned.join(", ")
+            )));
+        }
+    }
     let out = std::path::absolute(&args.out).io_context(|| format!("{}", args.out.display()))?;
     let workspace = out.join("workspace");
     std::fs::create_dir_all(&workspace)

@@ -416,6 +416,8 @@ fn fake_ray_runner(dir: &Path, mode: &str) -> PathBuf {
             r#"import json, os, subprocess, sys
 request = json.load(sys.stdin)
 open({request:?}, "w").write(json.dumps(request))
+if {crash}:
+    sys.exit("ModuleNotFoundError: No module named 'ray'")
 if {missing}:
     print(json.dumps({{"error": "ray is not installed in " + sys.executable,
                       "fix": "pip install ray"}}), flush=True)
@@ -437,6 +439,7 @@ for flow in request["flows"]:
 "#,
             request = dir.join("request.json").display().to_string(),
             missing = if mode == "missing" { "True" } else { "False" },
+            crash = if mode == "crash" { "True" } else { "False" },
         ),
     )
     .unwrap();
@@ -639,10 +642,31 @@ fn ctrl_c_stops_every_flow_resumably() {
         .stderr(std::process::Stdio::piped())
         .spawn()
         .unwrap();
+    // Once a flow of the second wave is asking the model (its step started, not finished).
+    let workspace = out.join("workspace");
+    let asking = || {
+        let finished = results(&out);
+        fs::read_dir(&workspace)
+            .into_iter()
+            .flatten()
+            .flatten()
+            .any(|dir| {
+                let id = dir.file_name().to_string_lossy().into_owned();
+                let journal =
+                    fs::read_to_string(dir.path().join("journal.jsonl")).unwrap_or_default();
+                !finished.is_empty()
+                    && !finished.contains_key(&id)
+                    && journal.contains("\"step_started\"")
+                    && !journal.contains("\"step_finished\"")
+            })
+    };
     let deadline = Instant::now() + Duration::from_secs(60);
-    while results(&out).is_empty() {
-        assert!(Instant::now() < deadline, "no flow finished in time");
-        std::thread::sleep(Duration::from_millis(20));
+    while !asking() {
+        assert!(
+            Instant::now() < deadline,
+            "no flow of the second wave began in time"
+        );
+        std::thread::sleep(Duration::from_millis(10));
     }
     // SAFETY: a signal to the child this test started.
     unsafe {
@@ -650,12 +674,14 @@ fn ctrl_c_stops_every_flow_resumably() {
     }
     let output = child.wait_with_output().unwrap();
     assert_exit(&output, 130);
-    let workspace = out.join("workspace");
     assert_eq!(processes_naming(&workspace), 0, "a flow outlived the batch");
     let stopped = fs::read_dir(&workspace)
         .unwrap()
         .flatten()
-        .filter(|dir| read_json(&dir.path().join("flow_status.json"))["state"] == "interrupted")
+        .filter(|dir| {
+            let status = dir.path().join("flow_status.json");
+            status.exists() && read_json(&status)["state"] == "interrupted"
+        })
         .count();
     assert!(stopped > 0, "{}", stderr(&output));
     assert!(results(&out).len() < 8);
@@ -738,4 +764,27 @@ fn tasks_without_a_plan_and_no_llm_are_refused_up_front() {
         stderr(&output)
     );
     assert!(!out.exists());
+}
+
+/// A runner that dies without a word of the protocol: the batch says so with its last lines
+/// (exit 2), and records no result.
+#[test]
+fn the_ray_engine_shows_a_runners_last_words_when_it_dies() {
+    let sandbox = Sandbox::new(&[]);
+    let llm = FakeLlm::with_rules(vec![]);
+    let tasks = fleet(&sandbox, 1);
+    let out = sandbox.root().join("out");
+    let venv = fake_ray_runner(sandbox.root(), "crash");
+    let output = batch(&sandbox, &llm, &tasks, &out)
+        .env("VIRTUAL_ENV", &venv)
+        .args(["--engine", "ray"])
+        .output()
+        .unwrap();
+    assert_exit(&output, 2);
+    let err = stderr(&output);
+    assert!(
+        err.contains("1 flow(s) unreported") && err.contains("No module named 'ray'"),
+        "{err}"
+    );
+    assert!(results(&out).is_empty());
 }

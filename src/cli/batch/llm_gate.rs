@@ -42,6 +42,9 @@ pub(crate) struct Upstream {
     /// Its OpenAI-compatible base URL, without a trailing `/`.
     pub(crate) base_url: String,
     pub(crate) key: ApiKey,
+    /// The longest a request may take, its answer streamed to the end: a flow that gave up
+    /// on it cannot hold its place under the cap for longer.
+    pub(crate) timeout: std::time::Duration,
 }
 
 /// What the gate measured: the requests in flight at once, over the batch.
@@ -261,7 +264,11 @@ impl Shared {
             counter: self.counter.clone(),
             _permit: permit,
         };
-        let mut forwarded = self.client.request(parts.method, &url).body(body);
+        let mut forwarded = self
+            .client
+            .request(parts.method, &url)
+            .timeout(upstream.timeout)
+            .body(body);
         for (name, value) in &parts.headers {
             // The key replaces the token; the client sets length and host for the upstream.
             if !matches!(
@@ -411,6 +418,7 @@ mod tests {
             vec![Upstream {
                 base_url: format!("http://{upstream_addr}/v1"),
                 key,
+                timeout: std::time::Duration::from_secs(5),
             }],
             Some(2),
             IpAddr::from([127, 0, 0, 1]),

@@ -44,6 +44,12 @@ const KEY_VARIABLES: &[&str] = &[
     KEY_FILE_VARIABLE,
 ];
 
+/// A request through the gate may take the flows' own time limit and this much more: the flow
+/// gives up first, and says so, rather than the gate.
+const GATE_TIMEOUT_MARGIN: std::time::Duration = std::time::Duration::from_secs(10);
+/// The gate's limit when no default endpoint gave one (the LLM client's default, + margin).
+const DEFAULT_GATE_TIMEOUT: std::time::Duration = std::time::Duration::from_secs(130);
+
 /// One flow the batch runs now: its task, and whether it continues an earlier run's.
 #[derive(Debug, Clone)]
 pub(crate) struct FlowJob {
@@ -362,6 +368,7 @@ async fn start_gate(
         upstreams.push(Upstream {
             base_url: endpoint.base_url.clone(),
             key: key.clone(),
+            timeout: endpoint.request_timeout + GATE_TIMEOUT_MARGIN,
         });
     }
     let mut others: Vec<String> = Vec::new();
@@ -375,10 +382,14 @@ async fn start_gate(
     }
     // The default endpoint, if any, is upstream 0; a task's own base URL takes the default key.
     let offset = upstreams.len();
+    let timeout = default.as_ref().map_or(DEFAULT_GATE_TIMEOUT, |(e, _)| {
+        e.request_timeout + GATE_TIMEOUT_MARGIN
+    });
     for url in &others {
         upstreams.push(Upstream {
             base_url: url.clone(),
             key: key.clone(),
+            timeout,
         });
     }
     let default_url = upstreams.first().map(|u| u.base_url.clone());

@@ -208,10 +208,18 @@ pub(crate) async fn run(
     let ended = outcome.finished.len() + outcome.unfinished;
     if ended < by_id.len() {
         if !outcome.interrupted && !status.success() {
-            return Err(Error::internal(format!(
-                "the Ray runner ended ({status}) with {} flow(s) unreported; see {}",
+            // Its last words: a missing module or a cluster it could not join, say.
+            let log = std::fs::read_to_string(&log_path).unwrap_or_default();
+            let tail: Vec<&str> = log.lines().rev().take(5).collect();
+            let tail: Vec<&str> = tail.into_iter().rev().collect();
+            return Err(Error::Usage(format!(
+                "--engine ray: the Ray runner ({} -m open_codex_lib.ray_batch) ended ({status}) \
+                 with {} flow(s) unreported; its last lines (all in {}):\n{}\nCheck that \
+                 $VIRTUAL_ENV holds ray and that a cluster runs at the --ray-address",
+                python.display(),
                 by_id.len() - ended,
-                log_path.display()
+                log_path.display(),
+                ocflow_model::output::printable_lines(&tail.join("\n"))
             )));
         }
         outcome.unfinished += by_id.len() - ended;

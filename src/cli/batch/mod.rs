@@ -212,8 +212,13 @@ pub(crate) async fn batch(config: &Config, args: BatchArgs) -> Result<ExitCode> 
     }
     let out = std::path::absolute(&args.out).io_context(|| format!("{}", args.out.display()))?;
     let workspace = out.join("workspace");
-    std::fs::create_dir_all(&workspace)
-        .io_context(|| format!("creating {}", workspace.display()))?;
+    std::fs::create_dir_all(&workspace).map_err(|err| {
+        Error::Usage(format!(
+            "--out {}: cannot make {} there ({err}); give a directory the batch may write",
+            args.out.display(),
+            workspace.display()
+        ))
+    })?;
     let exe = std::env::current_exe().io_context(|| "finding this binary".to_string())?;
     let flows = args
         .flows

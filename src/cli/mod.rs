@@ -5,6 +5,7 @@
 
 pub(crate) mod apply;
 pub(crate) mod args;
+pub(crate) mod budget;
 pub(crate) mod config;
 pub(crate) mod demo;
 pub(crate) mod detach;

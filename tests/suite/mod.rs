@@ -4,6 +4,7 @@ mod support;
 mod anywhere;
 mod apply;
 mod bridge;
+mod budget;
 mod commands;
 mod containers;
 mod contract;

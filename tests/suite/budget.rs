@@ -149,6 +149,20 @@ fn a_token_budget_pauses_parallel_steps_and_a_higher_one_resumes_them_once_each(
         "paused, not finished"
     );
     assert_eq!(llm.calls("flow summary"), 0, "no summary for a paused flow");
+    // `status` and the report say it too.
+    let shown = sandbox.ocflow().args(["status", "t"]).output().unwrap();
+    let shown = stdout(&shown);
+    assert!(
+        shown.contains(&format!(
+            "budget: {} tokens of {limit} tokens",
+            planning + step
+        )) && shown.contains("paused: the token budget is spent"),
+        "{shown}"
+    );
+    let report = sandbox.ocflow().args(["report", "t"]).output().unwrap();
+    assert_exit(&report, 0);
+    let html = std::fs::read_to_string(stdout(&report).trim()).unwrap();
+    assert!(html.contains("<dt>budget</dt>"), "{html}");
 
     // A higher limit: the three others run, the one that succeeded does not run again.
     let output = sandbox
@@ -333,4 +347,75 @@ fn bad_budget_flags_are_refused_with_the_form_to_use() {
             stderr(&output)
         );
     }
+}
+
+/// A repository's own config (untrusted) may lower the user's budget, never raise it, and may
+/// not set prices (a price of 0 would lift a cost budget): `[budget]` takes the lower of the
+/// two, and the prices are ignored, and said.
+#[test]
+fn an_untrusted_repository_may_lower_a_budget_but_not_raise_it_nor_set_prices() {
+    let run = |user: &str, repository: &str| {
+        let sandbox = repository_with_config(repository);
+        small_answers(&sandbox, user);
+        let llm = FakeLlm::with_rules(rules(1, "t", chat_with_usage("", STEP.0, STEP.1)));
+        let plan = sandbox.flow(&json!([fix(0)]));
+        let output = sandbox
+            .command_like_ocflow(env!("CARGO_BIN_EXE_ocflow"))
+            .arg("--repo")
+            .arg(&sandbox.repo)
+            .args(["--base-url", &llm.base_url(), "--model", "m"])
+            .args(["run", "--task-id", "t", "--plan"])
+            .arg(plan)
+            .output()
+            .unwrap();
+        let status: Value = read_json(&sandbox.repo.join(".ocflow/t/flow_status.json"));
+        (output, status)
+    };
+    // Lowered: 10 tokens cannot pay for the step's call.
+    let (output, status) = run(
+        "[budget]\nmax_tokens = 100000\n",
+        "[budget]\nmax_tokens = 10\n",
+    );
+    assert_exit(&output, 3);
+    assert_eq!(
+        status["budget"]["limits"]["max_tokens"],
+        json!(10),
+        "{status}"
+    );
+    // Not raised: the user's 10 holds.
+    let (output, status) = run(
+        "[budget]\nmax_tokens = 10\n",
+        "[budget]\nmax_tokens = 100000\n",
+    );
+    assert_exit(&output, 3);
+    assert_eq!(
+        status["budget"]["limits"]["max_tokens"],
+        json!(10),
+        "{status}"
+    );
+    // Prices are the user's to set.
+    let (output, status) = run(
+        "[budget]\nmax_cost = 100.0\n",
+        "[prices.\"m\"]\nper_mtok_in = 0.0\nper_mtok_out = 0.0\n",
+    );
+    assert_exit(&output, 0);
+    let err = stderr(&output);
+    assert!(
+        err.contains("sets prices,") && err.contains("no price is known"),
+        "{err}"
+    );
+    assert_eq!(
+        status["budget"]["limits"]["max_cost_usd"],
+        json!(100.0),
+        "{status}"
+    );
+}
+
+/// A repository with one file to fix and its own `.ocflow/ocflow.toml` holding `config`.
+fn repository_with_config(config: &str) -> Sandbox {
+    let sandbox = repository(1);
+    let own = sandbox.repo.join(".ocflow");
+    std::fs::create_dir_all(&own).unwrap();
+    std::fs::write(own.join("ocflow.toml"), config).unwrap();
+    sandbox
 }

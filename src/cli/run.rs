@@ -421,6 +421,15 @@ fn planning_paused(
     flow_status.message = Some(message.clone());
     flow_status.budget = budget;
     state::save_status(task, &mut flow_status)?;
+    for crossing in llm.budget().map(|b| b.take_crossings()).unwrap_or_default() {
+        events.emit(Event::Budget {
+            budget: crossing.budget,
+            percent: crossing.percent,
+            spent: crossing.spent,
+            limit: crossing.limit,
+            message: crossing.describe(),
+        })?;
+    }
     events.emit(Event::FlowPaused {
         task_id: task.task_id.clone(),
         reason,

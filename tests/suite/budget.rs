@@ -419,3 +419,60 @@ fn repository_with_config(config: &str) -> Sandbox {
     std::fs::write(own.join("ocflow.toml"), config).unwrap();
     sandbox
 }
+
+/// A budget too small for the planner's call pauses the task before it has a flow; `resume`
+/// with a higher limit plans it (once) and runs it.
+#[test]
+fn a_budget_spent_before_planning_pauses_and_resume_plans_the_task() {
+    let sandbox = repository(1);
+    small_answers(&sandbox, "");
+    let task = "Make f return ten more";
+    let llm = FakeLlm::with_rules(rules(1, task, chat_with_usage("", STEP.0, STEP.1)));
+    let output = sandbox
+        .ocflow_llm(&llm.base_url())
+        .args([
+            "--json",
+            "run",
+            "--task-id",
+            "t",
+            "--max-tokens",
+            "100",
+            task,
+        ])
+        .output()
+        .unwrap();
+    assert_exit(&output, 3);
+    assert_eq!(
+        llm.calls("planner"),
+        0,
+        "the planner's call does not fit: never sent"
+    );
+    let status = sandbox.status("t");
+    assert_eq!(status["state"], "paused", "{status}");
+    assert_eq!(status["steps"], json!([]), "{status}");
+    let events = events(&output);
+    let paused = of_type(&events, "flow_paused");
+    assert!(
+        paused[0]["message"]
+            .as_str()
+            .unwrap()
+            .starts_with("paused while planning: the token budget is spent: 0 tokens of 100"),
+        "{}",
+        stdout(&output)
+    );
+    assert_eq!(of_type(&events, "budget")[0]["percent"], json!(100));
+    let output = sandbox
+        .ocflow_llm(&llm.base_url())
+        .args(["resume", "t", "--max-tokens", "100000"])
+        .output()
+        .unwrap();
+    assert_exit(&output, 0);
+    assert_eq!((llm.calls("planner"), llm.calls("fix0")), (1, 1));
+    let status = sandbox.status("t");
+    assert_eq!(status["state"], "succeeded", "{status}");
+    assert_eq!(
+        status["budget"]["limits"]["max_tokens"],
+        json!(100_000),
+        "{status}"
+    );
+}

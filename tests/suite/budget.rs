@@ -476,3 +476,41 @@ fn a_budget_spent_before_planning_pauses_and_resume_plans_the_task() {
         "{status}"
     );
 }
+
+/// A step that failed when the budget cannot pay for the recovery's question: the recovery
+/// stays pending (the flow pauses, it does not fail), and `resume` asks it once.
+#[test]
+fn a_recovery_the_budget_cannot_pay_for_waits_for_the_resume() {
+    let sandbox = Sandbox::new(&[]);
+    small_answers(&sandbox, "");
+    let modify = json!({"strategy": "modify", "reason": "wrong command",
+        "step": {"id": "s", "params": {"command": "echo fixed > fixed.txt"}}});
+    let llm = FakeLlm::with_rules(vec![
+        Rule::flow_summary().reply(chat("Fixed.")),
+        Rule::recovery().reply(chat(&modify.to_string())),
+    ]);
+    let plan = sandbox.flow(&json!([{"id": "s", "operation": "execute_shell_command",
+        "params": {"command": "exit 3"}}]));
+    let output = sandbox
+        .ocflow_llm(&llm.base_url())
+        .args(["run", "--task-id", "t", "--max-tokens", "50", "--plan"])
+        .arg(plan)
+        .output()
+        .unwrap();
+    assert_exit(&output, 3);
+    assert_eq!(llm.calls("recovery"), 0);
+    let status = sandbox.status("t");
+    assert_eq!(status["state"], "paused", "{status}");
+    assert_eq!(status["pending_recovery"]["step"], "s", "{status}");
+    let output = sandbox
+        .ocflow_llm(&llm.base_url())
+        .args(["resume", "t", "--max-tokens", "100000"])
+        .output()
+        .unwrap();
+    assert_exit(&output, 0);
+    assert_eq!(llm.calls("recovery"), 1);
+    assert_eq!(
+        std::fs::read_to_string(sandbox.task_dir("t").join("final_output/fixed.txt")).unwrap(),
+        "fixed\n"
+    );
+}

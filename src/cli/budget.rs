@@ -13,8 +13,9 @@ use crate::cli::args::LimitArgs;
 use crate::cli::profiles::{FileLlm, LlmConfig};
 use ocflow_core::llm::budget::{Budget, Price};
 use ocflow_core::llm::client::Llm;
-use ocflow_model::budget::{BudgetLimits, BudgetUse, parse_duration};
+use ocflow_model::budget::{BudgetLimits, BudgetUse, PauseReason, parse_duration};
 use ocflow_model::error::{Error, Result};
+use ocflow_model::status::{FlowState, FlowStatus};
 
 /// `[budget]` in a config file: the limits of every flow that gives no flag.
 #[derive(Debug, Clone, Default, Deserialize)]
@@ -152,4 +153,24 @@ pub(crate) fn install(
         llm.set_budget(budget.clone());
     }
     (Some(budget), warnings)
+}
+
+/// A paused flow resumed without a higher limit for the budget that stopped it would only pause
+/// again (its next step started and stopped for nothing): refused, naming the flag to give.
+pub(crate) fn refuse_the_same_limit(status: &FlowStatus, given: BudgetLimits) -> Result<()> {
+    let (FlowState::Paused, Some(PauseReason::Budget(exceeded))) = (status.state, status.paused)
+    else {
+        return Ok(());
+    };
+    let kind = exceeded.budget;
+    let limit = kind.limit(&given.or(status.budget.limits));
+    if limit.is_none_or(|limit| limit > exceeded.limit) {
+        return Ok(());
+    }
+    Err(Error::Usage(format!(
+        "task {} is paused: {exceeded}; give a higher limit to continue it: `ocflow resume {0} \
+         {} N`",
+        status.task_id,
+        kind.flag()
+    )))
 }

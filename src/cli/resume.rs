@@ -121,6 +121,7 @@ pub(crate) async fn resume(config: &Config, args: ResumeArgs) -> Result<ExitCode
         ));
         return Ok(ExitCode::Success);
     }
+    budget::refuse_the_same_limit(&flow_status, config.run.budget)?;
     // A recovery left pending needs the LLM settings (even to redo a decision already made);
     // without them the step is simply failed, and --retry-failed runs it again.
     let llm = connect_llm(config)?;

@@ -164,6 +164,20 @@ fn a_token_budget_pauses_parallel_steps_and_a_higher_one_resumes_them_once_each(
     let html = std::fs::read_to_string(stdout(&report).trim()).unwrap();
     assert!(html.contains("<dt>budget</dt>"), "{html}");
 
+    // The same limit again would only pause again: refused, naming the flag, nothing run.
+    let output = sandbox
+        .ocflow_llm(&llm.base_url())
+        .args(["resume", "t"])
+        .output()
+        .unwrap();
+    assert_exit(&output, 2);
+    assert!(
+        stderr(&output)
+            .contains("give a higher limit to continue it: `ocflow resume t --max-tokens N`"),
+        "{}",
+        stderr(&output)
+    );
+    assert_eq!(sandbox.status("t")["state"], "paused");
     // A higher limit: the three others run, the one that succeeded does not run again.
     let output = sandbox
         .ocflow_llm(&llm.base_url())
@@ -244,13 +258,19 @@ fn a_time_budget_pauses_a_flow_stuck_on_a_slow_server_and_resume_finishes_it() {
         "{}",
         stdout(&output)
     );
-    // The time spent is carried over: a limit below it pauses at once, a higher one finishes.
+    // A limit not above the one that stopped it would pause again at once: refused, nothing
+    // sent; a higher one finishes, the time spent carried over.
     let output = sandbox
         .ocflow_llm(&llm.base_url())
         .args(["resume", "t", "--max-time", "1s"])
         .output()
         .unwrap();
-    assert_exit(&output, 3);
+    assert_exit(&output, 2);
+    assert!(
+        stderr(&output).contains("`ocflow resume t --max-time N`"),
+        "{}",
+        stderr(&output)
+    );
     assert_eq!(llm.calls("fix0"), 1, "no call sent past the time budget");
     let output = sandbox
         .ocflow_llm(&llm.base_url())

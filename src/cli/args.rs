@@ -276,6 +276,28 @@ pub(crate) struct LimitArgs {
     /// write anywhere you can).
     #[arg(long)]
     pub(crate) no_sandbox: bool,
+    /// Tokens the whole flow may use (planning, steps, recovery, the summary; every model):
+    /// the flow pauses (exit 3) before a call would exceed it.
+    #[arg(long, value_name = "N")]
+    pub(crate) max_tokens: Option<u64>,
+    /// US dollars the whole flow may cost, by the price table (`price_per_mtok_in/out` of a
+    /// profile, or `[prices]`): the flow pauses (exit 3) before a call would exceed it.
+    #[arg(long, value_name = "USD", value_parser = parse_cost)]
+    pub(crate) max_cost: Option<f64>,
+    /// How long the flow may run, across resumes (90s, 5m, 1h30m): then it pauses (exit 3),
+    /// cancelling the model's calls in flight.
+    #[arg(long, value_name = "DURATION", value_parser = ocflow_model::budget::parse_duration)]
+    pub(crate) max_time: Option<std::time::Duration>,
+}
+
+/// `--max-cost`: a positive number of US dollars.
+fn parse_cost(text: &str) -> Result<f64, String> {
+    match text.trim().trim_start_matches('$').parse::<f64>() {
+        Ok(usd) if usd.is_finite() && usd > 0.0 => Ok(usd),
+        _ => Err(format!(
+            "{text:?} is not an amount of US dollars: write it like 0.50 or 2"
+        )),
+    }
 }
 
 #[derive(Debug, Args)]

@@ -3,6 +3,7 @@
 //! `Config`); the rest of ocflow reads only `Config`. Precedence: flags > environment > the
 //! workspace's `ocflow.toml` > `~/.config/ocflow/config.toml` > defaults.
 
+use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 use std::sync::{Arc, Mutex};
 use std::thread::JoinHandle;
@@ -10,14 +11,17 @@ use std::thread::JoinHandle;
 use serde::Deserialize;
 
 use crate::cli::args::{GlobalArgs, LimitArgs};
+use crate::cli::budget::{self, FileBudget, FilePrice};
 use crate::cli::profiles::{self, FileLlm, LlmConfig, NoLlm};
 use ocflow_core::engine::recovery;
 use ocflow_core::engine::sandbox::{self, SandboxPlan, SandboxSettings};
 use ocflow_core::flow::path_rules::{PathRules, absolute, canonical_or_absolute};
 use ocflow_core::flow::policy::CommandPolicy;
 use ocflow_core::flow::roles::{Role, Roles};
+use ocflow_core::llm::budget::Price;
 use ocflow_core::llm::key::ApiKey;
 use ocflow_core::task::workspace::WORKSPACE_CONFIG;
+use ocflow_model::budget::BudgetLimits;
 use ocflow_model::error::{Error, IoContext, Result};
 use ocflow_model::llm::DEFAULT_PROFILE;
 use ocflow_model::step_spec::Limits;
@@ -84,6 +88,10 @@ pub(crate) struct RunConfig {
     pub(crate) recovery_limits: recovery::Limits,
     /// Whether a failed step goes to the LLM for a recovery strategy (when there is an LLM).
     pub(crate) recovery: bool,
+    /// The flow's budget: flags over the config files (`cli::budget`).
+    pub(crate) budget: BudgetLimits,
+    /// Each model's price, and the models in use without one.
+    pub(crate) prices: (BTreeMap<String, Price>, Vec<String>),
 }
 
 /// The contents of a config file. Unknown keys are errors, so a typo is not silently ignored.
@@ -108,6 +116,12 @@ pub(crate) struct FileConfig {
     pub(crate) roles: std::collections::BTreeMap<String, Role>,
     #[serde(default)]
     pub(crate) plugins: FilePlugins,
+    /// `[budget]`: every flow's limits when no flag gives them.
+    #[serde(default)]
+    pub(crate) budget: FileBudget,
+    /// `[prices."MODEL"]`: the price table of `--max-cost`.
+    #[serde(default)]
+    pub(crate) prices: BTreeMap<String, FilePrice>,
 }
 
 /// `[plugins]` in a config file: where plugin operations come from.
@@ -229,6 +243,14 @@ impl FileConfig {
             }
         };
         drop("codex_lib", self.codex_lib.take().is_some());
+        // A price of 0 would lift the user's cost budget: prices are the user's to set.
+        drop("prices", !std::mem::take(&mut self.prices).is_empty());
+        let priced = self.llm.profiles.values_mut().fold(false, |any, p| {
+            let price =
+                p.price_per_mtok_in.take().is_some() | p.price_per_mtok_out.take().is_some();
+            price | any
+        });
+        drop("llm.profiles.*.price_per_mtok_in / out", priced);
         drop(
             "plugins.folders",
             !std::mem::take(&mut self.plugins.folders).is_empty(),
@@ -287,8 +309,13 @@ impl FileConfig {
     fn or(self, fallback: FileConfig) -> FileConfig {
         let mut roles = fallback.roles;
         roles.extend(self.roles);
+        let mut prices = fallback.prices;
+        prices.extend(self.prices);
         FileConfig {
             roles,
+            prices,
+            // Resolved from both files before they merge (`budget::file_limits`).
+            budget: self.budget,
             trust: fallback.trust,
             codex_lib: self.codex_lib.or(fallback.codex_lib),
             plugins: FilePlugins {
@@ -426,6 +453,16 @@ impl Config {
                 ));
             }
         }
+        // An untrusted repository's budget may lower the user's, never raise or remove it.
+        let file_budget = budget::file_limits(
+            &own.budget,
+            &own_path.display().to_string(),
+            &user.budget,
+            &user_config
+                .as_deref()
+                .map_or_else(String::new, |p| p.display().to_string()),
+            from_repo && !trusted,
+        )?;
         let file = own.or(user);
         // Before any process starts (the sandbox probe included): no child inherits them.
         profiles::take_key_variables(&file.llm);
@@ -474,10 +511,16 @@ impl Config {
             },
             recovery_limits: recovery_limits(&file.recovery),
             recovery: !flags.no_recovery && file.recovery.enabled != Some(false),
+            budget: budget::limits(flags, file_budget),
+            prices: Default::default(),
         };
         let key_variable = api_key.variable().map(str::to_string);
         let roles = Roles::with(file.roles.clone());
         let llm = profiles::resolve_llm(args, &file.llm, &roles, api_key)?;
+        let mut run = run;
+        if let Ok(models) = &llm {
+            run.prices = budget::prices(&file.llm, &file.prices, models);
+        }
         // Say what is sent when a provider prefix was taken off, so nobody is surprised.
         let asked = args
             .model

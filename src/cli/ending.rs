@@ -8,6 +8,7 @@ use ocflow_core::engine::summary;
 use ocflow_core::task::failure_cause;
 use ocflow_core::task::review::{self, ChangeKind};
 use ocflow_core::task::workspace::{self, TaskDir};
+use ocflow_model::budget::PauseReason;
 use ocflow_model::error::Result;
 use ocflow_model::flow::Flow;
 use ocflow_model::output::{paint, print_stdout, printable, quoted_path, styles};
@@ -36,6 +37,7 @@ pub(crate) fn show(
     let headline = match status.state {
         FlowState::Succeeded => paint(&format!("✓ succeeded{took}"), styles::GOOD),
         FlowState::Interrupted => paint("■ interrupted", styles::NOTE),
+        FlowState::Paused => paint("‖ paused", styles::NOTE),
         FlowState::NoChange => paint(&format!("✗ no change{took}"), styles::BAD),
         _ => paint(&format!("✗ failed{took}"), styles::BAD),
     };
@@ -45,6 +47,9 @@ pub(crate) fn show(
     ));
     if let Some(reason) = status.failure_reason() {
         out.push_str(&format!("  {}\n", paint(&printable(&reason), styles::BAD)));
+    }
+    if !status.budget.is_empty() {
+        out.push_str(&format!("  budget: {}\n", status.budget.describe()));
     }
     // Under the reason, each failed step's own words: a status line alone ("exited with code
     // 1") leaves a person to dig the cause out of result.json.
@@ -147,6 +152,19 @@ pub(crate) fn show(
         ],
         FlowState::Interrupted => {
             vec![(format!("ocflow resume {id}"), "continue where it stopped")]
+        }
+        FlowState::Paused => {
+            let flag = match &status.paused {
+                Some(PauseReason::Budget(exceeded)) => exceeded.budget.flag(),
+                None => "--max-tokens",
+            };
+            vec![
+                (format!("ocflow status {id}"), "what each step did"),
+                (
+                    format!("ocflow resume {id} {flag} …"),
+                    "continue where it stopped, with a higher limit",
+                ),
+            ]
         }
         // Nothing failed and nothing is left to run: a new plan must make the change.
         FlowState::NoChange => vec![

@@ -207,6 +207,8 @@ pub(crate) fn engine_settings(
             .into_iter()
             .collect(),
         dependencies: Dependencies::find(&rules.repo, std::slice::from_ref(&workspace_dir)),
+        // Set by the command once it knows what the flow spent before (`cli::budget`).
+        budget: None,
     })
 }
 
@@ -386,5 +388,6 @@ fn finish(executor: &mut Executor, outcome: FlowOutcome, apply_after: bool) -> R
         FlowOutcome::Succeeded => Ok(ExitCode::Success),
         FlowOutcome::Failed => Ok(ExitCode::Failure),
         FlowOutcome::Interrupted => Ok(ExitCode::Interrupted),
+        FlowOutcome::Paused => Ok(ExitCode::Paused),
     }
 }

@@ -219,7 +219,9 @@ impl Display {
                 }
                 true
             }
-            Event::FlowFinished { .. } | Event::FlowInterrupted { .. } => {
+            Event::FlowFinished { .. }
+            | Event::FlowInterrupted { .. }
+            | Event::FlowPaused { .. } => {
                 if let Some(bar) = bars.stage.take() {
                     bar.finish_and_clear();
                 }

@@ -82,6 +82,13 @@ struct RunParams {
     /// The repository's path [default: the server's --repo, or the git repository holding its
     /// directory].
     repo: Option<String>,
+    /// Tokens the whole flow may use; it pauses (state `paused`) before a call would exceed
+    /// them.
+    max_tokens: Option<u64>,
+    /// US dollars the whole flow may cost, by the user's price table.
+    max_cost: Option<f64>,
+    /// How long the flow may run: "90s", "5m", "1h30m".
+    max_time: Option<String>,
 }
 
 #[derive(Debug, Deserialize, schemars::JsonSchema)]
@@ -216,6 +223,17 @@ impl Server {
         }
         if let Some(plan) = params.plan {
             args.extend([OsString::from("--plan"), OsString::from(plan)]);
+        }
+        // Checked by the command itself, which says what is wrong with a value.
+        let budget = [
+            ("--max-tokens", params.max_tokens.map(|n| n.to_string())),
+            ("--max-cost", params.max_cost.map(|usd| usd.to_string())),
+            ("--max-time", params.max_time),
+        ];
+        for (flag, value) in budget {
+            if let Some(value) = value {
+                args.push(OsString::from(format!("{flag}={value}")));
+            }
         }
         if params.task.is_some() {
             args.push(OsString::from("-"));

@@ -181,6 +181,19 @@ fn next_call(status: &Value, started: Option<&Started>) -> String {
             "review the changes with ocflow_diff, then write them with ocflow_apply".into()
         }
         "interrupted" => format!("continue it with `ocflow resume {id}` in a terminal"),
+        // Spent a budget: nothing failed, and a higher limit continues where it stopped.
+        "paused" => {
+            let flag = match text(&status["paused"]["budget"]) {
+                Some("cost") => "--max-cost",
+                Some("time") => "--max-time",
+                _ => "--max-tokens",
+            };
+            format!(
+                "a budget paused it (limits {}): continue it with a higher limit, `ocflow resume \
+                 {id} {flag} …`, in a terminal",
+                status["budget"]["limits"]
+            )
+        }
         "no_change" => "nothing was changed: give a more precise task to ocflow_run".into(),
         _ => match hint {
             // Planned already: its finished steps are kept, and resume continues from them.
@@ -324,6 +337,21 @@ mod tests {
                 "skipped": 0, "pending": 1})
         );
         assert!(first["next"].as_str().unwrap().contains("wait_seconds"));
+    }
+
+    #[test]
+    fn a_paused_flow_s_next_call_names_the_budget_to_raise() {
+        let mut paused = status(vec![step(1, "succeeded"), step(2, "pending")]);
+        paused["state"] = json!("paused");
+        paused["paused"] = json!({"kind": "budget", "budget": "cost", "spent": 1.0,
+            "needed": 0.5, "limit": 1.2});
+        paused["budget"] = json!({"limits": {"max_cost_usd": 1.2}});
+        let next = compact(&paused, None, Utc::now())["next"].clone();
+        let next = next.as_str().unwrap();
+        assert!(
+            next.contains("`ocflow resume t --max-cost …`") && next.contains("max_cost_usd"),
+            "{next}"
+        );
     }
 
     #[test]

@@ -6,6 +6,7 @@
 pub(crate) mod apply;
 pub(crate) mod args;
 pub(crate) mod batch;
+pub(crate) mod budget;
 pub(crate) mod config;
 pub(crate) mod demo;
 pub(crate) mod detach;

@@ -154,6 +154,9 @@ pub(crate) struct FileProfile {
     pub(crate) temperature: Option<f32>,
     pub(crate) max_tokens: Option<u32>,
     pub(crate) request_timeout_seconds: Option<u64>,
+    /// What a million tokens of this profile's model cost, in US dollars (for `--max-cost`).
+    pub(crate) price_per_mtok_in: Option<f64>,
+    pub(crate) price_per_mtok_out: Option<f64>,
 }
 
 impl FileProfile {
@@ -169,6 +172,8 @@ impl FileProfile {
             request_timeout_seconds: self
                 .request_timeout_seconds
                 .or(fallback.request_timeout_seconds),
+            price_per_mtok_in: self.price_per_mtok_in.or(fallback.price_per_mtok_in),
+            price_per_mtok_out: self.price_per_mtok_out.or(fallback.price_per_mtok_out),
         }
     }
 

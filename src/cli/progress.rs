@@ -139,12 +139,20 @@ fn progress_line(event: &Event) -> Option<String> {
             state,
             changed_files,
             summary,
+            budget,
             ..
-        } => format!(
-            "ocflow: task {task_id} {state}; {} file(s) changed; summary: {}",
-            changed_files.len(),
-            summary.display()
-        ),
+        } => {
+            let budget = budget
+                .map(|b| format!("; budget: {}", b.describe()))
+                .unwrap_or_default();
+            format!(
+                "ocflow: task {task_id} {state}; {} file(s) changed; summary: {}{budget}",
+                changed_files.len(),
+                summary.display()
+            )
+        }
+        Event::Budget { message, .. } => format!("ocflow: budget: {message}"),
+        Event::FlowPaused { message, .. } => format!("ocflow: {}", printable(message)),
         Event::StepRetrying {
             step,
             retry,

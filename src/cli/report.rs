@@ -119,6 +119,9 @@ fn header(facts: &ReportFacts, span: &Span) -> String {
     if let Some(finished) = &status.finished_at {
         facts_list.insert(4, ("finished", escape(finished)));
     }
+    if !status.budget.is_empty() {
+        facts_list.push(("budget", escape(&status.budget.describe())));
+    }
     if let Some(sandbox) = &status.sandbox {
         facts_list.push(("sandbox", escape(sandbox)));
     }

@@ -2,6 +2,7 @@
 //! `flow_status.json`, without running a succeeded step again.
 
 use crate::cli::args::ResumeArgs;
+use crate::cli::budget;
 use crate::cli::config::Config;
 use crate::cli::launch::{self, connect_llm};
 use crate::cli::live;
@@ -120,6 +121,7 @@ pub(crate) async fn resume(config: &Config, args: ResumeArgs) -> Result<ExitCode
         ));
         return Ok(ExitCode::Success);
     }
+    budget::refuse_the_same_limit(&flow_status, config.run.budget)?;
     // A recovery left pending needs the LLM settings (even to redo a decision already made);
     // without them the step is simply failed, and --retry-failed runs it again.
     let llm = connect_llm(config)?;
@@ -183,7 +185,15 @@ pub(crate) async fn resume(config: &Config, args: ResumeArgs) -> Result<ExitCode
             "ocflow: stopped {stopped} command(s) left running in this task when ocflow was killed"
         ));
     }
-    let settings = launch::engine_settings(config, &rules, &workspace_dir, llm)?;
+    // The limits given now, else those the flow ran under; what it spent carries over.
+    let (budget, said) = budget::install(
+        config.run.budget,
+        &config.run.prices,
+        flow_status.budget,
+        llm.as_deref(),
+    );
+    let mut settings = launch::engine_settings(config, &rules, &workspace_dir, llm)?;
+    settings.budget = budget;
     let limits = settings.recovery_limits;
     let calls = flow_status.recovery_calls;
     let mut new_round = None;
@@ -216,11 +226,12 @@ pub(crate) async fn resume(config: &Config, args: ResumeArgs) -> Result<ExitCode
         });
     }
     flow_status.message = None;
+    flow_status.paused = None;
     let mut events = Events::new(
         Journal::open(&task.file(workspace::JOURNAL_FILE))?,
         Progress::with_live(config.json, live),
     );
-    for message in redone {
+    for message in redone.into_iter().chain(said) {
         events.emit(Event::Warning { message })?;
     }
     launch::report_sandbox(config, &settings, &mut flow_status, &mut events)?;

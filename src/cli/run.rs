@@ -6,6 +6,7 @@ use std::path::Path;
 use std::sync::Arc;
 
 use crate::cli::args::{PlanArgs, RunArgs};
+use crate::cli::budget;
 use crate::cli::config::Config;
 use crate::cli::launch::{self, connect_llm, require_llm};
 use crate::cli::live;
@@ -16,12 +17,14 @@ use ocflow_core::flow::operations;
 use ocflow_core::flow::path_rules::canonical_or_absolute;
 use ocflow_core::flow::task_intent;
 use ocflow_core::flow::validate::MAX_TASK_BYTES;
+use ocflow_core::llm::budget::Budget;
 use ocflow_core::llm::client::Llm;
 use ocflow_core::llm::planner::{PlanError, Planner};
 use ocflow_core::task::events::{Events, beating};
 use ocflow_core::task::journal::Journal;
 use ocflow_core::task::state;
 use ocflow_core::task::workspace::{self, TaskDir};
+use ocflow_model::budget::{BudgetUse, PauseReason};
 use ocflow_model::error::{Error, IoContext, Result};
 use ocflow_model::event::Event;
 use ocflow_model::exit::ExitCode;
@@ -182,6 +185,17 @@ async fn start(
         Journal::open(&task.file(workspace::JOURNAL_FILE))?,
         Progress::with_live(config.json, live),
     );
+    // The budget counts from here (planning included); planned again, the task carries over
+    // what its first planning spent.
+    let saved = if again {
+        state::load_status(&task)
+            .map(|s| s.budget)
+            .unwrap_or_default()
+    } else {
+        Default::default()
+    };
+    let (budget, said) =
+        budget::install(config.run.budget, &config.run.prices, saved, llm.as_deref());
     // Written before anything is said of the flow, so `ocflow status` (and an MCP client
     // polling) finds the task at once, while the planner still works.
     // A given flow is saved first: killed before its steps are in the status, the task is
@@ -202,6 +216,9 @@ async fn start(
         repo: config.repo.clone(),
         library: bridge.description.clone(),
     })?;
+    for message in said {
+        events.emit(Event::Warning { message })?;
+    }
     let (flow, answers) = match (given, &llm) {
         (Some(flow), _) => (flow, 0),
         (None, Some(llm)) => {
@@ -222,6 +239,17 @@ async fn start(
                     bridge.preload(flow.operations());
                     notes = added;
                     (flow, count_answers(&answers_dir))
+                }
+                Err(PlanError::Llm(error)) if error.kind == LlmErrorKind::BudgetExhausted => {
+                    let budget = budget.as_deref().map(Budget::usage).unwrap_or_default();
+                    return planning_paused(
+                        &task,
+                        &task_text,
+                        &config.repo,
+                        llm,
+                        &mut events,
+                        budget,
+                    );
                 }
                 Err(error) => {
                     return planning_failed(
@@ -252,7 +280,8 @@ async fn start(
         .filter(|_| answers > 0)
         .and_then(|l| l.answer_form(&l.profile_for("planner")))
         .map(|f| f.name().to_string());
-    let settings = launch::engine_settings(config, &config.rules, &config.workspace, llm)?;
+    let mut settings = launch::engine_settings(config, &config.rules, &config.workspace, llm)?;
+    settings.budget = budget;
     launch::report_sandbox(config, &settings, &mut flow_status, &mut events)?;
     state::save_status(&task, &mut flow_status)?;
     events.emit(Event::FlowPlanned {
@@ -342,6 +371,7 @@ fn planning_failed(
         summary_text: summary,
         tokens: flow_status.tokens,
         contradicted_claims: Vec::new(),
+        budget: None,
     })?;
     say(&format!("ocflow: planning failed: {error}"));
     let code = if is_configuration(&error) {
@@ -362,6 +392,52 @@ fn planning_failed(
         events.show(event);
     }
     Ok(code)
+}
+
+/// Records a flow whose planning the budget stopped: paused with no steps (exit 3); `resume`
+/// with a higher limit plans it again, what planning spent carried over.
+fn planning_paused(
+    task: &TaskDir,
+    task_text: &str,
+    repo: &Path,
+    llm: &Llm,
+    events: &mut Events,
+    budget: BudgetUse,
+) -> Result<ExitCode> {
+    let mut flow_status = FlowStatus::new(&task.task_id, &no_steps(task_text), repo);
+    flow_status.count_tokens(&llm.profile_for("planner"), &llm.usage_for("planner"));
+    let Some(exceeded) = llm.budget().and_then(|b| b.exceeded()) else {
+        return Err(Error::internal(
+            "planning was refused by a budget that is not spent",
+        ));
+    };
+    let reason = PauseReason::Budget(exceeded);
+    let message = format!(
+        "paused while planning: {reason}; {}",
+        reason.advice(&task.task_id)
+    );
+    flow_status.move_to(FlowState::Paused)?;
+    flow_status.paused = Some(reason);
+    flow_status.message = Some(message.clone());
+    flow_status.budget = budget;
+    state::save_status(task, &mut flow_status)?;
+    for crossing in llm.budget().map(|b| b.take_crossings()).unwrap_or_default() {
+        events.emit(Event::Budget {
+            budget: crossing.budget,
+            percent: crossing.percent,
+            spent: crossing.spent,
+            limit: crossing.limit,
+            message: crossing.describe(),
+        })?;
+    }
+    events.emit(Event::FlowPaused {
+        task_id: task.task_id.clone(),
+        reason,
+        message,
+        pending: Vec::new(),
+        budget,
+    })?;
+    Ok(ExitCode::Paused)
 }
 
 /// Records a flow interrupted while the model planned it: `resume` plans it again.

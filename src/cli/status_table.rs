@@ -75,6 +75,13 @@ pub(crate) fn render(status: &FlowStatus) -> String {
     if let Some(profiles) = status.profiles_used() {
         out.push_str(&format!("tokens by model profile: {profiles}\n\n"));
     }
+    if !status.budget.is_empty() {
+        out.push_str(&format!("budget: {} spent\n", status.budget.describe()));
+        if let Some(reason) = &status.paused {
+            out.push_str(&format!("paused: {reason}\n"));
+        }
+        out.push('\n');
+    }
     if let Some(sandbox) = &status.sandbox {
         out.push_str(&format!("sandbox {sandbox}\n\n"));
     }

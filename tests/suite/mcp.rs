@@ -563,3 +563,21 @@ fn a_key_refused_in_a_step_reaches_the_status_as_an_error() {
     );
     llm.verify();
 }
+
+/// Issue 31: a budget given to `ocflow_run` holds; the flow it pauses is `paused` (exit 3), and
+/// the next call says which limit to raise.
+#[test]
+fn a_budget_given_over_mcp_pauses_the_flow_and_says_how_to_continue() {
+    let sandbox = Sandbox::new(&[("utils.py", "x = 1\n")]);
+    let llm = FakeLlm::with_rules(vec![Rule::planner().times(0)]);
+    let flags = ["--base-url", &llm.base_url(), "--model", "m"].map(String::from);
+    let args = json!({"task": "rename x to y in utils.py", "wait_seconds": 30,
+        "run": {"max_tokens": 10}});
+    let report = client_with(&sandbox, "long_poll", args, json!({}), &flags);
+    let last = &report["polls"].as_array().unwrap().last().unwrap()["value"];
+    assert_eq!(last["status"]["state"], json!("paused"), "{report:#}");
+    assert_eq!(last["exit_code"], json!(3), "{last}");
+    let next = last["next"].as_str().unwrap();
+    assert!(next.contains("--max-tokens"), "{last}");
+    llm.verify();
+}

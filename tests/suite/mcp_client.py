@@ -78,7 +78,8 @@ async def scenario_start_and_leave(session, args):
 async def scenario_long_poll(session, args):
     """Starts a flow and polls it with `wait_seconds` to its end, as an agent should; once a
     step runs, also polls twice without waiting (which must not answer the same twice)."""
-    report = {"run": result(await session.call_tool("ocflow_run", {"task": args["task"]}))}
+    run = {"task": args["task"], **args.get("run", {})}
+    report = {"run": result(await session.call_tool("ocflow_run", run))}
     if report["run"]["is_error"]:
         return report
     task_id = report["run"]["value"]["task_id"]

@@ -5,6 +5,7 @@ mod anywhere;
 mod apply;
 mod batch;
 mod bridge;
+mod budget;
 mod commands;
 mod containers;
 mod contract;

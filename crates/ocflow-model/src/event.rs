@@ -5,6 +5,7 @@ use std::path::PathBuf;
 
 use serde::{Deserialize, Serialize};
 
+use crate::budget::{BudgetKind, BudgetUse, PauseReason};
 use crate::llm::Usage;
 use crate::status::{FlowState, StepState};
 
@@ -129,6 +130,32 @@ pub enum Event {
         /// to be changed that the flow did not change, …; absent when there are none.
         #[serde(default, skip_serializing_if = "Vec::is_empty")]
         contradicted_claims: Vec<ContradictedClaim>,
+        /// The flow's budgets and what it spent against them; absent without a budget.
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        budget: Option<BudgetUse>,
+    },
+    /// A budget reached 50 %, 80 % or 100 % (at 100 % the flow pauses before the call that
+    /// would exceed it).
+    Budget {
+        budget: BudgetKind,
+        /// 50, 80 or 100.
+        percent: u8,
+        /// Spent and the limit, in the budget's unit (tokens, US dollars, milliseconds).
+        spent: f64,
+        limit: f64,
+        /// The same in words.
+        message: String,
+    },
+    /// The flow paused (exit 3): a budget would have been exceeded. Steps that were stopped
+    /// mid-call are pending again; `ocflow resume` (with a higher limit) continues.
+    FlowPaused {
+        task_id: String,
+        reason: PauseReason,
+        /// The reason and what to do, in words.
+        message: String,
+        /// Steps still to run.
+        pending: Vec<String>,
+        budget: BudgetUse,
     },
     /// Ctrl-C or SIGTERM stopped the flow; `ocflow resume` continues it.
     FlowInterrupted {

@@ -14,6 +14,8 @@ pub enum ExitCode {
     Usage,
     /// Interrupted by a signal; the state is saved and `ocflow resume` continues.
     Interrupted,
+    /// Paused for a budget or an approval; `ocflow resume` continues.
+    Paused,
     /// `ocflow sandbox-exec` could not start its command (126, as a shell says).
     CannotRun,
     /// `ocflow wait --timeout` gave up before the flow ended (124, as `timeout(1)` says); the
@@ -28,6 +30,7 @@ impl ExitCode {
             ExitCode::Success => 0,
             ExitCode::Failure => 1,
             ExitCode::Usage => 2,
+            ExitCode::Paused => 3,
             ExitCode::Interrupted => 130,
             ExitCode::CannotRun => 126,
             ExitCode::TimedOut => 124,
@@ -41,6 +44,7 @@ impl ExitCode {
         match code {
             0 => ExitCode::Success,
             2 => ExitCode::Usage,
+            3 => ExitCode::Paused,
             124 => ExitCode::TimedOut,
             126 => ExitCode::CannotRun,
             130 => ExitCode::Interrupted,

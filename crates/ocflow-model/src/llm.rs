@@ -167,6 +167,10 @@ pub enum LlmErrorKind {
     /// The retry budget (attempts or time) ran out on transient errors (transient: a later
     /// call may succeed).
     GaveUp,
+    /// The flow's budget (`--max-tokens`, `--max-cost`, `--max-time`) would be exceeded by the
+    /// call, or ran out while it waited: never sent, or cancelled. Not the step's fault: the
+    /// flow pauses, and the step runs again on resume.
+    BudgetExhausted,
 }
 
 impl LlmError {

@@ -8,6 +8,7 @@ use std::sync::{Mutex, PoisonError};
 
 use serde::{Deserialize, Serialize};
 
+use crate::budget::{BudgetUse, PauseReason};
 use crate::decision::{Decision, StrategyKind};
 use crate::flow::Flow;
 use crate::llm::{DEFAULT_PROFILE, Usage};
@@ -66,6 +67,12 @@ pub struct FlowStatus {
     /// The same tokens by the model profile that used them.
     #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
     pub tokens_by_profile: BTreeMap<String, Usage>,
+    /// Why the flow is paused, while it is (`FlowState::Paused`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub paused: Option<PauseReason>,
+    /// The flow's budgets and what it spent against them, over all its runs.
+    #[serde(default, skip_serializing_if = "BudgetUse::is_empty")]
+    pub budget: BudgetUse,
     /// One entry per step, in flow order.
     pub steps: Vec<StepStatus>,
     /// Where each step sits in `steps`, so that preparing a step does not search every step
@@ -141,6 +148,9 @@ pub enum FlowState {
     /// Every step succeeded, yet the task asked for a change and the flow changed no file and
     /// ran no command (exit 1): never reported as a success.
     NoChange,
+    /// Stopped before a budget was exceeded (`FlowStatus::paused` says which; exit 3):
+    /// `resume` with a higher limit continues where it stopped.
+    Paused,
 }
 
 /// Where a step stands.
@@ -224,13 +234,13 @@ impl FlowState {
     /// What may follow what; every change of the flow's state goes through this one table
     /// (`FlowStatus::move_to`). A run or a resume may start the flow again from any state, and
     /// a stop may come in any state (a signal or an engine error while the end is written, a
-    /// snapshot that fails before a resumed flow runs); only a running flow ends succeeded or
-    /// with no change.
+    /// snapshot that fails before a resumed flow runs); only a running flow ends succeeded,
+    /// with no change, or paused.
     pub fn may_become(self, next: FlowState) -> bool {
         use FlowState::*;
         matches!(
             (self, next),
-            (_, Running | Failed | Interrupted) | (Running, Succeeded | NoChange)
+            (_, Running | Failed | Interrupted) | (Running, Succeeded | NoChange | Paused)
         )
     }
 }
@@ -472,6 +482,8 @@ impl FlowStatus {
             tokens: Usage::default(),
             journal_offset: 0,
             tokens_by_profile: BTreeMap::new(),
+            paused: None,
+            budget: BudgetUse::default(),
             steps: flow.steps.iter().map(FlowStatus::pending_step).collect(),
             index: StepIndex::default(),
         }
@@ -559,6 +571,7 @@ impl fmt::Display for FlowState {
             FlowState::Failed => "failed",
             FlowState::Interrupted => "interrupted",
             FlowState::NoChange => "no_change",
+            FlowState::Paused => "paused",
         })
     }
 }
@@ -595,12 +608,13 @@ mod tests {
         status
     }
 
-    const ALL: [FlowState; 5] = [
+    const ALL: [FlowState; 6] = [
         FlowState::Running,
         FlowState::Succeeded,
         FlowState::Failed,
         FlowState::Interrupted,
         FlowState::NoChange,
+        FlowState::Paused,
     ];
 
     #[test]
@@ -613,9 +627,9 @@ mod tests {
                 assert!(from.may_become(to), "{from} -> {to}");
             }
         }
-        for to in [Succeeded, NoChange] {
+        for to in [Succeeded, NoChange, Paused] {
             assert!(Running.may_become(to), "running -> {to}");
-            for from in [Succeeded, Failed, Interrupted, NoChange] {
+            for from in [Succeeded, Failed, Interrupted, NoChange, Paused] {
                 assert!(!from.may_become(to), "{from} -> {to}");
             }
         }

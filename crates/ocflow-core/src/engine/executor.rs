@@ -3,7 +3,8 @@
 //! journal true after every change. Its parts, under `executor/`: a step's preparation
 //! (`preparing`), the views command steps run in (`views`) and their sandbox launcher
 //! (`launcher`), a call's outcome checked (`settling`) and recorded (`recording`), what follows
-//! a failure (`recovering`), the flow's end (`finishing`), and a flow stopped early (`stopping`).
+//! a failure (`recovering`), the flow's end (`finishing`), a flow stopped early (`stopping`),
+//! and one paused by its budget (`pausing`).
 
 use std::collections::{HashMap, HashSet};
 use std::sync::Arc;
@@ -20,6 +21,7 @@ use crate::engine::signals::Interrupt;
 use crate::flow::operations;
 use crate::flow::path_rules::PathRules;
 use crate::flow::policy::CommandPolicy;
+use crate::llm::budget::Budget;
 use crate::llm::client::Llm;
 use crate::task::copied_view::CopiedView;
 use crate::task::events::Events;
@@ -37,6 +39,7 @@ use ocflow_model::step_spec::Limits;
 
 mod finishing;
 mod launcher;
+mod pausing;
 mod preparing;
 mod recording;
 mod recovering;
@@ -53,6 +56,8 @@ pub enum FlowOutcome {
     Succeeded,
     Failed,
     Interrupted,
+    /// A budget would have been exceeded: saved `paused`, resumable.
+    Paused,
 }
 
 /// Everything a step run needs besides the flow's state.
@@ -76,6 +81,8 @@ pub struct Settings {
     /// The repository's installed dependencies, which command steps see without copies
     /// (`engine::dependencies`).
     pub dependencies: Dependencies,
+    /// The flow's budget (the same the LLM client reserves from), when it has one.
+    pub budget: Option<Arc<Budget>>,
 }
 
 /// The LLM side of recovery.
@@ -227,9 +234,13 @@ impl Executor {
             if self.interrupt.is_raised() {
                 return self.interrupted_all(&in_flight);
             }
+            self.announce_budget()?;
+            // Once a budget is spent no step starts: those running finish, then the flow
+            // pauses (`finish_flow`).
+            let spent = self.budget_exceeded().is_some();
             // Start every ready step, up to --jobs at once; none while a failure waits for its
             // recovery decision.
-            while failures.is_empty() && running.len() < self.settings.jobs.max(1) {
+            while failures.is_empty() && !spent && running.len() < self.settings.jobs.max(1) {
                 let Some(step) = self.next_ready() else { break };
                 let attempt = self.start(&step)?;
                 let prepared = match self.prepare(&step) {
@@ -304,9 +315,18 @@ impl Executor {
                 }
             }
             let interrupt = self.interrupt.clone();
+            // Wakes the loop when the time budget runs out (then it waits no more on it).
+            let budget = self.settings.budget.clone().filter(|_| !spent);
+            let budget_stops = async {
+                match &budget {
+                    Some(budget) => budget.stopped().await,
+                    None => std::future::pending().await,
+                }
+            };
             let joined = tokio::select! {
                 joined = running.join_next_with_id() => joined,
                 () = interrupt.wait() => return self.interrupted_all(&in_flight),
+                () = budget_stops => continue,
                 _ = heartbeat.tick() => {
                     let names = in_flight.values().map(|r| r.step.id.clone()).collect();
                     self.events.pulse().beat("running", names, self.status.tokens);
@@ -415,6 +435,9 @@ impl Executor {
 
     /// Writes the status now (every change but a step started or succeeded).
     fn save(&mut self) -> Result<()> {
+        if let Some(budget) = &self.settings.budget {
+            self.status.budget = budget.usage();
+        }
         let status_bytes = state::save_status(&self.task, &mut self.status)?;
         self.checkpoint = Checkpoint {
             at: Instant::now(),

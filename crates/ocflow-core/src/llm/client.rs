@@ -8,7 +8,7 @@ use std::fs::{File, OpenOptions};
 use std::io::{BufRead, BufReader, Write};
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicBool, AtomicU8, Ordering};
-use std::sync::{Arc, Mutex};
+use std::sync::{Arc, Mutex, OnceLock};
 use std::time::{Duration, Instant, SystemTime};
 
 use async_openai::Client;
@@ -19,6 +19,7 @@ use serde::{Deserialize, Serialize};
 use serde_json::{Value, json};
 
 use crate::llm::answer_forms;
+use crate::llm::budget::Budget;
 use crate::llm::key::ApiKey;
 use crate::llm::redact::Redactor;
 use ocflow_model::error::Error;
@@ -72,6 +73,8 @@ pub struct Llm {
     recorder: Option<Mutex<File>>,
     /// What comes out of every request before it leaves (keys, ignored files' content).
     redactor: Redactor,
+    /// The flow's budget, once the command set one: every call reserves from it first.
+    budget: OnceLock<Arc<Budget>>,
 }
 
 /// One endpoint: a profile's, or the default one.
@@ -214,6 +217,7 @@ impl Llm {
             profiles: Mutex::default(),
             recorder: record.map(open_recording).transpose()?,
             redactor: Redactor::default(),
+            budget: OnceLock::new(),
         })
     }
 
@@ -266,7 +270,19 @@ impl Llm {
             profiles: Mutex::default(),
             recorder: None,
             redactor: Redactor::default(),
+            budget: OnceLock::new(),
         })
+    }
+
+    /// Holds every call from now on to `budget` (once: a second budget is ignored, as one
+    /// client serves one flow).
+    pub fn set_budget(&self, budget: Arc<Budget>) {
+        let _ = self.budget.set(budget);
+    }
+
+    /// The flow's budget, when one was set.
+    pub fn budget(&self) -> Option<&Arc<Budget>> {
+        self.budget.get()
     }
 
     /// Tokens used for one purpose.
@@ -303,19 +319,40 @@ impl Llm {
         // Redacted before anything else sees it: the endpoint, the recording, the replay key.
         let redacted = self.redactor.request(request);
         let request = redacted.as_ref().unwrap_or(request);
-        let answer = match &self.backend {
-            Backend::Replay { answers, source } => replay_answer(answers, source, request)?,
-            Backend::Http(endpoints) => {
-                let profile = &request.settings.profile;
-                let http = endpoints.get(profile).ok_or_else(|| {
-                    LlmError::new(
-                        LlmErrorKind::BadRequest,
-                        format!("no endpoint for the model profile {profile:?}"),
-                    )
-                })?;
-                http.chat_with_retries(request).await?
+        // What the call may use is taken from the budget before it is sent; a call that does
+        // not fit is never sent, and one in flight when the time runs out is cancelled.
+        let budget = self.budget.get();
+        let reservation = budget.map(|b| b.reserve(request)).transpose()?;
+        let call = async {
+            match &self.backend {
+                Backend::Replay { answers, source } => replay_answer(answers, source, request),
+                Backend::Http(endpoints) => {
+                    let profile = &request.settings.profile;
+                    let http = endpoints.get(profile).ok_or_else(|| {
+                        LlmError::new(
+                            LlmErrorKind::BadRequest,
+                            format!("no endpoint for the model profile {profile:?}"),
+                        )
+                    })?;
+                    http.chat_with_retries(request).await
+                }
             }
         };
+        let answer = match budget {
+            Some(budget) => tokio::select! {
+                answer = call => answer?,
+                () = budget.stopped() => {
+                    let exceeded = budget.exceeded().ok_or_else(|| {
+                        LlmError::new(LlmErrorKind::BudgetExhausted, "the budget stopped the call")
+                    })?;
+                    return Err(crate::llm::budget::refusal(&exceeded));
+                }
+            },
+            None => call.await?,
+        };
+        if let Some(reservation) = reservation {
+            reservation.settle(&answer.usage);
+        }
         if let Ok(mut usage) = self.usage.lock() {
             usage
                 .entry(request.purpose.clone())

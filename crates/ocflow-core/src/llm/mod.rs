@@ -1,10 +1,11 @@
-//! The LLM layer: the one client (retries, tokens, record/replay), the answer form each
-//! endpoint takes remembered across runs, the API key kept out of every environment, what is
-//! redacted from every request, reading JSON out of a model's answer, and the planner that
-//! turns a task into a validated flow.
+//! The LLM layer: the one client (retries, tokens, record/replay), the flow's budget every call
+//! reserves from, the answer form each endpoint takes remembered across runs, the API key kept
+//! out of every environment, what is redacted from every request, reading JSON out of a
+//! model's answer, and the planner that turns a task into a validated flow.
 
 pub mod answer;
 pub mod answer_forms;
+pub mod budget;
 pub mod client;
 pub mod key;
 pub mod planner;

@@ -25,6 +25,12 @@ impl Executor {
         if self.interrupt.is_raised() {
             return self.stopped_by_signal();
         }
+        // A budget stopped it with steps (or a recovery) left: paused, never failed.
+        if let Some(exceeded) = self.budget_exceeded()
+            && self.left_for_the_budget()
+        {
+            return self.pause(exceeded);
+        }
         // Succeeded, or skipped by a recovery decision; an abort or a failure fails the flow.
         let all_done = self.status.message.is_none()
             && self.flow.steps.iter().all(|step| {
@@ -54,12 +60,18 @@ impl Executor {
         // and the steps' outputs).
         // A model that ended the flow is not asked for its summary too: the journal's is
         // written, at once.
+        let spent = self.budget_exceeded();
+        if let (Some(exceeded), Some(_)) = (spent, &self.settings.summary_llm) {
+            ocflow_model::output::say(&format!(
+                "ocflow: {exceeded}: the summary is written from the journal"
+            ));
+        }
         let summary_llm = self
             .settings
             .summary_llm
             .clone()
-            .filter(|_| self.llm_failure.is_none());
-        let summary_call = summary_llm.map(|(llm, settings)| {
+            .filter(|_| self.llm_failure.is_none() && spent.is_none());
+        let summary_call = summary_llm.clone().map(|(llm, settings)| {
             let before = llm.usage_for("summary");
             let (task, status, flow) = (self.task.clone(), self.status.clone(), self.flow.clone());
             let call = tokio::spawn(async move {
@@ -77,9 +89,7 @@ impl Executor {
         let (changed_files, diff) = ready?;
         let summary_path = self.task.file(workspace::SUMMARY_FILE);
         let mut summary = None;
-        if let (Some((mut call, before)), Some((llm, settings))) =
-            (summary_call, self.settings.summary_llm.clone())
-        {
+        if let (Some((mut call, before)), Some((llm, settings))) = (summary_call, summary_llm) {
             let (pulse, tokens) = (self.events.pulse(), self.status.tokens);
             let writing = async {
                 (&mut call).await.unwrap_or_else(|err| {
@@ -139,6 +149,7 @@ impl Executor {
             summary_text: summary,
             tokens: self.status.tokens,
             contradicted_claims,
+            budget: Some(self.status.budget).filter(|b| !b.is_empty()),
         })?;
         Ok(if all_done && !did_nothing {
             FlowOutcome::Succeeded

@@ -65,6 +65,13 @@ impl Executor {
                     .finish_failed(step, done.attempt, done.started, error)
                     .map(|()| false);
             }
+            Settled::Result(result)
+                if result.status == CallStatus::Failure && Self::stopped_by_budget(&result) =>
+            {
+                // The budget refused its call: the step did nothing wrong, and runs again
+                // (all of it) on resume.
+                return self.requeue_for_budget(step).map(|()| false);
+            }
             Settled::Result(result) if result.status == CallStatus::Failure => {
                 let mut text = if result.message.is_empty() {
                     "the step failed without a message".to_string()

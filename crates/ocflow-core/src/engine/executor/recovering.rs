@@ -14,7 +14,7 @@ use ocflow_model::decision::StrategyKind;
 use ocflow_model::error::{Error, Result};
 use ocflow_model::event::Event;
 use ocflow_model::flow::Step;
-use ocflow_model::llm::LlmError;
+use ocflow_model::llm::{LlmError, LlmErrorKind};
 use ocflow_model::status::{self, FlowStatus, StepState};
 use ocflow_model::step_result::{LlmFailure, StepResult};
 
@@ -209,6 +209,12 @@ impl Executor {
         self.status.recovery_calls += u32::try_from(used.calls).unwrap_or(u32::MAX);
         let decided = match decided {
             Ok(decided) => decided,
+            Err(recovery::Stop::Llm(error)) if error.kind == LlmErrorKind::BudgetExhausted => {
+                // The budget refused the question: the recovery stays pending, asked on
+                // resume (the flow pauses).
+                self.save()?;
+                return Ok(Next::Stop);
+            }
             Err(stop) => {
                 // The recovery's call failed after the client's retries: the model, not the
                 // step, is what the user must fix.

@@ -1,0 +1,516 @@
+//! The flow's budget accountant: every call of the one client (`Llm::chat`) — planning, steps
+//! in parallel, recovery, re-asks, the summary, every profile — takes a reservation of what it
+//! may use (its prompt's estimate and its `max_tokens`, priced by its profile) before it is
+//! sent, and settles it with what the endpoint reported. A call that would not fit is refused
+//! and the budget is spent from then on (no later call is sent), so a budget is overrun by at
+//! most one call's error of estimate, and parallel steps share it first come, first served.
+//! The time budget cancels the calls in flight when it runs out. The executor pauses the flow
+//! once no step runs (`engine/executor/pausing.rs`).
+
+use std::collections::BTreeMap;
+use std::sync::{Mutex, MutexGuard, PoisonError};
+use std::time::{Duration, Instant};
+
+use ocflow_model::budget::{BudgetExceeded, BudgetKind, BudgetLimits, BudgetSpent, BudgetUse};
+use ocflow_model::llm::{ChatRequest, LlmError, LlmErrorKind, Usage};
+
+/// The thresholds a `budget` event marks, in percent.
+pub const THRESHOLDS: [u8; 3] = [50, 80, 100];
+
+/// What a million tokens of a model cost, in US dollars.
+#[derive(Debug, Clone, Copy, Default, PartialEq)]
+pub struct Price {
+    pub per_mtok_in: f64,
+    pub per_mtok_out: f64,
+}
+
+impl Price {
+    fn cost(&self, prompt: u64, completion: u64) -> f64 {
+        (prompt as f64 * self.per_mtok_in + completion as f64 * self.per_mtok_out) / 1e6
+    }
+}
+
+/// A threshold a budget reached, for the `budget` event.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct Crossing {
+    pub budget: BudgetKind,
+    pub percent: u8,
+    pub spent: f64,
+    pub limit: f64,
+}
+
+impl Crossing {
+    /// In words: "80 % of the token budget: 1600 tokens of 2000 tokens".
+    pub fn describe(&self) -> String {
+        let kind = self.budget;
+        format!(
+            "{} % of the {kind} budget: {} of {}",
+            self.percent,
+            kind.amount(self.spent),
+            kind.amount(self.limit)
+        )
+    }
+}
+
+/// The accountant of one flow's run, shared by the client and the executor.
+#[derive(Debug)]
+pub struct Budget {
+    limits: BudgetLimits,
+    /// Prices by model name; a model without one costs nothing.
+    prices: BTreeMap<String, Price>,
+    /// When this run began, and the run time of the flow's earlier runs.
+    started: Instant,
+    carried_ms: u64,
+    ledger: Mutex<Ledger>,
+    /// Set once a budget is exceeded: calls waiting on it are cancelled.
+    stop: tokio::sync::watch::Sender<bool>,
+}
+
+#[derive(Debug, Default)]
+struct Ledger {
+    tokens: u64,
+    cost: f64,
+    /// Taken by calls in flight, given back when they settle.
+    reserved_tokens: u64,
+    reserved_cost: f64,
+    /// The budget that stopped the flow, once one did.
+    exceeded: Option<BudgetExceeded>,
+    /// Thresholds marked already, and those still to announce.
+    marked: Vec<(BudgetKind, u8)>,
+    crossings: Vec<Crossing>,
+}
+
+/// What a call in flight holds of the budget; given back on drop when the call did not answer
+/// (an error, a cancel).
+#[must_use]
+pub struct Reservation<'a> {
+    budget: &'a Budget,
+    tokens: u64,
+    cost: f64,
+    model: String,
+}
+
+impl Budget {
+    /// An accountant for `limits`, the flow having spent `carried` in its earlier runs. The
+    /// thresholds those already passed are not announced again.
+    pub fn new(
+        limits: BudgetLimits,
+        prices: BTreeMap<String, Price>,
+        carried: BudgetSpent,
+    ) -> Self {
+        let (stop, _) = tokio::sync::watch::channel(false);
+        let budget = Budget {
+            limits,
+            prices,
+            started: Instant::now(),
+            carried_ms: carried.run_ms,
+            ledger: Mutex::new(Ledger {
+                tokens: carried.tokens,
+                cost: carried.cost_usd,
+                ..Ledger::default()
+            }),
+            stop,
+        };
+        {
+            let mut ledger = budget.ledger();
+            let spent = budget.spent_with(&ledger);
+            mark_passed(&mut ledger, &limits, &spent, false);
+        }
+        budget
+    }
+
+    fn ledger(&self) -> MutexGuard<'_, Ledger> {
+        // A panic while the ledger was held leaves numbers, not a broken invariant.
+        self.ledger.lock().unwrap_or_else(PoisonError::into_inner)
+    }
+
+    pub fn limits(&self) -> BudgetLimits {
+        self.limits
+    }
+
+    /// Whether the model has a price (else its calls cost nothing).
+    pub fn priced(&self, model: &str) -> bool {
+        self.prices.contains_key(model)
+    }
+
+    fn run_ms(&self) -> u64 {
+        self.carried_ms + self.started.elapsed().as_millis() as u64
+    }
+
+    fn spent_with(&self, ledger: &Ledger) -> BudgetSpent {
+        BudgetSpent {
+            tokens: ledger.tokens,
+            cost_usd: ledger.cost,
+            run_ms: self.run_ms(),
+        }
+    }
+
+    /// What the flow has spent, over all its runs.
+    pub fn spent(&self) -> BudgetSpent {
+        self.spent_with(&self.ledger())
+    }
+
+    /// The limits and the spent, as the status saves them.
+    pub fn usage(&self) -> BudgetUse {
+        BudgetUse {
+            limits: self.limits,
+            spent: self.spent(),
+        }
+    }
+
+    /// The budget that stopped the flow, if one did; checks the time budget first.
+    pub fn exceeded(&self) -> Option<BudgetExceeded> {
+        self.check_time();
+        self.ledger().exceeded
+    }
+
+    /// Marks the time thresholds passed and stops the flow when its time is up.
+    pub fn check_time(&self) {
+        let Some(limit) = self.limits.max_time_ms else {
+            return;
+        };
+        let mut ledger = self.ledger();
+        let spent = self.spent_with(&ledger);
+        mark_passed(&mut ledger, &self.limits, &spent, true);
+        if spent.run_ms >= limit && ledger.exceeded.is_none() {
+            self.trip(
+                &mut ledger,
+                BudgetExceeded {
+                    budget: BudgetKind::Time,
+                    spent: spent.run_ms as f64,
+                    needed: 0.0,
+                    limit: limit as f64,
+                },
+            );
+        }
+    }
+
+    /// The thresholds reached since last asked, for the `budget` events.
+    pub fn take_crossings(&self) -> Vec<Crossing> {
+        std::mem::take(&mut self.ledger().crossings)
+    }
+
+    /// Resolves once a budget stops the flow: another call was refused, or the time is up.
+    pub async fn stopped(&self) {
+        let mut stop = self.stop.subscribe();
+        let deadline = self.limits.max_time_ms.map(|limit| {
+            let left = limit.saturating_sub(self.run_ms());
+            tokio::time::Instant::now() + Duration::from_millis(left)
+        });
+        let time_up = async {
+            match deadline {
+                Some(deadline) => tokio::time::sleep_until(deadline).await,
+                None => std::future::pending().await,
+            }
+        };
+        tokio::select! {
+            _ = stop.wait_for(|stopped| *stopped) => {}
+            () = time_up => self.check_time(),
+        }
+    }
+
+    /// Takes what `request` may use, or refuses it (and every call after it) when that would
+    /// exceed a budget.
+    pub fn reserve(&self, request: &ChatRequest) -> Result<Reservation<'_>, LlmError> {
+        if let Some(exceeded) = self.exceeded() {
+            return Err(refusal(&exceeded));
+        }
+        let model = request.settings.model.clone();
+        let prompt = estimate_prompt_tokens(request);
+        let completion = u64::from(request.settings.max_tokens.unwrap_or(DEFAULT_COMPLETION));
+        let tokens = prompt + completion;
+        let cost = self
+            .prices
+            .get(&model)
+            .map_or(0.0, |price| price.cost(prompt, completion));
+        let mut ledger = self.ledger();
+        let over = |spent: f64, reserved: f64, needed: f64, limit: Option<f64>, kind| {
+            let limit = limit?;
+            (spent + reserved + needed > limit).then_some(BudgetExceeded {
+                budget: kind,
+                spent,
+                needed,
+                limit,
+            })
+        };
+        let refused = over(
+            ledger.tokens as f64,
+            ledger.reserved_tokens as f64,
+            tokens as f64,
+            BudgetKind::Tokens.limit(&self.limits),
+            BudgetKind::Tokens,
+        )
+        .or_else(|| {
+            over(
+                ledger.cost,
+                ledger.reserved_cost,
+                cost,
+                self.limits.max_cost_usd,
+                BudgetKind::Cost,
+            )
+        });
+        if let Some(exceeded) = refused {
+            self.trip(&mut ledger, exceeded);
+            return Err(refusal(&exceeded));
+        }
+        ledger.reserved_tokens += tokens;
+        ledger.reserved_cost += cost;
+        Ok(Reservation {
+            budget: self,
+            tokens,
+            cost,
+            model,
+        })
+    }
+
+    fn release(&self, ledger: &mut Ledger, tokens: u64, cost: f64) {
+        ledger.reserved_tokens = ledger.reserved_tokens.saturating_sub(tokens);
+        ledger.reserved_cost = (ledger.reserved_cost - cost).max(0.0);
+    }
+
+    /// Stops the flow for `exceeded`: every later call is refused, and those in flight on the
+    /// time budget are cancelled.
+    fn trip(&self, ledger: &mut Ledger, exceeded: BudgetExceeded) {
+        ledger.exceeded = Some(exceeded);
+        let kind = exceeded.budget;
+        if !ledger.marked.contains(&(kind, 100)) {
+            ledger.marked.push((kind, 100));
+            ledger.crossings.push(Crossing {
+                budget: kind,
+                percent: 100,
+                spent: exceeded.spent,
+                limit: exceeded.limit,
+            });
+        }
+        if kind == BudgetKind::Time {
+            self.stop.send_replace(true);
+        }
+    }
+}
+
+impl Reservation<'_> {
+    /// The call answered: what it used replaces what it reserved.
+    pub fn settle(self, used: &Usage) {
+        let budget = self.budget;
+        let mut ledger = budget.ledger();
+        budget.release(&mut ledger, self.tokens, self.cost);
+        ledger.tokens += used.total_tokens;
+        if let Some(price) = budget.prices.get(&self.model) {
+            ledger.cost += price.cost(used.prompt_tokens, used.completion_tokens);
+        }
+        let spent = budget.spent_with(&ledger);
+        mark_passed(&mut ledger, &budget.limits, &spent, true);
+        // Already given back: the drop below must not give it back twice.
+        drop(ledger);
+        std::mem::forget(self);
+    }
+}
+
+impl Drop for Reservation<'_> {
+    fn drop(&mut self) {
+        let budget = self.budget;
+        let mut ledger = budget.ledger();
+        budget.release(&mut ledger, self.tokens, self.cost);
+    }
+}
+
+/// Marks every threshold `spent` has reached (announcing them when `announce`); 100 % is
+/// announced when the flow stops, not here, since a call may fit exactly.
+fn mark_passed(ledger: &mut Ledger, limits: &BudgetLimits, spent: &BudgetSpent, announce: bool) {
+    for kind in [BudgetKind::Tokens, BudgetKind::Cost, BudgetKind::Time] {
+        let Some(limit) = kind.limit(limits).filter(|l| *l > 0.0) else {
+            continue;
+        };
+        let value = kind.spent(spent);
+        for percent in THRESHOLDS {
+            let reached = value * 100.0 >= limit * f64::from(percent);
+            if !reached || ledger.marked.contains(&(kind, percent)) {
+                continue;
+            }
+            if percent == 100 && announce {
+                continue;
+            }
+            ledger.marked.push((kind, percent));
+            if announce {
+                ledger.crossings.push(Crossing {
+                    budget: kind,
+                    percent,
+                    spent: value,
+                    limit,
+                });
+            }
+        }
+    }
+}
+
+/// The completion a call without `max_tokens` is assumed to take.
+const DEFAULT_COMPLETION: u32 = 4096;
+
+/// A prompt's tokens, estimated from its characters (about four a token in English and code,
+/// fewer in other scripts: an estimate, which is why a budget may be overrun by one call's
+/// error) and a few tokens of framing per message.
+pub fn estimate_prompt_tokens(request: &ChatRequest) -> u64 {
+    let chars: usize = request
+        .messages
+        .iter()
+        .map(|m| m.content.chars().count())
+        .sum();
+    let schema = request
+        .schema
+        .as_ref()
+        .map_or(0, |s| s.to_string().chars().count());
+    ((chars + schema) as u64).div_ceil(4) + 4 * request.messages.len() as u64
+}
+
+/// The error a refused or cancelled call returns: the flow pauses, the step runs again.
+pub fn refusal(exceeded: &BudgetExceeded) -> LlmError {
+    LlmError::new(LlmErrorKind::BudgetExhausted, exceeded.to_string())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use ocflow_model::llm::{Message, ModelSettings};
+
+    fn request(model: &str, chars: usize, max_tokens: u32) -> ChatRequest {
+        ChatRequest {
+            purpose: "s".into(),
+            settings: ModelSettings {
+                profile: "default".into(),
+                model: model.into(),
+                temperature: None,
+                max_tokens: Some(max_tokens),
+            },
+            messages: vec![Message::user("x".repeat(chars))],
+            json: false,
+            schema: None,
+        }
+    }
+
+    fn used(prompt: u64, completion: u64) -> Usage {
+        Usage {
+            prompt_tokens: prompt,
+            completion_tokens: completion,
+            total_tokens: prompt + completion,
+            calls: 1,
+        }
+    }
+
+    fn tokens(limit: u64) -> BudgetLimits {
+        BudgetLimits {
+            max_tokens: Some(limit),
+            ..BudgetLimits::default()
+        }
+    }
+
+    #[test]
+    fn calls_in_flight_share_the_budget_and_a_refusal_stops_every_later_call() {
+        let budget = Budget::new(tokens(1000), BTreeMap::new(), BudgetSpent::default());
+        // 396 characters: 99 tokens, 4 of framing, 300 of completion.
+        let first = budget.reserve(&request("default", 396, 300)).unwrap();
+        let second = budget.reserve(&request("default", 396, 300)).unwrap();
+        let refused = budget.reserve(&request("default", 396, 300)).err().unwrap();
+        assert_eq!(refused.kind, LlmErrorKind::BudgetExhausted);
+        assert!(
+            refused
+                .message
+                .contains("0 tokens of 1000 tokens, and the next call may use 403"),
+            "{refused}"
+        );
+        first.settle(&used(100, 200));
+        drop(second);
+        // Room again, yet the budget stopped the flow: nothing more is sent.
+        assert!(budget.reserve(&request("default", 4, 1)).is_err());
+        assert_eq!(budget.spent().tokens, 300);
+        let crossings = budget.take_crossings();
+        assert_eq!(crossings.len(), 1, "{crossings:?}");
+        assert_eq!(
+            (crossings[0].budget, crossings[0].percent),
+            (BudgetKind::Tokens, 100)
+        );
+    }
+
+    #[test]
+    fn thresholds_are_announced_once_and_not_again_after_a_resume() {
+        let budget = Budget::new(tokens(1000), BTreeMap::new(), BudgetSpent::default());
+        budget
+            .reserve(&request("p", 4, 10))
+            .unwrap()
+            .settle(&used(500, 10));
+        budget
+            .reserve(&request("p", 4, 10))
+            .unwrap()
+            .settle(&used(300, 10));
+        let percents: Vec<u8> = budget.take_crossings().iter().map(|c| c.percent).collect();
+        assert_eq!(percents, vec![50, 80]);
+        let carried = budget.spent();
+        let resumed = Budget::new(tokens(1000), BTreeMap::new(), carried);
+        resumed
+            .reserve(&request("p", 4, 10))
+            .unwrap()
+            .settle(&used(10, 10));
+        assert!(
+            resumed.take_crossings().is_empty(),
+            "50 and 80 were passed before"
+        );
+        assert_eq!(resumed.spent().tokens, 840);
+    }
+
+    #[test]
+    fn cost_comes_from_the_model_s_price_and_unpriced_calls_cost_nothing() {
+        let prices = BTreeMap::from([(
+            "big".to_string(),
+            Price {
+                per_mtok_in: 2.0,
+                per_mtok_out: 10.0,
+            },
+        )]);
+        let limits = BudgetLimits {
+            max_cost_usd: Some(0.01),
+            ..BudgetLimits::default()
+        };
+        let budget = Budget::new(limits, prices, BudgetSpent::default());
+        assert!(budget.priced("big") && !budget.priced("small"));
+        budget
+            .reserve(&request("small", 4000, 100_000))
+            .unwrap()
+            .settle(&used(1_000_000, 1_000_000));
+        assert_eq!(budget.spent().cost_usd, 0.0);
+        // 1000 tokens in, 500 out: $0.002 + $0.005.
+        budget
+            .reserve(&request("big", 3980, 500))
+            .unwrap()
+            .settle(&used(1000, 500));
+        assert!((budget.spent().cost_usd - 0.007).abs() < 1e-9);
+        let refused = budget.reserve(&request("big", 3980, 500)).err().unwrap();
+        assert!(
+            refused
+                .message
+                .starts_with("the cost budget is spent: $0.0070 of $0.0100")
+        );
+    }
+
+    #[tokio::test]
+    async fn the_time_budget_cancels_a_call_waiting_on_it() {
+        let limits = BudgetLimits {
+            max_time_ms: Some(1_200),
+            ..BudgetLimits::default()
+        };
+        let carried = BudgetSpent {
+            run_ms: 1_000,
+            ..BudgetSpent::default()
+        };
+        let budget = Budget::new(limits, BTreeMap::new(), carried);
+        assert!(budget.exceeded().is_none());
+        let started = Instant::now();
+        let slow = tokio::time::sleep(Duration::from_secs(30));
+        tokio::select! {
+            () = slow => panic!("the call was not cancelled"),
+            () = budget.stopped() => {}
+        }
+        assert!(started.elapsed() < Duration::from_secs(10), "a hang check");
+        let exceeded = budget.exceeded().unwrap();
+        assert_eq!(exceeded.budget, BudgetKind::Time);
+        assert!(budget.reserve(&request("p", 4, 1)).is_err());
+    }
+}

@@ -158,9 +158,47 @@ pub(crate) struct BatchArgs {
     /// a repository that changed); otherwise they wait for review (`ocflow list --all`).
     #[arg(long)]
     pub(crate) apply: bool,
+    /// The budget of each flow (`--max-tokens`, `--max-cost`, `--max-time`, as on `run`): a
+    /// flow that reaches it pauses, and running the batch again with a higher one resumes it.
+    #[command(flatten)]
+    pub(crate) budget: BudgetArgs,
     /// Global flags handed on to every flow (`--model`, `--codex-lib`, `--python-dir`).
     #[arg(skip)]
     pub(crate) forwarded: Vec<std::ffi::OsString>,
+}
+
+/// A budget for each flow of a batch: the same three flags as `run`'s, handed on as given.
+#[derive(Debug, Default, Args)]
+pub(crate) struct BudgetArgs {
+    /// Tokens each flow may use: it pauses (exit 3) before a call would exceed them.
+    #[arg(long, value_name = "N")]
+    pub(crate) max_tokens: Option<u64>,
+    /// US dollars each flow may cost, by the price table: it pauses before exceeding them.
+    #[arg(long, value_name = "USD", value_parser = parse_cost)]
+    pub(crate) max_cost: Option<f64>,
+    /// How long each flow may run, across resumes (90s, 5m, 1h30m): then it pauses.
+    #[arg(long, value_name = "DURATION", value_parser = ocflow_model::budget::parse_duration)]
+    pub(crate) max_time: Option<std::time::Duration>,
+}
+
+impl BudgetArgs {
+    /// The flags again, for a flow's command line (`run` and `resume` take the same).
+    pub(crate) fn to_argv(&self) -> Vec<std::ffi::OsString> {
+        let mut argv: Vec<std::ffi::OsString> = Vec::new();
+        if let Some(tokens) = self.max_tokens {
+            argv.extend(["--max-tokens".into(), tokens.to_string().into()]);
+        }
+        if let Some(usd) = self.max_cost {
+            argv.extend(["--max-cost".into(), usd.to_string().into()]);
+        }
+        if let Some(time) = self.max_time {
+            argv.extend([
+                "--max-time".into(),
+                format!("{}ms", time.as_millis()).into(),
+            ]);
+        }
+        argv
+    }
 }
 
 /// Where `ocflow batch` runs its flows.

@@ -201,10 +201,27 @@ fn a_batch_killed_half_way_and_run_again_finishes_every_flow_and_runs_no_step_tw
         .stderr(std::process::Stdio::null())
         .spawn()
         .unwrap();
+    // Killed once a flow has finished and another is caught running (the flows of one wave
+    // end nearly together, so "three finished" alone may find none running on a slow machine).
+    let running = |out: &Path| {
+        let recorded = results(out);
+        fs::read_dir(out.join("workspace")).is_ok_and(|dirs| {
+            dirs.flatten().any(|dir| {
+                let status = dir.path().join("flow_status.json");
+                let id = dir.file_name().to_string_lossy().to_string();
+                !recorded.contains_key(&id)
+                    && status.exists()
+                    && fs::read_to_string(&status)
+                        .ok()
+                        .and_then(|text| serde_json::from_str::<Value>(&text).ok())
+                        .is_some_and(|s| s["state"] == "running")
+            })
+        })
+    };
     let deadline = Instant::now() + Duration::from_secs(60);
-    while results(&out).len() < 3 {
+    while results(&out).is_empty() || !running(&out) {
         assert!(Instant::now() < deadline, "no flow finished in time");
-        std::thread::sleep(Duration::from_millis(20));
+        std::thread::sleep(Duration::from_millis(10));
     }
     child.kill().unwrap();
     child.wait().unwrap();
@@ -235,6 +252,7 @@ fn a_batch_killed_half_way_and_run_again_finishes_every_flow_and_runs_no_step_tw
         .iter()
         .filter(|id| state_of(id) == Some(json!("interrupted")))
         .count();
+    let states: Vec<_> = ids.iter().map(|id| (id.clone(), state_of(id))).collect();
     let finished_after = ids
         .iter()
         .filter(|id| !recorded.contains_key(*id) && state_of(id) == Some(json!("succeeded")))
@@ -275,7 +293,10 @@ fn a_batch_killed_half_way_and_run_again_finishes_every_flow_and_runs_no_step_tw
             "t{i} ran a finished step again:\n{journal}"
         );
     }
-    assert!(interrupted > 0, "no flow was caught running by the kill");
+    assert!(
+        interrupted > 0,
+        "no flow was caught running by the kill: {states:?}"
+    );
 }
 
 /// An invalid line and a duplicate id: refused with their line numbers before anything runs.
@@ -787,4 +808,41 @@ fn the_ray_engine_shows_a_runners_last_words_when_it_dies() {
         "{err}"
     );
     assert!(results(&out).is_empty());
+}
+
+/// A budget on the batch is each flow's: a flow that reaches it pauses (no result line, the
+/// batch exits 3), and the same batch run again with a higher budget resumes it to success,
+/// each step's model call made once.
+#[test]
+fn a_budget_pauses_the_batchs_flows_and_a_higher_one_resumes_them() {
+    let sandbox = Sandbox::new(&[]);
+    let llm = FakeLlm::with_rules(vec![
+        Rule::flow_summary().reply(super::fake_llm::chat("Changed m.py.")),
+        Rule::prompt_contains("return 1 instead")
+            .named("code")
+            .reply(super::fake_llm::chat(
+                "```python\ndef f():\n    return 1\n```\n",
+            )),
+    ]);
+    let tasks = fleet(&sandbox, 3);
+    let out = sandbox.root().join("out");
+    // Less than one code call reserves (its prompt and its max_tokens): no flow may ask.
+    let paused = batch(&sandbox, &llm, &tasks, &out)
+        .args(["--flows", "3", "--max-tokens", "200"])
+        .output()
+        .unwrap();
+    assert_exit(&paused, 3);
+    assert!(results(&out).is_empty(), "{:#?}", results(&out));
+    for i in 0..3 {
+        let status = read_json(&out.join(format!("workspace/t{i}/flow_status.json")));
+        assert_eq!(status["state"], "paused", "t{i}: {status}");
+    }
+    assert_eq!(llm.calls("code"), 0);
+    let resumed = batch(&sandbox, &llm, &tasks, &out)
+        .args(["--flows", "3", "--max-tokens", "100000"])
+        .output()
+        .unwrap();
+    assert_exit(&resumed, 0);
+    all_succeeded(&out, 3);
+    assert_eq!(llm.calls("code"), 3, "one code answer per flow");
 }

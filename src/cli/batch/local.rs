@@ -10,6 +10,7 @@ use std::sync::{Arc, Mutex};
 use std::time::Instant;
 
 use ocflow_model::error::{Error, IoContext, Result};
+use ocflow_model::status::FlowState;
 use tokio::io::AsyncBufReadExt;
 use tokio::signal::unix::{SignalKind, signal};
 use tokio::sync::Semaphore;
@@ -80,6 +81,11 @@ fn collect(
             .is_some_and(|status| !super::finished(status.state));
     if unfinished {
         outcome.unfinished += 1;
+        outcome.paused += usize::from(
+            status
+                .as_ref()
+                .is_some_and(|status| status.state == FlowState::Paused),
+        );
         context.reporter.finished(&end.job.task.id, None);
         return Ok(());
     }

@@ -76,6 +76,8 @@ pub(crate) struct Context {
     pub(crate) jobs: Option<usize>,
     /// Global flags handed to each flow (`--model`, `--codex-lib`, `--python-dir`).
     pub(crate) forwarded: Vec<OsString>,
+    /// Each flow's budget flags, handed to its `run` and its `resume` alike.
+    pub(crate) budget: Vec<OsString>,
     /// The per-batch token flows present to the gate instead of the key.
     pub(crate) token: Option<String>,
     pub(crate) reporter: Arc<Reporter>,
@@ -119,6 +121,7 @@ impl FlowJob {
         if let Some(jobs) = context.jobs {
             argv.extend(["--jobs".into(), jobs.to_string().into()]);
         }
+        argv.extend(context.budget.iter().cloned());
         if !resume {
             // After `--`, a task beginning with `-` is not taken for a flag.
             argv.extend(["--".into(), self.task.task.clone().into()]);
@@ -174,8 +177,10 @@ pub(crate) fn forwarded_flags(global: &GlobalArgs) -> Result<Vec<OsString>> {
 pub(crate) struct EngineOutcome {
     /// Tasks the batch finished in this run.
     pub(crate) finished: Vec<TaskResult>,
-    /// Tasks left unfinished (a signal stopped them): the next run resumes them.
+    /// Tasks left unfinished (a signal stopped them, or a budget): the next run resumes them.
     pub(crate) unfinished: usize,
+    /// Of those, the flows a budget paused: a run with a higher budget resumes them.
+    pub(crate) paused: usize,
     /// Whether the batch was interrupted (Ctrl-C, SIGTERM).
     pub(crate) interrupted: bool,
 }
@@ -238,6 +243,7 @@ pub(crate) async fn batch(config: &Config, args: BatchArgs) -> Result<ExitCode> 
         flows,
         jobs: args.jobs,
         forwarded: args.forwarded.clone(),
+        budget: args.budget.to_argv(),
         token: gate.as_ref().map(|g| g.token().to_string()),
         reporter: reporter.clone(),
         json: config.json,
@@ -340,8 +346,11 @@ pub(crate) async fn batch(config: &Config, args: BatchArgs) -> Result<ExitCode> 
     }
     Ok(if outcome.interrupted {
         ExitCode::Interrupted
-    } else if failed > 0 || outcome.unfinished > 0 || applied_failures > 0 {
+    } else if failed > 0 || outcome.unfinished > outcome.paused || applied_failures > 0 {
         ExitCode::Failure
+    } else if outcome.paused > 0 {
+        // Only budgets stopped it: the same command with a higher budget goes on.
+        ExitCode::Paused
     } else {
         ExitCode::Success
     })

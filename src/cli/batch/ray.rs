@@ -300,6 +300,12 @@ fn finish(
             .is_some_and(|s| !super::finished(s.state));
     if unfinished {
         outcome.unfinished += 1;
+        outcome.paused += usize::from(
+            result
+                .status
+                .as_ref()
+                .is_some_and(|s| s.state == ocflow_model::status::FlowState::Paused),
+        );
         context.reporter.finished(id, None);
         return Ok(());
     }

@@ -1,0 +1,454 @@
+"""The Ray engine of ``ocflow batch`` (:mod:`open_codex_lib.ray_batch`) on a REAL local cluster.
+
+A session fixture starts a one-node cluster (``ray start --head --num-cpus=4``) in a temporary
+directory, on loopback and free ports, and stops exactly its own processes afterwards. The
+flows are real ``ocflow run --plan`` processes of the real binary (``$OCFLOW_BIN``, else
+``$CARGO_TARGET_DIR/debug/ocflow``, else ``target/debug/ocflow``: ``cargo build`` makes it) on
+temporary git repositories: command steps that sleep and write files, no LLM.
+
+These tests need ``ray`` (``scripts/ray-venv`` makes ``.venv-ray``; ``scripts/test`` runs this
+file there). Where ray or the binary is missing they are skipped, and fail under CI=true.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import socket
+import subprocess
+import sys
+import tempfile
+import threading
+import time
+from pathlib import Path
+
+import pytest
+
+PYTHON_DIR = Path(__file__).resolve().parent.parent
+ROOT = PYTHON_DIR.parent
+IN_CI = os.environ.get("CI") == "true"
+
+try:
+    import ray  # noqa: F401
+
+    RAY_IMPORTABLE = True
+except ImportError:
+    RAY_IMPORTABLE = False
+
+
+def unavailable(reason: str):
+    """Skips the test, or fails it under CI=true, where what it needs is installed."""
+    if IN_CI:
+        pytest.fail(f"{reason} (CI installs it: .ci/run)")
+    pytest.skip(reason)
+
+
+def ocflow_binary() -> Path:
+    if os.environ.get("OCFLOW_BIN"):
+        return Path(os.environ["OCFLOW_BIN"])
+    target = Path(os.environ.get("CARGO_TARGET_DIR", ROOT / "target"))
+    return target / "debug" / "ocflow"
+
+
+@pytest.fixture(scope="module")
+def ocflow():
+    binary = ocflow_binary()
+    if not os.access(binary, os.X_OK):
+        unavailable(f"no ocflow binary at {binary}: run `cargo build` (or set OCFLOW_BIN)")
+    return binary
+
+
+def free_ports(count: int) -> list:
+    sockets = []
+    for _ in range(count):
+        sock = socket.socket()
+        sock.bind(("127.0.0.1", 0))
+        sockets.append(sock)
+    ports = [sock.getsockname()[1] for sock in sockets]
+    for sock in sockets:
+        sock.close()
+    return ports
+
+
+# Ray's own addresses on loopback: without this it advertises the machine's interface address.
+LOOPBACK = {"RAY_ENABLE_WINDOWS_OR_OSX_CLUSTER": "0"}
+
+
+@pytest.fixture(scope="module")
+def cluster():
+    """A one-node Ray cluster of 4 CPUs; yields its address (127.0.0.1:PORT)."""
+    if not RAY_IMPORTABLE:
+        unavailable(f"ray is not importable by {sys.executable}: run scripts/ray-venv")
+    ray_cli = Path(sys.executable).parent / "ray"
+    # Short: Ray's Unix sockets live below it (108 bytes at most for a socket's path).
+    temp = tempfile.mkdtemp(prefix="ocr-", dir="/tmp")
+    gcs, dash, agent, agent_grpc, runtime_env, metrics, node_manager, objects = free_ports(8)
+    started = subprocess.run(
+        [
+            str(ray_cli),
+            "start",
+            "--head",
+            "--num-cpus=4",
+            "--disable-usage-stats",
+            "--include-dashboard=false",
+            f"--temp-dir={temp}",
+            "--node-ip-address=127.0.0.1",
+            # Free ports of its own: another cluster on this machine (another test run) keeps
+            # Ray's defaults.
+            f"--port={gcs}",
+            f"--dashboard-port={dash}",
+            f"--dashboard-agent-listen-port={agent}",
+            f"--dashboard-agent-grpc-port={agent_grpc}",
+            f"--runtime-env-agent-port={runtime_env}",
+            f"--metrics-export-port={metrics}",
+            f"--node-manager-port={node_manager}",
+            f"--object-manager-port={objects}",
+        ],
+        env={**os.environ, **LOOPBACK},
+        stdout=subprocess.PIPE,
+        stderr=subprocess.STDOUT,
+        # Its daemons stay in this new process group: the teardown stops that group only.
+        start_new_session=True,
+        timeout=120,
+        check=False,
+    )
+    # `ray start` returns once its daemons run; they kept the process group it was given.
+    group = _group_of_daemons(temp)
+    try:
+        assert started.returncode == 0, started.stdout.decode(errors="replace")
+        yield f"127.0.0.1:{gcs}"
+    finally:
+        # `ray stop --force` would SIGKILL every Ray process of the machine (other clusters
+        # too): this stops this cluster's processes only, by their ids, as forcefully.
+        stop_cluster(temp, group)
+
+
+def _group_of_daemons(temp: str):
+    for pid in _pids_mentioning(temp):
+        try:
+            return os.getpgid(pid)
+        except ProcessLookupError:
+            continue
+    return None
+
+
+def _pids_mentioning(text: str) -> list:
+    pids = []
+    for entry in Path("/proc").iterdir():
+        if not entry.name.isdigit() or int(entry.name) == os.getpid():
+            continue
+        try:
+            if text.encode() in (entry / "cmdline").read_bytes():
+                pids.append(int(entry.name))
+        except OSError:
+            continue
+    return pids
+
+
+def stop_cluster(temp: str, group) -> None:
+    if group is not None and group != os.getpgid(0):
+        try:
+            os.killpg(group, signal.SIGKILL)
+        except ProcessLookupError:
+            pass
+    # Workers have process groups of their own; they name the session directory.
+    deadline = time.monotonic() + 10
+    while time.monotonic() < deadline:
+        left = _pids_mentioning(temp)
+        if not left:
+            break
+        for pid in left:
+            try:
+                os.kill(pid, signal.SIGKILL)
+            except ProcessLookupError:
+                pass
+        time.sleep(0.2)
+    subprocess.run(["rm", "-rf", temp], check=False)
+
+
+def git(*args, cwd=None) -> str:
+    done = subprocess.run(
+        ["git", "-c", "user.email=t@example.com", "-c", "user.name=t", *args],
+        cwd=cwd,
+        check=True,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+    )
+    return done.stdout.decode().strip()
+
+
+def make_repo(path: Path, files: dict) -> Path:
+    path.mkdir(parents=True)
+    git("init", "-q", "-b", "main", cwd=path)
+    for name, text in files.items():
+        (path / name).write_text(text, encoding="utf-8")
+    git("add", ".", cwd=path)
+    git("commit", "-qm", "start", cwd=path)
+    return path
+
+
+def command_step(step_id: str, command: str, after: str | None = None) -> dict:
+    step = {"id": step_id, "operation": "execute_shell_command", "params": {"command": command}}
+    if after:
+        step["depends_on"] = after
+    return step
+
+
+def ocflow_env(root: Path) -> dict:
+    """The flow's own user config and state (not the machine's), as the Rust tests give."""
+    (root / "user-config" / "ocflow").mkdir(parents=True, exist_ok=True)
+    return {
+        "XDG_CONFIG_HOME": str(root / "user-config"),
+        "XDG_STATE_HOME": str(root / "user-state"),
+    }
+
+
+def path_flow(root: Path, flow_id: str, steps: list) -> dict:
+    """A flow on a fresh git repository under root, run with --plan (no LLM)."""
+    repo = make_repo(root / "repos" / flow_id, {"README.md": f"{flow_id}\n"})
+    plan = root / "plans" / f"{flow_id}.json"
+    plan.parent.mkdir(parents=True, exist_ok=True)
+    plan.write_text(json.dumps({"task": f"flow {flow_id}", "steps": steps}), encoding="utf-8")
+    workspace = root / "workspace"
+    common = ["--repo", str(repo), "--workspace", str(workspace)]
+    return {
+        "id": flow_id,
+        "argv": [*common, "run", "--task-id", flow_id, "--plan", str(plan)],
+        "resume_argv": [*common, "resume", flow_id],
+        "task_dir": str(workspace / flow_id),
+        "repo": {"path": str(repo)},
+        "env": ocflow_env(root),
+    }
+
+
+def run_driver(request: dict, python: str = sys.executable, env: dict | None = None):
+    """Runs the module as ocflow batch does; returns (exit code, stdout lines, stderr)."""
+    done = subprocess.run(
+        [python, "-m", "open_codex_lib.ray_batch"],
+        input=json.dumps(request).encode(),
+        cwd=PYTHON_DIR,
+        env={**os.environ, "PYTHONPATH": str(PYTHON_DIR), **LOOPBACK, **(env or {})},
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        timeout=600,
+        check=False,
+    )
+    lines = [json.loads(line) for line in done.stdout.decode().splitlines()]
+    return done.returncode, lines, done.stderr.decode(errors="replace")
+
+
+def journal(task_dir: Path) -> list:
+    return [json.loads(line) for line in (task_dir / "journal.jsonl").read_text().splitlines()]
+
+
+def kill_when_running(ocflow: Path, task_dir: Path, task_id: str, step: str, killed: list):
+    """Waits until `step` of the flow runs, then SIGKILLs the flow's ocflow process (the one
+    started with --task-id ID), once; notes the pid in `killed`."""
+    deadline = time.monotonic() + 120
+    marker = f"--task-id\0{task_id}\0".encode()
+    while time.monotonic() < deadline:
+        try:
+            events = journal(task_dir)
+        except (OSError, ValueError):
+            events = []
+        started = any(e["type"] == "step_started" and e.get("step") == step for e in events)
+        finished = any(e["type"] == "step_finished" and e.get("step") == step for e in events)
+        if started and not finished:
+            for entry in Path("/proc").iterdir():
+                if not entry.name.isdigit():
+                    continue
+                try:
+                    cmdline = (entry / "cmdline").read_bytes()
+                except OSError:
+                    continue
+                if cmdline.startswith(str(ocflow).encode() + b"\0") and marker in cmdline + b"\0":
+                    os.kill(int(entry.name), signal.SIGKILL)
+                    killed.append(int(entry.name))
+                    return
+        time.sleep(0.05)
+
+
+def test_twelve_flows_on_a_local_cluster_each_succeed_once_and_a_killed_one_resumes(
+    cluster, ocflow, tmp_path
+):
+    flows = []
+    for index in range(12):
+        flow_id = f"f{index:02d}"
+        steps = [
+            command_step("work", f"sleep 1; echo {flow_id} > out-{flow_id}.txt"),
+            command_step("note", "echo done > done.txt", after="work"),
+        ]
+        if flow_id == "f05":
+            # The flow killed mid-step: a step long enough to be caught running.
+            steps.insert(1, command_step("slow", "sleep 3; echo slow > slow.txt", after="work"))
+            steps[2]["depends_on"] = "slow"
+        flows.append(path_flow(tmp_path, flow_id, steps))
+    request = {
+        "address": "auto",
+        "max_concurrent_flows": 6,
+        "max_retries": 3,
+        "ocflow": str(ocflow),
+        "flows": flows,
+    }
+    killed = []
+    killer = threading.Thread(
+        target=kill_when_running,
+        args=(ocflow, tmp_path / "workspace" / "f05", "f05", "slow", killed),
+        daemon=True,
+    )
+    killer.start()
+    started = time.monotonic()
+    code, lines, stderr = run_driver(request, env={"RAY_ADDRESS": cluster})
+    wall = time.monotonic() - started
+    killer.join(timeout=5)
+
+    assert code == 0, stderr
+    assert len(killed) == 1, "the f05 flow's ocflow process was never caught mid-step"
+    # One result line per flow, no other line.
+    assert sorted(line["id"] for line in lines) == [f["id"] for f in flows], lines
+    assert all(set(line) == {"id", "result"} for line in lines), lines
+    serial_ms = 0
+    for line in lines:
+        result, flow_id = line["result"], line["id"]
+        assert result["exit_code"] == 0, (flow_id, result)
+        assert result["status"]["state"] == "succeeded", (flow_id, result["status"])
+        assert result["attempts"] == (2 if flow_id == "f05" else 1), (flow_id, result)
+        assert result["task_dir"] == str(tmp_path / "workspace" / flow_id)
+        assert f"+{flow_id}" in result["diff"] and "done.txt" in result["diff"], result["diff"]
+        assert f"The flow `{flow_id}` succeeded." in result["summary"], result["summary"]
+        events = journal(Path(result["task_dir"]))
+        # No step that finished ran again; each succeeded exactly once.
+        for step in {e["step"] for e in events if e["type"] == "step_started"}:
+            finishes = [
+                i
+                for i, e in enumerate(events)
+                if e["type"] == "step_finished" and e["step"] == step
+            ]
+            succeeded = [i for i in finishes if events[i]["status"] == "succeeded"]
+            assert len(succeeded) == 1, (flow_id, step, events)
+            restarts = [
+                i
+                for i, e in enumerate(events)
+                if e["type"] == "step_started" and e["step"] == step and i > succeeded[0]
+            ]
+            assert restarts == [], (flow_id, step)
+        serial_ms += sum(e["duration_ms"] for e in events if e["type"] == "step_finished")
+    # The killed flow ran `work` once, and `slow` twice (killed, then resumed by Ray's retry).
+    f05 = journal(tmp_path / "workspace" / "f05")
+    starts = [e["step"] for e in f05 if e["type"] == "step_started"]
+    assert starts == ["work", "slow", "slow", "note"], starts
+    flows_per_hour = len(flows) / wall * 3600
+    print(
+        f"\nray engine: {len(flows)} flows in {wall:.1f} s wall ({flows_per_hour:.0f} flows/h), "
+        f"serial sum of steps {serial_ms / 1000:.1f} s",
+        file=sys.stderr,
+    )
+    # Ran side by side: the wall time is well under the steps' serial sum.
+    assert wall < serial_ms / 1000, (wall, serial_ms)
+
+
+def test_a_git_repository_flow_is_cloned_on_the_node_and_comes_back_through_ray(
+    cluster, ocflow, tmp_path
+):
+    source = make_repo(tmp_path / "source", {"version.txt": "first\n"})
+    first = git("rev-parse", "HEAD", cwd=source)
+    (source / "version.txt").write_text("second\n", encoding="utf-8")
+    git("commit", "-qam", "second", cwd=source)
+    bare = tmp_path / "remote.git"
+    git("clone", "-q", "--bare", str(source), str(bare))
+    plan = tmp_path / "plan.json"
+    plan.write_text(
+        json.dumps(
+            {"task": "copy", "steps": [command_step("copy", "cat version.txt > copy.txt")]}
+        ),
+        encoding="utf-8",
+    )
+    out = tmp_path / "out"
+    common = ["--repo", str(tmp_path / "not-on-the-node"), "--workspace", str(out / "workspace")]
+    flow = {
+        "id": "g1",
+        "argv": [*common, "run", "--task-id", "g1", "--plan", str(plan)],
+        "resume_argv": [*common, "resume", "g1"],
+        "task_dir": None,
+        "repo": {"git": str(bare), "rev": first},
+        "env": ocflow_env(tmp_path),
+    }
+    request = {"address": "auto", "max_concurrent_flows": 2, "ocflow": str(ocflow), "flows": [flow]}
+    code, lines, stderr = run_driver(request, env={"RAY_ADDRESS": cluster})
+
+    assert code == 0, stderr
+    assert len(lines) == 1 and lines[0]["id"] == "g1", lines
+    result = lines[0]["result"]
+    assert result["exit_code"] == 0, result
+    assert result["attempts"] == 1
+    assert result["status"]["state"] == "succeeded", result["status"]
+    assert result["status"]["task_id"] == "g1"
+    assert "The flow `g1` succeeded." in result["summary"]
+    # The checkout is the revision asked for, not the branch's head.
+    assert "+++ b/copy.txt" in result["diff"] and "+first" in result["diff"], result["diff"]
+    # The driver's disk was not used, and the node kept nothing once the result went back.
+    assert not (out / "workspace").exists()
+    assert not Path(result["task_dir"]).exists(), result["task_dir"]
+
+
+def test_an_unreachable_cluster_is_an_error_line_and_exit_2(ocflow, tmp_path):
+    if not RAY_IMPORTABLE:
+        unavailable(f"ray is not importable by {sys.executable}: run scripts/ray-venv")
+    (closed,) = free_ports(1)
+    request = {
+        "address": f"127.0.0.1:{closed}",
+        "ocflow": str(ocflow),
+        "flows": [path_flow(tmp_path, "u1", [command_step("s", "true")])],
+    }
+    started = time.monotonic()
+    code, lines, _ = run_driver(request, env={"RAY_ADDRESS": ""})
+    assert code == 2
+    assert len(lines) == 1 and set(lines[0]) == {"error", "fix"}, lines
+    assert f"127.0.0.1:{closed}" in lines[0]["error"]
+    assert "ray start --head" in lines[0]["fix"]
+    assert time.monotonic() - started < 30
+
+
+def python_without_ray() -> str:
+    """The interpreter this one was made from (a virtual environment's base): no ray there."""
+    for candidate in (
+        Path(sys.base_prefix) / "bin" / "python3",
+        Path("/usr/bin/python3"),
+    ):
+        if candidate.exists():
+            probe = subprocess.run([str(candidate), "-c", "import ray"], capture_output=True)
+            if probe.returncode != 0:
+                return str(candidate)
+    pytest.skip("every Python here can import ray: nothing to show the error with")
+
+
+def test_ray_missing_says_what_to_install_and_exits_2(tmp_path):
+    python = python_without_ray()
+    request = {
+        "address": "auto",
+        "ocflow": "/usr/bin/ocflow",
+        "flows": [path_flow(tmp_path, "m1", [command_step("s", "true")])],
+    }
+    code, lines, _ = run_driver(request, python=python, env={"VIRTUAL_ENV": ""})
+    assert code == 2
+    assert len(lines) == 1 and set(lines[0]) == {"error", "fix"}, lines
+    assert "`ray`" in lines[0]["error"] and python in lines[0]["error"]
+    assert f"{python} -m pip install 'ray==2.60.*'" in lines[0]["fix"], lines[0]["fix"]
+    # Inside a virtual environment, the fix names it.
+    code, lines, _ = run_driver(request, python=python, env={"VIRTUAL_ENV": "/opt/venv"})
+    assert code == 2
+    assert "/opt/venv/bin/pip install 'ray==2.60.*'" in lines[0]["fix"], lines[0]["fix"]
+
+
+def test_an_invalid_request_names_the_problem_and_exits_2(tmp_path):
+    flow = path_flow(tmp_path, "d1", [command_step("s", "true")])
+    request = {"address": "auto", "ocflow": "/usr/bin/ocflow", "flows": [flow, dict(flow)]}
+    code, lines, _ = run_driver(request, python=python_without_ray())
+    assert code == 2
+    assert lines == [
+        {
+            "error": "flow 2: the id 'd1' appears twice",
+            "fix": "give every flow an id of its own",
+        }
+    ]

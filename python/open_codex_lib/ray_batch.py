@@ -119,7 +119,9 @@ def parse_request(text: str) -> dict:
         if not isinstance(flow, dict) or not isinstance(flow.get("id"), str) or not flow["id"]:
             raise RequestError(f"{where} has no string `id`", "give every flow an id")
         if flow["id"] in seen:
-            raise RequestError(f"{where}: the id {flow['id']!r} appears twice", "give every flow an id of its own")
+            raise RequestError(
+                f"{where}: the id {flow['id']!r} appears twice", "give every flow an id of its own"
+            )
         seen.add(flow["id"])
         for key in ("argv", "resume_argv"):
             argv = flow.get(key)
@@ -130,7 +132,7 @@ def parse_request(text: str) -> dict:
             isinstance(repo.get("path"), str) or isinstance(repo.get("git"), str)
         ):
             raise RequestError(
-                f"{where}: `repo` must be {{\"path\": P}} or {{\"git\": URL, \"rev\": REV}}",
+                f'{where}: `repo` must be {{"path": P}} or {{"git": URL, "rev": REV}}',
                 "name the repository by a path every node sees, or by a git URL",
             )
         env = flow.setdefault("env", {})
@@ -265,9 +267,7 @@ def wait_or_stop(process: subprocess.Popen) -> int:
 
 def ocflow_output(ocflow: str, args: list, env: dict) -> tuple:
     """(exit code, stdout) of a short ocflow command (status, diff)."""
-    done = subprocess.run(
-        [ocflow, *args], env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, check=False
-    )
+    done = subprocess.run([ocflow, *args], env=env, capture_output=True, check=False)
     return done.returncode, done.stdout.decode("utf-8", "replace")
 
 
@@ -441,7 +441,7 @@ def connect(ray, address: str) -> str | None:
                 namespace="ocflow-batch",
             )
             outcome["ok"] = True
-        except Exception as err:  # any failure to connect is reported, not raised
+        except Exception as err:  # noqa: BLE001 - any failure to connect is the error line
             outcome["error"] = f"{type(err).__name__}: {err}"
 
     thread = threading.Thread(target=init, daemon=True)
@@ -504,7 +504,7 @@ def drive(ray, request: dict, out: Output, stopping: threading.Event) -> int:
             flow = in_flight.pop(ref)
             try:
                 result = ray.get(ref)
-            except Exception as err:  # the task's failure becomes the flow's result
+            except ray.exceptions.RayError as err:  # the task's failure is the flow's result
                 result = died_result(flow, err, max_retries)
             out.line({"id": flow["id"], "result": result})
     if stopping.is_set():

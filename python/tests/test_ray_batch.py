@@ -172,8 +172,7 @@ def git(*args, cwd=None) -> str:
         ["git", "-c", "user.email=t@example.com", "-c", "user.name=t", *args],
         cwd=cwd,
         check=True,
-        stdout=subprocess.PIPE,
-        stderr=subprocess.PIPE,
+        capture_output=True,
     )
     return done.stdout.decode().strip()
 
@@ -229,8 +228,7 @@ def run_driver(request: dict, python: str = sys.executable, env: dict | None = N
         input=json.dumps(request).encode(),
         cwd=PYTHON_DIR,
         env={**os.environ, "PYTHONPATH": str(PYTHON_DIR), **LOOPBACK, **(env or {})},
-        stdout=subprocess.PIPE,
-        stderr=subprocess.PIPE,
+        capture_output=True,
         timeout=600,
         check=False,
     )
@@ -359,9 +357,7 @@ def test_a_git_repository_flow_is_cloned_on_the_node_and_comes_back_through_ray(
     git("clone", "-q", "--bare", str(source), str(bare))
     plan = tmp_path / "plan.json"
     plan.write_text(
-        json.dumps(
-            {"task": "copy", "steps": [command_step("copy", "cat version.txt > copy.txt")]}
-        ),
+        json.dumps({"task": "copy", "steps": [command_step("copy", "cat version.txt > copy.txt")]}),
         encoding="utf-8",
     )
     out = tmp_path / "out"
@@ -417,7 +413,9 @@ def python_without_ray() -> str:
         Path("/usr/bin/python3"),
     ):
         if candidate.exists():
-            probe = subprocess.run([str(candidate), "-c", "import ray"], capture_output=True)
+            probe = subprocess.run(
+                [str(candidate), "-c", "import ray"], capture_output=True, check=False
+            )
             if probe.returncode != 0:
                 return str(candidate)
     pytest.skip("every Python here can import ray: nothing to show the error with")
@@ -452,3 +450,68 @@ def test_an_invalid_request_names_the_problem_and_exits_2(tmp_path):
             "fix": "give every flow an id of its own",
         }
     ]
+
+
+def test_sigterm_cancels_the_running_flows_resumably_and_a_second_run_finishes_them(
+    cluster, ocflow, tmp_path
+):
+    steps = [
+        command_step("work", "echo a > a.txt"),
+        command_step("slow", "sleep 5; echo slow > slow.txt", after="work"),
+    ]
+    flow = path_flow(tmp_path, "c1", steps)
+    request = {"address": "auto", "ocflow": str(ocflow), "flows": [flow]}
+    task_dir = Path(flow["task_dir"])
+    out, err = (tmp_path / "driver.out").open("wb"), (tmp_path / "driver.err").open("wb")
+    driver = subprocess.Popen(
+        [sys.executable, "-m", "open_codex_lib.ray_batch"],
+        stdin=subprocess.PIPE,
+        stdout=out,
+        stderr=err,
+        cwd=PYTHON_DIR,
+        env={**os.environ, "PYTHONPATH": str(PYTHON_DIR), **LOOPBACK, "RAY_ADDRESS": cluster},
+    )
+    driver.stdin.write(json.dumps(request).encode())
+    driver.stdin.close()
+    deadline = time.monotonic() + 120
+    while time.monotonic() < deadline:
+        events = journal(task_dir) if (task_dir / "journal.jsonl").exists() else []
+        if any(e["type"] == "step_started" and e.get("step") == "slow" for e in events):
+            break
+        time.sleep(0.05)
+    else:
+        driver.kill()
+        pytest.fail("the slow step never started")
+    driver.send_signal(signal.SIGTERM)
+    driver.wait(timeout=90)
+    out.close()
+    err.close()
+
+    assert driver.returncode == 130, (tmp_path / "driver.err").read_text()
+    assert (tmp_path / "driver.out").read_bytes() == b"", "a cancelled flow has no result line"
+    # The flow's ocflow stopped (its lock is free) and saved a state that is not running.
+    marker = f"--task-id\0{flow['id']}\0".encode()
+    assert not [pid for pid in _pids_mentioning(str(task_dir.parent)) if marker in _cmdline(pid)]
+    status = subprocess.run(
+        [str(ocflow), "--workspace", str(task_dir.parent), "--json", "status", str(task_dir)],
+        env={**os.environ, **flow["env"]},
+        capture_output=True,
+        check=True,
+    )
+    assert json.loads(status.stdout)["state"] != "running", status.stdout
+    assert not (task_dir / "slow.txt").exists()
+
+    # The same request again: the flow is resumed, not started again.
+    code, lines, stderr = run_driver(request, env={"RAY_ADDRESS": cluster})
+    assert code == 0, stderr
+    (result,) = [line["result"] for line in lines]
+    assert result["exit_code"] == 0 and result["status"]["state"] == "succeeded", result
+    starts = [e["step"] for e in journal(task_dir) if e["type"] == "step_started"]
+    assert starts == ["work", "slow", "slow"], starts
+
+
+def _cmdline(pid: int) -> bytes:
+    try:
+        return (Path("/proc") / str(pid) / "cmdline").read_bytes() + b"\0"
+    except OSError:
+        return b""

@@ -106,7 +106,17 @@ def parse_request(text: str) -> dict:
     for key, default in (("max_concurrent_flows", 0), ("max_retries", 3)):
         value = request.setdefault(key, default)
         if not isinstance(value, int) or isinstance(value, bool) or value < 0:
-            raise RequestError(f"`{key}` must be a whole number >= 0, not {value!r}", "fix it")
+            raise RequestError(
+                f"`{key}` must be a whole number >= 0, not {value!r}",
+                f"set `{key}` to 0 or more (0 flows at once: as many as the cluster has CPUs)",
+            )
+    # Optional: the CPUs Ray reserves for one flow. A flow mostly waits for its LLM, so a
+    # fraction lets a node run more flows than it has cores.
+    cpus = request.setdefault("cpus_per_flow", 1)
+    if not isinstance(cpus, (int, float)) or isinstance(cpus, bool) or cpus <= 0:
+        raise RequestError(
+            f"`cpus_per_flow` must be a number > 0, not {cpus!r}", "use e.g. 1 or 0.25"
+        )
     address = request.setdefault("address", "auto")
     if not isinstance(address, str) or not address:
         raise RequestError("`address` must be a Ray address", "use `auto` or HOST:PORT")
@@ -126,7 +136,10 @@ def parse_request(text: str) -> dict:
         for key in ("argv", "resume_argv"):
             argv = flow.get(key)
             if not isinstance(argv, list) or not all(isinstance(a, str) for a in argv):
-                raise RequestError(f"{where}: `{key}` must be a list of strings", "fix it")
+                raise RequestError(
+                    f"{where}: `{key}` must be a list of strings",
+                    f"send `{key}` as ocflow's arguments without the binary, as a JSON list",
+                )
         repo = flow.get("repo")
         if not isinstance(repo, dict) or not (
             isinstance(repo.get("path"), str) or isinstance(repo.get("git"), str)
@@ -139,10 +152,16 @@ def parse_request(text: str) -> dict:
         if not isinstance(env, dict) or not all(
             isinstance(k, str) and isinstance(v, str) for k, v in env.items()
         ):
-            raise RequestError(f"{where}: `env` must map names to strings", "fix it")
+            raise RequestError(
+                f"{where}: `env` must map names to strings",
+                'send `env` as {"NAME": "value", ...}',
+            )
         task_dir = flow.setdefault("task_dir", None)
         if task_dir is not None and not isinstance(task_dir, str):
-            raise RequestError(f"{where}: `task_dir` must be a path or null", "fix it")
+            raise RequestError(
+                f"{where}: `task_dir` must be a path or null",
+                "send the task directory's absolute path, or null for a git repository",
+            )
     return request
 
 
@@ -460,10 +479,17 @@ def died_result(flow: dict, err: BaseException, max_retries: int) -> dict:
         exit_code, attempts, task_dir = cause.exit_code, cause.attempt, cause.task_dir
     else:
         exit_code, attempts, task_dir = 1, max_retries + 1, flow.get("task_dir")
+    status = None
+    if task_dir:
+        # On storage the driver sees (a path repository), the state the flow was left in.
+        try:
+            status = json.loads((Path(task_dir) / STATUS_FILE).read_text(encoding="utf-8"))
+        except (OSError, ValueError):
+            pass
     return {
         "exit_code": exit_code,
         "attempts": attempts,
-        "status": None,
+        "status": status,
         "summary": "",
         "diff": "",
         "task_dir": task_dir,
@@ -482,9 +508,11 @@ def drive(ray, request: dict, out: Output, stopping: threading.Event) -> int:
         1, int(ray.cluster_resources().get("CPU", 1))
     )
     counter = ray.remote(num_cpus=0)(AttemptCounter).remote()
-    flow_task = ray.remote(max_retries=max_retries, retry_exceptions=[FlowProcessDied])(
-        flow_task_body
-    )
+    flow_task = ray.remote(
+        num_cpus=request["cpus_per_flow"],
+        max_retries=max_retries,
+        retry_exceptions=[FlowProcessDied],
+    )(flow_task_body)
     for flow in request["flows"]:
         # The plan file travels with the task: a node need not see the driver's disk.
         plan = option_value(flow["argv"], "--plan")

@@ -51,6 +51,9 @@ STOP_GRACE_SECONDS = 60
 CONNECT_TIMEOUT_SECONDS = float(os.environ.get("OCFLOW_RAY_CONNECT_TIMEOUT", "60"))
 # The most of a failed flow's stderr a result carries (its reason when no status was written).
 STDERR_TAIL_BYTES = 4000
+# Where an LLM key may travel in a flow's env: only the flow's own ocflow run gets it (git and
+# the status and diff commands need none), and nothing here writes or prints it.
+SECRET_NAMES = ("OCFLOW_API_KEY", "OPENAI_API_KEY", "LLM_API_KEY")
 # The files of a task directory that say a run already started it.
 STATUS_FILE = "flow_status.json"
 FLOW_FILE = "flow.json"
@@ -309,6 +312,7 @@ def run_flow_attempt(flow: dict, ocflow: str, attempt: int) -> dict:
     """Runs (or resumes) one flow to its end and returns its result; raises FlowProcessDied
     when its ocflow process died by a signal, so that Ray tries again."""
     env = {**os.environ, **flow["env"]}
+    keyless = {name: value for name, value in env.items() if name not in SECRET_NAMES}
     argv, resume_argv = list(flow["argv"]), list(flow["resume_argv"])
     repo = flow["repo"]
     scratch = None
@@ -319,7 +323,7 @@ def run_flow_attempt(flow: dict, ocflow: str, attempt: int) -> dict:
         task_dir = workspace / task_id
         if not has_started(task_dir):
             # Nothing worth resuming: a clean clone (an attempt killed mid-clone left debris).
-            clone(repo["git"], repo.get("rev"), repo_dir, env)
+            clone(repo["git"], repo.get("rev"), repo_dir, keyless)
             shutil.rmtree(workspace, ignore_errors=True)
         plan_text = flow.get("plan_text")
         if plan_text is not None:
@@ -366,14 +370,14 @@ def run_flow_attempt(flow: dict, ocflow: str, attempt: int) -> dict:
         "task_dir": str(task_dir) if task_dir else None,
     }
     if task_dir is not None and task_dir.is_dir():
-        result["status"] = read_status(ocflow, globals_, task_dir, env)
+        result["status"] = read_status(ocflow, globals_, task_dir, keyless)
         try:
             result["summary"] = (task_dir / "summary.md").read_text(encoding="utf-8")
         except OSError:
             pass
         task_id = task_dir.name
         diff_args = [*globals_, "diff", task_id] if globals_ else ["diff", str(task_dir)]
-        code, diff = ocflow_output(ocflow, diff_args, env)
+        code, diff = ocflow_output(ocflow, diff_args, keyless)
         if code == 0:
             result["diff"] = diff
     if exit_code != 0:

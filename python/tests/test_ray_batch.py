@@ -21,6 +21,7 @@ import sys
 import tempfile
 import threading
 import time
+from dataclasses import dataclass
 from datetime import datetime
 from pathlib import Path
 
@@ -76,9 +77,15 @@ def free_ports(count: int) -> list:
 LOOPBACK = {"RAY_ENABLE_WINDOWS_OR_OSX_CLUSTER": "0"}
 
 
+@dataclass
+class Cluster:
+    address: str
+    temp: Path  # Ray's logs and session files
+
+
 @pytest.fixture(scope="module")
 def cluster():
-    """A one-node Ray cluster of 4 CPUs; yields its address (127.0.0.1:PORT)."""
+    """A one-node Ray cluster of 4 CPUs: its address (127.0.0.1:PORT) and temp directory."""
     if not RAY_IMPORTABLE:
         unavailable(f"ray is not importable by {sys.executable}: run scripts/ray-venv")
     ray_cli = Path(sys.executable).parent / "ray"
@@ -118,7 +125,7 @@ def cluster():
     group = _group_of_daemons(temp)
     try:
         assert started.returncode == 0, started.stdout.decode(errors="replace")
-        yield f"127.0.0.1:{gcs}"
+        yield Cluster(f"127.0.0.1:{gcs}", Path(temp))
     finally:
         # `ray stop --force` would SIGKILL every Ray process of the machine (other clusters
         # too): this stops this cluster's processes only, by their ids, as forcefully.
@@ -302,7 +309,7 @@ def test_twelve_flows_on_a_local_cluster_each_succeed_once_and_a_killed_one_resu
     )
     killer.start()
     started = time.monotonic()
-    code, lines, stderr = run_driver(request, env={"RAY_ADDRESS": cluster})
+    code, lines, stderr = run_driver(request, env={"RAY_ADDRESS": cluster.address})
     wall = time.monotonic() - started
     killer.join(timeout=5)
 
@@ -359,6 +366,20 @@ def test_twelve_flows_on_a_local_cluster_each_succeed_once_and_a_killed_one_resu
     )
 
 
+SECRET = "sk-ray-test-7f3a9c1e5b"
+
+
+def files_holding(text: str, root: Path) -> list:
+    found = []
+    for path in root.rglob("*"):
+        try:
+            if path.is_file() and not path.is_symlink() and text.encode() in path.read_bytes():
+                found.append(str(path))
+        except OSError:
+            continue
+    return found
+
+
 def test_a_git_repository_flow_is_cloned_on_the_node_and_comes_back_through_ray(
     cluster, ocflow, tmp_path
 ):
@@ -381,10 +402,13 @@ def test_a_git_repository_flow_is_cloned_on_the_node_and_comes_back_through_ray(
         "resume_argv": [*common, "resume", "g1"],
         "task_dir": None,
         "repo": {"git": str(bare), "rev": first},
-        "env": ocflow_env(tmp_path),
+        # The key travels to the flow's ocflow in memory: never into a file, Ray's logs or output.
+        "env": {**ocflow_env(tmp_path), "OCFLOW_API_KEY": SECRET},
     }
     request = {"address": "auto", "max_concurrent_flows": 2, "ocflow": str(ocflow), "flows": [flow]}
-    code, lines, stderr = run_driver(request, env={"RAY_ADDRESS": cluster})
+    code, lines, stderr = run_driver(request, env={"RAY_ADDRESS": cluster.address})
+    assert SECRET not in stderr and SECRET not in json.dumps(lines)
+    assert files_holding(SECRET, tmp_path) == [] and files_holding(SECRET, cluster.temp) == []
 
     assert code == 0, stderr
     assert len(lines) == 1 and lines[0]["id"] == "g1", lines
@@ -482,7 +506,12 @@ def test_sigterm_cancels_the_running_flows_resumably_and_a_second_run_finishes_t
         stdout=out,
         stderr=err,
         cwd=PYTHON_DIR,
-        env={**os.environ, "PYTHONPATH": str(PYTHON_DIR), **LOOPBACK, "RAY_ADDRESS": cluster},
+        env={
+            **os.environ,
+            "PYTHONPATH": str(PYTHON_DIR),
+            **LOOPBACK,
+            "RAY_ADDRESS": cluster.address,
+        },
     )
     driver.stdin.write(json.dumps(request).encode())
     driver.stdin.close()
@@ -515,7 +544,7 @@ def test_sigterm_cancels_the_running_flows_resumably_and_a_second_run_finishes_t
     assert not (task_dir / "slow.txt").exists()
 
     # The same request again: the flow is resumed, not started again.
-    code, lines, stderr = run_driver(request, env={"RAY_ADDRESS": cluster})
+    code, lines, stderr = run_driver(request, env={"RAY_ADDRESS": cluster.address})
     assert code == 0, stderr
     (result,) = [line["result"] for line in lines]
     assert result["exit_code"] == 0 and result["status"]["state"] == "succeeded", result

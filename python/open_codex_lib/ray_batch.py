@@ -25,6 +25,8 @@ so a node needs Ray, git and the ocflow binary (with its library), not this pack
 
 from __future__ import annotations
 
+import ctypes
+import fcntl
 import hashlib
 import json
 import os
@@ -54,9 +56,13 @@ STDERR_TAIL_BYTES = 4000
 # Where an LLM key may travel in a flow's env: only the flow's own ocflow run gets it (git and
 # the status and diff commands need none), and nothing here writes or prints it.
 SECRET_NAMES = ("OCFLOW_API_KEY", "OPENAI_API_KEY", "LLM_API_KEY")
+# prctl(2)'s request for a signal when the parent dies (linux/prctl.h).
+PR_SET_PDEATHSIG = 1
 # The files of a task directory that say a run already started it.
 STATUS_FILE = "flow_status.json"
 FLOW_FILE = "flow.json"
+# The task's lock (an flock held by the ocflow running it).
+LOCK_FILE = ".lock"
 
 
 class RequestError(Exception):
@@ -287,6 +293,28 @@ def wait_or_stop(process: subprocess.Popen) -> int:
         raise
 
 
+def stop_with_parent():
+    """A preexec_fn asking Linux to send the flow SIGTERM when this worker dies.
+
+    A worker killed outright (SIGKILL, the OOM killer) cannot stop its flow itself: the flow
+    then stops resumably, as on Ctrl-C, instead of running on unowned and holding its task's
+    lock against the retry that resumes it. Ray runs a task on its worker's main thread, whose
+    end is the process's, which is what the signal follows. The function is looked up before
+    the fork; the child only calls it."""
+    try:
+        prctl = ctypes.CDLL(None, use_errno=True).prctl
+    except (OSError, AttributeError):  # not Linux: nothing to ask for
+        return None
+    parent = os.getpid()
+
+    def preexec():
+        prctl(PR_SET_PDEATHSIG, signal.SIGTERM, 0, 0, 0)
+        if os.getppid() != parent:  # the worker died before the request took effect
+            os._exit(143)
+
+    return preexec
+
+
 def ocflow_output(ocflow: str, args: list, env: dict) -> tuple:
     """(exit code, stdout) of a short ocflow command (status, diff)."""
     done = subprocess.run([ocflow, *args], env=env, capture_output=True, check=False)
@@ -308,6 +336,51 @@ def read_status(ocflow: str, globals_: list, task_dir: Path, env: dict):
         return None
 
 
+def wait_until_unlocked(task_dir: Path) -> None:
+    """Waits (a while) until no ocflow holds the task's lock.
+
+    The previous attempt's ocflow may still be stopping (SIGTERM, when its worker died): a
+    resume started before it let go would be refused as running. ocflow's lock is an flock."""
+    deadline = time.monotonic() + STOP_GRACE_SECONDS
+    try:
+        handle = (task_dir / LOCK_FILE).open("rb")
+    except OSError:  # no lock file: no ocflow ever held it
+        return
+    with handle:
+        while True:
+            try:
+                fcntl.flock(handle, fcntl.LOCK_EX | fcntl.LOCK_NB)
+                fcntl.flock(handle, fcntl.LOCK_UN)
+                return
+            except BlockingIOError:
+                if time.monotonic() > deadline:
+                    return  # resume itself then says who holds it
+                time.sleep(0.1)
+
+
+def clone_problem(repo: dict, err: BaseException) -> str:
+    """Why the repository could not be cloned, with git's own words."""
+    said = getattr(err, "stderr", None)
+    said = said.decode("utf-8", "replace").strip() if isinstance(said, bytes) else str(err)
+    return (
+        f"cannot clone {repo['git']} at {repo.get('rev') or 'its default branch'}: {said}; "
+        "check that every node can reach the URL and that the revision exists"
+    )
+
+
+def refused(attempt: int, reason: str) -> dict:
+    """The result of a flow that could not start (exit 2, as ocflow's own bad input)."""
+    return {
+        "exit_code": 2,
+        "attempts": attempt,
+        "status": None,
+        "summary": "",
+        "diff": "",
+        "task_dir": None,
+        "stderr": reason,
+    }
+
+
 def run_flow_attempt(flow: dict, ocflow: str, attempt: int) -> dict:
     """Runs (or resumes) one flow to its end and returns its result; raises FlowProcessDied
     when its ocflow process died by a signal, so that Ray tries again."""
@@ -323,7 +396,11 @@ def run_flow_attempt(flow: dict, ocflow: str, attempt: int) -> dict:
         task_dir = workspace / task_id
         if not has_started(task_dir):
             # Nothing worth resuming: a clean clone (an attempt killed mid-clone left debris).
-            clone(repo["git"], repo.get("rev"), repo_dir, keyless)
+            try:
+                clone(repo["git"], repo.get("rev"), repo_dir, keyless)
+            except (subprocess.CalledProcessError, OSError) as err:
+                shutil.rmtree(scratch, ignore_errors=True)
+                return refused(attempt, clone_problem(repo, err))
             shutil.rmtree(workspace, ignore_errors=True)
         plan_text = flow.get("plan_text")
         if plan_text is not None:
@@ -342,7 +419,11 @@ def run_flow_attempt(flow: dict, ocflow: str, attempt: int) -> dict:
             if value is not None:
                 globals_ += [option, value]
 
-    chosen = resume_argv if has_started(task_dir) else argv
+    if has_started(task_dir):
+        chosen = resume_argv
+        wait_until_unlocked(task_dir)
+    else:
+        chosen = argv
     with tempfile.TemporaryFile() as stderr:
         # Its own session: a signal meant for the Ray worker's group is not the flow's; the
         # flow is stopped only through wait_or_stop, resumably.
@@ -353,6 +434,7 @@ def run_flow_attempt(flow: dict, ocflow: str, attempt: int) -> dict:
             stdout=subprocess.DEVNULL,
             stderr=stderr,
             start_new_session=True,
+            preexec_fn=stop_with_parent(),  # noqa: PLW1509 - only calls a looked-up prctl
         )
         exit_code = wait_or_stop(process)
         stderr.seek(max(0, stderr.seek(0, os.SEEK_END) - STDERR_TAIL_BYTES))
@@ -424,11 +506,16 @@ class Output:
         os.dup2(2, 1)
         sys.stdout = sys.stderr
         self.lock = threading.Lock()
+        # Set when the reader is gone (ocflow batch died): the batch then stops resumably.
+        self.closed = threading.Event()
 
     def line(self, obj: dict) -> None:
         with self.lock:
-            self.stream.write(json.dumps(obj, ensure_ascii=False) + "\n")
-            self.stream.flush()
+            try:
+                self.stream.write(json.dumps(obj, ensure_ascii=False) + "\n")
+                self.stream.flush()
+            except OSError:  # a broken pipe: nobody reads the results any more
+                self.closed.set()
 
 
 def log(message: str) -> None:
@@ -475,14 +562,17 @@ def connect(ray, address: str) -> str | None:
     return outcome.get("error")
 
 
-def died_result(flow: dict, err: BaseException, max_retries: int) -> dict:
+def died_result(flow: dict, err: BaseException, max_retries: int, retried: bool) -> dict:
     """The result of a flow Ray gave up on: its process kept dying, or its worker or node
     died past the retries."""
     cause = getattr(err, "cause", None) or err
     if isinstance(cause, FlowProcessDied) or type(cause).__name__ == "FlowProcessDied":
         exit_code, attempts, task_dir = cause.exit_code, cause.attempt, cause.task_dir
     else:
-        exit_code, attempts, task_dir = 1, max_retries + 1, flow.get("task_dir")
+        # An error of the task's own code is not retried (only FlowProcessDied is); a worker or
+        # node that died is, up to max_retries.
+        attempts = max_retries + 1 if retried else 1
+        exit_code, task_dir = 1, flow.get("task_dir")
     status = None
     if task_dir:
         # On storage the driver sees (a path repository), the state the flow was left in.
@@ -526,7 +616,14 @@ def drive(ray, request: dict, out: Output, stopping: threading.Event) -> int:
     in_flight = {}
     started = time.monotonic()
     log(f"{len(pending)} flow(s), at most {in_flight_cap} at once, {max_retries} retries each")
+    parent = os.getppid()
     while (pending or in_flight) and not stopping.is_set():
+        if os.getppid() != parent or out.closed.is_set():
+            # ocflow batch died (a SIGKILL): nobody will read a result, so stop as on Ctrl-C
+            # and leave every flow to be resumed by the next run.
+            log("ocflow batch is gone: stopping")
+            stopping.set()
+            break
         while pending and len(in_flight) < in_flight_cap:
             flow = pending.popleft()
             in_flight[flow_task.remote(flow, request["ocflow"], counter)] = flow
@@ -537,7 +634,8 @@ def drive(ray, request: dict, out: Output, stopping: threading.Event) -> int:
             try:
                 result = ray.get(ref)
             except ray.exceptions.RayError as err:  # the task's failure is the flow's result
-                result = died_result(flow, err, max_retries)
+                retried = not isinstance(err, ray.exceptions.RayTaskError)
+                result = died_result(flow, err, max_retries, retried)
             out.line({"id": flow["id"], "result": result})
     if stopping.is_set():
         log(f"stopping: cancelling {len(in_flight)} running flow(s) (they stop resumably)")

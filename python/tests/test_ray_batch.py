@@ -489,20 +489,31 @@ def test_an_invalid_request_names_the_problem_and_exits_2(tmp_path):
     ]
 
 
-def test_sigterm_cancels_the_running_flows_resumably_and_a_second_run_finishes_them(
-    cluster, ocflow, tmp_path
+@pytest.mark.parametrize("stop", ["sigterm", "driver_killed", "batch_killed"])
+def test_a_stopped_batch_leaves_its_flows_resumable_and_a_second_run_finishes_them(
+    cluster, ocflow, tmp_path, stop
 ):
+    """sigterm: Ctrl-C/SIGTERM to the driver cancels the task, which stops the flow with
+    SIGTERM. driver_killed: the driver SIGKILLed, Ray kills its workers, and each flow gets
+    SIGTERM as its worker dies. batch_killed: the process that started the driver (ocflow
+    batch) SIGKILLed: the driver sees it gone and stops as on SIGTERM."""
     steps = [
         command_step("work", "echo a > a.txt"),
-        command_step("slow", "sleep 5; echo slow > slow.txt", after="work"),
+        command_step("slow", "sleep 8; echo slow > slow.txt", after="work"),
     ]
     flow = path_flow(tmp_path, "c1", steps)
     request = {"address": "auto", "ocflow": str(ocflow), "flows": [flow]}
     task_dir = Path(flow["task_dir"])
+    (tmp_path / "request.json").write_text(json.dumps(request), encoding="utf-8")
+    driver_argv = [sys.executable, "-m", "open_codex_lib.ray_batch"]
+    if stop == "batch_killed":
+        # A parent that waits for the driver, as ocflow batch does (`; exit` keeps bash from
+        # replacing itself with the driver).
+        driver_argv = ["bash", "-c", '"$@"; exit $?', "batch", *driver_argv]
     out, err = (tmp_path / "driver.out").open("wb"), (tmp_path / "driver.err").open("wb")
     driver = subprocess.Popen(
-        [sys.executable, "-m", "open_codex_lib.ray_batch"],
-        stdin=subprocess.PIPE,
+        driver_argv,
+        stdin=(tmp_path / "request.json").open("rb"),
         stdout=out,
         stderr=err,
         cwd=PYTHON_DIR,
@@ -513,8 +524,6 @@ def test_sigterm_cancels_the_running_flows_resumably_and_a_second_run_finishes_t
             "RAY_ADDRESS": cluster.address,
         },
     )
-    driver.stdin.write(json.dumps(request).encode())
-    driver.stdin.close()
     deadline = time.monotonic() + 120
     while time.monotonic() < deadline:
         events = journal(task_dir) if (task_dir / "journal.jsonl").exists() else []
@@ -524,16 +533,30 @@ def test_sigterm_cancels_the_running_flows_resumably_and_a_second_run_finishes_t
     else:
         driver.kill()
         pytest.fail("the slow step never started")
-    driver.send_signal(signal.SIGTERM)
-    driver.wait(timeout=90)
+    if stop == "sigterm":
+        driver.send_signal(signal.SIGTERM)
+        assert driver.wait(timeout=90) == 130, (tmp_path / "driver.err").read_text()
+    else:
+        driver.kill()
+        driver.wait()
     out.close()
     err.close()
-
-    assert driver.returncode == 130, (tmp_path / "driver.err").read_text()
-    assert (tmp_path / "driver.out").read_bytes() == b"", "a cancelled flow has no result line"
-    # The flow's ocflow stopped (its lock is free) and saved a state that is not running.
+    # The flow's ocflow stops (the one started with --task-id c1), and the driver too.
     marker = f"--task-id\0{flow['id']}\0".encode()
-    assert not [pid for pid in _pids_mentioning(str(task_dir.parent)) if marker in _cmdline(pid)]
+    driver_marker = b"open_codex_lib.ray_batch\0"
+    deadline = time.monotonic() + 60
+    while time.monotonic() < deadline:
+        left = [
+            pid
+            for pid in _pids_mentioning("")
+            if marker in _cmdline(pid) or driver_marker in _cmdline(pid)
+        ]
+        if not left:
+            break
+        time.sleep(0.1)
+    assert not left, [_cmdline(pid) for pid in left]
+    assert (tmp_path / "driver.out").read_bytes() == b"", "a stopped flow has no result line"
+    # It stopped mid-step, resumably: the state saved is not running, `slow` never finished.
     status = subprocess.run(
         [str(ocflow), "--workspace", str(task_dir.parent), "--json", "status", str(task_dir)],
         env={**os.environ, **flow["env"]},
@@ -541,7 +564,8 @@ def test_sigterm_cancels_the_running_flows_resumably_and_a_second_run_finishes_t
         check=True,
     )
     assert json.loads(status.stdout)["state"] != "running", status.stdout
-    assert not (task_dir / "slow.txt").exists()
+    finished = [e["step"] for e in journal(task_dir) if e["type"] == "step_finished"]
+    assert finished == ["work"], finished
 
     # The same request again: the flow is resumed, not started again.
     code, lines, stderr = run_driver(request, env={"RAY_ADDRESS": cluster.address})
@@ -550,6 +574,48 @@ def test_sigterm_cancels_the_running_flows_resumably_and_a_second_run_finishes_t
     assert result["exit_code"] == 0 and result["status"]["state"] == "succeeded", result
     starts = [e["step"] for e in journal(task_dir) if e["type"] == "step_started"]
     assert starts == ["work", "slow", "slow"], starts
+
+
+def test_a_killed_worker_stops_its_flow_and_rays_retry_resumes_it(cluster, ocflow, tmp_path):
+    """The Ray worker running a flow SIGKILLed mid-step (the OOM killer, say): its flow gets
+    SIGTERM and stops resumably, Ray retries the task, and the retry resumes the flow."""
+    steps = [
+        command_step("work", "echo a > a.txt"),
+        command_step("slow", "sleep 4; echo slow > slow.txt", after="work"),
+        command_step("note", "echo done > done.txt", after="slow"),
+    ]
+    flow = path_flow(tmp_path, "w1", steps)
+    request = {"address": "auto", "ocflow": str(ocflow), "flows": [flow]}
+    task_dir = Path(flow["task_dir"])
+    killed = []
+
+    def kill_the_worker():
+        deadline = time.monotonic() + 120
+        marker = b"--task-id\0w1\0"
+        while time.monotonic() < deadline and not killed:
+            events = journal(task_dir) if (task_dir / "journal.jsonl").exists() else []
+            if any(e["type"] == "step_started" and e.get("step") == "slow" for e in events):
+                for pid in _pids_mentioning("w1"):
+                    if marker in _cmdline(pid):
+                        stat = (Path("/proc") / str(pid) / "stat").read_text()
+                        worker = int(stat.rsplit(")", 1)[1].split()[1])
+                        os.kill(worker, signal.SIGKILL)
+                        killed.append((pid, worker))
+                        return
+            time.sleep(0.05)
+
+    killer = threading.Thread(target=kill_the_worker, daemon=True)
+    killer.start()
+    code, lines, stderr = run_driver(request, env={"RAY_ADDRESS": cluster.address})
+    killer.join(timeout=5)
+
+    assert len(killed) == 1, "the worker was never caught running the slow step"
+    assert code == 0, stderr
+    (result,) = [line["result"] for line in lines]
+    assert result["exit_code"] == 0 and result["status"]["state"] == "succeeded", result
+    assert result["attempts"] == 2, result
+    starts = [e["step"] for e in journal(task_dir) if e["type"] == "step_started"]
+    assert starts == ["work", "slow", "slow", "note"], starts
 
 
 def _cmdline(pid: int) -> bytes:

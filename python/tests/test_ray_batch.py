@@ -405,14 +405,30 @@ def test_a_git_repository_flow_is_cloned_on_the_node_and_comes_back_through_ray(
         # The key travels to the flow's ocflow in memory: never into a file, Ray's logs or output.
         "env": {**ocflow_env(tmp_path), "OCFLOW_API_KEY": SECRET},
     }
-    request = {"address": "auto", "max_concurrent_flows": 2, "ocflow": str(ocflow), "flows": [flow]}
+    # Two that cannot start: a repository no node can clone, a plan that does not exist.
+    unclonable = {**flow, "id": "g2", "repo": {"git": str(tmp_path / "gone.git"), "rev": first}}
+    unclonable["argv"] = [*common, "run", "--task-id", "g2", "--plan", str(plan)]
+    no_plan = path_flow(tmp_path, "p1", [command_step("s", "true")])
+    no_plan["argv"][-1] = str(tmp_path / "no-such-plan.json")
+    request = {
+        "address": "auto",
+        "max_concurrent_flows": 2,
+        "ocflow": str(ocflow),
+        "flows": [flow, unclonable, no_plan],
+    }
     code, lines, stderr = run_driver(request, env={"RAY_ADDRESS": cluster.address})
     assert SECRET not in stderr and SECRET not in json.dumps(lines)
     assert files_holding(SECRET, tmp_path) == [] and files_holding(SECRET, cluster.temp) == []
 
     assert code == 0, stderr
-    assert len(lines) == 1 and lines[0]["id"] == "g1", lines
-    result = lines[0]["result"]
+    results = {line["id"]: line["result"] for line in lines}
+    assert sorted(results) == ["g1", "g2", "p1"] and len(lines) == 3, lines
+    # Refused, not retried, each with its reason.
+    assert results["g2"]["exit_code"] == 2 and results["g2"]["attempts"] == 1, results["g2"]
+    assert f"cannot clone {tmp_path / 'gone.git'} at {first}" in results["g2"]["stderr"]
+    assert results["p1"]["exit_code"] == 2 and results["p1"]["attempts"] == 1, results["p1"]
+    assert "no-such-plan.json" in results["p1"]["stderr"], results["p1"]
+    result = results["g1"]
     assert result["exit_code"] == 0, result
     assert result["attempts"] == 1
     assert result["status"]["state"] == "succeeded", result["status"]

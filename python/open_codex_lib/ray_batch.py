@@ -598,8 +598,9 @@ def drive(ray, request: dict, out: Output, stopping: threading.Event) -> int:
         # Imported rather than run with -m: still ship this module's code by value, so that a
         # node needs only Ray and ocflow, not this package on its Python path.
         ray.cloudpickle.register_pickle_by_value(sys.modules[__name__])
+    # Unset: as many flows in flight as the cluster has room for.
     in_flight_cap = request["max_concurrent_flows"] or max(
-        1, int(ray.cluster_resources().get("CPU", 1))
+        1, int(ray.cluster_resources().get("CPU", 1) / request["cpus_per_flow"])
     )
     counter = ray.remote(num_cpus=0)(AttemptCounter).remote()
     flow_task = ray.remote(

@@ -1,7 +1,8 @@
 """The Ray engine of ``ocflow batch`` (:mod:`open_codex_lib.ray_batch`) on a REAL local cluster.
 
-A session fixture starts a one-node cluster (``ray start --head --num-cpus=4``) in a temporary
-directory, on loopback and free ports, and stops exactly its own processes afterwards. The
+A module fixture starts a one-node cluster (``ray start --head --num-cpus=4``, ray_cluster.py)
+in a temporary directory, on loopback and free ports, and stops exactly its own processes
+afterwards. The
 flows are real ``ocflow run --plan`` processes of the real binary (``$OCFLOW_BIN``, else
 ``$CARGO_TARGET_DIR/debug/ocflow``, else ``target/debug/ocflow``: ``cargo build`` makes it) on
 temporary git repositories: command steps that sleep and write files, no LLM.
@@ -15,17 +16,15 @@ from __future__ import annotations
 import json
 import os
 import signal
-import socket
 import subprocess
 import sys
-import tempfile
 import threading
 import time
-from dataclasses import dataclass
 from datetime import datetime
 from pathlib import Path
 
 import pytest
+from ray_cluster import LOOPBACK, free_ports, pids_mentioning, start_cluster, stop_cluster
 
 PYTHON_DIR = Path(__file__).resolve().parent.parent
 ROOT = PYTHON_DIR.parent
@@ -61,118 +60,16 @@ def ocflow():
     return binary
 
 
-def free_ports(count: int) -> list:
-    sockets = []
-    for _ in range(count):
-        sock = socket.socket()
-        sock.bind(("127.0.0.1", 0))
-        sockets.append(sock)
-    ports = [sock.getsockname()[1] for sock in sockets]
-    for sock in sockets:
-        sock.close()
-    return ports
-
-
-# Ray's own addresses on loopback: without this it advertises the machine's interface address.
-LOOPBACK = {"RAY_ENABLE_WINDOWS_OR_OSX_CLUSTER": "0"}
-
-
-@dataclass
-class Cluster:
-    address: str
-    temp: Path  # Ray's logs and session files
-
-
 @pytest.fixture(scope="module")
 def cluster():
-    """A one-node Ray cluster of 4 CPUs: its address (127.0.0.1:PORT) and temp directory."""
+    """A one-node Ray cluster of 4 CPUs on loopback (see ray_cluster.py)."""
     if not RAY_IMPORTABLE:
         unavailable(f"ray is not importable by {sys.executable}: run scripts/ray-venv")
-    ray_cli = Path(sys.executable).parent / "ray"
-    # Short: Ray's Unix sockets live below it (108 bytes at most for a socket's path).
-    temp = tempfile.mkdtemp(prefix="ocr-", dir="/tmp")
-    gcs, dash, agent, agent_grpc, runtime_env, metrics, node_manager, objects = free_ports(8)
-    started = subprocess.run(
-        [
-            str(ray_cli),
-            "start",
-            "--head",
-            "--num-cpus=4",
-            "--disable-usage-stats",
-            "--include-dashboard=false",
-            f"--temp-dir={temp}",
-            "--node-ip-address=127.0.0.1",
-            # Free ports of its own: another cluster on this machine (another test run) keeps
-            # Ray's defaults.
-            f"--port={gcs}",
-            f"--dashboard-port={dash}",
-            f"--dashboard-agent-listen-port={agent}",
-            f"--dashboard-agent-grpc-port={agent_grpc}",
-            f"--runtime-env-agent-port={runtime_env}",
-            f"--metrics-export-port={metrics}",
-            f"--node-manager-port={node_manager}",
-            f"--object-manager-port={objects}",
-        ],
-        env={**os.environ, **LOOPBACK},
-        stdout=subprocess.PIPE,
-        stderr=subprocess.STDOUT,
-        # Its daemons stay in this new process group: the teardown stops that group only.
-        start_new_session=True,
-        timeout=120,
-        check=False,
-    )
-    # `ray start` returns once its daemons run; they kept the process group it was given.
-    group = _group_of_daemons(temp)
+    started = start_cluster(Path(sys.executable).parent / "ray", num_cpus=4)
     try:
-        assert started.returncode == 0, started.stdout.decode(errors="replace")
-        yield Cluster(f"127.0.0.1:{gcs}", Path(temp))
+        yield started
     finally:
-        # `ray stop --force` would SIGKILL every Ray process of the machine (other clusters
-        # too): this stops this cluster's processes only, by their ids, as forcefully.
-        stop_cluster(temp, group)
-
-
-def _group_of_daemons(temp: str):
-    for pid in _pids_mentioning(temp):
-        try:
-            return os.getpgid(pid)
-        except ProcessLookupError:
-            continue
-    return None
-
-
-def _pids_mentioning(text: str) -> list:
-    pids = []
-    for entry in Path("/proc").iterdir():
-        if not entry.name.isdigit() or int(entry.name) == os.getpid():
-            continue
-        try:
-            if text.encode() in (entry / "cmdline").read_bytes():
-                pids.append(int(entry.name))
-        except OSError:
-            continue
-    return pids
-
-
-def stop_cluster(temp: str, group) -> None:
-    if group is not None and group != os.getpgid(0):
-        try:
-            os.killpg(group, signal.SIGKILL)
-        except ProcessLookupError:
-            pass
-    # Workers have process groups of their own; they name the session directory.
-    deadline = time.monotonic() + 10
-    while time.monotonic() < deadline:
-        left = _pids_mentioning(temp)
-        if not left:
-            break
-        for pid in left:
-            try:
-                os.kill(pid, signal.SIGKILL)
-            except ProcessLookupError:
-                pass
-        time.sleep(0.2)
-    subprocess.run(["rm", "-rf", temp], check=False)
+        stop_cluster(started)
 
 
 def git(*args, cwd=None) -> str:
@@ -564,7 +461,7 @@ def test_a_stopped_batch_leaves_its_flows_resumable_and_a_second_run_finishes_th
     while time.monotonic() < deadline:
         left = [
             pid
-            for pid in _pids_mentioning("")
+            for pid in pids_mentioning("")
             if marker in _cmdline(pid) or driver_marker in _cmdline(pid)
         ]
         if not left:
@@ -611,7 +508,7 @@ def test_a_killed_worker_stops_its_flow_and_rays_retry_resumes_it(cluster, ocflo
         while time.monotonic() < deadline and not killed:
             events = journal(task_dir) if (task_dir / "journal.jsonl").exists() else []
             if any(e["type"] == "step_started" and e.get("step") == "slow" for e in events):
-                for pid in _pids_mentioning("w1"):
+                for pid in pids_mentioning("w1"):
                     if marker in _cmdline(pid):
                         stat = (Path("/proc") / str(pid) / "stat").read_text()
                         worker = int(stat.rsplit(")", 1)[1].split()[1])

@@ -8,9 +8,15 @@ request on its stdin::
                 "repo": {"path": P} or {"git": URL, "rev": REV}, "env": {...}}]}
 
 Stdout carries one JSON object per line and nothing else (everything Ray or ocflow says goes
-to stderr): ``{"id": ID, "result": {"exit_code", "attempts", "status", "summary", "diff",
-"task_dir"}}`` when a flow ends, or ``{"error": ..., "fix": ...}`` with exit status 2 when the
-request is invalid, ``ray`` is not importable or the cluster cannot be reached.
+to stderr): ``{"id": ID, "event": {...}}`` for each event of a flow on shared storage (its
+journal's new lines, as ``--json`` prints them), ``{"id": ID, "result": {"exit_code",
+"attempts", "status", "summary", "diff", "task_dir"}}`` when a flow ends (after its events;
+``"stderr"``, the end of its ocflow's stderr, when it did not succeed), or ``{"error": ...,
+"fix": ...}`` with exit status 2 when the request is invalid, ``ray`` is not importable or the
+cluster cannot be reached. Optional in the request: ``"cpus_per_flow"`` (Ray's ``num_cpus`` of
+a flow's task, default 1). Exit status 0 when every flow ended (whatever its own exit code),
+130 when stopped (SIGINT, SIGTERM, or ocflow batch gone): the running flows then stop
+resumably and have no result line.
 
 A flow's whole state lives in its task directory, so Ray's own retry is the recovery: a task
 whose ocflow process died by a signal raises :class:`FlowProcessDied`, Ray runs it again
@@ -518,6 +524,39 @@ class Output:
                 self.closed.set()
 
 
+class JournalTail:
+    """A path flow's journal, read as it grows: its new lines are the flow's events (the same
+    objects `ocflow --json run` prints), relayed to ocflow batch as ``{"id", "event"}`` lines.
+
+    Only what is appended from now on is relayed (a resumed flow's past is not news), and only a
+    whole line (the flow may be writing the next). A git flow's journal is on its node only: it
+    has no events, just its result."""
+
+    def __init__(self, task_dir: str):
+        self.path = Path(task_dir) / "journal.jsonl"
+        try:
+            self.offset = self.path.stat().st_size
+        except OSError:
+            self.offset = 0
+
+    def new_events(self) -> list:
+        try:
+            with self.path.open("rb") as journal:
+                journal.seek(self.offset)
+                data = journal.read()
+        except OSError:
+            return []
+        whole = data[: data.rfind(b"\n") + 1]
+        self.offset += len(whole)
+        events = []
+        for line in whole.splitlines():
+            try:
+                events.append(json.loads(line))
+            except ValueError:  # a line torn by a crash: the journal's reader skips it too
+                continue
+        return events
+
+
 def log(message: str) -> None:
     print(f"ocflow ray: {message}", file=sys.stderr, flush=True)
 
@@ -615,6 +654,7 @@ def drive(ray, request: dict, out: Output, stopping: threading.Event) -> int:
             flow["plan_text"] = Path(plan).read_text(encoding="utf-8")
     pending = deque(request["flows"])
     in_flight = {}
+    tails = {}
     started = time.monotonic()
     log(f"{len(pending)} flow(s), at most {in_flight_cap} at once, {max_retries} retries each")
     parent = os.getppid()
@@ -628,8 +668,17 @@ def drive(ray, request: dict, out: Output, stopping: threading.Event) -> int:
         while pending and len(in_flight) < in_flight_cap:
             flow = pending.popleft()
             in_flight[flow_task.remote(flow, request["ocflow"], counter)] = flow
-        # A timeout, so that a signal is seen within a second.
-        ready, _ = ray.wait(list(in_flight), num_returns=1, timeout=1.0)
+            if flow["task_dir"] and "path" in flow["repo"]:
+                tails[flow["id"]] = JournalTail(flow["task_dir"])
+        # A timeout, so that a signal is seen, and events relayed, within half a second.
+        ready, _ = ray.wait(list(in_flight), num_returns=1, timeout=0.5)
+        ready_ids = {in_flight[ref]["id"] for ref in ready}
+        for flow in in_flight.values():
+            if flow["id"] in tails:
+                for event in tails[flow["id"]].new_events():
+                    out.line({"id": flow["id"], "event": event})
+                if flow["id"] in ready_ids:
+                    del tails[flow["id"]]
         for ref in ready:
             flow = in_flight.pop(ref)
             try:

@@ -212,9 +212,16 @@ def test_twelve_flows_on_a_local_cluster_each_succeed_once_and_a_killed_one_resu
 
     assert code == 0, stderr
     assert len(killed) == 1, "the f05 flow's ocflow process was never caught mid-step"
-    # One result line per flow, no other line.
-    assert sorted(line["id"] for line in lines) == [f["id"] for f in flows], lines
-    assert all(set(line) == {"id", "result"} for line in lines), lines
+    # One result line per flow; before it, the flow's events: its journal, line for line.
+    results = [line for line in lines if "result" in line]
+    assert sorted(line["id"] for line in results) == [f["id"] for f in flows], lines
+    assert all(set(line) in ({"id", "result"}, {"id", "event"}) for line in lines), lines
+    for flow in flows:
+        relayed = [line["event"] for line in lines if line["id"] == flow["id"] and "event" in line]
+        assert relayed == journal(Path(flow["task_dir"])), flow["id"]
+        last = [line for line in lines if line["id"] == flow["id"]][-1]
+        assert "result" in last, (flow["id"], last)
+    lines = results
     serial_ms = 0
     for line in lines:
         result, flow_id = line["result"], line["id"]
@@ -318,8 +325,10 @@ def test_a_git_repository_flow_is_cloned_on_the_node_and_comes_back_through_ray(
     assert files_holding(SECRET, tmp_path) == [] and files_holding(SECRET, cluster.temp) == []
 
     assert code == 0, stderr
-    results = {line["id"]: line["result"] for line in lines}
-    assert sorted(results) == ["g1", "g2", "p1"] and len(lines) == 3, lines
+    results = {line["id"]: line["result"] for line in lines if "result" in line}
+    assert sorted(results) == ["g1", "g2", "p1"], lines
+    # A git flow's journal stays on its node; the one that never started has none.
+    assert [line for line in lines if "event" in line] == [], lines
     # Refused, not retried, each with its reason.
     assert results["g2"]["exit_code"] == 2 and results["g2"]["attempts"] == 1, results["g2"]
     assert f"cannot clone {tmp_path / 'gone.git'} at {first}" in results["g2"]["stderr"]
@@ -468,7 +477,8 @@ def test_a_stopped_batch_leaves_its_flows_resumable_and_a_second_run_finishes_th
             break
         time.sleep(0.1)
     assert not left, [_cmdline(pid) for pid in left]
-    assert (tmp_path / "driver.out").read_bytes() == b"", "a stopped flow has no result line"
+    relayed = [json.loads(line) for line in (tmp_path / "driver.out").read_text().splitlines()]
+    assert [line for line in relayed if "event" not in line] == [], "a stopped flow: no result"
     # It stopped mid-step, resumably: the state saved is not running, `slow` never finished.
     status = subprocess.run(
         [str(ocflow), "--workspace", str(task_dir.parent), "--json", "status", str(task_dir)],
@@ -483,7 +493,7 @@ def test_a_stopped_batch_leaves_its_flows_resumable_and_a_second_run_finishes_th
     # The same request again: the flow is resumed, not started again.
     code, lines, stderr = run_driver(request, env={"RAY_ADDRESS": cluster.address})
     assert code == 0, stderr
-    (result,) = [line["result"] for line in lines]
+    (result,) = [line["result"] for line in lines if "result" in line]
     assert result["exit_code"] == 0 and result["status"]["state"] == "succeeded", result
     starts = [e["step"] for e in journal(task_dir) if e["type"] == "step_started"]
     assert starts == ["work", "slow", "slow"], starts
@@ -524,7 +534,7 @@ def test_a_killed_worker_stops_its_flow_and_rays_retry_resumes_it(cluster, ocflo
 
     assert len(killed) == 1, "the worker was never caught running the slow step"
     assert code == 0, stderr
-    (result,) = [line["result"] for line in lines]
+    (result,) = [line["result"] for line in lines if "result" in line]
     assert result["exit_code"] == 0 and result["status"]["state"] == "succeeded", result
     assert result["attempts"] == 2, result
     starts = [e["step"] for e in journal(task_dir) if e["type"] == "step_started"]

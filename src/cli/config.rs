@@ -84,6 +84,13 @@ pub(crate) struct RunConfig {
     pub(crate) recovery_limits: recovery::Limits,
     /// Whether a failed step goes to the LLM for a recovery strategy (when there is an LLM).
     pub(crate) recovery: bool,
+    /// Whether the flow recalls and writes the user's failure memory (not with `--no-memory`).
+    /// Only the command line turns it off: no config file, least of all a repository's, can
+    /// point it elsewhere or turn it on (reliability S9).
+    pub(crate) memory: bool,
+    /// Whether a flow that needed recovery ends with the reflection's call (not with
+    /// `--no-reflect`).
+    pub(crate) reflect: bool,
 }
 
 /// The contents of a config file. Unknown keys are errors, so a typo is not silently ignored.
@@ -474,6 +481,8 @@ impl Config {
             },
             recovery_limits: recovery_limits(&file.recovery),
             recovery: !flags.no_recovery && file.recovery.enabled != Some(false),
+            memory: !flags.no_memory,
+            reflect: !flags.no_reflect,
         };
         let key_variable = api_key.variable().map(str::to_string);
         let roles = Roles::with(file.roles.clone());

@@ -11,6 +11,7 @@ use crate::cli::config::Config;
 use ocflow_core::engine::bridge::{self, Bridge, HostLlm};
 use ocflow_core::engine::dependencies::Dependencies;
 use ocflow_core::engine::executor::{Executor, FlowOutcome, RecoverySettings, Settings};
+use ocflow_core::engine::memory::Memory;
 use ocflow_core::engine::sandbox::SandboxPlan;
 use ocflow_core::flow::path_rules::{PathRules, canonical_or_absolute};
 use ocflow_core::flow::plugins;
@@ -207,7 +208,29 @@ pub(crate) fn engine_settings(
             .into_iter()
             .collect(),
         dependencies: Dependencies::find(&rules.repo, std::slice::from_ref(&workspace_dir)),
+        memory: memory(config),
+        reflect: run.reflect,
     })
+}
+
+/// The failure memory of the configured repository, in the user's state directory; `None`
+/// with `--no-memory` or without a state directory. Made once a process (the repository's key
+/// asks git, the redaction reads its ignored files), for the planner and the engine alike.
+pub(crate) fn memory(config: &Config) -> Option<Arc<Memory>> {
+    static MEMORY: std::sync::OnceLock<Option<Arc<Memory>>> = std::sync::OnceLock::new();
+    if !config.run.memory {
+        return None;
+    }
+    MEMORY
+        .get_or_init(|| {
+            let state = crate::cli::user_state::dir()?;
+            Some(Arc::new(Memory::for_repository(
+                &state,
+                &config.repo,
+                &canonical_or_absolute(&config.workspace),
+            )))
+        })
+        .clone()
 }
 
 /// Records what confines the flow's command steps, and warns, once per flow, when a command

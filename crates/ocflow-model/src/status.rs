@@ -66,6 +66,10 @@ pub struct FlowStatus {
     /// The same tokens by the model profile that used them.
     #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
     pub tokens_by_profile: BTreeMap<String, Usage>,
+    /// The failure memories this flow's prompts carried (planning and recovery), by their id
+    /// in the user's memory (`ocflow memory show ID`), in the order first used.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub memories_used: Vec<i64>,
     /// One entry per step, in flow order.
     pub steps: Vec<StepStatus>,
     /// Where each step sits in `steps`, so that preparing a step does not search every step
@@ -472,8 +476,18 @@ impl FlowStatus {
             tokens: Usage::default(),
             journal_offset: 0,
             tokens_by_profile: BTreeMap::new(),
+            memories_used: Vec::new(),
             steps: flow.steps.iter().map(FlowStatus::pending_step).collect(),
             index: StepIndex::default(),
+        }
+    }
+
+    /// Notes failure memories a prompt of this flow carried; each id is named once.
+    pub fn use_memories(&mut self, ids: &[i64]) {
+        for id in ids {
+            if !self.memories_used.contains(id) {
+                self.memories_used.push(*id);
+            }
         }
     }
 

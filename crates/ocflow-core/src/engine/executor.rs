@@ -14,6 +14,7 @@ use tokio::task::JoinSet;
 
 use crate::engine::bridge::{Bridge, CallOutcome, HostLlm, StepLlm};
 use crate::engine::dependencies::Dependencies;
+use crate::engine::memory::Memory;
 use crate::engine::recovery;
 use crate::engine::sandbox::SandboxPlan;
 use crate::engine::signals::Interrupt;
@@ -76,6 +77,12 @@ pub struct Settings {
     /// The repository's installed dependencies, which command steps see without copies
     /// (`engine::dependencies`).
     pub dependencies: Dependencies,
+    /// The repository's failure memory: recalled before recovery, written after it; `None`
+    /// with `--no-memory` or without a state directory.
+    pub memory: Option<Arc<Memory>>,
+    /// Whether a flow that needed recovery ends with the reflection's call (not with
+    /// `--no-reflect`).
+    pub reflect: bool,
 }
 
 /// The LLM side of recovery.

@@ -128,6 +128,14 @@ impl Executor {
                 Vec::new(),
             ),
         };
+        let mut summary = summary;
+        if let Some(lesson) = self.reflect().await? {
+            summary = format!(
+                "{}\n\n## What was learned (the model's reflection)\n\n{lesson}\n",
+                summary.trim_end()
+            );
+        }
+        self.remember_the_end(ended == FlowState::Succeeded)?;
         workspace::write_atomic(&summary_path, summary.as_bytes())?;
         self.events.emit(Event::FlowFinished {
             task_id: self.task.task_id.clone(),
@@ -145,6 +153,72 @@ impl Executor {
         } else {
             FlowOutcome::Failed
         })
+    }
+
+    /// The reflection's lesson, after a flow that needed recovery: one short call to the
+    /// summary's model, none with `--no-reflect`, after the model ended the flow, or after a
+    /// signal. Kept in the failure memory beside the flow's failures. A failed call is said and
+    /// costs the flow nothing.
+    async fn reflect(&mut self) -> Result<Option<String>> {
+        let Some((llm, settings)) = self.settings.summary_llm.clone() else {
+            return Ok(None);
+        };
+        if !self.settings.reflect
+            || self.llm_failure.is_some()
+            || self.interrupt.is_raised()
+            || !crate::engine::reflection::needed(&self.status)
+        {
+            return Ok(None);
+        }
+        let before = llm.usage_for("reflection");
+        let call = crate::engine::reflection::reflect(&self.status, &self.flow, &llm, &settings);
+        let interrupt = self.interrupt.clone();
+        let answered = tokio::select! {
+            answered = call => Some(answered),
+            () = interrupt.wait() => None,
+        };
+        self.status.count_tokens(
+            &settings.profile,
+            &llm.usage_for("reflection").since(&before),
+        );
+        self.save()?;
+        let lesson = match answered {
+            Some(Ok(lesson)) => lesson,
+            Some(Err(reason)) => {
+                self.events.emit(Event::Warning {
+                    message: format!("no reflection on this flow: {reason}"),
+                })?;
+                return Ok(None);
+            }
+            None => return Ok(None),
+        };
+        if let Some(memory) = &self.settings.memory
+            && let Err(error) = memory.teach(&self.task.task_id, &lesson)
+        {
+            self.events.emit(Event::Warning {
+                message: format!("the reflection is not remembered: {error}"),
+            })?;
+        }
+        Ok(Some(lesson))
+    }
+
+    /// The flow's failures still open in the memory end with it: fixed when it succeeded.
+    fn remember_the_end(&mut self, succeeded: bool) -> Result<()> {
+        // A flow that recovered nothing left nothing open: the file is not even opened.
+        let Some(memory) = self
+            .settings
+            .memory
+            .as_ref()
+            .filter(|_| crate::engine::reflection::needed(&self.status))
+        else {
+            return Ok(());
+        };
+        if let Err(error) = memory.settle(&self.task.task_id, succeeded) {
+            self.events.emit(Event::Warning {
+                message: format!("the failure memory was not told how this flow ended: {error}"),
+            })?;
+        }
+        Ok(())
     }
 
     /// Writes `changes.diff` (none without changes); returns the changed files and the diff.

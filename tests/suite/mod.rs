@@ -15,6 +15,7 @@ mod languages;
 mod layers;
 mod llm;
 mod mcp;
+mod memory;
 mod openhands;
 mod operations;
 mod parallel;

@@ -249,6 +249,20 @@ fn the_second_run_of_a_failure_is_fixed_by_what_the_first_learned() {
         second_tokens["total_tokens"],
         prompt_bytes(&again)
     );
+    // The control: a third clone run with --no-memory is not told, and needs recovery again.
+    let third = Sandbox::new(&[]);
+    std::fs::remove_dir_all(&third.repo).unwrap();
+    git(
+        third.root(),
+        &["clone", "-q", first.repo.to_str().unwrap(), "repo"],
+    );
+    let unaided = model();
+    assert_exit(&run_task(&third, &state, &unaided, &["--no-memory"]), 0);
+    assert_eq!(unaided.calls("planner told the fix"), 0);
+    assert_eq!(unaided.calls("code, not told"), 1);
+    assert_eq!(unaided.calls("recovery"), 1);
+    assert_eq!(third.status("t").get("memories_used"), None);
+    assert_eq!(memories(&first, &state).len(), 1, "--no-memory writes nothing");
     // The report names the memories the flow used.
     let report = second
         .ocflow()

@@ -20,8 +20,6 @@ const RIGHT: &str = "def halve(n):\n    return n // 2\n";
 const FIX: &str = "floor division";
 /// What opens the memory's section in a prompt.
 const SECTION: &str = "Past experience on this repository";
-/// The reflection's prompt.
-const REFLECTION_MARK: &str = "Say what was learned";
 
 fn plan(instructions: &str) -> String {
     json!({"version": 1, "task": TASK, "steps": [
@@ -42,12 +40,10 @@ fn code(text: &str) -> Reply {
 fn model() -> FakeLlm {
     FakeLlm::with_rules(vec![
         Rule::flow_summary().reply(chat("halve now returns whole numbers.")),
-        Rule::conversation_contains(REFLECTION_MARK)
-            .named("reflection")
-            .reply(chat(
-                "Root cause: halve used true division, which returns a float. Fix: use floor \
+        Rule::reflection().reply(chat(
+            "Root cause: halve used true division, which returns a float. Fix: use floor \
                  division (//) in halve.",
-            )),
+        )),
         Rule::recovery().reply(chat(
             &json!({"strategy": "modify", "reason": "halve returns a float",
                     "step": {"id": "code", "operation": "modify_code", "params": {
@@ -262,7 +258,11 @@ fn the_second_run_of_a_failure_is_fixed_by_what_the_first_learned() {
     assert_eq!(unaided.calls("code, not told"), 1);
     assert_eq!(unaided.calls("recovery"), 1);
     assert_eq!(third.status("t").get("memories_used"), None);
-    assert_eq!(memories(&first, &state).len(), 1, "--no-memory writes nothing");
+    assert_eq!(
+        memories(&first, &state).len(),
+        1,
+        "--no-memory writes nothing"
+    );
     // The report names the memories the flow used.
     let report = second
         .ocflow()
@@ -289,9 +289,8 @@ fn failing_flow(sandbox: &Sandbox) -> std::path::PathBuf {
 }
 
 fn aborting_model(reflections: Option<usize>) -> FakeLlm {
-    let reflection = Rule::conversation_contains(REFLECTION_MARK)
-        .named("reflection")
-        .reply(chat("Root cause: the numbers differ. Fix: none was found."));
+    let reflection =
+        Rule::reflection().reply(chat("Root cause: the numbers differ. Fix: none was found."));
     let reflection = match reflections {
         Some(n) => reflection.times(n),
         None => reflection,

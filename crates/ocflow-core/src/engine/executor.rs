@@ -135,6 +135,9 @@ pub struct Executor {
     /// The LLM error that ended the flow: the model refused a call (a step's, recovery's, the
     /// summary's), or no retry could reach it. The caller tells its own caller, with the fix.
     llm_failure: Option<LlmError>,
+    /// Whether recovery decided a strategy in this run (not one before a resume): the flow's
+    /// end then reflects on it (`reflection`), once.
+    recovered_in_this_run: bool,
 }
 
 /// When the status file is written again. The journal is the write-ahead log: a step started
@@ -201,6 +204,7 @@ impl Executor {
                 status_bytes: 0,
             },
             llm_failure: None,
+            recovered_in_this_run: false,
         }
     }
 

@@ -10,7 +10,7 @@ use serde_json::Value;
 
 use crate::engine::failure_fingerprint::{self, bounded, normalise};
 use crate::engine::memory_recall::{self, Query, Recalled};
-use crate::engine::memory_store::{MEMORY_FILE, MemoryError, MemoryStore, NewFailure};
+use crate::engine::memory_store::{MEMORY_FILE, MemoryError, MemoryStore, NewFailure, Remembered};
 use crate::engine::repository_key;
 use crate::flow::ignore_rules;
 use crate::llm::redact::Redactor;
@@ -75,6 +75,14 @@ impl Memory {
     /// Opens the database (each use opens it: a flow holds no lock between its writes).
     pub fn open(&self) -> Result<MemoryStore, MemoryError> {
         MemoryStore::open(&self.path)
+    }
+
+    /// The failures remembered of flow `task_id`, oldest first.
+    pub fn of_flow(&self, task_id: &str) -> Result<Vec<Remembered>, MemoryError> {
+        let mut all = self.open()?.list(Some(&self.repo_key))?;
+        all.retain(|r| r.failure.task_id == task_id);
+        all.reverse();
+        Ok(all)
     }
 
     /// The past failures nearest to planning `task`.

@@ -3,10 +3,12 @@
 //! lesson goes into `summary.md` and into the failure memory beside the failures it explains,
 //! so the next flow's prompts carry it.
 
+use std::collections::BTreeMap;
+
 use crate::llm::client::Llm;
 use ocflow_model::flow::Flow;
 use ocflow_model::llm::{ChatRequest, LlmError, Message, ModelSettings};
-use ocflow_model::status::{FlowState, FlowStatus};
+use ocflow_model::status::{FlowState, FlowStatus, StepState};
 
 const PROMPT: &str = include_str!("../../../../prompts/reflection.md");
 /// The lesson's characters at most: two sentences.
@@ -28,9 +30,14 @@ pub(crate) fn needed(status: &FlowStatus) -> bool {
     status.steps.iter().any(|s| !s.recoveries.is_empty())
 }
 
-/// The reflection's prompt: the task, how the flow ended, and each recovered step's error and
-/// strategies.
-pub(crate) fn prompt(status: &FlowStatus, flow: &Flow) -> String {
+/// The reflection's prompt: the task, how the flow ended, and each recovered step's error
+/// (its remembered error lines, in `errors` by step, when the memory kept them; else its
+/// last message) and strategies.
+pub(crate) fn prompt(
+    status: &FlowStatus,
+    flow: &Flow,
+    errors: &BTreeMap<String, Vec<String>>,
+) -> String {
     let failures: Vec<String> = status
         .steps
         .iter()
@@ -50,11 +57,18 @@ pub(crate) fn prompt(status: &FlowStatus, flow: &Flow) -> String {
             let operation = flow
                 .step(&s.id)
                 .map_or(s.operation.as_str(), |step| step.operation.as_str());
+            let said = match errors.get(&s.id) {
+                Some(lines) if !lines.is_empty() => {
+                    let lines: Vec<String> = lines.iter().map(|l| format!("  | {l}")).collect();
+                    format!("failed with\n{}", lines.join("\n"))
+                }
+                _ if s.status == StepState::Succeeded => "failed first".to_string(),
+                _ => first_line(error).to_string(),
+            };
             format!(
-                "- step {} ({operation}), now {}: {}\n{}",
+                "- step {} ({operation}), now {}: {said}\n{}",
                 s.id,
                 s.status,
-                first_line(error),
                 tried.join("\n")
             )
         })
@@ -74,13 +88,14 @@ pub(crate) fn prompt(status: &FlowStatus, flow: &Flow) -> String {
 pub(crate) async fn reflect(
     status: &FlowStatus,
     flow: &Flow,
+    errors: &BTreeMap<String, Vec<String>>,
     llm: &Llm,
     settings: &ModelSettings,
 ) -> Result<String, ReflectionError> {
     let request = ChatRequest {
         purpose: "reflection".into(),
         settings: settings.clone(),
-        messages: vec![Message::user(prompt(status, flow))],
+        messages: vec![Message::user(prompt(status, flow, errors))],
         json: false,
         schema: None,
     };
@@ -116,6 +131,45 @@ fn first_line(text: &str) -> &str {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn the_prompt_shows_each_recovered_steps_error_lines_and_strategies() {
+        let flow: Flow = serde_json::from_value(serde_json::json!({"version": 1,
+        "task": "halve", "steps": [
+            {"id": "test", "operation": "run_tests", "params": {"command": "pytest"}},
+            {"id": "doc", "operation": "read_file", "params": {"file_path": "a"}}
+        ]}))
+        .unwrap();
+        let mut status = FlowStatus::new("t", &flow, std::path::Path::new("/r"));
+        status.steps[0].status = StepState::Succeeded;
+        status.steps[0]
+            .recoveries
+            .push(ocflow_model::status::RecoveryRecord {
+                strategy: ocflow_model::decision::StrategyKind::Modify,
+                reason: "halve returns a float".into(),
+                signature: String::new(),
+                revision: Some(2),
+                at: String::new(),
+            });
+        assert!(needed(&status));
+        let errors = BTreeMap::from([(
+            "test".to_string(),
+            vec!["E AssertionError: assert N == N".to_string()],
+        )]);
+        let text = prompt(&status, &flow, &errors);
+        assert!(
+            text.contains(
+                "- step test (run_tests), now succeeded: failed with\n  | E AssertionError: \
+                 assert N == N\n  - modify: halve returns a float"
+            ),
+            "{text}"
+        );
+        assert!(
+            !text.contains("step doc"),
+            "a step that never failed is not shown"
+        );
+        assert!(prompt(&status, &flow, &BTreeMap::new()).contains("now succeeded: failed first"));
+    }
 
     #[test]
     fn a_lesson_is_one_plain_bounded_line() {

@@ -155,23 +155,38 @@ impl Executor {
         })
     }
 
-    /// The reflection's lesson, after a flow that needed recovery: one short call to the
-    /// summary's model, none with `--no-reflect`, after the model ended the flow, or after a
-    /// signal. Kept in the failure memory beside the flow's failures. A failed call is said and
+    /// The reflection's lesson, after a flow that needed recovery in this run: one short call
+    /// to the summary's model, none with `--no-reflect`, after the model ended the flow, or
+    /// after a signal. Kept in the failure memory beside the flow's failures. A failed call is said and
     /// costs the flow nothing.
     async fn reflect(&mut self) -> Result<Option<String>> {
         let Some((llm, settings)) = self.settings.summary_llm.clone() else {
             return Ok(None);
         };
+        // A resume that only finished what an earlier run recovered (and reflected on) asks
+        // nothing more.
         if !self.settings.reflect
+            || !self.recovered_in_this_run
             || self.llm_failure.is_some()
             || self.interrupt.is_raised()
             || !crate::engine::reflection::needed(&self.status)
         {
             return Ok(None);
         }
+        // What the failed steps printed, as the memory kept it (the status keeps a message).
+        let mut errors = std::collections::BTreeMap::new();
+        if let Some(memory) = &self.settings.memory
+            && let Ok(remembered) = memory.of_flow(&self.task.task_id)
+        {
+            for r in remembered {
+                errors
+                    .entry(r.failure.step)
+                    .or_insert(r.failure.error_lines);
+            }
+        }
         let before = llm.usage_for("reflection");
-        let call = crate::engine::reflection::reflect(&self.status, &self.flow, &llm, &settings);
+        let call =
+            crate::engine::reflection::reflect(&self.status, &self.flow, &errors, &llm, &settings);
         let interrupt = self.interrupt.clone();
         let answered = tokio::select! {
             answered = call => Some(answered),

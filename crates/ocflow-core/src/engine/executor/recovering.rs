@@ -270,6 +270,7 @@ impl Executor {
             return self.stop_recovery(failed, &stuck.to_string());
         }
         if fresh {
+            self.recovered_in_this_run = true;
             let revision = decided.flow.as_ref().map(|_| self.status.revision + 1);
             if let Some(entry) = self.status.step_mut(failed) {
                 entry.recoveries.push(status::RecoveryRecord {

@@ -1,7 +1,7 @@
 //! The command line: clap's raw arguments, the configuration resolved once from them, and the
 //! commands — `run`/`plan`, `resume`, `status`/`diff`/`apply`, the HTML `report`, `status
-//! --follow`, the demo, `trust`, the failure `memory`, the OpenHands `skill`, the MCP server — with what they share
-//! (`launch`, `tasks`).
+//! --follow`, the demo, `trust`, the failure `memory`, the OpenHands `skill`, the MCP server —
+//! with what they share (`launch`, `tasks`).
 
 pub(crate) mod apply;
 pub(crate) mod args;

@@ -23,9 +23,10 @@ static WORD: LazyLock<Option<Regex>> = LazyLock::new(|| Regex::new(r"[A-Za-z_][\
 /// A line that says what went wrong: an exception, an assertion, a failing test, a compiler's
 /// or a tool's error.
 static ERROR_LINE: LazyLock<Option<Regex>> = LazyLock::new(|| {
-    Regex::new(
-        r"(?i)(error|exception|assert|failed|failure|fatal|panicked|traceback|not found|no such|cannot|undefined|expected)",
-    )
+    Regex::new(concat!(
+        r"(?i)(error|exception|assert|failed|failure|fatal|panicked|traceback|",
+        r"not found|no such|cannot|undefined|expected)"
+    ))
     .ok()
 });
 

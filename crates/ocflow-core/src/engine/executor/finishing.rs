@@ -157,8 +157,8 @@ impl Executor {
 
     /// The reflection's lesson, after a flow that needed recovery in this run: one short call
     /// to the summary's model, none with `--no-reflect`, after the model ended the flow, or
-    /// after a signal. Kept in the failure memory beside the flow's failures. A failed call is said and
-    /// costs the flow nothing.
+    /// after a signal. Kept in the failure memory beside the flow's failures. A failed call is
+    /// said and costs the flow nothing.
     async fn reflect(&mut self) -> Result<Option<String>> {
         let Some((llm, settings)) = self.settings.summary_llm.clone() else {
             return Ok(None);

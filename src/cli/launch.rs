@@ -214,23 +214,30 @@ pub(crate) fn engine_settings(
 }
 
 /// The failure memory of the configured repository, in the user's state directory; `None`
-/// with `--no-memory` or without a state directory. Made once a process (the repository's key
-/// asks git, the redaction reads its ignored files), for the planner and the engine alike.
+/// with `--no-memory` or without a state directory. Made once a process for a repository (its
+/// key asks git, the redaction reads its ignored files), for the planner and the engine alike.
 pub(crate) fn memory(config: &Config) -> Option<Arc<Memory>> {
-    static MEMORY: std::sync::OnceLock<Option<Arc<Memory>>> = std::sync::OnceLock::new();
+    type Made = Option<(std::path::PathBuf, Arc<Memory>)>;
+    static MEMORY: std::sync::Mutex<Made> = std::sync::Mutex::new(None);
     if !config.run.memory {
         return None;
     }
-    MEMORY
-        .get_or_init(|| {
-            let state = crate::cli::user_state::dir()?;
-            Some(Arc::new(Memory::for_repository(
-                &state,
-                &config.repo,
-                &canonical_or_absolute(&config.workspace),
-            )))
-        })
-        .clone()
+    let mut made = MEMORY
+        .lock()
+        .unwrap_or_else(std::sync::PoisonError::into_inner);
+    if let Some((repo, memory)) = made.as_ref()
+        && *repo == config.repo
+    {
+        return Some(memory.clone());
+    }
+    let state = crate::cli::user_state::dir()?;
+    let memory = Arc::new(Memory::for_repository(
+        &state,
+        &config.repo,
+        &canonical_or_absolute(&config.workspace),
+    ));
+    *made = Some((config.repo.clone(), memory.clone()));
+    Some(memory)
 }
 
 /// Records what confines the flow's command steps, and warns, once per flow, when a command

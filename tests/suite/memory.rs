@@ -386,6 +386,23 @@ fn memory_is_listed_shown_forgotten_and_not_used_when_told() {
     let id = remembered[0]["id"].as_i64().unwrap();
     assert_eq!(remembered[0]["task_id"], json!("t2"));
     assert_eq!(remembered[0]["lesson"], Value::Null);
+    // The same failure again: its recovery is told which strategy did not end it before.
+    assert_exit(&run("t3", &["--no-reflect"]), 1);
+    let recovery = llm
+        .bodies()
+        .iter()
+        .map(last_user_message)
+        .filter(|m| m.contains("Choose ONE strategy"))
+        .last()
+        .unwrap();
+    assert!(
+        recovery.contains(&format!(
+            "Strategies that did NOT end this same failure before: `abort` (memory #{id})"
+        )) && recovery.contains(&format!("- memory #{id}: step `check`")),
+        "{recovery}"
+    );
+    assert_eq!(sandbox.status("t3")["memories_used"], json!([id]));
+    let newest = memories(&sandbox, &state)[0]["id"].as_i64().unwrap();
 
     let memory = |args: &[&str]| {
         sandbox
@@ -407,10 +424,10 @@ fn memory_is_listed_shown_forgotten_and_not_used_when_told() {
     );
     let listed = memory(&["list"]);
     assert_exit(&listed, 0);
+    let lines = stdout(&listed);
     assert!(
-        stdout(&listed).starts_with(&format!("#{id}  ")),
-        "{}",
-        stdout(&listed)
+        lines.starts_with(&format!("#{newest}  ")) && lines.contains(&format!("\n#{id}  ")),
+        "newest first: {lines}"
     );
     // An id that is not there: exit 2, saying where the ids are.
     let missing = memory(&["show", "999"]);
@@ -421,9 +438,9 @@ fn memory_is_listed_shown_forgotten_and_not_used_when_told() {
         stderr(&missing)
     );
     assert_exit(&memory(&["forget", &id.to_string()]), 0);
-    assert!(memories(&sandbox, &state).is_empty());
-    assert_exit(&run("t3", &["--no-reflect"]), 1);
-    assert_eq!(memories(&sandbox, &state).len(), 1);
+    let left = memories(&sandbox, &state);
+    assert_eq!(left.len(), 1);
+    assert_eq!(left[0]["id"], json!(newest));
     let forgotten = memory(&["forget", "--all"]);
     assert_exit(&forgotten, 0);
     assert!(

@@ -392,8 +392,7 @@ fn memory_is_listed_shown_forgotten_and_not_used_when_told() {
         .bodies()
         .iter()
         .map(last_user_message)
-        .filter(|m| m.contains("Choose ONE strategy"))
-        .last()
+        .rfind(|m| m.contains("Choose ONE strategy"))
         .unwrap();
     assert!(
         recovery.contains(&format!(

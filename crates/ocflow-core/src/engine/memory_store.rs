@@ -318,14 +318,21 @@ impl MemoryStore {
 
     /// Every failure remembered of `repo` (of every repository with `None`), newest first.
     pub fn list(&self, repo: Option<&str>) -> Result<Vec<Remembered>, MemoryError> {
+        self.recent(repo, i64::MAX)
+    }
+
+    /// The `limit` newest failures remembered of `repo` (of every repository with `None`),
+    /// newest first.
+    pub fn recent(&self, repo: Option<&str>, limit: i64) -> Result<Vec<Remembered>, MemoryError> {
         let mut statement = self
             .connection
             .prepare(&format!(
-                "SELECT {COLUMNS} FROM failures WHERE ?1 IS NULL OR repo = ?1 ORDER BY id DESC"
+                "SELECT {COLUMNS} FROM failures WHERE ?1 IS NULL OR repo = ?1
+                 ORDER BY id DESC LIMIT ?2"
             ))
             .map_err(|e| self.database(e))?;
         let rows = statement
-            .query_map(params![repo], remembered)
+            .query_map(params![repo, limit], remembered)
             .map_err(|e| self.database(e))?;
         rows.collect::<Result<Vec<_>, _>>()
             .map_err(|e| self.database(e))
@@ -445,6 +452,13 @@ mod tests {
         assert_eq!(listed[1].failure, failure("t1", "test"));
         assert_eq!(listed[0].lesson.as_deref(), Some("Halving truncates."));
         assert_eq!(store.list(None).unwrap().len(), 3);
+        let newest: Vec<i64> = store
+            .recent(None, 2)
+            .unwrap()
+            .iter()
+            .map(|r| r.id)
+            .collect();
+        assert_eq!(newest, vec![other, second]);
         // Reopened: the same rows, no migration run twice.
         drop(store);
         let mut store = MemoryStore::open(&path).unwrap();

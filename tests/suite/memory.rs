@@ -451,3 +451,44 @@ fn memory_is_listed_shown_forgotten_and_not_used_when_told() {
     // Neither an id nor --all: clap's usage error.
     assert_exit(&memory(&["forget"]), 2);
 }
+
+/// A memory file that is not a database: flows go on without it, saying so; `ocflow memory`
+/// refuses it with exit 2, naming the file.
+#[test]
+fn a_damaged_memory_is_said_and_never_stops_a_flow() {
+    let sandbox = committed(&[("numbers.txt", "3\n")]);
+    let state = sandbox.state_home();
+    let database = state.join("ocflow/memory.sqlite");
+    std::fs::create_dir_all(database.parent().unwrap()).unwrap();
+    std::fs::write(
+        &database,
+        "not a database at all, just some words ".repeat(200),
+    )
+    .unwrap();
+    let llm = aborting_model(Some(1));
+    let output = sandbox
+        .ocflow_llm(&llm.base_url())
+        .args(["run", "--task-id", "t", "--plan"])
+        .arg(failing_flow(&sandbox))
+        .output()
+        .unwrap();
+    assert_exit(&output, 1);
+    assert!(
+        stderr(&output).contains("recovery goes on without the failure memory"),
+        "{}",
+        stderr(&output)
+    );
+    assert_eq!(llm.calls("recovery"), 1, "recovery was still asked");
+    let listed = sandbox
+        .ocflow()
+        .env("XDG_STATE_HOME", &state)
+        .args(["memory", "list"])
+        .output()
+        .unwrap();
+    assert_exit(&listed, 2);
+    assert!(
+        stderr(&listed).contains(&format!("the failure memory {}", database.display())),
+        "{}",
+        stderr(&listed)
+    );
+}

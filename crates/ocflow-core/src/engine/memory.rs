@@ -219,9 +219,16 @@ impl Memory {
         self.open()?.record(&self.repo_key, &failure)
     }
 
-    /// Flow `task_id` ended (`succeeded` or not): its open failures ended with it.
-    pub fn settle(&self, task_id: &str, succeeded: bool) -> Result<usize, MemoryError> {
-        self.open()?.settle(&self.repo_key, task_id, succeeded)
+    /// Flow `task_id` ended (`flow_succeeded` or not, with `succeeded_steps`): its open
+    /// failures ended with it.
+    pub fn settle(
+        &self,
+        task_id: &str,
+        flow_succeeded: bool,
+        succeeded_steps: &[String],
+    ) -> Result<usize, MemoryError> {
+        self.open()?
+            .settle(&self.repo_key, task_id, flow_succeeded, succeeded_steps)
     }
 
     /// The reflection's lesson, kept with flow `task_id`'s failures.

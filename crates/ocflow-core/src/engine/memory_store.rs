@@ -70,9 +70,10 @@ pub enum MemoryError {
 pub enum Outcome {
     /// Its flow is still running (or was stopped before it ended).
     Open,
-    /// The strategy that followed it ended it: the step succeeded after.
+    /// The strategy that followed it ended it: the step succeeded after, or the flow did.
     Fixed,
-    /// The step failed again after the strategy, or the flow failed.
+    /// The step failed again after the strategy, or the flow failed without the step
+    /// succeeding.
     NotFixed,
 }
 
@@ -284,25 +285,39 @@ impl MemoryStore {
         })
     }
 
-    /// The flow `task_id` ended: its failures still open ended with it, fixed when it
-    /// succeeded. Returns how many were settled.
+    /// The flow `task_id` ended: its failures still open ended with it. One was fixed when its
+    /// step succeeded in the end (in `succeeded_steps`), or when the whole flow succeeded (an
+    /// `alternative` or a `replan` ended it by replacing the step); not otherwise. Returns
+    /// how many were settled.
     pub fn settle(
         &mut self,
         repo: &str,
         task_id: &str,
-        succeeded: bool,
+        flow_succeeded: bool,
+        succeeded_steps: &[String],
     ) -> Result<usize, MemoryError> {
-        let outcome = if succeeded {
-            Outcome::Fixed
-        } else {
-            Outcome::NotFixed
-        };
         self.write(|transaction| {
-            transaction.execute(
+            let mut fixed = 0;
+            if flow_succeeded {
+                fixed += transaction.execute(
+                    "UPDATE failures SET outcome = ?1
+                     WHERE repo = ?2 AND task_id = ?3 AND outcome = 'open'",
+                    params![Outcome::Fixed.as_str(), repo, task_id],
+                )?;
+            }
+            for step in succeeded_steps {
+                fixed += transaction.execute(
+                    "UPDATE failures SET outcome = ?1
+                     WHERE repo = ?2 AND task_id = ?3 AND step = ?4 AND outcome = 'open'",
+                    params![Outcome::Fixed.as_str(), repo, task_id, step],
+                )?;
+            }
+            let not_fixed = transaction.execute(
                 "UPDATE failures SET outcome = ?1
                  WHERE repo = ?2 AND task_id = ?3 AND outcome = 'open'",
-                params![outcome.as_str(), repo, task_id],
-            )
+                params![Outcome::NotFixed.as_str(), repo, task_id],
+            )?;
+            Ok(fixed + not_fixed)
         })
     }
 
@@ -439,7 +454,7 @@ mod tests {
         // The same step failed again: the first strategy did not end it.
         let second = store.record("commit:a", &failure("t1", "test")).unwrap();
         let other = store.record("commit:b", &failure("t2", "test")).unwrap();
-        assert_eq!(store.settle("commit:a", "t1", true).unwrap(), 1);
+        assert_eq!(store.settle("commit:a", "t1", true, &[]).unwrap(), 1);
         assert_eq!(
             store.teach("commit:a", "t1", "Halving truncates.").unwrap(),
             2
@@ -467,6 +482,23 @@ mod tests {
         assert!(!store.forget(other).unwrap());
         assert_eq!(store.forget_all(Some("commit:a")).unwrap(), 2);
         assert!(store.list(None).unwrap().is_empty());
+    }
+
+    #[test]
+    fn a_failed_flow_still_counts_the_steps_it_fixed() {
+        let dir = tempfile::tempdir().unwrap();
+        let mut store = MemoryStore::open(&dir.path().join(MEMORY_FILE)).unwrap();
+        let fixed = store.record("commit:a", &failure("t", "test")).unwrap();
+        let not_fixed = store.record("commit:a", &failure("t", "lint")).unwrap();
+        let settled = store
+            .settle("commit:a", "t", false, &["test".to_string()])
+            .unwrap();
+        assert_eq!(settled, 2);
+        assert_eq!(store.get(fixed).unwrap().unwrap().outcome, Outcome::Fixed);
+        assert_eq!(
+            store.get(not_fixed).unwrap().unwrap().outcome,
+            Outcome::NotFixed
+        );
     }
 
     #[test]
@@ -498,7 +530,7 @@ mod tests {
                             .unwrap();
                     }
                     store
-                        .settle("commit:a", &format!("t{n}"), n % 2 == 0)
+                        .settle("commit:a", &format!("t{n}"), n % 2 == 0, &[])
                         .unwrap();
                 })
             })

@@ -217,7 +217,8 @@ impl Executor {
         Ok(Some(lesson))
     }
 
-    /// The flow's failures still open in the memory end with it: fixed when it succeeded.
+    /// The flow's failures still open in the memory end with it: fixed when their step
+    /// succeeded in the end, or the flow did.
     fn remember_the_end(&mut self, succeeded: bool) -> Result<()> {
         // A flow that recovered nothing left nothing open: the file is not even opened.
         let Some(memory) = self
@@ -228,7 +229,14 @@ impl Executor {
         else {
             return Ok(());
         };
-        if let Err(error) = memory.settle(&self.task.task_id, succeeded) {
+        let succeeded_steps: Vec<String> = self
+            .status
+            .steps
+            .iter()
+            .filter(|s| s.status == StepState::Succeeded)
+            .map(|s| s.id.clone())
+            .collect();
+        if let Err(error) = memory.settle(&self.task.task_id, succeeded, &succeeded_steps) {
             self.events.emit(Event::Warning {
                 message: format!("the failure memory was not told how this flow ended: {error}"),
             })?;

@@ -72,7 +72,7 @@ pub fn run(mut cli: Cli, api_key: ApiKey) -> Result<ExitCode> {
     // Commands that start work on a repository need one; the others can find their task
     // through an explicit workspace or task directory.
     let needs_repo = match &cli.command {
-        Command::Run(_) | Command::Plan(_) | Command::Trust(_) => true,
+        Command::Run(_) | Command::Plan(_) | Command::Trust(_) | Command::Memory(_) => true,
         Command::Batch(_)
         | Command::Demo
         | Command::Skill(_)

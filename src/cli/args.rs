@@ -102,6 +102,9 @@ pub(crate) enum Command {
     /// Obey the repository's own config (`.ocflow/ocflow.toml`) in full from now on: its
     /// settings that run code, widen the sandbox or send the key elsewhere are ignored until then.
     Trust(TrustArgs),
+    /// The failure memory of this repository: past failures and what ended them, recalled
+    /// before planning and recovery (`list`, `show ID`, `forget ID`, `forget --all`).
+    Memory(MemoryArgs),
     /// Run a complete flow on a bundled sample repository with recorded LLM answers
     /// (no network, no key).
     Demo,
@@ -243,6 +246,32 @@ pub(crate) struct SkillArgs {
 }
 
 #[derive(Debug, Args)]
+pub(crate) struct MemoryArgs {
+    #[command(subcommand)]
+    pub(crate) action: MemoryAction,
+}
+
+#[derive(Debug, Subcommand)]
+pub(crate) enum MemoryAction {
+    /// The failures remembered of this repository, newest first.
+    List,
+    /// One remembered failure: its error lines, the strategy that followed, how it ended.
+    Show {
+        /// The memory's id, as `list` shows it.
+        id: i64,
+    },
+    /// Forget one remembered failure, or with `--all` every one of this repository.
+    Forget {
+        /// The memory's id, as `list` shows it.
+        #[arg(required_unless_present = "all")]
+        id: Option<i64>,
+        /// Every failure remembered of this repository.
+        #[arg(long, conflicts_with = "id")]
+        all: bool,
+    },
+}
+
+#[derive(Debug, Args)]
 pub(crate) struct TrustArgs {
     /// Stop trusting the repository.
     #[arg(long)]
@@ -310,6 +339,14 @@ pub(crate) struct LimitArgs {
     /// Do not ask the LLM for a recovery strategy when a step fails: stop the flow.
     #[arg(long)]
     pub(crate) no_recovery: bool,
+    /// Neither recall nor write the failure memory (past failures on this repository and what
+    /// ended them; `ocflow memory` shows it).
+    #[arg(long)]
+    pub(crate) no_memory: bool,
+    /// No reflection call at the end of a flow that needed recovery (its lesson goes into
+    /// summary.md and the failure memory).
+    #[arg(long)]
+    pub(crate) no_reflect: bool,
     /// Run command steps without the sandbox — no namespaces, Landlock or limits (they can then
     /// write anywhere you can).
     #[arg(long)]

@@ -92,6 +92,13 @@ pub(crate) struct RunConfig {
     pub(crate) budget: BudgetLimits,
     /// Each model's price, and the models in use without one.
     pub(crate) prices: (BTreeMap<String, Price>, Vec<String>),
+    /// Whether the flow recalls and writes the user's failure memory (not with `--no-memory`).
+    /// Only the command line turns it off: no config file, least of all a repository's, can
+    /// point it elsewhere or turn it on (reliability S9).
+    pub(crate) memory: bool,
+    /// Whether a flow that needed recovery ends with the reflection's call (not with
+    /// `--no-reflect`).
+    pub(crate) reflect: bool,
 }
 
 /// The contents of a config file. Unknown keys are errors, so a typo is not silently ignored.
@@ -513,6 +520,8 @@ impl Config {
             recovery: !flags.no_recovery && file.recovery.enabled != Some(false),
             budget: budget::limits(flags, file_budget),
             prices: Default::default(),
+            memory: !flags.no_memory,
+            reflect: !flags.no_reflect,
         };
         let key_variable = api_key.variable().map(str::to_string);
         let roles = Roles::with(file.roles.clone());

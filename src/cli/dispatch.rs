@@ -3,7 +3,8 @@
 use crate::cli::args::Command;
 use crate::cli::config::Config;
 use crate::cli::{
-    apply, batch, demo, doctor, launch, progress, report, resume, review, run, skill, trust, wait,
+    apply, batch, demo, doctor, launch, memory, progress, report, resume, review, run, skill, trust,
+    wait,
 };
 use ocflow_model::error::{Error, IoContext, Result};
 use ocflow_model::event::{Event, Record};
@@ -85,6 +86,7 @@ pub(crate) fn dispatch(config: &Config, command: Command) -> Result<ExitCode> {
         Command::Apply(args) => apply::apply(config, args),
         Command::Undo(args) => apply::undo(config, args),
         Command::Trust(args) => trust::trust(config, args),
+        Command::Memory(args) => memory::memory(config, args),
         Command::Skill(args) => skill::skill(config, args),
         Command::SandboxExec(_) | Command::Mcp | Command::Completions(_) | Command::Man => {
             Err(Error::internal(

@@ -11,6 +11,7 @@ use crate::cli::config::Config;
 use ocflow_core::engine::bridge::{self, Bridge, HostLlm};
 use ocflow_core::engine::dependencies::Dependencies;
 use ocflow_core::engine::executor::{Executor, FlowOutcome, RecoverySettings, Settings};
+use ocflow_core::engine::memory::Memory;
 use ocflow_core::engine::sandbox::SandboxPlan;
 use ocflow_core::flow::path_rules::{PathRules, canonical_or_absolute};
 use ocflow_core::flow::plugins;
@@ -209,7 +210,36 @@ pub(crate) fn engine_settings(
         dependencies: Dependencies::find(&rules.repo, std::slice::from_ref(&workspace_dir)),
         // Set by the command once it knows what the flow spent before (`cli::budget`).
         budget: None,
+        memory: memory(config),
+        reflect: run.reflect,
     })
+}
+
+/// The failure memory of the configured repository, in the user's state directory; `None`
+/// with `--no-memory` or without a state directory. Made once a process for a repository (its
+/// key asks git, the redaction reads its ignored files), for the planner and the engine alike.
+pub(crate) fn memory(config: &Config) -> Option<Arc<Memory>> {
+    type Made = Option<(std::path::PathBuf, Arc<Memory>)>;
+    static MEMORY: std::sync::Mutex<Made> = std::sync::Mutex::new(None);
+    if !config.run.memory {
+        return None;
+    }
+    let mut made = MEMORY
+        .lock()
+        .unwrap_or_else(std::sync::PoisonError::into_inner);
+    if let Some((repo, memory)) = made.as_ref()
+        && *repo == config.repo
+    {
+        return Some(memory.clone());
+    }
+    let state = crate::cli::user_state::dir()?;
+    let memory = Arc::new(Memory::for_repository(
+        &state,
+        &config.repo,
+        &canonical_or_absolute(&config.workspace),
+    ));
+    *made = Some((config.repo.clone(), memory.clone()));
+    Some(memory)
 }
 
 /// Records what confines the flow's command steps, and warns, once per flow, when a command

@@ -1,7 +1,7 @@
 //! The command line: clap's raw arguments, the configuration resolved once from them, and the
 //! commands — `run`/`plan`, `resume`, `status`/`diff`/`apply`, the HTML `report`, `status
-//! --follow`, the demo, `trust`, the OpenHands `skill`, the MCP server — with what they share
-//! (`launch`, `tasks`) — and `batch`, a fleet of flows.
+//! --follow`, the demo, `trust`, the failure `memory`, the OpenHands `skill`, the MCP server —
+//! with what they share (`launch`, `tasks`) — and `batch`, a fleet of flows.
 
 pub(crate) mod apply;
 pub(crate) mod args;
@@ -21,6 +21,7 @@ pub(crate) mod live;
 pub(crate) mod mcp;
 pub(crate) mod mcp_status;
 pub(crate) mod mcp_stdio;
+pub(crate) mod memory;
 pub(crate) mod profiles;
 pub(crate) mod progress;
 pub(crate) mod report;

@@ -128,6 +128,15 @@ fn header(facts: &ReportFacts, span: &Span) -> String {
     if let Some(applied) = &status.applied_at {
         facts_list.push(("applied", escape(applied)));
     }
+    if !status.memories_used.is_empty() {
+        // Past failures the prompts carried: `ocflow memory show ID` tells each.
+        let ids: Vec<String> = status
+            .memories_used
+            .iter()
+            .map(|id| format!("memory #{id}"))
+            .collect();
+        facts_list.push(("memories used", ids.join(", ")));
+    }
     let list: String = facts_list
         .into_iter()
         .map(|(name, value)| format!("<dt>{name}</dt><dd>{value}</dd>"))

@@ -219,10 +219,23 @@ async fn start(
     for message in said {
         events.emit(Event::Warning { message })?;
     }
+    // The failure memories the planner's prompt carried, for the status.
+    let mut remembered = Vec::new();
     let (flow, answers) = match (given, &llm) {
         (Some(flow), _) => (flow, 0),
         (None, Some(llm)) => {
-            let planner = planner(config, llm)?;
+            let mut planner = planner(config, llm)?;
+            // Past failures on this repository like this task, and what ended them.
+            match launch::memory(config).map(|memory| memory.for_planning(&task_text)) {
+                Some(Ok(recalled)) => {
+                    planner.past_experience = recalled.text;
+                    remembered = recalled.ids;
+                }
+                Some(Err(error)) => events.emit(Event::Warning {
+                    message: format!("planning goes on without the failure memory: {error}"),
+                })?,
+                None => {}
+            }
             let answers_dir = task.root.join(PLANNING_DIR);
             let pulse = events.pulse();
             let planning = planner.plan(&task_text, &answers_dir);
@@ -271,6 +284,7 @@ async fn start(
     live::show_plan(&flow, config.json);
     state::save_flow(&task, &flow)?;
     let mut flow_status = FlowStatus::new(&task_id, &flow, &config.repo);
+    flow_status.use_memories(&remembered);
     if let Some(llm) = &llm {
         flow_status.count_tokens(&llm.profile_for("planner"), &llm.usage_for("planner"));
     }
@@ -329,6 +343,7 @@ fn planner<'a>(config: &'a Config, llm: &'a Llm) -> Result<Planner<'a>> {
         policy: config.policy,
         roles: &config.roles,
         test_commands,
+        past_experience: String::new(),
     })
 }
 

@@ -70,6 +70,8 @@ const PLANNER_MARK: &str = "You are an expert software project manager.";
 const RECOVERY_MARK: &str = "Choose ONE strategy";
 /// In ocflow's flow summary prompt (`prompts/summary.md`).
 const SUMMARY_MARK: &str = "Write a concise summary for the user";
+/// The reflection's prompt, after a flow that needed recovery (`prompts/reflection.md`).
+const REFLECTION_MARK: &str = "Say what was learned";
 /// Where the recovery prompt shows the failed step as JSON, on the next line.
 const FAILED_STEP_MARK: &str = "The failed step (attempt ";
 
@@ -174,6 +176,11 @@ impl Rule {
     /// The request for the flow's closing summary (`summary.md`).
     pub fn flow_summary() -> Rule {
         Rule::conversation_contains(SUMMARY_MARK).named("flow summary")
+    }
+
+    /// The reflection's request at the end of a flow that needed recovery.
+    pub fn reflection() -> Rule {
+        Rule::conversation_contains(REFLECTION_MARK).named("reflection")
     }
 
     /// Also requires the last user message to contain `text`.

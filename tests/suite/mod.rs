@@ -17,6 +17,7 @@ mod languages;
 mod layers;
 mod llm;
 mod mcp;
+mod memory;
 mod openhands;
 mod operations;
 mod parallel;

@@ -553,6 +553,10 @@ fn a_failure_queued_behind_a_replan_that_dropped_it_is_not_recovered() {
         Rule::flow_summary()
             .reply(status(500, "no summary in this test"))
             .times(1),
+        // A flow that recovered ends with the reflection's call (issue 30 §4), refused too.
+        Rule::reflection()
+            .reply(status(500, "no reflection in this test"))
+            .times(1),
     ]);
     let plan = sandbox.flow(&flow);
     let output = sandbox

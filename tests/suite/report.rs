@@ -78,6 +78,10 @@ fn run_flow(sandbox: &Sandbox) -> Output {
         Rule::flow_summary()
             .reply(status(500, "no summary in this test"))
             .times(1),
+        // A flow that recovered ends with the reflection's call (issue 30 §4), refused too.
+        Rule::reflection()
+            .reply(status(500, "no reflection in this test"))
+            .times(1),
     ]);
     let plan = sandbox.flow(&flow);
     sandbox

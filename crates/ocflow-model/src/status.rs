@@ -73,6 +73,10 @@ pub struct FlowStatus {
     /// The flow's budgets and what it spent against them, over all its runs.
     #[serde(default, skip_serializing_if = "BudgetUse::is_empty")]
     pub budget: BudgetUse,
+    /// The failure memories this flow's prompts carried (planning and recovery), by their id
+    /// in the user's memory (`ocflow memory show ID`), in the order first used.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub memories_used: Vec<i64>,
     /// One entry per step, in flow order.
     pub steps: Vec<StepStatus>,
     /// Where each step sits in `steps`, so that preparing a step does not search every step
@@ -484,8 +488,18 @@ impl FlowStatus {
             tokens_by_profile: BTreeMap::new(),
             paused: None,
             budget: BudgetUse::default(),
+            memories_used: Vec::new(),
             steps: flow.steps.iter().map(FlowStatus::pending_step).collect(),
             index: StepIndex::default(),
+        }
+    }
+
+    /// Notes failure memories a prompt of this flow carried; each id is named once.
+    pub fn use_memories(&mut self, ids: &[i64]) {
+        for id in ids {
+            if !self.memories_used.contains(id) {
+                self.memories_used.push(*id);
+            }
         }
     }
 

@@ -15,6 +15,7 @@ use tokio::task::JoinSet;
 
 use crate::engine::bridge::{Bridge, CallOutcome, HostLlm, StepLlm};
 use crate::engine::dependencies::Dependencies;
+use crate::engine::memory::Memory;
 use crate::engine::recovery;
 use crate::engine::sandbox::SandboxPlan;
 use crate::engine::signals::Interrupt;
@@ -83,6 +84,12 @@ pub struct Settings {
     pub dependencies: Dependencies,
     /// The flow's budget (the same the LLM client reserves from), when it has one.
     pub budget: Option<Arc<Budget>>,
+    /// The repository's failure memory: recalled before recovery, written after it; `None`
+    /// with `--no-memory` or without a state directory.
+    pub memory: Option<Arc<Memory>>,
+    /// Whether a flow that needed recovery ends with the reflection's call (not with
+    /// `--no-reflect`).
+    pub reflect: bool,
 }
 
 /// The LLM side of recovery.
@@ -135,6 +142,9 @@ pub struct Executor {
     /// The LLM error that ended the flow: the model refused a call (a step's, recovery's, the
     /// summary's), or no retry could reach it. The caller tells its own caller, with the fix.
     llm_failure: Option<LlmError>,
+    /// Whether recovery decided a strategy in this run (not one before a resume): the flow's
+    /// end then reflects on it (`reflection`), once.
+    recovered_in_this_run: bool,
 }
 
 /// When the status file is written again. The journal is the write-ahead log: a step started
@@ -201,6 +211,7 @@ impl Executor {
                 status_bytes: 0,
             },
             llm_failure: None,
+            recovered_in_this_run: false,
         }
     }
 

@@ -117,6 +117,9 @@ pub(crate) struct Context<'a> {
     pub(crate) roles: &'a Roles,
     /// The failed step's result, when it got one (an exception or an engine fault leaves none).
     pub(crate) result: Option<&'a StepResult>,
+    /// Past failures like this one and what ended them (the failure memory's section); empty
+    /// without any.
+    pub(crate) past_experience: &'a str,
 }
 
 /// Checks the limits, then asks the LLM for a strategy for `failed` until one passes every

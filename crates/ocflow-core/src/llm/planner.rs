@@ -77,6 +77,9 @@ pub struct Planner<'a> {
     pub roles: &'a Roles,
     /// How the repository runs its tests (the library's guess, the one `run_tests` uses).
     pub test_commands: Vec<TestCommand>,
+    /// Past failures on this repository and what ended them (the failure memory's section,
+    /// delimited), shown before the task; empty without any.
+    pub past_experience: String,
 }
 
 impl Planner<'_> {
@@ -228,6 +231,20 @@ impl Planner<'_> {
             )
             .replace("{{operations}}", operations::catalogue().trim_end())
             .replace("{{roles}}", self.roles.catalogue().trim_end())
+            // Last: its remembered text is never read for another placeholder.
+            .replace(
+                "{{past_experience}}",
+                &past_experience(&self.past_experience),
+            )
+    }
+}
+
+/// The memory's section as it opens a prompt: followed by a blank line, or nothing.
+pub(crate) fn past_experience(section: &str) -> String {
+    if section.trim().is_empty() {
+        String::new()
+    } else {
+        format!("{}\n\n", section.trim_end())
     }
 }
 

@@ -138,6 +138,14 @@ impl Executor {
                 Vec::new(),
             ),
         };
+        let mut summary = summary;
+        if let Some(lesson) = self.reflect().await? {
+            summary = format!(
+                "{}\n\n## What was learned (the model's reflection)\n\n{lesson}\n",
+                summary.trim_end()
+            );
+        }
+        self.remember_the_end(ended == FlowState::Succeeded)?;
         workspace::write_atomic(&summary_path, summary.as_bytes())?;
         self.events.emit(Event::FlowFinished {
             task_id: self.task.task_id.clone(),
@@ -156,6 +164,95 @@ impl Executor {
         } else {
             FlowOutcome::Failed
         })
+    }
+
+    /// The reflection's lesson, after a flow that needed recovery in this run: one short call
+    /// to the summary's model, none with `--no-reflect`, after the model ended the flow, or
+    /// after a signal. Kept in the failure memory beside the flow's failures. A failed call is
+    /// said and costs the flow nothing.
+    async fn reflect(&mut self) -> Result<Option<String>> {
+        let Some((llm, settings)) = self.settings.summary_llm.clone() else {
+            return Ok(None);
+        };
+        // A resume that only finished what an earlier run recovered (and reflected on) asks
+        // nothing more.
+        if !self.settings.reflect
+            || !self.recovered_in_this_run
+            || self.llm_failure.is_some()
+            || self.interrupt.is_raised()
+            || !crate::engine::reflection::needed(&self.status)
+        {
+            return Ok(None);
+        }
+        // What the failed steps printed, as the memory kept it (the status keeps a message).
+        let mut errors = std::collections::BTreeMap::new();
+        if let Some(memory) = &self.settings.memory
+            && let Ok(remembered) = memory.of_flow(&self.task.task_id)
+        {
+            for r in remembered {
+                errors
+                    .entry(r.failure.step)
+                    .or_insert(r.failure.error_lines);
+            }
+        }
+        let before = llm.usage_for("reflection");
+        let call =
+            crate::engine::reflection::reflect(&self.status, &self.flow, &errors, &llm, &settings);
+        let interrupt = self.interrupt.clone();
+        let answered = tokio::select! {
+            answered = call => Some(answered),
+            () = interrupt.wait() => None,
+        };
+        self.status.count_tokens(
+            &settings.profile,
+            &llm.usage_for("reflection").since(&before),
+        );
+        self.save()?;
+        let lesson = match answered {
+            Some(Ok(lesson)) => lesson,
+            Some(Err(reason)) => {
+                self.events.emit(Event::Warning {
+                    message: format!("no reflection on this flow: {reason}"),
+                })?;
+                return Ok(None);
+            }
+            None => return Ok(None),
+        };
+        if let Some(memory) = &self.settings.memory
+            && let Err(error) = memory.teach(&self.task.task_id, &lesson)
+        {
+            self.events.emit(Event::Warning {
+                message: format!("the reflection is not remembered: {error}"),
+            })?;
+        }
+        Ok(Some(lesson))
+    }
+
+    /// The flow's failures still open in the memory end with it: fixed when their step
+    /// succeeded in the end, or the flow did.
+    fn remember_the_end(&mut self, succeeded: bool) -> Result<()> {
+        // A flow that recovered nothing left nothing open: the file is not even opened.
+        let Some(memory) = self
+            .settings
+            .memory
+            .as_ref()
+            .filter(|_| crate::engine::reflection::needed(&self.status))
+        else {
+            return Ok(());
+        };
+        let succeeded_steps: Vec<String> = self
+            .status
+            .steps
+            .iter()
+            .filter(|s| s.status == StepState::Succeeded)
+            .map(|s| s.id.clone())
+            .collect();
+        if let Err(error) = memory.settle(&self.task.task_id, succeeded, &succeeded_steps) {
+            self.events.emit(Event::Warning {
+                message: format!("the failure memory was not told how this flow ended: {error}"),
+            })?;
+        }
+        Ok(())
     }
 
     /// Writes `changes.diff` (none without changes); returns the changed files and the diff.

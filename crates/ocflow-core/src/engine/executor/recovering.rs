@@ -171,6 +171,39 @@ impl Executor {
             .as_ref()
             .and_then(|p| p.decision.clone());
         let result = self.failed_result(failed)?;
+        // The failure as the memory keeps it, and the past ones like it, before the call.
+        let memory = self.settings.memory.clone().filter(|_| pending.is_none());
+        let remembered = match (&memory, self.flow.step(failed)) {
+            (Some(memory), Some(step)) => {
+                let failure = memory.failure(
+                    &self.task.task_id,
+                    &self.flow.task,
+                    step,
+                    self.status.step(failed),
+                    result.as_ref(),
+                    &self.task.step_dir(failed),
+                );
+                let recalled = memory.for_recovery(&failure);
+                Some((failure, recalled))
+            }
+            _ => None,
+        };
+        let mut past_experience = String::new();
+        let mut memory_problem = None;
+        if let Some((_, recalled)) = &remembered {
+            match recalled {
+                Ok(recalled) => {
+                    past_experience = recalled.text.clone();
+                    self.status.use_memories(&recalled.ids);
+                }
+                Err(error) => memory_problem = Some(error.to_string()),
+            }
+        }
+        if let Some(problem) = memory_problem {
+            self.events.emit(Event::Warning {
+                message: format!("recovery goes on without the failure memory: {problem}"),
+            })?;
+        }
         let Some(settings) = &self.settings.recovery else {
             return Ok(Next::Stop);
         };
@@ -185,6 +218,7 @@ impl Executor {
             policy: settings.policy,
             roles: &settings.roles,
             result: result.as_ref(),
+            past_experience: &past_experience,
         };
         let before = settings.llm.usage_for("recovery");
         let decided = match pending {
@@ -242,6 +276,7 @@ impl Executor {
             return self.stop_recovery(failed, &stuck.to_string());
         }
         if fresh {
+            self.recovered_in_this_run = true;
             let revision = decided.flow.as_ref().map(|_| self.status.revision + 1);
             if let Some(entry) = self.status.step_mut(failed) {
                 entry.recoveries.push(status::RecoveryRecord {
@@ -263,6 +298,14 @@ impl Executor {
                 reason: decided.decision.reason.clone(),
                 revision,
             })?;
+            if let (Some(memory), Some((failure, _))) = (&memory, remembered) {
+                // Remembered with the strategy that followed; how it ended is known later.
+                if let Err(error) = memory.record(failure, &decided.decision) {
+                    self.events.emit(Event::Warning {
+                        message: format!("this failure is not remembered: {error}"),
+                    })?;
+                }
+            }
             for message in &decided.notes {
                 self.events.emit(Event::Warning {
                     message: message.clone(),

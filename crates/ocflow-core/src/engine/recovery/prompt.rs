@@ -108,6 +108,11 @@ pub(super) fn prompt(context: &Context<'_>, failed: &str) -> String {
         .replace("{{remaining}}", &or_none(&remaining))
         .replace("{{tried}}", &or_none(&tried))
         .replace("{{operations}}", operations::catalogue().trim_end())
+        // Last: its remembered text is never read for another placeholder.
+        .replace(
+            "{{past_experience}}",
+            &crate::llm::planner::past_experience(context.past_experience),
+        )
 }
 
 fn or_none(lines: &[String]) -> String {

@@ -14,6 +14,7 @@ use ocflow_core::engine::executor::{Executor, FlowOutcome, RecoverySettings, Set
 use ocflow_core::engine::sandbox::SandboxPlan;
 use ocflow_core::flow::path_rules::{PathRules, canonical_or_absolute};
 use ocflow_core::flow::plugins;
+use ocflow_core::flow::project_instructions::ProjectInstructions;
 use ocflow_core::flow::roles::Roles;
 use ocflow_core::flow::validate;
 use ocflow_core::llm::client::{Endpoint, Llm};
@@ -177,6 +178,10 @@ pub(crate) fn engine_settings(
                 settings: models.operations.clone(),
                 role_models: models.roles.clone(),
                 role_prompts,
+                instructions: ProjectInstructions::find(
+                    &rules.repo,
+                    std::slice::from_ref(&workspace_dir),
+                ),
                 runtime,
             })
         }),

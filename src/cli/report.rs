@@ -122,6 +122,12 @@ fn header(facts: &ReportFacts, span: &Span) -> String {
     if let Some(sandbox) = &status.sandbox {
         facts_list.push(("sandbox", escape(sandbox)));
     }
+    if !status.instructions_used.is_empty() {
+        facts_list.push((
+            "instructions used",
+            escape(&status.instructions_used.join(", ")),
+        ));
+    }
     if let Some(applied) = &status.applied_at {
         facts_list.push(("applied", escape(applied)));
     }

@@ -14,6 +14,7 @@ use ocflow_core::engine::executor::Executor;
 use ocflow_core::engine::signals::Interrupt;
 use ocflow_core::flow::operations;
 use ocflow_core::flow::path_rules::canonical_or_absolute;
+use ocflow_core::flow::project_instructions::ProjectInstructions;
 use ocflow_core::flow::task_intent;
 use ocflow_core::flow::validate::MAX_TASK_BYTES;
 use ocflow_core::llm::client::Llm;
@@ -202,10 +203,14 @@ async fn start(
         repo: config.repo.clone(),
         library: bridge.description.clone(),
     })?;
+    let mut planner_instructions = Vec::new();
     let (flow, answers) = match (given, &llm) {
         (Some(flow), _) => (flow, 0),
         (None, Some(llm)) => {
             let planner = planner(config, llm)?;
+            if let Some(used) = &planner.conventions {
+                planner_instructions.clone_from(&used.paths);
+            }
             let answers_dir = task.root.join(PLANNING_DIR);
             let pulse = events.pulse();
             let planning = planner.plan(&task_text, &answers_dir);
@@ -243,6 +248,7 @@ async fn start(
     live::show_plan(&flow, config.json);
     state::save_flow(&task, &flow)?;
     let mut flow_status = FlowStatus::new(&task_id, &flow, &config.repo);
+    flow_status.use_instructions(&planner_instructions);
     if let Some(llm) = &llm {
         flow_status.count_tokens(&llm.profile_for("planner"), &llm.usage_for("planner"));
     }
@@ -292,14 +298,18 @@ fn planner<'a>(config: &'a Config, llm: &'a Llm) -> Result<Planner<'a>> {
         ));
         Vec::new()
     });
+    let skip = vec![canonical_or_absolute(&config.workspace)];
+    // The repository's instructions for agents, the root's: the planner sees the whole.
+    let conventions = ProjectInstructions::find(&config.repo, &skip).for_target(None);
     Ok(Planner {
         llm,
         settings: &models.planner,
         rules: &config.rules,
-        skip: vec![canonical_or_absolute(&config.workspace)],
+        skip,
         policy: config.policy,
         roles: &config.roles,
         test_commands,
+        conventions,
     })
 }
 

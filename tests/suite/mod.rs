@@ -20,6 +20,7 @@ mod operations;
 mod parallel;
 mod plugins;
 mod profiles;
+mod project_instructions;
 mod recovery;
 mod relocatable;
 mod report;

@@ -66,6 +66,10 @@ pub struct FlowStatus {
     /// The same tokens by the model profile that used them.
     #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
     pub tokens_by_profile: BTreeMap<String, Usage>,
+    /// The repository's own instruction files (`AGENTS.md`…) shown to the planner or a step,
+    /// as repository paths, in the order first used (`flow::project_instructions`).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub instructions_used: Vec<String>,
     /// One entry per step, in flow order.
     pub steps: Vec<StepStatus>,
     /// Where each step sits in `steps`, so that preparing a step does not search every step
@@ -199,6 +203,11 @@ pub struct StepStatus {
     /// The recovery strategies decided for this step, in order.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub recoveries: Vec<RecoveryRecord>,
+    /// Why the step runs again, for its model: set when recovery runs an LLM step again after
+    /// a failure (its own, or a test step's after it): the failing tests, their messages, the
+    /// output's tail and the recovery's reason. Its next calls carry it.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub feedback: Option<String>,
 }
 
 /// A change of a step's state that `StepState::may_become` forbids: a fault in ocflow, never the
@@ -446,6 +455,7 @@ impl FlowStatus {
             tokens: Usage::default(),
             auto_retries: 0,
             recoveries: Vec::new(),
+            feedback: None,
         }
     }
 
@@ -472,8 +482,18 @@ impl FlowStatus {
             tokens: Usage::default(),
             journal_offset: 0,
             tokens_by_profile: BTreeMap::new(),
+            instructions_used: Vec::new(),
             steps: flow.steps.iter().map(FlowStatus::pending_step).collect(),
             index: StepIndex::default(),
+        }
+    }
+
+    /// Records instruction files as used, each once, in the order first used.
+    pub fn use_instructions(&mut self, paths: &[String]) {
+        for path in paths {
+            if !self.instructions_used.contains(path) {
+                self.instructions_used.push(path.clone());
+            }
         }
     }
 

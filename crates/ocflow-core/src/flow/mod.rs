@@ -9,6 +9,7 @@ pub mod operations;
 pub mod path_rules;
 pub mod plugins;
 pub mod policy;
+pub mod project_instructions;
 pub mod roles;
 pub mod shell;
 pub mod task_intent;

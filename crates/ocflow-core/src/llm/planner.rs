@@ -11,6 +11,7 @@ use crate::flow::ignore_rules;
 use crate::flow::operations;
 use crate::flow::path_rules::PathRules;
 use crate::flow::policy::CommandPolicy;
+use crate::flow::project_instructions::Selected;
 use crate::flow::roles::Roles;
 use crate::flow::task_intent;
 use crate::flow::test_command::{self, TestCommand};
@@ -77,6 +78,9 @@ pub struct Planner<'a> {
     pub roles: &'a Roles,
     /// How the repository runs its tests (the library's guess, the one `run_tests` uses).
     pub test_commands: Vec<TestCommand>,
+    /// The repository's own instructions for agents, framed as its conventions
+    /// (`flow::project_instructions`); after the fixed system text, before the task.
+    pub conventions: Option<Selected>,
 }
 
 impl Planner<'_> {
@@ -88,8 +92,12 @@ impl Planner<'_> {
         answers_dir: &Path,
     ) -> Result<(Flow, Vec<String>), PlanError> {
         let files = list_files(&self.rules.repo, &self.skip);
+        let system = match &self.conventions {
+            Some(used) => format!("{}\n\n{}", SYSTEM.trim(), used.section),
+            None => SYSTEM.trim().to_string(),
+        };
         let mut messages = vec![
-            Message::system(SYSTEM.trim()),
+            Message::system(system),
             Message::user(self.first_prompt(task, &files)),
         ];
         let named = named_files(task, &files);

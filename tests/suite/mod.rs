@@ -22,6 +22,7 @@ mod plugins;
 mod profiles;
 mod project_instructions;
 mod recovery;
+mod recovery_feedback;
 mod relocatable;
 mod report;
 mod resume;

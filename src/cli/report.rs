@@ -493,6 +493,7 @@ mod tests {
             description: Some(EVIL.into()),
             params: serde_json::Map::new(),
             depends_on: depends_on.iter().map(|d| d.to_string()).collect(),
+            final_answer: false,
         }
     }
 

@@ -352,6 +352,7 @@ fn planning_failed(
         summary_text: summary,
         tokens: flow_status.tokens,
         contradicted_claims: Vec::new(),
+        final_answer: None,
     })?;
     say(&format!("ocflow: planning failed: {error}"));
     let code = if is_configuration(&error) {

@@ -28,6 +28,7 @@ mod report;
 mod resume;
 mod roles;
 mod sandbox;
+mod seed_formats;
 mod small_models;
 mod stream;
 mod terminal;

@@ -45,6 +45,14 @@ pub struct Step {
         deserialize_with = "deserialize_depends_on"
     )]
     pub depends_on: Vec<String>,
+    /// Whether its result is the flow's answer (seed 004's `isFinalAnswer`): its text heads
+    /// the summary and is in `flow_finished`.
+    #[serde(default, skip_serializing_if = "is_false")]
+    pub final_answer: bool,
+}
+
+fn is_false(value: &bool) -> bool {
+    !*value
 }
 
 /// What is wrong with a `depends_on` as written. The messages are what validation and

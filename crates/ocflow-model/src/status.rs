@@ -672,6 +672,7 @@ mod tests {
             description: None,
             params: Default::default(),
             depends_on: Vec::new(),
+            final_answer: false,
         })
     }
 

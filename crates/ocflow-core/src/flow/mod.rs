@@ -11,6 +11,7 @@ pub mod plugins;
 pub mod policy;
 pub mod project_instructions;
 pub mod roles;
+pub mod seed_formats;
 pub mod shell;
 pub mod task_intent;
 pub mod test_command;

@@ -139,6 +139,7 @@ impl Executor {
             summary_text: summary,
             tokens: self.status.tokens,
             contradicted_claims,
+            final_answer: crate::engine::final_answer::find(&self.task, &self.status, &self.flow),
         })?;
         Ok(if all_done && !did_nothing {
             FlowOutcome::Succeeded

@@ -476,8 +476,12 @@ impl Config {
             recovery: !flags.no_recovery && file.recovery.enabled != Some(false),
         };
         let key_variable = api_key.variable().map(str::to_string);
-        let roles = Roles::with(file.roles.clone());
+        let mut roles = Roles::with(file.roles.clone());
         let llm = profiles::resolve_llm(args, &file.llm, &roles, api_key)?;
+        // A step may name a profile itself, checked like a role's against those defined.
+        if let Ok(resolved) = &llm {
+            roles = roles.with_profiles(resolved.profiles.keys().cloned().collect());
+        }
         // Say what is sent when a provider prefix was taken off, so nobody is surprised.
         let asked = args
             .model

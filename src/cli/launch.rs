@@ -177,6 +177,7 @@ pub(crate) fn engine_settings(
                 llm,
                 settings: models.operations.clone(),
                 role_models: models.roles.clone(),
+                profile_models: models.profiles.clone(),
                 role_prompts,
                 instructions: ProjectInstructions::find(
                     &rules.repo,

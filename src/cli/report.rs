@@ -494,6 +494,8 @@ mod tests {
             params: serde_json::Map::new(),
             depends_on: depends_on.iter().map(|d| d.to_string()).collect(),
             final_answer: false,
+            profile: None,
+            model: None,
         }
     }
 

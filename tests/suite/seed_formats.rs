@@ -173,3 +173,85 @@ fn a_generate_summary_steps_text_reaches_the_user() {
         summary(&sandbox)
     );
 }
+
+/// Seed 002 lets the orchestrator choose the model "when it invokes open_codex_lib": a step
+/// names a profile, or a model on the default endpoint, without a role for it; both are
+/// checked like a role's profile.
+#[test]
+fn a_step_names_its_profile_or_its_model_without_a_role() {
+    let sandbox = Sandbox::new(&[("a.py", "A = 1\n"), ("b.py", "B = 1\n")]);
+    let main = FakeLlm::with_rules(vec![
+        Rule::flow_summary().reply(chat("Both changed.")),
+        Rule::prompt_contains("make B two")
+            .reply(chat("```python\nB = 2\n```\n"))
+            .times(1),
+    ]);
+    let small = FakeLlm::in_order(vec![chat("```python\nA = 2\n```\n")]);
+    std::fs::create_dir_all(&sandbox.workspace).unwrap();
+    std::fs::write(
+        sandbox.workspace.join("ocflow.toml"),
+        format!(
+            "[llm]\nmax_attempts = 1\n\n[llm.profiles.small]\nbase_url = \"{}\"\n\
+             model = \"small-model\"\n",
+            small.base_url()
+        ),
+    )
+    .unwrap();
+    let flow = |profile: &str, model: &str| {
+        json!([
+            {"id": "a", "operation": "modify_code", "profile": profile,
+             "params": {"file_path": "a.py", "instructions": "make A two"}},
+            {"id": "b", "operation": "modify_code", "model": model,
+             "params": {"file_path": "b.py", "instructions": "make B two"}}
+        ])
+    };
+    let plan = sandbox.flow(&flow("small", "other-model"));
+    let output = sandbox
+        .ocflow_llm(&main.base_url())
+        .args(["run", "--task-id", "t", "--plan"])
+        .arg(plan)
+        .output()
+        .unwrap();
+    assert_exit(&output, 0);
+    main.verify();
+    let small_bodies = small.bodies();
+    assert_eq!(small_bodies.len(), 1);
+    assert_eq!(small_bodies[0]["model"], json!("small-model"));
+    let b = main
+        .bodies()
+        .into_iter()
+        .find(|body| last_user_message(body).contains("make B two"))
+        .unwrap();
+    assert_eq!(
+        b["model"],
+        json!("other-model"),
+        "the default endpoint, that model"
+    );
+    assert_eq!(sandbox.step_status("t", "a")["profile"], json!("small"));
+    assert_eq!(sandbox.step_status("t", "b")["profile"], json!("default"));
+    assert!(sandbox.status("t")["tokens_by_profile"]["small"].is_object());
+
+    // Checked before anything runs, as a role's profile is.
+    for (profile, model, said) in [
+        (
+            "nope",
+            "m",
+            "profile `nope` is not a model profile (defined: default, small)",
+        ),
+        (
+            "small",
+            "two words",
+            "model \"two words\": a model's name is 1 to 200 printable characters",
+        ),
+    ] {
+        let plan = sandbox.flow(&flow(profile, model));
+        let refused = sandbox
+            .ocflow_llm(&main.base_url())
+            .args(["run", "--task-id", "bad", "--plan"])
+            .arg(plan)
+            .output()
+            .unwrap();
+        assert_exit(&refused, 2);
+        assert!(stderr(&refused).contains(said), "{}", stderr(&refused));
+    }
+}

@@ -49,6 +49,14 @@ pub struct Step {
     /// the summary and is in `flow_finished`.
     #[serde(default, skip_serializing_if = "is_false")]
     pub final_answer: bool,
+    /// The model profile (`[llm.profiles.NAME]`) its LLM calls use, named by the step itself
+    /// rather than through a role (seed 002: the orchestrator chooses the model per call).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub profile: Option<String>,
+    /// A model on its profile's endpoint (the default one unless `profile` names another),
+    /// instead of the profile's own model.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub model: Option<String>,
 }
 
 fn is_false(value: &bool) -> bool {

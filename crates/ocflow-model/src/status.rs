@@ -673,6 +673,8 @@ mod tests {
             params: Default::default(),
             depends_on: Vec::new(),
             final_answer: false,
+            profile: None,
+            model: None,
         })
     }
 

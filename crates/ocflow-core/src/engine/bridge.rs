@@ -17,7 +17,8 @@ use crate::flow::project_instructions::{ProjectInstructions, Selected};
 use crate::flow::test_command::TestCommand;
 use crate::llm::client::Llm;
 use ocflow_model::error::{Error, Result};
-use ocflow_model::llm::{ChatRequest, Message, ModelSettings};
+use ocflow_model::flow::Step;
+use ocflow_model::llm::{ChatRequest, DEFAULT_PROFILE, Message, ModelSettings};
 use ocflow_model::repo_path::RepoPath;
 
 /// The LLM as the library reaches it: `llm_config["complete"]` calls back into this process,
@@ -28,6 +29,9 @@ pub struct HostLlm {
     pub settings: ModelSettings,
     /// Each role's model, for roles that name a profile or limits.
     pub role_models: BTreeMap<String, ModelSettings>,
+    /// Every profile's model (`default` included), for steps that name a profile or a model
+    /// themselves.
+    pub profile_models: BTreeMap<String, ModelSettings>,
     /// Each role's addition to the system prompt.
     pub role_prompts: BTreeMap<String, String>,
     /// The repository's own instructions for agents, each step given those for its target.
@@ -52,19 +56,27 @@ pub(crate) struct StepLlm {
 }
 
 impl HostLlm {
-    /// The model a step of `role` asks, counted under `purpose`, shown the repository's
-    /// instructions for `target` (the file it works on; `None`: the whole repository).
-    pub(crate) fn for_step(
-        self: &Arc<Self>,
-        purpose: &str,
-        role: Option<&str>,
-        target: Option<&RepoPath>,
-    ) -> StepLlm {
-        let role = role.unwrap_or_default();
+    /// The model `step` asks, counted under its id, shown the repository's instructions for
+    /// `target` (the file it works on; `None`: the whole repository). Its own `profile` or
+    /// `model` wins over its role's; a `model` alone is asked at the default endpoint.
+    pub(crate) fn for_step(self: &Arc<Self>, step: &Step, target: Option<&RepoPath>) -> StepLlm {
+        let role = step.role.as_deref().unwrap_or_default();
+        let named = match (&step.profile, &step.model) {
+            (Some(profile), _) => self.profile_models.get(profile),
+            (None, Some(_)) => self.profile_models.get(DEFAULT_PROFILE),
+            (None, None) => None,
+        };
+        let mut settings = named
+            .or_else(|| self.role_models.get(role))
+            .unwrap_or(&self.settings)
+            .clone();
+        if let Some(model) = &step.model {
+            settings.model.clone_from(model);
+        }
         StepLlm {
             host: self.clone(),
-            purpose: purpose.to_string(),
-            settings: self.role_models.get(role).unwrap_or(&self.settings).clone(),
+            purpose: step.id.clone(),
+            settings,
             prompt: self.role_prompts.get(role).cloned(),
             conventions: self.instructions.for_target(target),
             feedback: None,

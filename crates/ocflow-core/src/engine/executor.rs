@@ -386,7 +386,7 @@ impl Executor {
     fn step_llm(&self, step: &Step) -> Option<StepLlm> {
         let host = self.settings.host_llm.as_ref()?;
         let target = instructions::staged_paths(step).into_iter().next();
-        let mut llm = host.for_step(&step.id, step.role.as_deref(), target.as_ref());
+        let mut llm = host.for_step(step, target.as_ref());
         llm.feedback = self.status.step(&step.id).and_then(|s| s.feedback.clone());
         Some(llm)
     }

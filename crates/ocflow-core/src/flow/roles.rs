@@ -89,6 +89,9 @@ fn is_command(operation: &str) -> bool {
 #[derive(Debug, Clone, PartialEq)]
 pub struct Roles {
     roles: BTreeMap<String, Role>,
+    /// The model profiles a step may name itself (`default` and every `[llm.profiles.NAME]`);
+    /// `None` where no model is configured (a step that asks one fails for that, said then).
+    profiles: Option<Vec<String>>,
 }
 
 impl Default for Roles {
@@ -136,7 +139,16 @@ impl Roles {
             built_in("planner", "looks around and writes summaries", false),
         ]);
         roles.extend(configured);
-        Roles { roles }
+        Roles {
+            roles,
+            profiles: None,
+        }
+    }
+
+    /// The roles, with the model profiles a step may name (`profile`) checked like a role's.
+    pub fn with_profiles(mut self, profiles: Vec<String>) -> Roles {
+        self.profiles = Some(profiles);
+        self
     }
 
     /// Every role, by name.
@@ -168,6 +180,19 @@ impl Roles {
         let mut problems = Vec::new();
         let known: Vec<&str> = self.roles.keys().map(String::as_str).collect();
         for step in &flow.steps {
+            if let (Some(profile), Some(profiles)) = (&step.profile, &self.profiles)
+                && !profiles.contains(profile)
+            {
+                problems.push(Problem {
+                    step: Some(step.id.clone()),
+                    rule: "model",
+                    message: format!(
+                        "profile `{profile}` is not a model profile (defined: {}); name one, or \
+                         add [llm.profiles.{profile}] with base_url and model to ocflow.toml",
+                        profiles.join(", ")
+                    ),
+                });
+            }
             let Some(name) = &step.role else { continue };
             let problem = |message: String| Problem {
                 step: Some(step.id.clone()),

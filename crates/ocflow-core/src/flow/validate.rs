@@ -333,6 +333,28 @@ fn read_step(raw: Value, label: &str, problems: &mut Problems) -> Option<Step> {
             false
         }
     };
+    let profile = optional_string(&mut object, "profile", &name, problems);
+    if let Some(profile) = profile.as_deref().filter(|p| !is_valid_name(p)) {
+        problems.step(
+            &name,
+            "model",
+            format!(
+                "profile {profile:?}: a profile's name is letters, digits, `_` and `-` (at most \
+                 64), as under [llm.profiles.NAME]"
+            ),
+        );
+    }
+    let model = optional_string(&mut object, "model", &name, problems);
+    if let Some(model) = model.as_deref().filter(|m| !is_model_name(m)) {
+        problems.step(
+            &name,
+            "model",
+            format!(
+                "model {model:?}: a model's name is 1 to 200 printable characters without \
+                 spaces (`gpt-4o-mini`, `qwen2.5-coder:1.5b`)"
+            ),
+        );
+    }
     let (depends_on, not_ids) = read_depends_on(object.remove("depends_on").unwrap_or(Value::Null));
     for problem in not_ids {
         problems.step(&name, "dependencies", problem.to_string());
@@ -343,7 +365,7 @@ fn read_step(raw: Value, label: &str, problems: &mut Problems) -> Option<Step> {
             "format",
             format!(
                 "unknown field `{key}`; allowed: id, operation, params, depends_on, role, \
-                 description, final_answer"
+                 description, final_answer, profile, model"
             ),
         );
     }
@@ -355,7 +377,23 @@ fn read_step(raw: Value, label: &str, problems: &mut Problems) -> Option<Step> {
         params,
         depends_on,
         final_answer,
+        profile,
+        model,
     })
+}
+
+/// A profile's name, as `[llm.profiles.NAME]` allows one.
+fn is_valid_name(name: &str) -> bool {
+    !name.is_empty()
+        && name.len() <= 64
+        && name
+            .chars()
+            .all(|c| c.is_ascii_alphanumeric() || c == '_' || c == '-')
+}
+
+/// A model's name: what an endpoint is sent, printable, one word.
+fn is_model_name(name: &str) -> bool {
+    !name.is_empty() && name.len() <= 200 && name.chars().all(|c| c.is_ascii_graphic())
 }
 
 fn optional_string(

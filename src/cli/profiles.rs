@@ -425,14 +425,18 @@ pub(crate) fn resolve_llm(
             };
             match profile_key(profile, Some(own), &url, &defaults) {
                 Ok((key, inherited)) => {
-                    if inherited {
-                        inheriting.push(profile.clone());
-                    }
                     let timeout = own.request_timeout_seconds;
-                    endpoints.insert(
-                        profile.clone(),
-                        defaults.endpoint(profile, &url, key, timeout)?,
-                    );
+                    match defaults.endpoint(profile, &url, key, timeout) {
+                        Ok(endpoint) => {
+                            if inherited {
+                                inheriting.push(profile.clone());
+                            }
+                            endpoints.insert(profile.clone(), endpoint);
+                        }
+                        Err(problem) => {
+                            unavailable.insert(profile.clone(), problem.to_string());
+                        }
+                    }
                 }
                 Err(problem) => {
                     unavailable.insert(profile.clone(), problem);

@@ -480,7 +480,15 @@ impl Config {
         let llm = profiles::resolve_llm(args, &file.llm, &roles, api_key)?;
         // A step may name a profile itself, checked like a role's against those defined.
         if let Ok(resolved) = &llm {
-            roles = roles.with_profiles(resolved.profiles.keys().cloned().collect());
+            let mut profiles: std::collections::BTreeMap<String, Option<String>> = resolved
+                .profiles
+                .keys()
+                .map(|name| (name.clone(), None))
+                .collect();
+            for (name, why) in &resolved.unavailable {
+                profiles.insert(name.clone(), Some(why.clone()));
+            }
+            roles = roles.with_profiles(profiles);
         }
         // Say what is sent when a provider prefix was taken off, so nobody is surprised.
         let asked = args

@@ -176,7 +176,7 @@ fn a_generate_summary_steps_text_reaches_the_user() {
 
 /// Seed 002 lets the orchestrator choose the model "when it invokes open_codex_lib": a step
 /// names a profile, or a model on the default endpoint, without a role for it; both are
-/// checked like a role's profile.
+/// checked like a role's profile. A profile no step uses cannot fail a run (`broken`).
 #[test]
 fn a_step_names_its_profile_or_its_model_without_a_role() {
     let sandbox = Sandbox::new(&[("a.py", "A = 1\n"), ("b.py", "B = 1\n")]);
@@ -192,7 +192,8 @@ fn a_step_names_its_profile_or_its_model_without_a_role() {
         sandbox.workspace.join("ocflow.toml"),
         format!(
             "[llm]\nmax_attempts = 1\n\n[llm.profiles.small]\nbase_url = \"{}\"\n\
-             model = \"small-model\"\n",
+             model = \"small-model\"\n\n[llm.profiles.broken]\nbase_url = \"ftp://x\"\n\
+             model = \"b\"\n",
             small.base_url()
         ),
     )
@@ -236,7 +237,13 @@ fn a_step_names_its_profile_or_its_model_without_a_role() {
         (
             "nope",
             "m",
-            "profile `nope` is not a model profile (defined: default, small)",
+            "profile `nope` is not a model profile (defined: broken, default, small)",
+        ),
+        (
+            "broken",
+            "m",
+            "profile `broken` cannot be asked: [llm.profiles.broken] base_url \"ftp://x\" must \
+             start with http:// or https://",
         ),
         (
             "small",

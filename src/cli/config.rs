@@ -524,11 +524,21 @@ impl Config {
             reflect: !flags.no_reflect,
         };
         let key_variable = api_key.variable().map(str::to_string);
-        let roles = Roles::with(file.roles.clone());
+        let mut roles = Roles::with(file.roles.clone());
         let llm = profiles::resolve_llm(args, &file.llm, &roles, api_key)?;
         let mut run = run;
-        if let Ok(models) = &llm {
-            run.prices = budget::prices(&file.llm, &file.prices, models);
+        if let Ok(resolved) = &llm {
+            run.prices = budget::prices(&file.llm, &file.prices, resolved);
+            // A step may name a profile itself, checked like a role's against those defined.
+            let mut profiles: std::collections::BTreeMap<String, Option<String>> = resolved
+                .profiles
+                .keys()
+                .map(|name| (name.clone(), None))
+                .collect();
+            for (name, why) in &resolved.unavailable {
+                profiles.insert(name.clone(), Some(why.clone()));
+            }
+            roles = roles.with_profiles(profiles);
         }
         // Say what is sent when a provider prefix was taken off, so nobody is surprised.
         let asked = args

@@ -85,6 +85,7 @@ pub(crate) fn prepare(config: &Config) -> Result<(Config, RunArgs)> {
             summary: model.clone(),
             operations: model,
             roles: Default::default(),
+            profiles: Default::default(),
             record: None,
             replay: Some(recording),
             key_command: None,

@@ -15,6 +15,7 @@ use ocflow_core::engine::memory::Memory;
 use ocflow_core::engine::sandbox::SandboxPlan;
 use ocflow_core::flow::path_rules::{PathRules, canonical_or_absolute};
 use ocflow_core::flow::plugins;
+use ocflow_core::flow::project_instructions::ProjectInstructions;
 use ocflow_core::flow::roles::Roles;
 use ocflow_core::flow::validate;
 use ocflow_core::llm::client::{Endpoint, Llm};
@@ -177,7 +178,12 @@ pub(crate) fn engine_settings(
                 llm,
                 settings: models.operations.clone(),
                 role_models: models.roles.clone(),
+                profile_models: models.profiles.clone(),
                 role_prompts,
+                instructions: ProjectInstructions::find(
+                    &rules.repo,
+                    std::slice::from_ref(&workspace_dir),
+                ),
                 runtime,
             })
         }),

@@ -38,6 +38,9 @@ pub(crate) struct LlmConfig {
     pub(crate) operations: ModelSettings,
     /// The model of a role's LLM operations, for roles that name a profile or limits.
     pub(crate) roles: BTreeMap<String, ModelSettings>,
+    /// Every profile's model (`default` included), for steps that name a profile or a model
+    /// themselves.
+    pub(crate) profiles: BTreeMap<String, ModelSettings>,
     pub(crate) record: Option<PathBuf>,
     pub(crate) replay: Option<PathBuf>,
     /// Prints the key when no variable or file gave one (`[llm] api_key_command`).
@@ -406,6 +409,46 @@ pub(crate) fn resolve_llm(
     if let (Some(first), true) = (unavailable.values().next(), endpoints.is_empty()) {
         return Ok(Err(NoLlm(first.clone())));
     }
+    // The profiles only a step may name (`"profile"` in a flow): reached when they can be. One
+    // that cannot (no URL, its key variable unset) is unavailable, said if a step asks it,
+    // never an error for the flows that do not.
+    if !defaults.replay {
+        for (profile, own) in file
+            .profiles
+            .iter()
+            .filter(|(name, _)| !used.contains(name))
+        {
+            let Some(url) = own.base_url.clone().or_else(|| defaults.base_url.clone()) else {
+                unavailable.insert(
+                    profile.clone(),
+                    format!(
+                        "the profile {profile:?} has no base_url (set one under \
+                             [llm.profiles.{profile}], or the default endpoint)"
+                    ),
+                );
+                continue;
+            };
+            match profile_key(profile, Some(own), &url, &defaults) {
+                Ok((key, inherited)) => {
+                    let timeout = own.request_timeout_seconds;
+                    match defaults.endpoint(profile, &url, key, timeout) {
+                        Ok(endpoint) => {
+                            if inherited {
+                                inheriting.push(profile.clone());
+                            }
+                            endpoints.insert(profile.clone(), endpoint);
+                        }
+                        Err(problem) => {
+                            unavailable.insert(profile.clone(), problem.to_string());
+                        }
+                    }
+                }
+                Err(problem) => {
+                    unavailable.insert(profile.clone(), problem);
+                }
+            }
+        }
+    }
     let settings = |profile: &str, section: &FileModel, max_tokens: u32| -> Option<ModelSettings> {
         let own = file.profiles.get(profile);
         let name = own
@@ -456,6 +499,18 @@ pub(crate) fn resolve_llm(
     ) else {
         return no_model();
     };
+    // Every profile's model, for a step that names the profile itself.
+    let mut profile_models = BTreeMap::new();
+    for profile in file
+        .profiles
+        .keys()
+        .map(String::as_str)
+        .chain([DEFAULT_PROFILE])
+    {
+        if let Some(model) = settings(profile, &file.operations, 8192) {
+            profile_models.insert(profile.to_string(), model);
+        }
+    }
     let mut role_models = BTreeMap::new();
     for (name, role) in roles.iter() {
         if role.profile.is_none() && role.temperature.is_none() && role.max_tokens.is_none() {
@@ -479,6 +534,7 @@ pub(crate) fn resolve_llm(
         summary,
         operations,
         roles: role_models,
+        profiles: profile_models,
         record,
         replay,
         key_command: file.api_key_command.clone(),

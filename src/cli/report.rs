@@ -125,6 +125,12 @@ fn header(facts: &ReportFacts, span: &Span) -> String {
     if let Some(sandbox) = &status.sandbox {
         facts_list.push(("sandbox", escape(sandbox)));
     }
+    if !status.instructions_used.is_empty() {
+        facts_list.push((
+            "instructions used",
+            escape(&status.instructions_used.join(", ")),
+        ));
+    }
     if let Some(applied) = &status.applied_at {
         facts_list.push(("applied", escape(applied)));
     }
@@ -499,6 +505,9 @@ mod tests {
             description: Some(EVIL.into()),
             params: serde_json::Map::new(),
             depends_on: depends_on.iter().map(|d| d.to_string()).collect(),
+            final_answer: false,
+            profile: None,
+            model: None,
         }
     }
 

@@ -15,6 +15,7 @@ use ocflow_core::engine::executor::Executor;
 use ocflow_core::engine::signals::Interrupt;
 use ocflow_core::flow::operations;
 use ocflow_core::flow::path_rules::canonical_or_absolute;
+use ocflow_core::flow::project_instructions::ProjectInstructions;
 use ocflow_core::flow::task_intent;
 use ocflow_core::flow::validate::MAX_TASK_BYTES;
 use ocflow_core::llm::budget::Budget;
@@ -219,12 +220,16 @@ async fn start(
     for message in said {
         events.emit(Event::Warning { message })?;
     }
-    // The failure memories the planner's prompt carried, for the status.
+    // The failure memories and instruction files the planner's prompt carried, for the status.
     let mut remembered = Vec::new();
+    let mut planner_instructions = Vec::new();
     let (flow, answers) = match (given, &llm) {
         (Some(flow), _) => (flow, 0),
         (None, Some(llm)) => {
             let mut planner = planner(config, llm)?;
+            if let Some(used) = &planner.conventions {
+                planner_instructions.clone_from(&used.paths);
+            }
             // Past failures on this repository like this task, and what ended them.
             match launch::memory(config).map(|memory| memory.for_planning(&task_text)) {
                 Some(Ok(recalled)) => {
@@ -285,6 +290,7 @@ async fn start(
     state::save_flow(&task, &flow)?;
     let mut flow_status = FlowStatus::new(&task_id, &flow, &config.repo);
     flow_status.use_memories(&remembered);
+    flow_status.use_instructions(&planner_instructions);
     if let Some(llm) = &llm {
         flow_status.count_tokens(&llm.profile_for("planner"), &llm.usage_for("planner"));
     }
@@ -335,15 +341,19 @@ fn planner<'a>(config: &'a Config, llm: &'a Llm) -> Result<Planner<'a>> {
         ));
         Vec::new()
     });
+    let skip = vec![canonical_or_absolute(&config.workspace)];
+    // The repository's instructions for agents, the root's: the planner sees the whole.
+    let conventions = ProjectInstructions::find(&config.repo, &skip).for_target(None);
     Ok(Planner {
         llm,
         settings: &models.planner,
         rules: &config.rules,
-        skip: vec![canonical_or_absolute(&config.workspace)],
+        skip,
         policy: config.policy,
         roles: &config.roles,
         test_commands,
         past_experience: String::new(),
+        conventions,
     })
 }
 
@@ -387,6 +397,7 @@ fn planning_failed(
         tokens: flow_status.tokens,
         contradicted_claims: Vec::new(),
         budget: None,
+        final_answer: None,
     })?;
     say(&format!("ocflow: planning failed: {error}"));
     let code = if is_configuration(&error) {

@@ -85,6 +85,15 @@ pub(crate) fn render(status: &FlowStatus) -> String {
     if let Some(sandbox) = &status.sandbox {
         out.push_str(&format!("sandbox {sandbox}\n\n"));
     }
+    if !status.instructions_used.is_empty() {
+        // Repository paths: the repository's own names, made printable.
+        let paths: Vec<String> = status
+            .instructions_used
+            .iter()
+            .map(|p| printable(p))
+            .collect();
+        out.push_str(&format!("instructions used {}\n\n", paths.join(", ")));
+    }
     let running: Vec<&str> = status
         .steps
         .iter()

@@ -40,7 +40,8 @@ impl fmt::Display for StrategyKind {
 pub struct Decision {
     pub strategy: StrategyKind,
     pub reason: String,
-    /// For `modify`: the changed step.
+    /// For `modify`: the changed step; for `retry`, optionally `{"id": …}`: the step to run
+    /// again (the failed one, or one it depends on).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub step: Option<Value>,
     /// For `alternative` and `replan`: the new steps.
@@ -49,6 +50,15 @@ pub struct Decision {
 }
 
 impl Decision {
+    /// The id of the step it names (`"step": {"id": …}`): the step `modify` changes, or the
+    /// one `retry` runs again (the failed one when it names none).
+    pub fn step_id(&self) -> Option<&str> {
+        self.step
+            .as_ref()
+            .and_then(|s| s.get("id"))
+            .and_then(Value::as_str)
+    }
+
     /// Strategy and parameters, for the stuck rule: the same twice for one step is stuck.
     pub fn signature(&self) -> String {
         json!({"strategy": self.strategy, "step": self.step, "steps": self.steps}).to_string()

@@ -130,6 +130,11 @@ pub enum Event {
         /// to be changed that the flow did not change, …; absent when there are none.
         #[serde(default, skip_serializing_if = "Vec::is_empty")]
         contradicted_claims: Vec<ContradictedClaim>,
+        /// The flow's answer: the result of the step marked `final_answer` (seed 004's
+        /// `isFinalAnswer`), else of its last `generate_summary` step; also at the top of the
+        /// summary. Absent when there is neither.
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        final_answer: Option<FinalAnswer>,
         /// The flow's budgets and what it spent against them; absent without a budget.
         #[serde(default, skip_serializing_if = "Option::is_none")]
         budget: Option<BudgetUse>,
@@ -250,6 +255,16 @@ pub enum Recovered {
     Completed,
     /// The undo was finished: the files are as they were before the apply.
     UndoFinished,
+}
+
+/// A step's result given as the flow's answer.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[cfg_attr(test, derive(schemars::JsonSchema))]
+pub struct FinalAnswer {
+    /// The step whose result it is.
+    pub step: String,
+    /// Its text (bounded; the whole is in the step's `result.json`).
+    pub text: String,
 }
 
 /// A claim of the model's summary and the fact of the journal that contradicts it.

@@ -45,6 +45,22 @@ pub struct Step {
         deserialize_with = "deserialize_depends_on"
     )]
     pub depends_on: Vec<String>,
+    /// Whether its result is the flow's answer (seed 004's `isFinalAnswer`): its text heads
+    /// the summary and is in `flow_finished`.
+    #[serde(default, skip_serializing_if = "is_false")]
+    pub final_answer: bool,
+    /// The model profile (`[llm.profiles.NAME]`) its LLM calls use, named by the step itself
+    /// rather than through a role (seed 002: the orchestrator chooses the model per call).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub profile: Option<String>,
+    /// A model on its profile's endpoint (the default one unless `profile` names another),
+    /// instead of the profile's own model.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub model: Option<String>,
+}
+
+fn is_false(value: &bool) -> bool {
+    !*value
 }
 
 /// What is wrong with a `depends_on` as written. The messages are what validation and

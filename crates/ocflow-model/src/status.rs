@@ -77,6 +77,10 @@ pub struct FlowStatus {
     /// in the user's memory (`ocflow memory show ID`), in the order first used.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub memories_used: Vec<i64>,
+    /// The repository's own instruction files (`AGENTS.md`…) shown to the planner or a step,
+    /// as repository paths, in the order first used (`flow::project_instructions`).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub instructions_used: Vec<String>,
     /// One entry per step, in flow order.
     pub steps: Vec<StepStatus>,
     /// Where each step sits in `steps`, so that preparing a step does not search every step
@@ -213,6 +217,11 @@ pub struct StepStatus {
     /// The recovery strategies decided for this step, in order.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub recoveries: Vec<RecoveryRecord>,
+    /// Why the step runs again, for its model: set when recovery runs an LLM step again after
+    /// a failure (its own, or a test step's after it): the failing tests, their messages, the
+    /// output's tail and the recovery's reason. Its next calls carry it.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub feedback: Option<String>,
 }
 
 /// A change of a step's state that `StepState::may_become` forbids: a fault in ocflow, never the
@@ -460,6 +469,7 @@ impl FlowStatus {
             tokens: Usage::default(),
             auto_retries: 0,
             recoveries: Vec::new(),
+            feedback: None,
         }
     }
 
@@ -489,6 +499,7 @@ impl FlowStatus {
             paused: None,
             budget: BudgetUse::default(),
             memories_used: Vec::new(),
+            instructions_used: Vec::new(),
             steps: flow.steps.iter().map(FlowStatus::pending_step).collect(),
             index: StepIndex::default(),
         }
@@ -499,6 +510,15 @@ impl FlowStatus {
         for id in ids {
             if !self.memories_used.contains(id) {
                 self.memories_used.push(*id);
+            }
+        }
+    }
+
+    /// Records instruction files as used, each once, in the order first used.
+    pub fn use_instructions(&mut self, paths: &[String]) {
+        for path in paths {
+            if !self.instructions_used.contains(path) {
+                self.instructions_used.push(path.clone());
             }
         }
     }
@@ -680,6 +700,9 @@ mod tests {
             description: None,
             params: Default::default(),
             depends_on: Vec::new(),
+            final_answer: false,
+            profile: None,
+            model: None,
         })
     }
 

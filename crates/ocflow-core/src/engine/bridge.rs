@@ -13,10 +13,13 @@ use pyo3::types::{PyCFunction, PyDict, PyModule, PyTuple};
 use serde::Deserialize;
 use serde_json::{Value, json};
 
+use crate::flow::project_instructions::{ProjectInstructions, Selected};
 use crate::flow::test_command::TestCommand;
 use crate::llm::client::Llm;
 use ocflow_model::error::{Error, Result};
-use ocflow_model::llm::{ChatRequest, Message, ModelSettings};
+use ocflow_model::flow::Step;
+use ocflow_model::llm::{ChatRequest, DEFAULT_PROFILE, Message, ModelSettings};
+use ocflow_model::repo_path::RepoPath;
 
 /// The LLM as the library reaches it: `llm_config["complete"]` calls back into this process,
 /// so retries, token accounting, recording and the key stay in one place.
@@ -26,8 +29,13 @@ pub struct HostLlm {
     pub settings: ModelSettings,
     /// Each role's model, for roles that name a profile or limits.
     pub role_models: BTreeMap<String, ModelSettings>,
+    /// Every profile's model (`default` included), for steps that name a profile or a model
+    /// themselves.
+    pub profile_models: BTreeMap<String, ModelSettings>,
     /// Each role's addition to the system prompt.
     pub role_prompts: BTreeMap<String, String>,
+    /// The repository's own instructions for agents, each step given those for its target.
+    pub instructions: ProjectInstructions,
     pub runtime: tokio::runtime::Handle,
 }
 
@@ -40,17 +48,38 @@ pub(crate) struct StepLlm {
     pub(crate) settings: ModelSettings,
     /// Added to the system prompt of each call.
     pub(crate) prompt: Option<String>,
+    /// The repository's conventions for the step's target, after the system prompt's fixed
+    /// text and the role's (so a prefix cache keeps the fixed part).
+    pub(crate) conventions: Option<Selected>,
+    /// Why the step runs again (`StepStatus::feedback`), before its own request.
+    pub(crate) feedback: Option<String>,
 }
 
 impl HostLlm {
-    /// The model a step of `role` asks, counted under `purpose`.
-    pub(crate) fn for_step(self: &Arc<Self>, purpose: &str, role: Option<&str>) -> StepLlm {
-        let role = role.unwrap_or_default();
+    /// The model `step` asks, counted under its id, shown the repository's instructions for
+    /// `target` (the file it works on; `None`: the whole repository). Its own `profile` or
+    /// `model` wins over its role's; a `model` alone is asked at the default endpoint.
+    pub(crate) fn for_step(self: &Arc<Self>, step: &Step, target: Option<&RepoPath>) -> StepLlm {
+        let role = step.role.as_deref().unwrap_or_default();
+        let named = match (&step.profile, &step.model) {
+            (Some(profile), _) => self.profile_models.get(profile),
+            (None, Some(_)) => self.profile_models.get(DEFAULT_PROFILE),
+            (None, None) => None,
+        };
+        let mut settings = named
+            .or_else(|| self.role_models.get(role))
+            .unwrap_or(&self.settings)
+            .clone();
+        if let Some(model) = &step.model {
+            settings.model.clone_from(model);
+        }
         StepLlm {
             host: self.clone(),
-            purpose: purpose.to_string(),
-            settings: self.role_models.get(role).unwrap_or(&self.settings).clone(),
+            purpose: step.id.clone(),
+            settings,
             prompt: self.role_prompts.get(role).cloned(),
+            conventions: self.instructions.for_target(target),
+            feedback: None,
         }
     }
 }
@@ -99,11 +128,19 @@ impl StepLlm {
             settings.temperature = Some(temperature.clamp(0.0, 2.0));
         }
         let mut messages = call.messages;
-        if let Some(prompt) = &self.prompt {
+        let conventions = self.conventions.as_ref().map(|c| c.section.clone());
+        for addition in [self.prompt.clone(), conventions].into_iter().flatten() {
             match messages.iter_mut().find(|m| m.role == "system") {
-                Some(system) => system.content = format!("{}\n\n{prompt}", system.content),
-                None => messages.insert(0, Message::system(prompt.clone())),
+                Some(system) => system.content = format!("{}\n\n{addition}", system.content),
+                None => messages.insert(0, Message::system(addition.clone())),
             }
+        }
+        // The step's own request starts with why it runs again: a model that answered the
+        // same code before sees what the tests said of it.
+        if let Some(feedback) = &self.feedback
+            && let Some(request) = messages.iter_mut().find(|m| m.role == "user")
+        {
+            request.content = format!("{feedback}\n\n{}", request.content);
         }
         let request = ChatRequest {
             purpose: self.purpose.clone(),

@@ -16,6 +16,7 @@ use tokio::task::JoinSet;
 use crate::engine::bridge::{Bridge, CallOutcome, HostLlm, StepLlm};
 use crate::engine::dependencies::Dependencies;
 use crate::engine::memory::Memory;
+use crate::engine::instructions;
 use crate::engine::recovery;
 use crate::engine::sandbox::SandboxPlan;
 use crate::engine::signals::Interrupt;
@@ -411,20 +412,30 @@ impl Executor {
 
     /// The model a step asks through the library's `complete`: its role's, or the
     /// operations' one.
+    /// The repository's instructions it is shown are those for the file it works on (a
+    /// command step's: the root's), and a step recovery runs again is told why.
     fn step_llm(&self, step: &Step) -> Option<StepLlm> {
         let host = self.settings.host_llm.as_ref()?;
-        Some(host.for_step(&step.id, step.role.as_deref()))
+        let target = instructions::staged_paths(step).into_iter().next();
+        let mut llm = host.for_step(step, target.as_ref());
+        llm.feedback = self.status.step(&step.id).and_then(|s| s.feedback.clone());
+        Some(llm)
     }
 
     /// Marks the step running and counts the attempt.
     fn start(&mut self, step: &Step) -> Result<u32> {
         // The step's model profile (its role's), for the record and its tokens; the model,
         // for a step that asks one.
-        let settings = self.step_llm(step).map(|host| host.settings);
+        let step_llm = self.step_llm(step);
+        let needs_llm = operations::step_needs_llm(&step.operation, &step.params);
+        if let Some(used) = step_llm.as_ref().and_then(|l| l.conventions.as_ref())
+            && needs_llm
+        {
+            self.status.use_instructions(&used.paths);
+        }
+        let settings = step_llm.map(|host| host.settings);
         let profile = settings.as_ref().map(|m| m.profile.clone());
-        let model = settings
-            .filter(|_| operations::step_needs_llm(&step.operation, &step.params))
-            .map(|m| m.model);
+        let model = settings.filter(|_| needs_llm).map(|m| m.model);
         let entry = self
             .status
             .step_mut(&step.id)

@@ -2,10 +2,11 @@
 //! the pyo3 bridge to the operation library and the interpreter under it, the instructions
 //! each step gets, the command sandbox (the host's half: the launcher is `ocflow-sandbox`) and
 //! the variables a command is given (`command_env`), orphaned commands, the signals that stop
-//! a run (`signals`), and the summary at the end. The failure memory across runs: `memory`
-//! (what a flow stores and recalls) over `memory_store` (the SQLite file), `memory_recall`
-//! (the nearest past failures for a prompt), `failure_fingerprint` (failures normalised) and
-//! `repository_key`; `reflection`, the lesson written at the end of a flow that recovered.
+//! a run (`signals`), and the summary at the end with the flow's answer (`final_answer`). The
+//! failure memory across runs: `memory` (what a flow stores and recalls) over `memory_store`
+//! (the SQLite file), `memory_recall` (the nearest past failures for a prompt),
+//! `failure_fingerprint` (failures normalised) and `repository_key`; `reflection`, the lesson
+//! written at the end of a flow that recovered.
 
 pub mod bridge;
 pub(crate) mod bridge_host;
@@ -13,6 +14,7 @@ pub mod command_env;
 pub mod dependencies;
 pub mod executor;
 pub mod failure_fingerprint;
+pub(crate) mod final_answer;
 pub mod instructions;
 pub mod interpreter;
 pub mod memory;

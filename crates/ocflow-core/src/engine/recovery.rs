@@ -6,8 +6,10 @@
 //!
 //! This file holds the limits and the loop of answers. What the model is shown is in `prompt`,
 //! how its answer is read into a decision (or the problems to show it) in `reading`, and how a
-//! decision is applied to the flow in `revision`.
+//! decision is applied to the flow in `revision`, and what a code step run again is told in
+//! `feedback`.
 
+pub(crate) mod feedback;
 mod prompt;
 mod reading;
 mod revision;

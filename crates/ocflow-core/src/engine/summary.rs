@@ -32,6 +32,14 @@ pub fn from_journal(
             &status.task
         }
     );
+    // The answer first, where the user looks: a flow asked a question ends with its answer.
+    if let Some(answer) = crate::engine::final_answer::find(task, status, flow) {
+        let _ = writeln!(
+            out,
+            "## Answer (step `{}`)\n\n{}\n",
+            answer.step, answer.text
+        );
+    }
     let _ = writeln!(out, "The flow `{}` {verdict}.\n", status.task_id);
     if let Some(message) = &status.message {
         let _ = writeln!(out, "{message}\n");

@@ -89,6 +89,10 @@ fn is_command(operation: &str) -> bool {
 #[derive(Debug, Clone, PartialEq)]
 pub struct Roles {
     roles: BTreeMap<String, Role>,
+    /// The model profiles a step may name itself (`default` and every `[llm.profiles.NAME]`),
+    /// each with why it cannot be reached, if it cannot; `None` where no model is configured
+    /// (a step that asks one fails for that, said then).
+    profiles: Option<BTreeMap<String, Option<String>>>,
 }
 
 impl Default for Roles {
@@ -136,7 +140,17 @@ impl Roles {
             built_in("planner", "looks around and writes summaries", false),
         ]);
         roles.extend(configured);
-        Roles { roles }
+        Roles {
+            roles,
+            profiles: None,
+        }
+    }
+
+    /// The roles, with the model profiles a step may name (`profile`) checked like a role's:
+    /// each profile's name, with why it cannot be reached if it cannot.
+    pub fn with_profiles(mut self, profiles: BTreeMap<String, Option<String>>) -> Roles {
+        self.profiles = Some(profiles);
+        self
     }
 
     /// Every role, by name.
@@ -168,6 +182,24 @@ impl Roles {
         let mut problems = Vec::new();
         let known: Vec<&str> = self.roles.keys().map(String::as_str).collect();
         for step in &flow.steps {
+            if let (Some(profile), Some(profiles)) = (&step.profile, &self.profiles) {
+                let message = match profiles.get(profile) {
+                    None => Some(format!(
+                        "profile `{profile}` is not a model profile (defined: {}); name one, or \
+                         add [llm.profiles.{profile}] with base_url and model to ocflow.toml",
+                        profiles.keys().cloned().collect::<Vec<_>>().join(", ")
+                    )),
+                    Some(Some(why)) => Some(format!("profile `{profile}` cannot be asked: {why}")),
+                    Some(None) => None,
+                };
+                if let Some(message) = message {
+                    problems.push(Problem {
+                        step: Some(step.id.clone()),
+                        rule: "model",
+                        message,
+                    });
+                }
+            }
             let Some(name) = &step.role else { continue };
             let problem = |message: String| Problem {
                 step: Some(step.id.clone()),

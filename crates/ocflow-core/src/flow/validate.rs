@@ -8,6 +8,7 @@ use serde_json::{Map, Value};
 
 use crate::flow::operations::{self, ParamMeaning};
 use crate::flow::path_rules::PathRules;
+use crate::flow::seed_formats;
 use ocflow_model::flow::{self, FLOW_VERSION, Flow, Step, read_depends_on};
 use ocflow_model::problem::Problem;
 
@@ -73,6 +74,7 @@ pub fn parse_flow_checking(
     };
     let mut flow = read_flow(value, default_task, &mut problems);
     if let Some(flow) = &mut flow {
+        result_data_references(flow);
         problems.0.extend(also(flow));
         notes = add_implied_dependencies(flow);
         check_graph(flow, &mut problems);
@@ -87,6 +89,24 @@ pub fn parse_flow_checking(
     match flow {
         Some(flow) if problems.0.is_empty() => Ok((flow, notes)),
         _ => Err(problems.0),
+    }
+}
+
+/// Seed 004's `@{outputs.STEP.result_data}` in every parameter, written as the field that holds
+/// STEP's result (`seed_formats::result_data_field`).
+fn result_data_references(flow: &mut Flow) {
+    let operations: HashMap<String, String> = flow
+        .steps
+        .iter()
+        .map(|s| (s.id.clone(), s.operation.clone()))
+        .collect();
+    let operation_of = |id: &str| operations.get(id).cloned();
+    for step in &mut flow.steps {
+        for value in step.params.values_mut() {
+            if let Value::String(text) = value {
+                *text = seed_formats::references(text, &operation_of);
+            }
+        }
     }
 }
 
@@ -115,6 +135,7 @@ fn read_flow(value: Value, default_task: Option<&str>, problems: &mut Problems) 
     let (version, task, raw_steps) = match value {
         Value::Array(steps) => (FLOW_VERSION, None, steps),
         Value::Object(mut object) => {
+            seed_formats::flow_object(&mut object);
             let version = match object.remove("version") {
                 None => FLOW_VERSION,
                 Some(Value::Number(n)) if n.as_u64() == Some(u64::from(FLOW_VERSION)) => {
@@ -236,6 +257,7 @@ fn read_step(raw: Value, label: &str, problems: &mut Problems) -> Option<Step> {
         problems.step(label, "format", "a step must be a JSON object".into());
         return None;
     };
+    seed_formats::step_object(&mut object);
     let id = match object.remove("id") {
         Some(Value::String(id)) => id,
         _ => {
@@ -299,6 +321,40 @@ fn read_step(raw: Value, label: &str, problems: &mut Problems) -> Option<Step> {
             Map::new()
         }
     };
+    let final_answer = match object.remove("final_answer") {
+        None | Some(Value::Null) => false,
+        Some(Value::Bool(flag)) => flag,
+        Some(_) => {
+            problems.step(
+                &name,
+                "format",
+                "`final_answer` (seed 004's `isFinalAnswer`) must be true or false".into(),
+            );
+            false
+        }
+    };
+    let profile = optional_string(&mut object, "profile", &name, problems);
+    if let Some(profile) = profile.as_deref().filter(|p| !is_valid_name(p)) {
+        problems.step(
+            &name,
+            "model",
+            format!(
+                "profile {profile:?}: a profile's name is letters, digits, `_` and `-` (at most \
+                 64), as under [llm.profiles.NAME]"
+            ),
+        );
+    }
+    let model = optional_string(&mut object, "model", &name, problems);
+    if let Some(model) = model.as_deref().filter(|m| !is_model_name(m)) {
+        problems.step(
+            &name,
+            "model",
+            format!(
+                "model {model:?}: a model's name is 1 to 200 printable characters without \
+                 spaces (`gpt-4o-mini`, `qwen2.5-coder:1.5b`)"
+            ),
+        );
+    }
     let (depends_on, not_ids) = read_depends_on(object.remove("depends_on").unwrap_or(Value::Null));
     for problem in not_ids {
         problems.step(&name, "dependencies", problem.to_string());
@@ -309,7 +365,7 @@ fn read_step(raw: Value, label: &str, problems: &mut Problems) -> Option<Step> {
             "format",
             format!(
                 "unknown field `{key}`; allowed: id, operation, params, depends_on, role, \
-                 description"
+                 description, final_answer, profile, model"
             ),
         );
     }
@@ -320,7 +376,24 @@ fn read_step(raw: Value, label: &str, problems: &mut Problems) -> Option<Step> {
         description,
         params,
         depends_on,
+        final_answer,
+        profile,
+        model,
     })
+}
+
+/// A profile's name, as `[llm.profiles.NAME]` allows one.
+fn is_valid_name(name: &str) -> bool {
+    !name.is_empty()
+        && name.len() <= 64
+        && name
+            .chars()
+            .all(|c| c.is_ascii_alphanumeric() || c == '_' || c == '-')
+}
+
+/// A model's name: what an endpoint is sent, printable, one word.
+fn is_model_name(name: &str) -> bool {
+    !name.is_empty() && name.len() <= 200 && name.chars().all(|c| c.is_ascii_graphic())
 }
 
 fn optional_string(

@@ -11,6 +11,7 @@ use crate::flow::ignore_rules;
 use crate::flow::operations;
 use crate::flow::path_rules::PathRules;
 use crate::flow::policy::CommandPolicy;
+use crate::flow::project_instructions::Selected;
 use crate::flow::roles::Roles;
 use crate::flow::task_intent;
 use crate::flow::test_command::{self, TestCommand};
@@ -80,6 +81,9 @@ pub struct Planner<'a> {
     /// Past failures on this repository and what ended them (the failure memory's section,
     /// delimited), shown before the task; empty without any.
     pub past_experience: String,
+    /// The repository's own instructions for agents, framed as its conventions
+    /// (`flow::project_instructions`); after the fixed system text, before the task.
+    pub conventions: Option<Selected>,
 }
 
 impl Planner<'_> {
@@ -91,8 +95,12 @@ impl Planner<'_> {
         answers_dir: &Path,
     ) -> Result<(Flow, Vec<String>), PlanError> {
         let files = list_files(&self.rules.repo, &self.skip);
+        let system = match &self.conventions {
+            Some(used) => format!("{}\n\n{}", SYSTEM.trim(), used.section),
+            None => SYSTEM.trim().to_string(),
+        };
         let mut messages = vec![
-            Message::system(SYSTEM.trim()),
+            Message::system(system),
             Message::user(self.first_prompt(task, &files)),
         ];
         let named = named_files(task, &files);

@@ -158,6 +158,7 @@ impl Executor {
             tokens: self.status.tokens,
             contradicted_claims,
             budget: Some(self.status.budget).filter(|b| !b.is_empty()),
+            final_answer: crate::engine::final_answer::find(&self.task, &self.status, &self.flow),
         })?;
         Ok(if all_done && !did_nothing {
             FlowOutcome::Succeeded

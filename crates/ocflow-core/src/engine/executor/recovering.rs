@@ -7,7 +7,7 @@ use std::collections::BTreeSet;
 use serde_json::Value;
 
 use super::{Executor, Next, missing_step};
-use crate::engine::recovery;
+use crate::engine::recovery::{self, feedback};
 use crate::task::events::beating;
 use crate::task::{outputs, state};
 use ocflow_model::decision::StrategyKind;
@@ -320,6 +320,7 @@ impl Executor {
     /// and copied to `flow.json` after it, so a crash anywhere leaves a state resume redoes.
     fn carry_out(&mut self, failed: &str, decided: recovery::Decided) -> Result<Next> {
         let decision = decided.decision;
+        let feedback = self.feedback_for(failed, &decision.reason)?;
         let skip = |status: &mut FlowStatus, id: &str, message: String| -> Result<()> {
             match status.step_mut(id) {
                 Some(entry) => Ok(entry.skip(message)?),
@@ -328,7 +329,18 @@ impl Executor {
         };
         let mut next = Next::Continue;
         match (decision.strategy, decided.flow) {
-            (StrategyKind::Retry, _) => self.reset(failed)?,
+            (StrategyKind::Retry, _) => {
+                // The step named (the code a failing test checks), or the failed one, and what
+                // follows it.
+                let target = decision.step_id().unwrap_or(failed).to_string();
+                self.reset(&target)?;
+                if target != failed {
+                    for id in self.descendants(&target) {
+                        self.reset(&id)?;
+                    }
+                }
+                self.give_feedback(&target, feedback);
+            }
             (StrategyKind::Skip, _) => {
                 skip(
                     &mut self.status,
@@ -369,18 +381,13 @@ impl Executor {
                     skip(&mut self.status, id, reason)?;
                 }
                 if strategy == StrategyKind::Modify {
-                    let target = decision
-                        .step
-                        .as_ref()
-                        .and_then(|s| s.get("id"))
-                        .and_then(Value::as_str)
-                        .unwrap_or(failed)
-                        .to_string();
+                    let target = decision.step_id().unwrap_or(failed).to_string();
                     self.flow = flow;
                     self.reset(&target)?;
                     for id in self.descendants(&target) {
                         self.reset(&id)?;
                     }
+                    self.give_feedback(&target, feedback);
                 } else {
                     self.flow = flow;
                 }
@@ -402,6 +409,32 @@ impl Executor {
         Ok(next)
     }
 
+    /// What a code step run again after `failed` failed is told (`recovery::feedback`): its
+    /// error, failing tests, output's end, and the recovery's `reason`.
+    fn feedback_for(&mut self, failed: &str, reason: &str) -> Result<String> {
+        let result = self.failed_result(failed)?;
+        let error = self
+            .status
+            .step(failed)
+            .and_then(|s| s.error.as_ref())
+            .map_or("unknown", |e| e.message.as_str());
+        Ok(feedback::text(
+            failed,
+            error,
+            result.as_ref(),
+            &self.task.step_dir(failed),
+            reason,
+        ))
+    }
+
+    /// Tells step `id`, when it asks the model to write code, why it runs again.
+    fn give_feedback(&mut self, id: &str, feedback: String) {
+        let writes_code = self.flow.step(id).is_some_and(feedback::writes_code);
+        if let Some(entry) = self.status.step_mut(id).filter(|_| writes_code) {
+            entry.feedback = Some(feedback);
+        }
+    }
+
     /// Sets a step back to pending; its earlier outputs no longer count. A step an earlier
     /// decision skipped stays skipped.
     fn reset(&mut self, id: &str) -> Result<()> {
@@ -411,6 +444,8 @@ impl Executor {
             .filter(|s| s.status != StepState::Skipped)
         {
             entry.reset("runs again after a recovery decision")?;
+            // What it was told the last time no longer holds (`give_feedback` says it anew).
+            entry.feedback = None;
         }
         Ok(())
     }

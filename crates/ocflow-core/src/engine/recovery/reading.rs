@@ -4,9 +4,9 @@
 
 use serde_json::Value;
 
-use crate::engine::recovery::{Context, Decided, revision};
+use crate::engine::recovery::{Context, Decided, feedback, revision};
 use crate::llm::answer;
-use ocflow_model::decision::Decision;
+use ocflow_model::decision::{Decision, StrategyKind};
 
 /// Parses an answer into a decision and the flow it implies, or the problems to show the
 /// model. A repeated strategy, an exhausted cap and `abort` are final: they are not re-asked.
@@ -15,7 +15,22 @@ pub(super) fn check(
     failed: &str,
     text: &str,
 ) -> Result<Decided, Vec<String>> {
-    let extracted = answer::extract_json(text).map_err(|p| vec![p.to_string()])?;
+    let extracted = match answer::extract_json(text) {
+        Ok(extracted) => extracted,
+        Err(problem) => match prose_retry(context, failed, text) {
+            Some(decision) => {
+                return Ok(Decided {
+                    decision,
+                    flow: None,
+                    notes: vec![format!(
+                        "the recovery answer for step {failed} was a paragraph, not JSON: it is \
+                         taken as the reason of a retry"
+                    )],
+                });
+            }
+            None => return Err(vec![problem.to_string()]),
+        },
+    };
     let value: Value =
         serde_json::from_str(&extracted.json).map_err(|err| vec![format!("not JSON: {err}")])?;
     if let Some(problem) = shape_problem(&value) {
@@ -50,6 +65,29 @@ pub(super) fn check(
         decision,
         flow,
         notes,
+    })
+}
+
+/// Seed 002's recovery prompt asks for "your recommendation and reasoning", and a small model
+/// answers a paragraph. A paragraph with no JSON in it at all is read as a `retry` whose reason
+/// is the paragraph: of the step that wrote the code when a test step failed (which is then
+/// shown the paragraph and the failing tests), else of the failed step. Broken JSON is not
+/// prose: it is re-asked as before.
+fn prose_retry(context: &Context<'_>, failed: &str, text: &str) -> Option<Decision> {
+    let text = text.trim();
+    let words = text
+        .split_whitespace()
+        .filter(|w| w.chars().any(char::is_alphabetic));
+    if text.contains(['{', '[']) || words.count() < 5 {
+        return None;
+    }
+    let step = feedback::code_step_of(context.flow, failed, context.result)
+        .map(|id| serde_json::json!({ "id": id }));
+    Some(Decision {
+        strategy: StrategyKind::Retry,
+        reason: text.to_string(),
+        step,
+        steps: Vec::new(),
     })
 }
 

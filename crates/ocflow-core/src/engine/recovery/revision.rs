@@ -72,7 +72,21 @@ pub(super) fn implied_flow(
     };
     let mut steps: Vec<Step> = flow.steps.clone();
     match decision.strategy {
-        StrategyKind::Retry | StrategyKind::Skip | StrategyKind::Abort => {
+        StrategyKind::Retry => {
+            // A retry may name the step to run again: the failed one, or one it depends on (the
+            // code a failing test checks), which runs again unchanged with what follows.
+            if let Some(id) = decision.step_id()
+                && id != failed
+                && !flow.ancestors(failed).contains(id)
+            {
+                return Err(vec![format!(
+                    "`retry` may run step {failed} again or a step it depends on; `{id}` is \
+                     neither"
+                )]);
+            }
+            return Ok((None, notes));
+        }
+        StrategyKind::Skip | StrategyKind::Abort => {
             return Ok((None, notes));
         }
         StrategyKind::Modify => {

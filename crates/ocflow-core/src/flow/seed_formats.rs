@@ -1,0 +1,184 @@
+//! The other seeds' plan formats, read as ocflow's own (as seed 002's parameter names are, by
+//! the aliases in `operations.json`). A model taught by one of the seeds writes its fields; they
+//! are mapped before validation, so every rule holds for them as for ours:
+//!
+//! - seed 004 (the orchestrator's plans): a step's `stepId` is its `id`, `sub_task_input` its
+//!   `params` (or, holding `operation` and `params`, both), `assigned_agent_role` its `role`,
+//!   `isFinalAnswer` its `final_answer`; `@{outputs.STEP.result_data}` (or
+//!   `processed_result_data`) reads the field that holds STEP's result ([`result_data_field`]).
+//! - seed 000 (the crew's execution plan): `tasks` are the `steps`, `user_instruction` the
+//!   task; a task's `task_id` is its `id`, `required_role` its `role`, `dependencies` its
+//!   `depends_on`; `parsed_intent` and a task's `status` and `output` (the crew's bookkeeping)
+//!   are dropped.
+//!
+//! A field given both ways keeps ocflow's spelling; the seed's is dropped.
+
+use serde_json::{Map, Value};
+
+/// Top-level fields: (the seed's name, ocflow's).
+const FLOW_FIELDS: &[(&str, &str)] = &[("tasks", "steps"), ("user_instruction", "task")];
+/// Top-level bookkeeping of seed 000's plan, with nothing for a flow.
+const FLOW_DROPPED: &[&str] = &["parsed_intent"];
+/// Step fields: (the seed's name, ocflow's).
+const STEP_FIELDS: &[(&str, &str)] = &[
+    ("stepId", "id"),
+    ("step_id", "id"),
+    ("task_id", "id"),
+    ("sub_task_input", "params"),
+    ("assigned_agent_role", "role"),
+    ("required_role", "role"),
+    ("dependencies", "depends_on"),
+    ("isFinalAnswer", "final_answer"),
+    ("is_final_answer", "final_answer"),
+];
+/// A task's bookkeeping in seed 000's plan.
+const STEP_DROPPED: &[&str] = &["status", "output"];
+/// What seed 004 calls a step's result in a reference.
+const RESULT_DATA: &[&str] = &["result_data", "processed_result_data"];
+
+/// Maps a flow object's fields from the seeds' names to ocflow's.
+pub(crate) fn flow_object(object: &mut Map<String, Value>) {
+    rename(object, FLOW_FIELDS);
+    for field in FLOW_DROPPED {
+        object.remove(*field);
+    }
+}
+
+/// Maps a step object's fields from the seeds' names to ocflow's.
+pub(crate) fn step_object(object: &mut Map<String, Value>) {
+    // Seed 004's FileSystemTool input: `{"operation": …, "params": {…}}` inside the input.
+    if !object.contains_key("params")
+        && let Some(Value::Object(input)) = object.get("sub_task_input")
+        && input.get("operation").is_some_and(Value::is_string)
+        && input.get("params").is_some_and(Value::is_object)
+        && let Some(Value::Object(mut input)) = object.remove("sub_task_input")
+    {
+        for field in ["operation", "params"] {
+            if let Some(value) = input.remove(field)
+                && !object.contains_key(field)
+            {
+                object.insert(field.to_string(), value);
+            }
+        }
+    }
+    rename(object, STEP_FIELDS);
+    if object.contains_key("operation") {
+        for field in STEP_DROPPED {
+            object.remove(*field);
+        }
+    }
+}
+
+fn rename(object: &mut Map<String, Value>, fields: &[(&str, &str)]) {
+    for (theirs, ours) in fields {
+        if let Some(value) = object.remove(*theirs)
+            && !object.contains_key(*ours)
+        {
+            object.insert((*ours).to_string(), value);
+        }
+    }
+}
+
+/// The field of a step's `result.json` that holds what it produced, as seed 004's
+/// `result_data` names it: a file's content, a summary, a command's output, else the message.
+pub fn result_data_field(operation: &str) -> &'static str {
+    match operation {
+        "read_file" => "content",
+        "generate_summary" | "analyze_code" => "summary",
+        "execute_shell_command" | "run_tests" => "stdout",
+        _ => "message",
+    }
+}
+
+/// `text` with seed 004's `@{outputs.STEP.result_data}` references written as ocflow's:
+/// `operation_of` gives a step's operation by id (an unknown step is left for validation).
+pub(crate) fn references(text: &str, operation_of: &dyn Fn(&str) -> Option<String>) -> String {
+    if !RESULT_DATA.iter().any(|name| text.contains(name)) {
+        return text.to_string();
+    }
+    let mut out = String::new();
+    let mut rest = text;
+    while let Some(at) = rest.find("@{outputs.") {
+        out.push_str(&rest[..at]);
+        let after = &rest[at..];
+        let Some(close) = after.find('}') else {
+            break;
+        };
+        let inner = &after["@{outputs.".len()..close];
+        let mut parts = inner.splitn(2, '.');
+        let (step, field) = (parts.next().unwrap_or(""), parts.next().unwrap_or(""));
+        match operation_of(step) {
+            Some(operation) if RESULT_DATA.contains(&field) => {
+                out.push_str(&format!(
+                    "@{{outputs.{step}.{}}}",
+                    result_data_field(&operation)
+                ));
+            }
+            _ => out.push_str(&after[..=close]),
+        }
+        rest = &after[close + 1..];
+    }
+    out.push_str(rest);
+    out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde_json::json;
+
+    #[test]
+    fn seed_004s_step_fields_are_ocflows() {
+        let Value::Object(mut step) = json!({"stepId": "s1", "isFinalAnswer": true,
+            "sub_task_input": {"operation": "read_file", "params": {"file_path": "a.py"}},
+            "assigned_agent_role": "reviewer"})
+        else {
+            unreachable!()
+        };
+        step_object(&mut step);
+        assert_eq!(
+            Value::Object(step),
+            json!({"id": "s1", "final_answer": true, "operation": "read_file",
+                   "params": {"file_path": "a.py"}, "role": "reviewer"})
+        );
+    }
+
+    #[test]
+    fn seed_000s_tasks_are_steps_and_ours_win_a_clash() {
+        let Value::Object(mut flow) = json!({"user_instruction": "do it", "parsed_intent": {},
+            "tasks": []})
+        else {
+            unreachable!()
+        };
+        flow_object(&mut flow);
+        assert_eq!(Value::Object(flow), json!({"task": "do it", "steps": []}));
+        let Value::Object(mut step) = json!({"task_id": "t1", "id": "mine",
+            "operation": "run_tests", "required_role": "tester", "dependencies": ["a"],
+            "status": "PENDING", "output": null})
+        else {
+            unreachable!()
+        };
+        step_object(&mut step);
+        assert_eq!(
+            Value::Object(step),
+            json!({"id": "mine", "operation": "run_tests", "role": "tester",
+                   "depends_on": ["a"]})
+        );
+    }
+
+    #[test]
+    fn result_data_reads_the_field_that_holds_the_result() {
+        let operation = |id: &str| (id == "r").then(|| "read_file".to_string());
+        assert_eq!(
+            references(
+                "x @{outputs.r.result_data} @{outputs.q.result_data} y",
+                &operation
+            ),
+            "x @{outputs.r.content} @{outputs.q.result_data} y"
+        );
+        assert_eq!(
+            references("@{outputs.r.message}", &operation),
+            "@{outputs.r.message}"
+        );
+    }
+}

@@ -1,0 +1,162 @@
+//! The coder sees the failing test (issue 30 §3): when a test step fails and recovery runs the
+//! code step again (`modify`, or a `retry` naming it, or seed 002's prose answer), the code
+//! step's request carries the failing tests' names, their assertion messages, the end of the
+//! runner's output and the recovery's reason.
+
+use serde_json::{Value, json};
+
+use super::fake_llm::*;
+use super::support::*;
+
+const START: &str = "def add(a, b):\n    return 0\n";
+const BUGGY: &str = "def add(a, b):\n    return a - b\n";
+const FIXED: &str = "def add(a, b):\n    return a + b\n";
+const TEST: &str = "from calc import add\n\n\ndef test_add():\n    assert add(2, 2) == 4\n";
+const FAILING: &str = "test_calc.py::test_add — AssertionError: assert 0 == 4";
+/// Seed 002's recovery prompt asks for "your recommendation and reasoning": a paragraph.
+const PARAGRAPH: &str = "The test fails because add subtracts its second argument instead of \
+                         adding it. I recommend running the code change again so that add \
+                         returns the sum, then running the tests.";
+
+fn sandbox() -> Sandbox {
+    let sandbox = Sandbox::new(&[("calc.py", START), ("test_calc.py", TEST)]);
+    std::fs::create_dir_all(&sandbox.workspace).unwrap();
+    std::fs::write(
+        sandbox.workspace.join("ocflow.toml"),
+        "[llm]\nmax_attempts = 1\n",
+    )
+    .unwrap();
+    sandbox
+}
+
+fn flow() -> Value {
+    json!([
+        {"id": "fix", "operation": "modify_code",
+         "params": {"file_path": "calc.py", "instructions": "make add return the sum"}},
+        {"id": "test", "operation": "run_tests", "depends_on": ["fix"],
+         "params": {"command": "python3 -m pytest -q -p no:cacheprovider"}}
+    ])
+}
+
+fn code(text: &str) -> Reply {
+    chat(&format!("```python\n{text}```\n"))
+}
+
+/// The coder's rules: its first request gets the buggy code, the one that says why it runs
+/// again gets the fix (so the flow succeeds only if the feedback reached it).
+fn coder_rules() -> Vec<Rule> {
+    vec![
+        Rule::flow_summary().reply(chat("add now adds.")),
+        Rule::prompt_contains("## Why this runs again")
+            .named("coder, again")
+            .reply(code(FIXED))
+            .times(1),
+        Rule::prompt_contains("make add return the sum")
+            .named("coder, first")
+            .reply(code(BUGGY))
+            .times(1),
+    ]
+}
+
+fn run(sandbox: &Sandbox, llm: &FakeLlm) -> std::process::Output {
+    let plan = sandbox.flow(&flow());
+    sandbox
+        .ocflow_llm(&llm.base_url())
+        .args(["run", "--task-id", "t", "--plan"])
+        .arg(plan)
+        .output()
+        .unwrap()
+}
+
+fn second_code_request(llm: &FakeLlm) -> String {
+    let requests: Vec<String> = llm
+        .bodies()
+        .iter()
+        .map(last_user_message)
+        .filter(|m| m.contains("make add return the sum") || m.contains("add must add"))
+        .collect();
+    assert_eq!(requests.len(), 2, "{requests:#?}");
+    assert!(
+        !requests[0].contains("Why this runs again"),
+        "{}",
+        requests[0]
+    );
+    requests[1].clone()
+}
+
+#[test]
+fn modify_on_the_code_step_shows_the_coder_the_failing_test() {
+    let sandbox = sandbox();
+    let mut rules = vec![
+        Rule::recovery()
+            .replies_in_order(vec![
+                // A retry may name only the failed step or one it depends on.
+                chat(r#"{"strategy": "retry", "reason": "again", "step": {"id": "elsewhere"}}"#),
+                chat(
+                    &json!({"strategy": "modify", "reason": "add subtracts",
+                            "step": {"id": "fix", "params": {"file_path": "calc.py",
+                                     "instructions": "add must add"}}})
+                    .to_string(),
+                ),
+            ])
+            .times(2),
+    ];
+    rules.extend(coder_rules());
+    let llm = FakeLlm::with_rules(rules);
+    let output = run(&sandbox, &llm);
+    assert_exit(&output, 0);
+    llm.verify();
+    let again = second_code_request(&llm);
+    for expected in [
+        "step `test` failed",
+        FAILING,
+        "The end of its output:",
+        "assert add(2, 2) == 4",
+        "What to change, as the error handler sees it: add subtracts",
+        "add must add",
+    ] {
+        assert!(
+            again.contains(expected),
+            "{expected:?} missing from:\n{again}"
+        );
+    }
+    let reask = llm
+        .bodies()
+        .iter()
+        .map(last_user_message)
+        .find(|m| m.contains("That answer cannot be used"))
+        .unwrap();
+    assert!(
+        reask.contains("`retry` may run step test again or a step it depends on; `elsewhere`"),
+        "{reask}"
+    );
+    assert_eq!(
+        std::fs::read_to_string(sandbox.task_dir("t").join("final_output/calc.py")).unwrap(),
+        FIXED
+    );
+}
+
+#[test]
+fn seed_002s_prose_answer_is_a_retry_of_the_code_step_with_the_paragraph() {
+    let sandbox = sandbox();
+    let mut rules = vec![Rule::recovery().reply(chat(PARAGRAPH)).times(1)];
+    rules.extend(coder_rules());
+    let llm = FakeLlm::with_rules(rules);
+    let output = run(&sandbox, &llm);
+    assert_exit(&output, 0);
+    llm.verify();
+    let again = second_code_request(&llm);
+    assert!(again.contains(FAILING), "{again}");
+    assert!(again.contains(PARAGRAPH), "{again}");
+    assert!(
+        stderr(&output).contains("was a paragraph, not JSON: it is taken as the reason of a retry"),
+        "{}",
+        stderr(&output)
+    );
+    let test = sandbox.step_status("t", "test");
+    assert_eq!(test["recoveries"][0]["strategy"], json!("retry"));
+    assert_eq!(test["recoveries"][0]["reason"], json!(PARAGRAPH));
+    assert_eq!(sandbox.step_status("t", "fix")["attempts"], json!(2));
+    assert_eq!(test["attempts"], json!(2));
+    assert_eq!(sandbox.result("t", "test")["tests"]["passed"], json!(1));
+}

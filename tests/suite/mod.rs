@@ -7,6 +7,7 @@ mod bridge;
 mod commands;
 mod containers;
 mod contract;
+mod copied_views;
 mod dependencies;
 mod design_map;
 mod failure_cause;

@@ -26,6 +26,11 @@ use ocflow_model::repo_path;
 /// build directory only beside it, `repo_path::is_excluded_dir`).
 const DECIDES_EXCLUSION: &str = "Cargo.toml";
 
+/// Beyond this many directories a view is walked instead of watched: each watch holds kernel
+/// memory, and the user's watches (`fs.inotify.max_user_watches`) are shared by every view
+/// and every other program (8,192 was the kernel's default limit).
+const MAX_WATCHED_DIRS: usize = 8192;
+
 /// What the events since the last look say was touched in the view.
 #[derive(Debug, PartialEq, Eq)]
 pub(crate) enum Touched {
@@ -47,7 +52,8 @@ pub(crate) struct ViewWatch {
 impl ViewWatch {
     /// Watches every directory of the view at `root` that a walk visits (not build or
     /// dependency directories). `None` when inotify cannot be had here (the user's instances
-    /// or watches are used up, or the directory cannot be read): the view is walked instead.
+    /// or watches are used up, more than `MAX_WATCHED_DIRS` directories, or one cannot be
+    /// read): the view is walked instead.
     pub(crate) fn start(root: &Path) -> Option<ViewWatch> {
         let fd = inotify::init(CreateFlags::CLOEXEC | CreateFlags::NONBLOCK).ok()?;
         let mut watch = ViewWatch {
@@ -63,6 +69,9 @@ impl ViewWatch {
             let entry = entry.ok()?;
             if !entry.file_type().is_dir() {
                 continue;
+            }
+            if watch.dirs.len() >= MAX_WATCHED_DIRS {
+                return None;
             }
             let relative = entry.path().strip_prefix(root).ok()?.to_str()?.to_string();
             let wd = inotify::add_watch(&watch.fd, entry.path(), mask()).ok()?;

@@ -217,6 +217,21 @@ mod tests {
     }
 
     #[test]
+    fn a_queue_that_overflowed_means_walking() {
+        let dir = tempfile::tempdir().unwrap();
+        let root = dir.path();
+        let mut watch = ViewWatch::start(root).unwrap();
+        // Each file written is at least two events (made, then closed after writing): more
+        // than the kernel queues for one instance.
+        let queued: usize = fs::read_to_string("/proc/sys/fs/inotify/max_queued_events")
+            .map_or(16384, |text| text.trim().parse().unwrap_or(16384));
+        for i in 0..queued / 2 + 100 {
+            fs::write(root.join(format!("f{i}")), "x").unwrap();
+        }
+        assert_eq!(watch.drain(), Touched::Unknown);
+    }
+
+    #[test]
     fn a_directory_made_removed_or_moved_or_a_cargo_manifest_means_walking() {
         let dir = tempfile::tempdir().unwrap();
         let root = dir.path();

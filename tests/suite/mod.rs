@@ -9,6 +9,7 @@ mod budget;
 mod commands;
 mod containers;
 mod contract;
+mod copied_views;
 mod dependencies;
 mod design_map;
 mod failure_cause;

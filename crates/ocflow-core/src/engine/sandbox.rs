@@ -99,8 +99,18 @@ impl SandboxPlan {
     /// neither namespaces ocflow may use nor Landlock (commands then run unconfined, and say
     /// so). A probe that cannot run is an error, not a silent "no sandbox".
     pub fn probe(settings: SandboxSettings) -> Result<Option<SandboxPlan>, Error> {
-        let (landlock, overlay, seccomp, cgroup) = probe_landlock()?;
-        let (bwrap, shared_proc, refused) = match settings.namespaces.then(usable_bwrap).flatten() {
+        // Two processes that know nothing of each other, each making namespaces (tens of
+        // milliseconds on a quiet machine, several hundred on a loaded one): run at once, the
+        // flow's start waits for the longer, not for both.
+        let (landlock, found_bwrap) = std::thread::scope(|scope| {
+            let bwrap = settings.namespaces.then(|| scope.spawn(usable_bwrap));
+            let landlock = probe_landlock();
+            // A probe thread that panicked found no bubblewrap: the sandbox line says so.
+            let bwrap = bwrap.and_then(|thread| thread.join().ok().flatten());
+            (landlock, bwrap)
+        });
+        let (landlock, overlay, seccomp, cgroup) = landlock?;
+        let (bwrap, shared_proc, refused) = match found_bwrap {
             Some(Ok(bwrap)) => (Some(bwrap), false, None),
             Some(Err((bwrap, said))) if bwrap_works(&bwrap, SHARED_PROC) => {
                 (Some(bwrap), true, Some(said))

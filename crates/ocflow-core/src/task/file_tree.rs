@@ -212,9 +212,14 @@ pub(crate) struct Stamp {
     pub(crate) ctime_ns: i128,
     pub(crate) inode: u64,
     pub(crate) mode: u32,
+    /// How many names the file has: a view's file with another name can change without an
+    /// event naming it (`task::view_watch`).
+    pub(crate) links: u64,
 }
 
 impl Stamp {
+    // `st_nlink` is 64 bits wide on x86-64, 32 on some other architectures.
+    #[allow(clippy::useless_conversion)]
     pub(crate) fn of_stat(stat: &rustix::fs::Stat) -> Stamp {
         Stamp {
             len: stat.st_size as u64,
@@ -222,6 +227,7 @@ impl Stamp {
             ctime_ns: i128::from(stat.st_ctime) * 1_000_000_000 + i128::from(stat.st_ctime_nsec),
             inode: stat.st_ino,
             mode: stat.st_mode,
+            links: u64::from(stat.st_nlink),
         }
     }
 
@@ -232,6 +238,7 @@ impl Stamp {
             ctime_ns: i128::from(meta.ctime()) * 1_000_000_000 + i128::from(meta.ctime_nsec()),
             inode: meta.ino(),
             mode: meta.mode(),
+            links: meta.nlink(),
         }
     }
 }

@@ -1,8 +1,8 @@
 //! The durable state of a task on disk: the workspace and task directories, atomic writes,
-//! the journal and the events that feed it, staging (the snapshot, overlays, the copied and
-//! layered views, what a command changed, a step's outputs, the file trees under them) and
-//! review (changes, diff), the all-or-nothing apply and its journal, and what the HTML report
-//! shows.
+//! the journal and the events that feed it, staging (the snapshot, overlays, the copied (and
+//! watched) and layered views, what a command changed, a step's outputs, the file trees under
+//! them) and review (changes, diff), the all-or-nothing apply and its journal, and what the
+//! HTML report shows.
 
 pub mod apply;
 pub mod apply_journal;
@@ -21,4 +21,5 @@ pub mod report;
 pub mod review;
 pub mod snapshot;
 pub mod state;
+pub mod view_watch;
 pub mod workspace;

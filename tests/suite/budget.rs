@@ -507,6 +507,8 @@ fn a_recovery_the_budget_cannot_pay_for_waits_for_the_resume() {
         "step": {"id": "s", "params": {"command": "echo fixed > fixed.txt"}}});
     let llm = FakeLlm::with_rules(vec![
         Rule::flow_summary().reply(chat("Fixed.")),
+        // The flow needed recovery, so it ends with the reflection's call.
+        Rule::reflection().reply(chat("The command was wrong. Changing it fixed the step.")),
         Rule::recovery().reply(chat(&modify.to_string())),
     ]);
     let plan = sandbox.flow(&json!([{"id": "s", "operation": "execute_shell_command",

@@ -47,6 +47,8 @@ fn code(text: &str) -> Reply {
 fn coder_rules() -> Vec<Rule> {
     vec![
         Rule::flow_summary().reply(chat("add now adds.")),
+        // The flow needed recovery, so it ends with the reflection's call.
+        Rule::reflection().reply(chat("The sum was wrong. The retry fixed it.")),
         Rule::prompt_contains("## Why this runs again")
             .named("coder, again")
             .reply(code(FIXED))

@@ -3,8 +3,8 @@
 use crate::cli::args::Command;
 use crate::cli::config::Config;
 use crate::cli::{
-    apply, batch, demo, doctor, launch, memory, progress, report, resume, review, run, skill, trust,
-    wait,
+    apply, batch, demo, doctor, launch, memory, progress, report, resume, review, run, skill,
+    trust, wait,
 };
 use ocflow_model::error::{Error, IoContext, Result};
 use ocflow_model::event::{Event, Record};

@@ -15,8 +15,8 @@ use tokio::task::JoinSet;
 
 use crate::engine::bridge::{Bridge, CallOutcome, HostLlm, StepLlm};
 use crate::engine::dependencies::Dependencies;
-use crate::engine::memory::Memory;
 use crate::engine::instructions;
+use crate::engine::memory::Memory;
 use crate::engine::recovery;
 use crate::engine::sandbox::SandboxPlan;
 use crate::engine::signals::Interrupt;

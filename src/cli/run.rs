@@ -300,6 +300,8 @@ fn planner<'a>(config: &'a Config, llm: &'a Llm) -> Result<Planner<'a>> {
         policy: config.policy,
         roles: &config.roles,
         test_commands,
+        // Project instructions and past failures come here (issue 28 §5 left the place).
+        repository_facts: Vec::new(),
     })
 }
 

@@ -20,6 +20,7 @@ mod operations;
 mod parallel;
 mod plugins;
 mod profiles;
+mod prompt_cache;
 mod recovery;
 mod relocatable;
 mod report;

@@ -496,11 +496,13 @@ fn replay_answer(
                 .last()
                 .map(|m| m.content.as_str())
                 .unwrap_or("");
-            let preview: String = last.chars().take(160).collect();
+            // Its end: prompts put what is particular to a request (the task) last.
+            let count = last.chars().count();
+            let preview: String = last.chars().skip(count.saturating_sub(160)).collect();
             Err(LlmError::new(
                 LlmErrorKind::NotRecorded,
                 format!(
-                    "{} has no answer for this {} request (last message begins: {preview:?}); \
+                    "{} has no answer for this {} request (last message ends: {preview:?}); \
                      record it again with --record",
                     source.display(),
                     request.purpose

@@ -57,8 +57,9 @@ fn sample_repo() -> Sandbox {
         ("tests/__init__.py", ""),
         (
             "tests/test_utils.py",
-            "import unittest\n\nfrom utils import calculate_metrics\n\n\nclass T(unittest.TestCase):\n    \
-             def test_total(self):\n        self.assertEqual(calculate_metrics([1])[\"total\"], 1)\n",
+            "import unittest\n\nfrom utils import calculate_metrics\n\n\n\
+             class T(unittest.TestCase):\n    def test_total(self):\n        \
+             self.assertEqual(calculate_metrics([1])[\"total\"], 1)\n",
         ),
     ])
 }
@@ -213,4 +214,67 @@ fn the_modify_code_prompts_of_one_flow_share_their_prefix() {
             shared_share(&serialised(&bodies[0]), &serialised(&bodies[1])) * 100.0
         );
     }
+}
+/// A completion whose usage says how many of its prompt tokens the server's cache gave.
+fn cached_completion(content: &str, prompt: u64, cached: u64) -> Reply {
+    let body = json!({
+        "id": "c", "object": "chat.completion", "created": 0, "model": "m",
+        "choices": [{"index": 0, "message": {"role": "assistant", "content": content},
+                     "finish_reason": "stop"}],
+        "usage": {"prompt_tokens": prompt, "completion_tokens": 10,
+                  "total_tokens": prompt + 10,
+                  "prompt_tokens_details": {"cached_tokens": cached}}
+    });
+    Reply::Raw {
+        status: 200,
+        body: body.to_string(),
+        headers: Vec::new(),
+    }
+}
+
+/// Cached prompt tokens a server reports are counted per step and for the flow, kept in
+/// flow_status.json and the journal, and shown by `status` and the report.
+#[test]
+fn cached_prompt_tokens_a_server_reports_are_counted_and_shown() {
+    let sandbox = Sandbox::new(&[("a.py", "x = 1\n")]);
+    let flow = json!({"version": 1, "task": "change a", "steps": [
+        {"id": "a", "operation": "modify_code",
+         "params": {"file_path": "a.py", "instructions": "set x to 3"}}]});
+    let llm = FakeLlm::with_rules(vec![
+        Rule::prompt_contains("set x to 3")
+            .reply(cached_completion("```python\nx = 3\n```", 300, 256))
+            .times(1),
+        Rule::flow_summary().reply(cached_completion("Changed a.", 100, 64)),
+    ]);
+    let plan = sandbox.flow(&flow);
+    let output = sandbox
+        .ocflow_llm(&llm.base_url())
+        .args(["run", "--task-id", "t", "--plan"])
+        .arg(plan)
+        .output()
+        .unwrap();
+    assert_exit(&output, 0);
+    let status = sandbox.status("t");
+    assert_eq!(
+        status["steps"][0]["tokens"]["cached_prompt_tokens"],
+        json!(256)
+    );
+    assert_eq!(status["tokens"]["prompt_tokens"], json!(400));
+    assert_eq!(status["tokens"]["cached_prompt_tokens"], json!(320));
+    let journal = std::fs::read_to_string(sandbox.task_dir("t").join("journal.jsonl")).unwrap();
+    assert!(
+        journal.contains("\"cached_prompt_tokens\":256"),
+        "{journal}"
+    );
+    let shown = sandbox.ocflow().args(["status", "t"]).output().unwrap();
+    assert_exit(&shown, 0);
+    let text = stdout(&shown);
+    assert!(
+        text.contains("prompt 400, 320 of them cached by the server"),
+        "{text}"
+    );
+    let report = sandbox.ocflow().args(["report", "t"]).output().unwrap();
+    assert_exit(&report, 0);
+    let page = std::fs::read_to_string(stdout(&report).trim()).unwrap();
+    assert!(page.contains("320 of them cached by the server"), "{page}");
 }

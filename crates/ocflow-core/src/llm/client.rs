@@ -749,6 +749,13 @@ fn parse_answer(value: &Value) -> Result<ChatAnswer, LlmError> {
     };
     let prompt_tokens = count("prompt_tokens");
     let completion_tokens = count("completion_tokens");
+    // The OpenAI form, which vLLM and llama.cpp's server give too when their prefix cache
+    // served part of the prompt.
+    let cached_prompt_tokens = usage
+        .and_then(|u| u.get("prompt_tokens_details"))
+        .and_then(|d| d.get("cached_tokens"))
+        .and_then(Value::as_u64)
+        .unwrap_or(0);
     let total_tokens = match count("total_tokens") {
         0 => prompt_tokens + completion_tokens,
         total => total,
@@ -764,6 +771,7 @@ fn parse_answer(value: &Value) -> Result<ChatAnswer, LlmError> {
             completion_tokens,
             total_tokens,
             calls: 1,
+            cached_prompt_tokens,
         },
     })
 }

@@ -795,6 +795,26 @@ mod tests {
     use super::*;
 
     #[test]
+    fn cached_prompt_tokens_are_read_where_the_server_gives_them() {
+        let answer = |usage: Value| {
+            parse_answer(&json!({"choices": [{"message": {"content": "x"}}], "usage": usage}))
+                .map(|a| a.usage)
+                .unwrap()
+        };
+        let cached = answer(json!({"prompt_tokens": 1000, "completion_tokens": 5,
+            "prompt_tokens_details": {"cached_tokens": 960}}));
+        assert_eq!(
+            (cached.prompt_tokens, cached.cached_prompt_tokens),
+            (1000, 960)
+        );
+        assert_eq!(cached.total_tokens, 1005);
+        let silent = answer(json!({"prompt_tokens": 1000, "completion_tokens": 5}));
+        assert_eq!(silent.cached_prompt_tokens, 0);
+        // Serialised without the field when the server said nothing: files stay as they were.
+        assert!(!serde_json::to_string(&silent).unwrap().contains("cached"));
+    }
+
+    #[test]
     fn only_a_plain_http_endpoint_without_a_proxy_goes_without_root_certificates() {
         let none = |_: &str| None;
         assert!(!needs_root_certificates("http://10.0.0.5:8080/v1", none));

@@ -278,3 +278,57 @@ fn cached_prompt_tokens_a_server_reports_are_counted_and_shown() {
     let page = std::fs::read_to_string(stdout(&report).trim()).unwrap();
     assert!(page.contains("320 of them cached by the server"), "{page}");
 }
+
+/// The recovery prompts of two failed steps share everything up to the failure: the
+/// strategies, the operations and the answer's form come first, the failure's facts last.
+#[test]
+fn recovery_prompts_put_the_failure_after_the_fixed_text() {
+    let sandbox = Sandbox::new(&[]);
+    std::fs::create_dir_all(&sandbox.workspace).unwrap();
+    std::fs::write(
+        sandbox.workspace.join("ocflow.toml"),
+        "[llm]\nmax_attempts = 1\n",
+    )
+    .unwrap();
+    let flow = json!({"version": 1, "task": "two commands", "steps": [
+        {"id": "one", "operation": "execute_shell_command", "params": {"command": "exit 3"}},
+        {"id": "two", "operation": "execute_shell_command", "params": {"command": "exit 4"}}]});
+    let abort = chat(&json!({"strategy": "abort", "reason": "needs a human"}).to_string());
+    let llm = FakeLlm::with_rules(vec![
+        Rule::recovery().reply(abort),
+        Rule::flow_summary().reply(chat("Both failed.")),
+    ]);
+    let plan = sandbox.flow(&flow);
+    let output = sandbox
+        .ocflow_llm(&llm.base_url())
+        .args(["run", "--task-id", "t", "--plan"])
+        .arg(plan)
+        .output()
+        .unwrap();
+    assert_exit(&output, 1);
+    let prompts: Vec<String> = llm
+        .bodies()
+        .iter()
+        .map(last_user_message)
+        .filter(|m| m.contains("Choose ONE strategy"))
+        .collect();
+    assert!(!prompts.is_empty());
+    let prompt = &prompts[0];
+    let at = |text: &str| {
+        prompt
+            .find(text)
+            .unwrap_or_else(|| panic!("{text:?} is not in the prompt:\n{prompt}"))
+    };
+    let facts = at("Task of the flow:");
+    for fixed in [
+        "Choose ONE strategy",
+        "`modify_code`",
+        "Answer with one JSON object",
+    ] {
+        assert!(
+            at(fixed) < facts,
+            "{fixed:?} comes after the failure:\n{prompt}"
+        );
+    }
+    assert!(at("The failed step (attempt") > facts, "{prompt}");
+}

@@ -5,7 +5,7 @@
 use std::fs;
 
 use crate::cli::args::{LimitArgs, RunArgs};
-use crate::cli::config::Config;
+use crate::cli::config::{Config, RunConfig};
 use crate::cli::profiles::LlmConfig;
 use ocflow_core::flow::path_rules::PathRules;
 use ocflow_core::task::workspace::TaskDir;
@@ -92,6 +92,13 @@ pub(crate) fn prepare(config: &Config) -> Result<(Config, RunArgs)> {
             default_key_profiles: Vec::new(),
             unavailable: Default::default(),
         }),
+        // Recorded answers match the prompts they were recorded for: the user's failure
+        // memory must not add to them, nor a reflection ask what was never recorded.
+        run: RunConfig {
+            memory: false,
+            reflect: false,
+            ..config.run.clone()
+        },
         ..config.clone()
     };
     say(&format!(

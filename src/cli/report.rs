@@ -164,10 +164,11 @@ fn tokens_line(status: &FlowStatus, steps: &[StepFacts]) -> String {
     let in_steps: u64 = steps.iter().map(|s| s.status.tokens.total_tokens).sum();
     let total = &status.tokens;
     format!(
-        "{} (prompt {}, completion {}) in {} LLM call(s); {in_steps} in steps, {} in planning, \
+        "{} (prompt {}{}, completion {}) in {} LLM call(s); {in_steps} in steps, {} in planning, \
          recovery and the summary",
         total.total_tokens,
         total.prompt_tokens,
+        total.cached_note(),
         total.completion_tokens,
         total.calls,
         total.total_tokens.saturating_sub(in_steps)

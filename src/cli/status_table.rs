@@ -60,8 +60,8 @@ fn role_and_profile(step: &StepStatus) -> String {
 /// The status: the flow's state, then one row per step.
 pub(crate) fn render(status: &FlowStatus) -> String {
     let mut out = format!(
-        "task {}  [{}]  revision {}\n{}\nrepository {}\ntokens {} (prompt {}, completion {}) in {} \
-         LLM call(s)\n\n",
+        "task {}  [{}]  revision {}\n{}\nrepository {}\ntokens {} (prompt {}{}, completion {}) in \
+         {} LLM call(s)\n\n",
         status.task_id,
         painted_state(&status.state.to_string()),
         status.revision,
@@ -69,6 +69,7 @@ pub(crate) fn render(status: &FlowStatus) -> String {
         printable(&status.repo.display().to_string()),
         status.tokens.total_tokens,
         status.tokens.prompt_tokens,
+        status.tokens.cached_note(),
         status.tokens.completion_tokens,
         status.tokens.calls
     );
@@ -127,10 +128,10 @@ pub(crate) fn render(status: &FlowStatus) -> String {
             .map(|e| e.message.as_str())
             .or(step.message.as_deref())
             .unwrap_or("");
-        let tokens = if step.tokens.is_zero() {
-            "-".to_string()
-        } else {
-            step.tokens.total_tokens.to_string()
+        let tokens = match (step.tokens.is_zero(), step.tokens.cached_prompt_tokens) {
+            (true, _) => "-".to_string(),
+            (false, 0) => step.tokens.total_tokens.to_string(),
+            (false, cached) => format!("{} ({cached} cached)", step.tokens.total_tokens),
         };
         let message = printable(message.lines().next().unwrap_or(""));
         table.add_row(vec![

@@ -545,11 +545,13 @@ pub fn last_user_message(body: &Value) -> String {
         .unwrap_or_default()
 }
 
-/// At most `limit` characters of `text`, marked where it was cut.
+/// At most the last `limit` characters of `text`, marked where it was cut: prompts put what
+/// is particular to a request (the task, the step's file) last, after their fixed text.
 fn excerpt(text: &str, limit: usize) -> String {
-    match text.char_indices().nth(limit) {
-        Some((cut, _)) => format!("{}… ({} bytes in all)", &text[..cut], text.len()),
-        None => text.to_string(),
+    let count = text.chars().count();
+    match text.char_indices().nth(count.saturating_sub(limit)) {
+        Some((cut, _)) if cut > 0 => format!("…{} ({} bytes in all)", &text[cut..], text.len()),
+        _ => text.to_string(),
     }
 }
 
@@ -589,14 +591,14 @@ mod tests {
     /// `assert_exit` message does), and the test fails when the server is dropped.
     #[test]
     #[should_panic(expected = "no rule of the fake LLM matches this request \
-                               (rules: [\"flow summary\"]); its prompt: Task: Create notes.txt")]
+                               (rules: [\"flow summary\"]); its prompt: …")]
     fn a_request_no_rule_matches_gets_a_500_naming_its_prompt_and_fails_the_test() {
         let llm = FakeLlm::with_rules(vec![Rule::flow_summary().reply(chat("done"))]);
         let output = plan(&llm);
         assert_exit(&output, 1);
         let err = stderr(&output);
         assert!(
-            err.contains("HTTP 500") && err.contains("its prompt: Task: Create notes.txt"),
+            err.contains("HTTP 500") && err.contains("Task: Create notes.txt saying hello"),
             "{err}"
         );
         assert_eq!(llm.calls("flow summary"), 0);

@@ -63,7 +63,8 @@ fn a_plan_wrapped_in_prose_and_fences_is_extracted_and_run() {
         "{prompt}"
     );
     assert!(
-        prompt.contains("`modify_code`") && prompt.contains("file_path* (a string)"),
+        prompt.contains("`modify_code`")
+            && prompt.contains("file_path*: file relative to the repository root"),
         "the operations come from the registry: {prompt}"
     );
     // Issue 13: the plan's JSON Schema is asked for first (constrained decoding).

@@ -25,6 +25,7 @@ mod parallel;
 mod plugins;
 mod profiles;
 mod project_instructions;
+mod prompt_cache;
 mod recovery;
 mod recovery_feedback;
 mod relocatable;

@@ -89,6 +89,15 @@ pub struct Usage {
     pub total_tokens: u64,
     /// Completed calls.
     pub calls: u64,
+    /// Of `prompt_tokens`, those the server took from its prompt cache, as it reports them
+    /// (`usage.prompt_tokens_details.cached_tokens`); 0 when it says nothing, and then left
+    /// out of the files.
+    #[serde(default, skip_serializing_if = "is_zero")]
+    pub cached_prompt_tokens: u64,
+}
+
+fn is_zero(count: &u64) -> bool {
+    *count == 0
 }
 
 impl Usage {
@@ -97,6 +106,7 @@ impl Usage {
         self.completion_tokens += other.completion_tokens;
         self.total_tokens += other.total_tokens;
         self.calls += other.calls;
+        self.cached_prompt_tokens += other.cached_prompt_tokens;
     }
 
     /// What was used since `before` was taken (counters only grow).
@@ -108,11 +118,23 @@ impl Usage {
                 .saturating_sub(before.completion_tokens),
             total_tokens: self.total_tokens.saturating_sub(before.total_tokens),
             calls: self.calls.saturating_sub(before.calls),
+            cached_prompt_tokens: self
+                .cached_prompt_tokens
+                .saturating_sub(before.cached_prompt_tokens),
         }
     }
 
     pub fn is_zero(&self) -> bool {
         self.calls == 0
+    }
+
+    /// ", N of them cached by the server" after a prompt-token count, when the server said it
+    /// served some from its prompt cache; empty otherwise.
+    pub fn cached_note(&self) -> String {
+        match self.cached_prompt_tokens {
+            0 => String::new(),
+            n => format!(", {n} of them cached by the server"),
+        }
     }
 }
 

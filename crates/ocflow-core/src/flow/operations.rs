@@ -137,6 +137,47 @@ pub fn catalogue() -> String {
     out
 }
 
+/// The operations in the shortest form that still says everything the validator checks, for
+/// the LLM's prompts (the planner's and recovery's): one line per operation, one line of its
+/// parameters. A parameter is a string unless its type is given, and its description is given
+/// the first time it appears only (`file_path` means the same in every operation), which is
+/// about a third of `catalogue`'s characters.
+pub fn prompt_catalogue() -> String {
+    let mut out = String::new();
+    let mut described: Vec<(&str, &str)> = Vec::new();
+    for op in all() {
+        out.push_str(&format!("- `{}`: {}\n", op.name, op.doc));
+        let mut params: Vec<String> = op
+            .params
+            .iter()
+            .map(|param| {
+                let mut text = param.name.to_string();
+                if param.required {
+                    text.push('*');
+                }
+                if param.kind != ParamType::String {
+                    text.push_str(&format!(" ({})", param.kind.name()));
+                }
+                if !described.contains(&(param.name, param.doc)) {
+                    described.push((param.name, param.doc));
+                    text.push_str(&format!(": {}", param.doc));
+                }
+                text
+            })
+            .collect();
+        if !op.exactly_one_of.is_empty() {
+            params.push(format!(
+                "give exactly one of {}",
+                op.exactly_one_of.join(", ")
+            ));
+        }
+        if !params.is_empty() {
+            out.push_str(&format!("    {}\n", params.join("; ")));
+        }
+    }
+    out
+}
+
 /// A step id, as the validator accepts it (its length is left to the validator).
 const ID_PATTERN: &str = "^[A-Za-z0-9][A-Za-z0-9_-]*$";
 /// A repository-relative path: no leading `/` or `~`, no spaces. Plain character classes

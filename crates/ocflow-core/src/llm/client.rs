@@ -533,11 +533,13 @@ fn replay_answer(
                 .last()
                 .map(|m| m.content.as_str())
                 .unwrap_or("");
-            let preview: String = last.chars().take(160).collect();
+            // Its end: prompts put what is particular to a request (the task) last.
+            let count = last.chars().count();
+            let preview: String = last.chars().skip(count.saturating_sub(160)).collect();
             Err(LlmError::new(
                 LlmErrorKind::NotRecorded,
                 format!(
-                    "{} has no answer for this {} request (last message begins: {preview:?}); \
+                    "{} has no answer for this {} request (last message ends: {preview:?}); \
                      record it again with --record",
                     source.display(),
                     request.purpose
@@ -784,6 +786,13 @@ fn parse_answer(value: &Value) -> Result<ChatAnswer, LlmError> {
     };
     let prompt_tokens = count("prompt_tokens");
     let completion_tokens = count("completion_tokens");
+    // The OpenAI form, which vLLM and llama.cpp's server give too when their prefix cache
+    // served part of the prompt.
+    let cached_prompt_tokens = usage
+        .and_then(|u| u.get("prompt_tokens_details"))
+        .and_then(|d| d.get("cached_tokens"))
+        .and_then(Value::as_u64)
+        .unwrap_or(0);
     let total_tokens = match count("total_tokens") {
         0 => prompt_tokens + completion_tokens,
         total => total,
@@ -799,6 +808,7 @@ fn parse_answer(value: &Value) -> Result<ChatAnswer, LlmError> {
             completion_tokens,
             total_tokens,
             calls: 1,
+            cached_prompt_tokens,
         },
     })
 }
@@ -820,6 +830,26 @@ fn needs_root_certificates(base_url: &str, variable: impl Fn(&str) -> Option<Str
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn cached_prompt_tokens_are_read_where_the_server_gives_them() {
+        let answer = |usage: Value| {
+            parse_answer(&json!({"choices": [{"message": {"content": "x"}}], "usage": usage}))
+                .map(|a| a.usage)
+                .unwrap()
+        };
+        let cached = answer(json!({"prompt_tokens": 1000, "completion_tokens": 5,
+            "prompt_tokens_details": {"cached_tokens": 960}}));
+        assert_eq!(
+            (cached.prompt_tokens, cached.cached_prompt_tokens),
+            (1000, 960)
+        );
+        assert_eq!(cached.total_tokens, 1005);
+        let silent = answer(json!({"prompt_tokens": 1000, "completion_tokens": 5}));
+        assert_eq!(silent.cached_prompt_tokens, 0);
+        // Serialised without the field when the server said nothing: files stay as they were.
+        assert!(!serde_json::to_string(&silent).unwrap().contains("cached"));
+    }
 
     #[test]
     fn only_a_plain_http_endpoint_without_a_proxy_goes_without_root_certificates() {

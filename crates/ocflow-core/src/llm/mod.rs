@@ -2,6 +2,10 @@
 //! reserves from, the answer form each endpoint takes remembered across runs, the API key kept
 //! out of every environment, what is redacted from every request, reading JSON out of a
 //! model's answer, and the planner that turns a task into a validated flow.
+//! The LLM layer: the one client (retries, tokens, record/replay), the answer form each
+//! endpoint takes remembered across runs, the API key kept out of every environment, what is
+//! redacted from every request, reading JSON out of a model's answer, and the planner that
+//! turns a task into a validated flow (its prompt laid out for a server's prefix cache).
 
 pub mod answer;
 pub mod answer_forms;
@@ -9,4 +13,5 @@ pub mod budget;
 pub mod client;
 pub mod key;
 pub mod planner;
+pub mod planner_prompt;
 pub mod redact;

@@ -1,8 +1,9 @@
-//! The planner: asks the LLM to break a task into a flow. The prompt (from `prompts/`) shows
-//! the repository's files, the files the task names, and the operations generated from the
-//! registry. The answer's JSON is extracted and validated with the flow validator; on failure
-//! the model is asked again with the exact problems, at most `MAX_ATTEMPTS` answers in all.
-//! A truncated answer is never acted on. Every raw answer is kept in the task directory.
+//! The planner: asks the LLM to break a task into a flow. The prompt (from `prompts/`, laid
+//! out fixed text first by `planner_prompt`) shows the operations generated from the registry,
+//! the repository's files, the files the task names, and the task. The answer's JSON is
+//! extracted and validated with the flow validator; on failure the model is asked again with
+//! the exact problems, at most `MAX_ATTEMPTS` answers in all. A truncated answer is never acted
+//! on. Every raw answer is kept in the task directory.
 
 use std::fs;
 use std::path::{Path, PathBuf};
@@ -14,25 +15,22 @@ use crate::flow::policy::CommandPolicy;
 use crate::flow::project_instructions::Selected;
 use crate::flow::roles::Roles;
 use crate::flow::task_intent;
-use crate::flow::test_command::{self, TestCommand};
+use crate::flow::test_command::TestCommand;
 use crate::flow::validate;
 use crate::llm::answer;
 use crate::llm::client::Llm;
+use crate::llm::planner_prompt::{self, PromptParts};
 use ocflow_model::flow::Flow;
 use ocflow_model::llm::{ChatRequest, LlmError, Message, ModelSettings};
 use ocflow_model::repo_path::{self, RepoPath};
 
 const SYSTEM: &str = include_str!("../../../../prompts/plan_system.md");
-const USER: &str = include_str!("../../../../prompts/plan_user.md");
 const FIX: &str = include_str!("../../../../prompts/plan_fix.md");
 
 /// Answers asked for, in all (the first and at most two re-asks).
 pub(crate) const MAX_ATTEMPTS: usize = 3;
-/// Files listed in the prompt at most.
-const MAX_LISTED_FILES: usize = 300;
-/// Files named by the task whose content is shown, and how much of each.
+/// Files named by the task whose content is shown.
 const MAX_NAMED_FILES: usize = 3;
-const MAX_NAMED_FILE_BYTES: usize = 12 * 1024;
 
 /// Why planning failed.
 #[derive(Debug, thiserror::Error)]
@@ -78,8 +76,9 @@ pub struct Planner<'a> {
     pub roles: &'a Roles,
     /// How the repository runs its tests (the library's guess, the one `run_tests` uses).
     pub test_commands: Vec<TestCommand>,
-    /// Past failures on this repository and what ended them (the failure memory's section,
-    /// delimited), shown before the task; empty without any.
+    /// Past failures on this repository like this task and what ended them (the failure
+    /// memory's section, delimited), after the fixed text and the repository's facts, before
+    /// the task; empty without any.
     pub past_experience: String,
     /// The repository's own instructions for agents, framed as its conventions
     /// (`flow::project_instructions`); after the fixed system text, before the task.
@@ -199,51 +198,15 @@ impl Planner<'_> {
     }
 
     fn first_prompt(&self, task: &str, files: &[RepoPath]) -> String {
-        let listed = if files.is_empty() {
-            "(the repository is empty)".to_string()
-        } else {
-            let mut text: Vec<String> = files
-                .iter()
-                .take(MAX_LISTED_FILES)
-                .map(|f| format!("- {f}"))
-                .collect();
-            if files.len() > MAX_LISTED_FILES {
-                text.push(format!(
-                    "- … and {} more files",
-                    files.len() - MAX_LISTED_FILES
-                ));
-            }
-            text.join("\n")
-        };
-        let named = named_files(task, files)
-            .into_iter()
-            .filter_map(|path| {
-                let bytes = fs::read(path.under(&self.rules.repo)).ok()?;
-                let text = String::from_utf8(bytes).ok()?;
-                let shown: String = text.chars().take(MAX_NAMED_FILE_BYTES).collect();
-                let cut = if shown.len() < text.len() {
-                    "\n[… the rest is not shown]"
-                } else {
-                    ""
-                };
-                Some(format!("\nContent of {path}:\n```\n{shown}{cut}\n```\n"))
-            })
-            .collect::<String>();
-        USER.trim()
-            .replace("{{task}}", task)
-            .replace("{{files}}", &listed)
-            .replace("{{named_files}}", &named)
-            .replace(
-                "{{test_commands}}",
-                &test_command::for_planner(&self.test_commands),
-            )
-            .replace("{{operations}}", operations::catalogue().trim_end())
-            .replace("{{roles}}", self.roles.catalogue().trim_end())
-            // Last: its remembered text is never read for another placeholder.
-            .replace(
-                "{{past_experience}}",
-                &past_experience(&self.past_experience),
-            )
+        planner_prompt::first_prompt(&PromptParts {
+            task,
+            repo: &self.rules.repo,
+            files,
+            named: &named_files(task, files),
+            test_commands: &self.test_commands,
+            past_experience: &past_experience(&self.past_experience),
+            roles: self.roles,
+        })
     }
 }
 

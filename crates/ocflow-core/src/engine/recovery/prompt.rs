@@ -107,7 +107,7 @@ pub(super) fn prompt(context: &Context<'_>, failed: &str) -> String {
         .replace("{{done}}", &or_none(&done))
         .replace("{{remaining}}", &or_none(&remaining))
         .replace("{{tried}}", &or_none(&tried))
-        .replace("{{operations}}", operations::catalogue().trim_end())
+        .replace("{{operations}}", operations::prompt_catalogue().trim_end())
         // Last: its remembered text is never read for another placeholder.
         .replace(
             "{{past_experience}}",

@@ -217,10 +217,15 @@ fn the_second_run_of_a_failure_is_fixed_by_what_the_first_learned() {
         .find(|m| m.contains(SECTION))
         .unwrap();
     assert!(
-        planner_prompt.starts_with("--- Past experience on this repository")
+        // After the fixed text (kept first for servers' prefix caches), before the task.
+        planner_prompt.find("Available operations").unwrap()
+            < planner_prompt.find(SECTION).unwrap()
             && planner_prompt.contains(&format!("- memory #{}: step `test`", memory["id"]))
             && planner_prompt.contains("(this fixed it)")
-            && planner_prompt.contains("--- End of past experience ---\n\nTask: "),
+            && planner_prompt
+                .find("--- End of past experience ---")
+                .unwrap()
+                < planner_prompt.rfind("\nTask: ").unwrap(),
         "{planner_prompt}"
     );
     let status = second.status("t");

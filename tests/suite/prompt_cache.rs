@@ -297,6 +297,8 @@ fn recovery_prompts_put_the_failure_after_the_fixed_text() {
     let llm = FakeLlm::with_rules(vec![
         Rule::recovery().reply(abort),
         Rule::flow_summary().reply(chat("Both failed.")),
+        // The flow needed recovery, so it ends with the reflection's call.
+        Rule::reflection().reply(chat("One failed. Nothing fixed it.")),
     ]);
     let plan = sandbox.flow(&flow);
     let output = sandbox

@@ -132,21 +132,26 @@ pub struct Executor {
 
 /// When the status file is written again. The journal is the write-ahead log: a step started
 /// or succeeded is appended there, and `state::load_status` replays those onto the status; the
-/// status is rewritten at every other change (a failure, a recovery, the flow's end), and
-/// otherwise once the journal has grown by twice the status's size since, so the bytes written
-/// stay proportional to the events (a 1000-step flow no longer rewrites a 300 KB file 2000
-/// times), or once `CHECKPOINT_EVERY` passed, so the file itself is never far behind.
+/// status is rewritten at every other change (a failure, a recovery, the flow's end). A step
+/// started or succeeded reaches the file too, within `STATUS_LAG`, because people and tools
+/// (the seeds, OpenHands) read the file to know where a flow is: a small status is rewritten at
+/// each such change, a larger one at most once per `STATUS_LAG`, so that a fast flow does not
+/// rewrite a 300 KB file at each of its 2000 changes (see `status_due`).
 #[derive(Debug)]
 struct Checkpoint {
+    /// When the status was last written.
     at: Instant,
-    journal_bytes: u64,
+    /// Its size then.
     status_bytes: u64,
+    /// Whether the journal holds a change the file does not.
+    behind: bool,
 }
 
-/// The longest the status file lags the journal while steps run.
-const CHECKPOINT_EVERY: std::time::Duration = std::time::Duration::from_secs(10);
-/// The journal's growth that always warrants a checkpoint, however small the status.
-const CHECKPOINT_MIN_BYTES: u64 = 64 * 1024;
+/// The longest the status file lags the journal while steps run (issue 28 §3 asks ≤ 1 s); the
+/// rest of the second is for writing it (a flush of the file system on a loaded machine).
+const STATUS_LAG: std::time::Duration = std::time::Duration::from_millis(700);
+/// A status this small is rewritten at each change: its bytes stay a few times the journal's.
+const SMALL_STATUS_BYTES: u64 = 16 * 1024;
 
 /// How a step's thread ended: its call's outcome, settled there for a file step.
 enum Ended {
@@ -190,8 +195,8 @@ impl Executor {
             overlay_works: None,
             checkpoint: Checkpoint {
                 at: Instant::now(),
-                journal_bytes: 0,
                 status_bytes: 0,
+                behind: false,
             },
             llm_failure: None,
         }
@@ -304,9 +309,18 @@ impl Executor {
                 }
             }
             let interrupt = self.interrupt.clone();
+            // Far off when nothing is owed: the branch below is then never taken.
+            let status_due = self.status_due();
+            let due = status_due.unwrap_or_else(|| {
+                tokio::time::Instant::now() + std::time::Duration::from_secs(3600)
+            });
             let joined = tokio::select! {
                 joined = running.join_next_with_id() => joined,
                 () = interrupt.wait() => return self.interrupted_all(&in_flight),
+                () = tokio::time::sleep_until(due), if status_due.is_some() => {
+                    self.save()?;
+                    continue;
+                }
                 _ = heartbeat.tick() => {
                     let names = in_flight.values().map(|r| r.step.id.clone()).collect();
                     self.events.pulse().beat("running", names, self.status.tokens);
@@ -400,7 +414,7 @@ impl Executor {
             .ok_or_else(|| missing_step(&self.task, &step.id))?;
         let attempt = entry.start(status::now())?;
         entry.profile = profile.clone();
-        // Journaled, not saved: `load_status` replays it (see `Checkpoint`).
+        // Journaled; the file follows within `STATUS_LAG` (see `Checkpoint`).
         self.events.emit(Event::StepStarted {
             step: step.id.clone(),
             operation: step.operation.clone(),
@@ -418,23 +432,31 @@ impl Executor {
         let status_bytes = state::save_status(&self.task, &mut self.status)?;
         self.checkpoint = Checkpoint {
             at: Instant::now(),
-            journal_bytes: self.events.journal_bytes(),
             status_bytes,
+            behind: false,
         };
         Ok(())
     }
 
-    /// Writes the status when the journal has grown enough since, or enough time passed.
+    /// After a change only the journal holds (a step started or succeeded): writes the status
+    /// now when it is small or was last written `STATUS_LAG` ago, else leaves it to the loop's
+    /// timer (`status_due`).
     fn save_when_due(&mut self) -> Result<()> {
-        let grown = self
-            .events
-            .journal_bytes()
-            .saturating_sub(self.checkpoint.journal_bytes);
-        let enough = (2 * self.checkpoint.status_bytes).max(CHECKPOINT_MIN_BYTES);
-        if grown >= enough || self.checkpoint.at.elapsed() >= CHECKPOINT_EVERY {
+        self.checkpoint.behind = true;
+        if self.checkpoint.status_bytes <= SMALL_STATUS_BYTES
+            || self.checkpoint.at.elapsed() >= STATUS_LAG
+        {
             self.save()?;
         }
         Ok(())
+    }
+
+    /// When the status file must be written to stay within `STATUS_LAG` of the journal, or
+    /// `None` while it holds everything.
+    fn status_due(&self) -> Option<tokio::time::Instant> {
+        self.checkpoint
+            .behind
+            .then(|| tokio::time::Instant::from_std(self.checkpoint.at + STATUS_LAG))
     }
 }
 

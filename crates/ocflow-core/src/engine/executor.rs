@@ -17,6 +17,7 @@ use crate::engine::dependencies::Dependencies;
 use crate::engine::recovery;
 use crate::engine::sandbox::SandboxPlan;
 use crate::engine::signals::Interrupt;
+use crate::flow::graph::FlowGraph;
 use crate::flow::operations;
 use crate::flow::path_rules::PathRules;
 use crate::flow::policy::CommandPolicy;
@@ -104,6 +105,12 @@ enum Next {
 pub struct Executor {
     pub task: TaskDir,
     pub flow: Flow,
+    /// `flow`'s dependencies, computed once per revision (`set_flow`).
+    graph: Arc<FlowGraph>,
+    /// Every step before this position of `flow.steps` has ended (succeeded or skipped): where
+    /// `next_ready` starts looking. A hint set back to 0 whenever a step may have gone back to
+    /// pending (a recovery, a new revision).
+    ready_from: usize,
     pub status: FlowStatus,
     pub events: Events,
     bridge: Arc<Bridge>,
@@ -180,7 +187,9 @@ impl Executor {
     ) -> Executor {
         Executor {
             task,
+            graph: Arc::new(FlowGraph::new(&flow)),
             flow,
+            ready_from: 0,
             status,
             events,
             bridge,
@@ -374,22 +383,39 @@ impl Executor {
         self.status.count_tokens(&profile, &used);
     }
 
-    /// The first pending step (in flow order) whose dependencies all succeeded.
-    fn next_ready(&self) -> Option<Step> {
-        self.flow
-            .steps
-            .iter()
-            .find(|step| {
-                self.status
-                    .step(&step.id)
-                    .is_some_and(|s| s.status == StepState::Pending)
-                    && step.depends_on.iter().all(|dep| {
-                        self.status
-                            .step(dep)
-                            .is_some_and(|d| d.status == StepState::Succeeded)
-                    })
-            })
-            .cloned()
+    /// The first pending step (in flow order) whose dependencies all succeeded. The steps
+    /// before `ready_from` have all ended, so the search starts there, not at the flow's first
+    /// step (on a chain, the search from the start grew with every step done).
+    fn next_ready(&mut self) -> Option<Step> {
+        let ended = |state: StepState| matches!(state, StepState::Succeeded | StepState::Skipped);
+        let mut first_not_ended = None;
+        let mut found = None;
+        for (position, step) in self.flow.steps.iter().enumerate().skip(self.ready_from) {
+            let state = self.status.step(&step.id).map(|s| s.status);
+            if first_not_ended.is_none() && !state.is_some_and(ended) {
+                first_not_ended = Some(position);
+            }
+            if state == Some(StepState::Pending)
+                && step.depends_on.iter().all(|dep| {
+                    self.status
+                        .step(dep)
+                        .is_some_and(|d| d.status == StepState::Succeeded)
+                })
+            {
+                found = Some(step.clone());
+                break;
+            }
+        }
+        self.ready_from = first_not_ended.unwrap_or(self.flow.steps.len());
+        found
+    }
+
+    /// Makes `flow` the one that runs (a recovery's revision): its graph is computed again and
+    /// the search for ready steps starts over.
+    pub(super) fn set_flow(&mut self, flow: Flow) {
+        self.graph = Arc::new(FlowGraph::new(&flow));
+        self.flow = flow;
+        self.ready_from = 0;
     }
 
     /// The model a step asks through the library's `complete`: its role's, or the

@@ -6,12 +6,13 @@ use std::collections::{BTreeMap, BTreeSet, HashMap};
 use std::fs;
 use std::path::{Path, PathBuf};
 
+use crate::flow::graph::Ancestors;
 use crate::task::file_tree;
 use crate::task::workspace::{self, TaskDir};
 use ocflow_model::error::{IoContext, Result};
 use ocflow_model::flow::Flow;
 use ocflow_model::repo_path::RepoPath;
-use ocflow_model::status::FlowStatus;
+use ocflow_model::status::{FlowStatus, StepState};
 
 /// Which version of a path a step sees, when it is not the snapshot's.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -69,6 +70,43 @@ impl Overlay {
             }
             for file in &step.deleted_files {
                 if let Ok(path) = RepoPath::parse(file) {
+                    versions.insert(path, Version::Deleted);
+                }
+            }
+        }
+        Overlay { versions }
+    }
+
+    /// What `from_status` gives for one step's ancestors, without a pass over the whole flow:
+    /// the graph knows them in order. `only_paths`: the paths the step reads (a file step's),
+    /// the rest left out; `None` for every path (a command step's view).
+    pub(crate) fn of_ancestors(
+        status: &FlowStatus,
+        ancestors: &Ancestors,
+        only_paths: Option<&[RepoPath]>,
+    ) -> Overlay {
+        let mut versions = BTreeMap::new();
+        let wanted = |file: &str| -> Option<RepoPath> {
+            match only_paths {
+                Some(paths) => paths.iter().find(|p| p.as_str() == file).cloned(),
+                None => RepoPath::parse(file).ok(),
+            }
+        };
+        for id in ancestors.in_order() {
+            let Some(step) = status.step(id).filter(|s| s.status == StepState::Succeeded) else {
+                continue;
+            };
+            for file in &step.output_files {
+                if let Some(path) = wanted(file) {
+                    let version = Version::Step {
+                        step: step.id.clone(),
+                        sequence: step.sequence.unwrap_or(0),
+                    };
+                    versions.insert(path, version);
+                }
+            }
+            for file in &step.deleted_files {
+                if let Some(path) = wanted(file) {
                     versions.insert(path, Version::Deleted);
                 }
             }

@@ -4,6 +4,7 @@
 //! a second before.
 
 use std::collections::BTreeMap;
+use std::os::unix::fs::MetadataExt;
 use std::path::{Path, PathBuf};
 use std::process::{Child, Stdio};
 use std::time::{Duration, Instant};
@@ -30,8 +31,14 @@ struct Watcher {
     file_started: BTreeMap<String, Instant>,
     /// When the file first showed each step succeeded.
     file_finished: BTreeMap<String, Instant>,
-    /// Steps the file showed `running` at least once.
+    /// Steps the file showed `running`, and in how many looks.
     file_running: BTreeMap<String, usize>,
+    /// The file last parsed (its inode and change time: each write is a new file renamed over
+    /// it), so that a look costs a parse only when it changed: a slow reader would add its own
+    /// delay to the lag it measures.
+    file_seen: Option<(u64, i64, i64)>,
+    /// Its steps' states then.
+    file_states: Vec<(String, String)>,
 }
 
 impl Watcher {
@@ -58,12 +65,28 @@ impl Watcher {
             }
             self.journal_read = whole;
         }
-        let Some(status) = read_status_file(task) else {
+        let path = task.join("flow_status.json");
+        let Ok(meta) = std::fs::metadata(&path) else {
             return;
         };
-        for step in status["steps"].as_array().into_iter().flatten() {
-            let id = step["id"].as_str().unwrap_or("").to_string();
-            let state = step["status"].as_str().unwrap_or("");
+        let identity = (meta.ino(), meta.ctime(), meta.ctime_nsec());
+        if self.file_seen != Some(identity) {
+            let Some(status) = read_status_file(task) else {
+                return;
+            };
+            self.file_seen = Some(identity);
+            self.file_states = status["steps"]
+                .as_array()
+                .into_iter()
+                .flatten()
+                .map(|step| {
+                    let id = step["id"].as_str().unwrap_or("").to_string();
+                    (id, step["status"].as_str().unwrap_or("").to_string())
+                })
+                .collect();
+        }
+        for (id, state) in &self.file_states {
+            let (id, state) = (id.clone(), state.as_str());
             if state != "pending" {
                 self.file_started.entry(id.clone()).or_insert(now);
             }

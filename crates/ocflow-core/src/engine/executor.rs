@@ -325,9 +325,8 @@ impl Executor {
             let interrupt = self.interrupt.clone();
             // Far off when nothing is owed: the branch below is then never taken.
             let status_due = self.status_due();
-            let due = status_due.unwrap_or_else(|| {
-                tokio::time::Instant::now() + Duration::from_secs(3600)
-            });
+            let due = status_due
+                .unwrap_or_else(|| tokio::time::Instant::now() + Duration::from_secs(3600));
             let joined = tokio::select! {
                 joined = running.join_next_with_id() => joined,
                 () = interrupt.wait() => return self.interrupted_all(&in_flight),
@@ -485,9 +484,10 @@ impl Executor {
 
     /// How long after a write the next one starts, so that it ends within `STATUS_LAG` of a
     /// change made right after the last: the lag less twice what the last write took (a
-    /// loaded machine's flushes vary), with room to spare.
+    /// loaded machine's flushes vary) and a quarter second for a step's own flushes, which
+    /// delay the loop's timer.
     fn status_gap(&self) -> Duration {
-        let margin = self.checkpoint.took * 2 + Duration::from_millis(100);
+        let margin = self.checkpoint.took * 2 + Duration::from_millis(250);
         STATUS_LAG.saturating_sub(margin).max(STATUS_MIN_GAP)
     }
 

@@ -16,6 +16,7 @@ mod failure_cause;
 mod flows;
 mod languages;
 mod layers;
+mod live_status;
 mod llm;
 mod mcp;
 mod memory;

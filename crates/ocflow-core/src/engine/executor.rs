@@ -8,7 +8,7 @@
 
 use std::collections::{HashMap, HashSet};
 use std::sync::Arc;
-use std::time::Instant;
+use std::time::{Duration, Instant};
 
 use serde_json::json;
 use tokio::task::JoinSet;
@@ -20,6 +20,7 @@ use crate::engine::memory::Memory;
 use crate::engine::recovery;
 use crate::engine::sandbox::SandboxPlan;
 use crate::engine::signals::Interrupt;
+use crate::flow::graph::FlowGraph;
 use crate::flow::operations;
 use crate::flow::path_rules::PathRules;
 use crate::flow::policy::CommandPolicy;
@@ -119,6 +120,12 @@ enum Next {
 pub struct Executor {
     pub task: TaskDir,
     pub flow: Flow,
+    /// `flow`'s dependencies, computed once per revision (`set_flow`).
+    graph: Arc<FlowGraph>,
+    /// Every step before this position of `flow.steps` has ended (succeeded or skipped): where
+    /// `next_ready` starts looking. A hint set back to 0 whenever a step may have gone back to
+    /// pending (a recovery, a new revision).
+    ready_from: usize,
     pub status: FlowStatus,
     pub events: Events,
     bridge: Arc<Bridge>,
@@ -150,21 +157,30 @@ pub struct Executor {
 
 /// When the status file is written again. The journal is the write-ahead log: a step started
 /// or succeeded is appended there, and `state::load_status` replays those onto the status; the
-/// status is rewritten at every other change (a failure, a recovery, the flow's end), and
-/// otherwise once the journal has grown by twice the status's size since, so the bytes written
-/// stay proportional to the events (a 1000-step flow no longer rewrites a 300 KB file 2000
-/// times), or once `CHECKPOINT_EVERY` passed, so the file itself is never far behind.
+/// status is rewritten at every other change (a failure, a recovery, the flow's end). A step
+/// started or succeeded reaches the file too, within `STATUS_LAG`, because people and tools
+/// (the seeds, OpenHands) read the file to know where a flow is: a small status is rewritten at
+/// each such change, a larger one by time, just often enough to stay within `STATUS_LAG`, so that
+/// a fast flow does not rewrite a 300 KB file at each of its 2000 changes (see `status_gap`).
 #[derive(Debug)]
 struct Checkpoint {
+    /// When the status was last written.
     at: Instant,
-    journal_bytes: u64,
+    /// How long writing it took (the file system's flush: milliseconds on a quiet machine,
+    /// hundreds under others' writes).
+    took: Duration,
+    /// Its size then.
     status_bytes: u64,
+    /// Whether the journal holds a change the file does not.
+    behind: bool,
 }
 
-/// The longest the status file lags the journal while steps run.
-const CHECKPOINT_EVERY: std::time::Duration = std::time::Duration::from_secs(10);
-/// The journal's growth that always warrants a checkpoint, however small the status.
-const CHECKPOINT_MIN_BYTES: u64 = 64 * 1024;
+/// The longest the status file may lag the journal while steps run (issue 28 §3).
+const STATUS_LAG: Duration = Duration::from_secs(1);
+/// The least time between two writes of a large status: its bytes stay bounded.
+const STATUS_MIN_GAP: Duration = Duration::from_millis(200);
+/// A status this small is rewritten at each change: its bytes stay a few times the journal's.
+const SMALL_STATUS_BYTES: u64 = 16 * 1024;
 
 /// How a step's thread ended: its call's outcome, settled there for a file step.
 enum Ended {
@@ -193,7 +209,9 @@ impl Executor {
     ) -> Executor {
         Executor {
             task,
+            graph: Arc::new(FlowGraph::new(&flow)),
             flow,
+            ready_from: 0,
             status,
             events,
             bridge,
@@ -208,8 +226,9 @@ impl Executor {
             overlay_works: None,
             checkpoint: Checkpoint {
                 at: Instant::now(),
-                journal_bytes: 0,
+                took: Duration::ZERO,
                 status_bytes: 0,
+                behind: false,
             },
             llm_failure: None,
             recovered_in_this_run: false,
@@ -335,10 +354,18 @@ impl Executor {
                     None => std::future::pending().await,
                 }
             };
+            // Far off when nothing is owed: the branch below is then never taken.
+            let status_due = self.status_due();
+            let due = status_due
+                .unwrap_or_else(|| tokio::time::Instant::now() + Duration::from_secs(3600));
             let joined = tokio::select! {
                 joined = running.join_next_with_id() => joined,
                 () = interrupt.wait() => return self.interrupted_all(&in_flight),
                 () = budget_stops => continue,
+                () = tokio::time::sleep_until(due), if status_due.is_some() => {
+                    self.save()?;
+                    continue;
+                }
                 _ = heartbeat.tick() => {
                     let names = in_flight.values().map(|r| r.step.id.clone()).collect();
                     self.events.pulse().beat("running", names, self.status.tokens);
@@ -392,22 +419,39 @@ impl Executor {
         self.status.count_tokens(&profile, &used);
     }
 
-    /// The first pending step (in flow order) whose dependencies all succeeded.
-    fn next_ready(&self) -> Option<Step> {
-        self.flow
-            .steps
-            .iter()
-            .find(|step| {
-                self.status
-                    .step(&step.id)
-                    .is_some_and(|s| s.status == StepState::Pending)
-                    && step.depends_on.iter().all(|dep| {
-                        self.status
-                            .step(dep)
-                            .is_some_and(|d| d.status == StepState::Succeeded)
-                    })
-            })
-            .cloned()
+    /// The first pending step (in flow order) whose dependencies all succeeded. The steps
+    /// before `ready_from` have all ended, so the search starts there, not at the flow's first
+    /// step (on a chain, the search from the start grew with every step done).
+    fn next_ready(&mut self) -> Option<Step> {
+        let ended = |state: StepState| matches!(state, StepState::Succeeded | StepState::Skipped);
+        let mut first_not_ended = None;
+        let mut found = None;
+        for (position, step) in self.flow.steps.iter().enumerate().skip(self.ready_from) {
+            let state = self.status.step(&step.id).map(|s| s.status);
+            if first_not_ended.is_none() && !state.is_some_and(ended) {
+                first_not_ended = Some(position);
+            }
+            if state == Some(StepState::Pending)
+                && step.depends_on.iter().all(|dep| {
+                    self.status
+                        .step(dep)
+                        .is_some_and(|d| d.status == StepState::Succeeded)
+                })
+            {
+                found = Some(step.clone());
+                break;
+            }
+        }
+        self.ready_from = first_not_ended.unwrap_or(self.flow.steps.len());
+        found
+    }
+
+    /// Makes `flow` the one that runs (a recovery's revision): its graph is computed again and
+    /// the search for ready steps starts over.
+    pub(super) fn set_flow(&mut self, flow: Flow) {
+        self.graph = Arc::new(FlowGraph::new(&flow));
+        self.flow = flow;
+        self.ready_from = 0;
     }
 
     /// The model a step asks through the library's `complete`: its role's, or the
@@ -442,7 +486,7 @@ impl Executor {
             .ok_or_else(|| missing_step(&self.task, &step.id))?;
         let attempt = entry.start(status::now())?;
         entry.profile = profile.clone();
-        // Journaled, not saved: `load_status` replays it (see `Checkpoint`).
+        // Journaled; the file follows within `STATUS_LAG` (see `Checkpoint`).
         self.events.emit(Event::StepStarted {
             step: step.id.clone(),
             operation: step.operation.clone(),
@@ -460,26 +504,44 @@ impl Executor {
         if let Some(budget) = &self.settings.budget {
             self.status.budget = budget.usage();
         }
+        let started = Instant::now();
         let status_bytes = state::save_status(&self.task, &mut self.status)?;
         self.checkpoint = Checkpoint {
             at: Instant::now(),
-            journal_bytes: self.events.journal_bytes(),
+            took: started.elapsed(),
             status_bytes,
+            behind: false,
         };
         Ok(())
     }
 
-    /// Writes the status when the journal has grown enough since, or enough time passed.
+    /// After a change only the journal holds (a step started or succeeded): writes the status
+    /// now when it is small or its next write is due, else leaves it to the loop's timer.
     fn save_when_due(&mut self) -> Result<()> {
-        let grown = self
-            .events
-            .journal_bytes()
-            .saturating_sub(self.checkpoint.journal_bytes);
-        let enough = (2 * self.checkpoint.status_bytes).max(CHECKPOINT_MIN_BYTES);
-        if grown >= enough || self.checkpoint.at.elapsed() >= CHECKPOINT_EVERY {
+        self.checkpoint.behind = true;
+        if self.checkpoint.status_bytes <= SMALL_STATUS_BYTES
+            || self.checkpoint.at.elapsed() >= self.status_gap()
+        {
             self.save()?;
         }
         Ok(())
+    }
+
+    /// How long after a write the next one starts, so that it ends within `STATUS_LAG` of a
+    /// change made right after the last: the lag less twice what the last write took (a
+    /// loaded machine's flushes vary) and a quarter second for a step's own flushes, which
+    /// delay the loop's timer.
+    fn status_gap(&self) -> Duration {
+        let margin = self.checkpoint.took * 2 + Duration::from_millis(250);
+        STATUS_LAG.saturating_sub(margin).max(STATUS_MIN_GAP)
+    }
+
+    /// When the status file must be written to stay within `STATUS_LAG` of the journal, or
+    /// `None` while it holds everything.
+    fn status_due(&self) -> Option<tokio::time::Instant> {
+        self.checkpoint
+            .behind
+            .then(|| tokio::time::Instant::from_std(self.checkpoint.at + self.status_gap()))
     }
 }
 

@@ -3,6 +3,7 @@
 //! model; nothing here writes.
 
 pub mod declaration;
+pub mod graph;
 pub mod ignore_rules;
 pub mod operation;
 pub mod operations;

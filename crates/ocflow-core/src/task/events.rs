@@ -36,11 +36,6 @@ impl Events {
         }
     }
 
-    /// Bytes this process appended to the journal so far.
-    pub(crate) fn journal_bytes(&self) -> u64 {
-        self.journal.appended()
-    }
-
     /// What heartbeats need: where to show them, and since when the flow runs.
     pub fn pulse(&self) -> Pulse {
         Pulse {

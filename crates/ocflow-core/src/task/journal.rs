@@ -12,8 +12,6 @@ use ocflow_model::event::{EVENT_VERSION, Record};
 pub struct Journal {
     path: PathBuf,
     file: File,
-    /// Bytes appended by this process.
-    appended: u64,
 }
 
 impl Journal {
@@ -36,7 +34,6 @@ impl Journal {
         Ok(Journal {
             path: path.to_path_buf(),
             file,
-            appended: 0,
         })
     }
 
@@ -53,13 +50,7 @@ impl Journal {
         self.file
             .write_all(&line)
             .io_context(|| format!("appending to {}", self.path.display()))?;
-        self.appended += line.len() as u64;
         Ok(())
-    }
-
-    /// Bytes appended by this process so far.
-    pub(crate) fn appended(&self) -> u64 {
-        self.appended
     }
 }
 

@@ -6,12 +6,13 @@ use std::collections::{BTreeMap, BTreeSet, HashMap};
 use std::fs;
 use std::path::{Path, PathBuf};
 
+use crate::flow::graph::Ancestors;
 use crate::task::file_tree;
 use crate::task::workspace::{self, TaskDir};
 use ocflow_model::error::{IoContext, Result};
 use ocflow_model::flow::Flow;
 use ocflow_model::repo_path::RepoPath;
-use ocflow_model::status::FlowStatus;
+use ocflow_model::status::{FlowStatus, StepState};
 
 /// Which version of a path a step sees, when it is not the snapshot's.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -76,6 +77,43 @@ impl Overlay {
         Overlay { versions }
     }
 
+    /// What `from_status` gives for one step's ancestors, without a pass over the whole flow:
+    /// the graph knows them in order. `only_paths`: the paths the step reads (a file step's),
+    /// the rest left out; `None` for every path (a command step's view).
+    pub(crate) fn of_ancestors(
+        status: &FlowStatus,
+        ancestors: &Ancestors,
+        only_paths: Option<&[RepoPath]>,
+    ) -> Overlay {
+        let mut versions = BTreeMap::new();
+        let wanted = |file: &str| -> Option<RepoPath> {
+            match only_paths {
+                Some(paths) => paths.iter().find(|p| p.as_str() == file).cloned(),
+                None => RepoPath::parse(file).ok(),
+            }
+        };
+        for id in ancestors.in_order() {
+            let Some(step) = status.step(id).filter(|s| s.status == StepState::Succeeded) else {
+                continue;
+            };
+            for file in &step.output_files {
+                if let Some(path) = wanted(file) {
+                    let version = Version::Step {
+                        step: step.id.clone(),
+                        sequence: step.sequence.unwrap_or(0),
+                    };
+                    versions.insert(path, version);
+                }
+            }
+            for file in &step.deleted_files {
+                if let Some(path) = wanted(file) {
+                    versions.insert(path, Version::Deleted);
+                }
+            }
+        }
+        Overlay { versions }
+    }
+
     /// The paths whose version differs between this overlay and `other`, in order.
     pub(crate) fn differing(&self, other: &Overlay) -> Vec<RepoPath> {
         let paths: BTreeSet<&RepoPath> =
@@ -129,4 +167,65 @@ pub(crate) fn stage_inputs(
         }
     }
     Ok(staged)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::flow::graph::FlowGraph;
+    use serde_json::json;
+    use std::sync::Arc;
+
+    /// `of_ancestors` gives what `from_status` gives for a step's ancestors (later steps of the
+    /// order winning, a step that did not succeed left out, a deletion kept), and with
+    /// `only_paths` the same versions for those paths and nothing else.
+    #[test]
+    fn the_overlay_of_ancestors_is_the_one_built_from_the_whole_status() {
+        // Written out of order: `b2` runs before `b1` would by position, as its dependency.
+        let flow: Flow = serde_json::from_value(json!({"version": 1, "task": "t", "steps": [
+            {"id": "a", "operation": "write_file"},
+            {"id": "b1", "operation": "write_file", "depends_on": ["b2"]},
+            {"id": "b2", "operation": "write_file", "depends_on": ["a"]},
+            {"id": "failed", "operation": "write_file", "depends_on": ["a"]},
+            {"id": "aside", "operation": "write_file"},
+            {"id": "last", "operation": "write_file", "depends_on": ["b1", "failed"]}
+        ]}))
+        .unwrap();
+        let mut status = FlowStatus::new("t", &flow, Path::new("/repo"));
+        let outputs = [
+            ("a", vec!["x.txt", "y.txt", "gone.txt"], vec![]),
+            ("b1", vec!["x.txt"], vec!["gone.txt"]),
+            ("b2", vec!["x.txt", "z.txt"], vec![]),
+            ("aside", vec!["y.txt"], vec![]),
+        ];
+        // Finished in another order than the flow's: the order decides, not the sequence.
+        for (sequence, (id, written, deleted)) in outputs.iter().enumerate() {
+            let step = status.step_mut(id).unwrap();
+            step.start("now".into()).unwrap();
+            let files = |names: &Vec<&str>| names.iter().map(|n| n.to_string()).collect();
+            let done = (files(written), files(deleted));
+            step.succeed("now".into(), 1, 10 - sequence as u64, done, "ok".into())
+                .unwrap();
+        }
+        let failed = status.step_mut("failed").unwrap();
+        failed.start("now".into()).unwrap();
+        let graph = Arc::new(FlowGraph::new(&flow));
+        let ancestors = graph.ancestors("last");
+        let expected = Overlay::from_status(&status, &flow, Some(&flow.ancestors("last")));
+        assert_eq!(Overlay::of_ancestors(&status, &ancestors, None), expected);
+        let path = |p: &str| RepoPath::parse(p).unwrap();
+        assert_eq!(
+            expected.versions.get(&path("x.txt")),
+            Some(&Version::Step {
+                step: "b1".into(),
+                sequence: 9
+            })
+        );
+        let wanted = [path("x.txt"), path("gone.txt"), path("new.txt")];
+        let some = Overlay::of_ancestors(&status, &ancestors, Some(&wanted));
+        let mut restricted = expected.clone();
+        restricted.versions.retain(|p, _| wanted.contains(p));
+        assert_eq!(some, restricted);
+        assert_eq!(some.versions.len(), 2);
+    }
 }

@@ -31,6 +31,11 @@ impl Executor {
         {
             return self.pause(exceeded);
         }
+        // The last steps' ends reach the file now, the flow still running: rebuilding
+        // final_output/ before the final write takes seconds on a long flow.
+        if self.checkpoint.behind {
+            self.save()?;
+        }
         // Succeeded, or skipped by a recovery decision; an abort or a failure fails the flow.
         let all_done = self.status.message.is_none()
             && self.flow.steps.iter().all(|step| {

@@ -86,16 +86,19 @@ impl Executor {
         })?;
         let dir = self.task.step_dir(&step.id);
         clean_for_attempt(&dir)?;
-        let ancestors = self.flow.ancestors(&step.id);
-        let overlay = Overlay::from_status(&self.status, &self.flow, Some(&ancestors));
+        let ancestors = self.graph.ancestors(&step.id);
         let (params, mut env) = self.resolve_params(step)?;
 
         let (input_files, work_dir) = match spec.access {
             Access::Files => {
+                // Only the versions of the paths the step reads: a chain's step no longer
+                // builds the overlay of all its ancestors' files.
+                let paths = instructions::staged_paths(step);
+                let overlay = Overlay::of_ancestors(&self.status, &ancestors, Some(&paths));
                 let staged = overlay::stage_inputs(
                     &self.task,
                     &overlay,
-                    &instructions::staged_paths(step),
+                    &paths,
                     &dir.join(workspace::INPUT_DIR),
                 )?;
                 (
@@ -104,6 +107,7 @@ impl Executor {
                 )
             }
             Access::View => {
+                let overlay = Overlay::of_ancestors(&self.status, &ancestors, None);
                 let slot = self.acquire_view_for(step, &ancestors)?;
                 // Set before the sync: a view that fails to sync goes back to the free ones.
                 *view = Some(slot);

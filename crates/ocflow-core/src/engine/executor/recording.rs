@@ -125,7 +125,7 @@ impl Executor {
             message.clone(),
         )?;
         let tokens = entry.tokens;
-        // Journaled (the result's and the outputs' data are on disk already), not saved:
+        // Journaled (the result's and the outputs' data are on disk already); the file follows:
         // `load_status` replays it, and `resume` rebuilds `final_output/` should a crash come
         // before it is published.
         self.events.emit(Event::StepFinished {

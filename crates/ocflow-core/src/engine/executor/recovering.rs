@@ -22,6 +22,8 @@ impl Executor {
     /// A failed step: a transient failure is retried after a backoff, within bounds and
     /// without asking the LLM; a permanent one goes to recovery when there is an LLM.
     pub(super) async fn after_failure(&mut self, step: &Step) -> Result<Next> {
+        // Whatever follows (a retry, a skip, a revision) may set steps back to pending.
+        self.ready_from = 0;
         let result = self.failed_result(&step.id)?;
         let llm_error = result
             .as_ref()
@@ -382,14 +384,14 @@ impl Executor {
                 }
                 if strategy == StrategyKind::Modify {
                     let target = decision.step_id().unwrap_or(failed).to_string();
-                    self.flow = flow;
+                    self.set_flow(flow);
                     self.reset(&target)?;
                     for id in self.descendants(&target) {
                         self.reset(&id)?;
                     }
                     self.give_feedback(&target, feedback);
                 } else {
-                    self.flow = flow;
+                    self.set_flow(flow);
                 }
                 if strategy == StrategyKind::Replan {
                     self.status.replans += 1;
@@ -455,7 +457,7 @@ impl Executor {
         self.flow
             .steps
             .iter()
-            .filter(|s| self.flow.ancestors(&s.id).contains(id))
+            .filter(|s| self.graph.depends_on(&s.id, id))
             .map(|s| s.id.clone())
             .collect()
     }

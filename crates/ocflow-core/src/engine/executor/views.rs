@@ -2,12 +2,12 @@
 //! overlay, which kind a step gets, reusing the view of its nearest ancestor, capturing what the
 //! command changed there, and setting a view back after a full disk.
 
-use std::collections::BTreeSet;
 use std::fs;
 
 use super::Executor;
 use super::settling::Outputs;
 use crate::engine::sandbox::SandboxPlan;
+use crate::flow::graph::Ancestors;
 use crate::flow::operations;
 use crate::task::copied_view::CopiedView;
 use crate::task::file_tree;
@@ -46,13 +46,12 @@ impl Executor {
     /// A free view, preferring the one where the step's nearest ancestor command ran: what
     /// that command left outside the tracked files (a `.venv`, `node_modules`, a build
     /// directory) is there, as it would be with `--jobs 1`.
-    fn acquire_view(&mut self, ancestors: &BTreeSet<String>, layered: bool) -> Result<ViewSlot> {
-        let order = self.flow.topological_order();
+    fn acquire_view(&mut self, ancestors: &Ancestors, layered: bool) -> Result<ViewSlot> {
+        let order: Vec<&str> = ancestors.in_order().collect();
         let kind = |slot: &ViewSlot| matches!(slot, ViewSlot::Layered(_)) == layered;
         let preferred = order
             .iter()
             .rev()
-            .filter(|id| ancestors.contains(**id))
             .filter_map(|id| self.view_of_step.get(*id))
             .find(|slot| kind(slot))
             .copied();
@@ -81,7 +80,7 @@ impl Executor {
     pub(super) fn acquire_view_for(
         &mut self,
         step: &Step,
-        ancestors: &BTreeSet<String>,
+        ancestors: &Ancestors,
     ) -> Result<ViewSlot> {
         let layered = self.layered_view_for(step) && self.overlay_works_here()?;
         let slot = self.acquire_view(ancestors, layered)?;

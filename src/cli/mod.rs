@@ -4,6 +4,7 @@
 //! (`launch`, `tasks`).
 
 pub(crate) mod apply;
+pub(crate) mod approval;
 pub(crate) mod args;
 pub(crate) mod config;
 pub(crate) mod demo;

@@ -5,6 +5,7 @@ use std::fs;
 use std::path::Path;
 use std::sync::Arc;
 
+use crate::cli::approval::{self, Gate};
 use crate::cli::args::{PlanArgs, RunArgs};
 use crate::cli::config::Config;
 use crate::cli::launch::{self, connect_llm, require_llm};
@@ -260,6 +261,20 @@ async fn start(
         planner_answers: answers,
         answer_form,
     })?;
+    // `--approve plan`: a person says yes (or edits the flow) before anything runs.
+    let gate = approval::plan_gate(
+        config,
+        &task,
+        flow,
+        &mut flow_status,
+        &mut events,
+        &interrupt,
+        args.apply,
+    );
+    let flow = match gate.await? {
+        Gate::Go(flow) => flow,
+        Gate::Stop(code) => return Ok(code),
+    };
     launch::snapshot(
         &task,
         &config.repo,

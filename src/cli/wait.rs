@@ -88,6 +88,7 @@ fn ended(task: &TaskDir) -> Option<ExitCode> {
         Ok(status) => Some(match status.state {
             FlowState::Succeeded => ExitCode::Success,
             FlowState::Failed | FlowState::NoChange => ExitCode::Failure,
+            FlowState::Waiting => ExitCode::Paused,
             // Saved as running, and nobody runs it: it was killed.
             FlowState::Interrupted | FlowState::Running => ExitCode::Interrupted,
         }),

@@ -9,6 +9,9 @@ pub enum ExitCode {
     /// The flow ended failed or aborted (`flow_status.json` and `summary.md` say why), or ocflow
     /// itself failed (disk full, an internal fault).
     Failure,
+    /// Paused for a budget or an approval; `ocflow resume` (a budget) or `ocflow approve`
+    /// (an approval) continues.
+    Paused,
     /// Invalid input: usage, configuration, an invalid plan, a path outside the repository, a
     /// task locked by another run.
     Usage,
@@ -28,6 +31,7 @@ impl ExitCode {
             ExitCode::Success => 0,
             ExitCode::Failure => 1,
             ExitCode::Usage => 2,
+            ExitCode::Paused => 3,
             ExitCode::Interrupted => 130,
             ExitCode::CannotRun => 126,
             ExitCode::TimedOut => 124,
@@ -41,6 +45,7 @@ impl ExitCode {
         match code {
             0 => ExitCode::Success,
             2 => ExitCode::Usage,
+            3 => ExitCode::Paused,
             124 => ExitCode::TimedOut,
             126 => ExitCode::CannotRun,
             130 => ExitCode::Interrupted,

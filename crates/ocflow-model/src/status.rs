@@ -53,6 +53,9 @@ pub struct FlowStatus {
     /// cleared when it has been carried out. A crash in between leaves it for `resume`.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub pending_recovery: Option<PendingRecovery>,
+    /// What a `waiting` flow asks a person to approve.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub approval: Option<crate::approval::PendingApproval>,
     /// What confines the flow's command steps, in words (the last run's, for `status`).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub sandbox: Option<String>,
@@ -141,6 +144,9 @@ pub enum FlowState {
     /// Every step succeeded, yet the task asked for a change and the flow changed no file and
     /// ran no command (exit 1): never reported as a success.
     NoChange,
+    /// A person must answer (`approval` in the status says what): `ocflow approve` or
+    /// `ocflow reject` continues it (exit 3).
+    Waiting,
 }
 
 /// Where a step stands.
@@ -230,7 +236,12 @@ impl FlowState {
         use FlowState::*;
         matches!(
             (self, next),
-            (_, Running | Failed | Interrupted) | (Running, Succeeded | NoChange)
+            (_, Running | Failed | Interrupted)
+                | (Running, Succeeded | NoChange | Waiting)
+                // A succeeded flow waits for its apply's approval, and is succeeded again
+                // once answered.
+                | (Succeeded, Waiting)
+                | (Waiting, Succeeded)
         )
     }
 }
@@ -468,6 +479,7 @@ impl FlowStatus {
             recovery_calls: 0,
             replans: 0,
             pending_recovery: None,
+            approval: None,
             sandbox: None,
             tokens: Usage::default(),
             journal_offset: 0,
@@ -559,6 +571,7 @@ impl fmt::Display for FlowState {
             FlowState::Failed => "failed",
             FlowState::Interrupted => "interrupted",
             FlowState::NoChange => "no_change",
+            FlowState::Waiting => "waiting",
         })
     }
 }
@@ -595,12 +608,13 @@ mod tests {
         status
     }
 
-    const ALL: [FlowState; 5] = [
+    const ALL: [FlowState; 6] = [
         FlowState::Running,
         FlowState::Succeeded,
         FlowState::Failed,
         FlowState::Interrupted,
         FlowState::NoChange,
+        FlowState::Waiting,
     ];
 
     #[test]
@@ -619,6 +633,19 @@ mod tests {
                 assert!(!from.may_become(to), "{from} -> {to}");
             }
         }
+    }
+
+    /// A flow waits for a person only while it runs (a plan, a risky command) or once it
+    /// succeeded (its apply); a waiting flow that is approved runs, or is succeeded again.
+    #[test]
+    fn only_a_running_or_succeeded_flow_waits_for_a_person() {
+        use FlowState::*;
+        for from in ALL {
+            let may = matches!(from, Running | Succeeded);
+            assert_eq!(from.may_become(Waiting), may, "{from} -> waiting");
+        }
+        assert!(Waiting.may_become(Running) && Waiting.may_become(Succeeded));
+        assert!(!Waiting.may_become(NoChange));
     }
 
     #[test]

@@ -695,6 +695,7 @@ fn verdict_word(state: FlowState) -> &'static str {
         FlowState::Interrupted => "was interrupted",
         FlowState::Running => "is still running",
         FlowState::NoChange => "finished without doing anything the task asked",
+        FlowState::Waiting => "waits for a person's approval",
     }
 }
 

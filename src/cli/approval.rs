@@ -1,0 +1,380 @@
+//! Approvals at the command line (issue 31 §2): the plan shown and answered at a terminal
+//! (yes / no / edit in `$EDITOR`), a flow saved as `waiting` for a headless caller (an
+//! `approval_needed` event, exit 3), and `ocflow approve` / `ocflow reject`, which answer it.
+
+use std::io::IsTerminal;
+
+use crate::cli::apply;
+use crate::cli::args::{ApplyArgs, ApproveArgs, LimitArgs, RejectArgs, ResumeArgs};
+use crate::cli::config::Config;
+use crate::cli::launch;
+use crate::cli::live;
+use crate::cli::progress::Progress;
+use crate::cli::resume;
+use crate::cli::tasks::find_task;
+use ocflow_core::engine::signals::Interrupt;
+use ocflow_core::task::events::Events;
+use ocflow_core::task::journal::Journal;
+use ocflow_core::task::state;
+use ocflow_core::task::workspace::{self, TaskDir};
+use ocflow_model::approval::{Answer, AnsweredBy, ApprovalKind, PendingApproval};
+use ocflow_model::error::{Error, IoContext, Result};
+use ocflow_model::event::Event;
+use ocflow_model::exit::ExitCode;
+use ocflow_model::flow::Flow;
+use ocflow_model::output::{printable, say};
+use ocflow_model::status::{FlowState, FlowStatus, now};
+
+/// Where the flow is written for the person to edit (`e` at the plan's prompt).
+const EDITED_FLOW_FILE: &str = "flow.edit.json";
+
+/// What the plan's approval decided.
+pub(crate) enum Gate {
+    /// Run this flow (the plan as planned, or as the person edited it).
+    Go(Flow),
+    /// Stop here with this exit code: rejected (1), waiting for `ocflow approve` (3), or
+    /// interrupted at the prompt (130).
+    Stop(ExitCode),
+}
+
+/// Whether a person can answer here: a terminal on both sides, and no `--json` caller.
+pub(crate) fn at_a_terminal(json: bool) -> bool {
+    !json && std::io::stdin().is_terminal() && std::io::stderr().is_terminal()
+}
+
+/// `--approve plan`: asks a person at the terminal (yes / no / edit), or saves the flow as
+/// waiting for `ocflow approve`. `status` is the new flow's; it is replaced when the plan is
+/// edited.
+pub(crate) async fn plan_gate(
+    config: &Config,
+    task: &TaskDir,
+    mut flow: Flow,
+    status: &mut FlowStatus,
+    events: &mut Events,
+    interrupt: &Interrupt,
+    apply_after: bool,
+) -> Result<Gate> {
+    if !config.approvals.plan {
+        return Ok(Gate::Go(flow));
+    }
+    let asked = |flow: &Flow| PendingApproval {
+        kind: ApprovalKind::Plan,
+        subject: plan_subject(flow),
+        step: None,
+        asked_at: now(),
+        apply_after,
+    };
+    // Saved as waiting before anyone is asked: a run killed at the prompt is approved later.
+    save_waiting(task, status, asked(&flow))?;
+    if !at_a_terminal(config.json) {
+        return announce(task, status, events);
+    }
+    loop {
+        say("ocflow: run this plan? [y]es, [n]o, [e]dit the flow: ");
+        let line = tokio::select! {
+            line = tokio::task::spawn_blocking(read_answer) => line
+                .map_err(|err| Error::internal(format!("reading the answer: {err}")))?,
+            () = interrupt.wait() => return Ok(Gate::Stop(ExitCode::Interrupted)),
+        };
+        // End of input: nobody will answer here; the flow waits for `ocflow approve`.
+        let Some(line) = line else {
+            return announce(task, status, events);
+        };
+        match line.trim().to_ascii_lowercase().as_str() {
+            "y" | "yes" => {
+                answered(
+                    task,
+                    status,
+                    events,
+                    Answer::Approved,
+                    AnsweredBy::Terminal,
+                    None,
+                )?;
+                status.move_to(FlowState::Running)?;
+                status.message = None;
+                state::save_status(task, status)?;
+                return Ok(Gate::Go(flow));
+            }
+            "n" | "no" => {
+                reject(task, status, &flow, events, AnsweredBy::Terminal, None)?;
+                return Ok(Gate::Stop(ExitCode::Failure));
+            }
+            "e" | "edit" => match edit(config, task, &flow) {
+                Ok(edited) => {
+                    flow = edited;
+                    state::save_flow(task, &flow)?;
+                    *status = renewed(status, &flow);
+                    save_waiting(task, status, asked(&flow))?;
+                    let by = AnsweredBy::Terminal;
+                    answered(task, status, events, Answer::Edited, by, None)?;
+                    live::show_plan(&flow, config.json);
+                }
+                // Said with every problem; the person edits again or answers otherwise.
+                Err(error) => say(&format!(
+                    "ocflow: the edited flow is not valid, so the plan is unchanged: {}",
+                    printable(&error.to_string())
+                )),
+            },
+            other => say(&format!(
+                "ocflow: {:?} is not an answer: type y, n or e",
+                printable(other)
+            )),
+        }
+    }
+}
+
+/// One line from stdin; `None` at the end of input.
+fn read_answer() -> Option<String> {
+    let mut line = String::new();
+    match std::io::stdin().read_line(&mut line) {
+        Ok(0) | Err(_) => None,
+        Ok(_) => Some(line),
+    }
+}
+
+/// The plan as the person is shown it and an `approval_needed` event says it.
+fn plan_subject(flow: &Flow) -> String {
+    let steps: Vec<String> = flow
+        .steps
+        .iter()
+        .map(|s| format!("{} {}", s.id, s.operation))
+        .collect();
+    format!(
+        "the plan of {} step(s): {}",
+        flow.steps.len(),
+        steps.join(", ")
+    )
+}
+
+/// Saves the flow as waiting for `pending`.
+fn save_waiting(task: &TaskDir, status: &mut FlowStatus, pending: PendingApproval) -> Result<()> {
+    status.move_to(FlowState::Waiting)?;
+    status.message = Some(format!(
+        "waiting for approval of the {}: `ocflow approve {1}` goes on, `ocflow reject {1}` \
+         ends it",
+        pending.kind, task.task_id
+    ));
+    status.approval = Some(pending);
+    state::save_status(task, status).map(drop)
+}
+
+/// Tells a headless caller what waits (an `approval_needed` event) and ends the command with
+/// exit 3; the state was saved by [`save_waiting`].
+fn announce(task: &TaskDir, status: &FlowStatus, events: &mut Events) -> Result<Gate> {
+    let pending = status
+        .approval
+        .clone()
+        .ok_or_else(|| Error::internal("a waiting flow without its approval"))?;
+    events.emit(Event::ApprovalNeeded {
+        task_id: task.task_id.clone(),
+        kind: pending.kind,
+        subject: pending.subject,
+        step: pending.step,
+        approve: format!("ocflow approve {}", task.task_id),
+        reject: format!("ocflow reject {} --reason TEXT", task.task_id),
+    })?;
+    Ok(Gate::Stop(ExitCode::Paused))
+}
+
+/// Journals a person's answer and clears the question from the status (not yet saved).
+fn answered(
+    task: &TaskDir,
+    status: &mut FlowStatus,
+    events: &mut Events,
+    answer: Answer,
+    by: AnsweredBy,
+    reason: Option<String>,
+) -> Result<()> {
+    let Some(pending) = status.approval.take() else {
+        return Err(Error::Usage(format!(
+            "task {} is not waiting for an approval",
+            task.task_id
+        )));
+    };
+    events.emit(Event::ApprovalAnswered {
+        kind: pending.kind,
+        answer,
+        by,
+        step: pending.step,
+        reason,
+    })
+}
+
+/// A new status for an edited flow: every step pending, what was spent kept.
+fn renewed(old: &FlowStatus, flow: &Flow) -> FlowStatus {
+    let mut fresh = FlowStatus::new(&old.task_id, flow, &old.repo);
+    fresh.created_at = old.created_at.clone();
+    fresh.tokens = old.tokens;
+    fresh.tokens_by_profile = old.tokens_by_profile.clone();
+    fresh.sandbox = old.sandbox.clone();
+    fresh
+}
+
+/// Opens the flow in `$VISUAL` or `$EDITOR` and validates what the person saved, as a flow
+/// given with `--plan` is validated.
+fn edit(config: &Config, task: &TaskDir, flow: &Flow) -> Result<Flow> {
+    let editor = std::env::var("VISUAL")
+        .ok()
+        .or_else(|| std::env::var("EDITOR").ok())
+        .filter(|e| !e.trim().is_empty())
+        .ok_or_else(|| {
+            Error::Usage(
+                "no editor: set EDITOR (e.g. `export EDITOR=nano`) to edit the plan".into(),
+            )
+        })?;
+    let path = task.root.join(EDITED_FLOW_FILE);
+    let text = serde_json::to_string_pretty(flow)
+        .map_err(|err| Error::internal(format!("writing the flow to edit: {err}")))?;
+    workspace::write_atomic(&path, (text + "\n").as_bytes())?;
+    // Through the shell, as git runs it: EDITOR may carry options (`code --wait`).
+    let ran = std::process::Command::new("sh")
+        .arg("-c")
+        .arg(format!("{editor} \"$1\""))
+        .arg("sh")
+        .arg(&path)
+        .status()
+        .io_context(|| format!("starting the editor {editor:?}"))?;
+    if !ran.success() {
+        return Err(Error::Usage(format!(
+            "the editor {editor:?} exited with {ran}; the plan is unchanged"
+        )));
+    }
+    let (edited, _) = launch::read_flow(&path, Some(&flow.task), &config.rules, &config.roles)?;
+    Ok(edited)
+}
+
+/// Ends a waiting flow on a person's no: a plan or a risky step fails the flow, with the
+/// reason; a rejected apply leaves the flow succeeded and its changes unwritten.
+fn reject(
+    task: &TaskDir,
+    status: &mut FlowStatus,
+    flow: &Flow,
+    events: &mut Events,
+    by: AnsweredBy,
+    reason: Option<String>,
+) -> Result<()> {
+    let kind = status.approval.as_ref().map(|p| p.kind);
+    answered(task, status, events, Answer::Rejected, by, reason.clone())?;
+    let why = reason.map(|r| format!(": {r}")).unwrap_or_default();
+    if kind == Some(ApprovalKind::Apply) {
+        status.move_to(FlowState::Succeeded)?;
+        status.message = Some(format!("the apply was rejected{why}; nothing was written"));
+        return state::save_status(task, status).map(drop);
+    }
+    status.move_to(FlowState::Failed)?;
+    status.message = Some(format!(
+        "rejected at the approval of the {}{why}",
+        kind.unwrap_or(ApprovalKind::Plan)
+    ));
+    status.finished_at = Some(now());
+    state::save_status(task, status)?;
+    let summary_path = task.file(workspace::SUMMARY_FILE);
+    let summary = ocflow_core::engine::summary::from_journal(task, status, flow)?;
+    workspace::write_atomic(&summary_path, summary.as_bytes())?;
+    events.emit(Event::FlowFinished {
+        task_id: task.task_id.clone(),
+        state: FlowState::Failed,
+        reason: status.failure_reason(),
+        changed_files: Vec::new(),
+        diff: None,
+        summary: summary_path,
+        summary_text: summary,
+        tokens: status.tokens,
+        contradicted_claims: Vec::new(),
+    })
+}
+
+/// The waiting flow `id` names, with its question; a clear error when it waits for nothing.
+fn waiting_task(config: &Config, id: &str) -> Result<(TaskDir, FlowStatus, PendingApproval)> {
+    let task = find_task(config, Some(id), false)?;
+    let status = state::load_status(&task)?;
+    match (&status.state, status.approval.clone()) {
+        (FlowState::Waiting, Some(pending)) => Ok((task, status, pending)),
+        (state, _) => Err(Error::Usage(format!(
+            "task {} is {state}, not waiting for an approval; `ocflow status {0}` says where \
+             it stands",
+            task.task_id
+        ))),
+    }
+}
+
+fn events_of(config: &Config, task: &TaskDir) -> Result<Events> {
+    Ok(Events::new(
+        Journal::open(&task.file(workspace::JOURNAL_FILE))?,
+        Progress::plain(config.json),
+    ))
+}
+
+/// `ocflow approve ID` (and MCP's `ocflow_approve`): a waiting plan or risky step runs on, as
+/// `resume` runs it; a waiting apply is written.
+pub(crate) async fn approve(
+    config: &Config,
+    args: ApproveArgs,
+    by: AnsweredBy,
+) -> Result<ExitCode> {
+    let (task, mut status, pending) = waiting_task(config, &args.task)?;
+    if pending.kind != ApprovalKind::Apply {
+        let resume_args = ResumeArgs {
+            task: Some(task.root.to_string_lossy().into_owned()),
+            retry_failed: false,
+            recover: false,
+            apply: pending.apply_after,
+            limits: LimitArgs::default(),
+        };
+        return resume::continue_flow(config, resume_args, Some(by)).await;
+    }
+    {
+        let _lock = task.lock()?;
+        let mut events = events_of(config, &task)?;
+        answered(&task, &mut status, &mut events, Answer::Approved, by, None)?;
+        status.move_to(FlowState::Succeeded)?;
+        status.message = None;
+        state::save_status(&task, &mut status)?;
+    }
+    apply::apply(
+        config,
+        ApplyArgs {
+            task: Some(task.root.to_string_lossy().into_owned()),
+            force: false,
+            only: Vec::new(),
+            exclude: Vec::new(),
+            commit: false,
+        },
+    )
+}
+
+/// `ocflow reject ID [--reason TEXT]`: the waiting flow ends (an apply is not written).
+pub(crate) fn reject_command(config: &Config, args: RejectArgs) -> Result<ExitCode> {
+    let (task, mut status, _) = waiting_task(config, &args.task)?;
+    let _lock = task.lock()?;
+    let flow = state::load_flow_of(&task, &status)?;
+    let mut events = events_of(config, &task)?;
+    reject(
+        &task,
+        &mut status,
+        &flow,
+        &mut events,
+        AnsweredBy::Command,
+        args.reason,
+    )?;
+    say(&format!(
+        "ocflow: task {}: {}",
+        task.task_id,
+        status.message.as_deref().unwrap_or("rejected")
+    ));
+    Ok(ExitCode::Success)
+}
+
+/// Continues a flow a person approved in `ocflow approve`: journals the answer and lets the
+/// flow run (called by `resume` under the task's lock).
+pub(crate) fn approved_in_resume(
+    task: &TaskDir,
+    status: &mut FlowStatus,
+    events: &mut Events,
+    by: AnsweredBy,
+) -> Result<()> {
+    answered(task, status, events, Answer::Approved, by, None)?;
+    status.move_to(FlowState::Running)?;
+    status.message = None;
+    Ok(())
+}

@@ -22,7 +22,7 @@ use ocflow_model::error::{Error, IoContext, Result};
 use ocflow_model::event::Event;
 use ocflow_model::exit::ExitCode;
 use ocflow_model::flow::Flow;
-use ocflow_model::output::{printable, say};
+use ocflow_model::output::{printable, printable_lines, say};
 use ocflow_model::status::{FlowState, FlowStatus, now};
 
 /// Where the flow is written for the person to edit (`e` at the plan's prompt).
@@ -103,16 +103,16 @@ pub(crate) async fn plan_gate(
                 Ok(edited) => {
                     flow = edited;
                     state::save_flow(task, &flow)?;
-                    *status = renewed(status, &flow);
-                    save_waiting(task, status, asked(&flow))?;
                     let by = AnsweredBy::Terminal;
                     answered(task, status, events, Answer::Edited, by, None)?;
+                    *status = renewed(status, &flow);
+                    save_waiting(task, status, asked(&flow))?;
                     live::show_plan(&flow, config.json);
                 }
                 // Said with every problem; the person edits again or answers otherwise.
                 Err(error) => say(&format!(
-                    "ocflow: the edited flow is not valid, so the plan is unchanged: {}",
-                    printable(&error.to_string())
+                    "ocflow: the edited flow is not valid, so the plan is unchanged:\n{}",
+                    printable_lines(&error.to_string())
                 )),
             },
             other => say(&format!(

@@ -67,7 +67,7 @@ fn answer_word(answer: Answer) -> &'static str {
     match answer {
         Answer::Approved => "approved",
         Answer::Rejected => "rejected",
-        Answer::Edited => "edited and approved",
+        Answer::Edited => "edited",
     }
 }
 

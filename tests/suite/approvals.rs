@@ -183,3 +183,204 @@ fn a_repository_config_adds_approvals_but_cannot_take_the_user_s_away() {
         .unwrap();
     assert_exit(&output, 3);
 }
+
+/// tmux on a socket of its own (as in terminal.rs), so a test never touches anyone's sessions.
+struct Tmux {
+    socket: String,
+}
+
+impl Tmux {
+    /// Starts `sh script` in a new session; `None` when tmux cannot start.
+    fn start(script: &std::path::Path) -> Option<Tmux> {
+        let nanos = std::time::SystemTime::now()
+            .duration_since(std::time::UNIX_EPOCH)
+            .map_or(0, |d| d.as_nanos() % 1_000_000_000);
+        let socket = format!("ocflow-approve-{}-{nanos}", std::process::id());
+        let started = std::process::Command::new("tmux")
+            .args([
+                "-L",
+                &socket,
+                "new-session",
+                "-d",
+                "-s",
+                "t",
+                "-x",
+                "120",
+                "-y",
+                "50",
+            ])
+            .arg(format!("sh {}", script.display()))
+            .status();
+        match started {
+            Ok(status) if status.success() => Some(Tmux { socket }),
+            _ => None,
+        }
+    }
+
+    fn screen(&self) -> String {
+        let output = std::process::Command::new("tmux")
+            .args([
+                "-L",
+                &self.socket,
+                "capture-pane",
+                "-p",
+                "-t",
+                "t",
+                "-S",
+                "-200",
+            ])
+            .output()
+            .unwrap();
+        String::from_utf8_lossy(&output.stdout).into_owned()
+    }
+
+    /// The screen once it shows `what` `times` times (or after 60 s: the caller's assertion
+    /// then says what was on it).
+    fn wait_for(&self, what: &str, times: usize) -> String {
+        let deadline = std::time::Instant::now() + std::time::Duration::from_secs(60);
+        loop {
+            let screen = self.screen();
+            if screen.matches(what).count() >= times || std::time::Instant::now() > deadline {
+                return screen;
+            }
+            std::thread::sleep(std::time::Duration::from_millis(100));
+        }
+    }
+
+    /// Types `line` and Enter, as a person answers.
+    fn answer(&self, line: &str) {
+        std::process::Command::new("tmux")
+            .args(["-L", &self.socket, "send-keys", "-t", "t", line, "Enter"])
+            .status()
+            .unwrap();
+    }
+}
+
+impl Drop for Tmux {
+    fn drop(&mut self) {
+        let _ = std::process::Command::new("tmux")
+            .args(["-L", &self.socket, "kill-server"])
+            .status();
+    }
+}
+
+/// A script that runs `ocflow run --approve plan` on the two-step flow from a shell, as a
+/// person would, then says its exit code.
+fn terminal_script(sandbox: &Sandbox, extra_env: &str) -> std::path::PathBuf {
+    let plan = sandbox.flow(&two_steps());
+    let template = sandbox.ocflow();
+    let mut lines = vec!["#!/bin/sh".to_string()];
+    for (name, value) in template.get_envs() {
+        let name = name.to_string_lossy();
+        match value {
+            Some(value) => lines.push(format!("export {name}='{}'", value.to_string_lossy())),
+            None => lines.push(format!("unset {name}")),
+        }
+    }
+    lines.push(extra_env.to_string());
+    let args: Vec<String> = template
+        .get_args()
+        .map(|a| format!("'{}'", a.to_string_lossy()))
+        .collect();
+    lines.push(format!(
+        "'{}' {} run --approve plan --task-id t --plan '{}'",
+        env!("CARGO_BIN_EXE_ocflow"),
+        args.join(" "),
+        plan.display()
+    ));
+    lines.push("echo __EXIT_$?__".into());
+    lines.push("sleep 60".into());
+    let path = sandbox.root().join("run.sh");
+    std::fs::write(&path, lines.join("\n") + "\n").unwrap();
+    path
+}
+
+const PROMPT: &str = "run this plan? [y]es, [n]o, [e]dit";
+
+#[test]
+fn at_a_terminal_yes_runs_the_plan_shown() {
+    if !require(Component::Tmux) {
+        return;
+    }
+    let sandbox = Sandbox::new(&[("keep.txt", "k\n")]);
+    let tmux = Tmux::start(&terminal_script(&sandbox, "")).unwrap();
+    let screen = tmux.wait_for(PROMPT, 1);
+    assert!(screen.contains("the plan, 2 step(s):"), "{screen}");
+    assert!(screen.contains("2. two write_file two.txt"), "{screen}");
+    // Nothing runs before the answer.
+    assert!(journaled(&sandbox, "t", "step_started").is_empty());
+    assert_eq!(sandbox.status("t")["state"], "waiting");
+    tmux.answer("y");
+    let screen = tmux.wait_for("__EXIT_", 1);
+    assert!(screen.contains("__EXIT_0__"), "{screen}");
+    assert_eq!(sandbox.status("t")["state"], "succeeded");
+    let answers = journaled(&sandbox, "t", "approval_answered");
+    assert_eq!(answers.len(), 1);
+    assert_eq!(answers[0]["answer"], "approved");
+    assert_eq!(answers[0]["by"], "terminal");
+}
+
+#[test]
+fn at_a_terminal_no_ends_the_flow_without_running_a_step() {
+    if !require(Component::Tmux) {
+        return;
+    }
+    let sandbox = Sandbox::new(&[("keep.txt", "k\n")]);
+    let tmux = Tmux::start(&terminal_script(&sandbox, "")).unwrap();
+    tmux.wait_for(PROMPT, 1);
+    // A word that is no answer is asked again.
+    tmux.answer("maybe");
+    let screen = tmux.wait_for(PROMPT, 2);
+    assert!(screen.contains("is not an answer"), "{screen}");
+    tmux.answer("n");
+    let screen = tmux.wait_for("__EXIT_", 1);
+    assert!(screen.contains("__EXIT_1__"), "{screen}");
+    let status = sandbox.status("t");
+    assert_eq!(status["state"], "failed");
+    assert!(journaled(&sandbox, "t", "step_started").is_empty());
+    assert_eq!(
+        journaled(&sandbox, "t", "approval_answered")[0]["answer"],
+        "rejected"
+    );
+}
+
+#[test]
+fn at_a_terminal_an_edit_is_validated_again_and_the_edited_plan_runs() {
+    if !require(Component::Tmux) {
+        return;
+    }
+    let sandbox = Sandbox::new(&[("keep.txt", "k\n")]);
+    // The editor's first save is not a flow at all; its second renames a file the flow writes.
+    let editor = sandbox.root().join("edit.sh");
+    let marker = sandbox.root().join("edited-once");
+    std::fs::write(
+        &editor,
+        format!(
+            "#!/bin/sh\nif [ ! -f {m} ]; then touch {m}; echo 'not a flow' > \"$1\"; \
+             else sed -i 's/two.txt/three.txt/' \"$1\"; fi\n",
+            m = marker.display()
+        ),
+    )
+    .unwrap();
+    let env = format!("export EDITOR='sh {}'", editor.display());
+    let tmux = Tmux::start(&terminal_script(&sandbox, &env)).unwrap();
+    tmux.wait_for(PROMPT, 1);
+    tmux.answer("e");
+    let screen = tmux.wait_for(PROMPT, 2);
+    assert!(screen.contains("the edited flow is not valid"), "{screen}");
+    tmux.answer("e");
+    let screen = tmux.wait_for(PROMPT, 3);
+    assert!(screen.contains("2. two write_file three.txt"), "{screen}");
+    tmux.answer("y");
+    let screen = tmux.wait_for("__EXIT_", 1);
+    assert!(screen.contains("__EXIT_0__"), "{screen}");
+    let result = sandbox.result("t", "two");
+    assert!(result.to_string().contains("three.txt"), "{result}");
+    let flow = read_json(&sandbox.task_dir("t").join("flow.json"));
+    assert_eq!(flow["steps"][1]["params"]["file_path"], "three.txt");
+    let answers: Vec<Value> = journaled(&sandbox, "t", "approval_answered")
+        .into_iter()
+        .map(|a| a["answer"].clone())
+        .collect();
+    assert_eq!(answers, [json!("edited"), json!("approved")]);
+}

@@ -63,6 +63,7 @@ pub(crate) async fn plan_gate(
         step: None,
         asked_at: now(),
         apply_after,
+        approve_apply: config.approvals.apply,
     };
     // Saved as waiting before anyone is asked: a run killed at the prompt is approved later.
     save_waiting(task, status, asked(&flow))?;
@@ -123,6 +124,86 @@ pub(crate) async fn plan_gate(
     }
 }
 
+/// `--approve apply`: whether a succeeded flow's `changed` files may be written now (`None`:
+/// go on and apply). At a terminal a person says yes or no (no leaves the flow succeeded, its
+/// changes unwritten); headless the flow waits (exit 3) for `ocflow approve`, which applies.
+pub(crate) async fn apply_gate(
+    task: &TaskDir,
+    status: &mut FlowStatus,
+    flow: &Flow,
+    events: &mut Events,
+    changed: usize,
+    json: bool,
+) -> Result<Option<ExitCode>> {
+    let pending = PendingApproval {
+        kind: ApprovalKind::Apply,
+        subject: format!(
+            "write the {changed} changed file(s) into the repository (`ocflow diff {}` shows \
+             them)",
+            task.task_id
+        ),
+        step: None,
+        asked_at: now(),
+        apply_after: true,
+        approve_apply: true,
+    };
+    save_waiting(task, status, pending)?;
+    if !at_a_terminal(json) {
+        announce_waiting(task, status, events)?;
+        return Ok(Some(ExitCode::Paused));
+    }
+    loop {
+        say(&format!(
+            "ocflow: write the {changed} changed file(s) into the repository? [y]es, [n]o: "
+        ));
+        let line = tokio::select! {
+            line = tokio::task::spawn_blocking(read_answer) => line
+                .map_err(|err| Error::internal(format!("reading the answer: {err}")))?,
+            () = interrupted() => return Ok(Some(ExitCode::Interrupted)),
+        };
+        let Some(line) = line else {
+            announce_waiting(task, status, events)?;
+            return Ok(Some(ExitCode::Paused));
+        };
+        match line.trim().to_ascii_lowercase().as_str() {
+            "y" | "yes" => {
+                answered(
+                    task,
+                    status,
+                    events,
+                    Answer::Approved,
+                    AnsweredBy::Terminal,
+                    None,
+                )?;
+                status.move_to(FlowState::Succeeded)?;
+                status.message = None;
+                state::save_status(task, status)?;
+                return Ok(None);
+            }
+            "n" | "no" => {
+                reject(task, status, flow, events, AnsweredBy::Terminal, None)?;
+                say(&format!(
+                    "ocflow: nothing was written; `ocflow apply {}` writes the changes later",
+                    task.task_id
+                ));
+                return Ok(Some(ExitCode::Success));
+            }
+            other => say(&format!(
+                "ocflow: {:?} is not an answer: type y or n",
+                printable(other)
+            )),
+        }
+    }
+}
+
+/// Resolves once Ctrl-C or SIGTERM asked ocflow to stop (the flag the flow's signal handler
+/// raises), checked ten times a second.
+async fn interrupted() {
+    while !ocflow_core::task::interrupt::raised() {
+        tokio::time::sleep(std::time::Duration::from_millis(100)).await;
+    }
+}
+
 /// One line from stdin; `None` at the end of input.
 fn read_answer() -> Option<String> {
     let mut line = String::new();
@@ -161,6 +242,12 @@ fn save_waiting(task: &TaskDir, status: &mut FlowStatus, pending: PendingApprova
 /// Tells a headless caller what waits (an `approval_needed` event) and ends the command with
 /// exit 3; the state was saved by [`save_waiting`].
 fn announce(task: &TaskDir, status: &FlowStatus, events: &mut Events) -> Result<Gate> {
+    announce_waiting(task, status, events)?;
+    Ok(Gate::Stop(ExitCode::Paused))
+}
+
+/// Emits the `approval_needed` event of a flow saved as waiting.
+fn announce_waiting(task: &TaskDir, status: &FlowStatus, events: &mut Events) -> Result<()> {
     let pending = status
         .approval
         .clone()
@@ -172,8 +259,7 @@ fn announce(task: &TaskDir, status: &FlowStatus, events: &mut Events) -> Result<
         step: pending.step,
         approve: format!("ocflow approve {}", task.task_id),
         reject: format!("ocflow reject {} --reason TEXT", task.task_id),
-    })?;
-    Ok(Gate::Stop(ExitCode::Paused))
+    })
 }
 
 /// Journals a person's answer and clears the question from the status (not yet saved).
@@ -321,7 +407,10 @@ pub(crate) async fn approve(
             apply: pending.apply_after,
             limits: LimitArgs::default(),
         };
-        return resume::continue_flow(config, resume_args, Some(by)).await;
+        // The run's own `--approve apply` still holds for the apply at its end.
+        let mut config = config.clone();
+        config.approvals.apply |= pending.approve_apply;
+        return resume::continue_flow(&config, resume_args, Some(by)).await;
     }
     {
         let _lock = task.lock()?;

@@ -37,6 +37,7 @@ pub(crate) fn show(
         FlowState::Succeeded => paint(&format!("✓ succeeded{took}"), styles::GOOD),
         FlowState::Interrupted => paint("■ interrupted", styles::NOTE),
         FlowState::NoChange => paint(&format!("✗ no change{took}"), styles::BAD),
+        FlowState::Waiting => paint("⏸ waiting for approval", styles::NOTE),
         _ => paint(&format!("✗ failed{took}"), styles::BAD),
     };
     out.push_str(&format!(
@@ -148,6 +149,13 @@ pub(crate) fn show(
         FlowState::Interrupted => {
             vec![(format!("ocflow resume {id}"), "continue where it stopped")]
         }
+        FlowState::Waiting => vec![
+            (format!("ocflow approve {id}"), "say yes: it goes on"),
+            (
+                format!("ocflow reject {id} --reason TEXT"),
+                "say no: it ends",
+            ),
+        ],
         // Nothing failed and nothing is left to run: a new plan must make the change.
         FlowState::NoChange => vec![
             (format!("ocflow status {id}"), "what each step did"),

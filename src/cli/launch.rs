@@ -321,6 +321,7 @@ pub(crate) fn snapshot(
 pub(crate) async fn execute(
     mut executor: Executor,
     apply_after: bool,
+    approve_apply: bool,
     json: bool,
 ) -> Result<ExitCode> {
     let outcome = match executor.run().await {
@@ -332,7 +333,7 @@ pub(crate) async fn execute(
             return Err(error.in_task(&executor.task.root));
         }
     };
-    let code = finish(&mut executor, outcome, apply_after)?;
+    let code = finish(&mut executor, outcome, apply_after, approve_apply, json).await?;
     // A model that could not be used ended the flow: the caller learns it as the command's
     // error, with what to fix (as when planning fails), not only as a failed flow.
     let fix = match (outcome, executor.llm_failure()) {
@@ -363,10 +364,30 @@ pub(crate) async fn execute(
 }
 
 /// The exit code of a flow's outcome, after applying it when asked and it succeeded.
-fn finish(executor: &mut Executor, outcome: FlowOutcome, apply_after: bool) -> Result<ExitCode> {
+/// With `approve_apply` (`--approve apply`), the changes are written only after a yes.
+async fn finish(
+    executor: &mut Executor,
+    outcome: FlowOutcome,
+    apply_after: bool,
+    approve_apply: bool,
+    json: bool,
+) -> Result<ExitCode> {
     match outcome {
         FlowOutcome::Succeeded if apply_after => {
             let changes = review::changes(&executor.task, &executor.status, &executor.flow)?;
+            if approve_apply && !changes.is_empty() {
+                let asked = crate::cli::approval::apply_gate(
+                    &executor.task,
+                    &mut executor.status,
+                    &executor.flow,
+                    &mut executor.events,
+                    changes.len(),
+                    json,
+                );
+                if let Some(code) = asked.await? {
+                    return Ok(code);
+                }
+            }
             let applied = apply::apply_changes(
                 &executor.task,
                 &executor.status,

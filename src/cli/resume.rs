@@ -280,7 +280,7 @@ pub(crate) async fn continue_flow(
     }
     outputs::rebuild_final_output(&task, &flow_status, &flow)?;
     let executor = Executor::new(task, flow, flow_status, events, bridge, settings, interrupt);
-    launch::execute(executor, args.apply, config.json).await
+    launch::execute(executor, args.apply, config.approvals.apply, config.json).await
 }
 
 /// Sends back to pending every succeeded step whose recorded outputs vanished from the task

@@ -283,7 +283,7 @@ async fn start(
         &mut flow_status,
     )?;
     let executor = Executor::new(task, flow, flow_status, events, bridge, settings, interrupt);
-    launch::execute(executor, args.apply, config.json).await
+    launch::execute(executor, args.apply, config.approvals.apply, config.json).await
 }
 
 /// The planner for the configured model, repository and policy. It is told how the

@@ -267,6 +267,11 @@ impl Drop for Tmux {
 /// A script that runs `ocflow run --approve plan` on the two-step flow from a shell, as a
 /// person would, then says its exit code.
 fn terminal_script(sandbox: &Sandbox, extra_env: &str) -> std::path::PathBuf {
+    terminal_script_with(sandbox, extra_env, "--approve plan")
+}
+
+/// The same with `options` in place of `--approve plan`.
+fn terminal_script_with(sandbox: &Sandbox, extra_env: &str, options: &str) -> std::path::PathBuf {
     let plan = sandbox.flow(&two_steps());
     let template = sandbox.ocflow();
     let mut lines = vec!["#!/bin/sh".to_string()];
@@ -283,7 +288,7 @@ fn terminal_script(sandbox: &Sandbox, extra_env: &str) -> std::path::PathBuf {
         .map(|a| format!("'{}'", a.to_string_lossy()))
         .collect();
     lines.push(format!(
-        "'{}' {} run --approve plan --task-id t --plan '{}'",
+        "'{}' {} run {options} --task-id t --plan '{}'",
         env!("CARGO_BIN_EXE_ocflow"),
         args.join(" "),
         plan.display()
@@ -383,4 +388,101 @@ fn at_a_terminal_an_edit_is_validated_again_and_the_edited_plan_runs() {
         .map(|a| a["answer"].clone())
         .collect();
     assert_eq!(answers, [json!("edited"), json!("approved")]);
+}
+
+/// `ocflow --json run --apply --approve apply` with no terminal.
+fn run_until_apply(sandbox: &Sandbox, approve: &str) -> Output {
+    let plan = sandbox.flow(&two_steps());
+    sandbox
+        .ocflow()
+        .args([
+            "--json",
+            "run",
+            "--apply",
+            "--approve",
+            approve,
+            "--task-id",
+            "t",
+            "--plan",
+        ])
+        .arg(plan)
+        .stdin(Stdio::null())
+        .output()
+        .unwrap()
+}
+
+#[test]
+fn approve_apply_writes_the_changes_only_after_a_yes() {
+    let sandbox = Sandbox::new(&[("keep.txt", "k\n")]);
+    let output = run_until_apply(&sandbox, "apply");
+    assert_exit(&output, 3);
+    let needed = events(&output, "approval_needed");
+    assert_eq!(needed.len(), 1, "{}", stdout(&output));
+    assert_eq!(needed[0]["kind"], "apply");
+    // The flow ran; its changes wait.
+    assert_eq!(sandbox.step_status("t", "two")["status"], "succeeded");
+    assert!(!sandbox.repo.join("one.txt").exists());
+    assert_eq!(sandbox.status("t")["state"], "waiting");
+    let approved = sandbox.ocflow().args(["approve", "t"]).output().unwrap();
+    assert_exit(&approved, 0);
+    assert_eq!(
+        std::fs::read_to_string(sandbox.repo.join("one.txt")).unwrap(),
+        "1\n"
+    );
+    let status = sandbox.status("t");
+    assert_eq!(status["state"], "succeeded");
+    assert!(status["applied_at"].is_string(), "{status}");
+}
+
+#[test]
+fn a_rejected_apply_leaves_the_flow_succeeded_and_the_repository_untouched() {
+    let sandbox = Sandbox::new(&[("keep.txt", "k\n")]);
+    assert_exit(&run_until_apply(&sandbox, "apply"), 3);
+    let rejected = sandbox.ocflow().args(["reject", "t"]).output().unwrap();
+    assert_exit(&rejected, 0);
+    assert!(!sandbox.repo.join("one.txt").exists());
+    let status = sandbox.status("t");
+    assert_eq!(status["state"], "succeeded");
+    assert!(status.get("applied_at").is_none(), "{status}");
+    // The person may still apply it by hand later.
+    assert_exit(&sandbox.ocflow().args(["apply", "t"]).output().unwrap(), 0);
+    assert!(sandbox.repo.join("two.txt").exists());
+}
+
+#[test]
+fn plan_and_apply_approvals_are_both_asked_headless() {
+    let sandbox = Sandbox::new(&[("keep.txt", "k\n")]);
+    assert_exit(&run_until_apply(&sandbox, "plan,apply"), 3);
+    assert_eq!(sandbox.status("t")["approval"]["kind"], "plan");
+    // The plan's yes runs the flow, which then waits again for its apply.
+    let approved = sandbox
+        .ocflow()
+        .args(["--json", "approve", "t"])
+        .output()
+        .unwrap();
+    assert_exit(&approved, 3);
+    assert_eq!(events(&approved, "approval_needed")[0]["kind"], "apply");
+    assert!(!sandbox.repo.join("one.txt").exists());
+    assert_exit(
+        &sandbox.ocflow().args(["approve", "t"]).output().unwrap(),
+        0,
+    );
+    assert!(sandbox.repo.join("one.txt").exists());
+}
+
+#[test]
+fn at_a_terminal_the_apply_is_asked_and_a_yes_writes_it() {
+    if !require(Component::Tmux) {
+        return;
+    }
+    let sandbox = Sandbox::new(&[("keep.txt", "k\n")]);
+    let script = terminal_script_with(&sandbox, "", "--apply --approve apply");
+    let tmux = Tmux::start(&script).unwrap();
+    let screen = tmux.wait_for("into the repository? [y]es, [n]o", 1);
+    assert!(screen.contains("write the 2 changed file(s)"), "{screen}");
+    assert!(!sandbox.repo.join("one.txt").exists());
+    tmux.answer("y");
+    let screen = tmux.wait_for("__EXIT_", 1);
+    assert!(screen.contains("__EXIT_0__"), "{screen}");
+    assert!(sandbox.repo.join("two.txt").exists());
 }

@@ -46,6 +46,9 @@ pub struct PendingApproval {
     /// approval that continues it applies them too.
     #[serde(default, skip_serializing_if = "std::ops::Not::not")]
     pub apply_after: bool,
+    /// Whether the run asked for `--approve apply`: the apply after this approval is asked too.
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub approve_apply: bool,
 }
 
 /// How a person answered.

@@ -384,6 +384,14 @@ fn waiting_task(config: &Config, id: &str) -> Result<(TaskDir, FlowStatus, Pendi
     }
 }
 
+fn answered_by(via_mcp: bool) -> AnsweredBy {
+    if via_mcp {
+        AnsweredBy::Mcp
+    } else {
+        AnsweredBy::Command
+    }
+}
+
 fn events_of(config: &Config, task: &TaskDir) -> Result<Events> {
     Ok(Events::new(
         Journal::open(&task.file(workspace::JOURNAL_FILE))?,
@@ -393,11 +401,8 @@ fn events_of(config: &Config, task: &TaskDir) -> Result<Events> {
 
 /// `ocflow approve ID` (and MCP's `ocflow_approve`): a waiting plan or risky step runs on, as
 /// `resume` runs it; a waiting apply is written.
-pub(crate) async fn approve(
-    config: &Config,
-    args: ApproveArgs,
-    by: AnsweredBy,
-) -> Result<ExitCode> {
+pub(crate) async fn approve(config: &Config, args: ApproveArgs) -> Result<ExitCode> {
+    let by = answered_by(args.via_mcp);
     let (task, mut status, pending) = waiting_task(config, &args.task)?;
     if pending.kind != ApprovalKind::Apply {
         let resume_args = ResumeArgs {
@@ -443,7 +448,7 @@ pub(crate) fn reject_command(config: &Config, args: RejectArgs) -> Result<ExitCo
         &mut status,
         &flow,
         &mut events,
-        AnsweredBy::Command,
+        answered_by(args.via_mcp),
         args.reason,
     )?;
     say(&format!(

@@ -122,7 +122,8 @@ pub(crate) enum Command {
     /// Print the manual page (roff): `ocflow man | man -l -`.
     Man,
     /// Serve ocflow's tools over MCP on stdio (ocflow_plan, ocflow_run, ocflow_status,
-    /// ocflow_diff, ocflow_apply) for agents such as OpenHands; flows run in the background.
+    /// ocflow_diff, ocflow_apply, ocflow_approve) for agents such as OpenHands; flows run in the
+    /// background.
     Mcp,
     /// (internal) Run a command in the sandbox: write access only beneath the --write paths.
     #[command(hide = true)]
@@ -253,6 +254,9 @@ pub(crate) enum ApproveWhat {
 pub(crate) struct ApproveArgs {
     /// Task id or task directory of the waiting flow.
     pub(crate) task: String,
+    /// (internal) The answer came through MCP's ocflow_approve (so the journal says).
+    #[arg(long, hide = true)]
+    pub(crate) via_mcp: bool,
 }
 
 #[derive(Debug, Args)]
@@ -262,6 +266,9 @@ pub(crate) struct RejectArgs {
     /// Why, kept in the journal and the status.
     #[arg(long, value_name = "TEXT")]
     pub(crate) reason: Option<String>,
+    /// (internal) The answer came through MCP's ocflow_approve (so the journal says).
+    #[arg(long, hide = true)]
+    pub(crate) via_mcp: bool,
 }
 
 #[derive(Debug, Args)]

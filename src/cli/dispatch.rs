@@ -83,9 +83,7 @@ pub(crate) fn dispatch(config: &Config, command: Command) -> Result<ExitCode> {
             Ok(code)
         }),
         Command::Resume(args) => with_runtime(|| resume::resume(config, args)),
-        Command::Approve(args) => with_runtime(|| {
-            approval::approve(config, args, ocflow_model::approval::AnsweredBy::Command)
-        }),
+        Command::Approve(args) => with_runtime(|| approval::approve(config, args)),
         Command::Reject(args) => approval::reject_command(config, args),
         Command::Status(args) => review::status(config, args),
         Command::List(_) => review::list(config),

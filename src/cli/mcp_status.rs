@@ -54,6 +54,9 @@ pub(crate) fn compact(status: &Value, started: Option<&Started>, now: DateTime<U
     let mut shown = Map::new();
     shown.insert("task_id".into(), status["task_id"].clone());
     shown.insert("state".into(), status["state"].clone());
+    if status["approval"].is_object() {
+        shown.insert("approval".into(), status["approval"].clone());
+    }
     let end = text(&status["finished_at"]).and_then(parse_time);
     if let Some(since) = text(&status["created_at"]).and_then(parse_time) {
         shown.insert("elapsed_seconds".into(), seconds(since, end.unwrap_or(now)));
@@ -181,6 +184,10 @@ fn next_call(status: &Value, started: Option<&Started>) -> String {
             "review the changes with ocflow_diff, then write them with ocflow_apply".into()
         }
         "interrupted" => format!("continue it with `ocflow resume {id}` in a terminal"),
+        "waiting" => format!(
+            "ask the person about `approval`, then call ocflow_approve with task_id {id} \
+             (approve false, with a reason, to say no)"
+        ),
         "no_change" => "nothing was changed: give a more precise task to ocflow_run".into(),
         _ => match hint {
             // Planned already: its finished steps are kept, and resume continues from them.

@@ -486,3 +486,43 @@ fn at_a_terminal_the_apply_is_asked_and_a_yes_writes_it() {
     assert!(screen.contains("__EXIT_0__"), "{screen}");
     assert!(sandbox.repo.join("two.txt").exists());
 }
+
+#[test]
+fn an_mcp_client_approves_one_waiting_plan_and_rejects_another() {
+    let sandbox = Sandbox::new(&[("keep.txt", "k\n")]);
+    let plan = sandbox.flow(&two_steps());
+    let args = json!({"plan": plan});
+    let report = super::mcp::client_with(&sandbox, "approve", args, json!({}), &[]);
+    assert!(!report["run"]["is_error"].as_bool().unwrap(), "{report}");
+    let task_id = report["run"]["value"]["task_id"].as_str().unwrap();
+    // The flow waits, and the status says what for and what to call.
+    let waiting = &report["waiting"].as_array().unwrap().last().unwrap()["value"];
+    assert_eq!(waiting["status"]["state"], "waiting", "{report}");
+    assert_eq!(waiting["status"]["approval"]["kind"], "plan");
+    assert_eq!(waiting["exit_code"], 3);
+    assert!(waiting["next"].as_str().unwrap().contains("ocflow_approve"));
+    // Nothing ran while it waited.
+    assert_eq!(waiting["status"]["steps"]["pending"], 2);
+    // Approved, it runs in the background to its end.
+    assert!(
+        !report["approve"]["is_error"].as_bool().unwrap(),
+        "{report}"
+    );
+    assert_eq!(report["approve"]["value"]["task_id"], task_id);
+    let approved = &report["approved"].as_array().unwrap().last().unwrap()["value"];
+    assert_eq!(approved["status"]["state"], "succeeded", "{report}");
+    assert_eq!(approved["exit_code"], 0);
+    let answers = journaled(&sandbox, task_id, "approval_answered");
+    assert_eq!(answers[0]["answer"], "approved");
+    assert_eq!(answers[0]["by"], "mcp");
+    // The other one is rejected with its reason.
+    assert!(!report["reject"]["is_error"].as_bool().unwrap(), "{report}");
+    assert_eq!(
+        report["rejected"]["value"]["status"]["state"], "failed",
+        "{report}"
+    );
+    let other = report["other"].as_str().unwrap();
+    let answers = journaled(&sandbox, other, "approval_answered");
+    assert_eq!(answers[0]["reason"], "not this one");
+    assert_eq!(answers[0]["by"], "mcp");
+}

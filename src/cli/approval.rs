@@ -57,9 +57,21 @@ pub(crate) async fn plan_gate(
     if !config.approvals.plan {
         return Ok(Gate::Go(flow));
     }
+    // With `--approve risky` too, the plan's one question names the flagged commands: its yes
+    // approves them.
+    let risky = |flow: &Flow| -> Vec<String> {
+        if !config.approvals.risky {
+            return Vec::new();
+        }
+        flagged_reasons(config, flow)
+    };
     let asked = |flow: &Flow| PendingApproval {
         kind: ApprovalKind::Plan,
-        subject: plan_subject(flow),
+        subject: [plan_subject(flow)]
+            .into_iter()
+            .chain(risky(flow).into_iter().map(|r| format!("risky: {r}")))
+            .collect::<Vec<_>>()
+            .join("; "),
         step: None,
         asked_at: now(),
         apply_after,
@@ -69,6 +81,9 @@ pub(crate) async fn plan_gate(
     save_waiting(task, status, asked(&flow))?;
     if !at_a_terminal(config.json) {
         return announce(task, status, events);
+    }
+    for reason in risky(&flow) {
+        say(&format!("ocflow: risky: {}", printable(&reason)));
     }
     loop {
         say("ocflow: run this plan? [y]es, [n]o, [e]dit the flow: ");
@@ -109,6 +124,9 @@ pub(crate) async fn plan_gate(
                     *status = renewed(status, &flow);
                     save_waiting(task, status, asked(&flow))?;
                     live::show_plan(&flow, config.json);
+                    for reason in risky(&flow) {
+                        say(&format!("ocflow: risky: {}", printable(&reason)));
+                    }
                 }
                 // Said with every problem; the person edits again or answers otherwise.
                 Err(error) => say(&format!(
@@ -202,6 +220,92 @@ async fn interrupted() {
     while !ocflow_core::task::interrupt::raised() {
         tokio::time::sleep(std::time::Duration::from_millis(100)).await;
     }
+}
+
+/// `--approve risky`: the steps whose commands the policy flags (destructive, the network)
+/// are asked about before the flow runs, instead of refused. At a terminal a person says yes
+/// or no; headless the flow waits (exit 3) for `ocflow approve`.
+pub(crate) async fn risky_gate(
+    config: &Config,
+    task: &TaskDir,
+    flow: Flow,
+    status: &mut FlowStatus,
+    events: &mut Events,
+    interrupt: &Interrupt,
+    apply_after: bool,
+) -> Result<Gate> {
+    if !config.approvals.risky {
+        return Ok(Gate::Go(flow));
+    }
+    // A plan a person approves shows its flagged commands: that yes approved them.
+    if config.approvals.plan {
+        return Ok(Gate::Go(flow));
+    }
+    let flagged = config.policy.flagged(&flow.steps);
+    let Some(first) = flagged.first() else {
+        return Ok(Gate::Go(flow));
+    };
+    let reasons = flagged_reasons(config, &flow);
+    let pending = PendingApproval {
+        kind: ApprovalKind::Risky,
+        subject: reasons.join("; "),
+        step: first.step.clone(),
+        asked_at: now(),
+        apply_after,
+        approve_apply: config.approvals.apply,
+    };
+    save_waiting(task, status, pending)?;
+    if !at_a_terminal(config.json) {
+        return announce(task, status, events);
+    }
+    for reason in &reasons {
+        say(&format!("ocflow: risky: {}", printable(reason)));
+    }
+    loop {
+        say("ocflow: run these commands? [y]es, [n]o: ");
+        let line = tokio::select! {
+            line = tokio::task::spawn_blocking(read_answer) => line
+                .map_err(|err| Error::internal(format!("reading the answer: {err}")))?,
+            () = interrupt.wait() => return Ok(Gate::Stop(ExitCode::Interrupted)),
+        };
+        let Some(line) = line else {
+            return announce(task, status, events);
+        };
+        match line.trim().to_ascii_lowercase().as_str() {
+            "y" | "yes" => {
+                answered(
+                    task,
+                    status,
+                    events,
+                    Answer::Approved,
+                    AnsweredBy::Terminal,
+                    None,
+                )?;
+                status.move_to(FlowState::Running)?;
+                status.message = None;
+                state::save_status(task, status)?;
+                return Ok(Gate::Go(flow));
+            }
+            "n" | "no" => {
+                reject(task, status, &flow, events, AnsweredBy::Terminal, None)?;
+                return Ok(Gate::Stop(ExitCode::Failure));
+            }
+            other => say(&format!(
+                "ocflow: {:?} is not an answer: type y or n",
+                printable(other)
+            )),
+        }
+    }
+}
+
+/// Why each step the policy flags is flagged, in words.
+fn flagged_reasons(config: &Config, flow: &Flow) -> Vec<String> {
+    config
+        .policy
+        .flagged(&flow.steps)
+        .iter()
+        .map(|p| format!("step {}: {}", p.step.as_deref().unwrap_or("?"), p.message))
+        .collect()
 }
 
 /// One line from stdin; `None` at the end of input.

@@ -275,6 +275,20 @@ async fn start(
         Gate::Go(flow) => flow,
         Gate::Stop(code) => return Ok(code),
     };
+    // `--approve risky`: the commands the policy flags are asked about, not refused.
+    let gate = approval::risky_gate(
+        config,
+        &task,
+        flow,
+        &mut flow_status,
+        &mut events,
+        &interrupt,
+        args.apply,
+    );
+    let flow = match gate.await? {
+        Gate::Go(flow) => flow,
+        Gate::Stop(code) => return Ok(code),
+    };
     launch::snapshot(
         &task,
         &config.repo,
@@ -312,7 +326,12 @@ fn planner<'a>(config: &'a Config, llm: &'a Llm) -> Result<Planner<'a>> {
         settings: &models.planner,
         rules: &config.rules,
         skip: vec![canonical_or_absolute(&config.workspace)],
-        policy: config.policy,
+        // What the policy flags is asked about (`--approve risky`) rather than refused.
+        policy: if config.approvals.risky {
+            config.policy.asking_a_person()
+        } else {
+            config.policy
+        },
         roles: &config.roles,
         test_commands,
     })

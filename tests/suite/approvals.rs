@@ -526,3 +526,75 @@ fn an_mcp_client_approves_one_waiting_plan_and_rejects_another() {
     assert_eq!(answers[0]["reason"], "not this one");
     assert_eq!(answers[0]["by"], "mcp");
 }
+
+/// A flow whose one command the policy flags as destructive (harmless here: the step's view
+/// of a repository with no git).
+fn destructive_flow() -> Value {
+    json!({"task": "start over", "steps": [
+        {"id": "reset", "operation": "execute_shell_command",
+         "params": {"command": "git reset --hard HEAD || echo reset > reset.txt"}}
+    ]})
+}
+
+#[test]
+fn approve_risky_asks_before_a_destructive_command_and_runs_it_on_a_yes() {
+    let sandbox = Sandbox::new(&[("keep.txt", "k\n")]);
+    let plan = sandbox.flow(&destructive_flow());
+    let output = sandbox
+        .ocflow()
+        .args(["--json", "run", "--approve", "risky", "--task-id", "t", "--plan"])
+        .arg(&plan)
+        .stdin(Stdio::null())
+        .output()
+        .unwrap();
+    assert_exit(&output, 3);
+    let needed = events(&output, "approval_needed");
+    assert_eq!(needed.len(), 1, "{}", stdout(&output));
+    assert_eq!(needed[0]["kind"], "risky");
+    assert_eq!(needed[0]["step"], "reset");
+    assert!(needed[0]["subject"].as_str().unwrap().contains("destructive"));
+    assert!(journaled(&sandbox, "t", "step_started").is_empty());
+    assert_exit(&sandbox.ocflow().args(["approve", "t"]).output().unwrap(), 0);
+    assert_eq!(sandbox.step_status("t", "reset")["status"], "succeeded");
+    let answers = journaled(&sandbox, "t", "approval_answered");
+    assert_eq!(answers[0]["kind"], "risky");
+    assert_eq!(answers[0]["step"], "reset");
+    assert_eq!(answers[0]["answer"], "approved");
+}
+
+#[test]
+fn a_flow_without_flagged_commands_is_not_asked_about_under_approve_risky() {
+    let sandbox = Sandbox::new(&[("keep.txt", "k\n")]);
+    let plan = sandbox.flow(&two_steps());
+    let output = sandbox
+        .ocflow()
+        .args(["--json", "run", "--approve", "risky", "--task-id", "t", "--plan"])
+        .arg(&plan)
+        .stdin(Stdio::null())
+        .output()
+        .unwrap();
+    assert_exit(&output, 0);
+    assert!(events(&output, "approval_needed").is_empty());
+}
+
+#[test]
+fn a_planned_destructive_command_is_asked_about_instead_of_refused() {
+    use super::fake_llm::{FakeLlm, chat};
+    let sandbox = Sandbox::new(&[("keep.txt", "k\n")]);
+    let plan = json!({"steps": destructive_flow()["steps"]});
+    let llm = FakeLlm::in_order(vec![chat(&plan.to_string()), chat("Reset.")]);
+    let output = sandbox
+        .ocflow_llm(&llm.base_url())
+        .args(["--json", "run", "--approve", "risky", "--task-id", "t", "start over"])
+        .stdin(Stdio::null())
+        .output()
+        .unwrap();
+    assert_exit(&output, 3);
+    // One answer from the planner: the flagged command was not sent back to be replaced.
+    assert_eq!(llm.requests().len(), 1);
+    assert_eq!(events(&output, "approval_needed")[0]["kind"], "risky");
+    let rejected = sandbox.ocflow().args(["reject", "t"]).output().unwrap();
+    assert_exit(&rejected, 0);
+    assert_eq!(sandbox.status("t")["state"], "failed");
+    assert!(journaled(&sandbox, "t", "step_started").is_empty());
+}

@@ -451,6 +451,8 @@ fn reject(
         status.message = Some(format!("the apply was rejected{why}; nothing was written"));
         return state::save_status(task, status).map(drop);
     }
+    // A recovery decision waiting for this answer is never carried out.
+    status.pending_recovery = None;
     status.move_to(FlowState::Failed)?;
     status.message = Some(format!(
         "rejected at the approval of the {}{why}",

@@ -198,7 +198,12 @@ pub(crate) fn engine_settings(
                 llm,
                 model: models.recovery.clone(),
                 rules: rules.clone(),
-                policy: config.policy,
+                // `--approve risky`: a flagged proposal is asked about, not refused.
+                policy: if config.approvals.risky {
+                    config.policy.asking_a_person()
+                } else {
+                    config.policy
+                },
                 roles: config.roles.clone(),
             }),
         limits: run.limits.clone(),
@@ -207,6 +212,7 @@ pub(crate) fn engine_settings(
             .into_iter()
             .collect(),
         dependencies: Dependencies::find(&rules.repo, std::slice::from_ref(&workspace_dir)),
+        approve_risky: config.approvals.risky.then_some(config.policy),
     })
 }
 
@@ -407,5 +413,6 @@ async fn finish(
         FlowOutcome::Succeeded => Ok(ExitCode::Success),
         FlowOutcome::Failed => Ok(ExitCode::Failure),
         FlowOutcome::Interrupted => Ok(ExitCode::Interrupted),
+        FlowOutcome::Waiting => Ok(ExitCode::Paused),
     }
 }

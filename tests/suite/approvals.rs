@@ -542,7 +542,15 @@ fn approve_risky_asks_before_a_destructive_command_and_runs_it_on_a_yes() {
     let plan = sandbox.flow(&destructive_flow());
     let output = sandbox
         .ocflow()
-        .args(["--json", "run", "--approve", "risky", "--task-id", "t", "--plan"])
+        .args([
+            "--json",
+            "run",
+            "--approve",
+            "risky",
+            "--task-id",
+            "t",
+            "--plan",
+        ])
         .arg(&plan)
         .stdin(Stdio::null())
         .output()
@@ -552,9 +560,17 @@ fn approve_risky_asks_before_a_destructive_command_and_runs_it_on_a_yes() {
     assert_eq!(needed.len(), 1, "{}", stdout(&output));
     assert_eq!(needed[0]["kind"], "risky");
     assert_eq!(needed[0]["step"], "reset");
-    assert!(needed[0]["subject"].as_str().unwrap().contains("destructive"));
+    assert!(
+        needed[0]["subject"]
+            .as_str()
+            .unwrap()
+            .contains("destructive")
+    );
     assert!(journaled(&sandbox, "t", "step_started").is_empty());
-    assert_exit(&sandbox.ocflow().args(["approve", "t"]).output().unwrap(), 0);
+    assert_exit(
+        &sandbox.ocflow().args(["approve", "t"]).output().unwrap(),
+        0,
+    );
     assert_eq!(sandbox.step_status("t", "reset")["status"], "succeeded");
     let answers = journaled(&sandbox, "t", "approval_answered");
     assert_eq!(answers[0]["kind"], "risky");
@@ -568,7 +584,15 @@ fn a_flow_without_flagged_commands_is_not_asked_about_under_approve_risky() {
     let plan = sandbox.flow(&two_steps());
     let output = sandbox
         .ocflow()
-        .args(["--json", "run", "--approve", "risky", "--task-id", "t", "--plan"])
+        .args([
+            "--json",
+            "run",
+            "--approve",
+            "risky",
+            "--task-id",
+            "t",
+            "--plan",
+        ])
         .arg(&plan)
         .stdin(Stdio::null())
         .output()
@@ -585,7 +609,15 @@ fn a_planned_destructive_command_is_asked_about_instead_of_refused() {
     let llm = FakeLlm::in_order(vec![chat(&plan.to_string()), chat("Reset.")]);
     let output = sandbox
         .ocflow_llm(&llm.base_url())
-        .args(["--json", "run", "--approve", "risky", "--task-id", "t", "start over"])
+        .args([
+            "--json",
+            "run",
+            "--approve",
+            "risky",
+            "--task-id",
+            "t",
+            "start over",
+        ])
         .stdin(Stdio::null())
         .output()
         .unwrap();
@@ -597,4 +629,61 @@ fn a_planned_destructive_command_is_asked_about_instead_of_refused() {
     assert_exit(&rejected, 0);
     assert_eq!(sandbox.status("t")["state"], "failed");
     assert!(journaled(&sandbox, "t", "step_started").is_empty());
+}
+
+#[test]
+fn approve_risky_holds_a_recovery_that_replaces_a_step_until_a_yes() {
+    use super::fake_llm::{FakeLlm, chat};
+    let sandbox = Sandbox::new(&[("keep.txt", "k\n")]);
+    // A model call is tried once: the summary nobody scripted falls back to the journal's.
+    std::fs::create_dir_all(&sandbox.workspace).unwrap();
+    std::fs::write(
+        sandbox.workspace.join("ocflow.toml"),
+        "[llm]\nmax_attempts = 1\n",
+    )
+    .unwrap();
+    let flow = json!({"task": "write b", "steps": [
+        {"id": "a", "operation": "execute_shell_command", "params": {"command": "exit 1"}},
+        {"id": "b", "operation": "write_file", "depends_on": "a",
+         "params": {"file_path": "b.txt", "content": "b"}}
+    ]});
+    let decision = json!({"strategy": "alternative", "reason": "write it directly",
+        "steps": [{"id": "a2", "operation": "write_file",
+                   "params": {"file_path": "alt.txt", "content": "alt"}}]});
+    let llm = FakeLlm::in_order(vec![chat(&decision.to_string())]);
+    let plan = sandbox.flow(&flow);
+    let output = sandbox
+        .ocflow_llm(&llm.base_url())
+        .args(["--json", "run", "--approve", "risky", "--task-id", "t", "--plan"])
+        .arg(&plan)
+        .stdin(Stdio::null())
+        .output()
+        .unwrap();
+    assert_exit(&output, 3);
+    let needed = events(&output, "approval_needed");
+    assert_eq!(needed.len(), 1, "{}", stdout(&output));
+    assert_eq!(needed[0]["kind"], "risky");
+    assert_eq!(needed[0]["step"], "a");
+    let subject = needed[0]["subject"].as_str().unwrap();
+    assert!(subject.contains("alternative: write it directly"), "{subject}");
+    // Decided, not carried out: the flow is as it was, the decision kept for the yes.
+    let status = sandbox.status("t");
+    assert_eq!(status["state"], "waiting");
+    assert!(status["pending_recovery"]["decision"].is_object(), "{status}");
+    assert!(sandbox.step_status("t", "a2").is_null());
+    let approved = sandbox
+        .ocflow_llm(&llm.base_url())
+        .args(["approve", "t"])
+        .output()
+        .unwrap();
+    assert_exit(&approved, 0);
+    assert_eq!(sandbox.step_status("t", "a2")["status"], "succeeded");
+    assert_eq!(sandbox.step_status("t", "b")["status"], "succeeded");
+    // The model was asked for the strategy once; the yes carried out the saved one.
+    let strategy_calls = llm
+        .bodies()
+        .iter()
+        .filter(|b| super::fake_llm::last_user_message(b).contains("Choose ONE strategy"))
+        .count();
+    assert_eq!(strategy_calls, 1);
 }

@@ -263,6 +263,13 @@ impl Executor {
                 })?;
             }
         }
+        // Asked once, when decided: the decision `ocflow approve` resumes is carried out.
+        if fresh
+            && let Some(policy) = &self.settings.approve_risky
+            && let Some(why) = Self::needs_approval(&decided.decision, policy)
+        {
+            return self.wait_for_approval(failed, why);
+        }
         self.carry_out(failed, decided)
     }
 

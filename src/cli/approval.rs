@@ -317,19 +317,27 @@ fn read_answer() -> Option<String> {
     }
 }
 
-/// The plan as the person is shown it and an `approval_needed` event says it.
+/// The plan in a line, as an `approval_needed` event and the status say it; the first
+/// [`SUBJECT_STEPS`] steps are named (a long flow is read in its `flow.json`).
 fn plan_subject(flow: &Flow) -> String {
-    let steps: Vec<String> = flow
+    let mut steps: Vec<String> = flow
         .steps
         .iter()
+        .take(SUBJECT_STEPS)
         .map(|s| format!("{} {}", s.id, s.operation))
         .collect();
+    if flow.steps.len() > SUBJECT_STEPS {
+        steps.push(format!("… {} more", flow.steps.len() - SUBJECT_STEPS));
+    }
     format!(
         "the plan of {} step(s): {}",
         flow.steps.len(),
         steps.join(", ")
     )
 }
+
+/// How many steps an approval's subject names.
+const SUBJECT_STEPS: usize = 20;
 
 /// Saves the flow as waiting for `pending`.
 fn save_waiting(task: &TaskDir, status: &mut FlowStatus, pending: PendingApproval) -> Result<()> {

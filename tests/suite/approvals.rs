@@ -423,6 +423,15 @@ fn approve_apply_writes_the_changes_only_after_a_yes() {
     assert_eq!(sandbox.step_status("t", "two")["status"], "succeeded");
     assert!(!sandbox.repo.join("one.txt").exists());
     assert_eq!(sandbox.status("t")["state"], "waiting");
+    // `ocflow apply` does not go round the question.
+    let applied = sandbox.ocflow().args(["apply", "t"]).output().unwrap();
+    assert_exit(&applied, 2);
+    assert!(
+        stderr(&applied).contains("ocflow approve t"),
+        "{}",
+        stderr(&applied)
+    );
+    assert!(!sandbox.repo.join("one.txt").exists());
     let approved = sandbox.ocflow().args(["approve", "t"]).output().unwrap();
     assert_exit(&approved, 0);
     assert_eq!(
@@ -654,7 +663,15 @@ fn approve_risky_holds_a_recovery_that_replaces_a_step_until_a_yes() {
     let plan = sandbox.flow(&flow);
     let output = sandbox
         .ocflow_llm(&llm.base_url())
-        .args(["--json", "run", "--approve", "risky", "--task-id", "t", "--plan"])
+        .args([
+            "--json",
+            "run",
+            "--approve",
+            "risky",
+            "--task-id",
+            "t",
+            "--plan",
+        ])
         .arg(&plan)
         .stdin(Stdio::null())
         .output()
@@ -665,11 +682,17 @@ fn approve_risky_holds_a_recovery_that_replaces_a_step_until_a_yes() {
     assert_eq!(needed[0]["kind"], "risky");
     assert_eq!(needed[0]["step"], "a");
     let subject = needed[0]["subject"].as_str().unwrap();
-    assert!(subject.contains("alternative: write it directly"), "{subject}");
+    assert!(
+        subject.contains("alternative: write it directly"),
+        "{subject}"
+    );
     // Decided, not carried out: the flow is as it was, the decision kept for the yes.
     let status = sandbox.status("t");
     assert_eq!(status["state"], "waiting");
-    assert!(status["pending_recovery"]["decision"].is_object(), "{status}");
+    assert!(
+        status["pending_recovery"]["decision"].is_object(),
+        "{status}"
+    );
     assert!(sandbox.step_status("t", "a2").is_null());
     let approved = sandbox
         .ocflow_llm(&llm.base_url())

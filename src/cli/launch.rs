@@ -413,6 +413,15 @@ async fn finish(
         FlowOutcome::Succeeded => Ok(ExitCode::Success),
         FlowOutcome::Failed => Ok(ExitCode::Failure),
         FlowOutcome::Interrupted => Ok(ExitCode::Interrupted),
-        FlowOutcome::Waiting => Ok(ExitCode::Paused),
+        // A recovery waits for a person (`--approve risky`): the yes that continues the flow
+        // applies it at its end too, when this run was asked to.
+        FlowOutcome::Waiting => {
+            if let Some(pending) = executor.status.approval.as_mut() {
+                pending.apply_after = apply_after;
+                pending.approve_apply = approve_apply;
+                state::save_status(&executor.task, &mut executor.status)?;
+            }
+            Ok(ExitCode::Paused)
+        }
     }
 }

@@ -666,6 +666,7 @@ fn approve_risky_holds_a_recovery_that_replaces_a_step_until_a_yes() {
         .args([
             "--json",
             "run",
+            "--apply",
             "--approve",
             "risky",
             "--task-id",
@@ -702,6 +703,9 @@ fn approve_risky_holds_a_recovery_that_replaces_a_step_until_a_yes() {
     assert_exit(&approved, 0);
     assert_eq!(sandbox.step_status("t", "a2")["status"], "succeeded");
     assert_eq!(sandbox.step_status("t", "b")["status"], "succeeded");
+    // The run's --apply holds across the question: the yes applied the changes.
+    let applied = std::fs::read_to_string(sandbox.repo.join("alt.txt")).unwrap();
+    assert_eq!(applied, "alt");
     // The model was asked for the strategy once; the yes carried out the saved one.
     let strategy_calls = llm
         .bodies()
@@ -709,4 +713,24 @@ fn approve_risky_holds_a_recovery_that_replaces_a_step_until_a_yes() {
         .filter(|b| super::fake_llm::last_user_message(b).contains("Choose ONE strategy"))
         .count();
     assert_eq!(strategy_calls, 1);
+}
+
+#[test]
+fn at_a_terminal_a_destructive_command_is_asked_about_and_a_no_runs_nothing() {
+    if !require(Component::Tmux) {
+        return;
+    }
+    let sandbox = Sandbox::new(&[("keep.txt", "k\n")]);
+    let script = terminal_script_with(&sandbox, "", "--approve risky");
+    // The script runs the flow file it wrote: the destructive one replaces the two steps.
+    sandbox.flow(&destructive_flow());
+    let tmux = Tmux::start(&script).unwrap();
+    let screen = tmux.wait_for("run these commands? [y]es, [n]o", 1);
+    assert!(screen.contains("risky: step reset"), "{screen}");
+    assert!(screen.contains("destructive"), "{screen}");
+    tmux.answer("n");
+    let screen = tmux.wait_for("__EXIT_", 1);
+    assert!(screen.contains("__EXIT_1__"), "{screen}");
+    assert_eq!(sandbox.status("t")["state"], "failed");
+    assert!(journaled(&sandbox, "t", "step_started").is_empty());
 }

@@ -44,24 +44,29 @@ impl Executor {
         Some(why)
     }
 
-    /// Saves the flow as waiting for a person's yes to the recovery of `failed`, its decision
-    /// kept pending, and says so (`approval_needed`).
-    pub(super) fn wait_for_approval(&mut self, failed: &str, why: String) -> Result<Next> {
+    /// Marks the flow as waiting for a person's yes to the recovery of `failed` (saved with
+    /// the pending decision by the caller).
+    pub(super) fn mark_waiting(&mut self, failed: &str, why: &str) -> Result<()> {
         self.status.move_to(FlowState::Waiting)?;
-        let id = self.task.task_id.clone();
+        let id = &self.task.task_id;
         self.status.message = Some(format!(
             "waiting for approval of the recovery of step {failed}: `ocflow approve {id}` \
              carries it out, `ocflow reject {id}` ends the flow"
         ));
         self.status.approval = Some(PendingApproval {
             kind: ApprovalKind::Risky,
-            subject: why.clone(),
+            subject: why.to_string(),
             step: Some(failed.to_string()),
             asked_at: status::now(),
             apply_after: false,
             approve_apply: false,
         });
-        self.save()?;
+        Ok(())
+    }
+
+    /// Says that the flow waits (`approval_needed`) and stops it here.
+    pub(super) fn announce_waiting(&mut self, failed: &str, why: String) -> Result<Next> {
+        let id = self.task.task_id.clone();
         self.events.emit(Event::ApprovalNeeded {
             task_id: id.clone(),
             kind: ApprovalKind::Risky,

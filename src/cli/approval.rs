@@ -517,7 +517,7 @@ fn events_of(config: &Config, task: &TaskDir) -> Result<Events> {
 /// `resume` runs it; a waiting apply is written.
 pub(crate) async fn approve(config: &Config, args: ApproveArgs) -> Result<ExitCode> {
     let by = answered_by(args.via_mcp);
-    let (task, mut status, pending) = waiting_task(config, &args.task)?;
+    let (task, _, pending) = waiting_task(config, &args.task)?;
     if pending.kind != ApprovalKind::Apply {
         let resume_args = ResumeArgs {
             task: Some(task.root.to_string_lossy().into_owned()),
@@ -533,6 +533,8 @@ pub(crate) async fn approve(config: &Config, args: ApproveArgs) -> Result<ExitCo
     }
     {
         let _lock = task.lock()?;
+        // Read again under the lock: another answer may have come first.
+        let mut status = waiting_task(config, &args.task)?.1;
         let mut events = events_of(config, &task)?;
         answered(&task, &mut status, &mut events, Answer::Approved, by, None)?;
         status.move_to(FlowState::Succeeded)?;
@@ -553,8 +555,10 @@ pub(crate) async fn approve(config: &Config, args: ApproveArgs) -> Result<ExitCo
 
 /// `ocflow reject ID [--reason TEXT]`: the waiting flow ends (an apply is not written).
 pub(crate) fn reject_command(config: &Config, args: RejectArgs) -> Result<ExitCode> {
-    let (task, mut status, _) = waiting_task(config, &args.task)?;
+    let (task, _, _) = waiting_task(config, &args.task)?;
     let _lock = task.lock()?;
+    // Read again under the lock: another answer may have come first.
+    let (_, mut status, _) = waiting_task(config, &args.task)?;
     let flow = state::load_flow_of(&task, &status)?;
     let mut events = events_of(config, &task)?;
     reject(

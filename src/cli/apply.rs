@@ -45,6 +45,14 @@ pub(crate) fn apply(config: &Config, args: ApplyArgs) -> Result<ExitCode> {
         ));
         return Ok(ExitCode::Success);
     }
+    // A flow waiting for a person is answered first: its apply, or what comes before it.
+    if flow_status.state == FlowState::Waiting {
+        return Err(Error::Usage(format!(
+            "task {} waits for a person's approval; answer it with `ocflow approve {0}` (which \
+             applies a waiting apply) or `ocflow reject {0}`",
+            task.task_id
+        )));
+    }
     if flow_status.state == FlowState::Failed && !args.only.is_empty() {
         // A failed flow can still hold good work: the files the user names, as the steps that
         // succeeded left them.

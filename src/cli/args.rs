@@ -77,6 +77,10 @@ pub(crate) enum Command {
     Plan(PlanArgs),
     /// Continue a flow after a crash, an interrupt or a failure.
     Resume(ResumeArgs),
+    /// Say yes to what a waiting flow asks (its plan, a risky command, its apply): it goes on.
+    Approve(ApproveArgs),
+    /// Say no to what a waiting flow asks: it ends (failed; an apply is not written).
+    Reject(RejectArgs),
     /// Show a flow's steps, states, attempts, tokens and timings.
     Status(StatusArgs),
     /// List the workspace's tasks: state, age, files changed, applied or not; `--all`: every
@@ -125,7 +129,8 @@ pub(crate) enum Command {
     /// Print the manual page (roff): `ocflow man | man -l -`.
     Man,
     /// Serve ocflow's tools over MCP on stdio (ocflow_plan, ocflow_run, ocflow_status,
-    /// ocflow_diff, ocflow_apply) for agents such as OpenHands; flows run in the background.
+    /// ocflow_diff, ocflow_apply, ocflow_approve) for agents such as OpenHands; flows run in the
+    /// background.
     Mcp,
     /// (internal) Run a command in the sandbox: write access only beneath the --write paths.
     #[command(hide = true)]
@@ -347,6 +352,12 @@ pub(crate) struct LimitArgs {
     /// summary.md and the failure memory).
     #[arg(long)]
     pub(crate) no_reflect: bool,
+    /// Ask before going on (repeatable, or comma-separated): `plan` shows the plan and waits
+    /// for yes / no / edit; `risky` asks before a command the policy flags or a recovery that
+    /// replans; `apply` asks before `--apply` writes the changes. Headless (`--json`, no
+    /// terminal) the flow waits (exit 3) for `ocflow approve ID` or `ocflow reject ID`.
+    #[arg(long, value_name = "WHAT", value_delimiter = ',')]
+    pub(crate) approve: Vec<ApproveWhat>,
     /// Run command steps without the sandbox — no namespaces, Landlock or limits (they can then
     /// write anywhere you can).
     #[arg(long)]
@@ -373,6 +384,35 @@ fn parse_cost(text: &str) -> Result<f64, String> {
             "{text:?} is not an amount of US dollars: write it like 0.50 or 2"
         )),
     }
+}
+
+/// What `--approve` asks a person about.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
+pub(crate) enum ApproveWhat {
+    Plan,
+    Risky,
+    Apply,
+}
+
+#[derive(Debug, Args)]
+pub(crate) struct ApproveArgs {
+    /// Task id or task directory of the waiting flow.
+    pub(crate) task: String,
+    /// (internal) The answer came through MCP's ocflow_approve (so the journal says).
+    #[arg(long, hide = true)]
+    pub(crate) via_mcp: bool,
+}
+
+#[derive(Debug, Args)]
+pub(crate) struct RejectArgs {
+    /// Task id or task directory of the waiting flow.
+    pub(crate) task: String,
+    /// Why, kept in the journal and the status.
+    #[arg(long, value_name = "TEXT")]
+    pub(crate) reason: Option<String>,
+    /// (internal) The answer came through MCP's ocflow_approve (so the journal says).
+    #[arg(long, hide = true)]
+    pub(crate) via_mcp: bool,
 }
 
 #[derive(Debug, Args)]

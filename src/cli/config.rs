@@ -10,7 +10,7 @@ use std::thread::JoinHandle;
 
 use serde::Deserialize;
 
-use crate::cli::args::{GlobalArgs, LimitArgs};
+use crate::cli::args::{ApproveWhat, GlobalArgs, LimitArgs};
 use crate::cli::budget::{self, FileBudget, FilePrice};
 use crate::cli::profiles::{self, FileLlm, LlmConfig, NoLlm};
 use ocflow_core::engine::recovery;
@@ -21,6 +21,7 @@ use ocflow_core::flow::roles::{Role, Roles};
 use ocflow_core::llm::budget::Price;
 use ocflow_core::llm::key::ApiKey;
 use ocflow_core::task::workspace::WORKSPACE_CONFIG;
+use ocflow_model::approval::Approvals;
 use ocflow_model::budget::BudgetLimits;
 use ocflow_model::error::{Error, IoContext, Result};
 use ocflow_model::llm::DEFAULT_PROFILE;
@@ -72,6 +73,8 @@ pub(crate) struct Config {
     pub(crate) user_config: Option<PathBuf>,
     /// Where plugin operations come from.
     pub(crate) plugins: Plugins,
+    /// What a person is asked before the flow goes on (`[approve]` and `--approve`).
+    pub(crate) approvals: Approvals,
 }
 
 /// How steps run.
@@ -129,6 +132,21 @@ pub(crate) struct FileConfig {
     /// `[prices."MODEL"]`: the price table of `--max-cost`.
     #[serde(default)]
     pub(crate) prices: BTreeMap<String, FilePrice>,
+    /// `[approve]`: what a person is asked before the flow goes on.
+    #[serde(default)]
+    pub(crate) approve: FileApprove,
+}
+
+/// `[approve]` in a config file: the approvals every run asks for (`--approve` adds to them).
+#[derive(Debug, Clone, Default, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub(crate) struct FileApprove {
+    /// Show the plan and wait for yes / no / edit before any step runs.
+    pub(crate) plan: Option<bool>,
+    /// Ask before a command the policy flags, or a recovery that replans or replaces steps.
+    pub(crate) risky: Option<bool>,
+    /// Ask before `--apply` writes the changes into the repository.
+    pub(crate) apply: Option<bool>,
 }
 
 /// `[plugins]` in a config file: where plugin operations come from.
@@ -302,6 +320,13 @@ impl FileConfig {
             "sandbox.max_processes",
             sandbox.max_processes.take().is_some(),
         );
+        // A repository may ask for more approvals, never for fewer (S9): its `false` would
+        // silence the user's own `true`.
+        let approve = &mut self.approve;
+        let fewer = [&mut approve.plan, &mut approve.risky, &mut approve.apply]
+            .into_iter()
+            .fold(false, |any, a| (a.take_if(|on| !*on).is_some()) | any);
+        drop("approve.* = false", fewer);
         let destructive = self.recovery.allow_destructive.take() == Some(true);
         drop("recovery.allow_destructive = true", destructive);
         // A role may narrow what steps do; opening the network is what it may not grant.
@@ -333,6 +358,11 @@ impl FileConfig {
                     .chain(self.plugins.folders)
                     .collect(),
                 entry_points: self.plugins.entry_points.or(fallback.plugins.entry_points),
+            },
+            approve: FileApprove {
+                plan: self.approve.plan.or(fallback.approve.plan),
+                risky: self.approve.risky.or(fallback.approve.risky),
+                apply: self.approve.apply.or(fallback.approve.apply),
             },
             limits: FileLimits {
                 jobs: self.limits.jobs.or(fallback.limits.jobs),
@@ -593,7 +623,19 @@ impl Config {
                 endpoint.request_timeout.as_secs()
             ));
         }
+        let asked = |what: ApproveWhat| flags.approve.contains(&what);
+        let approvals = Approvals {
+            plan: file.approve.plan == Some(true),
+            risky: file.approve.risky == Some(true),
+            apply: file.approve.apply == Some(true),
+        }
+        .union(Approvals {
+            plan: asked(ApproveWhat::Plan),
+            risky: asked(ApproveWhat::Risky),
+            apply: asked(ApproveWhat::Apply),
+        });
         Ok(Config {
+            approvals,
             rules: PathRules::new(&repo, &workspace),
             key_variable,
             llm,

@@ -3,8 +3,8 @@
 use crate::cli::args::Command;
 use crate::cli::config::Config;
 use crate::cli::{
-    apply, batch, demo, doctor, launch, memory, progress, report, resume, review, run, skill,
-    trust, wait,
+    apply, approval, batch, demo, doctor, launch, memory, progress, report, resume, review, run,
+    skill, trust, wait,
 };
 use ocflow_model::error::{Error, IoContext, Result};
 use ocflow_model::event::{Event, Record};
@@ -25,7 +25,11 @@ pub(crate) fn dispatch(config: &Config, command: Command) -> Result<ExitCode> {
     // plugin operations are known to the planner and the validator.
     if matches!(
         command,
-        Command::Run(_) | Command::Plan(_) | Command::Resume(_) | Command::Demo
+        Command::Run(_)
+            | Command::Plan(_)
+            | Command::Resume(_)
+            | Command::Approve(_)
+            | Command::Demo
     ) {
         // `run` connects to the LLM meanwhile (its HTTP client loads the system's root
         // certificates): the embedded Python's start takes longer, and needs nothing from it.
@@ -55,6 +59,8 @@ pub(crate) fn dispatch(config: &Config, command: Command) -> Result<ExitCode> {
         command,
         Command::Run(_)
             | Command::Resume(_)
+            | Command::Approve(_)
+            | Command::Reject(_)
             | Command::Status(_)
             | Command::List(_)
             | Command::Wait(_)
@@ -78,6 +84,8 @@ pub(crate) fn dispatch(config: &Config, command: Command) -> Result<ExitCode> {
         }),
         Command::Resume(args) => with_runtime(|| resume::resume(config, args)),
         Command::Batch(args) => with_runtime(|| batch::batch(config, args)),
+        Command::Approve(args) => with_runtime(|| approval::approve(config, args)),
+        Command::Reject(args) => approval::reject_command(config, args),
         Command::Status(args) => review::status(config, args),
         Command::List(_) => review::list(config),
         Command::Wait(args) => wait::wait(config, args),

@@ -39,6 +39,7 @@ pub(crate) fn show(
         FlowState::Interrupted => paint("■ interrupted", styles::NOTE),
         FlowState::Paused => paint("‖ paused", styles::NOTE),
         FlowState::NoChange => paint(&format!("✗ no change{took}"), styles::BAD),
+        FlowState::Waiting => paint("⏸ waiting for approval", styles::NOTE),
         _ => paint(&format!("✗ failed{took}"), styles::BAD),
     };
     out.push_str(&format!(
@@ -166,6 +167,13 @@ pub(crate) fn show(
                 ),
             ]
         }
+        FlowState::Waiting => vec![
+            (format!("ocflow approve {id}"), "say yes: it goes on"),
+            (
+                format!("ocflow reject {id} --reason TEXT"),
+                "say no: it ends",
+            ),
+        ],
         // Nothing failed and nothing is left to run: a new plan must make the change.
         FlowState::NoChange => vec![
             (format!("ocflow status {id}"), "what each step did"),

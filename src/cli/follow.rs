@@ -50,6 +50,7 @@ pub(crate) fn follow(task: &TaskDir, json: bool) -> Result<ExitCode> {
             FlowState::Failed | FlowState::NoChange => return Ok(ExitCode::Failure),
             FlowState::Interrupted => return Ok(ExitCode::Interrupted),
             FlowState::Paused => return Ok(ExitCode::Paused),
+            FlowState::Waiting => return Ok(ExitCode::Paused),
             FlowState::Running => {}
         }
         if changes.recv_timeout(POLL).is_ok() {

@@ -205,7 +205,12 @@ pub(crate) fn engine_settings(
                 llm,
                 model: models.recovery.clone(),
                 rules: rules.clone(),
-                policy: config.policy,
+                // `--approve risky`: a flagged proposal is asked about, not refused.
+                policy: if config.approvals.risky {
+                    config.policy.asking_a_person()
+                } else {
+                    config.policy
+                },
                 roles: config.roles.clone(),
             }),
         limits: run.limits.clone(),
@@ -218,6 +223,7 @@ pub(crate) fn engine_settings(
         budget: None,
         memory: memory(config),
         reflect: run.reflect,
+        approve_risky: config.approvals.risky.then_some(config.policy),
     })
 }
 
@@ -359,6 +365,7 @@ pub(crate) fn snapshot(
 pub(crate) async fn execute(
     mut executor: Executor,
     apply_after: bool,
+    approve_apply: bool,
     json: bool,
 ) -> Result<ExitCode> {
     let outcome = match executor.run().await {
@@ -370,7 +377,7 @@ pub(crate) async fn execute(
             return Err(error.in_task(&executor.task.root));
         }
     };
-    let code = finish(&mut executor, outcome, apply_after)?;
+    let code = finish(&mut executor, outcome, apply_after, approve_apply, json).await?;
     // A model that could not be used ended the flow: the caller learns it as the command's
     // error, with what to fix (as when planning fails), not only as a failed flow.
     let fix = match (outcome, executor.llm_failure()) {
@@ -401,10 +408,30 @@ pub(crate) async fn execute(
 }
 
 /// The exit code of a flow's outcome, after applying it when asked and it succeeded.
-fn finish(executor: &mut Executor, outcome: FlowOutcome, apply_after: bool) -> Result<ExitCode> {
+/// With `approve_apply` (`--approve apply`), the changes are written only after a yes.
+async fn finish(
+    executor: &mut Executor,
+    outcome: FlowOutcome,
+    apply_after: bool,
+    approve_apply: bool,
+    json: bool,
+) -> Result<ExitCode> {
     match outcome {
         FlowOutcome::Succeeded if apply_after => {
             let changes = review::changes(&executor.task, &executor.status, &executor.flow)?;
+            if approve_apply && !changes.is_empty() {
+                let asked = crate::cli::approval::apply_gate(
+                    &executor.task,
+                    &mut executor.status,
+                    &executor.flow,
+                    &mut executor.events,
+                    changes.len(),
+                    json,
+                );
+                if let Some(code) = asked.await? {
+                    return Ok(code);
+                }
+            }
             let applied = apply::apply_changes(
                 &executor.task,
                 &executor.status,
@@ -425,5 +452,15 @@ fn finish(executor: &mut Executor, outcome: FlowOutcome, apply_after: bool) -> R
         FlowOutcome::Failed => Ok(ExitCode::Failure),
         FlowOutcome::Interrupted => Ok(ExitCode::Interrupted),
         FlowOutcome::Paused => Ok(ExitCode::Paused),
+        // A recovery waits for a person (`--approve risky`): the yes that continues the flow
+        // applies it at its end too, when this run was asked to.
+        FlowOutcome::Waiting => {
+            if let Some(pending) = executor.status.approval.as_mut() {
+                pending.apply_after = apply_after;
+                pending.approve_apply = approve_apply;
+                state::save_status(&executor.task, &mut executor.status)?;
+            }
+            Ok(ExitCode::Paused)
+        }
     }
 }

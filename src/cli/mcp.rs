@@ -39,7 +39,8 @@ const INSTRUCTIONS: &str = "ocflow plans a coding task with an LLM, runs it as a
     Call ocflow_run with the task; it returns a task_id at once. Then call ocflow_status with \
     that task_id and wait_seconds 30 until `running` is false: each call answers at the flow's \
     next change (or after wait_seconds); `finished` then holds the outcome and the summary. \
-    Review with ocflow_diff, then write the changes with ocflow_apply.";
+    Review with ocflow_diff, then write the changes with ocflow_apply. A flow in state \
+    `waiting` asks a person (ocflow_run's `approve`): answer it with ocflow_approve.";
 
 /// The longest an `ocflow_status` call waits for a change (an MCP call times out: OpenHands
 /// gives it 300 s).
@@ -89,6 +90,28 @@ struct RunParams {
     max_cost: Option<f64>,
     /// How long the flow may run: "90s", "5m", "1h30m".
     max_time: Option<String>,
+    /// What a person must approve before the flow goes on: `plan` (before any step runs),
+    /// `risky` (a command the policy flags, a recovery that replans), `apply` (before the
+    /// changes are written). The flow then waits (state `waiting`) for ocflow_approve.
+    #[serde(default)]
+    approve: Vec<String>,
+}
+
+#[derive(Debug, Deserialize, schemars::JsonSchema)]
+struct ApproveParams {
+    /// The task id of the waiting flow.
+    task_id: String,
+    /// The repository's path, when the flow was started with one.
+    repo: Option<String>,
+    /// Yes (the flow goes on) or no (it ends; an apply is not written) [default: true].
+    #[serde(default = "yes")]
+    approve: bool,
+    /// Why, for a no: kept in the journal and the status.
+    reason: Option<String>,
+}
+
+fn yes() -> bool {
+    true
 }
 
 #[derive(Debug, Deserialize, schemars::JsonSchema)]
@@ -235,10 +258,50 @@ impl Server {
                 args.push(OsString::from(format!("{flag}={value}")));
             }
         }
+        if !params.approve.is_empty() {
+            args.extend([OsString::from("--approve"), params.approve.join(",").into()]);
+        }
         if params.task.is_some() {
             args.push(OsString::from("-"));
         }
         self.start(params.repo, args, params.task).await
+    }
+
+    #[tool(
+        description = "Answer a flow waiting for a person (state `waiting`, after ocflow_run \
+        with `approve`): approve true runs a waiting plan or step on in the background (poll \
+        ocflow_status again) or writes a waiting apply; approve false ends the flow, with \
+        `reason` kept in its journal."
+    )]
+    async fn ocflow_approve(
+        &self,
+        Parameters(params): Parameters<ApproveParams>,
+    ) -> CallToolResult {
+        let id = OsString::from(&params.task_id);
+        if !params.approve {
+            let mut args = vec![OsString::from("reject"), OsString::from("--via-mcp")];
+            if let Some(reason) = params.reason {
+                args.extend([OsString::from("--reason"), OsString::from(reason)]);
+            }
+            args.extend([OsString::from("--"), id]);
+            return self.call(params.repo, args, None, false).await;
+        }
+        let status = match self
+            .status(params.repo.clone(), Some(&params.task_id))
+            .await
+        {
+            Ok(status) => status,
+            Err(answer) => return answer,
+        };
+        let args = ["approve", "--via-mcp", "--"]
+            .map(OsString::from)
+            .into_iter()
+            .chain([id]);
+        // An approved apply is short, and never killed halfway; a plan or a step runs on.
+        if status["approval"]["kind"] == "apply" {
+            return self.call(params.repo, args, None, false).await;
+        }
+        self.start(params.repo, args, None).await
     }
 
     #[tool(
@@ -511,7 +574,8 @@ impl Server {
             match lines.next_line().await {
                 Ok(Some(line)) => {
                     let event = as_json(line);
-                    if event["type"] == "flow_started" {
+                    // A flow approved with ocflow_approve goes on as a resumed one.
+                    if event["type"] == "flow_started" || event["type"] == "flow_resumed" {
                         let id = event["task_id"].as_str().unwrap_or_default().to_string();
                         self.lock().insert(
                             id.clone(),

@@ -54,6 +54,18 @@ pub(crate) fn compact(status: &Value, started: Option<&Started>, now: DateTime<U
     let mut shown = Map::new();
     shown.insert("task_id".into(), status["task_id"].clone());
     shown.insert("state".into(), status["state"].clone());
+    // What a person must answer, its words cut short (a long plan's steps are in its flow).
+    if status["approval"].is_object() {
+        let approval = &status["approval"];
+        let subject = cut(
+            text(&approval["subject"]).unwrap_or_default(),
+            APPROVAL_CHARS,
+        );
+        shown.insert(
+            "approval".into(),
+            json!({"kind": approval["kind"], "step": approval["step"], "subject": subject}),
+        );
+    }
     let end = text(&status["finished_at"]).and_then(parse_time);
     if let Some(since) = text(&status["created_at"]).and_then(parse_time) {
         shown.insert("elapsed_seconds".into(), seconds(since, end.unwrap_or(now)));
@@ -167,6 +179,9 @@ fn short_summary(summary: &str, chars: usize) -> String {
     }
 }
 
+/// The most characters of an approval's subject shown.
+const APPROVAL_CHARS: usize = 400;
+
 /// The call the agent should make next.
 fn next_call(status: &Value, started: Option<&Started>) -> String {
     let id = text(&status["task_id"]).unwrap_or_default();
@@ -194,7 +209,19 @@ fn next_call(status: &Value, started: Option<&Started>) -> String {
                 status["budget"]["limits"]
             )
         }
+        "waiting" => format!(
+            "ask the person about `approval`, then call ocflow_approve with task_id {id} \
+             (approve false, with a reason, to say no)"
+        ),
         "no_change" => "nothing was changed: give a more precise task to ocflow_run".into(),
+        "failed"
+            if text(&status["message"])
+                .is_some_and(|m| m.starts_with("rejected at the approval")) =>
+        {
+            "a person said no (see message): nothing to continue; start again with ocflow_run \
+             if they ask for something else"
+                .into()
+        }
         _ => match hint {
             // Planned already: its finished steps are kept, and resume continues from them.
             Some(hint) if status["steps"].as_array().is_some_and(|s| !s.is_empty()) => {
@@ -321,6 +348,28 @@ mod tests {
                 .as_array()
                 .unwrap()
                 .is_empty()
+        );
+    }
+
+    #[test]
+    fn a_waiting_flow_s_answer_says_what_to_approve_in_a_few_words_and_how() {
+        let mut waiting = status(vec![step(1, "pending")]);
+        waiting["state"] = json!("waiting");
+        waiting["approval"] = json!({"kind": "plan", "subject": "s".repeat(9000),
+            "asked_at": "2026-01-01T00:00:00Z"});
+        let answer = compact(&waiting, None, Utc::now());
+        assert_eq!(answer["status"]["approval"]["kind"], json!("plan"));
+        let subject = answer["status"]["approval"]["subject"].as_str().unwrap();
+        assert!(subject.chars().count() <= APPROVAL_CHARS + 1, "{subject}");
+        assert!(answer["next"].as_str().unwrap().contains("ocflow_approve"));
+        waiting["state"] = json!("failed");
+        waiting["message"] = json!("rejected at the approval of the plan: no");
+        let answer = compact(&waiting, None, Utc::now());
+        assert!(
+            answer["next"]
+                .as_str()
+                .unwrap()
+                .contains("a person said no")
         );
     }
 

@@ -4,6 +4,7 @@
 //! with what they share (`launch`, `tasks`) — and `batch`, a fleet of flows.
 
 pub(crate) mod apply;
+pub(crate) mod approval;
 pub(crate) mod args;
 pub(crate) mod batch;
 pub(crate) mod budget;

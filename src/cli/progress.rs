@@ -7,6 +7,7 @@
 use std::sync::Arc;
 
 use ocflow_core::task::events::EventSink;
+use ocflow_model::approval::Answer;
 use ocflow_model::event::{Event, Record};
 use ocflow_model::llm::DEFAULT_PROFILE;
 use ocflow_model::output::{paint, print_stdout, printable, printable_lines, say, styles};
@@ -61,6 +62,15 @@ fn show_json(record: &Record) {
     }
 }
 
+/// An approval's answer as the progress line says it.
+fn answer_word(answer: Answer) -> &'static str {
+    match answer {
+        Answer::Approved => "approved",
+        Answer::Rejected => "rejected",
+        Answer::Edited => "edited",
+    }
+}
+
 /// The human progress line for an event.
 fn progress_line(event: &Event) -> Option<String> {
     Some(match event {
@@ -84,6 +94,31 @@ fn progress_line(event: &Event) -> Option<String> {
             format!(
                 "ocflow: planned {steps} step(s) ({planner_answers} answer(s) from the model{form})"
             )
+        }
+        Event::ApprovalNeeded {
+            kind,
+            step,
+            approve,
+            reject,
+            ..
+        } => {
+            let of = step
+                .as_ref()
+                .map(|s| format!(" (step {})", printable(s)))
+                .unwrap_or_default();
+            format!("ocflow: waiting for approval of the {kind}{of}: `{approve}`, or `{reject}`")
+        }
+        Event::ApprovalAnswered {
+            kind,
+            answer,
+            reason,
+            ..
+        } => {
+            let why = reason
+                .as_ref()
+                .map(|r| format!(": {}", printable(r)))
+                .unwrap_or_default();
+            format!("ocflow: {kind} {}{why}", answer_word(*answer))
         }
         Event::FlowResumed {
             task_id, pending, ..

@@ -1,6 +1,7 @@
 //! `ocflow resume`: continue a flow after a crash, an interrupt or a failure, from
 //! `flow_status.json`, without running a succeeded step again.
 
+use crate::cli::approval;
 use crate::cli::args::ResumeArgs;
 use crate::cli::budget;
 use crate::cli::config::Config;
@@ -17,6 +18,7 @@ use ocflow_core::task::events::Events;
 use ocflow_core::task::journal::Journal;
 use ocflow_core::task::workspace::{self, TaskDir};
 use ocflow_core::task::{outputs, state};
+use ocflow_model::approval::AnsweredBy;
 use ocflow_model::error::{Error, Result};
 use ocflow_model::event::Event;
 use ocflow_model::exit::ExitCode;
@@ -28,6 +30,16 @@ use ocflow_model::status::{
 use std::collections::BTreeSet;
 
 pub(crate) async fn resume(config: &Config, args: ResumeArgs) -> Result<ExitCode> {
+    continue_flow(config, args, None).await
+}
+
+/// Resumes a flow; `approved`: who approved the flow waiting for a person (`ocflow approve`),
+/// which only then goes on.
+pub(crate) async fn continue_flow(
+    config: &Config,
+    args: ResumeArgs,
+    approved: Option<AnsweredBy>,
+) -> Result<ExitCode> {
     let task = find_task(config, args.task.as_deref(), true)?;
     // The plugins loaded now come first; the saved catalogue adds the ones no longer loaded, so
     // the flow still reads (their finished steps are reviewed as what they were), and a step of
@@ -92,6 +104,29 @@ pub(crate) async fn resume(config: &Config, args: ResumeArgs) -> Result<ExitCode
             FlowStatus::new(&task.task_id, &read_flow()?.0, &starting.repo)
         }
         loaded => loaded?,
+    };
+    // A flow waiting for a person goes on only with their yes.
+    let approving = match (flow_status.state, approved) {
+        (FlowState::Waiting, Some(by)) => Some(by),
+        (FlowState::Waiting, None) => {
+            return Err(Error::Usage(format!(
+                "task {} waits for approval{}: `ocflow approve {0}` runs it, `ocflow reject \
+                 {0}` ends it",
+                task.task_id,
+                flow_status
+                    .approval
+                    .as_ref()
+                    .map(|p| format!(" of the {}", p.kind))
+                    .unwrap_or_default()
+            )));
+        }
+        (state, Some(_)) => {
+            return Err(Error::Usage(format!(
+                "task {} is {state}, not waiting for an approval",
+                task.task_id
+            )));
+        }
+        (_, None) => None,
     };
     let rules = PathRules::new(&flow_status.repo, &workspace_dir);
     // A task whose planning never gave a flow says so, instead of "flow.json: cannot read it".
@@ -231,6 +266,9 @@ pub(crate) async fn resume(config: &Config, args: ResumeArgs) -> Result<ExitCode
         Journal::open(&task.file(workspace::JOURNAL_FILE))?,
         Progress::with_live(config.json, live),
     );
+    if let Some(by) = approving {
+        approval::approved_in_resume(&task, &mut flow_status, &mut events, by)?;
+    }
     for message in redone.into_iter().chain(said) {
         events.emit(Event::Warning { message })?;
     }
@@ -253,7 +291,7 @@ pub(crate) async fn resume(config: &Config, args: ResumeArgs) -> Result<ExitCode
     }
     outputs::rebuild_final_output(&task, &flow_status, &flow)?;
     let executor = Executor::new(task, flow, flow_status, events, bridge, settings, interrupt);
-    launch::execute(executor, args.apply, config.json).await
+    launch::execute(executor, args.apply, config.approvals.apply, config.json).await
 }
 
 /// Sends back to pending every succeeded step whose recorded outputs vanished from the task

@@ -5,6 +5,7 @@ use std::fs;
 use std::path::Path;
 use std::sync::Arc;
 
+use crate::cli::approval::{self, Gate};
 use crate::cli::args::{PlanArgs, RunArgs};
 use crate::cli::budget;
 use crate::cli::config::Config;
@@ -309,6 +310,34 @@ async fn start(
         planner_answers: answers,
         answer_form,
     })?;
+    // `--approve plan`: a person says yes (or edits the flow) before anything runs.
+    let gate = approval::plan_gate(
+        config,
+        &task,
+        flow,
+        &mut flow_status,
+        &mut events,
+        &interrupt,
+        args.apply,
+    );
+    let flow = match gate.await? {
+        Gate::Go(flow) => flow,
+        Gate::Stop(code) => return Ok(code),
+    };
+    // `--approve risky`: the commands the policy flags are asked about, not refused.
+    let gate = approval::risky_gate(
+        config,
+        &task,
+        flow,
+        &mut flow_status,
+        &mut events,
+        &interrupt,
+        args.apply,
+    );
+    let flow = match gate.await? {
+        Gate::Go(flow) => flow,
+        Gate::Stop(code) => return Ok(code),
+    };
     launch::snapshot(
         &task,
         &config.repo,
@@ -317,7 +346,7 @@ async fn start(
         &mut flow_status,
     )?;
     let executor = Executor::new(task, flow, flow_status, events, bridge, settings, interrupt);
-    launch::execute(executor, args.apply, config.json).await
+    launch::execute(executor, args.apply, config.approvals.apply, config.json).await
 }
 
 /// The planner for the configured model, repository and policy. It is told how the
@@ -349,7 +378,12 @@ fn planner<'a>(config: &'a Config, llm: &'a Llm) -> Result<Planner<'a>> {
         settings: &models.planner,
         rules: &config.rules,
         skip,
-        policy: config.policy,
+        // What the policy flags is asked about (`--approve risky`) rather than refused.
+        policy: if config.approvals.risky {
+            config.policy.asking_a_person()
+        } else {
+            config.policy
+        },
         roles: &config.roles,
         test_commands,
         past_experience: String::new(),

@@ -89,6 +89,7 @@ fn ended(task: &TaskDir) -> Option<ExitCode> {
             FlowState::Succeeded => ExitCode::Success,
             FlowState::Failed | FlowState::NoChange => ExitCode::Failure,
             FlowState::Paused => ExitCode::Paused,
+            FlowState::Waiting => ExitCode::Paused,
             // Saved as running, and nobody runs it: it was killed.
             FlowState::Interrupted | FlowState::Running => ExitCode::Interrupted,
         }),

@@ -21,7 +21,7 @@ fn client(sandbox: &Sandbox, llm: &FakeLlm, scenario: &str, task: &str) -> Value
 
 /// Runs `mcp_client.py SCENARIO` with `args` (the scenario's own), the server started with
 /// `flags` and, besides the key and the test's user config, the variables in `env`.
-fn client_with(
+pub(super) fn client_with(
     sandbox: &Sandbox,
     scenario: &str,
     mut args: Value,
@@ -99,6 +99,7 @@ fn an_mcp_client_starts_a_flow_polls_it_reads_the_diff_and_applies_it() {
         report["tools"],
         json!([
             "ocflow_apply",
+            "ocflow_approve",
             "ocflow_diff",
             "ocflow_plan",
             "ocflow_run",

@@ -123,12 +123,33 @@ async def scenario_plan(session, args):
     return {"plan": result(await session.call_tool("ocflow_plan", {"task": args["task"]}))}
 
 
+async def scenario_approve(session, args):
+    """Two flows that wait for a person's yes to their plan: one approved, one rejected."""
+    report = {}
+    run = {"plan": args["plan"], "approve": ["plan"]}
+    started = result(await session.call_tool("ocflow_run", run))
+    report["run"] = started
+    task_id = started["value"]["task_id"]
+    report["waiting"] = await poll(session, task_id, 60)
+    report["approve"] = result(await session.call_tool("ocflow_approve", {"task_id": task_id}))
+    report["approved"] = await poll(session, task_id, 60)
+    started = result(await session.call_tool("ocflow_run", run))
+    other = started["value"]["task_id"]
+    report["other"] = other
+    await poll(session, other, 60)
+    no = {"task_id": other, "approve": False, "reason": "not this one"}
+    report["reject"] = result(await session.call_tool("ocflow_approve", no))
+    report["rejected"] = result(await session.call_tool("ocflow_status", {"task_id": other}))
+    return report
+
+
 SCENARIOS = {
     "flow": scenario_flow,
     "start_and_leave": scenario_start_and_leave,
     "plan": scenario_plan,
     "long_poll": scenario_long_poll,
     "status": scenario_status,
+    "approve": scenario_approve,
 }
 
 

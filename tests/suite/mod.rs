@@ -3,6 +3,7 @@ mod support;
 
 mod anywhere;
 mod apply;
+mod approvals;
 mod batch;
 mod bridge;
 mod budget;

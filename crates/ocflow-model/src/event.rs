@@ -5,6 +5,7 @@ use std::path::PathBuf;
 
 use serde::{Deserialize, Serialize};
 
+use crate::approval::{Answer, AnsweredBy, ApprovalKind};
 use crate::budget::{BudgetKind, BudgetUse, PauseReason};
 use crate::llm::Usage;
 use crate::status::{FlowState, StepState};
@@ -161,6 +162,30 @@ pub enum Event {
         /// Steps still to run.
         pending: Vec<String>,
         budget: BudgetUse,
+    },
+    /// The flow waits for a person (state `waiting`, exit 3): `approve` (`ocflow approve ID`,
+    /// MCP `ocflow_approve`) continues it, `reject` (`ocflow reject ID --reason …`) ends it.
+    ApprovalNeeded {
+        task_id: String,
+        kind: ApprovalKind,
+        /// What to approve, in words.
+        subject: String,
+        /// The step it concerns, for a risky command or a recovery.
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        step: Option<String>,
+        /// The commands that answer it.
+        approve: String,
+        reject: String,
+    },
+    /// A person answered an approval; journaled with who and why.
+    ApprovalAnswered {
+        kind: ApprovalKind,
+        answer: Answer,
+        by: AnsweredBy,
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        step: Option<String>,
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        reason: Option<String>,
     },
     /// Ctrl-C or SIGTERM stopped the flow; `ocflow resume` continues it.
     FlowInterrupted {

@@ -9,13 +9,14 @@ pub enum ExitCode {
     /// The flow ended failed or aborted (`flow_status.json` and `summary.md` say why), or ocflow
     /// itself failed (disk full, an internal fault).
     Failure,
+    /// Paused for a budget or an approval; `ocflow resume` (a budget) or `ocflow approve`
+    /// (an approval) continues.
+    Paused,
     /// Invalid input: usage, configuration, an invalid plan, a path outside the repository, a
     /// task locked by another run.
     Usage,
     /// Interrupted by a signal; the state is saved and `ocflow resume` continues.
     Interrupted,
-    /// Paused for a budget or an approval; `ocflow resume` continues.
-    Paused,
     /// `ocflow sandbox-exec` could not start its command (126, as a shell says).
     CannotRun,
     /// `ocflow wait --timeout` gave up before the flow ended (124, as `timeout(1)` says); the

@@ -5,6 +5,7 @@
 //! exit codes of the contract (`exit`), and the one place that writes to the terminal
 //! (`output`).
 
+pub mod approval;
 pub mod budget;
 pub mod decision;
 pub mod error;

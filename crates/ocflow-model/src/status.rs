@@ -54,6 +54,9 @@ pub struct FlowStatus {
     /// cleared when it has been carried out. A crash in between leaves it for `resume`.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub pending_recovery: Option<PendingRecovery>,
+    /// What a `waiting` flow asks a person to approve.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub approval: Option<crate::approval::PendingApproval>,
     /// What confines the flow's command steps, in words (the last run's, for `status`).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub sandbox: Option<String>,
@@ -159,6 +162,9 @@ pub enum FlowState {
     /// Stopped before a budget was exceeded (`FlowStatus::paused` says which; exit 3):
     /// `resume` with a higher limit continues where it stopped.
     Paused,
+    /// A person must answer (`approval` in the status says what): `ocflow approve` or
+    /// `ocflow reject` continues it (exit 3).
+    Waiting,
 }
 
 /// Where a step stands.
@@ -253,7 +259,12 @@ impl FlowState {
         use FlowState::*;
         matches!(
             (self, next),
-            (_, Running | Failed | Interrupted) | (Running, Succeeded | NoChange | Paused)
+            (_, Running | Failed | Interrupted)
+                | (Running, Succeeded | NoChange | Paused | Waiting)
+                // A succeeded flow waits for its apply's approval, and is succeeded again
+                // once answered.
+                | (Succeeded, Waiting)
+                | (Waiting, Succeeded)
         )
     }
 }
@@ -492,6 +503,7 @@ impl FlowStatus {
             recovery_calls: 0,
             replans: 0,
             pending_recovery: None,
+            approval: None,
             sandbox: None,
             tokens: Usage::default(),
             journal_offset: 0,
@@ -606,6 +618,7 @@ impl fmt::Display for FlowState {
             FlowState::Interrupted => "interrupted",
             FlowState::NoChange => "no_change",
             FlowState::Paused => "paused",
+            FlowState::Waiting => "waiting",
         })
     }
 }
@@ -649,6 +662,7 @@ mod tests {
         FlowState::Interrupted,
         FlowState::NoChange,
         FlowState::Paused,
+        FlowState::Waiting,
     ];
 
     #[test]
@@ -667,6 +681,19 @@ mod tests {
                 assert!(!from.may_become(to), "{from} -> {to}");
             }
         }
+    }
+
+    /// A flow waits for a person only while it runs (a plan, a risky command) or once it
+    /// succeeded (its apply); a waiting flow that is approved runs, or is succeeded again.
+    #[test]
+    fn only_a_running_or_succeeded_flow_waits_for_a_person() {
+        use FlowState::*;
+        for from in ALL {
+            let may = matches!(from, Running | Succeeded);
+            assert_eq!(from.may_become(Waiting), may, "{from} -> waiting");
+        }
+        assert!(Waiting.may_become(Running) && Waiting.may_become(Succeeded));
+        assert!(!Waiting.may_become(NoChange));
     }
 
     #[test]

@@ -40,6 +40,7 @@ use ocflow_model::status::{self, FlowState, FlowStatus, StepError, StepState};
 use ocflow_model::step_result::StepResult;
 use ocflow_model::step_spec::Limits;
 
+mod approving;
 mod finishing;
 mod launcher;
 mod pausing;
@@ -61,6 +62,8 @@ pub enum FlowOutcome {
     Interrupted,
     /// A budget would have been exceeded: saved `paused`, resumable.
     Paused,
+    /// A person must approve a recovery (`--approve risky`): saved as `waiting`.
+    Waiting,
 }
 
 /// Everything a step run needs besides the flow's state.
@@ -92,6 +95,9 @@ pub struct Settings {
     /// Whether a flow that needed recovery ends with the reflection's call (not with
     /// `--no-reflect`).
     pub reflect: bool,
+    /// `--approve risky`: the user's policy, under which a recovery that replans, replaces
+    /// steps or proposes a flagged command waits for a person; `None`: carried out at once.
+    pub approve_risky: Option<CommandPolicy>,
 }
 
 /// The LLM side of recovery.
@@ -114,6 +120,8 @@ enum Next {
     Stop,
     /// A signal arrived while waiting.
     Interrupted,
+    /// A person must approve the recovery decided (`--approve risky`).
+    Waiting,
 }
 
 /// Runs one flow to its end (or to the first failure, or an interrupt).
@@ -252,6 +260,7 @@ impl Executor {
                 Next::Continue => {}
                 Next::Stop => return self.finish_flow().await,
                 Next::Interrupted => return self.interrupted(&[]),
+                Next::Waiting => return Ok(FlowOutcome::Waiting),
             }
         }
         let mut heartbeat = tokio::time::interval_at(
@@ -343,6 +352,8 @@ impl Executor {
                     Next::Continue => continue,
                     Next::Stop => break,
                     Next::Interrupted => return self.interrupted_all(&in_flight),
+                    // Nothing runs while a failure is recovered: the flow stops here whole.
+                    Next::Waiting => return Ok(FlowOutcome::Waiting),
                 }
             }
             let interrupt = self.interrupt.clone();

@@ -704,6 +704,7 @@ fn verdict_word(state: FlowState) -> &'static str {
         FlowState::Running => "is still running",
         FlowState::NoChange => "finished without doing anything the task asked",
         FlowState::Paused => "is paused",
+        FlowState::Waiting => "waits for a person's approval",
     }
 }
 

@@ -25,6 +25,23 @@ impl CommandPolicy {
         steps.into_iter().find_map(|step| self.check_step(step))
     }
 
+    /// Every step whose command the policy flags, each with why: what `--approve risky` asks
+    /// a person about instead of refusing it.
+    pub fn flagged<'s>(&self, steps: impl IntoIterator<Item = &'s Step>) -> Vec<Problem> {
+        steps
+            .into_iter()
+            .filter_map(|step| self.check_step(step))
+            .collect()
+    }
+
+    /// The policy a planner works under when a person approves what it flags: nothing refused.
+    pub fn asking_a_person(self) -> CommandPolicy {
+        CommandPolicy {
+            allow_destructive: true,
+            allow_network: true,
+        }
+    }
+
     fn check_step(&self, step: &Step) -> Option<Problem> {
         let asks_network = step.params.get("network").and_then(Value::as_bool) == Some(true);
         if asks_network && !self.allow_network {

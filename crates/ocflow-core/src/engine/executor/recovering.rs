@@ -277,6 +277,13 @@ impl Executor {
             };
             return self.stop_recovery(failed, &stuck.to_string());
         }
+        // `--approve risky`: asked once, when decided, in the same status write as the
+        // decision (a crash between the two cannot carry it out unasked); the decision
+        // `ocflow approve` resumes is then carried out.
+        let asking = match &self.settings.approve_risky {
+            Some(policy) if fresh => Self::needs_approval(&decided.decision, policy),
+            _ => None,
+        };
         if fresh {
             self.recovered_in_this_run = true;
             let revision = decided.flow.as_ref().map(|_| self.status.revision + 1);
@@ -293,6 +300,9 @@ impl Executor {
                 step: failed.to_string(),
                 decision: Some(decided.decision.clone()),
             });
+            if let Some(why) = &asking {
+                self.mark_waiting(failed, why)?;
+            }
             self.save()?;
             self.events.emit(Event::RecoveryDecided {
                 step: failed.to_string(),
@@ -313,6 +323,9 @@ impl Executor {
                     message: message.clone(),
                 })?;
             }
+        }
+        if let Some(why) = asking {
+            return self.announce_waiting(failed, why);
         }
         self.carry_out(failed, decided)
     }

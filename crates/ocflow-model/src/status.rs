@@ -655,7 +655,7 @@ mod tests {
         status
     }
 
-    const ALL: [FlowState; 6] = [
+    const ALL: [FlowState; 7] = [
         FlowState::Running,
         FlowState::Succeeded,
         FlowState::Failed,

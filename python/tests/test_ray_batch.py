@@ -645,13 +645,16 @@ def watch_flow_processes(ocflow: Path, secret: str, stop: threading.Event, seen:
         time.sleep(0.02)
 
 
+@pytest.mark.parametrize("address", ["auto", "explicit"])
 def test_ocflow_batch_with_the_ray_engine_runs_twelve_flows_once_each_end_to_end(
-    cluster, ocflow, tmp_path
+    cluster, ocflow, tmp_path, address
 ):
     """The real `ocflow batch --engine ray` (the Rust driver, its LLM gate and this runner)
     on the local cluster: 12 flows whose modify_code step asks the fake server, at most 2
     requests at once; one flow's ocflow SIGKILLed mid-step and resumed by Ray's retry; every
-    flow succeeds exactly once, and the key reaches neither a flow nor a file."""
+    flow succeeds exactly once, and the key reaches neither a flow nor a file. `auto` (the
+    issue's CI: RAY_ADDRESS names the cluster) puts the gate on this machine's own address,
+    `explicit` (HOST:PORT of the head) on the address the route to the head takes."""
     llm = FakeOpenAI(latency=0.5)
     secret = "sk-ray-e2e-91c4d7a2f0"
     plan = tmp_path / "plan.json"
@@ -692,6 +695,9 @@ def test_ocflow_batch_with_the_ray_engine_runs_twelve_flows_once_each_end_to_end
         "VIRTUAL_ENV": sys.prefix,
     }
     env.pop("RAY_ADDRESS", None)
+    if address == "auto":
+        env["RAY_ADDRESS"] = cluster.address
+    ray_address = "auto" if address == "auto" else cluster.address
     killed, seen, stop = [], {}, threading.Event()
     killer = threading.Thread(
         target=kill_when_running,
@@ -706,7 +712,7 @@ def test_ocflow_batch_with_the_ray_engine_runs_twelve_flows_once_each_end_to_end
     try:
         done = subprocess.run(
             [str(ocflow), "--base-url", llm.url, "--model", "m", "--json", "batch", str(tasks)]
-            + ["--out", str(out), "--engine", "ray", "--ray-address", cluster.address]
+            + ["--out", str(out), "--engine", "ray", "--ray-address", ray_address]
             + ["--flows", "6", "--max-llm-requests", "2"],
             env=env,
             capture_output=True,
@@ -744,9 +750,16 @@ def test_ocflow_batch_with_the_ray_engine_runs_twelve_flows_once_each_end_to_end
     assert llm.requests == 24, llm.requests  # each flow: its modify_code step and its summary
     assert llm.most == 2, llm.most
     assert llm.keys == {f"Bearer {secret}"}, llm.keys
-    finished = json.loads(done.stdout.decode().strip().splitlines()[-1])
+    events = [json.loads(line) for line in done.stdout.decode().splitlines()]
+    finished = events[-1]
     assert finished["type"] == "batch_finished" and finished["succeeded"] == 12, finished
     assert finished["max_llm_in_flight"] <= 2, finished
+    # --json: each flow's events, relayed by the runner from its journal, tagged with its id.
+    for index in range(12):
+        flow_id = f"f{index:02d}"
+        tagged = [e for e in events if e.get("task_id") == flow_id]
+        done_steps = [e["step"] for e in tagged if e["type"] == "step_finished"]
+        assert done_steps[:2] == ["fix", "work"], (flow_id, tagged)
 
     # The key never reached a flow: not in any flow process's environment or command line
     # (they had the gate and a token instead), nor in a file of the batch or of Ray.

@@ -546,3 +546,225 @@ def _cmdline(pid: int) -> bytes:
         return (Path("/proc") / str(pid) / "cmdline").read_bytes() + b"\0"
     except OSError:
         return b""
+
+
+# --------------------------------------------------------------------------------------------
+# End to end: the real `ocflow batch --engine ray` driving this runner on the local cluster
+
+
+class FakeOpenAI:
+    """A tiny OpenAI-compatible server: answers chat completions after `latency` seconds (a
+    modify_code step's code block, or a flow's summary) and records the requests it holds at
+    once and the keys they came with."""
+
+    def __init__(self, latency: float):
+        from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+
+        self.latency = latency
+        self.lock = threading.Lock()
+        self.now = self.most = self.requests = 0
+        self.keys = set()
+        fake = self
+
+        class Handler(BaseHTTPRequestHandler):
+            protocol_version = "HTTP/1.1"
+
+            def do_POST(self):
+                body = json.loads(self.rfile.read(int(self.headers["Content-Length"])))
+                with fake.lock:
+                    fake.now += 1
+                    fake.most = max(fake.most, fake.now)
+                    fake.requests += 1
+                    fake.keys.add(self.headers.get("Authorization", ""))
+                try:
+                    time.sleep(fake.latency)
+                finally:
+                    with fake.lock:
+                        fake.now -= 1
+                text = "\n".join(str(m.get("content")) for m in body["messages"])
+                if "Write a concise summary" in text:
+                    content = "The file was updated."
+                else:
+                    content = "```python\ndef value():\n    return 1\n```"
+                reply = json.dumps(
+                    {
+                        "id": "x",
+                        "object": "chat.completion",
+                        "created": 0,
+                        "model": "m",
+                        "choices": [
+                            {
+                                "index": 0,
+                                "message": {"role": "assistant", "content": content},
+                                "finish_reason": "stop",
+                            }
+                        ],
+                        "usage": {"prompt_tokens": 10, "completion_tokens": 5, "total_tokens": 15},
+                    }
+                ).encode()
+                self.send_response(200)
+                self.send_header("Content-Type", "application/json")
+                self.send_header("Content-Length", str(len(reply)))
+                self.end_headers()
+                self.wfile.write(reply)
+
+            def log_message(self, *args):
+                pass
+
+        self.server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+        self.server.daemon_threads = True
+        threading.Thread(target=self.server.serve_forever, daemon=True).start()
+        self.url = f"http://127.0.0.1:{self.server.server_port}/v1"
+
+    def close(self):
+        self.server.shutdown()
+        self.server.server_close()
+
+
+def watch_flow_processes(ocflow: Path, secret: str, stop: threading.Event, seen: dict):
+    """Until stop: every ocflow flow process (`run --task-id` or `resume`), by pid, with
+    whether the secret was in its environment or command line."""
+    prefix = str(ocflow).encode() + b"\0"
+    while not stop.is_set():
+        for entry in Path("/proc").iterdir():
+            if not entry.name.isdigit() or int(entry.name) in seen:
+                continue
+            try:
+                cmdline = (entry / "cmdline").read_bytes()
+                if not cmdline.startswith(prefix) or not (
+                    b"\0--task-id\0" in cmdline or b"\0resume\0" in cmdline
+                ):
+                    continue
+                environ = (entry / "environ").read_bytes()
+            except OSError:
+                continue
+            seen[int(entry.name)] = {
+                "leaks": secret.encode() in cmdline + environ,
+                "gate": b"OCFLOW_BASE_URL=http://" in environ,
+            }
+        time.sleep(0.02)
+
+
+@pytest.mark.parametrize("address", ["auto", "explicit"])
+def test_ocflow_batch_with_the_ray_engine_runs_twelve_flows_once_each_end_to_end(
+    cluster, ocflow, tmp_path, address
+):
+    """The real `ocflow batch --engine ray` (the Rust driver, its LLM gate and this runner)
+    on the local cluster: 12 flows whose modify_code step asks the fake server, at most 2
+    requests at once; one flow's ocflow SIGKILLed mid-step and resumed by Ray's retry; every
+    flow succeeds exactly once, and the key reaches neither a flow nor a file. `auto` (the
+    issue's CI: RAY_ADDRESS names the cluster) puts the gate on this machine's own address,
+    `explicit` (HOST:PORT of the head) on the address the route to the head takes."""
+    llm = FakeOpenAI(latency=0.5)
+    secret = "sk-ray-e2e-91c4d7a2f0"
+    plan = tmp_path / "plan.json"
+    plan.write_text(
+        json.dumps(
+            [
+                {
+                    "id": "fix",
+                    "operation": "modify_code",
+                    "params": {"file_path": "f.py", "instructions": "make value() return 1"},
+                },
+                {**command_step("work", "sleep 1; echo w > work.txt"), "depends_on": ["fix"]},
+            ]
+        ),
+        encoding="utf-8",
+    )
+    slow_plan = tmp_path / "slow-plan.json"
+    slow_steps = json.loads(plan.read_text())
+    # The flow killed mid-step: a step long enough to be caught running.
+    slow_steps.append(command_step("slow", "sleep 4; echo slow > slow.txt", after="work"))
+    slow_plan.write_text(json.dumps(slow_steps), encoding="utf-8")
+    lines = []
+    for index in range(12):
+        flow_id = f"f{index:02d}"
+        repo = make_repo(tmp_path / "repos" / flow_id, {"f.py": "def value():\n    return 0\n"})
+        chosen = slow_plan if flow_id == "f05" else plan
+        lines.append(
+            json.dumps({"id": flow_id, "task": "fix", "repo": str(repo), "plan": str(chosen)})
+        )
+    tasks = tmp_path / "tasks.jsonl"
+    tasks.write_text("\n".join(lines) + "\n", encoding="utf-8")
+    out = tmp_path / "out"
+    env = {
+        **os.environ,
+        **LOOPBACK,
+        **ocflow_env(tmp_path),
+        "OCFLOW_API_KEY": secret,
+        "VIRTUAL_ENV": sys.prefix,
+    }
+    env.pop("RAY_ADDRESS", None)
+    if address == "auto":
+        env["RAY_ADDRESS"] = cluster.address
+    ray_address = "auto" if address == "auto" else cluster.address
+    killed, seen, stop = [], {}, threading.Event()
+    killer = threading.Thread(
+        target=kill_when_running,
+        args=(ocflow, out / "workspace" / "f05", "f05", "slow", killed),
+        daemon=True,
+    )
+    watcher = threading.Thread(
+        target=watch_flow_processes, args=(ocflow, secret, stop, seen), daemon=True
+    )
+    killer.start()
+    watcher.start()
+    try:
+        done = subprocess.run(
+            [str(ocflow), "--base-url", llm.url, "--model", "m", "--json", "batch", str(tasks)]
+            + ["--out", str(out), "--engine", "ray", "--ray-address", ray_address]
+            + ["--flows", "6", "--max-llm-requests", "2"],
+            env=env,
+            capture_output=True,
+            timeout=600,
+            check=False,
+        )
+    finally:
+        stop.set()
+        llm.close()
+    killer.join(timeout=5)
+    watcher.join(timeout=5)
+    said = done.stderr.decode(errors="replace")
+    ray_log = (out / "logs" / "ray.log").read_text() if (out / "logs" / "ray.log").exists() else ""
+    assert done.returncode == 0, (said, ray_log, (out / "summary.md").read_text())
+    assert len(killed) == 1, "the f05 flow's ocflow process was never caught mid-step"
+
+    # Every flow succeeded, exactly once: one line each in results.jsonl.
+    results = [json.loads(line) for line in (out / "results.jsonl").read_text().splitlines()]
+    assert sorted(r["id"] for r in results) == [f"f{i:02d}" for i in range(12)], results
+    for result in results:
+        flow_id = result["id"]
+        assert (result["state"], result["exit_code"]) == ("succeeded", 0), result
+        assert result["task_dir"] == str(out / "workspace" / flow_id), result
+        assert result["files_changed"] >= 1, result
+        assert "+    return 1" in Path(result["diff"]).read_text(), result
+        events = journal(Path(result["task_dir"]))
+        for step in {e["step"] for e in events if e["type"] == "step_started"}:
+            finished = [e for e in events if e["type"] == "step_finished" and e["step"] == step]
+            assert [e["status"] for e in finished] == ["succeeded"], (flow_id, step, events)
+    # The killed flow: `fix` and `work` ran once, `slow` twice (killed, then resumed by Ray).
+    starts = [e["step"] for e in journal(out / "workspace" / "f05") if e["type"] == "step_started"]
+    assert starts == ["fix", "work", "slow", "slow"], starts
+
+    # The gate's cap held across the cluster; the server saw the real key, through the gate.
+    assert llm.requests == 24, llm.requests  # each flow: its modify_code step and its summary
+    assert llm.most == 2, llm.most
+    assert llm.keys == {f"Bearer {secret}"}, llm.keys
+    events = [json.loads(line) for line in done.stdout.decode().splitlines()]
+    finished = events[-1]
+    assert finished["type"] == "batch_finished" and finished["succeeded"] == 12, finished
+    assert finished["max_llm_in_flight"] <= 2, finished
+    # --json: each flow's events, relayed by the runner from its journal, tagged with its id.
+    for index in range(12):
+        flow_id = f"f{index:02d}"
+        tagged = [e for e in events if e.get("task_id") == flow_id]
+        done_steps = [e["step"] for e in tagged if e["type"] == "step_finished"]
+        assert done_steps[:2] == ["fix", "work"], (flow_id, tagged)
+
+    # The key never reached a flow: not in any flow process's environment or command line
+    # (they had the gate and a token instead), nor in a file of the batch or of Ray.
+    assert len(seen) >= 13, seen  # 12 runs, the killed flow's resume, and whatever was missed
+    assert [pid for pid, flow in seen.items() if flow["leaks"]] == [], seen
+    assert all(flow["gate"] for flow in seen.values()), seen
+    assert files_holding(secret, out) == [] and files_holding(secret, cluster.temp) == []
+    assert secret not in said and secret not in done.stdout.decode()

@@ -443,6 +443,13 @@ if {missing}:
     print(json.dumps({{"error": "ray is not installed in " + sys.executable,
                       "fix": "pip install ray"}}), flush=True)
     sys.exit(2)
+if {refused}:
+    for flow in request["flows"]:
+        result = {{"exit_code": 2, "attempts": 1, "status": None, "summary": "", "diff": "",
+                  "task_dir": None,
+                  "stderr": "Cloning...\nocflow ray: cannot clone the repository\n\n"}}
+        print(json.dumps({{"id": flow["id"], "result": result}}), flush=True)
+    sys.exit(0)
 for flow in request["flows"]:
     env = dict(os.environ, **flow["env"])
     done = subprocess.run([request["ocflow"]] + flow["argv"], env=env, capture_output=True,
@@ -461,6 +468,7 @@ for flow in request["flows"]:
             request = dir.join("request.json").display().to_string(),
             missing = if mode == "missing" { "True" } else { "False" },
             crash = if mode == "crash" { "True" } else { "False" },
+            refused = if mode == "refused" { "True" } else { "False" },
         ),
     )
     .unwrap();
@@ -510,7 +518,8 @@ fn the_ray_engine_speaks_the_runners_protocol() {
     );
     let flow = &request["flows"][0];
     assert_eq!(flow["id"], "t0");
-    assert_eq!(flow["task_dir"], Value::Null);
+    // A path flow's task directory: the runner relays its journal and resumes it there.
+    assert_eq!(flow["task_dir"], json!(out.join("workspace").join("t0")));
     let repo = sandbox.root().join("repos/t0");
     assert_eq!(flow["repo"], json!({"path": repo}));
     let token = flow["env"]["OCFLOW_API_KEY"].as_str().unwrap();
@@ -808,6 +817,32 @@ fn the_ray_engine_shows_a_runners_last_words_when_it_dies() {
         "{err}"
     );
     assert!(results(&out).is_empty());
+}
+
+/// A flow a Ray worker could not start (no status came back) fails with the reason the runner
+/// gave, the last line of its stderr, not a bare exit code.
+#[test]
+fn a_flow_the_ray_runner_could_not_start_fails_with_the_runners_reason() {
+    let sandbox = Sandbox::new(&[]);
+    let llm = FakeLlm::with_rules(vec![]);
+    let tasks = fleet(&sandbox, 1);
+    let out = sandbox.root().join("out");
+    let venv = fake_ray_runner(sandbox.root(), "refused");
+    let output = batch(&sandbox, &llm, &tasks, &out)
+        .env("VIRTUAL_ENV", &venv)
+        .args(["--engine", "ray"])
+        .output()
+        .unwrap();
+    assert_exit(&output, 1);
+    let result = &results(&out)["t0"];
+    assert_eq!(
+        (&result["state"], &result["exit_code"]),
+        (&json!("failed"), &json!(2))
+    );
+    assert_eq!(
+        result["reason"],
+        json!("ocflow ray: cannot clone the repository")
+    );
 }
 
 /// A budget on the batch is each flow's: a flow that reaches it pauses (no result line, the

@@ -53,6 +53,10 @@ struct FlowResult {
     diff: String,
     #[serde(default)]
     task_dir: Option<PathBuf>,
+    /// The end of the flow's stderr when it did not succeed: why a flow that never began
+    /// (a bad plan, a repository no node could clone) failed.
+    #[serde(default)]
+    stderr: Option<String>,
 }
 
 /// The Python that runs the runner: the virtual environment's, where Ray was installed.
@@ -260,7 +264,10 @@ fn request(jobs: &[FlowJob], context: &Context, address: &str) -> Value {
                 "id": job.task.id,
                 "argv": strings(job.argv(context, false, false)),
                 "resume_argv": strings(job.argv(context, true, false)),
-                "task_dir": job.resume.then_some(&job.task_dir),
+                // Where a path flow lives (the driver sees it too): the runner relays its
+                // journal and, on a retry, resumes it there. A cloned one lives on its node.
+                "task_dir": matches!(job.task.repo, RepoSource::Path(_))
+                    .then_some(&job.task_dir),
                 "repo": repo,
                 "env": env,
             })
@@ -342,16 +349,33 @@ fn finish(
             duration_ms,
             files_changed: 0,
             diff: None,
-            reason: Some(context.reporter.last_error(id).unwrap_or_else(|| {
-                format!(
-                    "the flow ended (exit {}) before it began, after {} attempt(s)",
-                    result.exit_code, result.attempts
-                )
-            })),
+            reason: Some(
+                context
+                    .reporter
+                    .last_error(id)
+                    .or_else(|| last_words(result.stderr.as_deref()))
+                    .unwrap_or_else(|| {
+                        format!(
+                            "the flow ended (exit {}) before it began, after {} attempt(s)",
+                            result.exit_code, result.attempts
+                        )
+                    }),
+            ),
         },
     };
     results::append(&context.out, &task_result).map_err(|err| Error::internal(err.to_string()))?;
     context.reporter.finished(id, Some(&task_result));
     outcome.finished.push(task_result);
     Ok(())
+}
+
+/// The last line a flow's process (or the runner on its behalf) wrote to stderr that says
+/// something: the reason a flow that never began gives.
+fn last_words(stderr: Option<&str>) -> Option<String> {
+    let line = stderr?
+        .lines()
+        .rev()
+        .map(str::trim)
+        .find(|l| !l.is_empty())?;
+    Some(ocflow_model::output::printable_lines(line))
 }

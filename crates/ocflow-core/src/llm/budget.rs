@@ -393,6 +393,7 @@ mod tests {
             completion_tokens: completion,
             total_tokens: prompt + completion,
             calls: 1,
+            ..Usage::default()
         }
     }
 

@@ -218,6 +218,7 @@ mod tests {
                 completion_tokens: 2,
                 total_tokens: 12,
                 calls: 1,
+                ..Usage::default()
             },
             duration_ms,
             files_changed: 1,

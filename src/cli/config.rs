@@ -758,9 +758,10 @@ fn resolve_sandbox(flags: &LimitArgs, file: &FileSandbox, llm: &FileLlm) -> Sand
 }
 
 /// The sandbox plan, probed on a thread of its own: the probe (two short-lived processes, tens
-/// of milliseconds) overlaps the embedded Python's start, which needs nothing from it. Taken
-/// with `plan` before a flow's task is made, so a probe that cannot run still stops the command
-/// before any work, as it did when `Config::resolve` waited for it.
+/// of milliseconds, tenths of a second under load) overlaps the embedded Python's start, which
+/// needs nothing from it, and a planned `run`'s planning. Taken with `plan` before a flow's
+/// task is made, or once a `run` has planned its flow, so a probe that cannot run still stops
+/// the command before any step runs, as it did when `Config::resolve` waited for it.
 #[derive(Debug, Clone)]
 pub(crate) struct SandboxProbe(Arc<Mutex<Probe>>);
 

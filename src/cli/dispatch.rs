@@ -42,8 +42,12 @@ pub(crate) fn dispatch(config: &Config, command: Command) -> Result<ExitCode> {
         });
         warnings.extend(loaded?.1);
         // The sandbox was probed meanwhile, on a thread of its own; a probe that failed stops
-        // the command here, before any task is made.
-        config.run.sandbox.plan()?;
+        // the command here, before any task is made. A `run` that plans with the LLM waits for
+        // it only once planned (`launch::engine_settings`): under load the probe takes tenths
+        // of a second the planner's seconds hide, and it still stops the flow before any step.
+        if !plans_with_llm(&command) {
+            config.run.sandbox.plan()?;
+        }
     }
     for message in warnings {
         let event = Event::Warning { message };
@@ -94,6 +98,12 @@ pub(crate) fn dispatch(config: &Config, command: Command) -> Result<ExitCode> {
             ))
         }
     }
+}
+
+/// Whether `command` is a `run` whose flow the LLM plans (no `--plan`): its sandbox probe is
+/// waited for after planning, not before it.
+fn plans_with_llm(command: &Command) -> bool {
+    matches!(command, Command::Run(args) if args.plan.is_none())
 }
 
 /// Runs an async command on a fresh runtime. The runtime is not waited for on the way out: a

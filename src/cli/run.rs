@@ -300,6 +300,10 @@ async fn start(
         .filter(|_| answers > 0)
         .and_then(|l| l.answer_form(&l.profile_for("planner")))
         .map(|f| f.name().to_string());
+    // A flow the LLM planned meets its sandbox probe here (it ran while the model planned):
+    // one that failed stops the command before any step runs, its message naming the fix.
+    // The flow is saved, so `ocflow resume` runs it once that is fixed, without planning it
+    // again.
     let mut settings = launch::engine_settings(config, &config.rules, &config.workspace, llm)?;
     settings.budget = budget;
     launch::report_sandbox(config, &settings, &mut flow_status, &mut events)?;

@@ -1,0 +1,98 @@
+//! When the sandbox probe is waited for (issue 28 §4): a `run` that plans with the LLM asks
+//! the planner while the probe still runs, and meets the probe once planned, before any step.
+//! The probe is made slow by a real cause, a `bwrap` on `PATH` that holds until released, not
+//! by a hook in ocflow.
+
+use std::fs;
+use std::os::unix::fs::PermissionsExt;
+use std::path::{Path, PathBuf};
+use std::time::{Duration, Instant};
+
+use serde_json::json;
+
+use super::fake_llm::*;
+use super::support::*;
+
+const TASK: &str = "Create notes.txt saying hello";
+
+/// A `bwrap` in `dir/held-bin` that waits for `dir/release` (at most 20 s, then leaves
+/// `dir/timed-out`) and then runs the command after its options, without namespaces, as the
+/// stand-ins of the sandbox tests do. Each call leaves a line in `dir/calls`.
+fn held_bwrap(dir: &Path) -> PathBuf {
+    let bin = dir.join("held-bin");
+    fs::create_dir_all(&bin).unwrap();
+    let d = dir.display();
+    let script = format!(
+        "#!/bin/sh\necho called >> '{d}/calls'\ni=0\n\
+         while [ ! -e '{d}/release' ] && [ $i -lt 200 ]; do sleep 0.1; i=$((i+1)); done\n\
+         [ -e '{d}/release' ] || touch '{d}/timed-out'\n\
+         for a in \"$@\"; do shift; [ \"$a\" = \"--\" ] && break; done\nexec \"$@\"\n"
+    );
+    fs::write(bin.join("bwrap"), script).unwrap();
+    fs::set_permissions(bin.join("bwrap"), fs::Permissions::from_mode(0o755)).unwrap();
+    bin
+}
+
+/// `PATH` with `bin` first.
+fn path_with(bin: &Path) -> std::ffi::OsString {
+    let path = std::env::var_os("PATH").unwrap_or_default();
+    std::env::join_paths(std::iter::once(bin.to_path_buf()).chain(std::env::split_paths(&path)))
+        .unwrap()
+}
+
+#[test]
+fn a_planned_run_asks_the_planner_while_the_sandbox_probe_still_runs() {
+    let sandbox = Sandbox::new(&[("README.md", "# demo\n")]);
+    let held = sandbox.root().join("held");
+    fs::create_dir_all(&held).unwrap();
+    let bin = held_bwrap(&held);
+    let plan = json!({"version": 1, "task": TASK, "steps": [
+        {"id": "write_notes", "operation": "write_file",
+         "params": {"file_path": "notes.txt", "content": "hello\n"}}
+    ]});
+    let llm = FakeLlm::in_order(vec![
+        chat(&format!("```json\n{plan}\n```")),
+        chat("Created notes.txt."),
+    ]);
+    let child = sandbox
+        .ocflow_llm(&llm.base_url())
+        .env("PATH", path_with(&bin))
+        .env("OPENAI_API_KEY", "sk-test")
+        .args(["run", "--task-id", "t", TASK])
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .unwrap();
+    // The planner is asked while bubblewrap's check is held: before, the command waited for
+    // the probe first, and the planner was asked only once the stand-in gave up (20 s).
+    let started = Instant::now();
+    while llm.requests().is_empty() && started.elapsed() < Duration::from_secs(60) {
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    let asked_while_held = !held.join("timed-out").exists();
+    let probe_began = held.join("calls").exists();
+    fs::write(held.join("release"), "").unwrap();
+    let output = child.wait_with_output().unwrap();
+    assert_exit(&output, 0);
+    assert!(
+        probe_began,
+        "the probe had begun (its bubblewrap check was called)"
+    );
+    assert!(
+        asked_while_held,
+        "the planner was asked only after the sandbox probe ended"
+    );
+    assert!(!held.join("timed-out").exists());
+    // The flow ran, confined as probed: the probe's answer was taken once planned.
+    assert_eq!(
+        fs::read_to_string(sandbox.task_dir("t").join("final_output/notes.txt")).unwrap(),
+        "hello\n"
+    );
+    let status: serde_json::Value = serde_json::from_str(
+        &fs::read_to_string(sandbox.task_dir("t").join("flow_status.json")).unwrap(),
+    )
+    .unwrap();
+    let line = status["sandbox"].as_str().unwrap_or_default().to_string();
+    assert!(!line.is_empty() && !line.starts_with("none"), "{status}");
+    assert_eq!(llm.requests().len(), 2, "one plan, one summary");
+}

@@ -43,9 +43,11 @@ pub(crate) fn dispatch(config: &Config, command: Command) -> Result<ExitCode> {
         warnings.extend(loaded?.1);
         // The sandbox was probed meanwhile, on a thread of its own; a probe that failed stops
         // the command here, before any task is made. A `run` that plans with the LLM waits for
-        // it only once planned (`launch::engine_settings`): under load the probe takes tenths
-        // of a second the planner's seconds hide, and it still stops the flow before any step.
-        if !plans_with_llm(&command) {
+        // it only once planned (`launch::engine_settings`), or before the first command step
+        // of a flow given with `--plan` (`SandboxWait`): under load the probe takes tenths of
+        // a second, which planning or LLM steps hide, and it still stops the flow before any
+        // command step.
+        if !waits_later(&command) {
             config.run.sandbox.plan()?;
         }
     }
@@ -100,10 +102,10 @@ pub(crate) fn dispatch(config: &Config, command: Command) -> Result<ExitCode> {
     }
 }
 
-/// Whether `command` is a `run` whose flow the LLM plans (no `--plan`): its sandbox probe is
-/// waited for after planning, not before it.
-fn plans_with_llm(command: &Command) -> bool {
-    matches!(command, Command::Run(args) if args.plan.is_none())
+/// Whether `command` is a `run`, which waits for its sandbox probe later: after planning,
+/// or, for a flow given with `--plan`, before its first command step.
+fn waits_later(command: &Command) -> bool {
+    matches!(command, Command::Run(_))
 }
 
 /// Runs an async command on a fresh runtime. The runtime is not waited for on the way out: a

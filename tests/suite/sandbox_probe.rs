@@ -96,3 +96,72 @@ fn a_planned_run_asks_the_planner_while_the_sandbox_probe_still_runs() {
     assert!(!line.is_empty() && !line.starts_with("none"), "{status}");
     assert_eq!(llm.requests().len(), 2, "one plan, one summary");
 }
+
+#[test]
+fn a_given_flows_llm_step_starts_while_the_probe_runs_and_its_command_step_waits() {
+    let sandbox = Sandbox::new(&[("m.py", "def f():\n    return 0\n")]);
+    let held = sandbox.root().join("held");
+    fs::create_dir_all(&held).unwrap();
+    let bin = held_bwrap(&held);
+    let plan = sandbox.flow(&json!([
+        {"id": "fix", "operation": "modify_code",
+         "params": {"file_path": "m.py", "instructions": "return 1 instead"}},
+        {"id": "check", "operation": "execute_shell_command", "depends_on": ["fix"],
+         "params": {"command": "cat m.py"}},
+    ]));
+    // The summary's rule first: its prompt carries the step's instructions too.
+    let llm = FakeLlm::with_rules(vec![
+        Rule::flow_summary().reply(chat("Changed m.py.")),
+        Rule::prompt_contains("return 1 instead")
+            .named("fix")
+            .reply(chat("```python\ndef f():\n    return 1\n```\n")),
+    ]);
+    let child = sandbox
+        .ocflow_llm(&llm.base_url())
+        .env("PATH", path_with(&bin))
+        .env("OPENAI_API_KEY", "sk-test")
+        .args(["run", "--task-id", "t", "--plan"])
+        .arg(&plan)
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .unwrap();
+    // The LLM step asks the model while bubblewrap's check is held: before, the flow's start
+    // waited for the probe, and the step asked only once the stand-in gave up (20 s).
+    let started = Instant::now();
+    while llm.calls("fix") == 0 && started.elapsed() < Duration::from_secs(60) {
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    let asked_while_held = !held.join("timed-out").exists();
+    // The command step waits for the probe: it has not started while the probe is held.
+    std::thread::sleep(Duration::from_millis(300));
+    let check_started = sandbox.task_dir("t").join("check").exists();
+    fs::write(held.join("release"), "").unwrap();
+    let output = child.wait_with_output().unwrap();
+    assert_exit(&output, 0);
+    assert!(
+        asked_while_held,
+        "the LLM step started only after the sandbox probe ended"
+    );
+    assert!(
+        !check_started,
+        "the command step started before the probe ended"
+    );
+    assert!(!held.join("timed-out").exists());
+    assert_eq!(llm.calls("fix"), 1);
+    assert!(
+        sandbox.result("t", "check")["stdout"]
+            .as_str()
+            .unwrap()
+            .contains("return 1"),
+        "{}",
+        sandbox.result("t", "check")
+    );
+    // Said as before: what confines the command steps, in the status.
+    let status: serde_json::Value = serde_json::from_str(
+        &fs::read_to_string(sandbox.task_dir("t").join("flow_status.json")).unwrap(),
+    )
+    .unwrap();
+    let line = status["sandbox"].as_str().unwrap_or_default().to_string();
+    assert!(!line.is_empty() && !line.starts_with("none"), "{status}");
+}

@@ -165,3 +165,83 @@ fn a_given_flows_llm_step_starts_while_the_probe_runs_and_its_command_step_waits
     let line = status["sandbox"].as_str().unwrap_or_default().to_string();
     assert!(!line.is_empty() && !line.starts_with("none"), "{status}");
 }
+
+#[test]
+fn a_probe_that_fails_stops_a_given_flow_before_its_command_step_and_resume_runs_it() {
+    // A real failure: the probe's trial launch cannot start the sandbox launcher, because the
+    // ocflow executable it runs (a copy, this one) lost its execute bit while the probe was
+    // held, after the LLM step had started.
+    let sandbox = Sandbox::new(&[("m.py", "def f():\n    return 0\n")]);
+    let held = sandbox.root().join("held");
+    fs::create_dir_all(&held).unwrap();
+    let bin = held_bwrap(&held);
+    let exe = sandbox.root().join("ocflow-copy");
+    fs::copy(env!("CARGO_BIN_EXE_ocflow"), &exe).unwrap();
+    let plan = sandbox.flow(&json!([
+        {"id": "fix", "operation": "modify_code",
+         "params": {"file_path": "m.py", "instructions": "return 1 instead"}},
+        {"id": "check", "operation": "execute_shell_command", "depends_on": ["fix"],
+         "params": {"command": "cat m.py"}},
+    ]));
+    let llm = FakeLlm::with_rules(vec![
+        Rule::flow_summary().reply(chat("Changed m.py.")),
+        Rule::prompt_contains("return 1 instead")
+            .named("fix")
+            .reply(chat("```python\ndef f():\n    return 1\n```\n")),
+    ]);
+    let mut command = sandbox.command_like_ocflow(&exe);
+    command
+        .env("PATH", path_with(&bin))
+        .env("OPENAI_API_KEY", "sk-test")
+        .arg("--repo")
+        .arg(&sandbox.repo)
+        .arg("--workspace")
+        .arg(&sandbox.workspace)
+        .args(["--base-url", &llm.base_url(), "--model", "m"]);
+    let child = command
+        .args(["run", "--task-id", "t", "--plan"])
+        .arg(&plan)
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .unwrap();
+    let started = Instant::now();
+    while llm.calls("fix") == 0 && started.elapsed() < Duration::from_secs(60) {
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    fs::set_permissions(&exe, fs::Permissions::from_mode(0o644)).unwrap();
+    fs::write(held.join("release"), "").unwrap();
+    let output = child.wait_with_output().unwrap();
+    assert_exit(&output, 2);
+    let said = stderr(&output);
+    assert!(
+        said.contains("the sandbox launcher cannot run a command here")
+            && said.contains("run with --no-sandbox"),
+        "{said}"
+    );
+    assert!(
+        !sandbox.task_dir("t").join("check").exists(),
+        "no command step started"
+    );
+    // Resumable: once the launcher can run, the flow goes on from its finished LLM step.
+    fs::set_permissions(&exe, fs::Permissions::from_mode(0o755)).unwrap();
+    let mut resume = sandbox.command_like_ocflow(&exe);
+    let output = resume
+        .env("PATH", path_with(&bin))
+        .env("OPENAI_API_KEY", "sk-test")
+        .arg("--repo")
+        .arg(&sandbox.repo)
+        .arg("--workspace")
+        .arg(&sandbox.workspace)
+        .args(["--base-url", &llm.base_url(), "--model", "m", "resume", "t"])
+        .output()
+        .unwrap();
+    assert_exit(&output, 0);
+    assert_eq!(llm.calls("fix"), 1, "the LLM step was not run again");
+    assert!(
+        sandbox.result("t", "check")["stdout"]
+            .as_str()
+            .unwrap()
+            .contains("return 1")
+    );
+}

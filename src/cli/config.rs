@@ -5,8 +5,6 @@
 
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
-use std::sync::{Arc, Mutex};
-use std::thread::JoinHandle;
 
 use serde::Deserialize;
 
@@ -14,7 +12,8 @@ use crate::cli::args::{ApproveWhat, GlobalArgs, LimitArgs};
 use crate::cli::budget::{self, FileBudget, FilePrice};
 use crate::cli::profiles::{self, FileLlm, LlmConfig, NoLlm};
 use ocflow_core::engine::recovery;
-use ocflow_core::engine::sandbox::{self, SandboxPlan, SandboxSettings};
+use ocflow_core::engine::sandbox::{self, SandboxSettings};
+use ocflow_core::engine::sandbox_probe::SandboxProbe;
 use ocflow_core::flow::path_rules::{PathRules, absolute, canonical_or_absolute};
 use ocflow_core::flow::policy::CommandPolicy;
 use ocflow_core::flow::roles::{Role, Roles};
@@ -797,70 +796,6 @@ fn resolve_sandbox(flags: &LimitArgs, file: &FileSandbox, llm: &FileLlm) -> Sand
             .map(|path| canonical_or_absolute(&path))
             .collect(),
     })
-}
-
-/// The sandbox plan, probed on a thread of its own: the probe (two short-lived processes, tens
-/// of milliseconds) overlaps the embedded Python's start, which needs nothing from it. Taken
-/// with `plan` before a flow's task is made, so a probe that cannot run still stops the command
-/// before any work, as it did when `Config::resolve` waited for it.
-#[derive(Debug, Clone)]
-pub(crate) struct SandboxProbe(Arc<Mutex<Probe>>);
-
-#[derive(Debug)]
-enum Probe {
-    Running(JoinHandle<Result<Option<SandboxPlan>>>),
-    /// Boxed: a plan is many times the size of the other states.
-    Done(Option<Box<SandboxPlan>>),
-    /// The probe failed; its message, for every later `plan`.
-    Failed(String),
-    /// Between taking the thread's handle and storing what it gave.
-    Joining,
-}
-
-impl SandboxProbe {
-    /// No probe: the plan is known (`None`: commands run without a sandbox).
-    pub(crate) fn decided(plan: Option<SandboxPlan>) -> SandboxProbe {
-        SandboxProbe(Arc::new(Mutex::new(Probe::Done(plan.map(Box::new)))))
-    }
-
-    /// Starts probing with `settings` on a thread of its own.
-    fn start(settings: SandboxSettings) -> SandboxProbe {
-        let started = std::thread::Builder::new()
-            .name("sandbox-probe".into())
-            .spawn(move || SandboxPlan::probe(settings));
-        SandboxProbe(Arc::new(Mutex::new(match started {
-            Ok(handle) => Probe::Running(handle),
-            Err(err) => Probe::Failed(format!("cannot start the sandbox probe: {err}")),
-        })))
-    }
-
-    /// The plan, waiting for the probe if it still runs; a failed probe is an error every
-    /// time it is asked.
-    pub(crate) fn plan(&self) -> Result<Option<SandboxPlan>> {
-        let mut state = self
-            .0
-            .lock()
-            .map_err(|_| Error::internal("the sandbox probe's state was poisoned"))?;
-        if let Probe::Running(_) = &*state {
-            let Probe::Running(handle) = std::mem::replace(&mut *state, Probe::Joining) else {
-                return Err(Error::internal(
-                    "the sandbox probe changed while it was read",
-                ));
-            };
-            *state = match handle.join() {
-                Ok(Ok(plan)) => Probe::Done(plan.map(Box::new)),
-                Ok(Err(err)) => Probe::Failed(err.to_string()),
-                Err(_) => Probe::Failed("the sandbox probe panicked".into()),
-            };
-        }
-        match &*state {
-            Probe::Done(plan) => Ok(plan.as_deref().cloned()),
-            Probe::Failed(message) => Err(Error::Usage(message.clone())),
-            Probe::Running(_) | Probe::Joining => {
-                Err(Error::internal("the sandbox probe has no answer"))
-            }
-        }
-    }
 }
 
 /// `path`, with a leading `~/` meaning the home directory.

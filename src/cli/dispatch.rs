@@ -46,8 +46,14 @@ pub(crate) fn dispatch(config: &Config, command: Command) -> Result<ExitCode> {
         });
         warnings.extend(loaded?.1);
         // The sandbox was probed meanwhile, on a thread of its own; a probe that failed stops
-        // the command here, before any task is made.
-        config.run.sandbox.plan()?;
+        // the command here, before any task is made. A `run` that plans with the LLM waits for
+        // it only once planned (`launch::engine_settings`), or before the first command step
+        // of a flow given with `--plan` (`SandboxWait`): under load the probe takes tenths of
+        // a second, which planning or LLM steps hide, and it still stops the flow before any
+        // command step.
+        if !waits_later(&command) {
+            config.run.sandbox.plan()?;
+        }
     }
     for message in warnings {
         let event = Event::Warning { message };
@@ -102,6 +108,12 @@ pub(crate) fn dispatch(config: &Config, command: Command) -> Result<ExitCode> {
             ))
         }
     }
+}
+
+/// Whether `command` is a `run`, which waits for its sandbox probe later: after planning,
+/// or, for a flow given with `--plan`, before its first command step.
+fn waits_later(command: &Command) -> bool {
+    matches!(command, Command::Run(_))
 }
 
 /// Runs an async command on a fresh runtime. The runtime is not waited for on the way out: a

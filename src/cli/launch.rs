@@ -13,6 +13,7 @@ use ocflow_core::engine::dependencies::Dependencies;
 use ocflow_core::engine::executor::{Executor, FlowOutcome, RecoverySettings, Settings};
 use ocflow_core::engine::memory::Memory;
 use ocflow_core::engine::sandbox::SandboxPlan;
+use ocflow_core::engine::sandbox_probe::PendingSandbox;
 use ocflow_core::flow::path_rules::{PathRules, canonical_or_absolute};
 use ocflow_core::flow::plugins;
 use ocflow_core::flow::project_instructions::ProjectInstructions;
@@ -162,6 +163,27 @@ pub(crate) fn engine_settings(
     workspace_dir: &Path,
     llm: Option<Arc<Llm>>,
 ) -> Result<Settings> {
+    settings_waiting(config, rules, workspace_dir, llm, SandboxWait::Now)
+}
+
+/// When a flow waits for its sandbox probe.
+#[derive(Debug, Clone, Copy)]
+pub(crate) enum SandboxWait {
+    /// Before the flow starts (`engine_settings`): its start says what confines commands.
+    Now,
+    /// Before its first command step: the engine waits (`Settings::pending_sandbox`), and
+    /// LLM steps start beside the probe.
+    BeforeCommands,
+}
+
+/// `engine_settings`, waiting for the sandbox probe as `defer_sandbox` says.
+pub(crate) fn settings_waiting(
+    config: &Config,
+    rules: &PathRules,
+    workspace_dir: &Path,
+    llm: Option<Arc<Llm>>,
+    defer_sandbox: SandboxWait,
+) -> Result<Settings> {
     let models = config.llm.as_ref().ok();
     let run = &config.run;
     let workspace_dir = canonical_or_absolute(workspace_dir);
@@ -171,8 +193,11 @@ pub(crate) fn engine_settings(
         .iter()
         .filter_map(|(name, role)| Some((name.clone(), role.prompt.clone()?)))
         .collect();
-    let sandbox = run.sandbox.plan()?;
-    Ok(Settings {
+    let sandbox = match defer_sandbox {
+        SandboxWait::Now => run.sandbox.plan()?,
+        SandboxWait::BeforeCommands => None,
+    };
+    let mut settings = Settings {
         host_llm: llm.clone().zip(models).map(|(llm, models)| {
             Arc::new(HostLlm {
                 llm,
@@ -196,6 +221,7 @@ pub(crate) fn engine_settings(
         recovery_limits: run.recovery_limits,
         jobs: run.jobs,
         sandbox: sandbox.map(|plan| plan.protecting(&[rules.repo.clone(), workspace_dir.clone()])),
+        pending_sandbox: None,
         recovery: llm
             .zip(models)
             .filter(|(_, models)| {
@@ -224,7 +250,13 @@ pub(crate) fn engine_settings(
         memory: memory(config),
         reflect: run.reflect,
         approve_risky: config.approvals.risky.then_some(config.policy),
-    })
+    };
+    if let SandboxWait::BeforeCommands = defer_sandbox {
+        let dependencies = settings.dependencies.clone();
+        settings.pending_sandbox =
+            Some(pending_sandbox(config, rules, &workspace_dir, dependencies));
+    }
+    Ok(settings)
 }
 
 /// The failure memory of the configured repository, in the user's state directory; `None`
@@ -255,21 +287,60 @@ pub(crate) fn memory(config: &Config) -> Option<Arc<Memory>> {
 }
 
 /// Records what confines the flow's command steps, and warns, once per flow, when a command
-/// could still read the key from the environment of a process that started ocflow.
+/// could still read the key from the environment of a process that started ocflow. A flow
+/// that waits for its probe (`SandboxWait::BeforeCommands`) says it when the engine has waited.
 pub(crate) fn report_sandbox(
     config: &Config,
     settings: &Settings,
     flow_status: &mut FlowStatus,
     events: &mut Events,
 ) -> Result<()> {
-    let plan = settings.sandbox.as_ref();
-    flow_status.sandbox = Some(match plan {
+    if settings.pending_sandbox.is_some() {
+        return Ok(());
+    }
+    let (line, warnings) = sandbox_report(
+        config.key_variable.as_deref(),
+        &settings.dependencies,
+        settings.sandbox.as_ref(),
+    );
+    flow_status.sandbox = Some(line);
+    for message in warnings {
+        events.emit(Event::Warning { message })?;
+    }
+    Ok(())
+}
+
+/// The probe still running for a flow on `rules.repo`, handed to the engine with what it
+/// says of the plan once known.
+fn pending_sandbox(
+    config: &Config,
+    rules: &PathRules,
+    workspace_dir: &Path,
+    dependencies: Dependencies,
+) -> PendingSandbox {
+    let key_variable = config.key_variable.clone();
+    PendingSandbox {
+        probe: config.run.sandbox.clone(),
+        protect: vec![rules.repo.clone(), workspace_dir.to_path_buf()],
+        report: Box::new(move |plan| sandbox_report(key_variable.as_deref(), &dependencies, plan)),
+    }
+}
+
+/// The status's sandbox line for `plan`, and the warnings of the flow's start: what the probe
+/// left out, the key a command could read (`key_variable`, when it came from the
+/// environment), the `dependencies` copied into views.
+fn sandbox_report(
+    key_variable: Option<&str>,
+    dependencies: &Dependencies,
+    plan: Option<&SandboxPlan>,
+) -> (String, Vec<String>) {
+    let line = match plan {
         Some(plan) => format!("{}: {}", plan.kind(), plan.describe()),
         None => "none: command steps run unconfined (--no-sandbox, `[sandbox] enabled = false`, \
                  or a kernel with neither namespaces nor Landlock)"
             .into(),
-    });
-    let key_variable = config.key_variable.as_deref();
+    };
+    let mut warnings = Vec::new();
     let key_exposed = key_variable.filter(|_| !plan.is_some_and(SandboxPlan::isolates_processes));
     // What the start-up probe left out, because bubblewrap was refused or a trial launch
     // failed. Where that took the namespaces, what it means for the key is said with it: one
@@ -289,35 +360,31 @@ pub(crate) fn report_sandbox(
             ),
             _ => fallback.clone(),
         };
-        events.emit(Event::Warning { message })?;
+        warnings.push(message);
     }
     // The repository's installed dependencies are copied into views where no mount can show
     // them: slower, and worth knowing.
     let mounted = plan.is_some_and(SandboxPlan::mounts_dependencies);
-    if !settings.dependencies.is_empty() && !mounted {
-        events.emit(Event::Warning {
-            message: format!(
-                "command steps see copies of the repository's {} (no namespaces to bind them \
-                 read-only here): each view copies them once, and what a command changes in \
-                 them stays in its view",
-                settings.dependencies.listing()
-            ),
-        })?;
+    if !dependencies.is_empty() && !mounted {
+        warnings.push(format!(
+            "command steps see copies of the repository's {} (no namespaces to bind them \
+             read-only here): each view copies them once, and what a command changes in \
+             them stays in its view",
+            dependencies.listing()
+        ));
     }
     if let (Some(variable), None) = (key_exposed, key_said_with) {
-        events.emit(Event::Warning {
-            message: format!(
-                "the sandbox is partial here (no namespaces), so a command step could read \
-                 the API key from the environment of a process that started ocflow \
-                 ({variable}); namespaces close this (install bubblewrap). Without them a \
-                 command can read your files too, so a key file ({}) does not help here: let \
-                 `api_key_command` in your ocflow config fetch the key (a password manager) \
-                 instead",
-                key::KEY_FILE_VARIABLE
-            ),
-        })?;
+        warnings.push(format!(
+            "the sandbox is partial here (no namespaces), so a command step could read \
+             the API key from the environment of a process that started ocflow \
+             ({variable}); namespaces close this (install bubblewrap). Without them a \
+             command can read your files too, so a key file ({}) does not help here: let \
+             `api_key_command` in your ocflow config fetch the key (a password manager) \
+             instead",
+            key::KEY_FILE_VARIABLE
+        ));
     }
-    Ok(())
+    (line, warnings)
 }
 
 /// Copies the repository into the task's snapshot and says so.

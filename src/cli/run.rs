@@ -224,6 +224,7 @@ async fn start(
     // The failure memories and instruction files the planner's prompt carried, for the status.
     let mut remembered = Vec::new();
     let mut planner_instructions = Vec::new();
+    let was_given = given.is_some();
     let (flow, answers) = match (given, &llm) {
         (Some(flow), _) => (flow, 0),
         (None, Some(llm)) => {
@@ -301,7 +302,18 @@ async fn start(
         .filter(|_| answers > 0)
         .and_then(|l| l.answer_form(&l.profile_for("planner")))
         .map(|f| f.name().to_string());
-    let mut settings = launch::engine_settings(config, &config.rules, &config.workspace, llm)?;
+    // A flow the LLM planned meets its sandbox probe here (it ran while the model planned):
+    // one that failed stops the command before any step runs, its message naming the fix.
+    // The flow is saved, so `ocflow resume` runs it once that is fixed, without planning it
+    // again. A flow given with `--plan` has had no such time: the engine waits for the probe
+    // before its first command step, and its LLM steps start beside the probe.
+    let wait = if was_given {
+        launch::SandboxWait::BeforeCommands
+    } else {
+        launch::SandboxWait::Now
+    };
+    let mut settings =
+        launch::settings_waiting(config, &config.rules, &config.workspace, llm, wait)?;
     settings.budget = budget;
     launch::report_sandbox(config, &settings, &mut flow_status, &mut events)?;
     state::save_status(&task, &mut flow_status)?;

@@ -35,6 +35,7 @@ mod report;
 mod resume;
 mod roles;
 mod sandbox;
+mod sandbox_probe;
 mod seed_formats;
 mod small_models;
 mod stream;

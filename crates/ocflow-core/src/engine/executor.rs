@@ -19,6 +19,7 @@ use crate::engine::instructions;
 use crate::engine::memory::Memory;
 use crate::engine::recovery;
 use crate::engine::sandbox::SandboxPlan;
+use crate::engine::sandbox_probe::PendingSandbox;
 use crate::engine::signals::Interrupt;
 use crate::flow::graph::FlowGraph;
 use crate::flow::operations;
@@ -50,6 +51,7 @@ mod recovering;
 mod settling;
 mod stopping;
 mod views;
+mod waiting_for_sandbox;
 
 use settling::{Outputs, Settled};
 use views::ViewSlot;
@@ -79,6 +81,9 @@ pub struct Settings {
     pub jobs: usize,
     /// How command steps are sandboxed; `None`: not at all.
     pub sandbox: Option<SandboxPlan>,
+    /// The plan still probed: `sandbox` once the engine waited for it, before the first
+    /// command step (`waiting_for_sandbox`); `None` when `sandbox` is known.
+    pub pending_sandbox: Option<PendingSandbox>,
     /// What recovery needs; `None`: a failed step (after transient retries) fails the flow.
     pub recovery: Option<RecoverySettings>,
     pub limits: Limits,
@@ -282,6 +287,14 @@ impl Executor {
             // recovery decision.
             while failures.is_empty() && !spent && running.len() < self.settings.jobs.max(1) {
                 let Some(step) = self.next_ready() else { break };
+                // A step in a view (a command step) needs the sandbox's plan: waited for here,
+                // so a probe that failed stops the flow before any command starts. A step that
+                // takes only its files (an LLM step) starts without it.
+                let files_only = operations::find(&step.operation)
+                    .is_some_and(|spec| matches!(spec.access, operations::Access::Files));
+                if !files_only {
+                    self.wait_for_sandbox()?;
+                }
                 let attempt = self.start(&step)?;
                 let prepared = match self.prepare(&step) {
                     Ok(prepared) => prepared,

@@ -25,5 +25,6 @@ pub mod recovery;
 pub(crate) mod reflection;
 pub mod repository_key;
 pub mod sandbox;
+pub mod sandbox_probe;
 pub mod signals;
 pub mod summary;

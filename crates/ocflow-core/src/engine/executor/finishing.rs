@@ -25,6 +25,8 @@ impl Executor {
         if self.interrupt.is_raised() {
             return self.stopped_by_signal();
         }
+        // A flow of LLM steps alone never waited for the sandbox probe: its plan is recorded.
+        self.record_sandbox()?;
         // A budget stopped it with steps (or a recovery) left: paused, never failed.
         if let Some(exceeded) = self.budget_exceeded()
             && self.left_for_the_budget()

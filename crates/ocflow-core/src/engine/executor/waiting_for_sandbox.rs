@@ -1,0 +1,50 @@
+//! Waiting for the sandbox's plan, which a flow given with `--plan` starts without
+//! (`Settings::pending_sandbox`): before the first step in a view, and at the end for the
+//! record. Until then the flow's LLM steps run beside the probe.
+
+use super::Executor;
+use ocflow_model::error::Result;
+use ocflow_model::event::Event;
+
+impl Executor {
+    /// Takes the probed plan into the settings (protecting the repository and workspace), and
+    /// records and says what it is, as the flow's start did when it waited. A probe that
+    /// failed is the flow's error (its message names the fix): the caller stops the flow,
+    /// resumable, before any command step starts.
+    pub(super) fn wait_for_sandbox(&mut self) -> Result<()> {
+        let Some(pending) = self.settings.pending_sandbox.take() else {
+            return Ok(());
+        };
+        let plan = pending.probe.plan()?;
+        self.settings.sandbox = plan.map(|plan| plan.protecting(&pending.protect));
+        let (line, warnings) = (pending.report)(self.settings.sandbox.as_ref());
+        self.status.sandbox = Some(line);
+        for message in warnings {
+            self.events.emit(Event::Warning { message })?;
+        }
+        Ok(())
+    }
+
+    /// At the end of a flow that never needed the sandbox: its plan for the record (the
+    /// status and the summary say what would have confined commands). A probe that failed
+    /// stopped nothing here, and is said as a warning.
+    pub(super) fn record_sandbox(&mut self) -> Result<()> {
+        let Some(probe) = self
+            .settings
+            .pending_sandbox
+            .as_ref()
+            .map(|p| p.probe.clone())
+        else {
+            return Ok(());
+        };
+        match probe.plan() {
+            Ok(_) => self.wait_for_sandbox(),
+            Err(error) => {
+                self.settings.pending_sandbox = None;
+                self.events.emit(Event::Warning {
+                    message: format!("no command step ran, and none could have: {error}"),
+                })
+            }
+        }
+    }
+}

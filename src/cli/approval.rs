@@ -87,10 +87,8 @@ pub(crate) async fn plan_gate(
     }
     loop {
         say("ocflow: run this plan? [y]es, [n]o, [e]dit the flow: ");
-        let line = tokio::select! {
-            line = tokio::task::spawn_blocking(read_answer) => line
-                .map_err(|err| Error::internal(format!("reading the answer: {err}")))?,
-            () = interrupt.wait() => return Ok(Gate::Stop(ExitCode::Interrupted)),
+        let Some(line) = read_or_stop(interrupt.wait()).await? else {
+            return Ok(Gate::Stop(ExitCode::Interrupted));
         };
         // End of input: nobody will answer here; the flow waits for `ocflow approve`.
         let Some(line) = line else {
@@ -98,17 +96,7 @@ pub(crate) async fn plan_gate(
         };
         match line.trim().to_ascii_lowercase().as_str() {
             "y" | "yes" => {
-                answered(
-                    task,
-                    status,
-                    events,
-                    Answer::Approved,
-                    AnsweredBy::Terminal,
-                    None,
-                )?;
-                status.move_to(FlowState::Running)?;
-                status.message = None;
-                state::save_status(task, status)?;
+                approved_here(task, status, events, FlowState::Running)?;
                 return Ok(Gate::Go(flow));
             }
             "n" | "no" => {
@@ -174,10 +162,8 @@ pub(crate) async fn apply_gate(
         say(&format!(
             "ocflow: write the {changed} changed file(s) into the repository? [y]es, [n]o: "
         ));
-        let line = tokio::select! {
-            line = tokio::task::spawn_blocking(read_answer) => line
-                .map_err(|err| Error::internal(format!("reading the answer: {err}")))?,
-            () = interrupted() => return Ok(Some(ExitCode::Interrupted)),
+        let Some(line) = read_or_stop(interrupted()).await? else {
+            return Ok(Some(ExitCode::Interrupted));
         };
         let Some(line) = line else {
             announce_waiting(task, status, events)?;
@@ -185,17 +171,7 @@ pub(crate) async fn apply_gate(
         };
         match line.trim().to_ascii_lowercase().as_str() {
             "y" | "yes" => {
-                answered(
-                    task,
-                    status,
-                    events,
-                    Answer::Approved,
-                    AnsweredBy::Terminal,
-                    None,
-                )?;
-                status.move_to(FlowState::Succeeded)?;
-                status.message = None;
-                state::save_status(task, status)?;
+                approved_here(task, status, events, FlowState::Succeeded)?;
                 return Ok(None);
             }
             "n" | "no" => {
@@ -263,27 +239,15 @@ pub(crate) async fn risky_gate(
     }
     loop {
         say("ocflow: run these commands? [y]es, [n]o: ");
-        let line = tokio::select! {
-            line = tokio::task::spawn_blocking(read_answer) => line
-                .map_err(|err| Error::internal(format!("reading the answer: {err}")))?,
-            () = interrupt.wait() => return Ok(Gate::Stop(ExitCode::Interrupted)),
+        let Some(line) = read_or_stop(interrupt.wait()).await? else {
+            return Ok(Gate::Stop(ExitCode::Interrupted));
         };
         let Some(line) = line else {
             return announce(task, status, events);
         };
         match line.trim().to_ascii_lowercase().as_str() {
             "y" | "yes" => {
-                answered(
-                    task,
-                    status,
-                    events,
-                    Answer::Approved,
-                    AnsweredBy::Terminal,
-                    None,
-                )?;
-                status.move_to(FlowState::Running)?;
-                status.message = None;
-                state::save_status(task, status)?;
+                approved_here(task, status, events, FlowState::Running)?;
                 return Ok(Gate::Go(flow));
             }
             "n" | "no" => {
@@ -306,6 +270,39 @@ fn flagged_reasons(config: &Config, flow: &Flow) -> Vec<String> {
         .iter()
         .map(|p| format!("step {}: {}", p.step.as_deref().unwrap_or("?"), p.message))
         .collect()
+}
+
+/// Reads one answer from the terminal: the line (`None` at the end of input, when nobody will
+/// answer here), or `None` when `interrupted` comes first.
+async fn read_or_stop(
+    interrupted: impl std::future::Future<Output = ()>,
+) -> Result<Option<Option<String>>> {
+    tokio::select! {
+        line = tokio::task::spawn_blocking(read_answer) => line
+            .map(Some)
+            .map_err(|err| Error::internal(format!("reading the answer: {err}"))),
+        () = interrupted => Ok(None),
+    }
+}
+
+/// A yes at the terminal: journaled, and the flow goes on as `then`.
+fn approved_here(
+    task: &TaskDir,
+    status: &mut FlowStatus,
+    events: &mut Events,
+    then: FlowState,
+) -> Result<()> {
+    answered(
+        task,
+        status,
+        events,
+        Answer::Approved,
+        AnsweredBy::Terminal,
+        None,
+    )?;
+    status.move_to(then)?;
+    status.message = None;
+    state::save_status(task, status).map(drop)
 }
 
 /// One line from stdin; `None` at the end of input.
@@ -405,6 +402,9 @@ fn renewed(old: &FlowStatus, flow: &Flow) -> FlowStatus {
     fresh.tokens = old.tokens;
     fresh.tokens_by_profile = old.tokens_by_profile.clone();
     fresh.sandbox = old.sandbox.clone();
+    fresh.budget = old.budget;
+    fresh.memories_used.clone_from(&old.memories_used);
+    fresh.instructions_used.clone_from(&old.instructions_used);
     fresh
 }
 

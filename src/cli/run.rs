@@ -314,6 +314,11 @@ async fn start(
     };
     let mut settings =
         launch::settings_waiting(config, &config.rules, &config.workspace, llm, wait)?;
+    // Saved before any question: a flow that waits for `ocflow approve` keeps its limits and
+    // what planning spent, which the resume takes up again.
+    if let Some(budget) = &budget {
+        flow_status.budget = budget.usage();
+    }
     settings.budget = budget;
     launch::report_sandbox(config, &settings, &mut flow_status, &mut events)?;
     state::save_status(&task, &mut flow_status)?;

@@ -734,3 +734,18 @@ fn at_a_terminal_a_destructive_command_is_asked_about_and_a_no_runs_nothing() {
     assert_eq!(sandbox.status("t")["state"], "failed");
     assert!(journaled(&sandbox, "t", "step_started").is_empty());
 }
+
+/// A flow that waits for its plan's approval keeps its budget: the limit given to `run` is in
+/// the waiting status, and the approved run goes on under it.
+#[test]
+fn a_flow_waiting_for_approval_keeps_its_budget() {
+    let sandbox = Sandbox::new(&[("keep.txt", "k\n")]);
+    let output = run_waiting(&sandbox, "t", &["--max-tokens", "5000"]);
+    assert_exit(&output, 3);
+    let status = sandbox.status("t");
+    assert_eq!(status["budget"]["limits"]["max_tokens"], 5000, "{status}");
+    let approved = sandbox.ocflow().args(["approve", "t"]).output().unwrap();
+    assert_exit(&approved, 0);
+    let status = sandbox.status("t");
+    assert_eq!(status["budget"]["limits"]["max_tokens"], 5000, "{status}");
+}

@@ -737,9 +737,20 @@ fn a_tasks_own_endpoint_gets_its_requests_through_the_gate() {
     let text: String = lines.iter().map(|l| format!("{l}\n")).collect();
     fs::write(&tasks, text).unwrap();
     let out = sandbox.root().join("out");
-    let output = batch(&sandbox, &default, &tasks, &out).output().unwrap();
+    let output = batch(&sandbox, &default, &tasks, &out)
+        .env("OCFLOW_API_KEY", "sk-batch-default-7171")
+        .output()
+        .unwrap();
     assert_exit(&output, 0);
     all_succeeded(&out, 2);
+    // The key is the configured endpoint's: a URL the tasks file names never receives it.
+    let authorized = |llm: &FakeLlm| {
+        llm.requests()
+            .iter()
+            .filter(|r| r.headers.contains_key("authorization"))
+            .count()
+    };
+    assert_eq!((authorized(&default), authorized(&own)), (2, 0));
     let asked = |llm: &FakeLlm| {
         llm.bodies()
             .iter()

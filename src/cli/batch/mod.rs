@@ -370,9 +370,8 @@ async fn start_gate(
             .map(|e| (e.clone(), key_command))
     });
     let mut upstreams: Vec<Upstream> = Vec::new();
-    let mut key = ApiKey::default();
     if let Some((endpoint, key_command)) = &default {
-        key = endpoint.api_key.clone();
+        let mut key = endpoint.api_key.clone();
         if key.is_empty()
             && let Some(command) = key_command
         {
@@ -381,7 +380,7 @@ async fn start_gate(
         }
         upstreams.push(Upstream {
             base_url: endpoint.base_url.clone(),
-            key: key.clone(),
+            key,
             timeout: endpoint.request_timeout + GATE_TIMEOUT_MARGIN,
         });
     }
@@ -394,7 +393,8 @@ async fn start_gate(
             others.push(url.clone());
         }
     }
-    // The default endpoint, if any, is upstream 0; a task's own base URL takes the default key.
+    // The default endpoint, if any, is upstream 0. A task's own base URL gets no key: the
+    // tasks file is data, and the key goes only to the endpoint the user configured it for.
     let offset = upstreams.len();
     let timeout = default.as_ref().map_or(DEFAULT_GATE_TIMEOUT, |(e, _)| {
         e.request_timeout + GATE_TIMEOUT_MARGIN
@@ -402,7 +402,7 @@ async fn start_gate(
     for url in &others {
         upstreams.push(Upstream {
             base_url: url.clone(),
-            key: key.clone(),
+            key: ApiKey::default(),
             timeout,
         });
     }

@@ -102,6 +102,8 @@ pub(crate) fn references(text: &str, operation_of: &dyn Fn(&str) -> Option<Strin
         out.push_str(&rest[..at]);
         let after = &rest[at..];
         let Some(close) = after.find('}') else {
+            // Unclosed: the rest is kept as it is (validation names the broken reference).
+            rest = after;
             break;
         };
         let inner = &after["@{outputs.".len()..close];
@@ -125,6 +127,12 @@ pub(crate) fn references(text: &str, operation_of: &dyn Fn(&str) -> Option<Strin
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn an_unclosed_reference_keeps_the_text_once() {
+        let text = "see @{outputs.a.result_data and more";
+        assert_eq!(references(text, &|_| Some("read_file".into())), text);
+    }
     use serde_json::json;
 
     #[test]

@@ -290,19 +290,18 @@ impl Budget {
 
 impl Reservation<'_> {
     /// The call answered: what it used replaces what it reserved.
-    pub fn settle(self, used: &Usage) {
+    pub fn settle(mut self, used: &Usage) {
         let budget = self.budget;
         let mut ledger = budget.ledger();
         budget.release(&mut ledger, self.tokens, self.cost);
+        // Given back: the drop that follows gives back nothing (and frees the model's name).
+        (self.tokens, self.cost) = (0, 0.0);
         ledger.tokens += used.total_tokens;
         if let Some(price) = budget.prices.get(&self.model) {
             ledger.cost += price.cost(used.prompt_tokens, used.completion_tokens);
         }
         let spent = budget.spent_with(&ledger);
         mark_passed(&mut ledger, &budget.limits, &spent, true);
-        // Already given back: the drop below must not give it back twice.
-        drop(ledger);
-        std::mem::forget(self);
     }
 }
 

@@ -69,10 +69,15 @@ struct Counter {
 }
 
 impl Counter {
-    fn change(&mut self, up: bool) {
+    /// Brings the integral of requests in flight up to now.
+    fn settle(&mut self) {
         let now = Instant::now();
         self.area += self.in_flight as f64 * (now - self.last_change).as_secs_f64();
         self.last_change = now;
+    }
+
+    fn change(&mut self, up: bool) {
+        self.settle();
         if up {
             self.in_flight += 1;
             self.requests += 1;
@@ -197,10 +202,7 @@ impl Gate {
         let Ok(mut counter) = self.shared.counter.lock() else {
             return GateStats::default();
         };
-        // Brings the integral up to now.
-        counter.change(true);
-        counter.change(false);
-        counter.requests -= 1;
+        counter.settle();
         let elapsed = (counter.last_change - counter.started).as_secs_f64();
         GateStats {
             requests: counter.requests,

@@ -16,7 +16,7 @@ use tokio::signal::unix::{SignalKind, signal};
 use tokio::sync::Semaphore;
 use tokio::task::JoinSet;
 
-use crate::cli::batch::{Context, EngineOutcome, FlowJob, KEY_VARIABLES, results};
+use crate::cli::batch::{Context, EngineOutcome, FlowJob, key_variables, results};
 
 /// The flows running now, by task id: their process ids, to hand a signal on.
 type Running = Arc<Mutex<HashMap<String, u32>>>;
@@ -123,7 +123,7 @@ async fn run_flow(
         .stdin(Stdio::null())
         .stdout(Stdio::piped())
         .stderr(log);
-    for name in KEY_VARIABLES {
+    for name in key_variables() {
         command.env_remove(name);
     }
     for (name, value) in job.env(context) {

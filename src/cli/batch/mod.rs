@@ -35,15 +35,15 @@ use crate::cli::batch::results::{RunFigures, TaskResult};
 use crate::cli::batch::tasks_file::{BatchTask, RepoSource};
 use crate::cli::config::Config;
 
-/// The environment variables that may hold the real key: no flow inherits them (the driver
-/// gave its own up at start-up already; a wrapper may have set them again).
-const KEY_VARIABLES: &[&str] = &[
-    "OCFLOW_API_KEY",
-    "OPENAI_API_KEY",
-    "LLM_API_KEY",
-    KEY_FILE_VARIABLE,
-];
-
+/// The environment variables that may hold the real key (the client's, and the key file's): no
+/// flow inherits them (the driver gave its own up at start-up already; a wrapper may have set
+/// them again).
+fn key_variables() -> impl Iterator<Item = &'static str> {
+    ocflow_core::llm::key::KEY_VARIABLES
+        .iter()
+        .copied()
+        .chain([KEY_FILE_VARIABLE])
+}
 /// A request through the gate may take the flows' own time limit and this much more: the flow
 /// gives up first, and says so, rather than the gate.
 const GATE_TIMEOUT_MARGIN: std::time::Duration = std::time::Duration::from_secs(10);

@@ -23,7 +23,7 @@ use tokio::io::{AsyncBufReadExt, AsyncWriteExt};
 use tokio::signal::unix::{SignalKind, signal};
 
 use crate::cli::batch::tasks_file::RepoSource;
-use crate::cli::batch::{Context, EngineOutcome, FlowJob, KEY_VARIABLES, results};
+use crate::cli::batch::{Context, EngineOutcome, FlowJob, key_variables, results};
 use crate::cli::config::Config;
 
 /// How often Ray runs a flow again after its process or node died (each time as `resume`).
@@ -123,7 +123,7 @@ pub(crate) async fn run(
         .stdout(Stdio::piped())
         .stderr(log)
         .process_group(0);
-    for name in KEY_VARIABLES {
+    for name in key_variables() {
         command.env_remove(name);
     }
     if let Some(dir) = ocflow_core::engine::bridge::find_python_dir(config.python_dir.clone()) {

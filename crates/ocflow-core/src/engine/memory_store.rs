@@ -202,6 +202,15 @@ impl MemoryStore {
             path: path.clone(),
             source,
         };
+        // A file already at this schema needs no write lock to be opened: only a migration
+        // takes it, so flows that merely recall do not queue behind each other.
+        let current: i64 = self
+            .connection
+            .query_row("PRAGMA user_version", [], |row| row.get(0))
+            .map_err(database)?;
+        if current == SCHEMA_VERSION {
+            return Ok(());
+        }
         let transaction = self
             .connection
             .transaction_with_behavior(TransactionBehavior::Immediate)

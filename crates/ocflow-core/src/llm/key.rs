@@ -60,7 +60,7 @@ pub const KEY_FILE_VARIABLE: &str = "OCFLOW_API_KEY_FILE";
 const KEY_SOURCE_VARIABLE: &str = "OCFLOW_KEY_SOURCE";
 
 /// The variables that may hold the key, in order of precedence.
-pub(crate) const KEY_VARIABLES: &[&str] = &["OCFLOW_API_KEY", "OPENAI_API_KEY", "LLM_API_KEY"];
+pub const KEY_VARIABLES: &[&str] = &["OCFLOW_API_KEY", "OPENAI_API_KEY", "LLM_API_KEY"];
 /// Names the pipe the key arrives through after the re-execution.
 const KEY_FD_VARIABLE: &str = "OCFLOW_KEY_FD";
 

@@ -293,7 +293,7 @@ impl Executor {
                 let files_only = operations::find(&step.operation)
                     .is_some_and(|spec| matches!(spec.access, operations::Access::Files));
                 if !files_only {
-                    self.wait_for_sandbox()?;
+                    self.wait_for_sandbox().await?;
                 }
                 let attempt = self.start(&step)?;
                 let prepared = match self.prepare(&step) {

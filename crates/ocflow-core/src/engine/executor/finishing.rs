@@ -26,7 +26,7 @@ impl Executor {
             return self.stopped_by_signal();
         }
         // A flow of LLM steps alone never waited for the sandbox probe: its plan is recorded.
-        self.record_sandbox()?;
+        self.record_sandbox().await?;
         // A budget stopped it with steps (or a recovery) left: paused, never failed.
         if let Some(exceeded) = self.budget_exceeded()
             && self.left_for_the_budget()

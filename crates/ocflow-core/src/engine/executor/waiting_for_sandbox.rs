@@ -3,19 +3,30 @@
 //! record. Until then the flow's LLM steps run beside the probe.
 
 use super::Executor;
-use ocflow_model::error::Result;
+use crate::engine::sandbox::SandboxPlan;
+use crate::engine::sandbox_probe::SandboxProbe;
+use ocflow_model::error::{Error, Result};
 use ocflow_model::event::Event;
+
+/// The probe's plan, waited for on a blocking thread: the run loop's worker stays free for the
+/// LLM steps running beside it, the heartbeat and signals.
+async fn probed(probe: &SandboxProbe) -> Result<Option<SandboxPlan>> {
+    let probe = probe.clone();
+    tokio::task::spawn_blocking(move || probe.plan())
+        .await
+        .map_err(|err| Error::internal(format!("waiting for the sandbox probe: {err}")))?
+}
 
 impl Executor {
     /// Takes the probed plan into the settings (protecting the repository and workspace), and
     /// records and says what it is, as the flow's start did when it waited. A probe that
     /// failed is the flow's error (its message names the fix): the caller stops the flow,
     /// resumable, before any command step starts.
-    pub(super) fn wait_for_sandbox(&mut self) -> Result<()> {
+    pub(super) async fn wait_for_sandbox(&mut self) -> Result<()> {
         let Some(pending) = self.settings.pending_sandbox.take() else {
             return Ok(());
         };
-        let plan = pending.probe.plan()?;
+        let plan = probed(&pending.probe).await?;
         self.settings.sandbox = plan.map(|plan| plan.protecting(&pending.protect));
         let (line, warnings) = (pending.report)(self.settings.sandbox.as_ref());
         self.status.sandbox = Some(line);
@@ -28,7 +39,7 @@ impl Executor {
     /// At the end of a flow that never needed the sandbox: its plan for the record (the
     /// status and the summary say what would have confined commands). A probe that failed
     /// stopped nothing here, and is said as a warning.
-    pub(super) fn record_sandbox(&mut self) -> Result<()> {
+    pub(super) async fn record_sandbox(&mut self) -> Result<()> {
         let Some(probe) = self
             .settings
             .pending_sandbox
@@ -37,8 +48,8 @@ impl Executor {
         else {
             return Ok(());
         };
-        match probe.plan() {
-            Ok(_) => self.wait_for_sandbox(),
+        match probed(&probe).await {
+            Ok(_) => self.wait_for_sandbox().await,
             Err(error) => {
                 self.settings.pending_sandbox = None;
                 self.events.emit(Event::Warning {

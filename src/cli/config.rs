@@ -420,6 +420,16 @@ impl FileConfig {
 }
 
 impl Config {
+    /// The command policy the planner and recovery apply: with `--approve risky`, what it flags
+    /// is asked about rather than refused.
+    pub(crate) fn proposal_policy(&self) -> CommandPolicy {
+        if self.approvals.risky {
+            self.policy.asking_a_person()
+        } else {
+            self.policy
+        }
+    }
+
     /// Resolves every setting. `needs_repo`: whether the command works on a repository, which
     /// must then be named or found (see `discover_repo`); `limits` are the flags of a command
     /// that runs steps (`None` for the others, which then probe no sandbox); `api_key` comes from

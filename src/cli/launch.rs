@@ -231,12 +231,7 @@ pub(crate) fn settings_waiting(
                 llm,
                 model: models.recovery.clone(),
                 rules: rules.clone(),
-                // `--approve risky`: a flagged proposal is asked about, not refused.
-                policy: if config.approvals.risky {
-                    config.policy.asking_a_person()
-                } else {
-                    config.policy
-                },
+                policy: config.proposal_policy(),
                 roles: config.roles.clone(),
             }),
         limits: run.limits.clone(),

@@ -395,12 +395,7 @@ fn planner<'a>(config: &'a Config, llm: &'a Llm) -> Result<Planner<'a>> {
         settings: &models.planner,
         rules: &config.rules,
         skip,
-        // What the policy flags is asked about (`--approve risky`) rather than refused.
-        policy: if config.approvals.risky {
-            config.policy.asking_a_person()
-        } else {
-            config.policy
-        },
+        policy: config.proposal_policy(),
         roles: &config.roles,
         test_commands,
         past_experience: String::new(),

@@ -82,10 +82,7 @@ impl Memory {
 
     /// The failures remembered of flow `task_id`, oldest first.
     pub fn of_flow(&self, task_id: &str) -> Result<Vec<Remembered>, MemoryError> {
-        let mut all = self.open()?.list(Some(&self.repo_key))?;
-        all.retain(|r| r.failure.task_id == task_id);
-        all.reverse();
-        Ok(all)
+        self.open()?.of_task(&self.repo_key, task_id)
     }
 
     /// The past failures nearest to planning `task`.

@@ -362,6 +362,22 @@ impl MemoryStore {
             .map_err(|e| self.database(e))
     }
 
+    /// The failures flow `task_id` of `repo` left, oldest first (the index on repository and
+    /// task answers it without reading the rest).
+    pub fn of_task(&self, repo: &str, task_id: &str) -> Result<Vec<Remembered>, MemoryError> {
+        let mut statement = self
+            .connection
+            .prepare(&format!(
+                "SELECT {COLUMNS} FROM failures WHERE repo = ?1 AND task_id = ?2 ORDER BY id"
+            ))
+            .map_err(|e| self.database(e))?;
+        let rows = statement
+            .query_map(params![repo, task_id], remembered)
+            .map_err(|e| self.database(e))?;
+        rows.collect::<Result<Vec<_>, _>>()
+            .map_err(|e| self.database(e))
+    }
+
     /// The failure `id`, when it is remembered.
     pub fn get(&self, id: i64) -> Result<Option<Remembered>, MemoryError> {
         self.connection

@@ -289,7 +289,10 @@ async fn start(
         events.emit(Event::Warning { message })?;
     }
     live::show_plan(&flow, config.json);
-    state::save_flow(&task, &flow)?;
+    // A given flow was saved before planning would have begun.
+    if !was_given {
+        state::save_flow(&task, &flow)?;
+    }
     let mut flow_status = FlowStatus::new(&task_id, &flow, &config.repo);
     flow_status.use_memories(&remembered);
     flow_status.use_instructions(&planner_instructions);

@@ -102,9 +102,14 @@ fn multi_step_flow_leaves_every_file_as_specified() {
             "generate_summary" => "reviewer",
             _ => "developer",
         };
-        json!({"id": id, "operation": operation, "role": role, "status": "succeeded",
-               "attempts": 1, "sequence": sequence, "output_files": outputs,
-               "deleted_files": deleted, "message": message, "tokens": no_tokens()})
+        let mut step = json!({"id": id, "operation": operation, "role": role,
+                              "status": "succeeded", "attempts": 1, "sequence": sequence,
+                              "output_files": outputs, "deleted_files": deleted,
+                              "message": message});
+        // Issue 28 §2: a step's empty lists and zero tokens are left out of the file.
+        let fields = step.as_object_mut().unwrap();
+        fields.retain(|_, value| value.as_array().is_none_or(|list| !list.is_empty()));
+        step
     };
     assert_eq!(
         stable(sandbox.status("multi")),

@@ -101,6 +101,11 @@ fn is_zero(count: &u64) -> bool {
 }
 
 impl Usage {
+    /// No call counted (a step that asks no model).
+    pub fn is_none(&self) -> bool {
+        *self == Usage::default()
+    }
+
     pub fn add(&mut self, other: &Usage) {
         self.prompt_tokens += other.prompt_tokens;
         self.completion_tokens += other.completion_tokens;

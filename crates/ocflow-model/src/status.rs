@@ -203,10 +203,12 @@ pub struct StepStatus {
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub sequence: Option<u64>,
     /// Repository-relative files the step created or changed (kept in `<step>/output/`).
-    #[serde(default)]
+    /// Like every empty or zero field of a step, left out of the file: a long flow's status is
+    /// rewritten while it runs, and its bytes should be the steps' facts (issue 28 §2).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub output_files: Vec<String>,
     /// Repository-relative files the step deleted.
-    #[serde(default)]
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub deleted_files: Vec<String>,
     /// The last attempt's message, one sentence.
     #[serde(default, skip_serializing_if = "Option::is_none")]
@@ -215,7 +217,7 @@ pub struct StepStatus {
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub error: Option<StepError>,
     /// Tokens the step's LLM calls used, over all its attempts.
-    #[serde(default)]
+    #[serde(default, skip_serializing_if = "Usage::is_none")]
     pub tokens: Usage,
     /// Automatic retries after transient failures (no LLM asked).
     #[serde(default, skip_serializing_if = "is_zero")]

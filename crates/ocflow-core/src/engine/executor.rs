@@ -182,6 +182,9 @@ struct Checkpoint {
     /// How long writing it took (the file system's flush: milliseconds on a quiet machine,
     /// hundreds under others' writes).
     took: Duration,
+    /// How long after it was due that write started: the loop's own delay (a step's end
+    /// handled, a flush of its own) on top of the timer's.
+    late: Duration,
     /// Its size then.
     status_bytes: u64,
     /// Whether the journal holds a change the file does not.
@@ -192,6 +195,8 @@ struct Checkpoint {
 const STATUS_LAG: Duration = Duration::from_secs(1);
 /// The least time between two writes of a large status: its bytes stay bounded.
 const STATUS_MIN_GAP: Duration = Duration::from_millis(200);
+/// What the gap leaves besides the measured delays, for a delay not seen before.
+const STATUS_SLACK: Duration = Duration::from_millis(100);
 /// A status this small is rewritten at each change: its bytes stay a few times the journal's.
 const SMALL_STATUS_BYTES: u64 = 16 * 1024;
 
@@ -240,6 +245,7 @@ impl Executor {
             checkpoint: Checkpoint {
                 at: Instant::now(),
                 took: Duration::ZERO,
+                late: Duration::ZERO,
                 status_bytes: 0,
                 behind: false,
             },
@@ -529,10 +535,16 @@ impl Executor {
             self.status.budget = budget.usage();
         }
         let started = Instant::now();
+        let due = self.checkpoint.at + self.status_gap();
+        let late = match self.checkpoint.behind {
+            true => started.saturating_duration_since(due),
+            false => Duration::ZERO,
+        };
         let status_bytes = state::save_status(&self.task, &mut self.status)?;
         self.checkpoint = Checkpoint {
             at: Instant::now(),
             took: started.elapsed(),
+            late,
             status_bytes,
             behind: false,
         };
@@ -552,11 +564,12 @@ impl Executor {
     }
 
     /// How long after a write the next one starts, so that it ends within `STATUS_LAG` of a
-    /// change made right after the last: the lag less twice what the last write took (a
-    /// loaded machine's flushes vary) and a quarter second for a step's own flushes, which
-    /// delay the loop's timer.
+    /// change made right after the last: the lag less twice what the last write took and how
+    /// late it started (a loaded machine's flushes and the loop's delays vary, and the gap
+    /// follows them), and a little slack. No more often than that: each write is the whole
+    /// file, so a long fast flow's bytes grow with how often it is written (issue 28 §2).
     fn status_gap(&self) -> Duration {
-        let margin = self.checkpoint.took * 2 + Duration::from_millis(250);
+        let margin = (self.checkpoint.took + self.checkpoint.late) * 2 + STATUS_SLACK;
         STATUS_LAG.saturating_sub(margin).max(STATUS_MIN_GAP)
     }
 

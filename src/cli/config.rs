@@ -774,15 +774,15 @@ fn recovery_limits(file: &FileRecovery) -> recovery::Limits {
 
 /// How command steps are sandboxed: the kind the kernel enforces and the paths commands may
 /// write beneath besides their view and temporary directory (a flow leaves out those that hold
-/// its repository or workspace), or `None` when commands run without it. The probe starts
-/// here and runs on its own thread (see `SandboxProbe`).
+/// its repository or workspace), or `None` when commands run without it. The probe is made
+/// here and started by the command (see `SandboxProbe`).
 fn resolve_sandbox(flags: &LimitArgs, file: &FileSandbox, llm: &FileLlm) -> SandboxProbe {
     if flags.no_sandbox || file.enabled == Some(false) {
         return SandboxProbe::decided(None);
     }
     let home = std::env::var_os("HOME").map(PathBuf::from);
     let extra = file.writable.iter().map(|p| at_home(p, home.as_deref()));
-    SandboxProbe::start(SandboxSettings {
+    SandboxProbe::deferred(SandboxSettings {
         namespaces: file.namespaces != Some(false),
         network: file.network == Some(true),
         writable: sandbox::default_writable()

@@ -21,6 +21,12 @@ pub(crate) fn dispatch(config: &Config, command: Command) -> Result<ExitCode> {
     }
     let mut warnings = config.warnings.clone();
     let mut connected = None;
+    // The sandbox probe starts now, beside the library's start, except for a flow given with
+    // `--plan`: its engine starts the probe once the first steps are on their way, so that it
+    // never takes the processors from them (issue 28 §4).
+    if !matches!(&command, Command::Run(args) if args.plan.is_some()) {
+        config.run.sandbox.begin();
+    }
     // The commands that plan or validate flows take the library's catalogue first, so its
     // plugin operations are known to the planner and the validator.
     if matches!(
@@ -33,18 +39,27 @@ pub(crate) fn dispatch(config: &Config, command: Command) -> Result<ExitCode> {
     ) {
         // `run` connects to the LLM meanwhile (its HTTP client loads the system's root
         // certificates): the embedded Python's start takes longer, and needs nothing from it.
-        let loaded = std::thread::scope(|scope| {
-            let connecting = matches!(command, Command::Run(_))
-                .then(|| scope.spawn(|| launch::connect_llm(config)));
-            let loaded = launch::load_operations(config);
-            connected = connecting.map(|thread| {
-                thread
-                    .join()
-                    .unwrap_or_else(|_| Err(Error::internal("connecting to the LLM panicked")))
+        // A flow given with `--plan` is read and its task set up while the library loads: it
+        // waits for the library only to say which one ran the flow (`run::start`).
+        if matches!(&command, Command::Run(args) if args.plan.is_some())
+            && launch::may_load_later(config)
+        {
+            launch::load_in_background(config);
+            connected = Some(launch::connect_llm(config));
+        } else {
+            let loaded = std::thread::scope(|scope| {
+                let connecting = matches!(command, Command::Run(_))
+                    .then(|| scope.spawn(|| launch::connect_llm(config)));
+                let loaded = launch::load_operations(config);
+                connected = connecting.map(|thread| {
+                    thread
+                        .join()
+                        .unwrap_or_else(|_| Err(Error::internal("connecting to the LLM panicked")))
+                });
+                loaded
             });
-            loaded
-        });
-        warnings.extend(loaded?.1);
+            warnings.extend(loaded?.1);
+        }
         // The sandbox was probed meanwhile, on a thread of its own; a probe that failed stops
         // the command here, before any task is made. A `run` that plans with the LLM waits for
         // it only once planned (`launch::engine_settings`), or before the first command step

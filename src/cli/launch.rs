@@ -4,10 +4,14 @@
 
 use std::fs;
 use std::path::Path;
-use std::sync::{Arc, OnceLock};
+use std::path::PathBuf;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::{Arc, Mutex, OnceLock, PoisonError};
+use std::thread::JoinHandle;
 
 use crate::cli::apply;
-use crate::cli::config::Config;
+use crate::cli::config::{Config, DEFAULT_CODEX_LIB, Plugins};
+use crate::cli::progress;
 use ocflow_core::engine::bridge::{self, Bridge, HostLlm};
 use ocflow_core::engine::dependencies::Dependencies;
 use ocflow_core::engine::executor::{Executor, FlowOutcome, RecoverySettings, Settings};
@@ -27,7 +31,7 @@ use ocflow_core::task::snapshot;
 use ocflow_core::task::state;
 use ocflow_core::task::workspace::TaskDir;
 use ocflow_model::error::{Error, IoContext, Result};
-use ocflow_model::event::Event;
+use ocflow_model::event::{Event, Record};
 use ocflow_model::exit::ExitCode;
 use ocflow_model::flow::Flow;
 use ocflow_model::problem::Problem;
@@ -81,6 +85,65 @@ pub(crate) fn connect_llm(config: &Config) -> Result<Option<Arc<Llm>>> {
 /// plugin operations added to the registry and what could not be loaded, in words.
 static LOADED: OnceLock<(Arc<Bridge>, Vec<String>)> = OnceLock::new();
 
+/// What loading the library gave: the library, the plugins' problems, and whether the
+/// operations are the compiled-in ones (`plugins::Installed::as_compiled`).
+type Library = (Arc<Bridge>, Vec<String>, bool);
+
+/// The library loading on a thread of its own (`load_in_background`), for the first
+/// `load_operations` to take.
+static LOADING: Mutex<Option<JoinHandle<Result<Library>>>> = Mutex::new(None);
+
+/// Whether the library's load may go on while a flow given with `--plan` is read and its task
+/// set up: no plugin folder, and the bundled library, so the operations are the compiled-in
+/// ones (a flow naming an entry point's operation fails to read, waits for the load and is read
+/// again; one the library declares otherwise is checked again, `validated_again`).
+pub(crate) fn may_load_later(config: &Config) -> bool {
+    config.plugins.folders.is_empty() && config.codex_lib == DEFAULT_CODEX_LIB
+}
+
+/// Starts loading the library on a thread of its own: the interpreter's start (tens of
+/// milliseconds) goes on while the command reads its flow and sets its task up (issue 28 §4).
+pub(crate) fn load_in_background(config: &Config) {
+    let (python_dir, module) = (config.python_dir.clone(), config.codex_lib.clone());
+    let plugins = config.plugins.clone();
+    let started = std::thread::Builder::new()
+        .name("library".into())
+        .spawn(move || load_library(python_dir, &module, &plugins));
+    if let Ok(handle) = started {
+        *LOADING.lock().unwrap_or_else(PoisonError::into_inner) = Some(handle);
+    }
+}
+
+/// Whether a load started by `load_in_background` has not been taken yet.
+pub(crate) fn loading() -> bool {
+    LOADING
+        .lock()
+        .unwrap_or_else(PoisonError::into_inner)
+        .is_some()
+}
+
+fn load_library(python_dir: Option<PathBuf>, module: &str, plugins: &Plugins) -> Result<Library> {
+    let python_dir = bridge::find_python_dir(python_dir);
+    let bridge = Arc::new(Bridge::load(python_dir.as_deref(), module)?);
+    Ok(
+        match bridge.catalogue(&plugins.folders, plugins.entry_points)? {
+            Some(catalogue) => {
+                let installed = plugins::install(&catalogue)?;
+                (bridge, installed.problems, installed.as_compiled)
+            }
+            None if plugins.folders.is_empty() => (bridge, Vec::new(), true),
+            None => (
+                bridge,
+                vec![format!(
+                    "{module} has no operation registry (load_plugins, catalogue): the plugin \
+                 folders in [plugins] are not loaded"
+                )],
+                true,
+            ),
+        },
+    )
+}
+
 /// The operation library, loaded into the embedded interpreter (once per process), its
 /// catalogue's plugin operations added to the registry.
 pub(crate) fn load_bridge(config: &Config) -> Result<Arc<Bridge>> {
@@ -89,26 +152,49 @@ pub(crate) fn load_bridge(config: &Config) -> Result<Arc<Bridge>> {
 
 /// Loads the library and takes its catalogue: the plugin operations join the built-ins before
 /// any flow is planned or validated. Returns the library and a warning for every plugin that
-/// could not be loaded and every role naming an operation that does not exist.
+/// could not be loaded and every role naming an operation that does not exist. A load started
+/// in the background is waited for, and says its warnings itself (the command's start, which
+/// says the others, did not wait for it).
 pub(crate) fn load_operations(config: &Config) -> Result<(Arc<Bridge>, Vec<String>)> {
     if let Some((bridge, problems)) = LOADED.get() {
         return Ok((bridge.clone(), problems.clone()));
     }
-    let python_dir = bridge::find_python_dir(config.python_dir.clone());
-    let bridge = Arc::new(Bridge::load(python_dir.as_deref(), &config.codex_lib)?);
-    let plugins = &config.plugins;
-    let mut problems = match bridge.catalogue(&plugins.folders, plugins.entry_points)? {
-        Some(catalogue) => plugins::install(&catalogue)?.problems,
-        None if plugins.folders.is_empty() => Vec::new(),
-        None => vec![format!(
-            "{} has no operation registry (load_plugins, catalogue): the plugin folders in \
-             [plugins] are not loaded",
-            config.codex_lib
-        )],
+    let background = LOADING
+        .lock()
+        .unwrap_or_else(PoisonError::into_inner)
+        .take();
+    let joined = background.is_some();
+    let (bridge, mut problems, as_compiled) = match background {
+        Some(handle) => handle
+            .join()
+            .unwrap_or_else(|_| Err(Error::internal("loading the library panicked")))?,
+        None => load_library(
+            config.python_dir.clone(),
+            &config.codex_lib,
+            &config.plugins,
+        )?,
     };
     problems.extend(config.roles.unknown_operations());
+    AS_COMPILED.store(as_compiled, Ordering::Relaxed);
+    if joined {
+        for message in &problems {
+            let event = Event::Warning {
+                message: message.clone(),
+            };
+            progress::show(&Record::now(now(), event), config.json);
+        }
+    }
     let _ = LOADED.set((bridge.clone(), problems.clone()));
     Ok((bridge, problems))
+}
+
+/// Whether the loaded library's operations are the compiled-in ones (see `may_load_later`).
+static AS_COMPILED: AtomicBool = AtomicBool::new(true);
+
+/// Whether a flow read before the library was loaded must be read again: the library declared
+/// other operations than the compiled-in ones.
+pub(crate) fn validated_again() -> bool {
+    !AS_COMPILED.load(Ordering::Relaxed)
 }
 
 /// Reads and validates a flow file, checking its size before reading it whole; with what

@@ -12,6 +12,7 @@ use crate::cli::config::Config;
 use crate::cli::launch::{self, connect_llm, require_llm};
 use crate::cli::live;
 use crate::cli::progress::Progress;
+use ocflow_core::engine::bridge::Bridge;
 use ocflow_core::engine::executor::Executor;
 use ocflow_core::engine::signals::Interrupt;
 use ocflow_core::flow::operations;
@@ -83,8 +84,16 @@ async fn start(
     let mut notes = Vec::new();
     let given = match (&args.plan, &args.task) {
         (Some(plan), _) => {
-            let (flow, added) =
-                launch::read_flow(plan, args.task.as_deref(), &config.rules, &config.roles)?;
+            let read =
+                || launch::read_flow(plan, args.task.as_deref(), &config.rules, &config.roles);
+            // Read while the library loads: a flow naming a plugin's operation waits for it.
+            let (flow, added) = match read() {
+                Err(_) if launch::loading() => {
+                    launch::load_operations(config)?;
+                    read()?
+                }
+                read => read?,
+            };
             notes = added;
             Some(flow)
         }
@@ -142,10 +151,10 @@ async fn start(
         }
         None => Some(connect()?.ok_or_else(|| launch::no_llm(config))?),
     };
-    let bridge = launch::load_bridge(config)?;
-    if let Some(flow) = &given {
-        // Imported while the task is set up, not by the first steps.
-        bridge.preload(flow.operations());
+    // A planned flow needs the library's catalogue for its planner; a given one waits for the
+    // library only to say which one runs it (`flow_started`), its task set up meanwhile.
+    if given.is_none() {
+        launch::load_bridge(config)?;
     }
     let task_text = match &given {
         Some(flow) => flow.task.clone(),
@@ -169,6 +178,8 @@ async fn start(
             task.root.display()
         )));
     }
+    // A run that makes the workspace takes it back if it cannot start (`library_for`).
+    let new_workspace = !config.workspace.exists();
     if !again {
         task.create()?;
     }
@@ -211,6 +222,20 @@ async fn start(
         None => "planning the flow with the LLM".into(),
     });
     state::save_status(&task, &mut starting)?;
+    let bridge = match library_for(config, &args, given.as_ref()) {
+        Ok(bridge) => bridge,
+        Err(error) => {
+            // Nothing is left of a run that could not start: the task it made goes, and the
+            // workspace too when it made it.
+            if !again {
+                let _ = std::fs::remove_dir_all(&task.root);
+            }
+            if new_workspace {
+                workspace::remove_new_workspace(&config.workspace);
+            }
+            return Err(error);
+        }
+    };
     events.emit(Event::FlowStarted {
         task_id: task_id.clone(),
         task: task_text.clone(),
@@ -598,6 +623,20 @@ pub(crate) async fn plan(config: &Config, args: PlanArgs) -> Result<ExitCode> {
             Ok(ExitCode::Failure)
         }
     }
+}
+
+/// The library, waited for when it loads in the background; a given flow is checked again
+/// when the library declares other operations than the ones it was read against, and its
+/// operations' modules are imported while the flow starts, not by its first steps.
+fn library_for(config: &Config, args: &RunArgs, given: Option<&Flow>) -> Result<Arc<Bridge>> {
+    let bridge = launch::load_bridge(config)?;
+    if let (Some(plan), Some(flow)) = (&args.plan, given) {
+        if launch::validated_again() {
+            launch::read_flow(plan, args.task.as_deref(), &config.rules, &config.roles)?;
+        }
+        bridge.preload(flow.operations());
+    }
+    Ok(bridge)
 }
 
 /// The task's words: as given, from stdin (`-`), or from a file; an empty one, or one over

@@ -149,3 +149,30 @@ fn a_library_that_cannot_be_loaded_is_a_usage_error_before_anything_is_written()
     );
     assert!(!sandbox.workspace.exists());
 }
+
+#[test]
+fn a_bundled_library_that_cannot_be_loaded_leaves_nothing_behind_a_given_flow() {
+    // Issue 28 §4: a flow given with `--plan` is read and its task set up while the library
+    // loads; a library that then fails stops the run as before, and what it made goes.
+    let (sandbox, lib) = sandbox_with_library(
+        "open_codex_lib",
+        "raise ImportError('this library is broken')\n",
+    );
+    let plan = sandbox
+        .flow(&json!([{"id": "only", "operation": "read_file", "params": {"file_path": "a.txt"}}]));
+    let output = sandbox
+        .ocflow()
+        .arg("--python-dir")
+        .arg(&lib)
+        .args(["run", "--task-id", "t", "--plan"])
+        .arg(plan)
+        .output()
+        .unwrap();
+    assert_exit(&output, 2);
+    assert!(
+        stderr(&output).contains("this library is broken"),
+        "{}",
+        stderr(&output)
+    );
+    assert!(!sandbox.workspace.exists(), "the run left its workspace");
+}

@@ -10,7 +10,6 @@ import gc
 import importlib
 import io
 import json
-import signal
 import sys
 import threading
 import traceback
@@ -79,11 +78,10 @@ class _StepOutput(io.TextIOBase):
 
 
 def install():
-    """Routes sys.stdout and sys.stderr through the per-step logs (once), and leaves SIGINT to
-    ocflow: Python's handler would otherwise be chained to ocflow's and raise KeyboardInterrupt
-    inside the next call into the library, cancel_all included, which then kills nothing."""
-    if threading.current_thread() is threading.main_thread():
-        signal.signal(signal.SIGINT, signal.SIG_DFL)
+    """Routes sys.stdout and sys.stderr through the per-step logs (once). SIGINT is left to
+    ocflow by the interpreter's start (`interpreter.rs`): Python's handler would otherwise be
+    chained to ocflow's and raise KeyboardInterrupt inside the next call into the library,
+    cancel_all included, which then kills nothing."""
     if not isinstance(sys.stdout, _StepOutput):
         # Outside a step, stray prints go to stderr: stdout belongs to ocflow's --json events.
         sys.stdout = _StepOutput(sys.__stderr__)

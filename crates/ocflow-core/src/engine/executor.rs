@@ -187,8 +187,8 @@ struct Checkpoint {
     late: Duration,
     /// Its size then.
     status_bytes: u64,
-    /// Whether the journal holds a change the file does not.
-    behind: bool,
+    /// Since when the journal holds a change the file does not.
+    behind_since: Option<Instant>,
 }
 
 /// The longest the status file may lag the journal while steps run (issue 28 §3).
@@ -197,8 +197,13 @@ const STATUS_LAG: Duration = Duration::from_secs(1);
 const STATUS_MIN_GAP: Duration = Duration::from_millis(200);
 /// What the gap leaves besides the measured delays, for a delay not seen before.
 const STATUS_SLACK: Duration = Duration::from_millis(100);
-/// A status this small is rewritten at each change: its bytes stay a few times the journal's.
+/// A status this small is rewritten at each change, or once for the changes of a burst (steps
+/// that end together and the steps they free): its bytes stay a few times the journal's.
 const SMALL_STATUS_BYTES: u64 = 16 * 1024;
+/// How long the changes after a small status's write wait to be written together: eight
+/// parallel steps ending and eight starting cost one write instead of sixteen, each a flush of
+/// the file system on the loop that starts the next steps (issue 28 §4).
+const STATUS_BURST: Duration = Duration::from_millis(20);
 
 /// How a step's thread ended: its call's outcome, settled there for a file step.
 enum Ended {
@@ -247,7 +252,7 @@ impl Executor {
                 took: Duration::ZERO,
                 late: Duration::ZERO,
                 status_bytes: 0,
-                behind: false,
+                behind_since: None,
             },
             llm_failure: None,
             recovered_in_this_run: false,
@@ -351,6 +356,12 @@ impl Executor {
                         view: prepared.view,
                     },
                 );
+            }
+            // A flow given with `--plan` starts its sandbox probe here, once its first steps
+            // are on their way: their LLM calls leave the processors idle (the engine waits
+            // for it before a command step, and at the end for the record).
+            if let Some(pending) = &self.settings.pending_sandbox {
+                pending.probe.begin();
             }
             if running.is_empty() {
                 // Everything started has been recorded; now the failures, one at a time.
@@ -535,29 +546,27 @@ impl Executor {
             self.status.budget = budget.usage();
         }
         let started = Instant::now();
-        let due = self.checkpoint.at + self.status_gap();
-        let late = match self.checkpoint.behind {
-            true => started.saturating_duration_since(due),
-            false => Duration::ZERO,
-        };
+        let late = self
+            .status_due_at()
+            .map_or(Duration::ZERO, |due| started.saturating_duration_since(due));
         let status_bytes = state::save_status(&self.task, &mut self.status)?;
         self.checkpoint = Checkpoint {
             at: Instant::now(),
             took: started.elapsed(),
             late,
             status_bytes,
-            behind: false,
+            behind_since: None,
         };
         Ok(())
     }
 
     /// After a change only the journal holds (a step started or succeeded): writes the status
-    /// now when it is small or its next write is due, else leaves it to the loop's timer.
+    /// now when its next write is due, else leaves it to the loop's timer.
     fn save_when_due(&mut self) -> Result<()> {
-        self.checkpoint.behind = true;
-        if self.checkpoint.status_bytes <= SMALL_STATUS_BYTES
-            || self.checkpoint.at.elapsed() >= self.status_gap()
-        {
+        self.checkpoint
+            .behind_since
+            .get_or_insert_with(Instant::now);
+        if self.checkpoint.at.elapsed() >= self.status_gap() {
             self.save()?;
         }
         Ok(())
@@ -569,16 +578,24 @@ impl Executor {
     /// follows them), and a little slack. No more often than that: each write is the whole
     /// file, so a long fast flow's bytes grow with how often it is written (issue 28 §2).
     fn status_gap(&self) -> Duration {
+        if self.checkpoint.status_bytes <= SMALL_STATUS_BYTES {
+            return STATUS_BURST;
+        }
         let margin = (self.checkpoint.took + self.checkpoint.late) * 2 + STATUS_SLACK;
         STATUS_LAG.saturating_sub(margin).max(STATUS_MIN_GAP)
     }
 
     /// When the status file must be written to stay within `STATUS_LAG` of the journal, or
-    /// `None` while it holds everything.
-    fn status_due(&self) -> Option<tokio::time::Instant> {
+    /// `None` while it holds everything: a gap after the last write, and never before the first
+    /// change it lacks (a change after a long quiet spell is written at once, and not late).
+    fn status_due_at(&self) -> Option<Instant> {
         self.checkpoint
-            .behind
-            .then(|| tokio::time::Instant::from_std(self.checkpoint.at + self.status_gap()))
+            .behind_since
+            .map(|since| since.max(self.checkpoint.at + self.status_gap()))
+    }
+
+    fn status_due(&self) -> Option<tokio::time::Instant> {
+        self.status_due_at().map(tokio::time::Instant::from_std)
     }
 }
 

@@ -10,7 +10,7 @@
 use std::ffi::CString;
 use std::mem::MaybeUninit;
 use std::path::Path;
-use std::sync::Once;
+use std::sync::{Mutex, Once};
 
 use pyo3::ffi;
 
@@ -22,10 +22,58 @@ pub(crate) fn built_home() -> Option<&'static str> {
     BUILT_HOME
 }
 
+/// Held while the interpreter starts and while ocflow registers its signal handlers
+/// (`signals::Interrupt::listen`): the library may load on a thread of its own while the run
+/// starts, and the two must not interleave (see `start`).
+pub(crate) static SIGNAL_HANDLERS: Mutex<()> = Mutex::new(());
+
 /// Starts the interpreter once, before pyo3 would; pyo3 then finds it running and uses it.
+/// Python puts its own SIGINT handler in place when it finds none (its `signal` module, even
+/// without `install_signal_handlers`), which would raise KeyboardInterrupt inside the next call
+/// into the library and, chained behind ocflow's, kill nothing: whatever was there before the
+/// start is put back, under `SIGNAL_HANDLERS`, so that ocflow's handler (registered before or
+/// after) is the only one.
 pub(crate) fn start() {
     static START: Once = Once::new();
     START.call_once(|| {
+        let _handlers = SIGNAL_HANDLERS
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner);
+        let before = sigint_action();
+        start_python();
+        if let Some(before) = before
+            && sigint_action().is_some_and(|now| now.sa_sigaction != before.sa_sigaction)
+        {
+            // SAFETY: sigaction with a struct read by sigaction above, for one signal.
+            unsafe {
+                libc::sigaction(libc::SIGINT, &before, std::ptr::null_mut());
+            }
+        }
+    });
+}
+
+/// SIGINT's action now, or `None` when it cannot be read.
+fn sigint_action() -> Option<libc::sigaction> {
+    // SAFETY: sigaction with a null new action only writes the old one, a valid struct.
+    unsafe {
+        let mut action: libc::sigaction = std::mem::zeroed();
+        (libc::sigaction(libc::SIGINT, std::ptr::null(), &mut action) == 0).then_some(action)
+    }
+}
+
+/// Starts the interpreter: with the home it was built against when that is right, else as
+/// pyo3 does.
+fn start_python() {
+    start_at_built_home();
+    pyo3::Python::initialize();
+    // Its `signal` module is what sets the handler, when first imported: now, under the lock.
+    pyo3::Python::attach(|py| {
+        let _ = py.import("signal");
+    });
+}
+
+fn start_at_built_home() {
+    {
         let home = BUILT_HOME.filter(|home| {
             std::env::var_os("PYTHONHOME").is_none()
                 && std::env::var_os("VIRTUAL_ENV").is_none()
@@ -57,5 +105,5 @@ pub(crate) fn start() {
                 ffi::PyEval_SaveThread();
             }
         }
-    });
+    }
 }

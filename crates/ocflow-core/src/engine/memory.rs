@@ -5,6 +5,7 @@
 //! is `memory_store`; the repository's key, shared by its clones, `repository_key`.
 
 use std::path::{Path, PathBuf};
+use std::sync::OnceLock;
 
 use serde_json::Value;
 
@@ -42,15 +43,19 @@ const CONTENT_PARAMS: &[&str] = &[
     "new_text",
 ];
 
-/// The memory of the repository a flow works on.
+/// The memory of the repository a flow works on. Its key and redaction are found at first
+/// use: a flow that fails nothing never asks git for the key nor reads the ignore rules (the
+/// start of every flow paid for both, on its critical path: issue 28 §4).
 pub struct Memory {
     /// `memory.sqlite` in the user's state directory.
     path: PathBuf,
-    /// The repository's key (`repository_key`).
-    repo_key: String,
     repo: PathBuf,
+    /// Where the task directories are (never read for redaction).
+    workspace: PathBuf,
+    /// The repository's key (`repository_key`).
+    repo_key: OnceLock<String>,
     /// The prompts' redaction, applied to everything stored.
-    redactor: Redactor,
+    redactor: OnceLock<Redactor>,
 }
 
 impl Memory {
@@ -59,9 +64,10 @@ impl Memory {
     pub fn for_repository(state_dir: &Path, repo: &Path, workspace: &Path) -> Memory {
         Memory {
             path: state_dir.join(MEMORY_FILE),
-            repo_key: repository_key::key(repo),
             repo: repo.to_path_buf(),
-            redactor: Redactor::for_repository(repo, workspace),
+            workspace: workspace.to_path_buf(),
+            repo_key: OnceLock::new(),
+            redactor: OnceLock::new(),
         }
     }
 
@@ -72,7 +78,8 @@ impl Memory {
 
     /// The repository's key, as its failures are stored under.
     pub fn repo_key(&self) -> &str {
-        &self.repo_key
+        self.repo_key
+            .get_or_init(|| repository_key::key(&self.repo))
     }
 
     /// Opens the database (each use opens it: a flow holds no lock between its writes).
@@ -82,12 +89,12 @@ impl Memory {
 
     /// The failures remembered of flow `task_id`, oldest first.
     pub fn of_flow(&self, task_id: &str) -> Result<Vec<Remembered>, MemoryError> {
-        self.open()?.of_task(&self.repo_key, task_id)
+        self.open()?.of_task(self.repo_key(), task_id)
     }
 
     /// The past failures nearest to planning `task`.
     pub fn for_planning(&self, task: &str) -> Result<Recalled, MemoryError> {
-        let past = self.open()?.recent(Some(&self.repo_key), RECALLED_FROM)?;
+        let past = self.open()?.recent(Some(self.repo_key()), RECALLED_FROM)?;
         let query = Query {
             text: normalise(&self.redact(task)),
             operation: None,
@@ -101,7 +108,7 @@ impl Memory {
 
     /// The past failures nearest to `failure`, about to be recovered.
     pub fn for_recovery(&self, failure: &NewFailure) -> Result<Recalled, MemoryError> {
-        let past = self.open()?.recent(Some(&self.repo_key), RECALLED_FROM)?;
+        let past = self.open()?.recent(Some(self.repo_key()), RECALLED_FROM)?;
         let query = Query {
             text: format!(
                 "{} {} {} {} {} {}",
@@ -213,7 +220,7 @@ impl Memory {
     pub fn record(&self, mut failure: NewFailure, decision: &Decision) -> Result<i64, MemoryError> {
         failure.strategy = Some(decision.strategy.to_string());
         failure.fix = Some(self.redact(&fix_of(decision)));
-        self.open()?.record(&self.repo_key, &failure)
+        self.open()?.record(self.repo_key(), &failure)
     }
 
     /// Flow `task_id` ended (`flow_succeeded` or not, with `succeeded_steps`): its open
@@ -225,17 +232,20 @@ impl Memory {
         succeeded_steps: &[String],
     ) -> Result<usize, MemoryError> {
         self.open()?
-            .settle(&self.repo_key, task_id, flow_succeeded, succeeded_steps)
+            .settle(self.repo_key(), task_id, flow_succeeded, succeeded_steps)
     }
 
     /// The reflection's lesson, kept with flow `task_id`'s failures.
     pub fn teach(&self, task_id: &str, lesson: &str) -> Result<usize, MemoryError> {
         let lesson = bounded(&self.redact(lesson), MAX_FIX_CHARS);
-        self.open()?.teach(&self.repo_key, task_id, &lesson)
+        self.open()?.teach(self.repo_key(), task_id, &lesson)
     }
 
     fn redact(&self, text: &str) -> String {
-        self.redactor.redact(text).text
+        let redactor = self
+            .redactor
+            .get_or_init(|| Redactor::for_repository(&self.repo, &self.workspace));
+        redactor.redact(text).text
     }
 }
 

@@ -82,6 +82,7 @@ pub(crate) struct StepScope<'a> {
 }
 
 /// The settings a plan is made from.
+#[derive(Debug)]
 pub struct SandboxSettings {
     pub namespaces: bool,
     pub network: bool,

@@ -1,8 +1,10 @@
-//! The sandbox probe as a handle: started on a thread of its own when a command starts (the
-//! probe is processes that make namespaces: tens of milliseconds on a quiet machine, tenths of
-//! a second on a loaded one), and waited for by whoever first needs the plan. A `run` that
-//! plans waits once planned; a flow given with `--plan` hands the handle to the engine
-//! (`PendingSandbox`), which waits before its first command step, so LLM steps start at once.
+//! The sandbox probe as a handle: made when a command's configuration is read, started on a
+//! thread of its own (the probe is processes that make namespaces: tens of milliseconds on a
+//! quiet machine, tenths of a second on a loaded one) when the command starts, and waited for
+//! by whoever first needs the plan. A `run` that plans waits once planned; a flow given with
+//! `--plan` hands the handle to the engine (`PendingSandbox`), which starts the probe once its
+//! first steps are on their way (it would otherwise take the processors from the interpreter's
+//! start and those steps) and waits for it before its first command step.
 
 use std::path::PathBuf;
 use std::sync::{Arc, Mutex};
@@ -17,6 +19,8 @@ pub struct SandboxProbe(Arc<Mutex<Probe>>);
 
 #[derive(Debug)]
 enum Probe {
+    /// Not started yet: `begin` (or the first `plan`) starts it.
+    Deferred(Box<SandboxSettings>),
     Running(JoinHandle<Result<Option<SandboxPlan>>>),
     /// Boxed: a plan is many times the size of the other states.
     Done(Option<Box<SandboxPlan>>),
@@ -32,20 +36,34 @@ impl SandboxProbe {
         SandboxProbe(Arc::new(Mutex::new(Probe::Done(plan.map(Box::new)))))
     }
 
-    /// Starts probing with `settings` on a thread of its own.
-    pub fn start(settings: SandboxSettings) -> SandboxProbe {
-        let started = std::thread::Builder::new()
-            .name("sandbox-probe".into())
-            .spawn(move || SandboxPlan::probe(settings));
-        SandboxProbe(Arc::new(Mutex::new(match started {
-            Ok(handle) => Probe::Running(handle),
-            Err(err) => Probe::Failed(format!("cannot start the sandbox probe: {err}")),
-        })))
+    /// A probe with `settings`, started by `begin` or by the first `plan`.
+    pub fn deferred(settings: SandboxSettings) -> SandboxProbe {
+        SandboxProbe(Arc::new(Mutex::new(Probe::Deferred(Box::new(settings)))))
+    }
+
+    /// Starts probing on a thread of its own, unless it has started already.
+    pub fn begin(&self) {
+        let Ok(mut state) = self.0.lock() else {
+            return;
+        };
+        if let Probe::Deferred(_) = &*state {
+            let Probe::Deferred(settings) = std::mem::replace(&mut *state, Probe::Joining) else {
+                return;
+            };
+            let started = std::thread::Builder::new()
+                .name("sandbox-probe".into())
+                .spawn(move || SandboxPlan::probe(*settings));
+            *state = match started {
+                Ok(handle) => Probe::Running(handle),
+                Err(err) => Probe::Failed(format!("cannot start the sandbox probe: {err}")),
+            };
+        }
     }
 
     /// The plan, waiting for the probe if it still runs; a failed probe is an error (a usage
     /// error: its message names the fix) every time it is asked.
     pub fn plan(&self) -> Result<Option<SandboxPlan>> {
+        self.begin();
         let mut state = self
             .0
             .lock()
@@ -65,7 +83,7 @@ impl SandboxProbe {
         match &*state {
             Probe::Done(plan) => Ok(plan.as_deref().cloned()),
             Probe::Failed(message) => Err(Error::Usage(message.clone())),
-            Probe::Running(_) | Probe::Joining => {
+            Probe::Deferred(_) | Probe::Running(_) | Probe::Joining => {
                 Err(Error::internal("the sandbox probe has no answer"))
             }
         }

@@ -19,6 +19,10 @@ impl Interrupt {
     pub fn listen() -> Arc<Interrupt> {
         use tokio::signal::unix::{Signal, SignalKind, signal};
         let interrupt = Arc::new(Interrupt::default());
+        // Never while the interpreter starts on another thread (see `interpreter::start`).
+        let handlers = crate::engine::interpreter::SIGNAL_HANDLERS
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner);
         // Registered now, not when the task below first runs: no signal is lost in between.
         let mut streams: Vec<Option<Signal>> = [
             SignalKind::interrupt(),
@@ -28,6 +32,7 @@ impl Interrupt {
         .into_iter()
         .map(|kind| signal(kind).ok())
         .collect();
+        drop(handlers);
         async fn next(stream: &mut Option<Signal>) {
             match stream {
                 Some(stream) => {

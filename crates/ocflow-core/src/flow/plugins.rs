@@ -36,6 +36,9 @@ struct LoadProblem {
 pub struct Installed {
     pub(crate) added: Vec<String>,
     pub problems: Vec<String>,
+    /// The library declares the compiled-in built-ins and added no plugin: what was validated
+    /// before the catalogue was installed is what it validates now.
+    pub as_compiled: bool,
 }
 
 /// Reads the library's catalogue and installs its operations: the built-ins as the library
@@ -100,6 +103,11 @@ pub fn install(catalogue: &str) -> ocflow_model::error::Result<Installed> {
             )),
         }
     }
+    installed.as_compiled = installed.added.is_empty()
+        && catalogue
+            .declarations
+            .as_deref()
+            .is_none_or(|file| file == operations::BUILT_IN_FILE);
     operations::install(specs, roles);
     Ok(installed)
 }

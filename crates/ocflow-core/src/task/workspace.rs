@@ -235,6 +235,15 @@ pub(crate) fn create_workspace(dir: &Path) -> Result<()> {
     Ok(())
 }
 
+/// Takes back what `create_workspace` made in `dir` for a run that could not start: its files,
+/// then the directory if nothing else came into it meanwhile.
+pub fn remove_new_workspace(dir: &Path) {
+    for (name, _) in WORKSPACE_TEMPLATE {
+        let _ = fs::remove_file(dir.join(name));
+    }
+    let _ = fs::remove_dir(dir);
+}
+
 /// Holds a task's lock; dropping it releases the lock.
 #[derive(Debug)]
 pub struct TaskLock {

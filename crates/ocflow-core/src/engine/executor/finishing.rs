@@ -35,7 +35,7 @@ impl Executor {
         }
         // The last steps' ends reach the file now, the flow still running: rebuilding
         // final_output/ before the final write takes seconds on a long flow.
-        if self.checkpoint.behind {
+        if self.checkpoint.behind_since.is_some() {
             self.save()?;
         }
         // Succeeded, or skipped by a recovery decision; an abort or a failure fails the flow.

@@ -53,8 +53,6 @@ mod stopping;
 mod views;
 mod waiting_for_sandbox;
 
-use preparing::StepFiles;
-use recording::no_space_error;
 use settling::{Outputs, Settled};
 use views::ViewSlot;
 
@@ -316,7 +314,7 @@ impl Executor {
                         let error = if err.is_no_space() {
                             // `prepare` has set its view back already.
                             self.drop_command_writes(&step, None)?;
-                            no_space_error(&self.task, Some(&err))
+                            self.no_space_error(Some(&err))
                         } else {
                             StepError::new("engine", format!("{err}"))
                         };
@@ -336,22 +334,7 @@ impl Executor {
                     .view
                     .is_none()
                     .then(|| (self.task.clone(), step.clone()));
-                let files = prepared.files;
-                let task = self.task.clone();
                 let handle = running.spawn_blocking(move || {
-                    // A file step's directory is written here, beside the other steps'.
-                    if let Some(Err(error)) = files.map(StepFiles::write) {
-                        return Ended::Settled(match error {
-                            Error::Interrupted => Err(error),
-                            error if error.is_no_space() => {
-                                Ok(Settled::Failed(no_space_error(&task, Some(&error))))
-                            }
-                            error => Ok(Settled::Failed(StepError::new(
-                                "engine",
-                                format!("{error}"),
-                            ))),
-                        });
-                    }
                     let outcome = bridge.execute(&instructions, &llm_config, &log, host);
                     match settle_here {
                         Some((task, step)) => Ended::Settled(settling::settle(

@@ -4,9 +4,10 @@
 
 use std::collections::{BTreeMap, BTreeSet, HashMap};
 use std::fs;
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 
 use crate::flow::graph::Ancestors;
+use crate::task::file_tree;
 use crate::task::workspace::{self, TaskDir};
 use ocflow_model::error::{IoContext, Result};
 use ocflow_model::flow::Flow;
@@ -150,10 +151,27 @@ impl Overlay {
     }
 }
 
+/// Copies the current version of each of `paths` into `input_dir`; returns those that exist.
+pub(crate) fn stage_inputs(
+    task: &TaskDir,
+    overlay: &Overlay,
+    paths: &[RepoPath],
+    input_dir: &Path,
+) -> Result<Vec<RepoPath>> {
+    let mut staged = Vec::new();
+    for path in paths {
+        if let Some(source) = overlay.source(task, path)? {
+            let dest = path.under(input_dir);
+            file_tree::copy_file(&source, &dest)?;
+            staged.push(path.clone());
+        }
+    }
+    Ok(staged)
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
-    use std::path::Path;
     use crate::flow::graph::FlowGraph;
     use serde_json::json;
     use std::sync::Arc;

@@ -14,7 +14,7 @@ use crate::engine::instructions::{self, DoneStep};
 use crate::flow::operations::{self, Access, ParamMeaning};
 use crate::flow::shell;
 use crate::task::file_tree;
-use crate::task::overlay::Overlay;
+use crate::task::overlay::{self, Overlay};
 use crate::task::state;
 use crate::task::workspace;
 use ocflow_model::error::{Error, IoContext, Result};
@@ -59,34 +59,6 @@ pub(super) struct Prepared {
     pub(super) log: PathBuf,
     /// The view it runs in, for command steps.
     pub(super) view: Option<ViewSlot>,
-    /// A file step's directory, still to be written on the step's own thread.
-    pub(super) files: Option<StepFiles>,
-}
-
-/// A file step's directory as its call needs it (cleaned of an earlier attempt, its inputs
-/// staged, its instructions and log), decided by the executor's loop and written on the step's
-/// own thread: eight steps freed at once no longer wait for each other's files before their
-/// calls go out (issue 28 §4). A command step's view is the loop's, and is made there.
-pub(super) struct StepFiles {
-    dir: PathBuf,
-    /// Each input's place under `input/` and the file it is copied from.
-    inputs: Vec<(PathBuf, PathBuf)>,
-    instructions: PathBuf,
-    text: String,
-    log: PathBuf,
-    header: String,
-}
-
-impl StepFiles {
-    pub(super) fn write(self) -> Result<()> {
-        clean_for_attempt(&self.dir)?;
-        for (dest, source) in &self.inputs {
-            file_tree::copy_file(source, dest)?;
-        }
-        fs::write(&self.instructions, &self.text)
-            .io_context(|| format!("writing {}", self.instructions.display()))?;
-        append(&self.log, self.header.as_bytes())
-    }
 }
 
 impl Executor {
@@ -113,11 +85,7 @@ impl Executor {
             ))
         })?;
         let dir = self.task.step_dir(&step.id);
-        // A file step's directory is written on its own thread (`StepFiles`).
-        let mut inputs = None;
-        if !matches!(spec.access, Access::Files) {
-            clean_for_attempt(&dir)?;
-        }
+        clean_for_attempt(&dir)?;
         let ancestors = self.graph.ancestors(&step.id);
         let (params, mut env) = self.resolve_params(step)?;
 
@@ -127,17 +95,16 @@ impl Executor {
                 // builds the overlay of all its ancestors' files.
                 let paths = instructions::staged_paths(step);
                 let overlay = Overlay::of_ancestors(&self.status, &ancestors, Some(&paths));
-                let input_dir = dir.join(workspace::INPUT_DIR);
-                let mut staged = Vec::new();
-                let mut copies = Vec::new();
-                for path in &paths {
-                    if let Some(source) = overlay.source(&self.task, path)? {
-                        copies.push((path.under(&input_dir), source));
-                        staged.push(path.as_str().to_string());
-                    }
-                }
-                inputs = Some(copies);
-                (staged, None)
+                let staged = overlay::stage_inputs(
+                    &self.task,
+                    &overlay,
+                    &paths,
+                    &dir.join(workspace::INPUT_DIR),
+                )?;
+                (
+                    staged.iter().map(|p| p.as_str().to_string()).collect(),
+                    None,
+                )
             }
             Access::View => {
                 let overlay = Overlay::of_ancestors(&self.status, &ancestors, None);
@@ -201,30 +168,16 @@ impl Executor {
             .collect();
         let text = instructions::render(&spec_block, step, &dependencies);
         let instructions_path = dir.join(workspace::INSTRUCTIONS_FILE);
+        fs::write(&instructions_path, text)
+            .io_context(|| format!("writing {}", instructions_path.display()))?;
         let log = dir.join(workspace::STEP_LOG_FILE);
         let attempt = self.status.step(&step.id).map_or(1, |s| s.attempts);
         let header = format!("=== attempt {attempt}, {} ===\n", status::now());
-        let files = match inputs {
-            Some(inputs) => Some(StepFiles {
-                dir,
-                inputs,
-                instructions: instructions_path.clone(),
-                text,
-                log: log.clone(),
-                header,
-            }),
-            None => {
-                fs::write(&instructions_path, text)
-                    .io_context(|| format!("writing {}", instructions_path.display()))?;
-                append(&log, header.as_bytes())?;
-                None
-            }
-        };
+        append(&log, header.as_bytes())?;
         Ok(Prepared {
             instructions: instructions_path,
             log,
             view: *view,
-            files,
         })
     }
 

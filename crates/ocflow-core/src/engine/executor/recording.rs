@@ -6,7 +6,7 @@ use super::settling::{self, Settled};
 use super::{Ended, Executor, Running, missing_step};
 use crate::engine::orphans;
 use crate::task::outputs;
-use crate::task::workspace::{self, TaskDir};
+use crate::task::workspace;
 use ocflow_model::error::{Error, Result};
 use ocflow_model::event::Event;
 use ocflow_model::flow::Step;
@@ -51,7 +51,7 @@ impl Executor {
                     Err(Some(error)) if !error.is_no_space() => return Err(error),
                     Err(cause) => {
                         self.drop_command_writes(step, done.view)?;
-                        let error = no_space_error(&self.task, cause.as_ref());
+                        let error = self.no_space_error(cause.as_ref());
                         return self
                             .finish_failed(step, done.attempt, done.started, error)
                             .map(|()| false);
@@ -145,6 +145,26 @@ impl Executor {
         Ok(true)
     }
 
+    /// The error of a step stopped by a full disk: the workspace's file system, what failed
+    /// (`cause`, when it was an error rather than a full disk found after a command), and how
+    /// to go on.
+    pub(super) fn no_space_error(&self, cause: Option<&Error>) -> StepError {
+        let what = cause.map_or_else(
+            || "the step's command filled it".to_string(),
+            |error| format!("{error}"),
+        );
+        StepError::new(
+            status::NO_SPACE_KIND,
+            format!(
+                "{} ({}): {what}; what the step wrote was dropped. Free space there, then run \
+                 `ocflow resume {}`",
+                workspace::NO_SPACE,
+                self.task.root.display(),
+                self.task.task_id
+            ),
+        )
+    }
+
     pub(super) fn finish_failed(
         &mut self,
         step: &Step,
@@ -173,24 +193,4 @@ impl Executor {
             tokens: None,
         })
     }
-}
-
-/// The error of a step stopped by a full disk: the workspace's file system, what failed
-/// (`cause`, when it was an error rather than a full disk found after a command), and how to go
-/// on.
-pub(super) fn no_space_error(task: &TaskDir, cause: Option<&Error>) -> StepError {
-    let what = cause.map_or_else(
-        || "the step's command filled it".to_string(),
-        |error| format!("{error}"),
-    );
-    StepError::new(
-        status::NO_SPACE_KIND,
-        format!(
-            "{} ({}): {what}; what the step wrote was dropped. Free space there, then run \
-             `ocflow resume {}`",
-            workspace::NO_SPACE,
-            task.root.display(),
-            task.task_id
-        ),
-    )
 }

@@ -536,3 +536,60 @@ fn a_recovery_the_budget_cannot_pay_for_waits_for_the_resume() {
         "fixed\n"
     );
 }
+
+#[test]
+fn parallel_steps_wait_for_each_other_s_reservations_instead_of_pausing_below_the_limit() {
+    // Each step's call reserves its prompt and its whole `max_tokens` (2500) but uses 1000:
+    // the room left after planning (8000) takes two reservations at a time, and every call's
+    // use and the summary's. A call kept out only by the others' reservations waits for them to answer; it
+    // used to stop the flow far below its limit, and a resume with the same limit stopped it
+    // again.
+    let sandbox = repository(4);
+    small_answers(&sandbox, "");
+    let path = sandbox.root().join("user-config/ocflow/config.toml");
+    let text = std::fs::read_to_string(&path).unwrap().replace(
+        "[llm.operations]\nmax_tokens = 1000\n",
+        "[llm.operations]\nmax_tokens = 2500\n",
+    );
+    std::fs::write(&path, text).unwrap();
+    let task = "Make every f return ten more";
+    let llm = FakeLlm::with_rules(rules(4, task, chat_with_usage("", STEP.0, STEP.1)));
+    let planning = PLANNING.0 + PLANNING.1;
+    let step = STEP.0 + STEP.1;
+    let limit = planning + 8 * step;
+    let output = sandbox
+        .ocflow_llm(&llm.base_url())
+        .args([
+            "--json",
+            "run",
+            "--jobs",
+            "4",
+            "--task-id",
+            "t",
+            "--max-tokens",
+        ])
+        .arg(limit.to_string())
+        .arg(task)
+        .output()
+        .unwrap();
+    assert_exit(&output, 0);
+    let status = sandbox.status("t");
+    assert_eq!(status["state"], "succeeded", "{status}");
+    for i in 0..4 {
+        assert_eq!(
+            llm.calls(&format!("fix{i}")),
+            1,
+            "fix{i} asked once: {status}"
+        );
+    }
+    let spent = status["budget"]["spent"]["tokens"].as_u64().unwrap();
+    assert!(
+        spent >= planning + 4 * step && spent <= limit,
+        "{spent} of {limit}"
+    );
+    assert!(
+        of_type(&events(&output), "flow_paused").is_empty(),
+        "{}",
+        stdout(&output)
+    );
+}

@@ -64,6 +64,9 @@ pub struct Budget {
     ledger: Mutex<Ledger>,
     /// Set once a budget is exceeded: calls waiting on it are cancelled.
     stop: tokio::sync::watch::Sender<bool>,
+    /// Woken when a call in flight gives back what it reserved, or the flow stops: a call that
+    /// only other calls' reservations kept out looks again.
+    given_back: tokio::sync::Notify,
 }
 
 #[derive(Debug, Default)]
@@ -110,6 +113,7 @@ impl Budget {
                 ..Ledger::default()
             }),
             stop,
+            given_back: tokio::sync::Notify::new(),
         };
         {
             let mut ledger = budget.ledger();
@@ -209,9 +213,25 @@ impl Budget {
         }
     }
 
-    /// Takes what `request` may use, or refuses it (and every call after it) when that would
-    /// exceed a budget.
-    pub fn reserve(&self, request: &ChatRequest) -> Result<Reservation<'_>, LlmError> {
+    /// Takes what `request` may use, or refuses it (and every call after it) when it would
+    /// exceed a budget whatever the calls in flight turn out to use. A call that fits what is
+    /// left but not beside what those calls reserved (each its prompt and its whole `max_tokens`)
+    /// waits for one of them to answer and looks again: parallel steps never stop a flow far
+    /// below its limit on what they might have used.
+    pub async fn reserve(&self, request: &ChatRequest) -> Result<Reservation<'_>, LlmError> {
+        loop {
+            let given_back = self.given_back.notified();
+            tokio::pin!(given_back);
+            given_back.as_mut().enable();
+            if let Some(reservation) = self.try_reserve(request)? {
+                return Ok(reservation);
+            }
+            given_back.await;
+        }
+    }
+
+    /// `reserve` once: `None` when only the calls in flight are in the way.
+    fn try_reserve(&self, request: &ChatRequest) -> Result<Option<Reservation<'_>>, LlmError> {
         if let Some(exceeded) = self.exceeded() {
             return Err(refusal(&exceeded));
         }
@@ -224,48 +244,56 @@ impl Budget {
             .get(&model)
             .map_or(0.0, |price| price.cost(prompt, completion));
         let mut ledger = self.ledger();
-        let over = |spent: f64, reserved: f64, needed: f64, limit: Option<f64>, kind| {
+        let over = |spent: f64, needed: f64, limit: Option<f64>, kind| {
             let limit = limit?;
-            (spent + reserved + needed > limit).then_some(BudgetExceeded {
+            (spent + needed > limit).then_some(BudgetExceeded {
                 budget: kind,
                 spent,
                 needed,
                 limit,
             })
         };
+        let (token_limit, cost_limit) = (
+            BudgetKind::Tokens.limit(&self.limits),
+            self.limits.max_cost_usd,
+        );
         let refused = over(
             ledger.tokens as f64,
-            ledger.reserved_tokens as f64,
             tokens as f64,
-            BudgetKind::Tokens.limit(&self.limits),
+            token_limit,
             BudgetKind::Tokens,
         )
-        .or_else(|| {
-            over(
-                ledger.cost,
-                ledger.reserved_cost,
-                cost,
-                self.limits.max_cost_usd,
-                BudgetKind::Cost,
-            )
-        });
+        .or_else(|| over(ledger.cost, cost, cost_limit, BudgetKind::Cost));
         if let Some(exceeded) = refused {
             self.trip(&mut ledger, exceeded);
             return Err(refusal(&exceeded));
         }
+        let crowded = |spent: f64, reserved: f64, needed: f64, limit: Option<f64>| {
+            limit.is_some_and(|limit| spent + reserved + needed > limit)
+        };
+        if crowded(
+            ledger.tokens as f64,
+            ledger.reserved_tokens as f64,
+            tokens as f64,
+            token_limit,
+        ) || crowded(ledger.cost, ledger.reserved_cost, cost, cost_limit)
+        {
+            return Ok(None);
+        }
         ledger.reserved_tokens += tokens;
         ledger.reserved_cost += cost;
-        Ok(Reservation {
+        Ok(Some(Reservation {
             budget: self,
             tokens,
             cost,
             model,
-        })
+        }))
     }
 
     fn release(&self, ledger: &mut Ledger, tokens: u64, cost: f64) {
         ledger.reserved_tokens = ledger.reserved_tokens.saturating_sub(tokens);
         ledger.reserved_cost = (ledger.reserved_cost - cost).max(0.0);
+        self.given_back.notify_waiters();
     }
 
     /// Stops the flow for `exceeded`: every later call is refused, and those in flight on the
@@ -285,6 +313,8 @@ impl Budget {
         if kind == BudgetKind::Time {
             self.stop.send_replace(true);
         }
+        // The calls waiting for room are refused now.
+        self.given_back.notify_waiters();
     }
 }
 
@@ -403,42 +433,85 @@ mod tests {
         }
     }
 
-    #[test]
-    fn calls_in_flight_share_the_budget_and_a_refusal_stops_every_later_call() {
+    #[tokio::test]
+    async fn a_call_waits_for_the_calls_in_flight_and_a_refusal_stops_every_later_call() {
         let budget = Budget::new(tokens(1000), BTreeMap::new(), BudgetSpent::default());
+        let wait = Duration::from_millis(50);
         // 396 characters: 99 tokens, 4 of framing, 300 of completion.
-        let first = budget.reserve(&request("default", 396, 300)).unwrap();
-        let second = budget.reserve(&request("default", 396, 300)).unwrap();
-        let refused = budget.reserve(&request("default", 396, 300)).err().unwrap();
+        let first = budget.reserve(&request("default", 396, 300)).await.unwrap();
+        let second = budget.reserve(&request("default", 396, 300)).await.unwrap();
+        // A third fits what is left, not beside what the two reserved: it waits, unrefused.
+        let asked = request("default", 396, 300);
+        let third = budget.reserve(&asked);
+        tokio::pin!(third);
+        assert!(tokio::time::timeout(wait, third.as_mut()).await.is_err());
+        first.settle(&used(100, 200));
+        assert!(tokio::time::timeout(wait, third.as_mut()).await.is_err());
+        drop(second);
+        let third = tokio::time::timeout(Duration::from_secs(5), third)
+            .await
+            .expect("room once the others answered")
+            .unwrap();
+        third.settle(&used(100, 300));
+        // One the rest cannot pay, whatever answers: refused, and nothing more is sent.
+        let refused = budget
+            .reserve(&request("default", 396, 300))
+            .await
+            .err()
+            .unwrap();
         assert_eq!(refused.kind, LlmErrorKind::BudgetExhausted);
         assert!(
             refused
                 .message
-                .contains("0 tokens of 1000 tokens, and the next call may use 403"),
+                .contains("700 tokens of 1000 tokens, and the next call may use 403"),
             "{refused}"
         );
-        first.settle(&used(100, 200));
-        drop(second);
-        // Room again, yet the budget stopped the flow: nothing more is sent.
-        assert!(budget.reserve(&request("default", 4, 1)).is_err());
-        assert_eq!(budget.spent().tokens, 300);
-        let crossings = budget.take_crossings();
-        assert_eq!(crossings.len(), 1, "{crossings:?}");
+        assert!(budget.reserve(&request("default", 4, 1)).await.is_err());
+        assert_eq!(budget.spent().tokens, 700);
+        let percents: Vec<(BudgetKind, u8)> = budget
+            .take_crossings()
+            .iter()
+            .map(|c| (c.budget, c.percent))
+            .collect();
         assert_eq!(
-            (crossings[0].budget, crossings[0].percent),
-            (BudgetKind::Tokens, 100)
+            percents,
+            vec![(BudgetKind::Tokens, 50), (BudgetKind::Tokens, 100)]
         );
     }
 
-    #[test]
-    fn thresholds_are_announced_once_and_not_again_after_a_resume() {
+    #[tokio::test]
+    async fn a_waiting_call_is_refused_when_the_flow_stops() {
+        let budget = Budget::new(tokens(1000), BTreeMap::new(), BudgetSpent::default());
+        let first = budget.reserve(&request("default", 396, 300)).await.unwrap();
+        let second = budget.reserve(&request("default", 396, 300)).await.unwrap();
+        let asked = request("default", 396, 300);
+        let third = budget.reserve(&asked);
+        tokio::pin!(third);
+        assert!(
+            tokio::time::timeout(Duration::from_millis(50), third.as_mut())
+                .await
+                .is_err()
+        );
+        // The two answer with more than they said: the third no longer fits at all.
+        first.settle(&used(300, 300));
+        second.settle(&used(200, 100));
+        let refused = tokio::time::timeout(Duration::from_secs(5), third)
+            .await
+            .expect("answered once the others did");
+        assert!(refused.is_err_and(|e| e.kind == LlmErrorKind::BudgetExhausted));
+    }
+
+    #[tokio::test]
+    async fn thresholds_are_announced_once_and_not_again_after_a_resume() {
         let budget = Budget::new(tokens(1000), BTreeMap::new(), BudgetSpent::default());
         budget
             .reserve(&request("p", 4, 10))
+            .await
             .unwrap()
             .settle(&used(500, 10));
         budget
             .reserve(&request("p", 4, 10))
+            .await
             .unwrap()
             .settle(&used(300, 10));
         let percents: Vec<u8> = budget.take_crossings().iter().map(|c| c.percent).collect();
@@ -447,6 +520,7 @@ mod tests {
         let resumed = Budget::new(tokens(1000), BTreeMap::new(), carried);
         resumed
             .reserve(&request("p", 4, 10))
+            .await
             .unwrap()
             .settle(&used(10, 10));
         assert!(
@@ -456,8 +530,8 @@ mod tests {
         assert_eq!(resumed.spent().tokens, 840);
     }
 
-    #[test]
-    fn cost_comes_from_the_model_s_price_and_unpriced_calls_cost_nothing() {
+    #[tokio::test]
+    async fn cost_comes_from_the_model_s_price_and_unpriced_calls_cost_nothing() {
         let prices = BTreeMap::from([(
             "big".to_string(),
             Price {
@@ -473,16 +547,22 @@ mod tests {
         assert!(budget.priced("big") && !budget.priced("small"));
         budget
             .reserve(&request("small", 4000, 100_000))
+            .await
             .unwrap()
             .settle(&used(1_000_000, 1_000_000));
         assert_eq!(budget.spent().cost_usd, 0.0);
         // 1000 tokens in, 500 out: $0.002 + $0.005.
         budget
             .reserve(&request("big", 3980, 500))
+            .await
             .unwrap()
             .settle(&used(1000, 500));
         assert!((budget.spent().cost_usd - 0.007).abs() < 1e-9);
-        let refused = budget.reserve(&request("big", 3980, 500)).err().unwrap();
+        let refused = budget
+            .reserve(&request("big", 3980, 500))
+            .await
+            .err()
+            .unwrap();
         assert!(
             refused
                 .message
@@ -511,6 +591,6 @@ mod tests {
         assert!(started.elapsed() < Duration::from_secs(10), "a hang check");
         let exceeded = budget.exceeded().unwrap();
         assert_eq!(exceeded.budget, BudgetKind::Time);
-        assert!(budget.reserve(&request("p", 4, 1)).is_err());
+        assert!(budget.reserve(&request("p", 4, 1)).await.is_err());
     }
 }

@@ -322,7 +322,10 @@ impl Llm {
         // What the call may use is taken from the budget before it is sent; a call that does
         // not fit is never sent, and one in flight when the time runs out is cancelled.
         let budget = self.budget.get();
-        let reservation = budget.map(|b| b.reserve(request)).transpose()?;
+        let reservation = match budget {
+            Some(budget) => Some(budget.reserve(request).await?),
+            None => None,
+        };
         let call = async {
             match &self.backend {
                 Backend::Replay { answers, source } => replay_answer(answers, source, request),

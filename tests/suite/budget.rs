@@ -541,9 +541,9 @@ fn a_recovery_the_budget_cannot_pay_for_waits_for_the_resume() {
 fn parallel_steps_wait_for_each_other_s_reservations_instead_of_pausing_below_the_limit() {
     // Each step's call reserves its prompt and its whole `max_tokens` (2500) but uses 1000:
     // the room left after planning (8000) takes two reservations at a time, and every call's
-    // use and the summary's. A call kept out only by the others' reservations waits for them to answer; it
-    // used to stop the flow far below its limit, and a resume with the same limit stopped it
-    // again.
+    // use and the summary's. A call kept out only by the others' reservations waits for them
+    // to answer; it used to stop the flow far below its limit, and a resume with the same
+    // limit stopped it again.
     let sandbox = repository(4);
     small_answers(&sandbox, "");
     let path = sandbox.root().join("user-config/ocflow/config.toml");

@@ -291,10 +291,7 @@ pub(crate) fn settings_waiting(
                 role_models: models.roles.clone(),
                 profile_models: models.profiles.clone(),
                 role_prompts,
-                instructions: ProjectInstructions::find(
-                    &rules.repo,
-                    std::slice::from_ref(&workspace_dir),
-                ),
+                instructions: project_instructions(&rules.repo, &workspace_dir),
                 runtime,
             })
         }),
@@ -338,6 +335,29 @@ pub(crate) fn settings_waiting(
             Some(pending_sandbox(config, rules, &workspace_dir, dependencies));
     }
     Ok(settings)
+}
+
+/// The repository's instructions for agents (`AGENTS.md` and the rest), found once a process:
+/// the planner's prompt and the steps' take the same files, and finding them walks the
+/// repository (about 0.1 s on 20,000 files). A process runs one flow; MCP and batches start a
+/// process for each.
+pub(crate) fn project_instructions(repo: &Path, workspace: &Path) -> ProjectInstructions {
+    type Found = Option<(PathBuf, PathBuf, ProjectInstructions)>;
+    static FOUND: Mutex<Found> = Mutex::new(None);
+    let mut found = FOUND.lock().unwrap_or_else(PoisonError::into_inner);
+    if let Some((at, skipped, instructions)) = found.as_ref()
+        && at == repo
+        && skipped == workspace
+    {
+        return instructions.clone();
+    }
+    let instructions = ProjectInstructions::find(repo, &[workspace.to_path_buf()]);
+    *found = Some((
+        repo.to_path_buf(),
+        workspace.to_path_buf(),
+        instructions.clone(),
+    ));
+    instructions
 }
 
 /// The failure memory of the configured repository, in the user's state directory; `None`

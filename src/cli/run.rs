@@ -17,7 +17,6 @@ use ocflow_core::engine::executor::Executor;
 use ocflow_core::engine::signals::Interrupt;
 use ocflow_core::flow::operations;
 use ocflow_core::flow::path_rules::canonical_or_absolute;
-use ocflow_core::flow::project_instructions::ProjectInstructions;
 use ocflow_core::flow::task_intent;
 use ocflow_core::flow::validate::MAX_TASK_BYTES;
 use ocflow_core::llm::budget::Budget;
@@ -417,7 +416,7 @@ fn planner<'a>(config: &'a Config, llm: &'a Llm) -> Result<Planner<'a>> {
     });
     let skip = vec![canonical_or_absolute(&config.workspace)];
     // The repository's instructions for agents, the root's: the planner sees the whole.
-    let conventions = ProjectInstructions::find(&config.repo, &skip).for_target(None);
+    let conventions = launch::project_instructions(&config.repo, &skip[0]).for_target(None);
     Ok(Planner {
         llm,
         settings: &models.planner,

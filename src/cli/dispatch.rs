@@ -21,10 +21,11 @@ pub(crate) fn dispatch(config: &Config, command: Command) -> Result<ExitCode> {
     }
     let mut warnings = config.warnings.clone();
     let mut connected = None;
+    let given_flow = matches!(&command, Command::Run(args) if args.plan.is_some());
     // The sandbox probe starts now, beside the library's start, except for a flow given with
     // `--plan`: its engine starts the probe once the first steps are on their way, so that it
     // never takes the processors from them (issue 28 §4).
-    if !matches!(&command, Command::Run(args) if args.plan.is_some()) {
+    if !given_flow {
         config.run.sandbox.begin();
     }
     // The commands that plan or validate flows take the library's catalogue first, so its
@@ -41,9 +42,7 @@ pub(crate) fn dispatch(config: &Config, command: Command) -> Result<ExitCode> {
         // certificates): the embedded Python's start takes longer, and needs nothing from it.
         // A flow given with `--plan` is read and its task set up while the library loads: it
         // waits for the library only to say which one ran the flow (`run::start`).
-        if matches!(&command, Command::Run(args) if args.plan.is_some())
-            && launch::may_load_later(config)
-        {
+        if given_flow && launch::may_load_later(config) {
             launch::load_in_background(config);
             connected = Some(launch::connect_llm(config));
         } else {

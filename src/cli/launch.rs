@@ -5,7 +5,6 @@
 use std::fs;
 use std::path::Path;
 use std::path::PathBuf;
-use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex, OnceLock, PoisonError};
 use std::thread::JoinHandle;
 
@@ -81,13 +80,17 @@ pub(crate) fn connect_llm(config: &Config) -> Result<Option<Arc<Llm>>> {
     Ok(Some(Arc::new(client)))
 }
 
-/// The operation library, loaded into the embedded interpreter once per process, with its
-/// plugin operations added to the registry and what could not be loaded, in words.
-static LOADED: OnceLock<(Arc<Bridge>, Vec<String>)> = OnceLock::new();
+/// The operation library, loaded into the embedded interpreter once per process.
+static LOADED: OnceLock<Library> = OnceLock::new();
 
-/// What loading the library gave: the library, the plugins' problems, and whether the
-/// operations are the compiled-in ones (`plugins::Installed::as_compiled`).
-type Library = (Arc<Bridge>, Vec<String>, bool);
+/// What loading the library gave.
+struct Library {
+    bridge: Arc<Bridge>,
+    /// What could not be loaded, in words: plugins, and roles naming no operation.
+    problems: Vec<String>,
+    /// Whether the operations are the compiled-in ones (`plugins::Installed::as_compiled`).
+    as_compiled: bool,
+}
 
 /// The library loading on a thread of its own (`load_in_background`), for the first
 /// `load_operations` to take.
@@ -125,23 +128,25 @@ pub(crate) fn loading() -> bool {
 fn load_library(python_dir: Option<PathBuf>, module: &str, plugins: &Plugins) -> Result<Library> {
     let python_dir = bridge::find_python_dir(python_dir);
     let bridge = Arc::new(Bridge::load(python_dir.as_deref(), module)?);
-    Ok(
-        match bridge.catalogue(&plugins.folders, plugins.entry_points)? {
-            Some(catalogue) => {
-                let installed = plugins::install(&catalogue)?;
-                (bridge, installed.problems, installed.as_compiled)
-            }
-            None if plugins.folders.is_empty() => (bridge, Vec::new(), true),
-            None => (
-                bridge,
-                vec![format!(
-                    "{module} has no operation registry (load_plugins, catalogue): the plugin \
+    let (problems, as_compiled) = match bridge.catalogue(&plugins.folders, plugins.entry_points)? {
+        Some(catalogue) => {
+            let installed = plugins::install(&catalogue)?;
+            (installed.problems, installed.as_compiled)
+        }
+        None if plugins.folders.is_empty() => (Vec::new(), true),
+        None => (
+            vec![format!(
+                "{module} has no operation registry (load_plugins, catalogue): the plugin \
                  folders in [plugins] are not loaded"
-                )],
-                true,
-            ),
-        },
-    )
+            )],
+            true,
+        ),
+    };
+    Ok(Library {
+        bridge,
+        problems,
+        as_compiled,
+    })
 }
 
 /// The operation library, loaded into the embedded interpreter (once per process), its
@@ -156,15 +161,15 @@ pub(crate) fn load_bridge(config: &Config) -> Result<Arc<Bridge>> {
 /// in the background is waited for, and says its warnings itself (the command's start, which
 /// says the others, did not wait for it).
 pub(crate) fn load_operations(config: &Config) -> Result<(Arc<Bridge>, Vec<String>)> {
-    if let Some((bridge, problems)) = LOADED.get() {
-        return Ok((bridge.clone(), problems.clone()));
+    if let Some(loaded) = LOADED.get() {
+        return Ok((loaded.bridge.clone(), loaded.problems.clone()));
     }
     let background = LOADING
         .lock()
         .unwrap_or_else(PoisonError::into_inner)
         .take();
     let joined = background.is_some();
-    let (bridge, mut problems, as_compiled) = match background {
+    let mut loaded = match background {
         Some(handle) => handle
             .join()
             .unwrap_or_else(|_| Err(Error::internal("loading the library panicked")))?,
@@ -174,27 +179,24 @@ pub(crate) fn load_operations(config: &Config) -> Result<(Arc<Bridge>, Vec<Strin
             &config.plugins,
         )?,
     };
-    problems.extend(config.roles.unknown_operations());
-    AS_COMPILED.store(as_compiled, Ordering::Relaxed);
+    loaded.problems.extend(config.roles.unknown_operations());
     if joined {
-        for message in &problems {
+        for message in &loaded.problems {
             let event = Event::Warning {
                 message: message.clone(),
             };
             progress::show(&Record::now(now(), event), config.json);
         }
     }
-    let _ = LOADED.set((bridge.clone(), problems.clone()));
-    Ok((bridge, problems))
+    let answer = (loaded.bridge.clone(), loaded.problems.clone());
+    let _ = LOADED.set(loaded);
+    Ok(answer)
 }
 
-/// Whether the loaded library's operations are the compiled-in ones (see `may_load_later`).
-static AS_COMPILED: AtomicBool = AtomicBool::new(true);
-
 /// Whether a flow read before the library was loaded must be read again: the library declared
-/// other operations than the compiled-in ones.
+/// other operations than the compiled-in ones (see `may_load_later`).
 pub(crate) fn validated_again() -> bool {
-    !AS_COMPILED.load(Ordering::Relaxed)
+    LOADED.get().is_some_and(|loaded| !loaded.as_compiled)
 }
 
 /// Reads and validates a flow file, checking its size before reading it whole; with what

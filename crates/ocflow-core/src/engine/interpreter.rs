@@ -73,37 +73,35 @@ fn start_python() {
 }
 
 fn start_at_built_home() {
-    {
-        let home = BUILT_HOME.filter(|home| {
-            std::env::var_os("PYTHONHOME").is_none()
-                && std::env::var_os("VIRTUAL_ENV").is_none()
-                && Path::new(home).join("lib").is_dir()
-        });
-        let Some(home) = home.and_then(|home| CString::new(home).ok()) else {
+    let home = BUILT_HOME.filter(|home| {
+        std::env::var_os("PYTHONHOME").is_none()
+            && std::env::var_os("VIRTUAL_ENV").is_none()
+            && Path::new(home).join("lib").is_dir()
+    });
+    let Some(home) = home.and_then(|home| CString::new(home).ok()) else {
+        return;
+    };
+    // SAFETY: the documented PyConfig sequence (init, set, initialize, clear) on a config
+    // owned here, before any other thread uses Python (`Once`, and pyo3 has not started
+    // it: checked). As pyo3 does after starting Python, the GIL is released at the end.
+    unsafe {
+        if ffi::Py_IsInitialized() != 0 {
             return;
-        };
-        // SAFETY: the documented PyConfig sequence (init, set, initialize, clear) on a config
-        // owned here, before any other thread uses Python (`Once`, and pyo3 has not started
-        // it: checked). As pyo3 does after starting Python, the GIL is released at the end.
-        unsafe {
-            if ffi::Py_IsInitialized() != 0 {
-                return;
-            }
-            let mut config = MaybeUninit::<ffi::PyConfig>::uninit();
-            ffi::PyConfig_InitPythonConfig(config.as_mut_ptr());
-            let mut config = config.assume_init();
-            // Like pyo3's Py_InitializeEx(0): ocflow handles the signals itself.
-            config.install_signal_handlers = 0;
-            let home_field = std::ptr::addr_of_mut!(config.home);
-            let set = ffi::PyConfig_SetBytesString(&mut config, home_field, home.as_ptr());
-            if ffi::PyStatus_Exception(set) == 0 {
-                // On failure Python is left uninitialised and pyo3 starts it as before.
-                let _ = ffi::Py_InitializeFromConfig(&config);
-            }
-            ffi::PyConfig_Clear(&mut config);
-            if ffi::Py_IsInitialized() != 0 {
-                ffi::PyEval_SaveThread();
-            }
+        }
+        let mut config = MaybeUninit::<ffi::PyConfig>::uninit();
+        ffi::PyConfig_InitPythonConfig(config.as_mut_ptr());
+        let mut config = config.assume_init();
+        // Like pyo3's Py_InitializeEx(0): ocflow handles the signals itself.
+        config.install_signal_handlers = 0;
+        let home_field = std::ptr::addr_of_mut!(config.home);
+        let set = ffi::PyConfig_SetBytesString(&mut config, home_field, home.as_ptr());
+        if ffi::PyStatus_Exception(set) == 0 {
+            // On failure Python is left uninitialised and pyo3 starts it as before.
+            let _ = ffi::Py_InitializeFromConfig(&config);
+        }
+        ffi::PyConfig_Clear(&mut config);
+        if ffi::Py_IsInitialized() != 0 {
+            ffi::PyEval_SaveThread();
         }
     }
 }

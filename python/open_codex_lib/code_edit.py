@@ -70,6 +70,8 @@ _REMOVAL_WORDS = re.compile(
     rf"(?:^|[.;:!?\n(]\s*|\b(?:and|then|also|please|to|just|only)\s+){_REMOVAL_VERBS}\b",
     re.IGNORECASE,
 )
+# Instructions about comments or documentation: a change to those alone is then a change.
+_DOCUMENTATION_WORDS = re.compile(r"\b(?:comment|docstring|document|doc\s*string)", re.IGNORECASE)
 # A comment standing for code the model left out: "# rest of the file unchanged",
 # "// ... existing code ...", "# (unchanged)" and their kin.
 _COMMENT = re.compile(r"\s*(?:#|//|/\*+|\*|--|<!--)\s*(.*?)\s*(?:\*/|-->)?\s*$")
@@ -474,22 +476,45 @@ def drops_code(content: str, request: FileRequest) -> reask.Problem | None:
 
 
 def makes_no_change(content: str, request: FileRequest) -> reask.Problem | None:
-    """The problem when the new version is the old one as code (layout and comments aside)."""
+    """The problem when the new version is the old one as code: layout, comments and
+    docstrings aside (a small model's "fix" that edited a docstring and added ``# Change this
+    line`` changed nothing), unless the instructions are about comments or documentation."""
     if request.original is None:
         return None
     rel = request.rel
-    old = definitions.normalized(rel, request.original)
-    new = definitions.normalized(rel, content)
+    code_only = not asks_documentation(request.instructions)
+    old = definitions.normalized(rel, request.original, without_docstrings=code_only)
+    new = definitions.normalized(rel, content, without_docstrings=code_only)
     if old is None or new is None:
         old, new = "".join(request.original.split()), "".join(content.split())
     if old != new:
         return None
     instructions = request.instructions.strip()
+    aside = "layout, comments and docstrings aside" if code_only else "layout aside"
     return reask.Problem(
-        f"the model made no change: its answer is {rel} as it was (layout and comments aside)",
-        f"Your answer makes no change to {rel}: it is the file as it was. The instructions "
-        f"ask: {instructions}. Make that change in the code, and give the whole file",
+        f"the model made no change: its answer is {rel} as it was ({aside})",
+        f"Your answer makes no change to {rel}: apart from comments and docstrings it is the "
+        f"file as it was. The instructions ask: {instructions}. Make that change in the code, "
+        "and give the whole file",
     )
+
+
+def asks_documentation(instructions: str) -> bool:
+    """Whether the instructions are about comments or documentation, where a change to them
+    alone is the change asked for."""
+    return _DOCUMENTATION_WORDS.search(instructions) is not None
+
+
+def replacement_problem(rel: str, original: str, content: str, description: str) -> str | None:
+    """Why ``content`` cannot replace the existing file ``rel`` as given (by ``write_file``'s
+    literal content, or another step's): it leaves out definitions or most of the file, which
+    nothing asks to remove. The same guards as a model's rewrite; ``None`` when it may."""
+    request = FileRequest(rel=rel, fence="```", instructions=description, original=original)
+    for guard in (drops_code, drops_most_lines):
+        problem = guard(content, request)
+        if problem is not None:
+            return problem.reason
+    return None
 
 
 def _non_blank_lines(text: str) -> int:

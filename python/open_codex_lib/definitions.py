@@ -66,14 +66,18 @@ def dropped(original: list[Item], new: list[Item]) -> list[Item]:
     return gone
 
 
-def normalized(rel: str, text: str) -> str | None:
-    """``text`` without its layout and comments, to tell whether two versions differ as code;
+def normalized(rel: str, text: str, without_docstrings: bool = False) -> str | None:
+    """``text`` without its layout and comments (and, with ``without_docstrings``, a Python
+    module's, class's or function's docstring), to tell whether two versions differ as code;
     ``None`` when no parser reads it."""
     if is_python(rel):
         try:
-            return ast.dump(ast.parse(text))
+            tree = ast.parse(text)
         except (SyntaxError, ValueError):
             return None
+        if without_docstrings:
+            _drop_docstrings(tree)
+        return ast.dump(tree)
     parsed = syntax.parse(rel, text)
     if parsed is None:
         return None
@@ -88,6 +92,20 @@ def normalized(rel: str, text: str) -> str | None:
             tokens.append(data[node.start_byte : node.end_byte].decode("utf-8", "replace"))
         stack.extend(reversed(node.children))
     return "\x00".join(tokens)
+
+
+def _drop_docstrings(tree: ast.AST) -> None:
+    """Removes the docstring of the module and of every class and function in ``tree``."""
+    kinds = (ast.Module, ast.ClassDef, ast.FunctionDef, ast.AsyncFunctionDef)
+    for node in ast.walk(tree):
+        body = getattr(node, "body", None) if isinstance(node, kinds) else None
+        if (
+            body
+            and isinstance(body[0], ast.Expr)
+            and isinstance(body[0].value, ast.Constant)
+            and isinstance(body[0].value.value, str)
+        ):
+            node.body = body[1:] or [ast.Pass()]
 
 
 def splice(

@@ -109,6 +109,12 @@ def write_file(step: Step, llm_config: dict | None) -> dict:
         instructions = require_str(params, "instructions")
         return code_edit.generate_file(step, llm_config, rel, instructions)
 
+    problem = replaces_code(step, rel, data)
+    if problem is not None:
+        raise StepError(
+            f"the {origin} would replace {rel}, and {problem}: to add to or change an existing "
+            "file use modify_code with instructions; to replace it, give its whole new content"
+        )
     target = output_target(step, rel)
     with open(target, "wb") as handle:
         handle.write(data)
@@ -118,6 +124,23 @@ def write_file(step: Step, llm_config: dict | None) -> dict:
         output_files=[rel],
         bytes=len(data),
     )
+
+
+def replaces_code(step: Step, rel: str, data: bytes) -> str | None:
+    """Why ``data`` may not replace ``rel`` as the flow has it now, when the file exists: the
+    same guards a model's rewrite faces (no definition left out, not most of the file gone,
+    unless the task asks to remove). ``None`` for a new file, or a fit one."""
+    try:
+        existing = staged_file(step, rel)
+    except StepError:
+        return None
+    try:
+        with open(existing, encoding="utf-8") as handle:
+            original = handle.read()
+        content = data.decode("utf-8")
+    except (OSError, UnicodeDecodeError):
+        return None
+    return code_edit.replacement_problem(rel, original, content, step.task)
 
 
 def content_from_step(step: Step, source_step: str, rel: str) -> tuple[bytes, str]:

@@ -806,3 +806,32 @@ def test_a_broken_file_must_parse_once_rewritten_when_it_parsed_before(make_step
     assert result["status"] == "failure"
     assert "Your code does not parse as JavaScript: " in llm.last_user_message(1)
     assert list(files.output_dir.iterdir()) == []
+
+
+def test_an_answer_that_changes_only_docstrings_and_comments_is_no_change(make_step):
+    # Issue 37: a real Qwen2.5-Coder-0.5B "fixed" a bug by editing a docstring and adding
+    # `# Change this line`, and the rewrite was accepted ("20 -> 18 lines").
+    original = 'def gcd(a, b):\n    """Greatest common divisor."""\n    return gcd(a % b, b)\n'
+    answer = (
+        'def gcd(a, b):\n    """Return the greatest common divisor of a and b."""\n'
+        "    return gcd(a % b, b)  # Change this line\n"
+    )
+    files = make_step(
+        "modify_code",
+        {"file_path": "gcd.py", "instructions": "fix the infinite recursion"},
+        inputs={"gcd.py": original},
+    )
+    llm = FakeLLM(f"```python\n{answer}```", f"```python\n{answer}```")
+    result = run(files, llm)
+    assert result["status"] == "failure"
+    assert "layout, comments and docstrings aside" in result["message"]
+    assert "apart from comments and docstrings" in llm.last_user_message(1)
+    assert list(files.output_dir.iterdir()) == []
+    # Asked for documentation, a docstring is the change.
+    files = make_step(
+        "modify_code",
+        {"file_path": "gcd.py", "instructions": "improve the docstring of gcd"},
+        inputs={"gcd.py": original},
+    )
+    result = run(files, FakeLLM(f"```python\n{answer}```"))
+    assert result["status"] == "success", result["message"]

@@ -166,6 +166,33 @@ def test_write_file_creates_parent_dirs(make_step):
     assert (files.output_dir / "pkg/sub/new.py").read_text(encoding="utf-8") == "x = 'é'\n"
 
 
+def test_literal_content_that_drops_the_files_functions_is_refused(make_step):
+    # Issue 37: a 0.5B plan for "add is_palindrome to strutils.py" was one write_file holding
+    # only the new function; it replaced the file (272 -> 103 bytes, two functions lost).
+    original = (
+        "def reverse(text):\n    return text[::-1]\n\n\n"
+        "def shout(text):\n    return text.upper() + '!'\n"
+    )
+    new = "def is_palindrome(text):\n    return text == text[::-1]\n"
+    files = make_step(
+        "write_file",
+        {"file_path": "strutils.py", "content": new},
+        inputs={"strutils.py": original},
+    )
+    result = run(files)
+    assert result["status"] == "failure"
+    assert "leaves out function reverse, function shout" in result["message"]
+    assert "use modify_code" in result["message"]
+    assert not (files.output_dir / "strutils.py").exists()
+    # The whole file, with the new function: written.
+    files = make_step(
+        "write_file",
+        {"file_path": "strutils.py", "content": original + "\n\n" + new},
+        inputs={"strutils.py": original},
+    )
+    assert run(files)["status"] == "success"
+
+
 def test_write_empty_content(make_step):
     files = make_step("write_file", {"file_path": "empty.txt", "content": ""})
     result = run(files)

@@ -482,6 +482,7 @@ fn reject(
         tokens: status.tokens,
         contradicted_claims: Vec::new(),
         final_answer: None,
+        deliverables: Vec::new(),
         budget: Some(status.budget).filter(|b| !b.is_empty()),
     })
 }

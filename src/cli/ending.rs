@@ -4,7 +4,7 @@
 //! `flow_finished` event says it all there).
 
 use crate::cli::progress::seconds;
-use ocflow_core::engine::summary;
+use ocflow_core::engine::{final_answer, summary};
 use ocflow_core::task::failure_cause;
 use ocflow_core::task::review::{self, ChangeKind};
 use ocflow_core::task::workspace::{self, TaskDir};
@@ -16,6 +16,8 @@ use ocflow_model::status::{FlowState, FlowStatus, LLM_UNUSABLE_KIND, NO_SPACE_KI
 
 /// How many of the summary's lines are shown.
 const SUMMARY_LINES: usize = 8;
+/// How many of the answer's lines are shown (the whole is in `summary.md`).
+const ANSWER_LINES: usize = 40;
 
 /// Prints the end of a run; `fix`: what to change before going on, when the model could not
 /// be used (said once, above the next commands).
@@ -33,6 +35,27 @@ pub(crate) fn show(
         0 => String::new(),
         n => format!(" · {n} tokens in {} call(s)", status.tokens.calls),
     };
+    // A question's answer comes first, where the user looks: the step's own words, escaped.
+    if let Some(answer) = final_answer::find(task, status, flow) {
+        out.push_str(&paint(
+            &format!("answer (step {}):\n", printable(&answer.step)),
+            styles::NAME,
+        ));
+        let lines: Vec<&str> = answer.text.lines().collect();
+        for line in lines.iter().take(ANSWER_LINES) {
+            out.push_str(&format!("  {}\n", printable(line)));
+        }
+        if lines.len() > ANSWER_LINES {
+            out.push_str(&paint(
+                &format!(
+                    "  … the whole answer: {}\n",
+                    task.file(workspace::SUMMARY_FILE).display()
+                ),
+                styles::DIM,
+            ));
+        }
+        out.push('\n');
+    }
     let steps = format!(" · {} step(s)", flow.steps.len());
     let headline = match status.state {
         FlowState::Succeeded => paint(&format!("✓ succeeded{took}"), styles::GOOD),
@@ -51,6 +74,19 @@ pub(crate) fn show(
     }
     if !status.budget.is_empty() {
         out.push_str(&format!("  budget: {}\n", status.budget.describe()));
+    }
+    // What done means, each deliverable with its evidence: why it succeeded, or what is missing.
+    for check in &status.deliverables {
+        let (mark, style) = if check.met {
+            ("✓", styles::GOOD)
+        } else {
+            ("✗", styles::BAD)
+        };
+        out.push_str(&format!(
+            "  {} {}\n",
+            paint(mark, style),
+            printable(&check.line())
+        ));
     }
     // Under the reason, each failed step's own words: a status line alone ("exited with code
     // 1") leaves a person to dig the cause out of result.json.

@@ -79,21 +79,23 @@ fn progress_line(event: &Event) -> Option<String> {
         } => format!("ocflow: task {task_id}, files in {}", task_dir.display()),
         Event::FlowPlanned {
             steps,
-            planner_answers: 0,
-            ..
-        } => format!("ocflow: flow of {steps} step(s)"),
-        Event::FlowPlanned {
-            steps,
             planner_answers,
             answer_form,
+            deliverables,
         } => {
             let form = answer_form
                 .as_ref()
                 .map(|f| format!(", asked as {f}"))
                 .unwrap_or_default();
-            format!(
-                "ocflow: planned {steps} step(s) ({planner_answers} answer(s) from the model{form})"
-            )
+            let planned = match planner_answers {
+                0 => format!("ocflow: flow of {steps} step(s)"),
+                n => format!("ocflow: planned {steps} step(s) ({n} answer(s) from the model{form})"),
+            };
+            // What done means, where the plan is shown: the model's words, escaped.
+            match deliverables {
+                Some(done) => format!("{planned}\nocflow: done when: {}", printable(done)),
+                None => planned,
+            }
         }
         Event::ApprovalNeeded {
             kind,

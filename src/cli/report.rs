@@ -125,6 +125,15 @@ fn header(facts: &ReportFacts, span: &Span) -> String {
     if let Some(sandbox) = &status.sandbox {
         facts_list.push(("sandbox", escape(sandbox)));
     }
+    // What done means and whether it holds: the reason of the state above.
+    if !status.deliverables.is_empty() {
+        let lines: Vec<String> = status
+            .deliverables
+            .iter()
+            .map(|check| escape(&check.line()))
+            .collect();
+        facts_list.push(("done", lines.join("<br>")));
+    }
     if !status.instructions_used.is_empty() {
         facts_list.push((
             "instructions used",
@@ -519,6 +528,7 @@ mod tests {
             version: 1,
             task: EVIL.into(),
             steps: vec![step("a", &[]), step("b", &["a"])],
+            deliverables: None,
         };
         let mut status = FlowStatus::new("t", &flow, Path::new("/r"));
         status.created_at = "2025-01-01T00:00:00.000Z".into();

@@ -17,7 +17,6 @@ use ocflow_core::engine::executor::Executor;
 use ocflow_core::engine::signals::Interrupt;
 use ocflow_core::flow::operations;
 use ocflow_core::flow::path_rules::canonical_or_absolute;
-use ocflow_core::flow::task_intent;
 use ocflow_core::flow::validate::MAX_TASK_BYTES;
 use ocflow_core::llm::budget::Budget;
 use ocflow_core::llm::client::Llm;
@@ -96,13 +95,8 @@ async fn start(
             notes = added;
             Some(flow)
         }
-        (None, Some(task)) => {
-            // Said before any task is made or any model asked: no plan can do it.
-            if let Some(why) = task_intent::outside_scope(task) {
-                return Err(Error::Usage(why));
-            }
-            None
-        }
+        // Whether the task can be done is the model's to say (it may refuse), never its words'.
+        (None, Some(_)) => None,
         (None, None) => {
             return Err(Error::Usage(
                 "give a task, `ocflow run \"add input validation to api.py\"`, or a flow, \
@@ -353,6 +347,7 @@ async fn start(
         steps: flow.steps.len(),
         planner_answers: answers,
         answer_form,
+        deliverables: flow.deliverables.as_ref().map(|d| d.describe()),
     })?;
     // `--approve plan`: a person says yes (or edits the flow) before anything runs.
     let gate = approval::plan_gate(
@@ -453,7 +448,12 @@ fn planning_failed(
     let mut flow_status = FlowStatus::new(&task.task_id, &empty, repo);
     flow_status.count_tokens(&llm.profile_for("planner"), &llm.usage_for("planner"));
     flow_status.move_to(FlowState::Failed)?;
-    flow_status.message = Some(format!("planning failed: {error}"));
+    // A refusal is the model's answer, not a failure to plan.
+    let said = match &error {
+        PlanError::Refused { .. } => error.to_string(),
+        _ => format!("planning failed: {error}"),
+    };
+    flow_status.message = Some(said.clone());
     flow_status.finished_at = Some(now());
     state::save_status(task, &mut flow_status)?;
     let summary_path = task.file(workspace::SUMMARY_FILE);
@@ -471,9 +471,10 @@ fn planning_failed(
         contradicted_claims: Vec::new(),
         budget: None,
         final_answer: None,
+        deliverables: Vec::new(),
     })?;
-    say(&format!("ocflow: planning failed: {error}"));
-    let code = if is_configuration(&error) {
+    say(&format!("ocflow: {said}"));
+    let code = if is_usage(&error) {
         ExitCode::Usage
     } else {
         ExitCode::Failure
@@ -568,23 +569,23 @@ fn no_steps(task_text: &str) -> Flow {
         version: FLOW_VERSION,
         task: task_text.to_string(),
         steps: Vec::new(),
+        deliverables: None,
     }
 }
 
-/// Whether a planning failure is the configuration's fault (key, URL, model, quota).
-fn is_configuration(error: &PlanError) -> bool {
+/// Whether a planning failure is the caller's to fix: the configuration (key, URL, model,
+/// quota), or a task the model refused.
+fn is_usage(error: &PlanError) -> bool {
     use LlmErrorKind::*;
-    matches!(error, PlanError::Llm(e)
-        if matches!(e.kind, Unauthorized | NotFound | Redirected | QuotaExceeded))
+    matches!(error, PlanError::Refused { .. })
+        || matches!(error, PlanError::Llm(e)
+            if matches!(e.kind, Unauthorized | NotFound | Redirected | QuotaExceeded))
 }
 
 /// `ocflow plan TASK`: the validated flow on stdout; the answers kept under `_plans/`.
 pub(crate) async fn plan(config: &Config, args: PlanArgs) -> Result<ExitCode> {
     let task = read_task(args.task.clone(), args.task_file.as_deref())?
         .ok_or_else(|| Error::Usage("give a task, or --task-file FILE".into()))?;
-    if let Some(why) = task_intent::outside_scope(&task) {
-        return Err(Error::Usage(why));
-    }
     let llm = require_llm(config)?;
     let id = match &args.task_id {
         Some(id) if workspace::is_valid_task_id(id) => id.clone(),
@@ -617,6 +618,10 @@ pub(crate) async fn plan(config: &Config, args: PlanArgs) -> Result<ExitCode> {
         }
         // The endpoint's fault or the configuration's: exit 1 when it may pass, 2 when not.
         Err(PlanError::Llm(error)) => Err(Error::Llm(error)),
+        Err(error @ PlanError::Refused { .. }) => {
+            say(&format!("ocflow: {error}"));
+            Ok(ExitCode::Usage)
+        }
         Err(error) => {
             say(&format!("ocflow: planning failed: {error}"));
             Ok(ExitCode::Failure)

@@ -7,6 +7,7 @@ use serde::{Deserialize, Serialize};
 
 use crate::approval::{Answer, AnsweredBy, ApprovalKind};
 use crate::budget::{BudgetKind, BudgetUse, PauseReason};
+use crate::deliverable::DeliverableCheck;
 use crate::llm::Usage;
 use crate::status::{FlowState, StepState};
 
@@ -41,6 +42,10 @@ pub enum Event {
         /// schema`, `json_object`, `plain text`), after it refused any better form.
         #[serde(default, skip_serializing_if = "Option::is_none")]
         answer_form: Option<String>,
+        /// What "done" means for the flow, in one line (`utils.py changed; `pytest` passes`),
+        /// said to be inferred when the plan named none.
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        deliverables: Option<String>,
     },
     /// `ocflow resume` picks a flow up again.
     FlowResumed {
@@ -136,6 +141,10 @@ pub enum Event {
         /// summary. Absent when there is neither.
         #[serde(default, skip_serializing_if = "Option::is_none")]
         final_answer: Option<FinalAnswer>,
+        /// Each deliverable of the flow (what "done" means) and whether it holds: the flow
+        /// succeeded only if every one does. Absent for a flow that never had a plan.
+        #[serde(default, skip_serializing_if = "Vec::is_empty")]
+        deliverables: Vec<DeliverableCheck>,
         /// The flow's budgets and what it spent against them; absent without a budget.
         #[serde(default, skip_serializing_if = "Option::is_none")]
         budget: Option<BudgetUse>,

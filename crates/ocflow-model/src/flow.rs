@@ -7,6 +7,8 @@ use std::collections::{BTreeSet, HashMap};
 use serde::{Deserialize, Deserializer, Serialize};
 use serde_json::{Map, Value};
 
+use crate::deliverable::Deliverables;
+
 /// The flow format version this build writes and reads.
 pub const FLOW_VERSION: u32 = 1;
 
@@ -19,6 +21,10 @@ pub struct Flow {
     pub task: String,
     /// The steps in the order they were written; execution follows `depends_on`.
     pub steps: Vec<Step>,
+    /// What the flow must deliver for its task to be done, checked at its end; absent in a
+    /// flow saved before deliverables existed (they are then inferred from its steps).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub deliverables: Option<Deliverables>,
 }
 
 /// One step of a flow.

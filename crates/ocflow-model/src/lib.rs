@@ -8,6 +8,7 @@
 pub mod approval;
 pub mod budget;
 pub mod decision;
+pub mod deliverable;
 pub mod error;
 pub mod event;
 pub mod exit;

@@ -84,6 +84,10 @@ pub struct FlowStatus {
     /// as repository paths, in the order first used (`flow::project_instructions`).
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub instructions_used: Vec<String>,
+    /// Each of the flow's deliverables as its end found it (`flow.json`'s `deliverables`):
+    /// set when the flow finishes; absent before.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub deliverables: Vec<crate::deliverable::DeliverableCheck>,
     /// One entry per step, in flow order.
     pub steps: Vec<StepStatus>,
     /// Where each step sits in `steps`, so that preparing a step does not search every step
@@ -514,6 +518,7 @@ impl FlowStatus {
             budget: BudgetUse::default(),
             memories_used: Vec::new(),
             instructions_used: Vec::new(),
+            deliverables: Vec::new(),
             steps: flow.steps.iter().map(FlowStatus::pending_step).collect(),
             index: StepIndex::default(),
         }
@@ -651,6 +656,7 @@ mod tests {
             version: crate::flow::FLOW_VERSION,
             task: "t".into(),
             steps: Vec::new(),
+            deliverables: None,
         };
         let mut status = FlowStatus::new("t1", &flow, Path::new("/repo"));
         status.state = state;

@@ -18,7 +18,7 @@ const MAX_ANSWER_BYTES: usize = 16 * 1024;
 
 /// The flow's answer, when a step gives one and succeeded. A result that cannot be read gives
 /// none: the summary is written all the same.
-pub(crate) fn find(task: &TaskDir, status: &FlowStatus, flow: &Flow) -> Option<FinalAnswer> {
+pub fn find(task: &TaskDir, status: &FlowStatus, flow: &Flow) -> Option<FinalAnswer> {
     let succeeded = |id: &str| {
         status
             .step(id)

@@ -44,6 +44,9 @@ pub fn from_journal(
     if let Some(message) = &status.message {
         let _ = writeln!(out, "{message}\n");
     }
+    if !status.deliverables.is_empty() {
+        let _ = writeln!(out, "## What done means, as checked\n\n{}\n", deliverable_lines(status));
+    }
     if let Some(sandbox) = &status.sandbox {
         let _ = writeln!(out, "Command steps' sandbox: {sandbox}.\n");
     }
@@ -232,7 +235,8 @@ pub(crate) async fn with_llm(
         .replace("{{task}}", &status.task)
         .replace("{{verdict}}", verdict)
         .replace("{{steps}}", &steps)
-        .replace("{{files}}", &files);
+        .replace("{{files}}", &files)
+        .replace("{{deliverables}}", &deliverable_lines(status));
     let request = ChatRequest {
         purpose: "summary".into(),
         settings: settings.clone(),
@@ -263,6 +267,19 @@ pub(crate) async fn with_llm(
         ),
         contradicted,
     })
+}
+
+/// The flow's deliverables as its end found them, one `- ` line each ("none" without any).
+fn deliverable_lines(status: &FlowStatus) -> String {
+    if status.deliverables.is_empty() {
+        return "none".into();
+    }
+    status
+        .deliverables
+        .iter()
+        .map(|check| format!("- {}", check.line()))
+        .collect::<Vec<_>>()
+        .join("\n")
 }
 
 /// The heading of the model's part of a summary.

@@ -80,6 +80,10 @@ pub(crate) struct Declaration {
     /// A failed step of it means the tests failed (the summary's claims are checked by it).
     #[serde(default, skip_serializing_if = "is_false")]
     pub(crate) runs_tests: bool,
+    /// The field of its result that answers a question about the files it is given (a step of
+    /// it may be a flow's answer); absent for an operation that answers none.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub(crate) answers: Option<String>,
     /// The role a step of it gets when the flow names none (`developer` when not said).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub(crate) default_role: Option<String>,
@@ -300,6 +304,7 @@ pub(crate) fn spec(
         may_use_llm_without: forever_list(entry.may_use_llm_without),
         commands_only: entry.commands_only,
         runs_tests: entry.runs_tests,
+        answers: entry.answers.map(forever),
         default_role: entry.default_role.map(forever),
         goal: Box::leak(goal.into_boxed_slice()),
         builtin: entry.builtin,
@@ -336,6 +341,7 @@ fn declaration(spec: &OperationSpec) -> Declaration {
         may_use_llm_without: strings(spec.may_use_llm_without),
         commands_only: spec.commands_only,
         runs_tests: spec.runs_tests,
+        answers: spec.answers.map(str::to_string),
         default_role: spec.default_role.map(str::to_string),
         goal: spec
             .goal

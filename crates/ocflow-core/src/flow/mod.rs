@@ -3,6 +3,7 @@
 //! model; nothing here writes.
 
 pub mod declaration;
+pub mod deliverables;
 pub mod graph;
 pub mod ignore_rules;
 pub mod operation;
@@ -14,6 +15,5 @@ pub mod project_instructions;
 pub mod roles;
 pub mod seed_formats;
 pub mod shell;
-pub mod task_intent;
 pub mod test_command;
 pub mod validate;

@@ -93,6 +93,9 @@ pub struct OperationSpec {
     pub(crate) commands_only: bool,
     /// A failed step of it means the tests failed.
     pub(crate) runs_tests: bool,
+    /// The field of its result that answers a question about the files it is given: a step of
+    /// it may give a flow's answer (`analyze_code`'s `summary`).
+    pub(crate) answers: Option<&'static str>,
     /// The role a step of it gets when the flow names none.
     pub(crate) default_role: Option<&'static str>,
     /// The goal line of its steps' instructions: the first line that applies.

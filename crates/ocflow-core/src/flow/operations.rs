@@ -184,8 +184,9 @@ const ID_PATTERN: &str = "^[A-Za-z0-9][A-Za-z0-9_-]*$";
 /// only: llama.cpp turns the schema into a grammar, and its server died on `\s`.
 const PATH_PATTERN: &str = "^[A-Za-z0-9_.][A-Za-z0-9_./+@-]*$";
 
-/// The JSON Schema of a flow, generated from this registry like the catalogue: each step one
-/// of the operations, with its parameters typed and the required ones required. Endpoints that
+/// The JSON Schema of a planner's answer, generated from this registry like the catalogue: a
+/// flow, its deliverables and each step one of the operations, with its parameters typed and
+/// the required ones required; or a refusal with its reason. Endpoints that
 /// constrain decoding to a schema then cannot produce an unknown operation or a missing
 /// parameter; the validator still checks everything else (paths, references, cycles).
 pub(crate) fn flow_schema() -> serde_json::Value {
@@ -225,21 +226,38 @@ pub(crate) fn flow_schema() -> serde_json::Value {
                     "depends_on": {"type": "array",
                         "items": {"type": "string", "pattern": ID_PATTERN}},
                     "role": {"type": "string"},
+                    "final_answer": {"type": "boolean"},
                     "params": {"type": "object", "properties": params, "required": required}
                 },
                 "required": ["id", "operation", "params"]
             })
         })
         .collect();
-    json!({
+    // What done means comes before the steps: the model says it, then plans for it.
+    let flow = json!({
         "type": "object",
         "properties": {
             "version": {"type": "integer"},
             "task": {"type": "string"},
+            "deliverables": {
+                "type": "object",
+                "properties": {
+                    "files": {"type": "array",
+                        "items": {"type": "string", "pattern": PATH_PATTERN}},
+                    "commands": {"type": "array", "items": {"type": "string"}},
+                    "answer": {"type": "string"}
+                }
+            },
             "steps": {"type": "array", "minItems": 1, "items": {"anyOf": steps}}
         },
         "required": ["steps"]
-    })
+    });
+    let refusal = json!({
+        "type": "object",
+        "properties": {"refuse": {"type": "string", "minLength": 1}},
+        "required": ["refuse"]
+    });
+    json!({"anyOf": [flow, refusal]})
 }
 
 /// Whether a step of this operation with these parameters calls the LLM.

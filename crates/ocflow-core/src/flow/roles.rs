@@ -304,6 +304,7 @@ mod tests {
                 step("c", "execute_shell_command", Some("coder")),
                 step("d", "read_file", Some("wizard")),
             ],
+            deliverables: None,
         };
         roles.assign_defaults(&mut flow);
         assert_eq!(flow.steps[0].role.as_deref(), Some("coder"));

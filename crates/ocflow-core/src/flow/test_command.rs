@@ -3,7 +3,8 @@
 //! `test` script, `go.mod`, `pom.xml`, `build.gradle`, `Cargo.toml`, pytest's configuration, a
 //! `Makefile`'s `test` target), asked through the bridge (`Bridge::test_commands`). A
 //! `run_tests` step without a command runs the first of the same list, so the planner and the
-//! step never disagree.
+//! step never disagree. And the command a task itself names to run its tests with, which a
+//! planned flow must then pass at its end (`named_in_task`).
 
 use serde::Deserialize;
 
@@ -33,6 +34,78 @@ pub(crate) fn for_planner(commands: &[TestCommand]) -> String {
     )
 }
 
+/// Programs a command named in a task may start with.
+const RUNNERS: &[&str] = &[
+    "pytest", "python", "python3", "npm", "npx", "yarn", "pnpm", "go", "cargo", "make", "mvn",
+    "./mvnw", "gradle", "./gradlew", "node", "tox", "nox", "uv", "poetry", "bundle", "rake",
+    "rspec", "dotnet", "ctest", "bash", "sh", "deno", "bun", "jest", "vitest", "tape", "phpunit",
+    "mix", "swift", "julia", "ruby", "perl", "prove",
+];
+
+/// Where a task says what command follows, when it does not quote it.
+const MARKERS: &[&str] = &["tests with:", "tests with", "test with:", "run:", "by running", "using:"];
+
+/// The command the task says to run its tests with, if it names one: quoted (`` `npm test` ``)
+/// or after "tests with:", "run:" …, up to the end of the command — the end of its sentence,
+/// never the next one ("… -t . Do not edit anything under tests/").
+pub(crate) fn named_in_task(task: &str) -> Option<String> {
+    let quoted = task
+        .split('`')
+        .skip(1)
+        .step_by(2)
+        .map(str::trim)
+        .find(|span| starts_with_runner(span));
+    if let Some(command) = quoted {
+        return Some(command.to_string());
+    }
+    let lower = task.to_lowercase();
+    MARKERS.iter().find_map(|marker| {
+        let at = lower.find(marker)?;
+        let rest = task.get(at + marker.len()..)?;
+        let command = up_to_its_end(rest.lines().next().unwrap_or(""));
+        starts_with_runner(&command).then_some(command)
+    })
+}
+
+/// The words of `line` that belong to the command: up to a word that ends its sentence (a full
+/// stop, `;` or `,` on a word: `tests.`), or before a capitalised word that starts the next one
+/// after a bare `.` (which is the command's own argument: `-t . Do not …`).
+fn up_to_its_end(line: &str) -> String {
+    let mut words: Vec<&str> = Vec::new();
+    for word in line.split_whitespace() {
+        let after_bare_dot = words.last() == Some(&".");
+        if after_bare_dot && word.chars().next().is_some_and(char::is_uppercase) {
+            break;
+        }
+        let ends = word.len() > 1 && word.ends_with(['.', ';', ',']);
+        if ends {
+            words.push(&word[..word.len() - 1]);
+            break;
+        }
+        words.push(word);
+    }
+    words.join(" ")
+}
+
+/// The command that runs one test file a task names, where its runner takes a file: pytest
+/// for Python (it runs unittest's tests too), `go test` for a Go package's tests.
+pub(crate) fn for_test_file(path: &str) -> Option<String> {
+    if path.ends_with(".py") {
+        return Some(format!("python3 -m pytest -q {path}"));
+    }
+    if path.ends_with("_test.go") {
+        let dir = path.rsplit_once('/').map_or(".", |(dir, _)| dir);
+        return Some(format!("go test ./{}", dir.trim_start_matches("./")).replace("././", "./"));
+    }
+    None
+}
+
+fn starts_with_runner(text: &str) -> bool {
+    text.split_whitespace()
+        .next()
+        .is_some_and(|word| RUNNERS.contains(&word))
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -58,5 +131,29 @@ mod tests {
             "{listed}"
         );
         assert_eq!(for_planner(&[]), "");
+    }
+
+    #[test]
+    fn the_command_a_task_names_ends_where_the_command_does() {
+        let cases = [
+            (
+                "Fix moving_average. Then run the tests with: python3 -m unittest discover -s \
+                 tests -t .",
+                Some("python3 -m unittest discover -s tests -t ."),
+            ),
+            // A real 0.5B run: the next sentence is no part of the command.
+            (
+                "Fix it; run the tests with: python3 -m unittest discover -s tests -t . Do not \
+                 edit anything under tests/",
+                Some("python3 -m unittest discover -s tests -t ."),
+            ),
+            ("Fix it, then run `npm test` to check", Some("npm test")),
+            ("Check the build by running make check. Then stop.", Some("make check")),
+            ("run: pytest -q tests/test_cart.py, and fix what fails", Some("pytest -q tests/test_cart.py")),
+            ("fix the tests with care.", None),
+        ];
+        for (task, want) in cases {
+            assert_eq!(named_in_task(task).as_deref(), want, "{task}");
+        }
     }
 }

@@ -6,6 +6,7 @@ use std::collections::{BTreeSet, HashMap, HashSet};
 
 use serde_json::{Map, Value};
 
+use crate::flow::deliverables;
 use crate::flow::operations::{self, ParamMeaning};
 use crate::flow::path_rules::PathRules;
 use crate::flow::seed_formats;
@@ -73,7 +74,7 @@ pub fn parse_flow_checking(
         }
     };
     let mut flow = read_flow(value, default_task, &mut problems);
-    if let Some(flow) = &mut flow {
+    if let Some((flow, deliverables)) = &mut flow {
         result_data_references(flow);
         problems.0.extend(also(flow));
         notes = add_implied_dependencies(flow);
@@ -82,12 +83,21 @@ pub fn parse_flow_checking(
         for (index, name, path) in check_params(flow, rules, &mut problems) {
             flow.steps[index].params.insert(name, Value::String(path));
         }
+        // What done means, once the steps are known good: the steps it needs are added to them.
+        if problems.0.is_empty() {
+            notes.extend(deliverables::settle(
+                flow,
+                deliverables.take(),
+                rules,
+                &mut problems.0,
+            ));
+        }
         if problems.0.is_empty() {
             check_concurrent_writers(flow, &mut problems);
         }
     }
     match flow {
-        Some(flow) if problems.0.is_empty() => Ok((flow, notes)),
+        Some((flow, _)) if problems.0.is_empty() => Ok((flow, notes)),
         _ => Err(problems.0),
     }
 }
@@ -130,10 +140,15 @@ impl Problems {
     }
 }
 
-/// The structure: top-level shape, version, and each step's fields and types.
-fn read_flow(value: Value, default_task: Option<&str>, problems: &mut Problems) -> Option<Flow> {
-    let (version, task, raw_steps) = match value {
-        Value::Array(steps) => (FLOW_VERSION, None, steps),
+/// The structure: top-level shape, version, and each step's fields and types; with the
+/// `deliverables` as written, which are settled once the steps are known good.
+fn read_flow(
+    value: Value,
+    default_task: Option<&str>,
+    problems: &mut Problems,
+) -> Option<(Flow, Option<Value>)> {
+    let (version, task, raw_steps, deliverables) = match value {
+        Value::Array(steps) => (FLOW_VERSION, None, steps, None),
         Value::Object(mut object) => {
             seed_formats::flow_object(&mut object);
             let version = match object.remove("version") {
@@ -171,13 +186,17 @@ fn read_flow(value: Value, default_task: Option<&str>, problems: &mut Problems) 
                     return None;
                 }
             };
+            let deliverables = object.remove("deliverables");
             for key in object.keys() {
                 problems.flow(
                     "format",
-                    format!("unknown top-level field `{key}`; allowed: version, task, steps"),
+                    format!(
+                        "unknown top-level field `{key}`; allowed: version, task, deliverables, \
+                         steps"
+                    ),
                 );
             }
-            (version, task, steps)
+            (version, task, steps, deliverables)
         }
         _ => {
             problems.flow(
@@ -222,11 +241,15 @@ fn read_flow(value: Value, default_task: Option<&str>, problems: &mut Problems) 
             steps.push(step);
         }
     }
-    Some(Flow {
-        version,
-        task,
-        steps,
-    })
+    Some((
+        Flow {
+            version,
+            task,
+            steps,
+            deliverables: None,
+        },
+        deliverables,
+    ))
 }
 
 /// Reads steps given outside a flow (the new or changed steps of a recovery answer) as a flow's

@@ -14,8 +14,8 @@ use crate::flow::path_rules::PathRules;
 use crate::flow::policy::CommandPolicy;
 use crate::flow::project_instructions::Selected;
 use crate::flow::roles::Roles;
-use crate::flow::task_intent;
-use crate::flow::test_command::TestCommand;
+use crate::flow::deliverables;
+use crate::flow::test_command::{self, TestCommand};
 use crate::flow::validate;
 use crate::llm::answer;
 use crate::llm::client::Llm;
@@ -56,11 +56,26 @@ pub enum PlanError {
         dir.display()
     )]
     Unfit { reason: String, dir: PathBuf },
+    /// The model said the task cannot be done in a repository, and why (`{"refuse": …}`):
+    /// permanent, the user's to change (exit 2, no flow).
+    #[error("the model refused the task: {reason} (its answer is in {})", dir.display())]
+    Refused { reason: String, dir: PathBuf },
     #[error("cannot save the planner's answer in {}: {source}", dir.display())]
     Io {
         dir: PathBuf,
         source: std::io::Error,
     },
+}
+
+/// What the planner made of one answer.
+enum Judged {
+    Plan(Flow, Vec<String>),
+    /// The problems to send back, one `- ` line each.
+    Problems(String),
+    /// A valid plan that does not fit the task.
+    Unfit(String),
+    /// The model's refusal, with its reason.
+    Refused(String),
 }
 
 /// What the planner needs.
@@ -134,52 +149,29 @@ impl Planner<'_> {
                  with a shorter flow, fewer steps, and no explanations"
                     .to_string()
             } else {
-                match answer::extract_json(&reply.content) {
-                    Err(problem) => format!("- {problem}"),
-                    Ok(extracted) => {
-                        let roles =
-                            |flow: &Flow| self.roles.apply(flow.clone()).err().unwrap_or_default();
-                        match validate::parse_flow_checking(
-                            &extracted.json,
-                            Some(task),
-                            self.rules,
-                            &roles,
-                        ) {
-                            Ok((flow, notes)) => match self.policy.check(&flow.steps) {
-                                Some(problem) => format!("- {problem}"),
-                                None => match self.roles.apply(flow) {
-                                    Err(found) => found
-                                        .iter()
-                                        .map(|p| format!("- {p}"))
-                                        .collect::<Vec<_>>()
-                                        .join("\n"),
-                                    Ok(mut flow) => match unfit(&flow, &named, task) {
-                                        Some(reason) if unfit_said => {
-                                            return Err(PlanError::Unfit {
-                                                reason,
-                                                dir: answers_dir.to_path_buf(),
-                                            });
-                                        }
-                                        Some(reason) => {
-                                            unfit_said = true;
-                                            format!("- {reason}")
-                                        }
-                                        None => {
-                                            // The user's words are the task, whatever the model
-                                            // wrote in its `task` field.
-                                            flow.task = task.to_string();
-                                            return Ok((flow, notes));
-                                        }
-                                    },
-                                },
-                            },
-                            Err(found) => found
-                                .iter()
-                                .map(|p| format!("- {p}"))
-                                .collect::<Vec<_>>()
-                                .join("\n"),
-                        }
+                match self.judge(&reply.content, task, &named) {
+                    Judged::Plan(mut flow, notes) => {
+                        // The user's words are the task, whatever the model wrote in its `task`.
+                        flow.task = task.to_string();
+                        return Ok((flow, notes));
                     }
+                    Judged::Refused(reason) => {
+                        return Err(PlanError::Refused {
+                            reason,
+                            dir: answers_dir.to_path_buf(),
+                        });
+                    }
+                    Judged::Unfit(reason) if unfit_said => {
+                        return Err(PlanError::Unfit {
+                            reason,
+                            dir: answers_dir.to_path_buf(),
+                        });
+                    }
+                    Judged::Unfit(reason) => {
+                        unfit_said = true;
+                        format!("- {reason}")
+                    }
+                    Judged::Problems(problems) => problems,
                 }
             };
             save(
@@ -195,6 +187,46 @@ impl Planner<'_> {
             dir: answers_dir.to_path_buf(),
             problems,
         })
+    }
+
+    /// What one answer is: a plan to run (with what validation added), the problems to send
+    /// back, a plan that does not fit the task, or a refusal.
+    fn judge(&self, content: &str, task: &str, named: &[RepoPath]) -> Judged {
+        let listed = |found: Vec<ocflow_model::problem::Problem>| {
+            Judged::Problems(
+                found
+                    .iter()
+                    .map(|p| format!("- {p}"))
+                    .collect::<Vec<_>>()
+                    .join("\n"),
+            )
+        };
+        let extracted = match answer::extract_json(content) {
+            Ok(extracted) => extracted,
+            Err(problem) => return Judged::Problems(format!("- {problem}")),
+        };
+        if let Some(reason) = refusal(&extracted.json) {
+            return Judged::Refused(reason);
+        }
+        let roles = |flow: &Flow| self.roles.apply(flow.clone()).err().unwrap_or_default();
+        let (mut flow, mut notes) =
+            match validate::parse_flow_checking(&extracted.json, Some(task), self.rules, &roles) {
+                Ok(read) => read,
+                Err(found) => return listed(found),
+            };
+        if let Some(reason) = unfit(&flow, named) {
+            return Judged::Unfit(reason);
+        }
+        // What the task itself says must pass, added to a plan found fit, whether or not it
+        // runs it; its commands then face the policy as the plan's own do.
+        notes.extend(required_tests(&mut flow, task, named));
+        if let Some(problem) = self.policy.check(&flow.steps) {
+            return Judged::Problems(format!("- {problem}"));
+        }
+        match self.roles.apply(flow) {
+            Ok(flow) => Judged::Plan(flow, notes),
+            Err(found) => listed(found),
+        }
     }
 
     fn first_prompt(&self, task: &str, files: &[RepoPath]) -> String {
@@ -272,7 +304,7 @@ pub(crate) fn is_secret(name: &str) -> bool {
 
 /// Why a valid flow still does not fit the task, if it does not: it is the prompt's own
 /// example, it holds the prompt's placeholders, or it touches none of the files the task names.
-fn unfit(flow: &Flow, named: &[RepoPath], task: &str) -> Option<String> {
+fn unfit(flow: &Flow, named: &[RepoPath]) -> Option<String> {
     let mut steps = serde_json::to_value(&flow.steps).ok()?;
     // Roles are given by ocflow where the model left none: not part of what it copied.
     if let Some(list) = steps.as_array_mut() {
@@ -303,20 +335,117 @@ fn unfit(flow: &Flow, named: &[RepoPath], task: &str) -> Option<String> {
     };
     if !named.is_empty() && !named.iter().any(touches) {
         let names: Vec<&str> = named.iter().map(RepoPath::as_str).collect();
-        return Some(format!(
-            "the flow touches none of the files the task names ({}); plan the change to them",
-            names.join(", ")
-        ));
+        // A test the task names is how the fault shows, rarely where it is: never an invitation
+        // to edit the test until it passes.
+        return Some(if named.iter().all(|p| is_test_file(p.as_str())) {
+            format!(
+                "the flow touches none of the files the task names ({}), which are tests: read \
+                 them to find the code they exercise, change that code, and run them after the \
+                 change; change a test itself only if the task asks for it",
+                names.join(", ")
+            )
+        } else {
+            format!(
+                "the flow touches none of the files the task names ({}); plan the change to them",
+                names.join(", ")
+            )
+        });
     }
-    task_intent::plan_misses_task(flow, task)
+    // A command may change files, which only its run shows: such a plan is judged at its end.
+    let runs_commands = flow
+        .steps
+        .iter()
+        .any(|s| operations::find(&s.operation).is_some_and(|op| op.runs_commands));
+    if !runs_commands && flow.deliverables.as_ref().is_none_or(|d| d.is_empty()) {
+        return Some(DELIVERS_NOTHING.into());
+    }
+    None
+}
+
+/// What the task itself says must pass, made a deliverable of the flow: the command it names
+/// to run its tests with, else each test file it names (by the runners' naming) that the flow
+/// does not delete, unless the flow only answers a question. One sentence each.
+fn required_tests(flow: &mut Flow, task: &str, named: &[RepoPath]) -> Vec<String> {
+    if let Some(command) = test_command::named_in_task(task) {
+        return deliverables::require_command(flow, &command);
+    }
+    let answers_only = flow
+        .deliverables
+        .as_ref()
+        .is_some_and(|d| d.answer.is_some() && d.files.is_empty());
+    if answers_only {
+        return Vec::new();
+    }
+    let deleted = |path: &str| {
+        flow.steps.iter().any(|s| {
+            s.operation == "delete_file"
+                && s.params.get("file_path").and_then(serde_json::Value::as_str) == Some(path)
+        })
+    };
+    let commands: Vec<String> = named
+        .iter()
+        .map(RepoPath::as_str)
+        .filter(|path| is_test_file(path) && !deleted(path))
+        .filter_map(test_command::for_test_file)
+        .collect();
+    let mut notes = Vec::new();
+    for command in commands {
+        notes.extend(deliverables::require_command(flow, &command));
+    }
+    notes
+}
+
+/// Why a plan that delivers nothing is asked again: a plan of reads alone does no task.
+const DELIVERS_NOTHING: &str = "the plan delivers nothing: it changes no file, runs no test after \
+    a change and gives no answer. Say in `deliverables` what the task needs done (the `files` to \
+    change, the `commands` that must pass, or the question to `answer`, with an analyze_code step \
+    marked \"final_answer\": true) and plan the steps that deliver it; or, when no change to this \
+    repository can do the task, answer {\"refuse\": \"why\"}";
+
+/// The reason of a refusal (`{"refuse": "why"}`, or `{"refuse": true, "reason": "why"}`), when
+/// the answer is one and plans no steps.
+fn refusal(json: &str) -> Option<String> {
+    let serde_json::Value::Object(answer) = serde_json::from_str(json).ok()? else {
+        return None;
+    };
+    if answer.contains_key("steps") {
+        return None;
+    }
+    let reason = match answer.get("refuse")? {
+        serde_json::Value::String(reason) => reason.clone(),
+        serde_json::Value::Bool(true) => answer
+            .get("reason")
+            .and_then(serde_json::Value::as_str)
+            .unwrap_or("no reason given")
+            .to_string(),
+        _ => return None,
+    };
+    Some(reason.trim().to_string()).filter(|r| !r.is_empty())
+}
+
+/// Whether a path is a test by the test runners' own naming (`tests/…`, `test_x.py`,
+/// `x_test.go`, `x.test.js`, `x.spec.ts`, `x_spec.rb`).
+pub(crate) fn is_test_file(path: &str) -> bool {
+    let mut parts = path.split('/').rev();
+    let name = parts.next().unwrap_or(path).to_ascii_lowercase();
+    let in_test_dir = parts.any(|dir| matches!(dir, "test" | "tests" | "__tests__" | "spec" | "specs"));
+    let stem = name.split('.').next().unwrap_or(&name);
+    in_test_dir
+        || stem.starts_with("test_")
+        || stem.ends_with("_test")
+        || stem.ends_with("_spec")
+        || name.contains(".test.")
+        || name.contains(".spec.")
 }
 
 /// The steps of the system prompt's example answer, as a parsed flow serialises them.
 fn example_steps() -> Option<serde_json::Value> {
     let at = SYSTEM.find("Example answer")?;
     let extracted = answer::extract_json(&SYSTEM[at..]).ok()?;
-    let flow: Flow = serde_json::from_str(&extracted.json).ok()?;
-    serde_json::to_value(&flow.steps).ok()
+    let mut example: serde_json::Value = serde_json::from_str(&extracted.json).ok()?;
+    let steps: Vec<ocflow_model::flow::Step> =
+        serde_json::from_value(example.get_mut("steps")?.take()).ok()?;
+    serde_json::to_value(&steps).ok()
 }
 
 /// Files the task mentions, by path or by unique file name.

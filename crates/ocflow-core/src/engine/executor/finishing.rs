@@ -1,20 +1,16 @@
-//! The flow's end: its final state (succeeded, failed, or no change when it only read), the
-//! summary (by the LLM when there is one, else from the journal), the diff, and the
+//! The flow's end: its final state (succeeded when every deliverable holds, no change when its
+//! steps delivered none of them, failed otherwise), the summary (by the LLM when there is one, else from the journal), the diff, and the
 //! `FlowFinished` event.
 
 use std::path::PathBuf;
 
 use super::{Executor, FlowOutcome};
-use crate::flow::task_intent;
+use crate::engine::deliverable_check;
 use crate::task::outputs;
 use crate::task::workspace;
 use ocflow_model::error::{Error, Result};
 use ocflow_model::event::Event;
 use ocflow_model::status::{self, FlowState, StepState};
-
-/// Why a flow whose steps only read ends `no_change`.
-const NO_CHANGE: &str = "finished without doing anything the task asked: its steps only read \
-                         files, and the task asks for a change";
 
 impl Executor {
     /// Ends the flow: succeeded when every step did, failed otherwise; writes the summary.
@@ -45,21 +41,27 @@ impl Executor {
                     .step(&step.id)
                     .is_some_and(|s| matches!(s.status, StepState::Succeeded | StepState::Skipped))
             });
-        // Every step done, yet nothing done that the task asked for: its own state, never a
-        // success (a 0.5B model's plan for a fix read the file and stopped there).
-        let acted = self.status.succeeded().iter().any(|step| {
-            crate::flow::operations::find(&step.operation)
-                .is_some_and(|op| op.runs_commands || !op.writes.is_empty())
-        });
-        let did_nothing = all_done && !acted && task_intent::asks_for_change(&self.flow.task);
-        let ended = if did_nothing {
-            self.status.message = Some(NO_CHANGE.to_string());
-            FlowState::NoChange
-        } else if all_done {
-            FlowState::Succeeded
-        } else {
-            FlowState::Failed
+        // Done is decided by the evidence: each deliverable of the flow (what its plan says done
+        // means, or what its steps imply) against the net change, the checks' runs and the
+        // answer. A flow whose steps all succeeded and delivered none of it made no change; one
+        // that delivered part of it failed.
+        let changes = crate::task::review::changes(&self.task, &self.status, &self.flow)?;
+        let changed: Vec<String> = changes
+            .iter()
+            .map(|c| c.path.as_str().to_string())
+            .collect();
+        let checks = deliverable_check::check(&self.task, &self.status, &self.flow, &changed);
+        let unmet = deliverable_check::unmet(&checks, self.flow.deliverables.as_ref());
+        let ended = match &unmet {
+            _ if !all_done => FlowState::Failed,
+            None => FlowState::Succeeded,
+            Some(_) if checks.iter().any(|c| c.met) => FlowState::Failed,
+            Some(_) => FlowState::NoChange,
         };
+        if all_done {
+            self.status.message = unmet;
+        }
+        self.status.deliverables = checks;
         self.status.move_to(ended)?;
         self.status.finished_at = Some(status::now());
         // The summary's call goes out now and is answered while final_output/ is rebuilt, the
@@ -89,7 +91,7 @@ impl Executor {
         // Steps finish in any order; final_output/ follows the flow's order, as the diff does.
         let ready = outputs::rebuild_final_output(&self.task, &self.status, &self.flow)
             .and_then(|()| self.save())
-            .and_then(|()| self.write_diff());
+            .and_then(|()| self.write_diff(changes));
         if let (Err(_), Some((call, _))) = (&ready, &summary_call) {
             call.abort();
         }
@@ -166,8 +168,9 @@ impl Executor {
             contradicted_claims,
             budget: Some(self.status.budget).filter(|b| !b.is_empty()),
             final_answer: crate::engine::final_answer::find(&self.task, &self.status, &self.flow),
+            deliverables: self.status.deliverables.clone(),
         })?;
-        Ok(if all_done && !did_nothing {
+        Ok(if ended == FlowState::Succeeded {
             FlowOutcome::Succeeded
         } else {
             FlowOutcome::Failed
@@ -263,9 +266,12 @@ impl Executor {
         Ok(())
     }
 
-    /// Writes `changes.diff` (none without changes); returns the changed files and the diff.
-    pub(super) fn write_diff(&self) -> Result<(Vec<String>, Option<PathBuf>)> {
-        let changes = crate::task::review::changes(&self.task, &self.status, &self.flow)?;
+    /// Writes `changes.diff` of the flow's net `changes` (none without changes); returns the
+    /// changed files and the diff.
+    fn write_diff(
+        &self,
+        changes: Vec<crate::task::review::Change>,
+    ) -> Result<(Vec<String>, Option<PathBuf>)> {
         let diff = if changes.is_empty() {
             None
         } else {

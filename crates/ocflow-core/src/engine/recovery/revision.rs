@@ -169,6 +169,8 @@ pub(super) fn implied_flow(
         version: FLOW_VERSION,
         task: flow.task.clone(),
         steps,
+        // Settled again with the revised steps (a check step that was replaced is found anew).
+        deliverables: flow.deliverables.clone(),
     };
     // Validated as a whole, as a planned flow is: ids, the graph, paths, concurrent writers.
     let text = serde_json::to_string(&revised).map_err(|err| vec![err.to_string()])?;

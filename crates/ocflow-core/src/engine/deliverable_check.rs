@@ -1,0 +1,262 @@
+//! Whether a flow delivered what its plan says "done" means, decided when it ends from the
+//! evidence alone: the net change against the snapshot, each step's state, which steps a
+//! command's run saw and in what order they finished, and the answer's step with what it was
+//! given. Never from the words of the task or of any model.
+
+use serde_json::Value;
+
+use crate::flow::deliverables as settled;
+use crate::task::workspace::TaskDir;
+use ocflow_model::deliverable::{
+    AnswerDeliverable, CommandDeliverable, DeliverableCheck, DeliverableKind, Deliverables,
+};
+use ocflow_model::flow::Flow;
+use ocflow_model::status::{FlowStatus, StepState, StepStatus};
+
+/// Checks every deliverable of `flow` (inferred from its steps when it names none). `changed`:
+/// the repository paths the flow's net change touches.
+pub(crate) fn check(
+    task: &TaskDir,
+    status: &FlowStatus,
+    flow: &Flow,
+    changed: &[String],
+) -> Vec<DeliverableCheck> {
+    let deliverables = match &flow.deliverables {
+        Some(deliverables) => deliverables.clone(),
+        // A flow saved before deliverables existed: its steps say what it delivers.
+        None => settled::inferred(flow),
+    };
+    let inferred = deliverables.inferred;
+    let mut checks: Vec<DeliverableCheck> = Vec::new();
+    if inferred {
+        // A flow that named nothing delivers the change it made, whichever step made it (a
+        // file written, then moved by a command, is delivered where it ended).
+        for path in changed {
+            checks.push(file(status, path, changed, true));
+        }
+        if changed.is_empty() && !deliverables.files.is_empty() {
+            checks.push(DeliverableCheck {
+                kind: DeliverableKind::File,
+                what: deliverables.files.join(", "),
+                met: false,
+                detail: "the flow's steps wrote them, and its end changes no file".into(),
+                inferred: true,
+            });
+        }
+    } else {
+        for path in &deliverables.files {
+            checks.push(file(status, path, changed, false));
+        }
+    }
+    for command in &deliverables.commands {
+        checks.push(self::command(status, flow, command, changed, inferred));
+    }
+    if let Some(answer) = &deliverables.answer {
+        checks.push(self::answer(task, status, flow, answer, inferred));
+    }
+    checks
+}
+
+/// One sentence of what is not done, for the flow's message; `None` when all is.
+pub(crate) fn unmet(checks: &[DeliverableCheck], deliverables: Option<&Deliverables>) -> Option<String> {
+    if checks.is_empty() {
+        let named = deliverables.is_some_and(|d| !d.inferred);
+        return Some(if named {
+            "not done: the flow's deliverables could not be checked".into()
+        } else {
+            "not done: the flow delivered nothing — it changed no file, ran no test after a \
+             change and gave no answer from the files"
+                .into()
+        });
+    }
+    let missing: Vec<String> = checks
+        .iter()
+        .filter(|c| !c.met)
+        .map(|c| c.line())
+        .collect();
+    (!missing.is_empty()).then(|| format!("not done: {}", missing.join("; ")))
+}
+
+fn file(status: &FlowStatus, path: &str, changed: &[String], inferred: bool) -> DeliverableCheck {
+    let by = status
+        .steps
+        .iter()
+        .filter(|s| s.status == StepState::Succeeded)
+        .filter(|s| s.output_files.iter().chain(&s.deleted_files).any(|f| f == path))
+        .max_by_key(|s| s.sequence)
+        .map(|s| s.id.clone());
+    let met = changed.iter().any(|c| c == path);
+    let detail = match (met, by) {
+        (true, Some(step)) => format!("changed by step {step}"),
+        (true, None) => "changed".into(),
+        (false, Some(step)) => {
+            format!("step {step} wrote it back as the repository has it: no change")
+        }
+        (false, None) => "unchanged: no step that succeeded changed it".into(),
+    };
+    DeliverableCheck {
+        kind: DeliverableKind::File,
+        what: path.to_string(),
+        met,
+        detail,
+        inferred,
+    }
+}
+
+fn command(
+    status: &FlowStatus,
+    flow: &Flow,
+    command: &CommandDeliverable,
+    changed: &[String],
+    inferred: bool,
+) -> DeliverableCheck {
+    let what = command
+        .command
+        .clone()
+        .unwrap_or_else(|| format!("the tests of step {}", command.step));
+    let result = |met: bool, detail: String| DeliverableCheck {
+        kind: DeliverableKind::Command,
+        what: what.clone(),
+        met,
+        detail,
+        inferred,
+    };
+    // The step validation chose, else (a revision replaced it) the last that runs it and passed.
+    let named = status.step(&command.step);
+    let runner = named
+        .filter(|s| s.status == StepState::Succeeded)
+        .or_else(|| {
+            status
+                .steps
+                .iter()
+                .filter(|s| s.status == StepState::Succeeded)
+                .filter(|s| {
+                    flow.step(&s.id)
+                        .is_some_and(|step| settled::runs(step, command.command.as_deref()))
+                })
+                .max_by_key(|s| s.sequence)
+        });
+    let Some(runner) = runner else {
+        let detail = match named {
+            Some(step) if step.status == StepState::Failed => format!(
+                "step {} failed: {}",
+                step.id,
+                step.message.as_deref().unwrap_or("no message")
+            ),
+            Some(step) => format!("step {} is {}: it never passed", step.id, step.status),
+            None => "no step ran it".into(),
+        };
+        return result(false, detail);
+    };
+    // A command the flow's author placed (inferred, not a test) passes where it runs.
+    let tests = flow
+        .step(&runner.id)
+        .and_then(|s| crate::flow::operations::find(&s.operation))
+        .is_some_and(|op| op.runs_tests);
+    if inferred && !tests {
+        return result(true, format!("passed in step {}", runner.id));
+    }
+    // Every change the flow kept must be one the run saw: made by a step it depends on, and
+    // finished before it (a recovery may have changed files again after it ran).
+    let ancestors = flow.ancestors(&runner.id);
+    let unseen = status
+        .steps
+        .iter()
+        .filter(|s| s.status == StepState::Succeeded && s.id != runner.id)
+        .filter(|s| changes_kept(s, changed))
+        .find(|s| !ancestors.contains(&s.id) || s.sequence > runner.sequence);
+    match unseen {
+        Some(writer) => result(
+            false,
+            format!(
+                "step {} ran it before step {} changed {}",
+                runner.id,
+                writer.id,
+                writer
+                    .output_files
+                    .iter()
+                    .chain(&writer.deleted_files)
+                    .find(|f| changed.contains(f))
+                    .map_or("files", String::as_str)
+            ),
+        ),
+        None => result(true, format!("passed in step {}, after every change", runner.id)),
+    }
+}
+
+fn answer(
+    task: &TaskDir,
+    status: &FlowStatus,
+    flow: &Flow,
+    answer: &AnswerDeliverable,
+    inferred: bool,
+) -> DeliverableCheck {
+    let result = |met: bool, detail: String| DeliverableCheck {
+        kind: DeliverableKind::Answer,
+        what: answer.question.clone(),
+        met,
+        detail,
+        inferred,
+    };
+    let step = status.step(&answer.step).filter(|s| s.status == StepState::Succeeded).or_else(
+        || {
+            // A revision replaced it: the last marked step that answers and succeeded.
+            flow.steps
+                .iter()
+                .filter(|s| s.final_answer)
+                .filter_map(|s| status.step(&s.id))
+                .filter(|s| s.status == StepState::Succeeded)
+                .max_by_key(|s| s.sequence)
+        },
+    );
+    let Some(step) = step else {
+        let detail = match status.step(&answer.step) {
+            Some(s) if s.status == StepState::Failed => format!(
+                "step {} failed: {}",
+                s.id,
+                s.message.as_deref().unwrap_or("no message")
+            ),
+            Some(s) => format!("step {} is {}: no answer", s.id, s.status),
+            None => "no step gave it".into(),
+        };
+        return result(false, detail);
+    };
+    let Some(spec) = flow
+        .step(&step.id)
+        .and_then(|s| crate::flow::operations::find(&s.operation))
+    else {
+        return result(false, format!("step {} is not in the flow", step.id));
+    };
+    let Some(field) = spec.answers else {
+        return result(
+            false,
+            format!("step {} ({}) answers no question", step.id, spec.name),
+        );
+    };
+    let text = crate::task::state::load_result(task, &step.id)
+        .ok()
+        .flatten()
+        .and_then(|r| match r.fields.get(field) {
+            Some(Value::String(text)) => Some(text.trim().to_string()),
+            _ => None,
+        })
+        .unwrap_or_default();
+    if text.is_empty() {
+        return result(false, format!("step {} gave no answer", step.id));
+    }
+    let from = if answer.files.is_empty() {
+        String::new()
+    } else {
+        format!(" from {}", answer.files.join(", "))
+    };
+    result(true, format!("answered by step {}{from}", step.id))
+}
+
+/// Whether the step's last run changed a file the flow's net change keeps (a cache a command
+/// left under an ignored path is no change).
+fn changes_kept(step: &StepStatus, changed: &[String]) -> bool {
+    step.output_files
+        .iter()
+        .chain(&step.deleted_files)
+        .any(|f| changed.contains(f))
+}

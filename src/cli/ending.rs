@@ -133,7 +133,11 @@ pub(crate) fn show(
             styles::DIM,
         ));
     }
-    let changes = review::changes(task, status, flow)?;
+    // A signal after the flow finished (during its summary) leaves the stat out, not the end.
+    let changes = match review::changes(task, status, flow) {
+        Err(ocflow_model::error::Error::Interrupted) => Vec::new(),
+        found => found?,
+    };
     let stat = review::diff_stat(&changes)?;
     if !stat.is_empty() {
         let (added, removed) = stat

@@ -89,7 +89,9 @@ fn progress_line(event: &Event) -> Option<String> {
                 .unwrap_or_default();
             let planned = match planner_answers {
                 0 => format!("ocflow: flow of {steps} step(s)"),
-                n => format!("ocflow: planned {steps} step(s) ({n} answer(s) from the model{form})"),
+                n => {
+                    format!("ocflow: planned {steps} step(s) ({n} answer(s) from the model{form})")
+                }
             };
             // What done means, where the plan is shown: the model's words, escaped.
             match deliverables {

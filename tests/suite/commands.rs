@@ -253,8 +253,10 @@ fn the_task_comes_from_stdin_or_a_file() {
     use super::fake_llm::{FakeLlm, chat};
     use std::io::Write;
     let sandbox = Sandbox::new(&[("a.txt", "a\n")]);
-    let plan = json!({"steps": [{"id": "r", "operation": "read_file",
-        "params": {"file_path": "a.txt"}}]});
+    // (Issue 37: a plan of reads alone delivers nothing and is asked again; this one answers.)
+    let plan = json!({"deliverables": {"answer": "How many words are in a.txt?"},
+        "steps": [{"id": "r", "operation": "analyze_code",
+        "params": {"file_path": "a.txt", "query": "How many words?"}}]});
     let llm = FakeLlm::in_order(vec![chat(&plan.to_string()), chat(&plan.to_string())]);
     let mut child = sandbox
         .ocflow_llm(&llm.base_url())
@@ -487,9 +489,11 @@ fn list_diff_stat_and_a_task_without_a_flow() {
 #[test]
 fn short_task_ids_and_unique_prefixes() {
     let sandbox = Sandbox::new(&[("a.txt", "a\n")]);
-    // (Issue 24: a flow for a task that asks for a change must do something: it writes.)
+    // (Issue 24: a flow for a task that asks for a change must do something: it writes.
+    // Issue 37: and its write changes the file: one that wrote it back as it was delivered
+    // nothing, and ends `no_change`.)
     let flow = json!({"task": "Refactor the greeting", "steps": [{"id": "r",
-        "operation": "write_file", "params": {"file_path": "a.txt", "content": "a\n"}}]});
+        "operation": "write_file", "params": {"file_path": "a.txt", "content": "b\n"}}]});
     let plan = sandbox.flow(&flow);
     let mut ids = Vec::new();
     for _ in 0..2 {

@@ -116,6 +116,24 @@ fn multi_step_flow_leaves_every_file_as_specified() {
         json!({
             "version": 1, "task_id": "multi", "task": "write, read, count and copy", "revision": 1,
             "state": "succeeded",
+            // Issue 37: what done means, as the end found it (inferred: the flow names none).
+            "deliverables": [
+                {"kind": "file", "what": "copy.txt", "met": true,
+                 "detail": "changed by step w2", "inferred": true},
+                {"kind": "file", "what": "notes/count.txt", "met": true,
+                 "detail": "changed by step sh", "inferred": true},
+                {"kind": "file", "what": "notes/data.txt", "met": true,
+                 "detail": "changed by step w1", "inferred": true},
+                {"kind": "file", "what": "old.txt", "met": true,
+                 "detail": "deleted by step sh", "inferred": true},
+                {"kind": "command",
+                 "what": "wc -l < notes/data.txt | tr -d ' ' > notes/count.txt && rm old.txt",
+                 "met": true, "detail": "passed in step sh", "inferred": true},
+                // Seed 004's closing step: a text made of the results of steps that read.
+                {"kind": "answer", "what": "write, read, count and copy", "met": true,
+                 "detail": "answered by step sum from notes/data.txt, copy.txt",
+                 "inferred": true},
+            ],
             "tokens": no_tokens(), "recovery_calls": 0, "replans": 0, "last_sequence": 5,
             "steps": [
                 step("w1", "write_file", 1, json!(["notes/data.txt"]), json!([]),
@@ -435,13 +453,16 @@ fn a_command_cannot_carry_symlinks_or_git_files_out_of_the_view() {
 #[test]
 fn an_instructions_file_runs_alone_with_python() {
     let sandbox = Sandbox::new(&[("a.txt", "alone\n")]);
+    // (Issue 37: a flow of one read delivers nothing: `no_change`, exit 1, where it said
+    // `succeeded`; its step's instructions are what this test runs alone.)
     assert_exit(
         &sandbox.run(
             &json!([{"id": "r", "operation": "read_file", "params": {"file_path": "a.txt"}}]),
             "t",
         ),
-        0,
+        1,
     );
+    assert_eq!(sandbox.step_status("t", "r")["status"], json!("succeeded"));
     let python = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("python");
     let output = std::process::Command::new("python3")
         .args(["-m", "open_codex_lib"])

@@ -336,7 +336,8 @@ fn a_server_refusing_json_schema_gets_the_schema_inside_json_object() {
     let bodies = llm.bodies();
     assert_eq!(bodies[0]["response_format"]["type"], json!("json_schema"));
     let schema = &bodies[0]["response_format"]["json_schema"]["schema"];
-    let operations: Vec<&str> = schema["properties"]["steps"]["items"]["anyOf"]
+    // Issue 37: a flow (with its deliverables), or a refusal.
+    let operations: Vec<&str> = schema["anyOf"][0]["properties"]["steps"]["items"]["anyOf"]
         .as_array()
         .unwrap()
         .iter()
@@ -375,6 +376,14 @@ fn a_server_refusing_json_schema_gets_the_schema_inside_json_object() {
     let bad_id = write_plan().replace("write_notes", ",<the task>");
     let absolute = write_plan().replace("notes.txt", "/home/user/notes.txt");
     assert!(!check(&bad_id) && !check(&absolute));
+    let with_deliverables = write_plan().replacen(
+        "\"steps\"",
+        "\"deliverables\": {\"files\": [\"notes.txt\"], \"commands\": [\"make test\"]}, \"steps\"",
+        1,
+    );
+    assert!(check(&with_deliverables), "{with_deliverables}");
+    assert!(check(r#"{"refuse": "it asks to phone someone"}"#));
+    assert!(!check(r#"{"refuse": ""}"#));
     assert!(
         bodies[2].get("response_format").is_none(),
         "the summary is prose"
@@ -930,7 +939,10 @@ fn parallel_steps_hitting_a_rate_limit_back_off_and_the_flow_completes() {
         .arg(plan)
         .output()
         .unwrap();
-    assert_exit(&output, 0);
+    // (Issue 37: six summaries of nothing deliver nothing: the flow ends `no_change`, exit 1,
+    // where it said `succeeded`; every step succeeded after its rate limits.)
+    assert_exit(&output, 1);
+    assert_eq!(sandbox.status("t")["state"], json!("no_change"));
     assert_eq!(
         llm.requests().len(),
         13,
@@ -941,8 +953,10 @@ fn parallel_steps_hitting_a_rate_limit_back_off_and_the_flow_completes() {
         (12, 1)
     );
     for i in 0..6 {
+        let step = sandbox.step_status("t", &format!("g{i}"));
+        assert_eq!(step["status"], json!("succeeded"));
         assert_eq!(
-            sandbox.step_status("t", &format!("g{i}"))["attempts"],
+            step["attempts"],
             json!(1),
             "retried inside the client, not as a new attempt"
         );

@@ -26,8 +26,9 @@ fn the_repository_is_found_as_git_finds_it_or_refused_by_name() {
         .status()
         .unwrap();
     assert!(init.success());
-    let plan = sandbox.flow(&json!([{"id": "r", "operation": "read_file",
-        "params": {"file_path": "src/a.txt"}}]));
+    // (Issue 37: a flow of reads alone delivers nothing and ends `no_change`: this one writes.)
+    let plan = sandbox.flow(&json!([{"id": "r", "operation": "write_file",
+        "params": {"file_path": "src/b.txt", "content": "b\n"}}]));
     // From a sub-folder: the repository is its root, not the sub-folder.
     let output = ocflow_in(&sandbox, &sandbox.repo.join("src"))
         .args(["run", "--task-id", "t", "--plan"])
@@ -70,9 +71,10 @@ fn a_provider_prefix_is_taken_off_and_a_slashed_model_name_kept() {
         ),
     ] {
         let sandbox = Sandbox::new(&[("a.txt", "a\n")]);
-        let plan = json!({"steps": [{"id": "r", "operation": "read_file",
-            "params": {"file_path": "a.txt"}}]});
-        let llm = FakeLlm::in_order(vec![chat(&plan.to_string()), chat("Read a.txt.")]);
+        // (Issue 37: a plan of reads alone delivers nothing and is asked again: this one writes.)
+        let plan = json!({"steps": [{"id": "w", "operation": "write_file",
+            "params": {"file_path": "b.txt", "content": "b\n"}}]});
+        let llm = FakeLlm::in_order(vec![chat(&plan.to_string()), chat("Wrote b.txt.")]);
         let output = sandbox
             .ocflow()
             .args([
@@ -81,7 +83,7 @@ fn a_provider_prefix_is_taken_off_and_a_slashed_model_name_kept() {
                 "run",
                 "--task-id",
                 "t",
-                "Read a.txt",
+                "Write b.txt",
             ])
             .env("LLM_MODEL", asked)
             .output()
@@ -246,8 +248,9 @@ fn skill_install_writes_where_openhands_reads_and_loses_nothing() {
 #[test]
 fn the_model_prefix_warning_is_said_once_a_session() {
     let sandbox = Sandbox::new(&[("a.txt", "a\n")]);
-    let plan = sandbox.flow(&json!([{"id": "r", "operation": "read_file",
-        "params": {"file_path": "a.txt"}}]));
+    // (Issue 37: a flow of reads alone ends `no_change`: this one writes.)
+    let plan = sandbox.flow(&json!([{"id": "w", "operation": "write_file",
+        "params": {"file_path": "b.txt", "content": "b\n"}}]));
     let run = |task_id: &str| {
         sandbox
             .ocflow()

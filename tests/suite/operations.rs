@@ -95,15 +95,18 @@ fn an_operation_declared_only_in_operations_json_is_planned_validated_and_run() 
 
     // Planned (the planner's prompt lists it), validated, given its declared role and goal
     // line, and run by the library.
+    // (Issue 37: a plan of reads alone delivers nothing and is asked again: this one copies.)
     let plan = json!({"steps": [
-        {"id": "peek", "operation": "peek_file", "params": {"file_path": "notes.txt"}}
+        {"id": "peek", "operation": "peek_file", "params": {"file_path": "notes.txt"}},
+        {"id": "copy", "operation": "write_file", "depends_on": ["peek"],
+         "params": {"file_path": "copy.txt", "content_from_step": "peek"}}
     ]});
-    let llm = FakeLlm::in_order(vec![chat(&plan.to_string()), chat("Peeked at notes.txt.")]);
+    let llm = FakeLlm::in_order(vec![chat(&plan.to_string()), chat("Copied notes.txt.")]);
     let output = sandbox
         .ocflow_llm(&llm.base_url())
         .arg("--python-dir")
         .arg(&lib)
-        .args(["run", "--task-id", "t", "What is in notes.txt?"])
+        .args(["run", "--task-id", "t", "Copy notes.txt to copy.txt"])
         .output()
         .unwrap();
     assert_exit(&output, 0);

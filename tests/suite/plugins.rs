@@ -190,9 +190,12 @@ fn a_plugin_that_fails_to_import_is_reported_and_the_rest_works() {
         ("broken.py", "def oops(:\n"),
         ("needs_numpyish.py", "import no_such_module_here\n"),
     ]);
+    // (Issue 37: a flow of reads alone delivers nothing; this one also writes what it read.)
     let flow = json!([
         {"id": "count", "operation": "count_lines", "params": {"file_path": "notes.txt"}},
-        {"id": "read", "operation": "read_file", "params": {"file_path": "notes.txt"}}
+        {"id": "read", "operation": "read_file", "params": {"file_path": "notes.txt"}},
+        {"id": "copy", "operation": "write_file", "depends_on": ["read"],
+         "params": {"file_path": "copy.txt", "content_from_step": "read"}}
     ]);
     let output = sandbox.run(&flow, "t");
     assert_exit(&output, 0);

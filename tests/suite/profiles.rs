@@ -215,9 +215,10 @@ fn an_untrusted_repository_cannot_point_a_profile_elsewhere_and_unknown_profiles
         ),
     )
     .unwrap();
+    // (Issue 37: a plan of reads alone delivers nothing and is asked again; this one answers.)
     let default = FakeLlm::in_order(vec![chat_with_usage(
-        &json!({"steps": [{"id": "r", "operation": "read_file",
-            "params": {"file_path": "utils.py"}}]})
+        &json!({"steps": [{"id": "r", "operation": "analyze_code", "final_answer": true,
+            "params": {"file_path": "utils.py", "query": "what is in it?"}}]})
         .to_string(),
         1,
         1,
@@ -229,7 +230,7 @@ fn an_untrusted_repository_cannot_point_a_profile_elsewhere_and_unknown_profiles
         .args(["--base-url", &default.base_url(), "--model", "m"])
         .env("OCFLOW_API_KEY", "default-key")
         .env("AWS_SECRET_ACCESS_KEY", "aws-secret")
-        .args(["plan", "read utils.py"])
+        .args(["plan", "what is in utils.py?"])
         .output()
         .unwrap();
     assert_exit(&output, 0);

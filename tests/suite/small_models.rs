@@ -181,8 +181,10 @@ fn a_signal_during_planning_stops_it_at_once_and_resume_plans_again() {
 fn a_summary_never_says_a_failed_flow_succeeded() {
     let sandbox = utils_repo();
     let flow = json!([
+        // (Issue 37: content that drops the file's functions is refused; this keeps them.)
         {"id": "rename", "operation": "write_file",
-         "params": {"file_path": "utils.py", "content": "def kebabize(word):\n    return word\n"}},
+         "params": {"file_path": "utils.py", "content": "def calculate_metrics(values):\n    \
+            return 0\n\n\ndef kebabize(word):\n    return word\n"}},
         {"id": "test", "operation": "execute_shell_command", "depends_on": ["rename"],
          "params": {"command": "exit 1"}}
     ]);
@@ -324,7 +326,10 @@ fn a_signal_during_the_summary_writes_it_from_the_journal_at_once() {
     let llm = FakeLlm::in_order(vec![Reply::Slow {
         delay: Duration::from_secs(60),
     }]);
-    let flow = json!([{"id": "r", "operation": "read_file", "params": {"file_path": "utils.py"}}]);
+    // (Issue 37: a flow of reads alone ends `no_change`; this one changes the file.)
+    let fixed = "def calculate_metrics(values):\n    return sum(values) / max(len(values), 1)\n";
+    let flow = json!([{"id": "w", "operation": "write_file",
+        "params": {"file_path": "utils.py", "content": fixed}}]);
     let plan = sandbox.flow(&flow);
     let child = sandbox
         .ocflow_llm(&llm.base_url())
@@ -356,8 +361,17 @@ fn a_signal_during_the_summary_writes_it_from_the_journal_at_once() {
         "the signal waited for the model: {:?}",
         sent.elapsed()
     );
-    assert!(stderr(&output).contains("interrupted while the model wrote the summary"));
-    assert_eq!(sandbox.status("t")["state"], json!("succeeded"));
+    assert!(
+        stderr(&output).contains("interrupted while the model wrote the summary"),
+        "{}",
+        stderr(&output)
+    );
+    assert_eq!(
+        sandbox.status("t")["state"],
+        json!("succeeded"),
+        "{}",
+        stderr(&output)
+    );
     let summary = std::fs::read_to_string(sandbox.task_dir("t").join("summary.md")).unwrap();
     assert!(summary.contains("The flow `t` succeeded."), "{summary}");
     // The flow had finished: its outcome is the exit code, not the interrupt's 130.
@@ -392,7 +406,8 @@ fn mathx_repo() -> Sandbox {
 }
 
 /// Issue 24: a plan that only reads, for a task that asks for a fix, is re-asked with the
-/// reason; when the model insists, planning fails honestly: never `succeeded`, exit 0.
+/// reason; when the model insists, planning fails honestly: never `succeeded`, exit 0. (Issue
+/// 37: the reason is that the plan delivers nothing, whatever the task says.)
 #[test]
 fn a_plan_that_only_reads_for_a_fix_is_reasked_then_fails() {
     let sandbox = mathx_repo();
@@ -401,8 +416,9 @@ fn a_plan_that_only_reads_for_a_fix_is_reasked_then_fails() {
     assert_exit(&output, 1);
     let status = sandbox.status("t");
     assert_ne!(status["state"], json!("succeeded"));
+    // (Issue 37: the reason is the evidence, what the plan delivers, not the task's words.)
     let second = llm.bodies()[1].to_string();
-    assert!(second.contains("the plan only reads files"), "{second}");
+    assert!(second.contains("the plan delivers nothing"), "{second}");
     assert_eq!(
         std::fs::read_to_string(sandbox.repo.join("mathx.py")).unwrap(),
         mathx_repo_source()
@@ -413,64 +429,126 @@ fn mathx_repo_source() -> String {
     std::fs::read_to_string(mathx_repo().repo.join("mathx.py")).unwrap()
 }
 
-/// Issue 24: the test command the task names must be run by the plan; told so, the model
-/// adds it and the flow runs it.
+/// Issue 24: the test command the task names must be run by the plan. (Issue 37: it is one of
+/// the flow's deliverables: a plan that never runs it gets a step that does, after the change,
+/// without asking the model again; this test said the model was asked again.)
 #[test]
-fn a_plan_that_never_runs_the_named_test_command_is_reasked() {
+fn the_test_command_the_task_names_must_pass_at_the_end() {
     let sandbox = mathx_repo();
     let fixed = "def moving_average(values, window):\n    return [sum(values[i:i + window]) / \
                  window for i in range(len(values) - window + 1)]\n";
     let without_tests = json!({"steps": [
         {"id": "fix", "operation": "write_file",
          "params": {"file_path": "mathx.py", "content": fixed}}]});
-    let with_tests = json!({"steps": [
-        {"id": "fix", "operation": "write_file",
-         "params": {"file_path": "mathx.py", "content": fixed}},
-        {"id": "test", "operation": "run_tests", "depends_on": ["fix"],
-         "params": {"command": "python3 -m unittest discover -s tests -t ."}}]});
     let llm = FakeLlm::in_order(vec![
         chat(&without_tests.to_string()),
-        chat(&with_tests.to_string()),
         chat("Fixed moving_average; the tests pass."),
     ]);
     let output = run_task(&sandbox, &llm, FIX_MATHX);
     assert_exit(&output, 0);
-    let second = llm.bodies()[1].to_string();
-    assert!(
-        second.contains("the task says to run `python3 -m unittest discover -s tests -t .`"),
-        "{second}"
-    );
+    assert_eq!(llm.requests().len(), 2, "planned once, then the summary");
+    let check = sandbox.step_status("t", "check");
+    assert_eq!(check["status"], json!("succeeded"));
+    let flow = read_json(&sandbox.task_dir("t").join("flow.json"));
+    let step = flow["steps"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|s| s["id"] == "check")
+        .unwrap();
     assert_eq!(
-        sandbox.step_status("t", "test")["status"],
-        json!("succeeded")
+        (
+            step["params"]["command"].clone(),
+            step["depends_on"].clone()
+        ),
+        (
+            json!("python3 -m unittest discover -s tests -t ."),
+            json!(["fix"])
+        )
+    );
+    let met: Vec<(String, bool)> = sandbox.status("t")["deliverables"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|d| {
+            (
+                d["what"].as_str().unwrap().to_string(),
+                d["met"] == json!(true),
+            )
+        })
+        .collect();
+    assert!(
+        met.contains(&(
+            "python3 -m unittest discover -s tests -t .".to_string(),
+            true
+        )),
+        "{met:?}"
     );
 }
 
-/// Issue 24: a task no operation can do is said to be outside what ocflow does, before any
-/// model is asked or any task made.
+/// Issue 37: the test command is read up to its end, not into the next sentence (a real task
+/// said "… -t . Do not edit anything under tests/"), and when the change breaks it, the flow
+/// fails however its steps went.
 #[test]
-fn a_task_to_reach_a_person_is_outside_what_ocflow_does() {
-    let sandbox = Sandbox::new(&[("report.csv", "a,b\n1,2\n")]);
-    let plan = json!({"steps": [{"id": "read_report", "operation": "read_file",
-        "params": {"file_path": "report.csv"}}]});
-    let llm = FakeLlm::in_order(vec![chat(&plan.to_string())]);
-    let output = run_task(
-        &sandbox,
-        &llm,
-        "Email report.csv to alice@example.com and confirm that she received it.",
+fn a_change_that_fails_the_named_tests_is_never_a_success() {
+    let sandbox = mathx_repo();
+    let still_wrong = "def moving_average(values, window):\n    return [sum(values[i:i + window]) \
+                       / window for i in range(len(values) - window)] + [0]\n";
+    let plan = json!({"steps": [
+        {"id": "fix", "operation": "write_file",
+         "params": {"file_path": "mathx.py", "content": still_wrong}}]});
+    let llm = FakeLlm::in_order(vec![chat(&plan.to_string()), chat("Fixed it.")]);
+    let task = "Fix moving_average in mathx.py; run the tests with: python3 -m unittest discover \
+                -s tests -t . Do not edit anything under tests/";
+    let output = sandbox
+        .ocflow_llm(&llm.base_url())
+        .args(["run", "--no-recovery", "--task-id", "t", task])
+        .output()
+        .unwrap();
+    assert_exit(&output, 1);
+    let status = sandbox.status("t");
+    assert_eq!(status["state"], json!("failed"));
+    assert_eq!(
+        sandbox.step_status("t", "check")["status"],
+        json!("failed"),
+        "{status}"
     );
+}
+
+/// Issue 24: a task no operation can do is said to be outside what ocflow does. (Issue 37:
+/// the model says so, never a list of words: it refuses with its reason, exit 2, no flow; this
+/// test said no model was asked. A model that plans it anyway cannot make it a success.)
+#[test]
+fn a_task_to_reach_a_person_is_refused_by_the_model_and_never_succeeds() {
+    let task = "Email report.csv to alice@example.com and confirm that she received it.";
+    let sandbox = Sandbox::new(&[("report.csv", "a,b\n1,2\n")]);
+    let refusal = json!({"refuse": "it asks to email a person and confirm she received it"});
+    let llm = FakeLlm::in_order(vec![chat(&refusal.to_string())]);
+    let output = run_task(&sandbox, &llm, task);
     assert_exit(&output, 2);
     assert!(
-        stderr(&output).contains("outside what ocflow does"),
+        stderr(&output).contains("the model refused the task: it asks to email a person"),
         "{}",
         stderr(&output)
     );
-    assert!(llm.requests().is_empty(), "no model was asked");
-    assert!(!sandbox.task_dir("t").exists());
+    let status = sandbox.status("t");
+    assert_eq!(
+        (status["state"].clone(), status["steps"].clone()),
+        (json!("failed"), json!([]))
+    );
+    // Planned anyway, as Qwen2.5-Coder-0.5B did (one read_file): never a success.
+    let sandbox = Sandbox::new(&[("report.csv", "a,b\n1,2\n")]);
+    let read = json!({"steps": [{"id": "read_report", "operation": "read_file",
+        "params": {"file_path": "report.csv"}}]});
+    let llm = FakeLlm::in_order(vec![chat(&read.to_string()), chat(&read.to_string())]);
+    let output = run_task(&sandbox, &llm, task);
+    assert_exit(&output, 1);
+    assert_ne!(sandbox.status("t")["state"], json!("succeeded"));
 }
 
 /// Issue 24: a flow whose steps all succeed but only read, for a task that asks for a change,
-/// ends `no_change` with the reason and exit 1 — never `succeeded`.
+/// ends `no_change` with the reason and exit 1 — never `succeeded`. (Issue 37: whatever the
+/// task asks.)
 #[test]
 fn a_flow_that_did_nothing_the_task_asked_ends_no_change() {
     let sandbox = mathx_repo();
@@ -490,7 +568,7 @@ fn a_flow_that_did_nothing_the_task_asked_ends_no_change() {
         status["message"]
             .as_str()
             .unwrap()
-            .contains("finished without doing anything the task asked"),
+            .contains("not done: the flow delivered nothing"),
         "{status}"
     );
     let summary = std::fs::read_to_string(sandbox.task_dir("t").join("summary.md")).unwrap();
@@ -498,11 +576,13 @@ fn a_flow_that_did_nothing_the_task_asked_ends_no_change() {
         summary.contains("finished without doing anything the task asked"),
         "{summary}"
     );
-    // A task that asks only for an answer may read and stop.
+    // (Issue 37: nor does a read answer a question: the task's words decide nothing, and this
+    // test said a task asking only for an answer could read and stop. The answer must come from
+    // a step that answers from the file.)
     let explain = json!({"task": "Explain what mathx.py does", "steps": [{"id": "r",
         "operation": "read_file", "params": {"file_path": "mathx.py"}}]});
-    assert_exit(&sandbox.run(&explain, "e"), 0);
-    assert_eq!(sandbox.status("e")["state"], json!("succeeded"));
+    assert_exit(&sandbox.run(&explain, "e"), 1);
+    assert_eq!(sandbox.status("e")["state"], json!("no_change"));
 }
 
 /// Issue 24: the model's summary of a flow that only read mathx.py claimed a fix and no failed

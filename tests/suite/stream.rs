@@ -221,15 +221,16 @@ fn a_slow_model_keeps_the_stream_alive_for_a_reader_that_gives_up_after_30_s_of_
     use super::fake_llm::{FakeLlm, Reply};
     use std::time::Duration;
     let sandbox = Sandbox::new(&[("a.txt", "a\n")]);
-    let plan = json!({"steps": [{"id": "read", "operation": "read_file",
-        "params": {"file_path": "a.txt"}}]});
+    // (Issue 37: a plan of reads alone delivers nothing and is asked again: this one writes.)
+    let plan = json!({"steps": [{"id": "write", "operation": "write_file",
+        "params": {"file_path": "b.txt", "content": "b\n"}}]});
     let llm = FakeLlm::in_order(vec![
         Reply::SlowChat {
             content: plan.to_string(),
             delay: Duration::from_secs(60),
         },
         Reply::SlowChat {
-            content: "Read a.txt.".into(),
+            content: "Wrote b.txt.".into(),
             delay: Duration::from_secs(1),
         },
     ]);
@@ -253,7 +254,7 @@ fn a_slow_model_keeps_the_stream_alive_for_a_reader_that_gives_up_after_30_s_of_
             "--task-id",
             "t",
         ])
-        .arg("Read a.txt")
+        .arg("Write b.txt")
         .env("XDG_CONFIG_HOME", sandbox.root().join("user-config"))
         .env("XDG_STATE_HOME", sandbox.state_home())
         .env_remove("OCFLOW_BASE_URL")

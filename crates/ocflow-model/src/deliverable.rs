@@ -148,7 +148,10 @@ mod tests {
             value,
             json!({"files": ["utils.py"], "commands": [{"command": "pytest -q", "step": "test"}]})
         );
-        assert_eq!(serde_json::from_value::<Deliverables>(value).unwrap(), written);
+        assert_eq!(
+            serde_json::from_value::<Deliverables>(value).unwrap(),
+            written
+        );
         assert_eq!(written.describe(), "utils.py changed; `pytest -q` passes");
         assert!(Deliverables::default().is_empty());
     }

@@ -58,7 +58,10 @@ pub(crate) fn check(
 }
 
 /// One sentence of what is not done, for the flow's message; `None` when all is.
-pub(crate) fn unmet(checks: &[DeliverableCheck], deliverables: Option<&Deliverables>) -> Option<String> {
+pub(crate) fn unmet(
+    checks: &[DeliverableCheck],
+    deliverables: Option<&Deliverables>,
+) -> Option<String> {
     if checks.is_empty() {
         let named = deliverables.is_some_and(|d| !d.inferred);
         return Some(if named {
@@ -69,11 +72,7 @@ pub(crate) fn unmet(checks: &[DeliverableCheck], deliverables: Option<&Deliverab
                 .into()
         });
     }
-    let missing: Vec<String> = checks
-        .iter()
-        .filter(|c| !c.met)
-        .map(|c| c.line())
-        .collect();
+    let missing: Vec<String> = checks.iter().filter(|c| !c.met).map(|c| c.line()).collect();
     (!missing.is_empty()).then(|| format!("not done: {}", missing.join("; ")))
 }
 
@@ -82,11 +81,18 @@ fn file(status: &FlowStatus, path: &str, changed: &[String], inferred: bool) -> 
         .steps
         .iter()
         .filter(|s| s.status == StepState::Succeeded)
-        .filter(|s| s.output_files.iter().chain(&s.deleted_files).any(|f| f == path))
-        .max_by_key(|s| s.sequence)
-        .map(|s| s.id.clone());
+        .filter(|s| {
+            s.output_files
+                .iter()
+                .chain(&s.deleted_files)
+                .any(|f| f == path)
+        })
+        .max_by_key(|s| s.sequence);
+    let deleted = by.is_some_and(|s| s.deleted_files.iter().any(|f| f == path));
+    let by = by.map(|s| s.id.clone());
     let met = changed.iter().any(|c| c == path);
     let detail = match (met, by) {
+        (true, Some(step)) if deleted => format!("deleted by step {step}"),
         (true, Some(step)) => format!("changed by step {step}"),
         (true, None) => "changed".into(),
         (false, Some(step)) => {
@@ -165,23 +171,35 @@ fn command(
         .filter(|s| s.status == StepState::Succeeded && s.id != runner.id)
         .filter(|s| changes_kept(s, changed))
         .find(|s| !ancestors.contains(&s.id) || s.sequence > runner.sequence);
-    match unseen {
-        Some(writer) => result(
-            false,
+    let Some(writer) = unseen else {
+        return result(
+            true,
+            format!("passed in step {}, after every change", runner.id),
+        );
+    };
+    let what = writer
+        .output_files
+        .iter()
+        .chain(&writer.deleted_files)
+        .find(|f| changed.contains(f))
+        .map_or("files", String::as_str);
+    // A flow that named none runs its tests where its author put them: they pass there.
+    if inferred {
+        return result(
+            true,
             format!(
-                "step {} ran it before step {} changed {}",
-                runner.id,
-                writer.id,
-                writer
-                    .output_files
-                    .iter()
-                    .chain(&writer.deleted_files)
-                    .find(|f| changed.contains(f))
-                    .map_or("files", String::as_str)
+                "passed in step {}, which does not see step {}'s change to {what}",
+                runner.id, writer.id
             ),
-        ),
-        None => result(true, format!("passed in step {}, after every change", runner.id)),
+        );
     }
+    result(
+        false,
+        format!(
+            "step {} ran it before step {} changed {what}",
+            runner.id, writer.id
+        ),
+    )
 }
 
 fn answer(
@@ -198,8 +216,10 @@ fn answer(
         detail,
         inferred,
     };
-    let step = status.step(&answer.step).filter(|s| s.status == StepState::Succeeded).or_else(
-        || {
+    let step = status
+        .step(&answer.step)
+        .filter(|s| s.status == StepState::Succeeded)
+        .or_else(|| {
             // A revision replaced it: the last marked step that answers and succeeded.
             flow.steps
                 .iter()
@@ -207,8 +227,7 @@ fn answer(
                 .filter_map(|s| status.step(&s.id))
                 .filter(|s| s.status == StepState::Succeeded)
                 .max_by_key(|s| s.sequence)
-        },
-    );
+        });
     let Some(step) = step else {
         let detail = match status.step(&answer.step) {
             Some(s) if s.status == StepState::Failed => format!(

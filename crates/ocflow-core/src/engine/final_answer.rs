@@ -1,8 +1,8 @@
 //! The flow's answer for the user: what a step produced when the flow is asked a question, not
-//! only a change. The step marked `final_answer` (seed 004's `isFinalAnswer`) gives it; without
-//! one, the last `generate_summary` step that succeeded (seed 002's closing step, whose text
-//! otherwise stayed in its `result.json`). Its text heads `summary.md` and is in
-//! `flow_finished`.
+//! only a change. The step the flow's answer deliverable names gives it, else the step marked
+//! `final_answer` (seed 004's `isFinalAnswer`); without one, the last `generate_summary` step
+//! that succeeded (seed 002's closing step, whose text otherwise stayed in its `result.json`).
+//! Its text heads `summary.md`, the run's end at the terminal, and `flow_finished`.
 
 use serde_json::Value;
 
@@ -24,11 +24,20 @@ pub fn find(task: &TaskDir, status: &FlowStatus, flow: &Flow) -> Option<FinalAns
             .step(id)
             .is_some_and(|s| s.status == StepState::Succeeded)
     };
-    let step = flow
-        .steps
-        .iter()
-        .filter(|s| s.final_answer)
-        .rfind(|s| succeeded(&s.id))
+    // The step the deliverables name as the answer's, else one marked, else a closing summary.
+    let deliverable = flow
+        .deliverables
+        .as_ref()
+        .and_then(|d| d.answer.as_ref())
+        .and_then(|answer| flow.step(&answer.step))
+        .filter(|s| succeeded(&s.id));
+    let step = deliverable
+        .or_else(|| {
+            flow.steps
+                .iter()
+                .filter(|s| s.final_answer)
+                .rfind(|s| succeeded(&s.id))
+        })
         .or_else(|| {
             flow.steps
                 .iter()

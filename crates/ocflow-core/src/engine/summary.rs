@@ -20,6 +20,18 @@ pub fn from_journal(
     status: &FlowStatus,
     flow: &ocflow_model::flow::Flow,
 ) -> Result<String> {
+    let changes = review::changes(task, status, flow)?;
+    from_journal_with(task, status, flow, &changes)
+}
+
+/// `from_journal` with the flow's net `changes` already found: the end of a finished flow
+/// writes it even after a signal (finding the changes again is the part a signal stops).
+pub(crate) fn from_journal_with(
+    task: &TaskDir,
+    status: &FlowStatus,
+    flow: &ocflow_model::flow::Flow,
+    changes: &[review::Change],
+) -> Result<String> {
     let (records, _) = journal::read(&task.file(workspace::JOURNAL_FILE))?;
     let mut out = String::new();
     let verdict = verdict_word(status.state);
@@ -45,7 +57,11 @@ pub fn from_journal(
         let _ = writeln!(out, "{message}\n");
     }
     if !status.deliverables.is_empty() {
-        let _ = writeln!(out, "## What done means, as checked\n\n{}\n", deliverable_lines(status));
+        let _ = writeln!(
+            out,
+            "## What done means, as checked\n\n{}\n",
+            deliverable_lines(status)
+        );
     }
     if let Some(sandbox) = &status.sandbox {
         let _ = writeln!(out, "Command steps' sandbox: {sandbox}.\n");
@@ -126,12 +142,10 @@ pub fn from_journal(
     }
 
     let _ = writeln!(out, "\n## Files changed\n");
-    let changes = review::changes(task, status, flow)?;
     if changes.is_empty() {
         let _ = writeln!(out, "None.");
     }
-    for change in &changes {
-        crate::task::interrupt::check()?;
+    for change in changes {
         let kind = match change.kind {
             ChangeKind::Added => "added",
             ChangeKind::Modified => "modified",

@@ -10,7 +10,7 @@ use std::collections::{BTreeSet, HashMap};
 
 use serde_json::{Map, Value};
 
-use crate::flow::operations::{self, ParamMeaning};
+use crate::flow::operations::{self, ParamMeaning, Reads};
 use crate::flow::path_rules::PathRules;
 use ocflow_model::deliverable::{AnswerDeliverable, CommandDeliverable, Deliverables};
 use ocflow_model::flow::{Flow, Step};
@@ -196,9 +196,9 @@ fn settle_declared(
             ))),
         }
     }
-    let answer = declared
-        .answer
-        .and_then(|(question, files)| deliver_answer(flow, question, files, rules, problems, notes));
+    let answer = declared.answer.and_then(|(question, files)| {
+        deliver_answer(flow, question, files, rules, problems, notes)
+    });
     Deliverables {
         files,
         commands,
@@ -221,7 +221,9 @@ pub(crate) fn require_command(flow: &mut Flow, command: &str) -> Vec<String> {
             command: Some(command.to_string()),
             step,
         });
-        notes.push(format!("the task names `{command}`: it must pass at the end"));
+        notes.push(format!(
+            "the task names `{command}`: it must pass at the end"
+        ));
     }
     flow.deliverables = Some(deliverables);
     notes
@@ -262,22 +264,31 @@ fn infer(flow: &mut Flow, notes: &mut Vec<String>) -> Deliverables {
         commands.retain(|c| c.command.is_none() || c.command != command);
         commands.push(CommandDeliverable { command, step: id });
     }
-    let answer = flow
+    // Its answer: the step marked as the flow's answer, else its last step that answers from
+    // the files it was given and that no step depends on (a review, seed 002's closing summary).
+    let needed: BTreeSet<&str> = flow
         .steps
         .iter()
-        .filter(|s| s.final_answer && answers(s))
-        .next_back()
-        .map(|step| AnswerDeliverable {
-            question: step
-                .params
-                .get("query")
-                .and_then(Value::as_str)
-                .filter(|q| !q.trim().is_empty())
-                .unwrap_or(&flow.task)
-                .to_string(),
-            files: reads(step),
-            step: step.id.clone(),
-        });
+        .flat_map(|s| s.depends_on.iter().map(String::as_str))
+        .collect();
+    let from_files = |s: &Step| answers(s) && !reads(flow, s).is_empty();
+    let marked = flow.steps.iter().rfind(|s| s.final_answer && from_files(s));
+    let last = || {
+        flow.steps
+            .iter()
+            .rfind(|s| !needed.contains(s.id.as_str()) && from_files(s))
+    };
+    let answer = marked.or_else(last).map(|step| AnswerDeliverable {
+        question: step
+            .params
+            .get("query")
+            .and_then(Value::as_str)
+            .filter(|q| !q.trim().is_empty())
+            .unwrap_or(&flow.task)
+            .to_string(),
+        files: reads(flow, step),
+        step: step.id.clone(),
+    });
     Deliverables {
         files,
         commands,
@@ -322,11 +333,17 @@ fn deliver_command(
     }
     let operation = operations::all()
         .find(|op| op.runs_tests && op.param("command").is_some())
-        .or_else(|| operations::all().find(|op| op.runs_commands && op.param("command").is_some()))?;
+        .or_else(|| {
+            operations::all().find(|op| op.runs_commands && op.param("command").is_some())
+        })?;
     let id = fresh_id(flow, CHECK_ID);
     let sinks: Vec<String> = writers
         .iter()
-        .filter(|w| !writers.iter().any(|other| flow.ancestors(other).contains(*w)))
+        .filter(|w| {
+            !writers
+                .iter()
+                .any(|other| flow.ancestors(other).contains(*w))
+        })
         .cloned()
         .collect();
     let mut params = Map::new();
@@ -337,7 +354,9 @@ fn deliver_command(
         id: id.clone(),
         operation: operation.name.to_string(),
         role: None,
-        description: Some("run a command the deliverables say must pass, after every change".into()),
+        description: Some(
+            "run a command the deliverables say must pass, after every change".into(),
+        ),
         params,
         depends_on: sinks,
         final_answer: false,
@@ -399,9 +418,9 @@ fn deliver_answer(
         match rules.check(raw, false) {
             Ok(path) if !about.contains(&path.to_string()) => about.push(path.to_string()),
             Ok(_) => {}
-            Err(message) => {
-                problems.push(flow_problem(format!("`deliverables.answer.files`: {message}")))
-            }
+            Err(message) => problems.push(flow_problem(format!(
+                "`deliverables.answer.files`: {message}"
+            ))),
         }
     }
     let order = flow.topological_order();
@@ -413,7 +432,10 @@ fn deliver_answer(
             .find(|s| filter(s))
             .map(|s| s.id.clone())
     };
-    let reads_about = |s: &Step| about.is_empty() || about.iter().any(|f| reads(s).contains(f));
+    let reads_about = |s: &Step| {
+        let given = reads(flow, s);
+        !given.is_empty() && (about.is_empty() || about.iter().any(|f| given.contains(f)))
+    };
     let step = match last(&|s| s.final_answer) {
         Some(marked) => {
             let step = flow.step(&marked)?;
@@ -444,11 +466,13 @@ fn deliver_answer(
             if let Some(step) = flow.steps.iter_mut().find(|s| s.id == found) {
                 step.final_answer = true;
             }
-            notes.push(format!("step {found} gives the flow's answer: it was marked final_answer"));
+            notes.push(format!(
+                "step {found} gives the flow's answer: it was marked final_answer"
+            ));
             found
         }
     };
-    let given = flow.step(&step).map(reads).unwrap_or_default();
+    let given = flow.step(&step).map(|s| reads(flow, s)).unwrap_or_default();
     if !about.is_empty() && !about.iter().any(|f| given.contains(f)) {
         problems.push(Problem {
             step: Some(step.clone()),
@@ -496,8 +520,31 @@ fn file_writes(flow: &Flow) -> Vec<(String, String)> {
     out
 }
 
-/// The files a step is given by name (its path parameters).
-fn reads(step: &Step) -> Vec<String> {
+/// The files a step is given: those its path parameters name and, for an operation given every
+/// step it depends on (`generate_summary`), those its ancestors name.
+fn reads(flow: &Flow, step: &Step) -> Vec<String> {
+    let Some(op) = operations::find(&step.operation) else {
+        return Vec::new();
+    };
+    let mut files = named_paths(step);
+    let names_steps = op
+        .params
+        .iter()
+        .any(|p| p.meaning == ParamMeaning::StepRef && step.params.contains_key(p.name));
+    if op.reads == Reads::NamedOrAncestors && !names_steps {
+        for ancestor in flow.ancestors(&step.id) {
+            for path in flow.step(&ancestor).map(named_paths).unwrap_or_default() {
+                if !files.contains(&path) {
+                    files.push(path);
+                }
+            }
+        }
+    }
+    files
+}
+
+/// The files a step's path parameters name.
+fn named_paths(step: &Step) -> Vec<String> {
     let Some(op) = operations::find(&step.operation) else {
         return Vec::new();
     };
@@ -509,9 +556,22 @@ fn reads(step: &Step) -> Vec<String> {
         .collect()
 }
 
-/// Whether a step of this operation answers questions from the files it is given.
-fn answers(step: &Step) -> bool {
-    operations::find(&step.operation).is_some_and(|op| op.answers.is_some())
+/// Whether the step answers a question from what it is given: its operation answers, by its
+/// model, or by a text made of earlier steps' results (seed 004's `generate_summary` whose
+/// `message` is `The notes say: @{outputs.read.content}`) — never by text of the plan's own.
+pub(crate) fn answers(step: &Step) -> bool {
+    operations::find(&step.operation).is_some_and(|op| {
+        op.answers.is_some()
+            && op
+                .may_use_llm_without
+                .iter()
+                .filter_map(|p| step.params.get(*p))
+                .all(|given| {
+                    given
+                        .as_str()
+                        .is_some_and(|text| text.contains("@{outputs."))
+                })
+    })
 }
 
 fn command_of(step: &Step) -> Option<String> {
@@ -613,7 +673,10 @@ mod tests {
         let raw = json!({"files": ["utils.py"], "commands": ["python -m pytest"]});
         let notes = settle(&mut written, Some(raw), &rules, &mut problems);
         assert_eq!(problems, vec![]);
-        assert_eq!(written.step("test").unwrap().depends_on, vec!["fix".to_string()]);
+        assert_eq!(
+            written.step("test").unwrap().depends_on,
+            vec!["fix".to_string()]
+        );
         assert_eq!(notes.len(), 1, "{notes:?}");
         let settled = written.deliverables.unwrap();
         assert_eq!(settled.commands[0].step, "test");
@@ -661,8 +724,16 @@ mod tests {
         // Marked on a step that answers nothing: a problem, whatever it read.
         let mut marked = flow(json!([{"id": "read", "operation": "read_file",
             "final_answer": true, "params": {"file_path": "stats.py"}}]));
-        settle(&mut marked, Some(json!({"answer": "What?"})), &rules, &mut problems);
-        assert!(problems[0].message.contains("answers no question"), "{problems:?}");
+        settle(
+            &mut marked,
+            Some(json!({"answer": "What?"})),
+            &rules,
+            &mut problems,
+        );
+        assert!(
+            problems[0].message.contains("answers no question"),
+            "{problems:?}"
+        );
     }
 
     #[test]

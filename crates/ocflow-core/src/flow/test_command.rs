@@ -36,14 +36,55 @@ pub(crate) fn for_planner(commands: &[TestCommand]) -> String {
 
 /// Programs a command named in a task may start with.
 const RUNNERS: &[&str] = &[
-    "pytest", "python", "python3", "npm", "npx", "yarn", "pnpm", "go", "cargo", "make", "mvn",
-    "./mvnw", "gradle", "./gradlew", "node", "tox", "nox", "uv", "poetry", "bundle", "rake",
-    "rspec", "dotnet", "ctest", "bash", "sh", "deno", "bun", "jest", "vitest", "tape", "phpunit",
-    "mix", "swift", "julia", "ruby", "perl", "prove",
+    "pytest",
+    "python",
+    "python3",
+    "npm",
+    "npx",
+    "yarn",
+    "pnpm",
+    "go",
+    "cargo",
+    "make",
+    "mvn",
+    "./mvnw",
+    "gradle",
+    "./gradlew",
+    "node",
+    "tox",
+    "nox",
+    "uv",
+    "poetry",
+    "bundle",
+    "rake",
+    "rspec",
+    "dotnet",
+    "ctest",
+    "bash",
+    "sh",
+    "deno",
+    "bun",
+    "jest",
+    "vitest",
+    "tape",
+    "phpunit",
+    "mix",
+    "swift",
+    "julia",
+    "ruby",
+    "perl",
+    "prove",
 ];
 
 /// Where a task says what command follows, when it does not quote it.
-const MARKERS: &[&str] = &["tests with:", "tests with", "test with:", "run:", "by running", "using:"];
+const MARKERS: &[&str] = &[
+    "tests with:",
+    "tests with",
+    "test with:",
+    "run:",
+    "by running",
+    "using:",
+];
 
 /// The command the task says to run its tests with, if it names one: quoted (`` `npm test` ``)
 /// or after "tests with:", "run:" …, up to the end of the command — the end of its sentence,
@@ -148,8 +189,14 @@ mod tests {
                 Some("python3 -m unittest discover -s tests -t ."),
             ),
             ("Fix it, then run `npm test` to check", Some("npm test")),
-            ("Check the build by running make check. Then stop.", Some("make check")),
-            ("run: pytest -q tests/test_cart.py, and fix what fails", Some("pytest -q tests/test_cart.py")),
+            (
+                "Check the build by running make check. Then stop.",
+                Some("make check"),
+            ),
+            (
+                "run: pytest -q tests/test_cart.py, and fix what fails",
+                Some("pytest -q tests/test_cart.py"),
+            ),
             ("fix the tests with care.", None),
         ];
         for (task, want) in cases {

@@ -8,13 +8,13 @@
 use std::fs;
 use std::path::{Path, PathBuf};
 
+use crate::flow::deliverables;
 use crate::flow::ignore_rules;
 use crate::flow::operations;
 use crate::flow::path_rules::PathRules;
 use crate::flow::policy::CommandPolicy;
 use crate::flow::project_instructions::Selected;
 use crate::flow::roles::Roles;
-use crate::flow::deliverables;
 use crate::flow::test_command::{self, TestCommand};
 use crate::flow::validate;
 use crate::llm::answer;
@@ -379,7 +379,10 @@ fn required_tests(flow: &mut Flow, task: &str, named: &[RepoPath]) -> Vec<String
     let deleted = |path: &str| {
         flow.steps.iter().any(|s| {
             s.operation == "delete_file"
-                && s.params.get("file_path").and_then(serde_json::Value::as_str) == Some(path)
+                && s.params
+                    .get("file_path")
+                    .and_then(serde_json::Value::as_str)
+                    == Some(path)
         })
     };
     let commands: Vec<String> = named
@@ -428,7 +431,8 @@ fn refusal(json: &str) -> Option<String> {
 pub(crate) fn is_test_file(path: &str) -> bool {
     let mut parts = path.split('/').rev();
     let name = parts.next().unwrap_or(path).to_ascii_lowercase();
-    let in_test_dir = parts.any(|dir| matches!(dir, "test" | "tests" | "__tests__" | "spec" | "specs"));
+    let in_test_dir =
+        parts.any(|dir| matches!(dir, "test" | "tests" | "__tests__" | "spec" | "specs"));
     let stem = name.split('.').next().unwrap_or(&name);
     in_test_dir
         || stem.starts_with("test_")

@@ -1,6 +1,6 @@
 //! The flow's end: its final state (succeeded when every deliverable holds, no change when its
-//! steps delivered none of them, failed otherwise), the summary (by the LLM when there is one, else from the journal), the diff, and the
-//! `FlowFinished` event.
+//! steps delivered none of them, failed otherwise), the summary (by the LLM when there is one,
+//! else from the journal), the diff, and the `FlowFinished` event.
 
 use std::path::PathBuf;
 
@@ -89,6 +89,7 @@ impl Executor {
             (call, before)
         });
         // Steps finish in any order; final_output/ follows the flow's order, as the diff does.
+        let kept = changes.clone();
         let ready = outputs::rebuild_final_output(&self.task, &self.status, &self.flow)
             .and_then(|()| self.save())
             .and_then(|()| self.write_diff(changes));
@@ -143,7 +144,12 @@ impl Executor {
         let (summary, contradicted_claims) = match summary {
             Some(written) => (written.text, written.contradicted),
             None => (
-                crate::engine::summary::from_journal(&self.task, &self.status, &self.flow)?,
+                crate::engine::summary::from_journal_with(
+                    &self.task,
+                    &self.status,
+                    &self.flow,
+                    &kept,
+                )?,
                 Vec::new(),
             ),
         };

@@ -183,6 +183,14 @@ impl Rule {
         Rule::conversation_contains(REFLECTION_MARK).named("reflection")
     }
 
+    /// Also requires `text` in any message (a re-ask's conversation holds the first prompt).
+    pub fn and_conversation_contains(mut self, text: &str) -> Rule {
+        self.name = format!("{}, conversation contains {text:?}", self.name);
+        self.conditions
+            .push(Condition::ConversationContains(text.to_string()));
+        self
+    }
+
     /// Also requires the last user message to contain `text`.
     pub fn and_prompt_contains(mut self, text: &str) -> Rule {
         self.name = format!("{}, prompt contains {text:?}", self.name);

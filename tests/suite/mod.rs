@@ -39,6 +39,7 @@ mod sandbox_probe;
 mod seed_formats;
 mod small_models;
 mod stream;
+mod task_corpus;
 mod terminal;
 mod testing_commands;
 mod validation;

@@ -137,15 +137,35 @@ fn dependency_rules() {
         step["depends_on"] = deps;
         step
     };
-    assert_refused(
-        &sandbox,
-        &json!([with_deps("a", json!("ghost"))]),
-        &["step a: depends_on names `ghost`, which is not a step of this flow [dependencies]"],
+    // (Issue 37: a name that is no step and needs no guess — the step itself, an operation's
+    // or a function's name — is dropped with a note, where these two were refused; a slip of a
+    // real id is still refused, naming it.)
+    let accepted = Sandbox::new(&[]);
+    let ghost = accepted.run(
+        &json!([
+            with_deps("a", json!("ghost")),
+            with_deps("b", json!(["b", "write_file"]))
+        ]),
+        "dropped",
+    );
+    assert_exit(&ghost, 0);
+    let said = stderr(&ghost);
+    assert!(
+        said.contains("step a named `ghost` in depends_on, which is no step of the flow")
+            && said.contains("step b named itself in depends_on: the entry was dropped")
+            && said.contains("step b named `write_file` in depends_on"),
+        "{said}"
     );
     assert_refused(
         &sandbox,
-        &json!([with_deps("a", json!(["a"]))]),
-        &["step a: the step depends on itself [dependencies]"],
+        &json!([
+            with_deps("first", json!([])),
+            with_deps("b", json!("frist"))
+        ]),
+        &[
+            "step b: depends_on names `frist`, which is not a step of this flow (did you mean \
+           `first`?) [dependencies]",
+        ],
     );
     assert_refused(
         &sandbox,

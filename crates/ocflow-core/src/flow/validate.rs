@@ -78,6 +78,7 @@ pub fn parse_flow_checking(
         result_data_references(flow);
         problems.0.extend(also(flow));
         notes = add_implied_dependencies(flow);
+        notes.extend(drop_dependencies_on_no_step(flow));
         check_graph(flow, &mut problems);
         // Paths are stored normalised so staging and diffing see one spelling.
         for (index, name, path) in check_params(flow, rules, &mut problems) {
@@ -478,6 +479,59 @@ fn add_implied_dependencies(flow: &mut Flow) -> Vec<String> {
     notes
 }
 
+/// Drops, with a note, what `depends_on` names that is no step and needs no guess: the step
+/// itself, an operation's or a function's name (a real 0.5B model's every invalid plan was only
+/// that). A name one slip away from a step's id is left for `check_graph` to refuse, naming the
+/// step it may mean: which one is meant is a guess.
+fn drop_dependencies_on_no_step(flow: &mut Flow) -> Vec<String> {
+    let ids: Vec<String> = flow.steps.iter().map(|s| s.id.clone()).collect();
+    let mut notes = Vec::new();
+    for step in &mut flow.steps {
+        let own = step.id.clone();
+        step.depends_on.retain(|dep| {
+            let itself = *dep == own;
+            let unknown = !ids.contains(dep) && near_id(dep, &ids).is_none();
+            if itself {
+                notes.push(format!(
+                    "step {own} named itself in depends_on: the entry was dropped"
+                ));
+            } else if unknown {
+                notes.push(format!(
+                    "step {own} named `{dep}` in depends_on, which is no step of the flow (an \
+                     operation's or a function's name): the entry was dropped"
+                ));
+            }
+            !itself && !unknown
+        });
+    }
+    notes
+}
+
+/// The step id `name` may be a slip of: the same ignoring case, or at most two edits away from
+/// an id of four letters or more.
+fn near_id<'a>(name: &str, ids: &'a [String]) -> Option<&'a String> {
+    ids.iter().find(|id| {
+        id.eq_ignore_ascii_case(name)
+            || (id.len() >= 4 && name.len() >= 4 && edit_distance(id, name) <= 2)
+    })
+}
+
+/// Levenshtein's distance between two short strings.
+fn edit_distance(one: &str, other: &str) -> usize {
+    let other: Vec<char> = other.chars().collect();
+    let mut row: Vec<usize> = (0..=other.len()).collect();
+    for (i, a) in one.chars().enumerate() {
+        let mut previous = row[0];
+        row[0] = i + 1;
+        for (j, b) in other.iter().enumerate() {
+            let substitution = previous + usize::from(a != *b);
+            previous = row[j + 1];
+            row[j + 1] = substitution.min(row[j] + 1).min(row[j + 1] + 1);
+        }
+    }
+    row[other.len()]
+}
+
 /// Whether `id` is a valid step id.
 pub(crate) fn is_valid_id(id: &str) -> bool {
     let bytes = id.as_bytes();
@@ -511,10 +565,14 @@ fn check_graph(flow: &Flow, problems: &mut Problems) {
                     "the step depends on itself".into(),
                 );
             } else if !ids.contains(dep.as_str()) {
+                let known: Vec<String> = flow.steps.iter().map(|s| s.id.clone()).collect();
+                let meant = near_id(dep, &known)
+                    .map(|id| format!(" (did you mean `{id}`?)"))
+                    .unwrap_or_default();
                 problems.step(
                     &step.id,
                     "dependencies",
-                    format!("depends_on names `{dep}`, which is not a step of this flow"),
+                    format!("depends_on names `{dep}`, which is not a step of this flow{meant}"),
                 );
             }
         }

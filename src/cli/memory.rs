@@ -159,5 +159,6 @@ fn as_json(r: &Remembered) -> Value {
         "fix": failure.fix,
         "outcome": r.outcome.to_string(),
         "lesson": r.lesson,
+        "lesson_checked": r.lesson_checked,
     })
 }

@@ -170,6 +170,8 @@ fn the_second_run_of_a_failure_is_fixed_by_what_the_first_learned() {
             .starts_with("Root cause: halve used true division"),
         "{memory}"
     );
+    // Issue 37: the flow's tests passed after the fix, so its lesson is a fact.
+    assert_eq!(memory["lesson_checked"], json!(true), "{memory}");
     // Normalised: no path of the run, no number of the failure.
     let stored = memory.to_string();
     assert!(

@@ -162,3 +162,33 @@ fn seed_002s_prose_answer_is_a_retry_of_the_code_step_with_the_paragraph() {
     assert_eq!(test["attempts"], json!(2));
     assert_eq!(sandbox.result("t", "test")["tests"]["passed"], json!(1));
 }
+
+/// Issue 37: seed 002's own prose answer, "3. Abort and report to user.", is an abort — it used
+/// to be carried out as a retry. The coder is never asked again and the flow fails with it.
+#[test]
+fn seed_002s_prose_choice_to_abort_is_carried_out() {
+    let sandbox = sandbox();
+    let abort = "3. Abort and report to user. The test expects a sum and nothing in the flow \
+                 can change it.";
+    let llm = FakeLlm::with_rules(vec![
+        Rule::recovery().reply(chat(abort)).times(1),
+        Rule::flow_summary().reply(chat("The flow was aborted.")),
+        Rule::reflection().reply(chat("The sum was wrong. Nothing fixed it.")),
+        Rule::prompt_contains("make add return the sum")
+            .named("coder, first")
+            .reply(code(BUGGY))
+            .times(1),
+    ]);
+    let output = run(&sandbox, &llm);
+    assert_exit(&output, 1);
+    llm.verify();
+    assert!(
+        stderr(&output).contains("was a paragraph, not JSON: its choice, `abort`, is carried out"),
+        "{}",
+        stderr(&output)
+    );
+    let test = sandbox.step_status("t", "test");
+    assert_eq!(test["recoveries"][0]["strategy"], json!("abort"));
+    assert_eq!(sandbox.step_status("t", "fix")["attempts"], json!(1));
+    assert_eq!(sandbox.status("t")["state"], json!("failed"));
+}

@@ -235,10 +235,12 @@ impl Memory {
             .settle(self.repo_key(), task_id, flow_succeeded, succeeded_steps)
     }
 
-    /// The reflection's lesson, kept with flow `task_id`'s failures.
-    pub fn teach(&self, task_id: &str, lesson: &str) -> Result<usize, MemoryError> {
+    /// The reflection's lesson, kept with flow `task_id`'s failures; `checked` when the flow
+    /// verified its fix (a command that must pass passed at its end).
+    pub fn teach(&self, task_id: &str, lesson: &str, checked: bool) -> Result<usize, MemoryError> {
         let lesson = bounded(&self.redact(lesson), MAX_FIX_CHARS);
-        self.open()?.teach(self.repo_key(), task_id, &lesson)
+        self.open()?
+            .teach(self.repo_key(), task_id, &lesson, checked)
     }
 
     fn redact(&self, text: &str) -> String {

@@ -159,8 +159,16 @@ fn entry(r: &Remembered) -> String {
         let fix = failure.fix.as_deref().unwrap_or("");
         text.push_str(&format!("  then: `{strategy}` {fix} ({ended})\n"));
     }
-    if let Some(lesson) = &r.lesson {
-        text.push_str(&format!("  learned: {lesson}\n"));
+    // A lesson is a fact only from a flow whose tests passed after the fix it names; any other
+    // is a guess, and said to be one (a 0.5B model repeated such a guess as its reason).
+    match &r.lesson {
+        Some(lesson) if r.lesson_checked => {
+            text.push_str(&format!("  learned (its tests passed after): {lesson}\n"));
+        }
+        Some(lesson) => text.push_str(&format!(
+            "  a guess, never checked (its flow's tests did not pass after it): {lesson}\n"
+        )),
+        None => {}
     }
     text
 }
@@ -188,6 +196,7 @@ mod tests {
             },
             outcome,
             lesson: None,
+            lesson_checked: false,
             created_at: "2026-01-01T00:00:00Z".into(),
         }
     }
@@ -253,5 +262,30 @@ mod tests {
             operation: None,
         };
         assert_eq!(recall(&past, &far, BUDGET_BYTES), Recalled::default());
+    }
+
+    /// Issue 37: a 0.5B model's reflection on a flow that never fixed anything was recalled as
+    /// "learned", and the next model repeated it as its reason. Only a flow whose tests passed
+    /// after the fix teaches a fact; any other lesson is shown as the guess it is.
+    #[test]
+    fn a_lesson_is_a_fact_only_from_a_flow_whose_tests_passed() {
+        let mut guessed = remembered(1, "E AssertionError", "retry", Outcome::NotFixed);
+        guessed.lesson = Some("The test is wrong.".into());
+        let said = entry(&guessed);
+        assert!(
+            said.contains(
+                "a guess, never checked (its flow's tests did not pass after it): The \
+                           test is wrong."
+            ) && !said.contains("learned"),
+            "{said}"
+        );
+        let mut checked = remembered(2, "E AssertionError", "modify", Outcome::Fixed);
+        checked.lesson = Some("Halving truncates.".into());
+        checked.lesson_checked = true;
+        assert!(
+            entry(&checked).contains("learned (its tests passed after): Halving truncates."),
+            "{}",
+            entry(&checked)
+        );
     }
 }

@@ -13,12 +13,13 @@ use rusqlite::{Connection, OptionalExtension, TransactionBehavior, params};
 /// The file's name in the state directory.
 pub const MEMORY_FILE: &str = "memory.sqlite";
 /// The schema this build writes and reads.
-const SCHEMA_VERSION: i64 = 1;
+const SCHEMA_VERSION: i64 = 2;
 /// How long a write waits for another flow's write: far longer than any one takes.
 const BUSY_TIMEOUT: Duration = Duration::from_secs(30);
 
 /// The migrations, in order: `MIGRATIONS[n]` takes the schema from version `n` to `n + 1`.
-const MIGRATIONS: &[&str] = &["
+const MIGRATIONS: &[&str] = &[
+    "
     CREATE TABLE failures (
         id INTEGER PRIMARY KEY AUTOINCREMENT,
         repo TEXT NOT NULL,
@@ -38,7 +39,11 @@ const MIGRATIONS: &[&str] = &["
     );
     CREATE INDEX failures_by_repo ON failures (repo, id);
     CREATE INDEX failures_by_task ON failures (repo, task_id, step);
-"];
+",
+    "
+    ALTER TABLE failures ADD COLUMN lesson_checked INTEGER NOT NULL DEFAULT 0;
+",
+];
 
 /// Why the memory could not be read or written.
 #[derive(Debug, thiserror::Error)]
@@ -131,6 +136,9 @@ pub struct Remembered {
     pub outcome: Outcome,
     /// The reflection's two sentences: the root cause and the fix.
     pub lesson: Option<String>,
+    /// Whether the flow that taught the lesson verified its fix (its command that must pass
+    /// passed at its end): only then is the lesson recalled as a fact.
+    pub lesson_checked: bool,
     pub created_at: String,
 }
 
@@ -330,12 +338,20 @@ impl MemoryStore {
         })
     }
 
-    /// Writes the reflection's lesson on every failure of flow `task_id`.
-    pub fn teach(&mut self, repo: &str, task_id: &str, lesson: &str) -> Result<usize, MemoryError> {
+    /// Writes the reflection's lesson on every failure of flow `task_id`; `checked` when the
+    /// flow's fix was verified (it succeeded with a command that must pass passing).
+    pub fn teach(
+        &mut self,
+        repo: &str,
+        task_id: &str,
+        lesson: &str,
+        checked: bool,
+    ) -> Result<usize, MemoryError> {
         self.write(|transaction| {
             transaction.execute(
-                "UPDATE failures SET lesson = ?1 WHERE repo = ?2 AND task_id = ?3",
-                params![lesson, repo, task_id],
+                "UPDATE failures SET lesson = ?1, lesson_checked = ?2
+                 WHERE repo = ?3 AND task_id = ?4",
+                params![lesson, checked, repo, task_id],
             )
         })
     }
@@ -412,7 +428,7 @@ impl MemoryStore {
 
 /// The columns `remembered` reads, in its order.
 const COLUMNS: &str = "id, repo, task_id, task, step, operation, error_class, tests, files, \
-                       error_lines, strategy, fix, outcome, lesson, created_at";
+                       error_lines, strategy, fix, outcome, lesson, created_at, lesson_checked";
 
 fn remembered(row: &rusqlite::Row<'_>) -> rusqlite::Result<Remembered> {
     let lines = |index: usize| -> rusqlite::Result<Vec<String>> {
@@ -441,6 +457,7 @@ fn remembered(row: &rusqlite::Row<'_>) -> rusqlite::Result<Remembered> {
         outcome: Outcome::parse(&row.get::<_, String>(12)?),
         lesson: row.get(13)?,
         created_at: row.get(14)?,
+        lesson_checked: row.get(15)?,
     })
 }
 
@@ -481,7 +498,9 @@ mod tests {
         let other = store.record("commit:b", &failure("t2", "test")).unwrap();
         assert_eq!(store.settle("commit:a", "t1", true, &[]).unwrap(), 1);
         assert_eq!(
-            store.teach("commit:a", "t1", "Halving truncates.").unwrap(),
+            store
+                .teach("commit:a", "t1", "Halving truncates.", true)
+                .unwrap(),
             2
         );
         let listed = store.list(Some("commit:a")).unwrap();

@@ -273,6 +273,25 @@ pub fn step_needs_llm(
 mod tests {
     use super::*;
 
+    /// The planner's answer schema, deliverables and refusal included, is documented where
+    /// people read it (`docs/plan.schema.json`), generated from the built-in operations.
+    #[test]
+    fn plan_schema_file_is_generated_from_the_operations() {
+        let text = serde_json::to_string_pretty(&flow_schema()).unwrap() + "\n";
+        let path =
+            std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../../docs/plan.schema.json");
+        if std::env::var_os("OCFLOW_WRITE_SCHEMA").is_some() {
+            std::fs::write(&path, &text).unwrap();
+        }
+        let written = std::fs::read_to_string(&path).unwrap_or_default();
+        assert!(
+            written == text,
+            "{} is not what the operations generate; regenerate it with OCFLOW_WRITE_SCHEMA=1 \
+             cargo test -p ocflow-core plan_schema",
+            path.display()
+        );
+    }
+
     #[test]
     fn the_built_in_declarations_read_and_read_back_as_they_were_written() {
         assert_eq!(built_in_problem(), None);

@@ -2,9 +2,11 @@
 //! the aliases in `operations.json`). A model taught by one of the seeds writes its fields; they
 //! are mapped before validation, so every rule holds for them as for ours:
 //!
-//! - seed 004 (the orchestrator's plans): a step's `stepId` is its `id`, `sub_task_input` its
-//!   `params` (or, holding `operation` and `params`, both), `assigned_agent_role` its `role`,
-//!   `isFinalAnswer` its `final_answer`; `@{outputs.STEP.result_data}` (or
+//! - seed 004 (the orchestrator's plans and task messages): a step's `stepId` or `sub_task_id`
+//!   is its `id`, `sub_task_input` its `params` (or, holding `operation` and `params`, both),
+//!   `assigned_agent_role` its `role`, `isFinalAnswer` its `final_answer`, `context_summary` its
+//!   `description`; `tool_name` names the operation when it is one (else, like `parent_task_id`
+//!   and `api_keys_config_ref`, it is dropped); `@{outputs.STEP.result_data}` (or
 //!   `processed_result_data`) reads the field that holds STEP's result ([`result_data_field`]).
 //! - seed 000 (the crew's execution plan): `tasks` are the `steps`, `user_instruction` the
 //!   task; a task's `task_id` is its `id`, `required_role` its `role`, `dependencies` its
@@ -22,6 +24,8 @@ const FLOW_DROPPED: &[&str] = &["parsed_intent"];
 /// Step fields: (the seed's name, ocflow's).
 const STEP_FIELDS: &[(&str, &str)] = &[
     ("stepId", "id"),
+    ("sub_task_id", "id"),
+    ("context_summary", "description"),
     ("step_id", "id"),
     ("task_id", "id"),
     ("sub_task_input", "params"),
@@ -33,6 +37,10 @@ const STEP_FIELDS: &[(&str, &str)] = &[
 ];
 /// A task's bookkeeping in seed 000's plan.
 const STEP_DROPPED: &[&str] = &["status", "output"];
+/// Seed 004's task message fields with nothing for a step: the parent task (the flow is it),
+/// the tool's name (the operation says what runs), and a reference to API keys (ocflow's key
+/// is its own, never a plan's).
+const MESSAGE_DROPPED: &[&str] = &["parent_task_id", "tool_name", "api_keys_config_ref"];
 /// What seed 004 calls a step's result in a reference.
 const RESULT_DATA: &[&str] = &["result_data", "processed_result_data"];
 
@@ -62,6 +70,17 @@ pub(crate) fn step_object(object: &mut Map<String, Value>) {
         }
     }
     rename(object, STEP_FIELDS);
+    // A message whose tool is an operation's name and that names no operation otherwise.
+    if !object.contains_key("operation")
+        && let Some(Value::String(tool)) = object.get("tool_name")
+        && crate::flow::operations::find(tool).is_some()
+    {
+        let tool = tool.clone();
+        object.insert("operation".into(), Value::String(tool));
+    }
+    for field in MESSAGE_DROPPED {
+        object.remove(*field);
+    }
     if object.contains_key("operation") {
         for field in STEP_DROPPED {
             object.remove(*field);
@@ -148,6 +167,38 @@ mod tests {
             Value::Object(step),
             json!({"id": "s1", "final_answer": true, "operation": "read_file",
                    "params": {"file_path": "a.py"}, "role": "reviewer"})
+        );
+    }
+
+    /// Issue 37: seed 004's task message in its full shape was refused for its `tool_name`.
+    #[test]
+    fn seed_004s_task_message_reads_as_a_step() {
+        let Value::Object(mut message) = json!({"sub_task_id": "read_notes",
+            "parent_task_id": "task-9", "assigned_agent_role": "reviewer",
+            "tool_name": "FileSystemTool",
+            "sub_task_input": {"operation": "read_file", "params": {"file_path": "notes.md"}},
+            "context_summary": "the notes the user asked about",
+            "api_keys_config_ref": "research-profile"})
+        else {
+            unreachable!()
+        };
+        step_object(&mut message);
+        assert_eq!(
+            Value::Object(message),
+            json!({"id": "read_notes", "role": "reviewer", "operation": "read_file",
+                   "params": {"file_path": "notes.md"},
+                   "description": "the notes the user asked about"})
+        );
+        // A tool named as an operation is the step's operation.
+        let Value::Object(mut named) = json!({"sub_task_id": "r", "tool_name": "read_file",
+            "sub_task_input": {"file_path": "notes.md"}})
+        else {
+            unreachable!()
+        };
+        step_object(&mut named);
+        assert_eq!(
+            Value::Object(named),
+            json!({"id": "r", "operation": "read_file", "params": {"file_path": "notes.md"}})
         );
     }
 

@@ -236,13 +236,22 @@ impl Executor {
             None => return Ok(None),
         };
         if let Some(memory) = &self.settings.memory
-            && let Err(error) = memory.teach(&self.task.task_id, &lesson)
+            && let Err(error) = memory.teach(&self.task.task_id, &lesson, self.fix_was_checked())
         {
             self.events.emit(Event::Warning {
                 message: format!("the reflection is not remembered: {error}"),
             })?;
         }
         Ok(Some(lesson))
+    }
+
+    /// Whether the flow verified its fix: it succeeded, and a command it had to pass passed
+    /// after every change. Only such a flow's lesson is recalled as a fact.
+    fn fix_was_checked(&self) -> bool {
+        self.status.state == FlowState::Succeeded
+            && self.status.deliverables.iter().any(|check| {
+                check.met && check.kind == ocflow_model::deliverable::DeliverableKind::Command
+            })
     }
 
     /// The flow's failures still open in the memory end with it: fixed when their step

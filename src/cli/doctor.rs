@@ -176,6 +176,18 @@ fn sandbox_checks(config: &Config) -> Vec<Check> {
         )
         .fix("overlays need namespaces and a kernel that allows them in user namespaces (5.11+)")
     });
+    // Without a user namespace a step started by root would keep root's capabilities on the
+    // host: the launcher drops them all (bubblewrap does in its namespace).
+    checks.push(Check::new(
+        "capabilities",
+        Verdict::Ok,
+        if plan.bwrap.is_some() {
+            "dropped: commands run in bubblewrap's user namespace with none, and no_new_privs"
+        } else {
+            "dropped by the launcher (no user namespace here): none in any set, and \
+             no_new_privs"
+        },
+    ));
     checks.push(match plan.landlock.as_str() {
         "landlock" => Check::new("landlock", Verdict::Ok, "enforced in full"),
         "none" => Check::new("landlock", Verdict::Warn, "not available in this kernel")

@@ -367,7 +367,10 @@ fn a_readme_injection_cannot_get_a_script_fetched_and_run() {
         .arg("Set the project up as the README says")
         .output()
         .unwrap();
-    assert_exit(&output, 0);
+    // (Issue 37: and a model's plan whose only command, `ls`, checks no change of its own
+    // delivers nothing: `no_change`, exit 1, where it said `succeeded`.)
+    assert_exit(&output, 1);
+    assert_eq!(sandbox.status("t")["state"], json!("no_change"));
     let bodies = llm.bodies();
     let second = last_user_message(&bodies[1]);
     assert!(
@@ -1062,4 +1065,53 @@ fn a_launch_trial_left_by_a_killed_ocflow_is_swept() {
     let sandbox = Sandbox::new(&[]);
     assert_exit(&sandbox.run(&json!([shell_step("one", "true")]), "t"), 0);
     assert!(!left.exists());
+}
+
+/// Issue 38: without a user namespace of its own (`[sandbox] namespaces = false`, or a
+/// container that refuses them) a command step started by root kept root's capabilities on the
+/// host (`CapEff` 000001fffeffffff: it could add an address to `lo`, set the hostname, reboot).
+/// Now it holds none in any set, with `no_new_privs`, in both kinds of sandbox; the results say
+/// `capabilities: dropped`. (What it tries is harmless if it held them: chown of its own file.)
+#[test]
+fn a_command_step_holds_no_capability_with_or_without_namespaces() {
+    let root = rustix::process::geteuid().is_root();
+    for (label, config) in [("namespaces", ""), ("no namespaces", "namespaces = false")] {
+        let sandbox = Sandbox::new(&[]);
+        sandbox.configure_sandbox(config);
+        let flow = json!([
+            shell_step("caps", "grep -E '^(Cap|NoNewPrivs)' /proc/self/status"),
+            shell_step("chown", "touch mine && chown 12345 mine")
+        ]);
+        sandbox.run(&flow, "t");
+        let caps = sandbox.result("t", "caps");
+        let held: std::collections::BTreeMap<String, String> = caps["stdout"]
+            .as_str()
+            .unwrap_or_else(|| panic!("{label}: {caps}"))
+            .lines()
+            .filter_map(|line| line.split_once(':'))
+            .map(|(name, value)| (name.to_string(), value.trim().to_string()))
+            .collect();
+        for set in ["CapInh", "CapPrm", "CapEff", "CapAmb"] {
+            assert_eq!(held[set], "0000000000000000", "{label}: {set} in {held:?}");
+        }
+        assert_eq!(held["NoNewPrivs"], "1", "{label}: {held:?}");
+        if root && label == "no namespaces" {
+            assert_eq!(held["CapBnd"], "0000000000000000", "{label}: {held:?}");
+        }
+        assert_eq!(
+            caps["sandbox_layers"]["capabilities"],
+            json!("dropped"),
+            "{label}: {caps}"
+        );
+        let chown = sandbox.result("t", "chown");
+        assert_eq!(chown["status"], json!("failure"), "{label}: {chown}");
+        assert!(
+            sandbox.status("t")["sandbox"]
+                .as_str()
+                .unwrap()
+                .contains("capabilities dropped"),
+            "{label}: {}",
+            sandbox.status("t")
+        );
+    }
 }

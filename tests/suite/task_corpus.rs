@@ -94,8 +94,13 @@ fn no_task_outside_a_repository_ends_succeeded_whatever_the_model_plans() {
         ("CHANGELOG.md", "# Changes\n"),
     ]);
     // What a model that does not refuse plans: a read (Qwen2.5-Coder-0.5B's answer), a command
-    // that tries to reach out (no network in a step), a closing message of its own words.
+    // that tries to reach out (no network in a step), a closing message of its own words, a
+    // command that passes (the 0.5B's plan for "email utils.py": run a function of it), tests.
     let plans = [
+        json!({"steps": [{"id": "show", "operation": "execute_shell_command",
+            "params": {"command": "cat report.csv"}}]}),
+        json!({"steps": [{"id": "check", "operation": "run_tests",
+            "params": {"command": "test -s report.csv"}}]}),
         json!({"steps": [{"id": "read_report", "operation": "read_file",
             "params": {"file_path": "report.csv"}}]}),
         json!({"steps": [{"id": "send", "operation": "execute_shell_command",

@@ -23,6 +23,11 @@ pub struct Deliverables {
     /// such.
     #[serde(default, skip_serializing_if = "is_false")]
     pub inferred: bool,
+    /// Inferred from steps a model planned: their commands check the change and deliver
+    /// nothing themselves (a 0.5B model planned a command that passes for "email it to
+    /// Alice"). A flow a person wrote delivers its commands' passing too.
+    #[serde(default, skip_serializing_if = "is_false")]
+    pub planned: bool,
 }
 
 fn is_false(value: &bool) -> bool {
@@ -142,6 +147,7 @@ mod tests {
             }],
             answer: None,
             inferred: false,
+            planned: false,
         };
         let value = serde_json::to_value(&written).unwrap();
         assert_eq!(

@@ -89,6 +89,10 @@ pub struct SandboxLayers {
     /// the step's own) or `private` (empty caches of the step's own; the user's read-only).
     #[serde(default)]
     pub caches: String,
+    /// `dropped`: the command holds no capability in any set, and `no_new_privs` keeps an exec
+    /// from gaining one (bubblewrap's user namespace, or the launcher without one).
+    #[serde(default)]
+    pub capabilities: String,
     /// Whether a layer is missing here (no namespaces, or Landlock only in part): other
     /// processes' environments and the host's sockets may then be within reach.
     pub partial: bool,

@@ -263,6 +263,10 @@ fn confine_and_exec(request: &ExecRequest<'_>) -> Result<Never, String> {
             crate::socket_filter::refuse_datagrams().map_err(|err| err.to_string())?;
         }
     }
+    // Whatever user started the step, its command holds no capability: run by root, it kept
+    // them all, on the host without a user namespace, and inside bubblewrap's namespaces too
+    // (where those not namespaced, loading a module or setting the clock, reach the host).
+    crate::capabilities::drop_all()?;
     restrict(&writable, request.network).map_err(|err| format!("cannot set up Landlock: {err}"))?;
     let error = std::process::Command::new(program)
         .args(args)

@@ -1,12 +1,14 @@
 //! The command steps' launcher (the `ocflow-sandbox` crate): what runs between the host and a
 //! step's command — the step's limits and cgroup (`step_cgroup`), bubblewrap's namespaces or,
-//! without them, the socket filter (`socket_filter`), the overlay view, then Landlock (`exec`).
+//! without them, the socket filter (`socket_filter`) and no capability (`capabilities`), the
+//! overlay view, then Landlock (`exec`).
 //! It depends on nothing else of ocflow, so it builds into `ocflow sandbox-exec` and into
 //! `ocflow-sandbox`, a small binary without the embedded Python that starts in a fraction of
 //! the time (launchers use it when it is installed beside `ocflow`). Its command line is
 //! `args::SandboxArgs`, for both.
 
 mod args;
+pub mod capabilities;
 pub mod exec;
 pub mod socket_filter;
 pub mod step_cgroup;

@@ -57,23 +57,45 @@ pub(crate) fn check(
     checks
 }
 
-/// One sentence of what is not done, for the flow's message; `None` when all is.
-pub(crate) fn unmet(
-    checks: &[DeliverableCheck],
-    deliverables: Option<&Deliverables>,
-) -> Option<String> {
-    if checks.is_empty() {
-        let named = deliverables.is_some_and(|d| !d.inferred);
-        return Some(if named {
-            "not done: the flow's deliverables could not be checked".into()
+/// What the checks make of the flow.
+#[derive(Debug, PartialEq, Eq)]
+pub(crate) enum Done {
+    /// Every deliverable holds, and the flow delivered something.
+    All,
+    /// Some hold, not all: what is missing, in one sentence.
+    Part(String),
+    /// Nothing delivered: why, in one sentence.
+    Nothing(String),
+}
+
+/// The verdict of `checks`: a flow delivers the files it changes, the answer it gives, and the
+/// commands its plan says must pass; the commands of a model's plan that named no deliverables
+/// only check a change, and deliver nothing of their own.
+pub(crate) fn verdict(checks: &[DeliverableCheck], deliverables: Option<&Deliverables>) -> Done {
+    let planned = deliverables.is_some_and(|d| d.planned);
+    let delivers = |check: &&DeliverableCheck| {
+        check.met && !(planned && check.kind == DeliverableKind::Command)
+    };
+    let missing: Vec<String> = checks.iter().filter(|c| !c.met).map(|c| c.line()).collect();
+    if !checks.iter().any(|c| delivers(&c)) {
+        let ran = checks.iter().any(|c| c.met);
+        let why = if !missing.is_empty() {
+            format!("not done: {}", missing.join("; "))
+        } else if ran {
+            "not done: the flow delivered nothing — its commands passed, and they check a change \
+             it did not make; it changed no file and gave no answer from the files"
+                .into()
         } else {
             "not done: the flow delivered nothing — it changed no file, ran no test after a \
              change and gave no answer from the files"
                 .into()
-        });
+        };
+        return Done::Nothing(why);
     }
-    let missing: Vec<String> = checks.iter().filter(|c| !c.met).map(|c| c.line()).collect();
-    (!missing.is_empty()).then(|| format!("not done: {}", missing.join("; ")))
+    match missing.is_empty() {
+        true => Done::All,
+        false => Done::Part(format!("not done: {}", missing.join("; "))),
+    }
 }
 
 fn file(status: &FlowStatus, path: &str, changed: &[String], inferred: bool) -> DeliverableCheck {
@@ -278,4 +300,44 @@ fn changes_kept(step: &StepStatus, changed: &[String]) -> bool {
         .iter()
         .chain(&step.deleted_files)
         .any(|f| changed.contains(f))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn check(kind: DeliverableKind, met: bool) -> DeliverableCheck {
+        DeliverableCheck {
+            kind,
+            what: "x".into(),
+            met,
+            detail: "d".into(),
+            inferred: true,
+        }
+    }
+
+    /// A model's plan for "email report.csv to Alice" ran `cat report.csv`, which passed: that
+    /// checks nothing the flow did, and delivers nothing. A person's flow of commands delivers
+    /// their passing; every deliverable must hold for a success.
+    #[test]
+    fn a_models_passing_command_delivers_nothing_of_its_own() {
+        use DeliverableKind::*;
+        let planned = Deliverables {
+            inferred: true,
+            planned: true,
+            ..Deliverables::default()
+        };
+        let written = Deliverables {
+            inferred: true,
+            ..Deliverables::default()
+        };
+        let passed = [check(Command, true)];
+        assert!(matches!(verdict(&passed, Some(&planned)), Done::Nothing(_)));
+        assert_eq!(verdict(&passed, Some(&written)), Done::All);
+        let fixed = [check(File, true), check(Command, true)];
+        assert_eq!(verdict(&fixed, Some(&planned)), Done::All);
+        let broke = [check(File, true), check(Command, false)];
+        assert!(matches!(verdict(&broke, Some(&planned)), Done::Part(_)));
+        assert!(matches!(verdict(&[], Some(&written)), Done::Nothing(_)));
+    }
 }

@@ -345,6 +345,7 @@ impl SandboxPlan {
             }
             .into(),
             caches: if self.overlay { "overlay" } else { "private" }.into(),
+            capabilities: "dropped".into(),
             partial: !self.isolates_processes() || self.landlock != "landlock",
         }
     }
@@ -416,7 +417,7 @@ impl SandboxPlan {
         };
         format!(
             "{namespaces}; Landlock: {}; network {} unless a step allows it; UDP {}; {caches}; \
-             {processes}; memory {}",
+             {processes}; memory {}; capabilities dropped",
             self.landlock,
             if self.network { "on" } else { "off" },
             if self.holds_udp(self.network) {

@@ -39,13 +39,28 @@ pub(crate) fn settle(
     problems: &mut Vec<Problem>,
 ) -> Vec<String> {
     let mut notes = Vec::new();
+    // A revision of a model's plan infers again as it did.
+    let planned = raw
+        .as_ref()
+        .is_some_and(|raw| raw.get("planned") == Some(&Value::Bool(true)));
     let declared = raw.and_then(|raw| read(raw, problems));
     let deliverables = match declared {
         Some(declared) => settle_declared(flow, declared, rules, problems, &mut notes),
-        None => infer(flow, &mut notes),
+        None => Deliverables {
+            planned,
+            ..infer(flow, &mut notes)
+        },
     };
     flow.deliverables = Some(deliverables);
     notes
+}
+
+/// Marks a flow's inferred deliverables as inferred from a model's plan: its commands then
+/// check the change and deliver nothing of their own.
+pub(crate) fn planned_by_model(flow: &mut Flow) {
+    if let Some(deliverables) = flow.deliverables.as_mut().filter(|d| d.inferred) {
+        deliverables.planned = true;
+    }
 }
 
 /// The plan's `deliverables` as written; `None` when it names nothing (or was inferred before:
@@ -62,6 +77,7 @@ fn read(raw: Value, problems: &mut Vec<Problem>) -> Option<Declared> {
             return None;
         }
     };
+    object.remove("planned");
     if object.remove("inferred") == Some(Value::Bool(true)) {
         return None;
     }
@@ -204,6 +220,7 @@ fn settle_declared(
         commands,
         answer,
         inferred: false,
+        planned: false,
     }
 }
 
@@ -294,6 +311,7 @@ fn infer(flow: &mut Flow, notes: &mut Vec<String>) -> Deliverables {
         commands,
         answer,
         inferred: true,
+        planned: false,
     }
 }
 

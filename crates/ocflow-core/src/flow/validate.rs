@@ -188,12 +188,24 @@ fn read_flow(
                 }
             };
             let deliverables = object.remove("deliverables");
+            // A planner's refusal is the planner's to read; a flow given to run cannot refuse.
+            match object.remove("refuse") {
+                None | Some(Value::Null) => {}
+                Some(Value::String(why)) if why.trim().is_empty() => {}
+                Some(why) => problems.flow(
+                    "refused",
+                    format!(
+                        "the flow refuses its task ({why}): a flow to run plans steps, and \
+                         nothing runs when it refuses"
+                    ),
+                ),
+            }
             for key in object.keys() {
                 problems.flow(
                     "format",
                     format!(
                         "unknown top-level field `{key}`; allowed: version, task, deliverables, \
-                         steps"
+                         steps, refuse"
                     ),
                 );
             }

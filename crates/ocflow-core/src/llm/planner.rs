@@ -214,6 +214,7 @@ impl Planner<'_> {
                 Ok(read) => read,
                 Err(found) => return listed(found),
             };
+        deliverables::planned_by_model(&mut flow);
         if let Some(reason) = unfit(&flow, named) {
             return Judged::Unfit(reason);
         }
@@ -405,15 +406,12 @@ const DELIVERS_NOTHING: &str = "the plan delivers nothing: it changes no file, r
     marked \"final_answer\": true) and plan the steps that deliver it; or, when no change to this \
     repository can do the task, answer {\"refuse\": \"why\"}";
 
-/// The reason of a refusal (`{"refuse": "why"}`, or `{"refuse": true, "reason": "why"}`), when
-/// the answer is one and plans no steps.
+/// The reason of a refusal: the flow's `refuse` (`{"steps": […], "refuse": "why"}`), or an
+/// answer that is a refusal alone (`{"refuse": "why"}`, `{"refuse": true, "reason": "why"}`).
 fn refusal(json: &str) -> Option<String> {
     let serde_json::Value::Object(answer) = serde_json::from_str(json).ok()? else {
         return None;
     };
-    if answer.contains_key("steps") {
-        return None;
-    }
     let reason = match answer.get("refuse")? {
         serde_json::Value::String(reason) => reason.clone(),
         serde_json::Value::Bool(true) => answer

@@ -5,7 +5,7 @@
 use std::path::PathBuf;
 
 use super::{Executor, FlowOutcome};
-use crate::engine::deliverable_check;
+use crate::engine::deliverable_check::{self, Done};
 use crate::task::outputs;
 use crate::task::workspace;
 use ocflow_model::error::{Error, Result};
@@ -51,13 +51,13 @@ impl Executor {
             .map(|c| c.path.as_str().to_string())
             .collect();
         let checks = deliverable_check::check(&self.task, &self.status, &self.flow, &changed);
-        let unmet = deliverable_check::unmet(&checks, self.flow.deliverables.as_ref());
-        let ended = match &unmet {
-            _ if !all_done => FlowState::Failed,
-            None => FlowState::Succeeded,
-            Some(_) if checks.iter().any(|c| c.met) => FlowState::Failed,
-            Some(_) => FlowState::NoChange,
-        };
+        let (ended, unmet) =
+            match deliverable_check::verdict(&checks, self.flow.deliverables.as_ref()) {
+                _ if !all_done => (FlowState::Failed, None),
+                Done::All => (FlowState::Succeeded, None),
+                Done::Part(why) => (FlowState::Failed, Some(why)),
+                Done::Nothing(why) => (FlowState::NoChange, Some(why)),
+            };
         if all_done {
             self.status.message = unmet;
         }

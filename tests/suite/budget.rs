@@ -593,3 +593,74 @@ fn parallel_steps_wait_for_each_other_s_reservations_instead_of_pausing_below_th
         stdout(&output)
     );
 }
+
+/// Issue 38: a server that reports no usage (none, 0, or a negative number) let every call of a
+/// flow through a token budget, "0 tokens of 9000". Such a call is counted at least at the
+/// estimate of what was sent and received, so the budget binds as with an honest server.
+#[test]
+fn a_server_that_reports_no_usage_still_spends_the_budget() {
+    for usage in [
+        Value::Null,
+        json!({"prompt_tokens": 0, "completion_tokens": 0, "total_tokens": 0}),
+        json!({"prompt_tokens": -5, "completion_tokens": -1, "total_tokens": -6}),
+    ] {
+        let n = 8;
+        let sandbox = repository(n);
+        small_answers(&sandbox, "");
+        let rules: Vec<Rule> = (0..n)
+            .map(|i| {
+                let mut body = json!({
+                    "id": "chatcmpl-test", "object": "chat.completion", "created": 0,
+                    "model": "fake-model",
+                    "choices": [{"index": 0, "message": {"role": "assistant",
+                        "content": fixed(i)}, "finish_reason": "stop"}]});
+                if !usage.is_null() {
+                    body["usage"] = usage.clone();
+                }
+                Rule::prompt_contains(&format!("return 1{i} instead"))
+                    .named(&format!("fix{i}"))
+                    .reply(Reply::Raw {
+                        status: 200,
+                        body: body.to_string(),
+                        headers: vec![],
+                    })
+            })
+            .collect();
+        let llm = FakeLlm::with_rules(rules);
+        let plan = sandbox.flow(&json!((0..n).map(fix).collect::<Vec<_>>()));
+        // Each call reserves about 1.2k tokens (its prompt and 1000 to answer) and uses about
+        // 200: room for a few calls under 1800, never for 8 unless none is counted.
+        let output = sandbox
+            .ocflow_llm(&llm.base_url())
+            .args([
+                "run",
+                "--jobs",
+                "1",
+                "--task-id",
+                "t",
+                "--max-tokens",
+                "1800",
+            ])
+            .arg("--plan")
+            .arg(&plan)
+            .output()
+            .unwrap();
+        assert_exit(&output, 3);
+        let status = sandbox.status("t");
+        let spent = status["budget"]["spent"]["tokens"].as_u64().unwrap();
+        let ran = status["steps"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .filter(|s| s["status"] == "succeeded")
+            .count();
+        assert!(
+            ran >= 1 && ran < n,
+            "{usage}: {ran} of {n} steps ran: {status}"
+        );
+        assert!(
+            spent > 0 && spent <= 1800,
+            "{usage}: spent {spent}: {status}"
+        );
+    }
+}

@@ -353,6 +353,7 @@ impl Llm {
             },
             None => call.await?,
         };
+        let answer = counted(request, answer);
         if let Some(reservation) = reservation {
             reservation.settle(&answer.usage);
         }
@@ -814,6 +815,24 @@ fn parse_answer(value: &Value) -> Result<ChatAnswer, LlmError> {
             cached_prompt_tokens,
         },
     })
+}
+
+/// `answer` with its usage counted at least at the estimate of what was sent and received
+/// where the server's figure is missing or cannot be (no usage, zero, a negative number: a
+/// prompt or an answer of no token), so that a budget binds against any server: one that said
+/// nothing let 7 calls through a budget an honest one stopped after 4.
+fn counted(request: &ChatRequest, mut answer: ChatAnswer) -> ChatAnswer {
+    let sent = crate::llm::budget::estimate_prompt_tokens(request);
+    let received = (answer.content.chars().count() as u64).div_ceil(4);
+    let usage = &mut answer.usage;
+    let missing =
+        (usage.prompt_tokens == 0 && sent > 0) || (usage.completion_tokens == 0 && received > 0);
+    if missing {
+        usage.prompt_tokens = usage.prompt_tokens.max(sent);
+        usage.completion_tokens = usage.completion_tokens.max(received);
+        usage.total_tokens = usage.prompt_tokens + usage.completion_tokens;
+    }
+    answer
 }
 
 /// Whether the client for `base_url` needs the system's root certificates (loading them takes

@@ -160,6 +160,23 @@ pub(crate) async fn continue_flow(
     // A recovery left pending needs the LLM settings (even to redo a decision already made);
     // without them the step is simply failed, and --retry-failed runs it again.
     let llm = connect_llm(config)?;
+    // Steps left that call the model cannot run without one: refused, the flow left as it is
+    // (a paused or waiting flow resumed without LLM settings used to end `failed`).
+    let needs_model = flow.steps.iter().find(|step| {
+        flow_status
+            .step(&step.id)
+            .is_some_and(|s| s.status != StepState::Succeeded && s.status != StepState::Skipped)
+            && ocflow_core::flow::operations::step_needs_llm(&step.operation, &step.params)
+    });
+    if let (None, Some(step)) = (&llm, needs_model) {
+        return Err(match launch::no_llm(config) {
+            Error::Usage(missing) => Error::Usage(format!(
+                "task {} is {} and its step {} calls the model: {missing}; nothing was changed",
+                task.task_id, flow_status.state, step.id
+            )),
+            other => other,
+        });
+    }
     if flow_status.pending_recovery.is_some() && (!config.run.recovery || llm.is_none()) {
         flow_status.pending_recovery = None;
     }

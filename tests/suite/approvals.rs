@@ -749,3 +749,51 @@ fn a_flow_waiting_for_approval_keeps_its_budget() {
     let status = sandbox.status("t");
     assert_eq!(status["budget"]["limits"]["max_tokens"], 5000, "{status}");
 }
+
+/// Issue 38: `approve` of a waiting flow whose steps call the model, with no LLM configured
+/// (an OpenHands terminal has none), turned it `failed`. Refused now, naming the setting, the
+/// flow still waiting; with the settings the approval runs it.
+#[test]
+fn approving_without_llm_settings_a_flow_that_needs_the_model_changes_nothing() {
+    use super::fake_llm::{FakeLlm, Rule, chat};
+    let sandbox = Sandbox::new(&[("a.py", "A = 1\n")]);
+    let llm = FakeLlm::with_rules(vec![
+        Rule::prompt_contains("make A two").reply(chat("```python\nA = 2\n```\n")),
+        Rule::flow_summary().reply(chat("A is two.")),
+    ]);
+    let plan = sandbox.flow(&json!({"steps": [{"id": "edit", "operation": "modify_code",
+        "params": {"file_path": "a.py", "instructions": "make A two"}}]}));
+    let waiting = sandbox
+        .ocflow_llm(&llm.base_url())
+        .args([
+            "--json",
+            "run",
+            "--approve",
+            "plan",
+            "--task-id",
+            "t",
+            "--plan",
+        ])
+        .arg(&plan)
+        .stdin(Stdio::null())
+        .output()
+        .unwrap();
+    assert_exit(&waiting, 3);
+    let status_file = sandbox.task_dir("t").join("flow_status.json");
+    let before = std::fs::read(&status_file).unwrap();
+    let refused = sandbox.ocflow().args(["approve", "t"]).output().unwrap();
+    assert_exit(&refused, 2);
+    assert!(
+        stderr(&refused).contains("task t is waiting and its step edit calls the model"),
+        "{}",
+        stderr(&refused)
+    );
+    assert_eq!(std::fs::read(&status_file).unwrap(), before);
+    let approved = sandbox
+        .ocflow_llm(&llm.base_url())
+        .args(["approve", "t"])
+        .output()
+        .unwrap();
+    assert_exit(&approved, 0);
+    assert_eq!(sandbox.status("t")["state"], json!("succeeded"));
+}

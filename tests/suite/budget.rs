@@ -664,3 +664,61 @@ fn a_server_that_reports_no_usage_still_spends_the_budget() {
         );
     }
 }
+
+/// Issue 38: `resume` of a paused flow with no LLM configured (as an OpenHands terminal has
+/// none) turned it `failed`. Refused now, naming the setting, the flow left paused; with the
+/// settings it goes on.
+#[test]
+fn resuming_a_paused_flow_without_llm_settings_is_refused_and_changes_nothing() {
+    let n = 3;
+    let sandbox = repository(n);
+    small_answers(&sandbox, "");
+    let rules: Vec<Rule> = (0..n)
+        .map(|i| {
+            Rule::prompt_contains(&format!("return 1{i} instead"))
+                .named(&format!("fix{i}"))
+                .reply(chat_with_usage(&fixed(i), STEP.0, STEP.1))
+        })
+        .chain([Rule::flow_summary().reply(chat("The files changed."))])
+        .collect();
+    let llm = FakeLlm::with_rules(rules);
+    let plan = sandbox.flow(&json!((0..n).map(fix).collect::<Vec<_>>()));
+    let paused = sandbox
+        .ocflow_llm(&llm.base_url())
+        .args([
+            "run",
+            "--jobs",
+            "1",
+            "--task-id",
+            "t",
+            "--max-tokens",
+            "1500",
+        ])
+        .arg("--plan")
+        .arg(&plan)
+        .output()
+        .unwrap();
+    assert_exit(&paused, 3);
+    let before = std::fs::read(sandbox.task_dir("t").join("flow_status.json")).unwrap();
+    let refused = sandbox
+        .ocflow()
+        .args(["resume", "t", "--max-tokens", "100000"])
+        .output()
+        .unwrap();
+    assert_exit(&refused, 2);
+    let said = stderr(&refused);
+    assert!(
+        said.contains("task t is paused and its step fix1 calls the model")
+            && said.contains("nothing was changed")
+            && said.contains("OCFLOW_BASE_URL"),
+        "{said}"
+    );
+    let after = std::fs::read(sandbox.task_dir("t").join("flow_status.json")).unwrap();
+    assert_eq!(before, after, "the status was changed");
+    let resumed = sandbox
+        .ocflow_llm(&llm.base_url())
+        .args(["resume", "t", "--max-tokens", "100000"])
+        .output()
+        .unwrap();
+    assert_exit(&resumed, 0);
+}

@@ -722,3 +722,51 @@ fn resuming_a_paused_flow_without_llm_settings_is_refused_and_changes_nothing() 
         .unwrap();
     assert_exit(&resumed, 0);
 }
+
+/// Issue 38: a budget smaller than one call's `max_tokens` paused the flow before any call ("0
+/// tokens of 3000 tokens, and the next call may use 8397"). The call now asks for what the
+/// budget has left (never below 512 tokens), and the flow pauses only when even that cannot be
+/// paid.
+#[test]
+fn a_call_asks_for_what_the_budget_has_left_instead_of_pausing() {
+    let sandbox = repository(1);
+    small_answers(&sandbox, "");
+    // Calls may ask for 8000 tokens, the budget has 3000.
+    let path = sandbox.root().join("user-config/ocflow/config.toml");
+    let text = std::fs::read_to_string(&path).unwrap().replace(
+        "[llm.operations]\nmax_tokens = 1000",
+        "[llm.operations]\nmax_tokens = 8000",
+    );
+    std::fs::write(&path, text).unwrap();
+    let llm = FakeLlm::with_rules(vec![
+        Rule::prompt_contains("return 10 instead")
+            .named("fix0")
+            .reply(chat_with_usage(&fixed(0), STEP.0, STEP.1)),
+        Rule::flow_summary().reply(chat("f returns 10.")),
+    ]);
+    let plan = sandbox.flow(&json!([fix(0)]));
+    let output = sandbox
+        .ocflow_llm(&llm.base_url())
+        .args(["run", "--task-id", "t", "--max-tokens", "3000", "--plan"])
+        .arg(&plan)
+        .output()
+        .unwrap();
+    assert_exit(&output, 0);
+    let asked = llm
+        .bodies()
+        .iter()
+        .find(|b| b.to_string().contains("return 10 instead"))
+        .map(|b| b["max_tokens"].as_u64().unwrap())
+        .unwrap();
+    assert!((512..3000).contains(&asked), "asked for {asked} tokens");
+    // Nothing left even for a short answer: paused, never sent.
+    let poor = repository(1);
+    small_answers(&poor, "");
+    let output = poor
+        .ocflow_llm(&llm.base_url())
+        .args(["run", "--task-id", "t", "--max-tokens", "300", "--plan"])
+        .arg(poor.flow(&json!([fix(0)])))
+        .output()
+        .unwrap();
+    assert_exit(&output, 3);
+}

@@ -91,6 +91,8 @@ pub struct Reservation<'a> {
     tokens: u64,
     cost: f64,
     model: String,
+    /// The `max_tokens` the call may ask for, when the budget left is less than it asked.
+    lowered: Option<u32>,
 }
 
 impl Budget {
@@ -237,7 +239,19 @@ impl Budget {
         }
         let model = request.settings.model.clone();
         let prompt = estimate_prompt_tokens(request);
-        let completion = u64::from(request.settings.max_tokens.unwrap_or(DEFAULT_COMPLETION));
+        let asked = u64::from(request.settings.max_tokens.unwrap_or(DEFAULT_COMPLETION));
+        // A budget with room for the prompt and a short answer, not for all the call may ask:
+        // the call asks for what is left (never below `MIN_COMPLETION`) instead of pausing the
+        // flow before its first call.
+        let left = BudgetKind::Tokens
+            .limit(&self.limits)
+            .map(|limit| (limit as u64).saturating_sub(self.ledger().tokens + prompt));
+        let (completion, lowered) = match left {
+            Some(left) if left < asked && left >= u64::from(MIN_COMPLETION) => {
+                (left, u32::try_from(left).ok())
+            }
+            _ => (asked, None),
+        };
         let tokens = prompt + completion;
         let cost = self
             .prices
@@ -287,6 +301,7 @@ impl Budget {
             tokens,
             cost,
             model,
+            lowered,
         }))
     }
 
@@ -319,6 +334,11 @@ impl Budget {
 }
 
 impl Reservation<'_> {
+    /// The `max_tokens` the call must ask for instead of its own, when the budget left is less.
+    pub fn lowered_max_tokens(&self) -> Option<u32> {
+        self.lowered
+    }
+
     /// The call answered: what it used replaces what it reserved.
     pub fn settle(mut self, used: &Usage) {
         let budget = self.budget;
@@ -374,6 +394,9 @@ fn mark_passed(ledger: &mut Ledger, limits: &BudgetLimits, spent: &BudgetSpent, 
 
 /// The completion a call without `max_tokens` is assumed to take.
 const DEFAULT_COMPLETION: u32 = 4096;
+/// The fewest tokens a call is asked to answer in when the budget lowers its `max_tokens`:
+/// fewer cut a plan or a file short, and a cut answer is never used.
+pub const MIN_COMPLETION: u32 = 512;
 
 /// A prompt's tokens, estimated from its characters (about four a token in English and code,
 /// fewer in other scripts: an estimate, which is why a budget may be overrun by one call's

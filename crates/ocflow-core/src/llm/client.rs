@@ -326,6 +326,16 @@ impl Llm {
             Some(budget) => Some(budget.reserve(request).await?),
             None => None,
         };
+        // What the budget has left is what the call may ask to answer in.
+        let lowered = reservation
+            .as_ref()
+            .and_then(|r| r.lowered_max_tokens())
+            .map(|max_tokens| {
+                let mut smaller = request.clone();
+                smaller.settings.max_tokens = Some(max_tokens);
+                smaller
+            });
+        let request = lowered.as_ref().unwrap_or(request);
         let call = async {
             match &self.backend {
                 Backend::Replay { answers, source } => replay_answer(answers, source, request),

@@ -569,12 +569,16 @@ fn the_key_can_come_from_a_file_only_its_owner_reads_or_from_a_command() {
     let canary = "sk-canary-file-8e7d";
     let sandbox = Sandbox::new(&[("a.txt", "a\n")]);
     let key_file = sandbox.root().join("key");
-    // A command step trying to read the key file sees nothing there (with namespaces).
-    let plan = json!({"steps": [{"id": "read", "operation": "read_file",
+    // A command step trying to read the key file sees nothing there (with namespaces). (Issue
+    // 37: the plan says its command is what it delivers, or a model's passing command would
+    // deliver nothing of its own.)
+    let plan =
+        json!({"deliverables": {"commands": [format!("cat {} || true", key_file.display())]},
+        "steps": [{"id": "read", "operation": "read_file",
         "params": {"file_path": "a.txt"}},
         {"id": "peek", "operation": "execute_shell_command",
          "params": {"command": format!("cat {} || true", key_file.display())}}]})
-    .to_string();
+        .to_string();
     std::fs::write(&key_file, format!("{canary}\n")).unwrap();
     let run = |llm: &FakeLlm, key_file: Option<&std::path::Path>, task_id: &str| {
         let mut command = sandbox.ocflow();

@@ -96,8 +96,11 @@ fn configured_roles_are_used_and_every_steps_role_is_recorded() {
 #[test]
 fn the_planner_sees_the_roles_and_a_plan_breaking_them_is_re_asked() {
     let sandbox = Sandbox::new(&[("a.txt", "a\n")]);
+    // (Issue 37: the plan says the command passing is what it delivers: a model's passing
+    // command delivers nothing of its own.)
     let lint = |role: &str| {
-        json!({"steps": [{"id": "lint", "operation": "execute_shell_command", "role": role,
+        json!({"deliverables": {"commands": ["wc -l a.txt"]},
+            "steps": [{"id": "lint", "operation": "execute_shell_command", "role": role,
             "params": {"command": "wc -l a.txt"}}]})
     };
     let (bad, good) = (lint("reviewer"), lint("tester"));

@@ -745,10 +745,9 @@ fn is_prefix_of_a_task(workspace_dir: &Path, id: &str) -> bool {
 /// Adds the default workspace to the repository's `.git/info/exclude`, so it never shows up
 /// as untracked files.
 fn exclude_from_git(repo: &Path) {
-    let info = repo.join(".git").join("info");
-    if !repo.join(".git").is_dir() {
+    let Some(info) = git_common_dir(repo).map(|dir| dir.join("info")) else {
         return;
-    }
+    };
     let exclude = info.join("exclude");
     let current = fs::read_to_string(&exclude).unwrap_or_default();
     if current.lines().any(|line| line.trim() == "/.ocflow/") {
@@ -764,5 +763,21 @@ fn exclude_from_git(repo: &Path) {
             "ocflow: warning: could not add /.ocflow/ to {}: {err}",
             exclude.display()
         ));
+    }
+}
+
+/// The git directory whose `info/exclude` the work tree `repo` reads: `.git` itself, or for a
+/// linked worktree (`.git` a file, `gitdir: …`) the repository's common directory, which its
+/// worktrees share (`commondir` in the worktree's own git directory).
+fn git_common_dir(repo: &Path) -> Option<std::path::PathBuf> {
+    let dot_git = repo.join(".git");
+    if dot_git.is_dir() {
+        return Some(dot_git);
+    }
+    let pointer = fs::read_to_string(&dot_git).ok()?;
+    let own = repo.join(pointer.strip_prefix("gitdir:")?.trim());
+    match fs::read_to_string(own.join("commondir")) {
+        Ok(common) => Some(own.join(common.trim())),
+        Err(_) => Some(own),
     }
 }

@@ -625,3 +625,48 @@ fn list_counts_the_diffs_files_and_ages_from_the_run() {
         .collect();
     assert_eq!(row.get(2..5), Some(&["2", "h", "1"][..]), "{text}");
 }
+
+/// Issue 38: in a linked worktree (`.git` is a file naming the repository's git directory) the
+/// default workspace `.ocflow/` was not kept out of git: `git status` showed it, and a plain
+/// `git add -A` took it in. The repository's common `info/exclude` now lists it.
+#[test]
+fn the_default_workspace_is_kept_out_of_git_in_a_linked_worktree() {
+    let sandbox = Sandbox::new(&[("a.txt", "a\n")]);
+    let git = |dir: &std::path::Path, args: &[&str]| {
+        let out = std::process::Command::new("git")
+            .arg("-C")
+            .arg(dir)
+            .args(["-c", "user.name=t", "-c", "user.email=t@t"])
+            .args(args)
+            .output()
+            .unwrap();
+        assert!(out.status.success(), "git {args:?}: {}", stderr(&out));
+        String::from_utf8_lossy(&out.stdout).into_owned()
+    };
+    git(&sandbox.repo, &["init", "-q"]);
+    git(&sandbox.repo, &["add", "-A"]);
+    git(&sandbox.repo, &["commit", "-qm", "start"]);
+    let worktree = sandbox.root().join("wt");
+    git(
+        &sandbox.repo,
+        &["worktree", "add", "-q", worktree.to_str().unwrap()],
+    );
+    let flow = json!([{"id": "w", "operation": "write_file",
+        "params": {"file_path": "b.txt", "content": "b\n"}}]);
+    let plan = sandbox.flow(&flow);
+    let output = sandbox
+        .command_like_ocflow(env!("CARGO_BIN_EXE_ocflow"))
+        .arg("--repo")
+        .arg(&worktree)
+        .args(["run", "--task-id", "t", "--plan"])
+        .arg(&plan)
+        .output()
+        .unwrap();
+    assert_exit(&output, 0);
+    assert!(worktree.join(".ocflow/t/flow.json").is_file());
+    let seen = git(
+        &worktree,
+        &["status", "--porcelain", "--untracked-files=all"],
+    );
+    assert!(!seen.contains(".ocflow"), "{seen}");
+}

@@ -240,14 +240,17 @@ pub fn substitute_refs(
 }
 
 /// The references in `text` with their byte offsets.
+/// Every malformed reference is named, not only the first (one hid the next).
 fn scan_refs(text: &str) -> Result<Vec<(usize, OutputRef)>, RefError> {
     let mut refs = Vec::new();
+    let mut malformed = Vec::new();
     let mut offset = 0;
     while let Some(found) = text[offset..].find(REF_OPEN) {
         let start = offset + found;
         let inner_start = start + REF_OPEN.len();
         let Some(close) = text[inner_start..].find('}') else {
-            return Err(RefError(format!("unclosed reference {:?}", &text[start..])));
+            malformed.push(format!("unclosed reference {:?}", &text[start..]));
+            break;
         };
         let end = inner_start + close + 1;
         let whole = &text[start..end];
@@ -255,9 +258,11 @@ fn scan_refs(text: &str) -> Result<Vec<(usize, OutputRef)>, RefError> {
         let step = parts.next().unwrap_or_default();
         let fields: Vec<String> = parts.collect();
         if step.is_empty() || fields.is_empty() || fields.iter().any(|f| f.is_empty()) {
-            return Err(RefError(format!(
+            malformed.push(format!(
                 "malformed reference {whole:?}; write @{{outputs.STEP_ID.FIELD}}"
-            )));
+            ));
+            offset = end;
+            continue;
         }
         refs.push((
             start,
@@ -269,7 +274,11 @@ fn scan_refs(text: &str) -> Result<Vec<(usize, OutputRef)>, RefError> {
         ));
         offset = end;
     }
-    Ok(refs)
+    if malformed.is_empty() {
+        Ok(refs)
+    } else {
+        Err(RefError(malformed.join("; ")))
+    }
 }
 
 #[cfg(test)]
@@ -286,6 +295,14 @@ mod tests {
         assert!(output_refs("@{outputs.only}").is_err());
         assert!(output_refs("@{outputs.a.b").is_err());
         assert_eq!(output_refs("plain @{other}").unwrap(), vec![]);
+        // Issue 38: a bad reference no longer hides the next one.
+        let both = output_refs("@{outputs.a} and @{outputs..b} and @{outputs.c.d").unwrap_err();
+        assert_eq!(
+            both.0,
+            "malformed reference \"@{outputs.a}\"; write @{outputs.STEP_ID.FIELD}; malformed \
+             reference \"@{outputs..b}\"; write @{outputs.STEP_ID.FIELD}; unclosed reference \
+             \"@{outputs.c.d\""
+        );
     }
 
     fn dependencies_of(step: Value) -> Result<Vec<String>, String> {

@@ -40,9 +40,18 @@ pub struct Crossing {
 }
 
 impl Crossing {
-    /// In words: "80 % of the token budget: 1600 tokens of 2000 tokens".
+    /// In words: "80 % of the token budget: 1600 tokens of 2000 tokens"; a budget that
+    /// stops the flow before it is spent says why ("the token budget has no room for the next
+    /// call: 0 tokens of 300 tokens spent"), not "100 %".
     pub fn describe(&self) -> String {
         let kind = self.budget;
+        if self.percent >= 100 && self.spent < self.limit {
+            return format!(
+                "the {kind} budget has no room for the next call: {} of {} spent",
+                kind.amount(self.spent),
+                kind.amount(self.limit)
+            );
+        }
         format!(
             "{} % of the {kind} budget: {} of {}",
             self.percent,
@@ -522,6 +531,30 @@ mod tests {
             .await
             .expect("answered once the others did");
         assert!(refused.is_err_and(|e| e.kind == LlmErrorKind::BudgetExhausted));
+    }
+
+    /// Issue 38: a budget that stops a flow before anything was spent said "100 %".
+    #[test]
+    fn a_budget_that_stops_before_it_is_spent_says_why_not_100_percent() {
+        let stopped = Crossing {
+            budget: BudgetKind::Tokens,
+            percent: 100,
+            spent: 0.0,
+            limit: 300.0,
+        };
+        assert_eq!(
+            stopped.describe(),
+            "the token budget has no room for the next call: 0 tokens of 300 tokens spent"
+        );
+        let reached = Crossing {
+            spent: 300.0,
+            ..stopped
+        };
+        assert!(
+            reached.describe().starts_with("100 % of the"),
+            "{}",
+            reached.describe()
+        );
     }
 
     #[tokio::test]

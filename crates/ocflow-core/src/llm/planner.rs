@@ -347,7 +347,8 @@ fn unfit(flow: &Flow, named: &[RepoPath]) -> Option<String> {
             )
         } else {
             format!(
-                "the flow touches none of the files the task names ({}); plan the change to them",
+                "the flow touches none of the files the task names ({}): plan its steps on them \
+                 (change them, or analyze_code them with the question as `query` to answer one)",
                 names.join(", ")
             )
         });

@@ -864,3 +864,40 @@ fn a_journal_of_a_newer_version_is_refused_by_name() {
     );
     assert_eq!(tree(&sandbox.repo), applied, "nothing was put back");
 }
+
+/// Issue 38: an apply the disk cannot hold said "free the disk …, then resume", where the next
+/// command is the apply itself, and its code said `io`. It says no space now, and how to go on;
+/// nothing is left half-written. The repository sits on a 1 MiB file system (bubblewrap's sized
+/// tmpfs); the flow's change is 3 MB.
+#[test]
+fn an_apply_the_disk_cannot_hold_says_no_space_and_to_apply_again() {
+    if !require(Component::Bubblewrap) {
+        return;
+    }
+    let sandbox = Sandbox::new(&[]);
+    let flow = json!([{"id": "big", "operation": "execute_shell_command",
+        "params": {"command": "head -c 3000000 /dev/zero > big.bin"}}]);
+    assert_exit(&sandbox.run(&flow, "t"), 0);
+    let ocflow = sandbox.ocflow();
+    let args: Vec<String> = ocflow
+        .get_args()
+        .map(|a| a.to_string_lossy().into_owned())
+        .chain(["--json", "apply", "t"].map(String::from))
+        .collect();
+    let mut command = sandbox.command_like_ocflow("bwrap");
+    command
+        .args(["--dev-bind", "/", "/", "--size", "1048576", "--tmpfs"])
+        .arg(&sandbox.repo)
+        .arg(env!("CARGO_BIN_EXE_ocflow"))
+        .args(&args);
+    let output = command.output().unwrap();
+    assert_exit(&output, 1);
+    let error: Value = stdout(&output)
+        .lines()
+        .filter_map(|l| serde_json::from_str::<Value>(l).ok())
+        .find(|e| e["type"] == json!("error"))
+        .unwrap_or_else(|| panic!("{}\n{}", stdout(&output), stderr(&output)));
+    assert_eq!(error["code"], json!("no_space"), "{error}");
+    let hint = error["hint"].as_str().unwrap_or_default();
+    assert!(hint.contains("`ocflow apply ID` for an apply"), "{error}");
+}

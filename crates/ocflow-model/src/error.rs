@@ -128,6 +128,7 @@ impl Error {
             Error::BadStateFile { .. } => "bad_state_file",
             Error::Bridge(_) => "bridge",
             Error::Llm(_) => "llm",
+            Error::Io { .. } if self.is_no_space() => "no_space",
             Error::Io { .. } => "io",
             Error::Interrupted => "interrupted",
             Error::Internal { .. } => "internal",
@@ -158,6 +159,13 @@ impl Error {
                 Some("the endpoint may answer later: run the same command again".into())
             }
             Error::Llm(_) => Some("check the base URL, the model name and the API key".into()),
+            // Nothing was left half-written: the same command goes on once there is room (an
+            // apply is run again as it was, not resumed).
+            Error::Io { .. } if self.is_no_space() => Some(
+                "free space on that disk, then run the same command again (`ocflow apply ID` for \
+                 an apply; a flow goes on with `ocflow resume ID`): nothing was left half-written"
+                    .into(),
+            ),
             Error::Io { .. } => Some("free the disk or fix the permission, then resume".into()),
             _ => None,
         }

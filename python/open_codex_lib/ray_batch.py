@@ -4,8 +4,11 @@
 request on its stdin::
 
     {"address": "auto", "max_concurrent_flows": M, "max_retries": 3, "ocflow": "/abs/ocflow",
-     "flows": [{"id": ID, "argv": [...], "resume_argv": [...], "task_dir": P or null,
-                "repo": {"path": P} or {"git": URL, "rev": REV}, "env": {...}}]}
+     "flows": [{"id": ID, "argv": [...], "stdin": TASK or null, "resume_argv": [...],
+                "task_dir": P or null, "repo": {"path": P} or {"git": URL, "rev": REV},
+                "env": {...}}]}
+
+``stdin`` is what ``argv``'s run reads on its stdin (the task; ``resume_argv`` reads nothing).
 
 Stdout carries one JSON object per line and nothing else (everything Ray or ocflow says goes
 to stderr): ``{"id": ID, "event": {...}}`` for each event of a flow on shared storage (its
@@ -155,6 +158,11 @@ def parse_request(text: str) -> dict:
                     f"{where}: `{key}` must be a list of strings",
                     f"send `{key}` as ocflow's arguments without the binary, as a JSON list",
                 )
+        if flow.get("stdin") is not None and not isinstance(flow["stdin"], str):
+            raise RequestError(
+                f"{where}: `stdin` must be a string or null",
+                "send the task `argv` reads on its stdin as a string",
+            )
         repo = flow.get("repo")
         if not isinstance(repo, dict) or not (
             isinstance(repo.get("path"), str) or isinstance(repo.get("git"), str)
@@ -274,6 +282,21 @@ def clone(url: str, rev: str | None, into: Path, env: dict) -> None:
             stdout=subprocess.DEVNULL,
             stderr=subprocess.PIPE,
         )
+
+
+def feed_stdin(process: subprocess.Popen, text: str) -> None:
+    """Writes the task on the flow's stdin, on a thread (a pipe holds 64 KiB: a longer task
+    would block here while the flow waits to be stopped), and closes it. A flow that refuses the
+    task before reading it all ends the write, alone."""
+
+    def write() -> None:
+        try:
+            process.stdin.write(text.encode("utf-8"))
+            process.stdin.close()
+        except OSError:
+            pass
+
+    threading.Thread(target=write, daemon=True).start()
 
 
 def wait_or_stop(process: subprocess.Popen) -> int:
@@ -425,23 +448,27 @@ def run_flow_attempt(flow: dict, ocflow: str, attempt: int) -> dict:
             if value is not None:
                 globals_ += [option, value]
 
+    feed = None
     if has_started(task_dir):
         chosen = resume_argv
         wait_until_unlocked(task_dir)
     else:
         chosen = argv
+        feed = flow.get("stdin")
     with tempfile.TemporaryFile() as stderr:
         # Its own session: a signal meant for the Ray worker's group is not the flow's; the
         # flow is stopped only through wait_or_stop, resumably.
         process = subprocess.Popen(
             [ocflow, *chosen],
             env=env,
-            stdin=subprocess.DEVNULL,
+            stdin=subprocess.DEVNULL if feed is None else subprocess.PIPE,
             stdout=subprocess.DEVNULL,
             stderr=stderr,
             start_new_session=True,
             preexec_fn=stop_with_parent(),  # noqa: PLW1509 - only calls a looked-up prctl
         )
+        if feed is not None:
+            feed_stdin(process, feed)
         exit_code = wait_or_stop(process)
         stderr.seek(max(0, stderr.seek(0, os.SEEK_END) - STDERR_TAIL_BYTES))
         stderr_tail = stderr.read().decode("utf-8", "replace")

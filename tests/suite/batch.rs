@@ -892,3 +892,34 @@ fn a_budget_pauses_the_batchs_flows_and_a_higher_one_resumes_them() {
     all_succeeded(&out, 3);
     assert_eq!(llm.calls("code"), 3, "one code answer per flow");
 }
+
+/// Issue 38: one task over 128 KiB stopped the whole batch ("Argument list too long": the task
+/// was an argument of its flow). Tasks reach their flows on stdin: a 200 KB task runs, and one
+/// over ocflow's 1 MiB limit fails alone, the others finishing.
+#[test]
+fn a_long_task_runs_and_one_too_long_fails_alone() {
+    let sandbox = Sandbox::new(&[]);
+    let llm = slow_llm();
+    let tasks = fleet(&sandbox, 2);
+    let text = fs::read_to_string(&tasks).unwrap();
+    let long = "refactor ".repeat(200_000 / 9);
+    let too_long = "x".repeat(1024 * 1024 + 1);
+    fs::write(
+        &tasks,
+        format!(
+            "{text}{}\n{}\n",
+            json!({"id": "long", "task": long, "repo": "repos/t0", "plan": "plan.json"}),
+            json!({"id": "huge", "task": too_long, "repo": "repos/t1", "plan": "plan.json"})
+        ),
+    )
+    .unwrap();
+    let out = sandbox.root().join("out");
+    let output = batch(&sandbox, &llm, &tasks, &out).output().unwrap();
+    assert_exit(&output, 1);
+    let results = results(&out);
+    for id in ["t0", "t1", "long"] {
+        assert_eq!(results[id]["state"], "succeeded", "{id}: {}", results[id]);
+    }
+    let huge = &results["huge"];
+    assert_eq!(huge["exit_code"], json!(2), "{huge}");
+}

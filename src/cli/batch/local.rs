@@ -120,7 +120,11 @@ async fn run_flow(
     let mut command = tokio::process::Command::new(&context.exe);
     command
         .args(job.argv(context, job.resume, true))
-        .stdin(Stdio::null())
+        .stdin(if job.stdin_text(job.resume).is_some() {
+            Stdio::piped()
+        } else {
+            Stdio::null()
+        })
         .stdout(Stdio::piped())
         .stderr(log);
     for name in key_variables() {
@@ -160,6 +164,19 @@ async fn run_flow(
             }
         }
     }
+    // The task on its stdin, written beside the reading of its output (a flow that stops
+    // reading early, refusing a task too big, leaves the write to fail alone).
+    let feeding = match (child.stdin.take(), job.stdin_text(job.resume)) {
+        (Some(mut stdin), Some(text)) => {
+            let text = text.as_bytes().to_vec();
+            Some(tokio::spawn(async move {
+                use tokio::io::AsyncWriteExt;
+                let _ = stdin.write_all(&text).await;
+                let _ = stdin.shutdown().await;
+            }))
+        }
+        _ => None,
+    };
     if let Some(stdout) = child.stdout.take() {
         let mut lines = tokio::io::BufReader::new(stdout).lines();
         while let Ok(Some(line)) = lines.next_line().await {
@@ -170,6 +187,9 @@ async fn run_flow(
         .wait()
         .await
         .io_context(|| format!("waiting for the flow {id}"))?;
+    if let Some(feeding) = feeding {
+        feeding.abort();
+    }
     if let Ok(mut running) = running.lock() {
         running.remove(&id);
     }

@@ -123,10 +123,17 @@ impl FlowJob {
         }
         argv.extend(context.budget.iter().cloned());
         if !resume {
-            // After `--`, a task beginning with `-` is not taken for a flag.
-            argv.extend(["--".into(), self.task.task.clone().into()]);
+            // The task comes on the flow's stdin (`stdin_text`): a task of any length passes
+            // (one over 128 KiB as an argument stopped the whole batch with "Argument list too
+            // long"), and a task over ocflow's own limit fails its flow alone.
+            argv.push("-".into());
         }
         argv
+    }
+
+    /// What the flow reads on its stdin: the task, for a run (a resume reads nothing).
+    pub(crate) fn stdin_text(&self, resume: bool) -> Option<&str> {
+        (!resume).then_some(self.task.task.as_str())
     }
 
     /// The environment a flow gets on top of the driver's: the gate and its token as the

@@ -263,6 +263,8 @@ fn request(jobs: &[FlowJob], context: &Context, address: &str) -> Value {
             json!({
                 "id": job.task.id,
                 "argv": strings(job.argv(context, false, false)),
+                // What `argv`'s run reads on its stdin: the task (`resume_argv` reads none).
+                "stdin": job.stdin_text(false),
                 "resume_argv": strings(job.argv(context, true, false)),
                 // Where a path flow lives (the driver sees it too): the runner relays its
                 // journal and, on a retry, resumes it there. A cloned one lives on its node.

@@ -17,7 +17,7 @@ use ocflow_core::task::journal::Journal;
 use ocflow_core::task::review::{self, Change};
 use ocflow_core::task::state;
 use ocflow_core::task::workspace::{self, TaskDir};
-use ocflow_model::error::{Error, Result};
+use ocflow_model::error::{Error, IoContext, Result};
 use ocflow_model::event::Event;
 use ocflow_model::event::{Record, Recovered};
 use ocflow_model::exit::ExitCode;
@@ -113,13 +113,32 @@ pub(crate) fn apply(config: &Config, args: ApplyArgs) -> Result<ExitCode> {
             task.task_id
         )));
     }
-    drop(held);
-    if args.commit && !files.is_empty() {
-        let sha = commit(&flow_status.repo, &task, &flow_status, &files)?;
-        if let Some(mut kept) = apply_journal::last_apply(&task)? {
-            kept.set_commit(sha)?;
+    // The commit is part of the apply: journaled (the index entries it changes kept first),
+    // and a signal meanwhile waits for it to end, so it is made or not, never half-staged.
+    if args.commit
+        && !files.is_empty()
+        && let Some(mut kept) = apply_journal::last_apply(&task)?
+    {
+        kept.begin_commit(index_entries(&flow_status.repo, &files)?)?;
+        let sha = commit(&flow_status.repo, &task, &flow_status, &files);
+        let sha = match sha {
+            Ok(sha) => sha,
+            Err(error) => {
+                restore_index(&flow_status.repo, &kept)?;
+                kept.set_stage(Stage::Applied)?;
+                return Err(error);
+            }
+        };
+        kept.set_commit(sha)?;
+        if held.arrived() {
+            return Err(Error::ApplyInterrupted(format!(
+                "a signal came as the apply of task {0} was committed; the commit is made \
+                 (`ocflow undo {0}` removes it and puts the files back)",
+                task.task_id
+            )));
         }
     }
+    drop(held);
     Ok(ExitCode::Success)
 }
 
@@ -216,6 +235,7 @@ pub(crate) fn undo(config: &Config, args: UndoArgs) -> Result<ExitCode> {
     if let Some(sha) = &commit {
         uncommit(&rules.repo, sha, &kept.paths())?;
     }
+    restore_index(&rules.repo, &kept)?;
     kept.set_stage(Stage::Undone)?;
     // An earlier apply of the task (an `--only` part) may still be in effect.
     flow_status.applied_at =
@@ -292,6 +312,32 @@ fn recover_locked(task: &TaskDir) -> Result<()> {
     kept.check_paths(&rules)?;
     let id = &task.task_id;
     let (outcome, restored) = match kept.record.stage {
+        Stage::Committing => {
+            // The killed apply's git may still be committing: its end is waited for.
+            wait_for_git(&repo);
+            // Made, if HEAD is the commit of this apply; else unstaged again.
+            let message = git_output(&repo, &["log", "-1", "--format=%B"]).unwrap_or_default();
+            let made = message.contains(&format!("Applied by ocflow from task {id}."));
+            let outcome = if made {
+                let sha = git_output(&repo, &["rev-parse", "HEAD"])?;
+                kept.set_commit(sha)?;
+                say(&format!(
+                    "ocflow: the apply of task {id} was cut short after its commit was made; it \
+                     is complete (`ocflow undo {id}` removes the commit and puts the files back)"
+                ));
+                Recovered::Committed
+            } else {
+                restore_index(&repo, &kept)?;
+                kept.set_stage(Stage::Applied)?;
+                say(&format!(
+                    "ocflow: the commit of task {id}'s apply was cut short before it was made: \
+                     the files stay applied and nothing of them is left staged (`git commit` \
+                     them, or `ocflow undo {id}` puts them back)"
+                ));
+                Recovered::CommitRolledBack
+            };
+            (outcome, apply_journal::Restored::default())
+        }
         Stage::Writing if kept.all_in_place(&repo)? => {
             kept.remove_leftovers(&repo);
             kept.set_stage(Stage::Applied)?;
@@ -490,6 +536,74 @@ fn commit(
         files.len()
     ));
     git_output(repo, &["rev-parse", "HEAD"])
+}
+
+/// Waits (at most 30 s) while another git holds the repository's index: the one a killed
+/// `apply --commit` started goes on to its end.
+fn wait_for_git(repo: &Path) {
+    let Ok(lock) = git_output(repo, &["rev-parse", "--git-path", "index.lock"]) else {
+        return;
+    };
+    let lock = repo.join(lock);
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(30);
+    while lock.exists() && std::time::Instant::now() < deadline {
+        std::thread::sleep(std::time::Duration::from_millis(100));
+    }
+}
+
+/// The index entries of `files` (`git ls-files --stage`), before an apply stages them.
+fn index_entries(repo: &Path, files: &[String]) -> Result<String> {
+    let mut args = vec!["--literal-pathspecs", "ls-files", "--stage", "-z", "--"];
+    args.extend(files.iter().map(String::as_str));
+    git_output(repo, &args)
+}
+
+/// Puts back the index entries the apply's files had before `apply --commit` staged them (none
+/// for an apply that committed nothing): a file that was not in the index leaves it again.
+fn restore_index(repo: &Path, kept: &apply_journal::Kept) -> Result<()> {
+    let Some(before) = &kept.record.index_before else {
+        return Ok(());
+    };
+    let paths = kept.paths();
+    let mut remove = vec![
+        "--literal-pathspecs",
+        "rm",
+        "--cached",
+        "--force",
+        "--quiet",
+    ];
+    remove.extend(["--ignore-unmatch", "--"]);
+    remove.extend(paths.iter().map(String::as_str));
+    git_output(repo, &remove)?;
+    if before.is_empty() {
+        return Ok(());
+    }
+    let mut child = std::process::Command::new("git")
+        .current_dir(repo)
+        .args(["update-index", "-z", "--index-info"])
+        .stdin(std::process::Stdio::piped())
+        .stdout(std::process::Stdio::null())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .io_context(|| "running git update-index".into())?;
+    if let Some(mut stdin) = child.stdin.take() {
+        use std::io::Write;
+        stdin
+            .write_all(before.as_bytes())
+            .io_context(|| "writing to git update-index".into())?;
+    }
+    let done = child
+        .wait_with_output()
+        .io_context(|| "waiting for git update-index".into())?;
+    if !done.status.success() {
+        return Err(Error::Usage(format!(
+            "putting back the index entries of {} failed: {}; `git reset -- <files>` unstages \
+             them",
+            paths.join(", "),
+            String::from_utf8_lossy(&done.stderr).trim()
+        )));
+    }
+    Ok(())
 }
 
 /// Runs git in `repo`; its trimmed output, or an error naming the command.

@@ -901,3 +901,88 @@ fn an_apply_the_disk_cannot_hold_says_no_space_and_to_apply_again() {
     let hint = error["hint"].as_str().unwrap_or_default();
     assert!(hint.contains("`ocflow apply ID` for an apply"), "{error}");
 }
+
+/// Issue 38: `apply --commit` killed while it committed (files applied, all staged, HEAD
+/// unchanged) left the staging behind, and `undo` put the files back but left them staged, so
+/// the user's next plain `git commit` committed the undone changes. The commit phase is in the
+/// apply's journal: the next command unstages what a kill left (the files stay applied), and
+/// `undo` puts the index back as it was. A signal during the commit waits for it: it is made,
+/// or not, never left half-staged. (The repository's own pre-commit hook kills ocflow, as a
+/// signal at that moment would.)
+#[test]
+fn a_commit_cut_short_leaves_nothing_staged_and_undo_puts_the_index_back() {
+    let sandbox = Sandbox::new(&[("a.txt", "old a\n"), ("gone.txt", "bye\n")]);
+    let git = |args: &[&str]| git_in(&sandbox.repo, args);
+    git(&["init", "-q"]);
+    git(&["add", "-A"]);
+    git(&["commit", "-q", "-m", "start"]);
+    assert_exit(&sandbox.run(&editing_flow(), "t"), 0);
+    let hook = sandbox.repo.join(".git/hooks/pre-commit");
+    // The hook's parent is git, git's is ocflow.
+    std::fs::write(
+        &hook,
+        "#!/bin/sh\nkill -9 \"$(ps -o ppid= -p \"$PPID\" | tr -d ' ')\"\nsleep 5\nexit 1\n",
+    )
+    .unwrap();
+    std::fs::set_permissions(&hook, std::os::unix::fs::PermissionsExt::from_mode(0o755)).unwrap();
+    let killed = with_identity(sandbox.ocflow().args(["apply", "t", "--commit"]));
+    assert_eq!(killed.status.code(), None, "killed: {}", stderr(&killed));
+    assert_eq!(
+        git(&["log", "--format=%s"]),
+        "start\n",
+        "no commit was made"
+    );
+    assert_ne!(
+        git(&["diff", "--cached", "--name-only"]),
+        "",
+        "the kill left it staged"
+    );
+    std::fs::remove_file(&hook).unwrap();
+    // The next command finishes what the kill left: nothing staged, the files still applied.
+    let status = sandbox.ocflow().args(["status", "t"]).output().unwrap();
+    assert_exit(&status, 0);
+    assert!(
+        stderr(&status).contains("was cut short before it was made"),
+        "{}",
+        stderr(&status)
+    );
+    assert_eq!(git(&["diff", "--cached", "--name-only"]), "");
+    assert_eq!(
+        std::fs::read_to_string(sandbox.repo.join("a.txt")).unwrap(),
+        "new a\n"
+    );
+    // Staged again by hand, then undone: the index is as it was before the apply too.
+    git(&["add", "-A"]);
+    let undone = sandbox.ocflow().args(["undo", "t"]).output().unwrap();
+    assert_exit(&undone, 0);
+    assert_eq!(
+        git(&["status", "--porcelain", "--", "a.txt", "gone.txt", "dir"]),
+        ""
+    );
+    // SIGTERM while the hook runs: the commit is made, then ocflow ends with 130.
+    assert_exit(
+        &sandbox
+            .ocflow()
+            .args(["apply", "t", "--only", "a.txt"])
+            .output()
+            .unwrap(),
+        0,
+    );
+    let undone = sandbox.ocflow().args(["undo", "t"]).output().unwrap();
+    assert_exit(&undone, 0);
+    std::fs::write(
+        &hook,
+        "#!/bin/sh\nkill -TERM \"$(ps -o ppid= -p \"$PPID\" | tr -d ' ')\"\nsleep 1\nexit 0\n",
+    )
+    .unwrap();
+    std::fs::set_permissions(&hook, std::os::unix::fs::PermissionsExt::from_mode(0o755)).unwrap();
+    let termed = with_identity(sandbox.ocflow().args(["apply", "t", "--commit"]));
+    assert_exit(&termed, 130);
+    assert!(
+        stderr(&termed).contains("the commit is made"),
+        "{}",
+        stderr(&termed)
+    );
+    assert_eq!(git(&["log", "-1", "--format=%s"]), "edit\n");
+    assert_eq!(git(&["diff", "--cached", "--name-only"]), "");
+}

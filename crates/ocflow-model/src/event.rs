@@ -289,6 +289,11 @@ pub enum Recovered {
     Completed,
     /// The undo was finished: the files are as they were before the apply.
     UndoFinished,
+    /// `apply --commit` was cut short after its commit was made: recorded.
+    Committed,
+    /// `apply --commit` was cut short before its commit: the files stay applied and their
+    /// index entries are as before it (nothing staged is left behind).
+    CommitRolledBack,
 }
 
 /// A step's result given as the flow's answer.

@@ -34,6 +34,9 @@ pub enum Stage {
     /// Every file is in place.
     #[default]
     Applied,
+    /// Every file is in place and `apply --commit` is staging and committing them (the index
+    /// entries they had are kept in `index_before`).
+    Committing,
     /// Cut short, then put back as it was before.
     RolledBack,
     /// `undo` is putting the files back.
@@ -62,6 +65,11 @@ pub struct ApplyRecord {
     /// Whether the undo under way was forced (files edited since are put back too).
     #[serde(default, skip_serializing_if = "std::ops::Not::not")]
     pub forced: bool,
+    /// The index entries of the apply's files before `apply --commit` staged them, as `git
+    /// ls-files --stage` printed them (a file absent from it was not in the index): what a
+    /// commit cut short and `undo` put back, so a staged change never outlives them.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub index_before: Option<String>,
 }
 
 #[derive(Debug, Clone, Serialize, Deserialize)]
@@ -127,6 +135,7 @@ pub(crate) fn begin(task: &TaskDir, repo: &Path, changes: &[&Change]) -> Result<
         undone_at: None,
         commit: None,
         forced: false,
+        index_before: None,
     };
     // The copies reach the disk before the record that says they are there.
     workspace::sync_file_system(&dir)?;
@@ -160,10 +169,17 @@ impl Kept {
             .collect()
     }
 
-    /// Records the commit made of the apply's files.
+    /// Records the commit made of the apply's files: the apply is complete.
     pub fn set_commit(&mut self, sha: String) -> Result<()> {
         self.record.commit = Some(sha);
-        workspace::write_json_atomic(&self.dir.join(RECORD_FILE), &self.record)
+        self.set_stage(Stage::Applied)
+    }
+
+    /// Records, before anything is staged, the index entries of the apply's files: the stage
+    /// `Committing`, which a kill leaves for the next command to finish.
+    pub fn begin_commit(&mut self, index_before: String) -> Result<()> {
+        self.record.index_before = Some(index_before);
+        self.set_stage(Stage::Committing)
     }
 
     /// The apply's version of a file (`None`: the apply deleted it, or never wrote it).
@@ -383,7 +399,11 @@ pub fn unfinished(task: &TaskDir) -> Result<Option<Kept>> {
     let Some(last) = last_at(task, &[])? else {
         return Ok(None);
     };
-    Ok(matches!(last.record.stage, Stage::Writing | Stage::Undoing).then_some(last))
+    Ok(matches!(
+        last.record.stage,
+        Stage::Writing | Stage::Committing | Stage::Undoing
+    )
+    .then_some(last))
 }
 
 /// The last record at one of `stages` (any stage when empty).

@@ -797,3 +797,70 @@ fn approving_without_llm_settings_a_flow_that_needs_the_model_changes_nothing() 
     assert_exit(&approved, 0);
     assert_eq!(sandbox.status("t")["state"], json!("succeeded"));
 }
+
+/// Issue 38: a flow continued by `ocflow approve` and interrupted during an LLM call ended in a
+/// Rust panic (2 of 2). It stops as any interrupted flow does: exit 130, resumable, no panic.
+#[test]
+fn an_approved_flow_interrupted_during_a_model_call_stops_resumably() {
+    use super::fake_llm::{FakeLlm, Reply, Rule, chat};
+    use std::time::{Duration, Instant};
+    let sandbox = Sandbox::new(&[("a.py", "A = 1\n")]);
+    let llm = FakeLlm::with_rules(vec![
+        Rule::prompt_contains("make A two").reply(Reply::SlowChat {
+            content: "```python\nA = 2\n```\n".into(),
+            delay: Duration::from_secs(30),
+        }),
+        Rule::flow_summary().reply(chat("A is two.")),
+    ]);
+    let plan = sandbox.flow(&json!({"steps": [{"id": "edit", "operation": "modify_code",
+        "params": {"file_path": "a.py", "instructions": "make A two"}}]}));
+    let waiting = sandbox
+        .ocflow_llm(&llm.base_url())
+        .args([
+            "--json",
+            "run",
+            "--approve",
+            "plan",
+            "--task-id",
+            "t",
+            "--plan",
+        ])
+        .arg(&plan)
+        .stdin(Stdio::null())
+        .output()
+        .unwrap();
+    assert_exit(&waiting, 3);
+    let child = sandbox
+        .ocflow_llm(&llm.base_url())
+        .args(["approve", "t"])
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let deadline = Instant::now() + Duration::from_secs(20);
+    while llm.requests().is_empty() && Instant::now() < deadline {
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    assert!(!llm.requests().is_empty(), "the step never asked the model");
+    rustix::process::kill_process(
+        rustix::process::Pid::from_child(&child),
+        rustix::process::Signal::INT,
+    )
+    .unwrap();
+    let output = child.wait_with_output().unwrap();
+    let said = stderr(&output);
+    assert!(!said.contains("panicked"), "{said}");
+    assert_exit(&output, 130);
+    assert_eq!(sandbox.status("t")["state"], json!("interrupted"), "{said}");
+    // Resumed, it finishes.
+    let llm = FakeLlm::with_rules(vec![
+        Rule::prompt_contains("make A two").reply(chat("```python\nA = 2\n```\n")),
+        Rule::flow_summary().reply(chat("A is two.")),
+    ]);
+    let resumed = sandbox
+        .ocflow_llm(&llm.base_url())
+        .args(["resume", "t"])
+        .output()
+        .unwrap();
+    assert_exit(&resumed, 0);
+}

@@ -149,7 +149,31 @@ impl StepLlm {
             json: call.json,
             schema: call.schema,
         };
-        match self.host.runtime.block_on(self.host.llm.chat(&request)) {
+        // A signal ends the call at once: the run then stops, and its runtime with it, while
+        // this step's thread may still be here (a call going on to use the runtime's timers
+        // then panicked).
+        let stopped = || {
+            json!({"error": {
+                "kind": "interrupted",
+                "transient": true,
+                "message": "ocflow is stopping (a signal): the step runs again on resume",
+            }})
+            .to_string()
+        };
+        if crate::task::interrupt::raised() {
+            return stopped();
+        }
+        let answered = self.host.runtime.block_on(async {
+            tokio::select! {
+                biased;
+                () = crate::task::interrupt::stopped() => None,
+                answer = self.host.llm.chat(&request) => Some(answer),
+            }
+        });
+        let Some(answered) = answered else {
+            return stopped();
+        };
+        match answered {
             Ok(answer) => json!({
                 "content": answer.content,
                 "finish_reason": answer.finish_reason,

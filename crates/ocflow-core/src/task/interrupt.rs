@@ -7,12 +7,28 @@
 use std::sync::atomic::{AtomicBool, Ordering};
 
 use ocflow_model::error::{Error, Result};
+use tokio::sync::Notify;
 
 static RAISED: AtomicBool = AtomicBool::new(false);
+/// Wakes whoever waits for the stop (`stopped`): a step's model call on its own thread.
+static STOPPED: Notify = Notify::const_new();
 
 /// Marks the process as asked to stop (the signal listener calls it).
 pub(crate) fn raise() {
     RAISED.store(true, Ordering::SeqCst);
+    STOPPED.notify_waiters();
+}
+
+/// Returns once a stop is asked for. Needs no timer: it may be polled while the runtime shuts
+/// down.
+pub(crate) async fn stopped() {
+    loop {
+        let notified = STOPPED.notified();
+        if raised() {
+            return;
+        }
+        notified.await;
+    }
 }
 
 /// Whether a stop was asked for.

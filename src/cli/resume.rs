@@ -73,6 +73,8 @@ pub(crate) async fn continue_flow(
                 config.repo.display()
             )));
         }
+        // Planning paused by a budget pauses again under the same limit: refused first.
+        budget::refuse_the_same_limit(&status, config.run.budget)?;
         let mut own = config.clone();
         own.workspace = task.workspace();
         own.rules = PathRules::new(&status.repo, &own.workspace);

@@ -481,6 +481,20 @@ fn a_budget_spent_before_planning_pauses_and_resume_plans_the_task() {
         stdout(&output)
     );
     assert_eq!(of_type(&events, "budget")[0]["percent"], json!(100));
+    // Issue 38: the same limit again was planned again and paused again, where README says it
+    // is refused: refused, as for a flow paused after planning.
+    let again = sandbox
+        .ocflow_llm(&llm.base_url())
+        .args(["resume", "t"])
+        .output()
+        .unwrap();
+    assert_exit(&again, 2);
+    assert!(
+        stderr(&again).contains("give a higher limit to continue it"),
+        "{}",
+        stderr(&again)
+    );
+    assert_eq!(llm.calls("planner"), 0);
     let output = sandbox
         .ocflow_llm(&llm.base_url())
         .args(["resume", "t", "--max-tokens", "100000"])

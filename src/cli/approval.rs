@@ -340,9 +340,10 @@ const SUBJECT_STEPS: usize = 20;
 fn save_waiting(task: &TaskDir, status: &mut FlowStatus, pending: PendingApproval) -> Result<()> {
     status.move_to(FlowState::Waiting)?;
     status.message = Some(format!(
-        "waiting for approval of the {}: `ocflow approve {1}` goes on, `ocflow reject {1}` \
+        "waiting for approval of {}: `ocflow approve {1}` goes on, `ocflow reject {1}` \
          ends it",
-        pending.kind, task.task_id
+        pending.kind.what(),
+        task.task_id
     ));
     status.approval = Some(pending);
     state::save_status(task, status).map(drop)
@@ -463,8 +464,8 @@ fn reject(
     status.pending_recovery = None;
     status.move_to(FlowState::Failed)?;
     status.message = Some(format!(
-        "rejected at the approval of the {}{why}",
-        kind.unwrap_or(ApprovalKind::Plan)
+        "rejected at the approval of {}{why}",
+        kind.unwrap_or(ApprovalKind::Plan).what()
     ));
     status.finished_at = Some(now());
     state::save_status(task, status)?;

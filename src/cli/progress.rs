@@ -110,7 +110,10 @@ fn progress_line(event: &Event) -> Option<String> {
                 .as_ref()
                 .map(|s| format!(" (step {})", printable(s)))
                 .unwrap_or_default();
-            format!("ocflow: waiting for approval of the {kind}{of}: `{approve}`, or `{reject}`")
+            format!(
+                "ocflow: waiting for approval of {}{of}: `{approve}`, or `{reject}`",
+                kind.what()
+            )
         }
         Event::ApprovalAnswered {
             kind,

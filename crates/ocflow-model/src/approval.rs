@@ -31,6 +31,18 @@ impl fmt::Display for ApprovalKind {
     }
 }
 
+impl ApprovalKind {
+    /// What is approved, as a sentence names it: "the plan", "the risky commands", "the
+    /// apply" ("waiting for approval of the risky" lacked its noun).
+    pub fn what(&self) -> &'static str {
+        match self {
+            ApprovalKind::Plan => "the plan",
+            ApprovalKind::Risky => "the risky commands",
+            ApprovalKind::Apply => "the apply",
+        }
+    }
+}
+
 /// The question a waiting flow holds until it is answered.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct PendingApproval {
@@ -97,5 +109,27 @@ impl Approvals {
             risky: self.risky || other.risky,
             apply: self.apply || other.apply,
         }
+    }
+}
+
+#[cfg(test)]
+mod what_is_approved {
+    use super::*;
+
+    /// Issue 38: "waits for approval of the risky: …" lacked its noun.
+    #[test]
+    fn each_kind_is_named_with_its_noun() {
+        let said: Vec<String> = [ApprovalKind::Plan, ApprovalKind::Risky, ApprovalKind::Apply]
+            .iter()
+            .map(|kind| format!("waiting for approval of {}", kind.what()))
+            .collect();
+        assert_eq!(
+            said,
+            [
+                "waiting for approval of the plan",
+                "waiting for approval of the risky commands",
+                "waiting for approval of the apply"
+            ]
+        );
     }
 }

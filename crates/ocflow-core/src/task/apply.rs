@@ -64,7 +64,7 @@ fn apply_with(
     };
     let planned: Vec<&Change> = plan.iter().map(|(_, change)| *change).collect();
     let mut journal = apply_journal::begin(task, &rules.repo, &planned)?;
-    let (failed, err) = match write(&rules.repo, &plan, before_each) {
+    let (failed, err) = match write(&rules.repo, &plan, force, before_each) {
         Ok(done) => {
             journal.set_stage(Stage::Applied)?;
             return Ok(Applied::Written(done));
@@ -78,8 +78,13 @@ fn apply_with(
         .map_or("(flushing the disk)".to_string(), |(_, c)| {
             c.path.as_str().to_string()
         });
+    let drifted = err
+        .get_ref()
+        .is_some_and(|inner| inner.downcast_ref::<Edited>().is_some());
     let put_back = journal.restore(rules, false).and_then(|restored| {
-        if restored.left.is_empty() {
+        // The file edited meanwhile was never written: it stays as its editor left it.
+        let kept_edit = drifted && restored.left == [target.clone()];
+        if restored.left.is_empty() || kept_edit {
             journal.set_stage(Stage::RolledBack)
         } else {
             Err(Error::Usage(format!(
@@ -89,6 +94,10 @@ fn apply_with(
         }
     });
     match put_back {
+        Ok(()) if drifted => Err(Error::Drift {
+            task_id: task_id.clone(),
+            files: vec![target],
+        }),
         Ok(()) if err.kind() == ErrorKind::Interrupted => Err(Error::ApplyInterrupted(format!(
             "the apply of task {task_id} was interrupted, so every change was undone and the \
              repository is as it was; apply it again with `ocflow apply {task_id}`"
@@ -110,10 +119,41 @@ fn apply_with(
     }
 }
 
-/// Writes each planned change; on a failure, which one and why.
+/// A target someone edited after the apply checked it, found just before it was replaced.
+#[derive(Debug)]
+struct Edited;
+
+impl std::fmt::Display for Edited {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str("the file changed after the apply checked it")
+    }
+}
+
+impl std::error::Error for Edited {}
+
+/// Whether `target` still holds what the flow read (`old`: the snapshot's file, `None`: it
+/// did not exist): checked again just before each file is replaced, since the check of every
+/// target comes before the journal is written and a person may edit one meanwhile.
+fn still_as_read(target: &Path, old: Option<&Path>) -> std::io::Result<()> {
+    let now = match fs::read(target) {
+        Ok(bytes) => Some(bytes),
+        Err(err) if err.kind() == ErrorKind::NotFound => None,
+        Err(err) => return Err(err),
+    };
+    let read = old.map(fs::read).transpose()?;
+    if now == read {
+        Ok(())
+    } else {
+        Err(std::io::Error::other(Edited))
+    }
+}
+
+/// Writes each planned change; on a failure, which one and why. Unless `force`, each target is
+/// checked to hold what the flow read just before it is replaced.
 fn write(
     repo: &Path,
     plan: &[(PathBuf, &Change)],
+    force: bool,
     before_each: &mut dyn FnMut(usize) -> std::io::Result<()>,
 ) -> std::result::Result<Vec<String>, (usize, std::io::Error)> {
     let mut count = 0;
@@ -124,19 +164,31 @@ fn write(
     };
     let mut done = Vec::new();
     for (index, (target, change)) in plan.iter().enumerate() {
-        let outcome = match &change.new {
-            Some(source) => point()
-                .and_then(|()| match target.parent() {
-                    Some(parent) => fs::create_dir_all(parent),
-                    None => Ok(()),
-                })
-                .and_then(|()| point())
-                .and_then(|()| place_with(source, target, &mut point)),
-            None => point().and_then(|()| match fs::remove_file(target) {
-                Err(err) if err.kind() == ErrorKind::NotFound => Ok(()),
-                other => other,
-            }),
+        let unchanged = || match force {
+            true => Ok(()),
+            false => still_as_read(target, change.old.as_deref()),
         };
+        let outcome =
+            match &change.new {
+                Some(source) => point()
+                    .and_then(|()| match target.parent() {
+                        Some(parent) => fs::create_dir_all(parent),
+                        None => Ok(()),
+                    })
+                    .and_then(|()| point())
+                    .and_then(|()| {
+                        place_with(source, target, &mut || {
+                            point()?;
+                            unchanged()
+                        })
+                    }),
+                None => point().and_then(|()| unchanged()).and_then(|()| {
+                    match fs::remove_file(target) {
+                        Err(err) if err.kind() == ErrorKind::NotFound => Ok(()),
+                        other => other,
+                    }
+                }),
+            };
         outcome.map_err(|err| (index, err))?;
         done.push(change.path.as_str().to_string());
     }
@@ -341,5 +393,53 @@ mod tests {
             "no staged or set-aside file is left: {:?}",
             after.keys()
         );
+    }
+
+    /// Issue 38: an edit of a target in the first moments of an apply (after every target was
+    /// checked, before it was replaced) was overwritten, and undo then brought the edit back
+    /// as "old". Each target is checked again just before it is replaced: an edit at any point
+    /// stops the apply, puts back what it wrote, and keeps the person's edit.
+    #[test]
+    fn an_edit_made_while_the_apply_runs_is_never_overwritten() {
+        for at in 0..6 {
+            let dir = tempfile::tempdir().unwrap();
+            fs::create_dir(dir.path().join("repo")).unwrap();
+            let repo = dir.path().join("repo").canonicalize().unwrap();
+            let flow = dir.path().join("flow");
+            fs::create_dir(&flow).unwrap();
+            fs::write(repo.join("a.txt"), "old a\n").unwrap();
+            fs::write(repo.join("b.txt"), "old b\n").unwrap();
+            let changes = vec![
+                change(&flow, &repo, "a.txt", Some("new a\n")),
+                change(&flow, &repo, "b.txt", Some("new b\n")),
+            ];
+            let rules = PathRules::new(&repo, &dir.path().join("workspace"));
+            let task = TaskDir::new(&dir.path().join("workspace"), "t");
+            // The person edits b.txt at point `at` of the apply.
+            let edited = repo.join("b.txt");
+            let mut edit = |n: usize| {
+                if n == at {
+                    fs::write(&edited, "mine\n")?;
+                }
+                Ok(())
+            };
+            match apply_with(&rules, &task, &changes, false, &mut edit) {
+                Err(Error::Drift { files, .. }) => {
+                    assert_eq!(files, vec!["b.txt".to_string()], "at {at}");
+                    assert_eq!(fs::read_to_string(repo.join("a.txt")).unwrap(), "old a\n");
+                }
+                Ok(_) => {
+                    assert!(at >= 5, "an edit at point {at} was overwritten");
+                    assert_eq!(fs::read_to_string(repo.join("a.txt")).unwrap(), "new a\n");
+                }
+                Err(other) => panic!("at {at}: {other}"),
+            }
+            // Whatever happened, the edit made before b.txt was replaced is there.
+            let b = fs::read_to_string(&edited).unwrap();
+            assert!(
+                b == "mine\n" || (at >= 5 && b == "new b\n"),
+                "at {at}: {b:?}"
+            );
+        }
     }
 }

@@ -315,17 +315,21 @@ fn a_detached_run_survives_a_hang_up_of_its_callers_process_group() {
     let marker = sandbox.shared().join("go");
     let plan = sandbox.flow(&gated_flow(&marker, 0));
     let id_file = sandbox.root().join("id");
+    let lingering = sandbox.root().join("lingering");
     // A terminal's shell: it starts the detached run, then lingers until it is hung up on.
+    // (Hung up only once it lingers: a hang-up while `run --detach` itself was still ending
+    // raced with the shell under load, and the shell sometimes outlived it.)
     let mut shell = sandbox
         .command_like_ocflow("sh")
         .arg("-c")
         .arg(format!(
             "\"$0\" --repo {} --workspace {} run --detach --task-id hung-up --plan {} > {}; \
-             sleep 60",
+             touch {}; sleep 60",
             sandbox.repo.display(),
             sandbox.workspace.display(),
             plan.display(),
-            id_file.display()
+            id_file.display(),
+            lingering.display()
         ))
         .arg(env!("CARGO_BIN_EXE_ocflow"))
         .process_group(0)
@@ -334,10 +338,14 @@ fn a_detached_run_survives_a_hang_up_of_its_callers_process_group() {
         .spawn()
         .unwrap();
     let deadline = Instant::now() + Duration::from_secs(30);
-    while fs::read_to_string(&id_file).unwrap_or_default().trim() != "hung-up" {
+    while fs::read_to_string(&id_file).unwrap_or_default().trim() != "hung-up"
+        || !lingering.exists()
+    {
         assert!(Instant::now() < deadline, "the detached run never started");
         std::thread::sleep(Duration::from_millis(50));
     }
+    // `sleep` is started once `touch` is done: let the shell reach it.
+    std::thread::sleep(Duration::from_millis(200));
     let group = rustix::process::Pid::from_raw(shell.id() as i32).unwrap();
     rustix::process::kill_process_group(group, rustix::process::Signal::HUP).unwrap();
     let status = shell.wait().unwrap();

@@ -453,7 +453,7 @@ if {refused}:
 for flow in request["flows"]:
     env = dict(os.environ, **flow["env"])
     done = subprocess.run([request["ocflow"]] + flow["argv"], env=env, capture_output=True,
-                          text=True)
+                          text=True, input=flow.get("stdin"))
     for line in done.stdout.splitlines():
         print(json.dumps({{"id": flow["id"], "event": json.loads(line)}}), flush=True)
     argv = flow["argv"]
@@ -540,6 +540,9 @@ fn the_ray_engine_speaks_the_runners_protocol() {
         .map(|a| a.as_str().unwrap())
         .collect();
     assert!(resume.ends_with(&["resume", "t0"]), "{resume:?}");
+    // The task comes on the run's stdin (issue 38: a long one as an argument stopped the batch).
+    assert_eq!(flow["argv"].as_array().unwrap().last(), Some(&json!("-")));
+    assert_eq!(flow["stdin"], json!("Fix f in t0"));
     assert!(!request.to_string().contains(KEY));
     for id in ["t0", "t1"] {
         let kept = out.join("flows").join(id);

@@ -652,3 +652,115 @@ fn the_models_false_claims_are_marked_and_listed_in_flow_finished() {
     );
     assert_eq!(finished["summary_text"].as_str().unwrap(), summary);
 }
+
+/// Issue 37: a question is answered by a step given the file, printed first at the terminal,
+/// and the summary's model is told not to answer it (it never saw the file: a real 0.5B
+/// model's summary said summarize() "returns an empty list", which is false). A plan that only
+/// reads, as that model's was, gives no answer and never succeeds.
+#[test]
+fn a_question_is_answered_from_the_file_never_by_the_summary() {
+    use super::fake_llm::Rule;
+    let stats = "def summarize(values):\n    if not values:\n        return None\n    \
+                 return {'min': min(values), 'max': max(values)}\n";
+    let question = "What does summarize() in stats.py return for an empty list? Explain; do not \
+                    change any file.";
+    let sandbox = Sandbox::new(&[("stats.py", stats)]);
+    let plan = json!({"deliverables": {"answer": question},
+        "steps": [{"id": "explain", "operation": "analyze_code",
+            "params": {"file_path": "stats.py", "query": question}}]});
+    let analysis = json!({"summary": "For an empty list summarize() returns None (line 3).",
+        "findings": []});
+    let llm = FakeLlm::with_rules(vec![
+        Rule::planner().reply(chat(&plan.to_string())),
+        Rule::conversation_contains("You review source code").reply(chat(&analysis.to_string())),
+        Rule::flow_summary().reply(chat("The flow analysed stats.py.")),
+    ]);
+    let output = run_task(&sandbox, &llm, question);
+    assert_exit(&output, 0);
+    let shown = stdout(&output);
+    assert!(
+        shown.trim_start().starts_with(
+            "answer (step explain):\n  For an empty list \
+                                         summarize() returns None (line 3)."
+        ),
+        "{shown}"
+    );
+    assert!(shown.contains("✓ answer to"), "{shown}");
+    let asked = llm
+        .bodies()
+        .iter()
+        .map(|b| b.to_string())
+        .find(|b| b.contains("Write a concise summary"))
+        .expect("the summary was asked");
+    assert!(asked.contains("do not answer the task yourself"), "{asked}");
+    assert!(
+        sandbox
+            .task_dir("t")
+            .join("final_output")
+            .read_dir()
+            .unwrap()
+            .next()
+            .is_none()
+    );
+    // Qwen2.5-Coder-0.5B's plan for it: one read_file. Asked again, the same: no answer.
+    let sandbox = Sandbox::new(&[("stats.py", stats)]);
+    let read = json!({"steps": [{"id": "read_file", "operation": "read_file",
+        "params": {"file_path": "stats.py"}}]});
+    let llm = FakeLlm::in_order(vec![chat(&read.to_string()), chat(&read.to_string())]);
+    let output = run_task(&sandbox, &llm, question);
+    assert_exit(&output, 1);
+    assert_ne!(sandbox.status("t")["state"], json!("succeeded"));
+}
+
+/// Issue 37: Qwen2.5-Coder-0.5B planned QuixBugs' gcd fix as one `modify_code` and no test run,
+/// and its rewrite ended `succeeded` with the tests failing. The test file the task names is
+/// now a check that must pass after the change: the same plan and rewrite fail, and the right
+/// rewrite succeeds.
+#[test]
+fn a_fix_that_leaves_the_named_test_failing_is_never_a_success() {
+    use super::fake_llm::Rule;
+    let task = "Fix the bug in python_programs/gcd.py so that python_testcases/test_gcd.py passes.";
+    let files = [
+        ("python_programs/__init__.py", ""),
+        (
+            "python_programs/gcd.py",
+            "def gcd(a, b):\n    if b == 0:\n        return a\n    else:\n        return gcd(a % b, b)\n",
+        ),
+        ("python_testcases/__init__.py", ""),
+        (
+            "python_testcases/test_gcd.py",
+            "from python_programs.gcd import gcd\n\n\ndef test_gcd():\n    assert gcd(35, 21) == 7\n",
+        ),
+    ];
+    let plan = json!({"steps": [{"id": "fix_gcd", "operation": "modify_code",
+        "params": {"file_path": "python_programs/gcd.py", "instructions": "fix the bug"}}]});
+    let run = |rewrite: &str| {
+        let sandbox = Sandbox::new(&files);
+        let llm = FakeLlm::with_rules(vec![
+            Rule::planner().reply(chat(&plan.to_string())),
+            Rule::prompt_contains("fix the bug").reply(chat(&format!("```python\n{rewrite}```\n"))),
+            Rule::flow_summary().reply(chat("gcd is fixed.")),
+        ]);
+        let output = sandbox
+            .ocflow_llm(&llm.base_url())
+            .args(["run", "--no-recovery", "--task-id", "t", task])
+            .output()
+            .unwrap();
+        (sandbox, output)
+    };
+    // The 0.5B's kind of answer: a change that keeps the bug (the recursion never ends).
+    let (sandbox, output) = run(
+        "def gcd(a, b):\n    if b == 0:\n        return a\n    return gcd(a % b, b)  # fixed\n",
+    );
+    assert_exit(&output, 1);
+    assert_eq!(sandbox.status("t")["state"], json!("failed"));
+    let check = sandbox.step_status("t", "check");
+    assert_eq!(check["status"], json!("failed"), "{check}");
+    let (sandbox, output) =
+        run("def gcd(a, b):\n    if b == 0:\n        return a\n    return gcd(b, a % b)\n");
+    assert_exit(&output, 0);
+    assert_eq!(
+        sandbox.step_status("t", "check")["status"],
+        json!("succeeded")
+    );
+}

@@ -724,12 +724,14 @@ fn a_fix_that_leaves_the_named_test_failing_is_never_a_success() {
         ("python_programs/__init__.py", ""),
         (
             "python_programs/gcd.py",
-            "def gcd(a, b):\n    if b == 0:\n        return a\n    else:\n        return gcd(a % b, b)\n",
+            "def gcd(a, b):\n    if b == 0:\n        return a\n    else:\n        \
+             return gcd(a % b, b)\n",
         ),
         ("python_testcases/__init__.py", ""),
         (
             "python_testcases/test_gcd.py",
-            "from python_programs.gcd import gcd\n\n\ndef test_gcd():\n    assert gcd(35, 21) == 7\n",
+            "from python_programs.gcd import gcd\n\n\ndef test_gcd():\n    \
+             assert gcd(35, 21) == 7\n",
         ),
     ];
     let plan = json!({"steps": [{"id": "fix_gcd", "operation": "modify_code",

@@ -319,8 +319,8 @@ fn a_detached_run_survives_a_hang_up_of_its_callers_process_group() {
     // A terminal's shell: it starts the detached run, then lingers until it is hung up on.
     // (Hung up only once it lingers: a hang-up while `run --detach` itself was still ending
     // raced with the shell under load, and the shell sometimes outlived it.)
-    let mut shell = sandbox
-        .command_like_ocflow("sh")
+    let mut shell = sandbox.command_like_ocflow("sh");
+    shell
         .arg("-c")
         .arg(format!(
             "\"$0\" --repo {} --workspace {} run --detach --task-id hung-up --plan {} > {}; \
@@ -334,9 +334,17 @@ fn a_detached_run_survives_a_hang_up_of_its_callers_process_group() {
         .arg(env!("CARGO_BIN_EXE_ocflow"))
         .process_group(0)
         .stdout(Stdio::null())
-        .stderr(Stdio::null())
-        .spawn()
-        .unwrap();
+        .stderr(Stdio::null());
+    // A terminal's shell dies of a hang-up; one started under `nohup` (a CI script run that
+    // way) inherits SIGHUP ignored and would outlive it: the default is put back.
+    // SAFETY: signal(2) is async-signal-safe; nothing else runs between fork and exec.
+    unsafe {
+        shell.pre_exec(|| {
+            libc::signal(libc::SIGHUP, libc::SIG_DFL);
+            Ok(())
+        });
+    }
+    let mut shell = shell.spawn().unwrap();
     let deadline = Instant::now() + Duration::from_secs(30);
     while fs::read_to_string(&id_file).unwrap_or_default().trim() != "hung-up"
         || !lingering.exists()

@@ -460,6 +460,7 @@ impl Config {
         }
         if repo_named || needs_repo {
             refuse_a_git_directory(&repo)?;
+            refuse_a_system_directory(&repo)?;
         }
         let (workspace, default_workspace) = match &args.workspace {
             Some(dir) => (absolute(dir)?, false),
@@ -746,6 +747,26 @@ fn refuse_a_git_directory(repo: &Path) -> Result<()> {
             git_dir.display()
         ),
     }))
+}
+
+/// Refuses the system's own directories as a repository (`--repo /etc` ran, copying
+/// `/etc/shadow` into the snapshot, and `apply` would write there): a flow works on a
+/// project, and these hold the machine's files, secrets among them.
+fn refuse_a_system_directory(repo: &Path) -> Result<()> {
+    const SYSTEM: &[&str] = &[
+        "/", "/usr", "/bin", "/sbin", "/lib", "/lib32", "/lib64", "/run", "/var",
+    ];
+    let within = ["/etc", "/proc", "/sys", "/dev", "/boot"]
+        .iter()
+        .any(|dir| repo.starts_with(dir));
+    if within || SYSTEM.iter().any(|dir| repo == Path::new(dir)) {
+        return Err(Error::Usage(format!(
+            "{} is not a project's repository (it holds the system's files, secrets among \
+             them): give the repository to work on with --repo",
+            repo.display()
+        )));
+    }
+    Ok(())
 }
 
 /// Whether `dir` is a git directory (what `git init --bare` makes, or a work tree's `.git`):

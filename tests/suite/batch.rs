@@ -31,6 +31,16 @@ fn slow_llm() -> FakeLlm {
     ])
 }
 
+/// `git init` in `dir`: a tasks file names git work trees.
+fn git_init(dir: &Path) {
+    let status = std::process::Command::new("git")
+        .args(["init", "-q"])
+        .current_dir(dir)
+        .status()
+        .unwrap();
+    assert!(status.success());
+}
+
 /// `count` repositories (`repos/tN`) with a plan each, and TASKS.jsonl naming them.
 fn fleet(sandbox: &Sandbox, count: usize) -> PathBuf {
     let root = sandbox.root();
@@ -42,6 +52,7 @@ fn fleet(sandbox: &Sandbox, count: usize) -> PathBuf {
     for i in 0..count {
         let repo = root.join("repos").join(format!("t{i}"));
         fs::create_dir_all(&repo).unwrap();
+        git_init(&repo);
         fs::write(repo.join("m.py"), "def f():\n    return 0\n").unwrap();
         let line = json!({"id": format!("t{i}"), "task": format!("Fix f in t{i}"),
             "repo": format!("repos/t{i}"), "plan": "plan.json"});
@@ -786,6 +797,7 @@ fn tasks_without_a_plan_and_no_llm_are_refused_up_front() {
     let sandbox = Sandbox::new(&[]);
     let root = sandbox.root();
     fs::create_dir_all(root.join("repos/a")).unwrap();
+    git_init(&root.join("repos/a"));
     let tasks = root.join("tasks.jsonl");
     fs::write(
         &tasks,
@@ -925,4 +937,42 @@ fn a_long_task_runs_and_one_too_long_fails_alone() {
     }
     let huge = &results["huge"];
     assert_eq!(huge["exit_code"], json!(2), "{huge}");
+}
+
+/// Issue 38: a tasks file's `"repo": "/etc"` ran, its snapshot held a copy of /etc/shadow, and
+/// with `--apply` the batch wrote there. A repository must be a git work tree, as `ocflow run`
+/// finds one, checked where a symlink leads; every such line is named before anything runs.
+#[test]
+fn a_tasks_file_naming_a_directory_that_is_no_work_tree_is_refused() {
+    let sandbox = Sandbox::new(&[]);
+    let llm = slow_llm();
+    let root = sandbox.root();
+    let plain = root.join("plain");
+    fs::create_dir_all(&plain).unwrap();
+    std::os::unix::fs::symlink("/etc", root.join("link")).unwrap();
+    let tasks = root.join("tasks.jsonl");
+    fs::write(
+        &tasks,
+        format!(
+            "{}\n{}\n{}\n",
+            json!({"id": "etc", "task": "tidy", "repo": "/etc"}),
+            json!({"id": "plain", "task": "tidy", "repo": "plain"}),
+            json!({"id": "link", "task": "tidy", "repo": "link"})
+        ),
+    )
+    .unwrap();
+    let out = root.join("out");
+    let output = batch(&sandbox, &llm, &tasks, &out).output().unwrap();
+    assert_exit(&output, 2);
+    let said = stderr(&output);
+    for line in [
+        "line 1: the repository /etc is not a git work tree",
+        "line 2:",
+        "line 3:",
+    ] {
+        assert!(said.contains(line), "{line}: {said}");
+    }
+    assert!(said.contains("where it leads: /etc"), "{said}");
+    assert!(llm.requests().is_empty());
+    assert!(!out.join("workspace").exists());
 }

@@ -670,3 +670,29 @@ fn the_default_workspace_is_kept_out_of_git_in_a_linked_worktree() {
     );
     assert!(!seen.contains(".ocflow"), "{seen}");
 }
+
+/// Issue 38: `--repo /etc` ran (its snapshot held a copy of /etc/shadow, and `apply` would write
+/// there). The system's own directories are refused as a repository, nothing made.
+#[test]
+fn a_system_directory_is_refused_as_a_repository() {
+    let sandbox = Sandbox::new(&[]);
+    let plan = sandbox.flow(&json!([{"id": "w", "operation": "write_file",
+        "params": {"file_path": "x.txt", "content": "x\n"}}]));
+    for dir in ["/etc", "/etc/ssl", "/", "/usr"] {
+        let output = sandbox
+            .command_like_ocflow(env!("CARGO_BIN_EXE_ocflow"))
+            .args(["--repo", dir, "--workspace"])
+            .arg(&sandbox.workspace)
+            .args(["run", "--task-id", "t", "--plan"])
+            .arg(&plan)
+            .output()
+            .unwrap();
+        assert_exit(&output, 2);
+        assert!(
+            stderr(&output).contains("is not a project's repository"),
+            "{dir}: {}",
+            stderr(&output)
+        );
+        assert!(!sandbox.workspace.exists(), "{dir}");
+    }
+}

@@ -171,14 +171,30 @@ fn check(
     let repo = match raw.repo {
         RawRepo::Path(dir) => {
             let dir = base.join(dir);
+            // Where a symlink leads, checked there: a batch writes into it with --apply.
+            let real = dir.canonicalize().unwrap_or_else(|_| dir.clone());
             if !dir.is_dir() {
                 problems.push(format!(
                     "line {line}: the repository {} is not a directory; give the path of a \
                      repository (relative paths are taken from the tasks file's directory)",
                     dir.display()
                 ));
+            } else if !real.join(".git").exists() {
+                // As `ocflow run` refuses to run where no work tree is found: a tasks file is
+                // written by hand or by a script, and `/etc` ran (its snapshot held
+                // /etc/shadow), and `--apply` wrote there.
+                problems.push(format!(
+                    "line {line}: the repository {} is not a git work tree (no .git at its \
+                     root{}); give the root of a repository, or `git init` it first",
+                    dir.display(),
+                    if real == dir {
+                        String::new()
+                    } else {
+                        format!(", where it leads: {}", real.display())
+                    }
+                ));
             }
-            RepoSource::Path(dir.canonicalize().unwrap_or(dir))
+            RepoSource::Path(real)
         }
         RawRepo::Git { git, rev } => {
             if !git_allowed {
@@ -234,7 +250,7 @@ mod tests {
 
     fn file(lines: &str) -> (tempfile::TempDir, PathBuf) {
         let dir = tempfile::tempdir().unwrap();
-        std::fs::create_dir(dir.path().join("repo")).unwrap();
+        std::fs::create_dir_all(dir.path().join("repo/.git")).unwrap();
         std::fs::write(dir.path().join("flow.json"), "[]").unwrap();
         let path = dir.path().join("tasks.jsonl");
         std::fs::write(&path, lines).unwrap();

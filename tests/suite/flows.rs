@@ -267,6 +267,31 @@ fn a_step_sees_only_the_changes_of_steps_it_depends_on() {
     );
 }
 
+/// Issue 39 §5: a task that holds a placeholder's spelling stays the user's words in a step's
+/// instructions. Chained replaces put the task in first and a later `{{params}}` rewrote it.
+#[test]
+fn a_task_that_says_a_placeholder_stays_as_written_in_the_instructions() {
+    let sandbox = Sandbox::new(&[("a.txt", "a\n")]);
+    let task = "Replace {{params}} and {{step_json}} in a.txt";
+    let flow = json!({"task": task, "steps": [
+        {"id": "peek", "operation": "write_file",
+         "params": {"file_path": "a.txt", "content": "b\n"}}
+    ]});
+    let output = sandbox.run(&flow, "braces");
+    assert_exit(&output, 0);
+    let text = std::fs::read_to_string(
+        sandbox
+            .task_dir("braces")
+            .join("peek/open_codex_instructions.md"),
+    )
+    .unwrap();
+    assert!(
+        text.contains(&format!("**Task of the flow:** {task}\n")),
+        "{text}"
+    );
+    assert_eq!(text.matches("```json ocflow-step").count(), 1, "{text}");
+}
+
 /// The Context section of a step's instructions file.
 fn instructions_context(sandbox: &Sandbox, task: &str, step: &str) -> String {
     let path = sandbox

@@ -16,6 +16,7 @@ pub mod flow;
 pub mod llm;
 pub mod output;
 pub mod problem;
+pub mod prompt_template;
 pub mod repo_path;
 pub mod status;
 pub mod step_result;

@@ -8,6 +8,7 @@ use serde_json::{Map, Value};
 use crate::flow::operations::{self, Access, OperationSpec, ParamMeaning, Reads};
 use crate::task::workspace;
 use ocflow_model::flow::{Flow, Step};
+use ocflow_model::prompt_template::{self, Braces};
 use ocflow_model::repo_path::RepoPath;
 use ocflow_model::step_spec::{EarlierStep, StepSpec};
 
@@ -70,20 +71,20 @@ pub(crate) fn render(spec: &StepSpec, step: &Step, dependencies: &[DoneStep<'_>]
         .collect::<Vec<_>>()
         .join("\n");
     let step_json = serde_json::to_string_pretty(spec).unwrap_or_else(|_| "{}".into());
-    TEMPLATE
-        .replace("{{step_id}}", &spec.step_id)
-        .replace("{{operation}}", &spec.operation)
-        .replace("{{task}}", &one_line(&spec.task))
-        .replace("{{goal}}", &goal(spec))
-        .replace("{{inputs}}", &inputs)
-        .replace("{{outputs}}", &outputs)
-        .replace("{{context}}", &context.join("\n"))
-        .replace(
-            "{{params}}",
-            if params.is_empty() { "- none" } else { &params },
-        )
-        // Last: the JSON may contain text that looks like a placeholder.
-        .replace("{{step_json}}", &step_json)
+    prompt_template::fill_with(
+        TEMPLATE,
+        &[
+            ("step_id", &spec.step_id),
+            ("operation", &spec.operation),
+            ("task", &one_line(&spec.task)),
+            ("goal", &goal(spec)),
+            ("inputs", &inputs),
+            ("outputs", &outputs),
+            ("context", &context.join("\n")),
+            ("params", if params.is_empty() { "- none" } else { &params }),
+            ("step_json", &step_json),
+        ],
+    )
 }
 
 /// One context line: the step, what it reported, and where its result, its outputs and its own
@@ -116,34 +117,7 @@ fn goal_of(operation: &str, params: &serde_json::Map<String, Value>) -> String {
     let Some(line) = line else {
         return format!("Perform `{operation}`.");
     };
-    fill(line.text, |name| one_line(text(name)))
-}
-
-/// `template` with each `{name}` replaced by `value(name)`; a brace that opens no name stays.
-fn fill(template: &str, value: impl Fn(&str) -> String) -> String {
-    let mut out = String::new();
-    let mut rest = template;
-    while let Some(open) = rest.find('{') {
-        out.push_str(&rest[..open]);
-        let after = &rest[open + 1..];
-        match after.find('}') {
-            Some(close)
-                if !after[..close].is_empty()
-                    && after[..close]
-                        .chars()
-                        .all(|c| c.is_ascii_lowercase() || c.is_ascii_digit() || c == '_') =>
-            {
-                out.push_str(&value(&after[..close]));
-                rest = &after[close + 1..];
-            }
-            _ => {
-                out.push('{');
-                rest = after;
-            }
-        }
-    }
-    out.push_str(rest);
-    out
+    prompt_template::fill(line.text, Braces::Single, |name| Some(one_line(text(name))))
 }
 
 fn one_line(text: &str) -> String {
@@ -320,7 +294,9 @@ mod tests {
 
     #[test]
     fn a_brace_that_names_no_parameter_stays() {
-        let filled = fill("{a} {} {B} {", |name| format!("<{name}>"));
+        let filled = prompt_template::fill("{a} {} {B} {", Braces::Single, |name| {
+            Some(format!("<{name}>"))
+        });
         assert_eq!(filled, "<a> {} {B} {");
     }
 }

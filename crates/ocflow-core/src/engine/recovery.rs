@@ -25,6 +25,7 @@ use crate::task::workspace::TaskDir;
 use ocflow_model::decision::{Decision, StrategyKind};
 use ocflow_model::flow::Flow;
 use ocflow_model::llm::{ChatRequest, LlmError, Message, ModelSettings};
+use ocflow_model::prompt_template;
 use ocflow_model::status::FlowStatus;
 use ocflow_model::step_result::StepResult;
 
@@ -192,9 +193,10 @@ pub(crate) async fn decide(context: &Context<'_>, failed: &str) -> Result<Decide
                     .collect::<Vec<_>>()
                     .join("\n");
                 messages.push(Message::assistant(reply.content));
-                messages.push(Message::user(
-                    prompt::FIX.trim().replace("{{problems}}", &problems),
-                ));
+                messages.push(Message::user(prompt_template::fill_with(
+                    prompt::FIX.trim(),
+                    &[("problems", &problems)],
+                )));
             }
         }
     }

@@ -8,6 +8,7 @@ use std::collections::BTreeMap;
 use crate::llm::client::Llm;
 use ocflow_model::flow::Flow;
 use ocflow_model::llm::{ChatRequest, LlmError, Message, ModelSettings};
+use ocflow_model::prompt_template;
 use ocflow_model::status::{FlowState, FlowStatus, StepState};
 
 const PROMPT: &str = include_str!("../../../../prompts/reflection.md");
@@ -77,11 +78,14 @@ pub(crate) fn prompt(
         FlowState::Succeeded => "succeeded",
         _ => "did not succeed",
     };
-    PROMPT
-        .trim()
-        .replace("{{task}}", &status.task)
-        .replace("{{verdict}}", verdict)
-        .replace("{{failures}}", &failures.join("\n"))
+    prompt_template::fill_with(
+        PROMPT.trim(),
+        &[
+            ("task", &status.task),
+            ("verdict", verdict),
+            ("failures", &failures.join("\n")),
+        ],
+    )
 }
 
 /// Asks for the lesson: two sentences on one line, without control characters, bounded.

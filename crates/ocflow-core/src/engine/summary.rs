@@ -12,6 +12,7 @@ use ocflow_model::error::Result;
 use ocflow_model::event::{ContradictedClaim, Event};
 use ocflow_model::llm::{ChatRequest, DEFAULT_PROFILE, LlmError, Message, ModelSettings};
 use ocflow_model::output::printable_lines;
+use ocflow_model::prompt_template;
 use ocflow_model::status::{FlowState, FlowStatus, StepState};
 
 /// Builds `summary.md` from the journal and the final status.
@@ -244,13 +245,16 @@ pub(crate) async fn with_llm(
         FlowState::Succeeded => "succeeded",
         _ => "did not succeed",
     };
-    let prompt = PROMPT
-        .trim()
-        .replace("{{task}}", &status.task)
-        .replace("{{verdict}}", verdict)
-        .replace("{{steps}}", &steps)
-        .replace("{{files}}", &files)
-        .replace("{{deliverables}}", &deliverable_lines(status));
+    let prompt = prompt_template::fill_with(
+        PROMPT.trim(),
+        &[
+            ("task", &status.task),
+            ("verdict", verdict),
+            ("steps", &steps),
+            ("files", &files),
+            ("deliverables", &deliverable_lines(status)),
+        ],
+    );
     let request = ChatRequest {
         purpose: "summary".into(),
         settings: settings.clone(),

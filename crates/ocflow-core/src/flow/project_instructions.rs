@@ -17,6 +17,7 @@ use std::fs;
 use std::io::Read;
 use std::path::{Path, PathBuf};
 
+use ocflow_model::prompt_template;
 use ocflow_model::repo_path::{self, RepoPath};
 
 use crate::flow::ignore_rules;
@@ -192,7 +193,7 @@ impl ProjectInstructions {
             .collect();
         Some(Selected {
             paths: kept.iter().map(|(_, file, _)| file.shown.clone()).collect(),
-            section: FRAME.trim().replace("{{files}}", &files.join("\n\n")),
+            section: prompt_template::fill_with(FRAME.trim(), &[("files", &files.join("\n\n"))]),
         })
     }
 }

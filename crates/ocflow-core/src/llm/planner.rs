@@ -22,6 +22,7 @@ use crate::llm::client::Llm;
 use crate::llm::planner_prompt::{self, PromptParts};
 use ocflow_model::flow::Flow;
 use ocflow_model::llm::{ChatRequest, LlmError, Message, ModelSettings};
+use ocflow_model::prompt_template;
 use ocflow_model::repo_path::{self, RepoPath};
 
 const SYSTEM: &str = include_str!("../../../../prompts/plan_system.md");
@@ -180,7 +181,10 @@ impl Planner<'_> {
                 &problems,
             )?;
             messages.push(Message::assistant(reply.content));
-            messages.push(Message::user(FIX.trim().replace("{{problems}}", &problems)));
+            messages.push(Message::user(prompt_template::fill_with(
+                FIX.trim(),
+                &[("problems", &problems)],
+            )));
         }
         Err(PlanError::NoValidFlow {
             attempts: MAX_ATTEMPTS,

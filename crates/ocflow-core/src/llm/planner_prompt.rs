@@ -14,6 +14,7 @@ use std::path::Path;
 use crate::flow::operations;
 use crate::flow::roles::Roles;
 use crate::flow::test_command::{self, TestCommand};
+use ocflow_model::prompt_template;
 use ocflow_model::repo_path::RepoPath;
 
 const USER: &str = include_str!("../../../../prompts/plan_user.md");
@@ -40,7 +41,7 @@ pub(crate) struct PromptParts<'a> {
 pub(crate) fn first_prompt(parts: &PromptParts) -> String {
     let operations = operations::prompt_catalogue();
     let roles = parts.roles.catalogue();
-    fill(
+    prompt_template::fill_with(
         USER.trim(),
         &[
             ("operations", operations.trim_end()),
@@ -55,36 +56,6 @@ pub(crate) fn first_prompt(parts: &PromptParts) -> String {
             ("task", parts.task),
         ],
     )
-}
-
-/// `template` with each `{{name}}` replaced by its value, in one pass: a value (the user's
-/// task, a file's content) is never read as a template itself.
-fn fill(template: &str, values: &[(&str, &str)]) -> String {
-    let mut out = String::with_capacity(template.len());
-    let mut rest = template;
-    while let Some(start) = rest.find("{{") {
-        out.push_str(&rest[..start]);
-        let after = &rest[start + 2..];
-        let value = after.find("}}").and_then(|end| {
-            let name = &after[..end];
-            values
-                .iter()
-                .find(|(key, _)| *key == name)
-                .map(|(_, value)| (*value, end))
-        });
-        match value {
-            Some((value, end)) => {
-                out.push_str(value);
-                rest = &after[end + 2..];
-            }
-            None => {
-                out.push_str("{{");
-                rest = after;
-            }
-        }
-    }
-    out.push_str(rest);
-    out
 }
 
 fn listed_files(files: &[RepoPath]) -> String {

@@ -5,6 +5,7 @@
 use crate::engine::recovery::Context;
 use crate::flow::operations;
 use crate::task::failure_cause;
+use ocflow_model::prompt_template;
 use ocflow_model::status::StepState;
 
 const PROMPT: &str = include_str!("../../../../../prompts/recovery.md");
@@ -89,30 +90,30 @@ pub(super) fn prompt(context: &Context<'_>, failed: &str) -> String {
         .step(failed)
         .and_then(|s| serde_json::to_string(s).ok())
         .unwrap_or_default();
-    PROMPT
-        .trim()
-        .replace("{{task}}", &context.flow.task)
-        .replace("{{failed_step}}", &failed_json)
-        .replace("{{attempts}}", &entry.map_or(0, |s| s.attempts).to_string())
-        .replace("{{error}}", error)
-        .replace("{{test_failures}}", &failures)
-        .replace(
-            "{{log}}",
-            if log.trim().is_empty() {
-                "(empty)"
-            } else {
-                log.trim_end()
-            },
-        )
-        .replace("{{done}}", &or_none(&done))
-        .replace("{{remaining}}", &or_none(&remaining))
-        .replace("{{tried}}", &or_none(&tried))
-        .replace("{{operations}}", operations::prompt_catalogue().trim_end())
-        // Last: its remembered text is never read for another placeholder.
-        .replace(
-            "{{past_experience}}",
-            &crate::llm::planner::past_experience(context.past_experience),
-        )
+    let log = if log.trim().is_empty() {
+        "(empty)"
+    } else {
+        log.trim_end()
+    };
+    prompt_template::fill_with(
+        PROMPT.trim(),
+        &[
+            ("task", &context.flow.task),
+            ("failed_step", &failed_json),
+            ("attempts", &entry.map_or(0, |s| s.attempts).to_string()),
+            ("error", error),
+            ("test_failures", &failures),
+            ("log", log),
+            ("done", &or_none(&done)),
+            ("remaining", &or_none(&remaining)),
+            ("tried", &or_none(&tried)),
+            ("operations", operations::prompt_catalogue().trim_end()),
+            (
+                "past_experience",
+                &crate::llm::planner::past_experience(context.past_experience),
+            ),
+        ],
+    )
 }
 
 fn or_none(lines: &[String]) -> String {

@@ -1,4 +1,4 @@
-"""Command operations: ``execute_shell_command`` and ``run_tests``.
+"""Command operations: ``execute_shell_command``, ``run_tests`` and ``reproduce``.
 
 Both run a shell command in the step's work_dir through :mod:`.process`
 (timeout, process-group kill, output caps, scrubbed environment).
@@ -184,6 +184,55 @@ def execute_shell_command(step: Step, llm_config: dict | None) -> dict:
         step.operation,
         status,
         _outcome_message(outcome, timeout, step=step),
+        **_outcome_fields(command, outcome, step),
+    )
+
+
+# Exit codes of a shell that could not run the command at all (not executable, not found):
+# such a failure shows nothing about the repository.
+_NOT_RUN = (126, 127)
+
+
+def reproduce(step: Step, llm_config: dict | None) -> dict:
+    """Run ``params.command`` on the repository before any change, to show the task's problem.
+
+    The step succeeds whatever the command's exit code: its result says whether the command
+    ``reproduced`` the problem (it failed, having run), which the host reads when the flow ends
+    to judge the same command's run after the change. A command that passes now shows no
+    problem, and one the shell could not run shows nothing; the step says so.
+    """
+    command = require_str(step.params, "command")
+    outcome, timeout = _run(step, llm_config, command)
+    if outcome.cancelled:
+        return make_result(
+            step.operation,
+            "failure",
+            _outcome_message(outcome, timeout, step=step),
+            reproduced=False,
+            **_outcome_fields(command, outcome, step),
+        )
+    ran = not outcome.timed_out and outcome.exit_code not in _NOT_RUN
+    reproduced = ran and outcome.exit_code != 0
+    if reproduced:
+        message = (
+            _outcome_message(outcome, timeout)
+            + " before any change: it shows the problem, and must pass after the change"
+        )
+    elif not ran:
+        message = (
+            _outcome_message(outcome, timeout, step=step)
+            + " before any change: it shows nothing about the problem"
+        )
+    else:
+        message = (
+            "the command passes before any change: it does not show the problem, and only "
+            "checks that the change breaks nothing"
+        )
+    return make_result(
+        step.operation,
+        "success",
+        message,
+        reproduced=reproduced,
         **_outcome_fields(command, outcome, step),
     )
 

@@ -305,3 +305,26 @@ def test_a_memory_failure_names_how_far_the_limit_reaches(make_step, layers, sai
     result = execute_operation(files.path, {})
     assert result["status"] == "failure", result
     assert said in result["message"], result["message"]
+
+
+@pytest.mark.parametrize(
+    ("command", "reproduced", "said"),
+    [
+        ("python3 -c 'print(1 / 0)'", True, "shows the problem"),
+        ("kill -SEGV $$", True, "shows the problem"),
+        ("true", False, "does not show the problem"),
+        ("no-such-program-here", False, "shows nothing"),
+        ("sleep 5", False, "timed out"),
+    ],
+)
+def test_reproduce_says_whether_the_command_shows_the_problem(make_step, command, reproduced, said):
+    files = make_step(
+        "reproduce",
+        {"command": command},
+        limits={"timeout_seconds": 1, "max_output_bytes": 1048576},
+    )
+    result = execute_operation(files.path, {})
+    # The step succeeds whatever the command did: the host judges its run after the change.
+    assert result["status"] == "success", result
+    assert result["reproduced"] is reproduced, result
+    assert said in result["message"], result["message"]

@@ -286,6 +286,7 @@ CASES = {
     },
     "execute_shell_command": {"params": {"command": "echo hi"}},
     "run_tests": {"params": {"command": "echo '1 passed in 0.01s'"}},
+    "reproduce": {"params": {"command": "exit 1"}},
     "generate_summary": {"params": {"message": "Refactored utils.py."}},
     "list_files": {"params": {"path": "."}, "work": {"src/a.py": PY_BEFORE}},
     "delete_file": {

@@ -24,6 +24,7 @@ BUILTIN_ORDER = [
     "analyze_code",
     "execute_shell_command",
     "run_tests",
+    "reproduce",
     "generate_summary",
     "list_files",
     "delete_file",
@@ -129,7 +130,7 @@ def test_builtin_catalogue_shape_and_order():
     assert by_name["analyze_code"]["writes"] == ["report_path"]
     assert by_name["list_files"]["params"][0]["type"] == "directory"
     runs = [op["name"] for op in data["operations"] if op["runs_commands"]]
-    assert runs == ["execute_shell_command", "run_tests"]
+    assert runs == ["execute_shell_command", "run_tests", "reproduce"]
     llm = [op["name"] for op in data["operations"] if op["needs_llm"]]
     assert llm == ["modify_code", "refactor_function", "analyze_code"]
     assert by_name["run_tests"]["params"][1] == {
@@ -202,7 +203,7 @@ def test_operations_view_follows_the_registry(tmp_path):
     write_plugins(tmp_path, {"count.py": COUNT_PLUGIN})
     assert load_plugins([str(tmp_path)], entry_points=False) == []
     assert list(OPERATIONS) == BUILTIN_ORDER + ["count_lines", "repeat"]
-    assert len(OPERATIONS) == 12
+    assert len(OPERATIONS) == 13
     registry.reset_plugins()
     assert "count_lines" not in OPERATIONS
 

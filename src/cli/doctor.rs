@@ -283,6 +283,7 @@ fn endpoint_check(config: &Config) -> Check {
         messages: vec![Message::user("Answer with the one word OK.")],
         json: false,
         schema: None,
+        optional: false,
     };
     let runtime = match tokio::runtime::Builder::new_current_thread()
         .enable_all()

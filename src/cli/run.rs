@@ -429,7 +429,11 @@ fn count_answers(dir: &Path) -> usize {
     fs::read_dir(dir).map_or(0, |entries| {
         entries
             .flatten()
-            .filter(|e| e.file_name().to_string_lossy().ends_with(".md"))
+            .filter(|e| {
+                let name = e.file_name();
+                let name = name.to_string_lossy();
+                name.starts_with("plan-answer-") && name.ends_with(".md")
+            })
             .count()
     })
 }

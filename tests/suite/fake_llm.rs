@@ -5,6 +5,8 @@
 //! answer of the first [`Rule`] its content matches, whatever order requests arrive in (steps
 //! run in parallel), and each rule counts its calls. A request no rule matches gets a 500 naming
 //! its prompt, and the test fails when the server is dropped (or at [`FakeLlm::verify`]).
+//! The question for a reproduction that follows a valid plan for a change is answered "none"
+//! (`{"command": null}`) in either way, unless a [`Rule::reproduction`] answers it.
 //! In arrival order ([`FakeLlm::in_order`]) the Nth request gets the Nth reply: only for
 //! requests that cannot overlap, where the order is what the test is about (a planner's re-asks,
 //! the recovery rounds of one step, one request retried) or fixed by the flow (planning, then
@@ -72,6 +74,8 @@ const RECOVERY_MARK: &str = "Choose ONE strategy";
 const SUMMARY_MARK: &str = "Write a concise summary for the user";
 /// The reflection's prompt, after a flow that needed recovery (`prompts/reflection.md`).
 const REFLECTION_MARK: &str = "Say what was learned";
+/// In the question that follows a valid plan for a change (`prompts/reproduce.md`).
+const REPRODUCTION_MARK: &str = "Before the plan runs, show the problem it is for.";
 /// Where the recovery prompt shows the failed step as JSON, on the next line.
 const FAILED_STEP_MARK: &str = "The failed step (attempt ";
 
@@ -178,6 +182,13 @@ impl Rule {
         Rule::conversation_contains(SUMMARY_MARK).named("flow summary")
     }
 
+    /// The question for a command that shows the task's problem, after a valid plan for a
+    /// change. Unless a rule of this kind answers it, the server answers `{"command": null}`
+    /// (no reproduction) without counting it against any other rule or reply.
+    pub fn reproduction() -> Rule {
+        Rule::prompt_contains(REPRODUCTION_MARK).named("reproduction")
+    }
+
     /// The reflection's request at the end of a flow that needed recovery.
     pub fn reflection() -> Rule {
         Rule::conversation_contains(REFLECTION_MARK).named("reflection")
@@ -224,6 +235,12 @@ impl Rule {
     pub fn times(mut self, n: usize) -> Rule {
         self.expected_calls = Some(n);
         self
+    }
+
+    fn is_reproduction(&self) -> bool {
+        self.conditions
+            .iter()
+            .any(|c| matches!(c, Condition::PromptContains(text) if text == REPRODUCTION_MARK))
     }
 
     fn matches(&self, body: &Value) -> bool {
@@ -275,12 +292,21 @@ impl Script {
     fn choose(&self, body: &Value) -> Result<Reply, String> {
         let prompt = excerpt(&last_user_message(body), 600);
         let mut mode = self.mode();
+        // The question for a reproduction goes to a rule of its kind only (a planner rule matches
+        // its conversation too), else gets "none".
+        let reproduction = last_user_message(body).contains(REPRODUCTION_MARK);
+        let answered =
+            |rules: &[Rule]| rules.iter().any(|r| r.is_reproduction() && r.matches(body));
+        if reproduction && !matches!(&*mode, Mode::Rules { rules, .. } if answered(rules)) {
+            return Ok(chat(r#"{"command": null}"#));
+        }
         match &mut *mode {
             Mode::InOrder(replies) => replies.pop_front().ok_or_else(|| {
                 format!("the fake LLM has no more scripted answers; the request's prompt: {prompt}")
             }),
             Mode::Rules { rules, calls } => {
-                let Some(index) = rules.iter().position(|r| r.matches(body)) else {
+                let fits = |r: &Rule| r.matches(body) && (!reproduction || r.is_reproduction());
+                let Some(index) = rules.iter().position(fits) else {
                     let names: Vec<&str> = rules.iter().map(|r| r.name.as_str()).collect();
                     let problem = format!(
                         "no rule of the fake LLM matches this request (rules: {names:?}); \
@@ -473,6 +499,15 @@ impl FakeLlm {
 
     /// The most requests in flight at once: answered requests whose arrival-to-answer spans
     /// (their replies' delays) overlapped. Replies without a delay count as instants.
+    /// The bodies of every request but the questions for a reproduction (which follow a
+    /// valid plan for a change): for tests about the other calls, in their order.
+    pub fn bodies_except_reproduction(&self) -> Vec<Value> {
+        self.bodies()
+            .into_iter()
+            .filter(|body| !last_user_message(body).contains(REPRODUCTION_MARK))
+            .collect()
+    }
+
     pub fn max_in_flight(&self) -> usize {
         let spans = self.script.spans.lock().unwrap_or_else(|e| e.into_inner());
         // At equal times an answer leaves before the next request counts.

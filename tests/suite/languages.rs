@@ -55,7 +55,7 @@ fn a_javascript_rewrite_is_parsed_before_it_is_written_and_node_test_failures_ar
         .output()
         .unwrap();
     assert_exit(&output, 1);
-    let bodies = llm.bodies();
+    let bodies = llm.bodies_except_reproduction();
     let planning = last_user_message(&bodies[0]);
     assert!(
         planning.contains("- `npm test` (package.json's test script: node --test)"),

@@ -470,7 +470,7 @@ fn the_seeds_vocabulary_is_understood_at_the_first_answer() {
         .unwrap();
     assert_exit(&output, 0);
     assert_eq!(
-        llm.bodies().len(),
+        llm.bodies_except_reproduction().len(),
         1,
         "planning asked again: {}",
         stderr(&output)
@@ -755,7 +755,8 @@ fn a_planned_flow_modifies_code_runs_the_tests_and_summarises() {
         (json!(1), json!(0)),
         "{tests}"
     );
-    let bodies = llm.bodies();
+    // (Issue 37: the question for a reproduction that follows the plan is left out.)
+    let bodies = llm.bodies_except_reproduction();
     assert_eq!(bodies.len(), 3);
     let edit_prompt = last_user_message(&bodies[1]);
     assert!(

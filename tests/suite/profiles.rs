@@ -69,7 +69,8 @@ fn two_profiles_each_receive_exactly_their_purposes_calls_and_tokens_are_counted
         unused.requests().is_empty(),
         "the default endpoint is not asked"
     );
-    assert_eq!(models(&big), vec!["big-model", "big-model"]);
+    // The planner's profile: the plan, the question for a reproduction (issue 37), the summary.
+    assert_eq!(models(&big), vec!["big-model", "big-model", "big-model"]);
     assert!(last_user_message(&big.bodies()[0]).contains("make double multiply"));
     assert_eq!(models(&small), vec!["small-model"]);
     assert!(last_user_message(&small.bodies()[0]).contains("multiply instead"));
@@ -157,9 +158,14 @@ fn a_roles_profile_takes_its_steps_with_the_key_of_its_own_variable() {
             .collect()
     };
     assert_eq!(auth(&local), vec!["Bearer local-key-2"]);
+    // The plan, the question for a reproduction (issue 37), the summary.
     assert_eq!(
         auth(&default),
-        vec!["Bearer default-key-1", "Bearer default-key-1"]
+        vec![
+            "Bearer default-key-1",
+            "Bearer default-key-1",
+            "Bearer default-key-1"
+        ]
     );
     let body = &local.bodies()[0];
     assert_eq!(
@@ -308,7 +314,8 @@ fn a_repository_profile_cannot_reroute_the_users_and_profiles_may_name_standard_
         "the code went to the default endpoint"
     );
     let requests = local.requests();
-    assert_eq!(requests.len(), 3);
+    // The plan, the question for a reproduction (issue 37), the step, the summary.
+    assert_eq!(requests.len(), 4);
     for request in &requests {
         assert_eq!(
             request
@@ -364,7 +371,8 @@ fn a_profile_with_its_own_server_but_no_model_is_warned_about() {
         "{}",
         stderr(&output)
     );
-    assert_eq!(models(&other), vec!["m"]);
+    // The plan and the question for a reproduction (issue 37).
+    assert_eq!(models(&other), vec!["m", "m"]);
 }
 
 /// Issue 25: a workspace given as a relative path beside the repository (`--workspace ../ws`)

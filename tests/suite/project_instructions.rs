@@ -54,7 +54,7 @@ fn the_repositorys_instructions_reach_the_planner_and_the_coder_as_framed_data()
     ]);
     let output = run(&sandbox, &llm, task);
     assert_exit(&output, 0);
-    let bodies = llm.bodies();
+    let bodies = llm.bodies_except_reproduction();
     assert_eq!(bodies.len(), 3, "{}", stderr(&output));
 
     // The planner: the root's file only, after the fixed text, never in the task's message.

@@ -100,7 +100,7 @@ fn two_tasks_on_one_repository_share_most_of_the_planner_prompt() {
             .unwrap();
         assert_exit(&output, 0);
     }
-    let bodies = llm.bodies();
+    let bodies = llm.bodies_except_reproduction();
     assert_eq!(bodies.len(), 2);
     let (a, b) = (serialised(&bodies[0]), serialised(&bodies[1]));
     let share = shared_share(&a, &b);

@@ -6,7 +6,7 @@ use std::time::{Duration, Instant};
 
 use serde_json::{Value, json};
 
-use super::fake_llm::{FakeLlm, Reply, chat};
+use super::fake_llm::{FakeLlm, Reply, Rule, chat};
 use super::support::*;
 
 const FIX_TASK: &str =
@@ -764,5 +764,116 @@ fn a_fix_that_leaves_the_named_test_failing_is_never_a_success() {
     assert_eq!(
         sandbox.step_status("t", "check")["status"],
         json!("succeeded")
+    );
+}
+
+/// Issue 37: the bench's `fix` ended `succeeded` with a real Qwen2.5-Coder-0.5B's rewrite that
+/// still divided by zero: the task names no test, and a changed file was all the evidence. The
+/// model is now asked, after its plan, for a command that fails now and must pass after the
+/// change (`prompts/reproduce.md`); a step runs it before any change and a check after.
+fn reproduced(fix: &str, reproduction: &str) -> (Sandbox, FakeLlm, std::process::Output) {
+    let sandbox = utils_repo();
+    let plan = json!({"steps": [{"id": "fix", "operation": "write_file",
+        "params": {"file_path": "utils.py", "content": fix}}]});
+    let abort = json!({"strategy": "abort", "reason": "the check still fails"});
+    let llm = FakeLlm::with_rules(vec![
+        Rule::reproduction()
+            .reply(chat(&json!({"command": reproduction}).to_string()))
+            .times(1),
+        Rule::planner().reply(chat(&plan.to_string())).times(1),
+        Rule::recovery().reply(chat(&abort.to_string())),
+        Rule::reflection().reply(chat("The fix did not handle an empty list.")),
+        Rule::flow_summary().reply(chat("Changed utils.py.")),
+    ]);
+    let output = run_task(&sandbox, &llm, FIX_TASK);
+    (sandbox, llm, output)
+}
+
+const STILL_DIVIDES: &str =
+    "def calculate_metrics(values):\n    total = sum(values)\n    return total / len(values)\n";
+const EMPTY_CRASHES: &str =
+    "python3 -c \"from utils import calculate_metrics as c; assert c([]) == 0\"";
+
+fn command_check(sandbox: &Sandbox) -> Value {
+    let status = sandbox.status("t");
+    status["deliverables"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|d| d["kind"] == json!("command"))
+        .cloned()
+        .unwrap_or_else(|| panic!("no command deliverable: {status}"))
+}
+
+#[test]
+fn a_change_that_does_not_fix_the_problem_fails_on_the_models_reproduction() {
+    let (sandbox, _llm, output) = reproduced(STILL_DIVIDES, EMPTY_CRASHES);
+    assert_exit(&output, 1);
+    let status = sandbox.status("t");
+    assert_eq!(status["state"], json!("failed"), "{status}");
+    let flow = read_json(&sandbox.task_dir("t").join("flow.json"));
+    let steps = flow["steps"].as_array().unwrap();
+    let step = |id: &str| steps.iter().find(|s| s["id"] == json!(id)).unwrap().clone();
+    // Before any change, on the repository as it was; the check after the change.
+    assert_eq!(step("reproduce")["operation"], json!("reproduce"));
+    assert!(step("reproduce").get("depends_on").is_none(), "{flow}");
+    assert_eq!(step("check")["depends_on"], json!(["fix"]), "{flow}");
+    assert_eq!(
+        flow["deliverables"]["commands"][0]["reproduced_by"],
+        json!("reproduce"),
+        "{flow}"
+    );
+    let check = command_check(&sandbox);
+    assert_eq!(check["met"], json!(false), "{check}");
+}
+
+#[test]
+fn a_fix_passes_the_command_that_failed_before_it() {
+    let fixed = "def calculate_metrics(values):\n    if not values:\n        return 0\n    \
+                 return sum(values) / len(values)\n";
+    let (sandbox, _llm, output) = reproduced(fixed, EMPTY_CRASHES);
+    assert_exit(&output, 0);
+    assert_eq!(sandbox.status("t")["state"], json!("succeeded"));
+    let check = command_check(&sandbox);
+    assert_eq!(check["met"], json!(true), "{check}");
+    let detail = check["detail"].as_str().unwrap();
+    assert!(
+        detail.contains("it failed before the change (step reproduce, exit code 1)")
+            && detail.contains("passed in step check"),
+        "{detail}"
+    );
+    let stderr = String::from_utf8_lossy(&output.stderr);
+    assert!(
+        stderr.contains("step reproduce was added to run `python3 -c")
+            && stderr.contains("done when: utils.py changed; `python3 -c")
+            && stderr.contains("fails before the change and passes after it"),
+        "{stderr}"
+    );
+}
+
+/// A command that passes before the change shows no fix: the flow is judged by its other
+/// deliverables, and says so. One that is no shell command at all (a 0.5B answer) adds nothing.
+#[test]
+fn a_reproduction_that_shows_nothing_is_not_evidence() {
+    let passes = "python3 -c \"from utils import calculate_metrics as c; assert c([2]) == 2\"";
+    let (sandbox, _llm, output) = reproduced(STILL_DIVIDES, passes);
+    assert_exit(&output, 0);
+    let detail = command_check(&sandbox)["detail"]
+        .as_str()
+        .unwrap()
+        .to_string();
+    assert!(
+        detail.contains("it passed before the change too (step reproduce), so it shows no fix"),
+        "{detail}"
+    );
+
+    let (sandbox, _llm, output) = reproduced(STILL_DIVIDES, "calculate_metrics([])");
+    assert_exit(&output, 0);
+    let flow = read_json(&sandbox.task_dir("t").join("flow.json"));
+    assert_eq!(flow["steps"].as_array().unwrap().len(), 1, "{flow}");
+    let stderr = String::from_utf8_lossy(&output.stderr);
+    assert!(
+        stderr.contains("the model's `calculate_metrics([])` is not a shell command"),
+        "{stderr}"
     );
 }

@@ -43,6 +43,10 @@ pub struct CommandDeliverable {
     pub command: Option<String>,
     /// The step that runs it last, after every step that changes files (set by validation).
     pub step: String,
+    /// The step that ran it before any change to show the task's problem (`reproduce`): its
+    /// run then is the other half of the evidence.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub reproduced_by: Option<String>,
 }
 
 /// The question a flow answers, and the step whose model answers it from the files.
@@ -86,6 +90,9 @@ impl CommandDeliverable {
     /// `` `pytest -q` passes ``, or `the tests pass (step test)` without a command.
     pub fn describe(&self) -> String {
         match &self.command {
+            Some(command) if self.reproduced_by.is_some() => {
+                format!("`{command}` fails before the change and passes after it")
+            }
             Some(command) => format!("`{command}` passes"),
             None => format!("the tests pass (step {})", self.step),
         }
@@ -144,6 +151,7 @@ mod tests {
             commands: vec![CommandDeliverable {
                 command: Some("pytest -q".into()),
                 step: "test".into(),
+                reproduced_by: None,
             }],
             answer: None,
             inferred: false,

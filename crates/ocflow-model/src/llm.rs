@@ -78,6 +78,9 @@ pub struct ChatRequest {
     pub json: bool,
     /// The JSON Schema the answer must follow, for endpoints that constrain decoding to one.
     pub schema: Option<serde_json::Value>,
+    /// A call the flow can do without (the question for a reproduction): when the budget has
+    /// no room for it, it is refused and the flow goes on, its budget not spent.
+    pub optional: bool,
 }
 
 /// Tokens used.

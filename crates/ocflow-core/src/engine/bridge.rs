@@ -148,6 +148,7 @@ impl StepLlm {
             messages,
             json: call.json,
             schema: call.schema,
+            optional: false,
         };
         // A signal ends the call at once: the run then stops, and its runtime with it, while
         // this step's thread may still be here (a call going on to use the runtime's timers

@@ -49,7 +49,11 @@ pub(crate) fn check(
         }
     }
     for command in &deliverables.commands {
-        checks.push(self::command(status, flow, command, changed, inferred));
+        let check = self::command(status, flow, command, changed, inferred);
+        checks.push(match &command.reproduced_by {
+            Some(step) => reproduced(task, status, step, check),
+            None => check,
+        });
     }
     if let Some(answer) = &deliverables.answer {
         checks.push(self::answer(task, status, flow, answer, inferred));
@@ -291,6 +295,65 @@ fn answer(
         format!(" from {}", answer.files.join(", "))
     };
     result(true, format!("answered by step {}{from}", step.id))
+}
+
+/// A command that must pass after the change, judged with its run before it (step `step`,
+/// `reproduce`): a failure then and a pass now show the change did it; a pass then only shows
+/// it broke nothing; a command that could not run then shows nothing, and is no deliverable.
+fn reproduced(
+    task: &TaskDir,
+    status: &FlowStatus,
+    step: &str,
+    after: DeliverableCheck,
+) -> DeliverableCheck {
+    let before = status
+        .step(step)
+        .filter(|s| s.status == StepState::Succeeded)
+        .and_then(|_| crate::task::state::load_result(task, step).ok().flatten());
+    let Some(before) = before else {
+        let state = status
+            .step(step)
+            .map_or("not in the flow".to_string(), |s| s.status.to_string());
+        return DeliverableCheck {
+            met: true,
+            detail: format!(
+                "not evidence: step {step}, which was to run it before the change, is {state}"
+            ),
+            ..after
+        };
+    };
+    let reproduced = before.fields.get("reproduced") == Some(&Value::Bool(true));
+    let exit = before
+        .fields
+        .get("exit_code")
+        .cloned()
+        .unwrap_or(Value::Null);
+    if reproduced {
+        return DeliverableCheck {
+            detail: format!(
+                "it failed before the change (step {step}, exit code {exit}); {}",
+                after.detail
+            ),
+            ..after
+        };
+    }
+    if exit == 0 {
+        return DeliverableCheck {
+            detail: format!(
+                "{}; it passed before the change too (step {step}), so it shows no fix",
+                after.detail
+            ),
+            ..after
+        };
+    }
+    DeliverableCheck {
+        met: true,
+        detail: format!(
+            "not evidence: step {step} could not run it before the change ({})",
+            before.message
+        ),
+        ..after
+    }
 }
 
 /// Whether the step's last run changed a file the flow's net change keeps (a cache a command

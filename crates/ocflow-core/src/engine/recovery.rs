@@ -154,6 +154,7 @@ pub(crate) async fn decide(context: &Context<'_>, failed: &str) -> Result<Decide
             messages: messages.clone(),
             json: true,
             schema: Some(reading::decision_schema()),
+            optional: false,
         };
         let reply = context.llm.chat(&request).await?;
         fs::write(

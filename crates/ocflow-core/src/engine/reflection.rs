@@ -102,6 +102,7 @@ pub(crate) async fn reflect(
         messages: vec![Message::user(prompt(status, flow, errors))],
         json: false,
         schema: None,
+        optional: false,
     };
     let answer = llm.chat(&request).await?;
     if answer.is_truncated() {

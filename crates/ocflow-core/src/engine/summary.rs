@@ -261,6 +261,7 @@ pub(crate) async fn with_llm(
         messages: vec![Message::user(prompt)],
         json: false,
         schema: None,
+        optional: false,
     };
     let answer = llm.chat(&request).await?;
     if answer.is_truncated() || answer.content.trim().is_empty() {

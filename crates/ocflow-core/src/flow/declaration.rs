@@ -80,6 +80,10 @@ pub(crate) struct Declaration {
     /// A failed step of it means the tests failed (the summary's claims are checked by it).
     #[serde(default, skip_serializing_if = "is_false")]
     pub(crate) runs_tests: bool,
+    /// Its command shows a task's problem before any change: it runs before every change, and
+    /// the same command must pass after them (`reproduce`).
+    #[serde(default, skip_serializing_if = "is_false")]
+    pub(crate) reproduces: bool,
     /// The field of its result that answers a question about the files it is given (a step of
     /// it may be a flow's answer); absent for an operation that answers none.
     #[serde(default, skip_serializing_if = "Option::is_none")]
@@ -304,6 +308,7 @@ pub(crate) fn spec(
         may_use_llm_without: forever_list(entry.may_use_llm_without),
         commands_only: entry.commands_only,
         runs_tests: entry.runs_tests,
+        reproduces: entry.reproduces,
         answers: entry.answers.map(forever),
         default_role: entry.default_role.map(forever),
         goal: Box::leak(goal.into_boxed_slice()),
@@ -341,6 +346,7 @@ fn declaration(spec: &OperationSpec) -> Declaration {
         may_use_llm_without: strings(spec.may_use_llm_without),
         commands_only: spec.commands_only,
         runs_tests: spec.runs_tests,
+        reproduces: spec.reproduces,
         answers: spec.answers.map(str::to_string),
         default_role: spec.default_role.map(str::to_string),
         goal: spec

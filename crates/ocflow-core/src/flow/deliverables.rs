@@ -52,6 +52,80 @@ pub(crate) fn settle(
         },
     };
     flow.deliverables = Some(deliverables);
+    settle_reproductions(flow, problems, &mut notes);
+    notes
+}
+
+/// Makes the command of each step that reproduces the task's problem (`reproduce`) one the flow
+/// must see pass after every change, the reproduction its other half of the evidence. A
+/// reproduction that depends on a change is a problem: it must see the repository as it is.
+fn settle_reproductions(flow: &mut Flow, problems: &mut Vec<Problem>, notes: &mut Vec<String>) {
+    let writers: BTreeSet<String> = file_writes(flow).into_iter().map(|(id, _)| id).collect();
+    let reproductions: Vec<(String, String)> = flow
+        .steps
+        .iter()
+        .filter(|s| operations::find(&s.operation).is_some_and(|op| op.reproduces))
+        .filter_map(|s| Some((s.id.clone(), command_of(s)?)))
+        .collect();
+    for (id, command) in reproductions {
+        if let Some(writer) = flow.ancestors(&id).intersection(&writers).next() {
+            problems.push(flow_problem(format!(
+                "step `{id}` reproduces the problem before any change, and depends on step \
+                 `{writer}`, which changes files: remove that dependency"
+            )));
+            continue;
+        }
+        let mut deliverables = flow.deliverables.take().unwrap_or_default();
+        let known = deliverables
+            .commands
+            .iter_mut()
+            .find(|c| c.command.as_deref().map(normalize) == Some(normalize(&command)));
+        match known {
+            Some(known) => known.reproduced_by = Some(id),
+            None => {
+                if let Some(step) = deliver_command(flow, Some(&command), true, notes) {
+                    notes.push(format!(
+                        "`{command}` fails before the change (step {id}): it must pass after \
+                         every change"
+                    ));
+                    deliverables.commands.push(CommandDeliverable {
+                        command: Some(command),
+                        step,
+                        reproduced_by: Some(id),
+                    });
+                }
+            }
+        }
+        flow.deliverables = Some(deliverables);
+    }
+}
+
+/// Adds a step that runs `command` before any change to show the task's problem (the model
+/// was asked for one), and makes the command one that must pass after every change. One
+/// sentence for each addition.
+pub(crate) fn require_reproduction(flow: &mut Flow, command: &str) -> Vec<String> {
+    let Some(op) = operations::all().find(|op| op.reproduces) else {
+        return Vec::new();
+    };
+    let id = fresh_id(flow, "reproduce");
+    let mut params = Map::new();
+    params.insert("command".into(), Value::String(command.to_string()));
+    flow.steps.push(Step {
+        id: id.clone(),
+        operation: op.name.to_string(),
+        role: None,
+        description: Some("show the task's problem before any change".into()),
+        params,
+        depends_on: Vec::new(),
+        final_answer: false,
+        profile: None,
+        model: None,
+    });
+    let mut notes = vec![format!(
+        "step {id} was added to run `{command}` before any change: the model's reproduction of \
+         the problem"
+    )];
+    settle_reproductions(flow, &mut Vec::new(), &mut notes);
     notes
 }
 
@@ -205,6 +279,7 @@ fn settle_declared(
             Some(step) => commands.push(CommandDeliverable {
                 command: Some(command.clone()),
                 step,
+                reproduced_by: None,
             }),
             None => problems.push(flow_problem(format!(
                 "deliverables.commands names `{command}`, and this library has no operation \
@@ -237,6 +312,7 @@ pub(crate) fn require_command(flow: &mut Flow, command: &str) -> Vec<String> {
         deliverables.commands.push(CommandDeliverable {
             command: Some(command.to_string()),
             step,
+            reproduced_by: None,
         });
         notes.push(format!(
             "the task names `{command}`: it must pass at the end"
@@ -268,7 +344,7 @@ fn infer(flow: &mut Flow, notes: &mut Vec<String>) -> Deliverables {
         .steps
         .iter()
         .filter_map(|s| operations::find(&s.operation).map(|op| (s, op)))
-        .filter(|(_, op)| op.runs_commands)
+        .filter(|(_, op)| op.runs_commands && !op.reproduces)
         .filter(|(s, _)| !upstream.contains(&s.id))
         .map(|(s, op)| (s.id.clone(), command_of(s), op.runs_tests))
         .collect();
@@ -279,7 +355,11 @@ fn infer(flow: &mut Flow, notes: &mut Vec<String>) -> Deliverables {
         }
         // The same command twice: the later run is the one that counts.
         commands.retain(|c| c.command.is_none() || c.command != command);
-        commands.push(CommandDeliverable { command, step: id });
+        commands.push(CommandDeliverable {
+            command,
+            step: id,
+            reproduced_by: None,
+        });
     }
     // Its answer: the step marked as the flow's answer, else its last step that answers from
     // the files it was given and that no step depends on (a review, seed 002's closing summary).
@@ -522,6 +602,14 @@ fn upstream_of_writers(flow: &Flow) -> BTreeSet<String> {
     upstream
 }
 
+/// Every path the flow's file steps write, in their order (repeats kept).
+pub(crate) fn written_paths(flow: &Flow) -> Vec<String> {
+    file_writes(flow)
+        .into_iter()
+        .map(|(_, path)| path)
+        .collect()
+}
+
 /// Each step that writes files by name, with each path it writes: (step id, path).
 fn file_writes(flow: &Flow) -> Vec<(String, String)> {
     let mut out = Vec::new();
@@ -602,7 +690,10 @@ fn command_of(step: &Step) -> Option<String> {
 /// Whether `step` runs `command` (spaces collapsed, `python3` read as `python`, one within the
 /// other), or for `None` runs the tests the library chooses.
 pub(crate) fn runs(step: &Step, command: Option<&str>) -> bool {
-    let Some(op) = operations::find(&step.operation).filter(|op| op.runs_commands) else {
+    // A reproduction runs before the change: never the run that checks it.
+    let Some(op) =
+        operations::find(&step.operation).filter(|op| op.runs_commands && !op.reproduces)
+    else {
         return false;
     };
     match (command, command_of(step)) {
@@ -709,6 +800,41 @@ mod tests {
         let added = missing.step("check").expect("a check step");
         assert_eq!(added.depends_on, vec!["fix".to_string()]);
         assert_eq!(added.params["command"], json!("make test"));
+    }
+
+    /// A reproduction a plan writes itself: its command must pass after every change, and it
+    /// must run on the repository as it is, never after a change.
+    #[test]
+    fn a_planned_reproduction_is_checked_after_the_change_and_runs_before_it() {
+        let (_repo, rules) = rules();
+        let mut problems = Vec::new();
+        let mut planned = flow(json!([
+            {"id": "show", "operation": "reproduce", "params": {"command": "python3 -c 'f()'"}},
+            {"id": "fix", "operation": "modify_code",
+             "params": {"file_path": "utils.py", "instructions": "fix it"}}]));
+        settle(&mut planned, None, &rules, &mut problems);
+        assert_eq!(problems, vec![]);
+        let settled = planned.deliverables.clone().unwrap();
+        assert_eq!(settled.commands.len(), 1, "{settled:?}");
+        assert_eq!(settled.commands[0].reproduced_by.as_deref(), Some("show"));
+        let check = planned.step(&settled.commands[0].step).unwrap();
+        assert_eq!(check.depends_on, vec!["fix".to_string()]);
+        assert!(planned.step("show").unwrap().depends_on.is_empty());
+
+        let mut late = flow(json!([
+            {"id": "fix", "operation": "modify_code",
+             "params": {"file_path": "utils.py", "instructions": "fix it"}},
+            {"id": "show", "operation": "reproduce", "depends_on": ["fix"],
+             "params": {"command": "python3 -c 'f()'"}}]));
+        settle(&mut late, None, &rules, &mut problems);
+        assert_eq!(problems.len(), 1, "{problems:?}");
+        assert!(
+            problems[0]
+                .message
+                .contains("step `show` reproduces the problem before any change")
+                && problems[0].message.contains("depends on step `fix`"),
+            "{problems:?}"
+        );
     }
 
     #[test]

@@ -93,6 +93,9 @@ pub struct OperationSpec {
     pub(crate) commands_only: bool,
     /// A failed step of it means the tests failed.
     pub(crate) runs_tests: bool,
+    /// Its command shows the task's problem before any change (`reproduce`): it may depend on
+    /// no step that changes files, and the same command must pass after every change.
+    pub(crate) reproduces: bool,
     /// The field of its result that answers a question about the files it is given: a step of
     /// it may give a flow's answer (`analyze_code`'s `summary`).
     pub(crate) answers: Option<&'static str>,

@@ -20,6 +20,19 @@ pub(crate) fn destructive(command: &str) -> Option<String> {
     judge(command, 0)
 }
 
+/// Whether `command` is a shell command at all, as the shell that runs command steps reads it
+/// (`/bin/sh -n`: parsed, never run). A model may write a Python call, `f([])`, where a command
+/// was asked for; tree-sitter's grammar is lenient there, the shell is not.
+pub(crate) fn parses(command: &str) -> bool {
+    std::process::Command::new("/bin/sh")
+        .args(["-n", "-c", command])
+        .stdin(std::process::Stdio::null())
+        .stdout(std::process::Stdio::null())
+        .stderr(std::process::Stdio::null())
+        .status()
+        .map_or(true, |status| status.success())
+}
+
 fn judge(command: &str, depth: usize) -> Option<String> {
     // `sh -c "sh -c …"` nested without end is no command anyone needs.
     if depth > 8 {
@@ -452,6 +465,22 @@ mod tests {
             "git -C sub status",
         ] {
             assert_eq!(destructive(fine), None, "{fine:?} was refused");
+        }
+    }
+
+    /// A Qwen2.5-Coder-0.5B answer for a command was `calculate_metrics([])`.
+    #[test]
+    fn what_is_not_shell_is_told_from_what_is() {
+        for junk in ["calculate_metrics([])", "assert f(x) == 2)", "if then fi"] {
+            assert!(!parses(junk), "{junk:?} parsed");
+        }
+        for fine in [
+            "python3 -c \"from utils import f; assert f([]) == 0\"",
+            "python3 -m pytest -q tests/test_x.py::test_y",
+            "node -e 'require(\"./a\").f()' && echo ok",
+            "cargo test --lib parse",
+        ] {
+            assert!(parses(fine), "{fine:?} did not parse");
         }
     }
 }

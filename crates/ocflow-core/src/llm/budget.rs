@@ -288,7 +288,9 @@ impl Budget {
         )
         .or_else(|| over(ledger.cost, cost, cost_limit, BudgetKind::Cost));
         if let Some(exceeded) = refused {
-            self.trip(&mut ledger, exceeded);
+            if !request.optional {
+                self.trip(&mut ledger, exceeded);
+            }
             return Err(refusal(&exceeded));
         }
         let crowded = |spent: f64, reserved: f64, needed: f64, limit: Option<f64>| {
@@ -445,6 +447,7 @@ mod tests {
             messages: vec![Message::user("x".repeat(chars))],
             json: false,
             schema: None,
+            optional: false,
         }
     }
 

@@ -1,11 +1,8 @@
 //! The LLM layer: the one client (retries, tokens, record/replay), the flow's budget every call
 //! reserves from, the answer form each endpoint takes remembered across runs, the API key kept
 //! out of every environment, what is redacted from every request, reading JSON out of a
-//! model's answer, and the planner that turns a task into a validated flow.
-//! The LLM layer: the one client (retries, tokens, record/replay), the answer form each
-//! endpoint takes remembered across runs, the API key kept out of every environment, what is
-//! redacted from every request, reading JSON out of a model's answer, and the planner that
-//! turns a task into a validated flow (its prompt laid out for a server's prefix cache).
+//! model's answer, the planner that turns a task into a validated flow (its prompt laid out for
+//! a server's prefix cache), and the command it asks for that shows the task's problem.
 
 pub mod answer;
 pub mod answer_forms;
@@ -15,3 +12,4 @@ pub mod key;
 pub mod planner;
 pub mod planner_prompt;
 pub mod redact;
+pub mod reproduction;

@@ -20,6 +20,7 @@ use crate::flow::validate;
 use crate::llm::answer;
 use crate::llm::client::Llm;
 use crate::llm::planner_prompt::{self, PromptParts};
+use crate::llm::reproduction;
 use ocflow_model::flow::Flow;
 use ocflow_model::llm::{ChatRequest, LlmError, Message, ModelSettings};
 use ocflow_model::prompt_template;
@@ -129,6 +130,7 @@ impl Planner<'_> {
                 messages: messages.clone(),
                 json: true,
                 schema: Some(operations::flow_schema()),
+                optional: false,
             };
             let reply = self.llm.chat(&request).await?;
             save(
@@ -151,9 +153,18 @@ impl Planner<'_> {
                     .to_string()
             } else {
                 match self.judge(&reply.content, task, &named) {
-                    Judged::Plan(mut flow, notes) => {
+                    Judged::Plan(mut flow, mut notes) => {
                         // The user's words are the task, whatever the model wrote in its `task`.
                         flow.task = task.to_string();
+                        let checked = test_command::named_in_task(task).is_some()
+                            || named.iter().any(|p| is_test_file(p.as_str()));
+                        if reproduction::wanted(&flow, checked) {
+                            let mut conversation = messages.clone();
+                            conversation.push(Message::assistant(reply.content.clone()));
+                            notes.extend(
+                                self.reproduce(conversation, &mut flow, answers_dir).await?,
+                            );
+                        }
                         return Ok((flow, notes));
                     }
                     Judged::Refused(reason) => {
@@ -191,6 +202,42 @@ impl Planner<'_> {
             dir: answers_dir.to_path_buf(),
             problems,
         })
+    }
+
+    /// Asks the model for a command that shows the task's problem and adds it to `flow` (a step
+    /// before any change, a check after every change), within the roles; one sentence each
+    /// for what was added, or why nothing was.
+    async fn reproduce(
+        &self,
+        conversation: Vec<Message>,
+        flow: &mut Flow,
+        answers_dir: &Path,
+    ) -> Result<Vec<String>, PlanError> {
+        let mut asked = flow.clone();
+        let reply = reproduction::ask(
+            self.llm,
+            &self.settings.for_answer(1),
+            &self.policy,
+            conversation,
+            &mut asked,
+        )
+        .await?;
+        if let Some(answer) = &reply.answer {
+            save(answers_dir, "reproduce-answer.md", answer)?;
+        }
+        match self.roles.apply(asked) {
+            Ok(asked) => {
+                *flow = asked;
+                Ok(reply.notes)
+            }
+            Err(problems) => Ok(vec![format!(
+                "no reproduction of the problem: {}",
+                problems
+                    .first()
+                    .map(ToString::to_string)
+                    .unwrap_or_default()
+            )]),
+        }
     }
 
     /// What one answer is: a plan to run (with what validation added), the problems to send

@@ -1,0 +1,156 @@
+//! The command that shows a task's problem, asked of the model once its plan is valid: one
+//! that fails on the repository as it is and must pass after the change. With it a change is
+//! done by evidence (the same command failing before and passing after), not because a file
+//! changed: a real Qwen2.5-Coder-0.5B rewrote `calculate_metrics` so that it still divided by
+//! zero, and nothing else could tell. Asked only where nothing else checks the change: the
+//! task names no test to pass, and the plan changes files other than documentation and runs
+//! no reproduction of its own.
+
+use std::path::Path;
+
+use serde_json::{Value, json};
+
+use crate::flow::deliverables;
+use crate::flow::operations;
+use crate::flow::policy::CommandPolicy;
+use crate::flow::shell;
+use crate::llm::answer;
+use crate::llm::client::Llm;
+use ocflow_model::flow::Flow;
+use ocflow_model::llm::{ChatRequest, LlmError, LlmErrorKind, Message, ModelSettings};
+use ocflow_model::prompt_template;
+
+const ASK: &str = include_str!("../../../../prompts/reproduce.md");
+
+/// Extensions of files whose change no command can show: documentation and plain text.
+const DOCUMENTATION: &[&str] = &["md", "markdown", "rst", "txt", "adoc"];
+
+/// Whether the model should be asked for a reproduction of `flow`'s problem: it changes a file
+/// other than documentation, reproduces nothing itself, and `checked` (the task names no test
+/// that must pass) is false.
+pub(crate) fn wanted(flow: &Flow, checked: bool) -> bool {
+    let reproduces = flow
+        .steps
+        .iter()
+        .any(|s| operations::find(&s.operation).is_some_and(|op| op.reproduces));
+    let documentation = |path: &str| {
+        Path::new(path)
+            .extension()
+            .and_then(|e| e.to_str())
+            .is_some_and(|e| DOCUMENTATION.contains(&e.to_ascii_lowercase().as_str()))
+    };
+    !checked
+        && !reproduces
+        && deliverables::written_paths(flow)
+            .iter()
+            .any(|path| !documentation(path))
+}
+
+/// What the model was asked and what it answered, for the caller to save.
+pub(crate) struct Asked {
+    /// The model's answer (none when it was not asked).
+    pub(crate) answer: Option<String>,
+    /// One sentence each for what was added to the flow, or why nothing was.
+    pub(crate) notes: Vec<String>,
+}
+
+/// Asks the model, continuing the planning conversation (`conversation` ends with its plan),
+/// for a command that fails now and passes once the task is done; adds a step running it before
+/// any change and a check after every change. An answer that is no command, not shell, or one
+/// the policy refuses adds nothing, and says why.
+pub(crate) async fn ask(
+    llm: &Llm,
+    settings: &ModelSettings,
+    policy: &CommandPolicy,
+    mut conversation: Vec<Message>,
+    flow: &mut Flow,
+) -> Result<Asked, LlmError> {
+    conversation.push(Message::user(prompt_template::fill_with(
+        ASK.trim(),
+        &[("task", &flow.task)],
+    )));
+    let request = ChatRequest {
+        purpose: "reproduction".into(),
+        settings: settings.clone(),
+        messages: conversation,
+        json: true,
+        schema: Some(schema()),
+        optional: true,
+    };
+    let nothing = |why: &str| format!("no reproduction of the problem: {why}");
+    let reply = match llm.chat(&request).await {
+        Ok(reply) => reply,
+        // The plan is what the budget was for: a flow does not pause for its evidence.
+        Err(error) if error.kind == LlmErrorKind::BudgetExhausted => {
+            return Ok(Asked {
+                answer: None,
+                notes: vec![nothing(&format!(
+                    "the budget leaves no room to ask ({error})"
+                ))],
+            });
+        }
+        Err(error) => return Err(error),
+    };
+    let notes = if reply.is_truncated() {
+        vec![nothing("the model's answer was cut off")]
+    } else {
+        match command(&reply.content) {
+            None => vec![nothing("the model gave no command")],
+            Some(command) if !shell::parses(&command) => vec![nothing(&format!(
+                "the model's `{command}` is not a shell command"
+            ))],
+            Some(command) => {
+                let mut tried = flow.clone();
+                let notes = deliverables::require_reproduction(&mut tried, &command);
+                match policy.check(&tried.steps) {
+                    Some(problem) => vec![nothing(&problem.to_string())],
+                    None => {
+                        *flow = tried;
+                        notes
+                    }
+                }
+            }
+        }
+    };
+    Ok(Asked {
+        answer: Some(reply.content),
+        notes,
+    })
+}
+
+/// The command of an answer: `{"command": "…"}` (or a bare JSON string), trimmed; `None` for
+/// `null`, an empty command, or what is not JSON.
+fn command(content: &str) -> Option<String> {
+    let extracted = answer::extract_json(content).ok()?;
+    let value: Value = serde_json::from_str(&extracted.json).ok()?;
+    let command = match &value {
+        Value::Object(object) => object.get("command")?.as_str()?,
+        Value::String(text) => text.as_str(),
+        _ => return None,
+    };
+    Some(command.trim().to_string()).filter(|c| !c.is_empty())
+}
+
+/// The answer's schema, for servers that constrain decoding by one.
+fn schema() -> Value {
+    json!({
+        "type": "object",
+        "properties": {"command": {"anyOf": [{"type": "string"}, {"type": "null"}]}},
+        "required": ["command"],
+        "additionalProperties": false
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_command_is_read_from_the_answer() {
+        let said = r#"{"command": " python3 -c \"import u\" "}"#;
+        assert_eq!(command(said).as_deref(), Some("python3 -c \"import u\""));
+        assert_eq!(command("```json\n{\"command\": null}\n```"), None);
+        assert_eq!(command(r#"{"command": ""}"#), None);
+        assert_eq!(command("no idea"), None);
+    }
+}

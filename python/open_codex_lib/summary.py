@@ -35,7 +35,7 @@ def generate_summary(step: Step, llm_config: dict | None) -> dict:
             f"this step may read (available: {available})"
         )
     step_ids = [source_step] if source_step is not None else list(step.steps)
-    facts = _step_facts(step, step_ids)
+    facts = step_facts(step, step_ids)
 
     chat = llm.conversation(step, llm_config, step.operation)
     if chat is not None:
@@ -46,7 +46,7 @@ def generate_summary(step: Step, llm_config: dict | None) -> dict:
                 "content": llm.render_prompt(
                     "generate_summary_user",
                     task=step.task or "(not given)",
-                    facts=_step_facts(step, step_ids, detailed=True),
+                    facts=step_facts(step, step_ids, detailed=True),
                 ),
             },
         ]
@@ -63,7 +63,7 @@ def generate_summary(step: Step, llm_config: dict | None) -> dict:
     )
 
 
-def _step_facts(step: Step, step_ids: list[str], detailed: bool = False) -> str:
+def step_facts(step: Step, step_ids: list[str], detailed: bool = False) -> str:
     """One line per earlier step: its operation, status and message.
 
     ``detailed`` adds, for the model, the files the step wrote or deleted and

@@ -288,6 +288,11 @@ CASES = {
     "run_tests": {"params": {"command": "echo '1 passed in 0.01s'"}},
     "reproduce": {"params": {"command": "exit 1"}},
     "generate_summary": {"params": {"message": "Refactored utils.py."}},
+    "ask_model": {
+        "params": {"instructions": "Review a.py.", "file_path": "src/a.py"},
+        "inputs": {"src/a.py": PY_BEFORE},
+        "answer": "It returns 1.",
+    },
     "list_files": {"params": {"path": "."}, "work": {"src/a.py": PY_BEFORE}},
     "delete_file": {
         "params": {"file_path": "src/a.py"},

@@ -64,11 +64,17 @@ pub(crate) fn show_plan(flow: &Flow, json: bool) {
     }
     say(&format!("ocflow: the plan, {} step(s):", flow.steps.len()));
     for (n, step) in flow.steps.iter().enumerate() {
-        let target = ["file_path", "path", "command", "report_path"]
-            .iter()
-            .find_map(|p| step.params.get(*p).and_then(|v| v.as_str()))
-            .map(|t| format!(" {}", shorten(&printable(t), 50)))
-            .unwrap_or_default();
+        let target = [
+            "file_path",
+            "path",
+            "command",
+            "report_path",
+            "instructions",
+        ]
+        .iter()
+        .find_map(|p| step.params.get(*p).and_then(|v| v.as_str()))
+        .map(|t| format!(" {}", shorten(&printable(t), 50)))
+        .unwrap_or_default();
         let after = if step.depends_on.is_empty() {
             String::new()
         } else {

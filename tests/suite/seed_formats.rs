@@ -123,6 +123,95 @@ fn seed_000s_task_list_with_required_roles_runs_as_a_flow() {
     );
 }
 
+/// Issue 37 §6: seed 000's `ExecutionPlan` as its document prints it — tasks with only a
+/// `description` and a `required_role` of the crew's (one with the QA agent's
+/// `raw_instruction`) — was refused with 11 problems. Each described task is a model step that
+/// answers in text (`ask_model`), its role's name kept in its instructions; the QA step is
+/// given what the step before it produced and its criteria. Text changes no file: the flow
+/// delivers nothing, and says so.
+#[test]
+fn seed_000s_printed_execution_plan_runs_as_described_model_steps() {
+    let sandbox = Sandbox::new(&[("input.txt", "some text\n")]);
+    let qa = json!({"content_to_qa": "output_from_task_4",
+                    "qa_criteria": "Ensure output is valid text."});
+    let plan = json!({
+        "user_instruction": "Create a CLI tool that reads a file, processes its content, and \
+                             writes to another file, then QA the output.",
+        "parsed_intent": {"goal": "Create a CLI tool with file I/O and QA"},
+        "tasks": [
+            {"task_id": "task_1", "description": "Plan the CLI tool features",
+             "required_role": "SoftwarePlanner", "dependencies": []},
+            {"task_id": "task_2",
+             "description": "Implement the file reading part: read file 'input.txt'",
+             "required_role": "PythonDeveloper", "dependencies": ["task_1"]},
+            {"task_id": "task_3", "description": "Implement the core logic for processing content.",
+             "required_role": "PythonDeveloper", "dependencies": ["task_2"]},
+            {"task_id": "task_4", "description": "Implement file writing part: write file \
+                                                  'output.txt' with processed content.",
+             "required_role": "PythonDeveloper", "dependencies": ["task_3"]},
+            {"task_id": "task_5", "description": "QA the generated 'output.txt' file.",
+             "required_role": "QualityAssuranceAgent", "raw_instruction": qa.to_string(),
+             "dependencies": ["task_4"]}
+        ]
+    });
+    let llm = FakeLlm::with_rules(vec![
+        Rule::prompt_contains("Your part: As QualityAssuranceAgent: QA the generated")
+            .named("qa")
+            .reply(chat("The output is valid text."))
+            .times(1),
+        Rule::prompt_contains("Your part: As ")
+            .named("crew")
+            .reply(chat(
+                "```python\nprint(open('input.txt').read().upper())\n```",
+            ))
+            .times(4),
+        Rule::flow_summary().reply(chat("The crew answered in text.")),
+    ]);
+    let output = sandbox
+        .ocflow_llm(&llm.base_url())
+        .args(["--json", "run", "--task-id", "t", "--plan"])
+        .arg(sandbox.flow(&plan))
+        .output()
+        .unwrap();
+    llm.verify();
+    let flow = read_json(&sandbox.task_dir("t").join("flow.json"));
+    let first = &flow["steps"][0];
+    assert_eq!(first["operation"], json!("ask_model"), "{flow}");
+    assert_eq!(
+        first["params"]["instructions"],
+        json!("As SoftwarePlanner: Plan the CLI tool features"),
+        "{flow}"
+    );
+    let states: Vec<Value> = sandbox.status("t")["steps"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|s| s["status"].clone())
+        .collect();
+    assert_eq!(states, vec![json!("succeeded"); 5]);
+    // The QA step saw task_4's answer and the criteria.
+    let qa_prompt = llm
+        .bodies()
+        .iter()
+        .map(last_user_message)
+        .find(|m| m.contains("As QualityAssuranceAgent"))
+        .unwrap();
+    assert!(
+        qa_prompt.contains("task_4 ask_model (success)")
+            && qa_prompt.contains("print(open('input.txt')")
+            && qa_prompt.contains("Ensure output is valid text."),
+        "{qa_prompt}"
+    );
+    // Text is no change: nothing was delivered, and the flow says so.
+    assert_ne!(finished(&output)["state"], json!("succeeded"));
+    assert!(
+        !sandbox
+            .task_dir("t")
+            .join("final_output/output.txt")
+            .exists()
+    );
+}
+
 #[test]
 fn a_final_answer_flag_that_is_not_true_or_false_is_refused() {
     let sandbox = Sandbox::new(&[("a.txt", "a")]);

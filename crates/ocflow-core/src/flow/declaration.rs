@@ -84,6 +84,12 @@ pub(crate) struct Declaration {
     /// the same command must pass after them (`reproduce`).
     #[serde(default, skip_serializing_if = "is_false")]
     pub(crate) reproduces: bool,
+    /// Whether the planner is offered it (listed in its prompt, allowed by its answer's schema):
+    /// false for an operation that reads other plans' steps (`ask_model`, seed 000's described
+    /// tasks), so a small model is not offered an answer in text for a change. A flow may still
+    /// name it.
+    #[serde(default = "offered", skip_serializing_if = "is_offered")]
+    pub(crate) offered: bool,
     /// The field of its result that answers a question about the files it is given (a step of
     /// it may be a flow's answer); absent for an operation that answers none.
     #[serde(default, skip_serializing_if = "Option::is_none")]
@@ -98,6 +104,14 @@ pub(crate) struct Declaration {
     /// The library's function, `module:function` (the library's concern; kept when saved).
     #[serde(default, skip_serializing_if = "String::is_empty")]
     pub(crate) implementation: String,
+}
+
+fn offered() -> bool {
+    true
+}
+
+fn is_offered(value: &bool) -> bool {
+    *value
 }
 
 fn is_false(value: &bool) -> bool {
@@ -309,6 +323,7 @@ pub(crate) fn spec(
         commands_only: entry.commands_only,
         runs_tests: entry.runs_tests,
         reproduces: entry.reproduces,
+        offered: entry.offered,
         answers: entry.answers.map(forever),
         default_role: entry.default_role.map(forever),
         goal: Box::leak(goal.into_boxed_slice()),
@@ -347,6 +362,7 @@ fn declaration(spec: &OperationSpec) -> Declaration {
         commands_only: spec.commands_only,
         runs_tests: spec.runs_tests,
         reproduces: spec.reproduces,
+        offered: spec.offered,
         answers: spec.answers.map(str::to_string),
         default_role: spec.default_role.map(str::to_string),
         goal: spec

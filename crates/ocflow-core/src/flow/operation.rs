@@ -96,6 +96,8 @@ pub struct OperationSpec {
     /// Its command shows the task's problem before any change (`reproduce`): it may depend on
     /// no step that changes files, and the same command must pass after every change.
     pub(crate) reproduces: bool,
+    /// Whether the planner is offered it (its prompt and its answer's schema).
+    pub(crate) offered: bool,
     /// The field of its result that answers a question about the files it is given: a step of
     /// it may give a flow's answer (`analyze_code`'s `summary`).
     pub(crate) answers: Option<&'static str>,

@@ -145,7 +145,7 @@ pub fn catalogue() -> String {
 pub fn prompt_catalogue() -> String {
     let mut out = String::new();
     let mut described: Vec<(&str, &str)> = Vec::new();
-    for op in all() {
+    for op in all().filter(|op| op.offered) {
         out.push_str(&format!("- `{}`: {}\n", op.name, op.doc));
         let mut params: Vec<String> = op
             .params
@@ -192,6 +192,7 @@ const PATH_PATTERN: &str = "^[A-Za-z0-9_.][A-Za-z0-9_./+@-]*$";
 pub(crate) fn flow_schema() -> serde_json::Value {
     use serde_json::json;
     let steps: Vec<serde_json::Value> = all()
+        .filter(|op| op.offered)
         .map(|op| {
             let params: serde_json::Map<String, serde_json::Value> = op
                 .params
@@ -293,7 +294,7 @@ mod tests {
     #[test]
     fn the_built_in_declarations_read_and_read_back_as_they_were_written() {
         assert_eq!(built_in_problem(), None);
-        assert_eq!(built_in().len(), 11);
+        assert_eq!(built_in().len(), 12);
         let specs = declaration::read_built_ins(BUILT_IN_FILE)
             .unwrap()
             .operations;

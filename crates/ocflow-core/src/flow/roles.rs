@@ -66,14 +66,19 @@ impl Role {
             .any(|op| op == ANY || op == operation)
     }
 
-    /// The operations it may use, in words.
+    /// The operations it may use that the planner is offered, in words.
     fn operations_in_words(&self) -> String {
         let names = self.operation_names();
         if names.iter().any(|op| op == ANY) {
-            "any operation".into()
-        } else {
-            names.join(", ")
+            return "any operation".into();
         }
+        let offered = |op: &&String| operations::find(op).is_none_or(|spec| spec.offered);
+        names
+            .iter()
+            .filter(offered)
+            .cloned()
+            .collect::<Vec<_>>()
+            .join(", ")
     }
 }
 
@@ -124,6 +129,12 @@ fn built_in(name: &'static str, goal: &str, network: bool) -> (String, Role) {
 
 /// The role that may do anything: the default for an operation that declares no other.
 const DEVELOPER: &str = "developer";
+
+/// Whether ocflow has a role of this name whatever the configuration (`developer`, and those
+/// `operations.json` declares).
+pub(crate) fn is_built_in(name: &str) -> bool {
+    name == DEVELOPER || operations::built_in_roles().contains_key(name)
+}
 
 impl Roles {
     /// The built-in roles, then `configured` ones (which replace a built-in of the same name).

@@ -11,7 +11,11 @@
 //! - seed 000 (the crew's execution plan): `tasks` are the `steps`, `user_instruction` the
 //!   task; a task's `task_id` is its `id`, `required_role` its `role`, `dependencies` its
 //!   `depends_on`; `parsed_intent` and a task's `status` and `output` (the crew's bookkeeping)
-//!   are dropped.
+//!   are dropped. A task with only a `description` (the crew's agents answer in text unless
+//!   told which files to write) is a model step that answers in text, `ask_model`, the
+//!   description its `instructions`; a role ocflow has no built-in of (`SoftwarePlanner`,
+//!   `QualityAssuranceAgent`) is named there ("As SoftwarePlanner: …") instead of being the
+//!   step's role, and the QA agent's `raw_instruction` is given as the step's input.
 //!
 //! A field given both ways keeps ocflow's spelling; the seed's is dropped.
 
@@ -41,6 +45,8 @@ const STEP_DROPPED: &[&str] = &["status", "output"];
 /// the tool's name (the operation says what runs), and a reference to API keys (ocflow's key
 /// is its own, never a plan's).
 const MESSAGE_DROPPED: &[&str] = &["parent_task_id", "tool_name", "api_keys_config_ref"];
+/// The operation of a task described in words alone (seed 000's crew tasks).
+const DESCRIBED: &str = "ask_model";
 /// What seed 004 calls a step's result in a reference.
 const RESULT_DATA: &[&str] = &["result_data", "processed_result_data"];
 
@@ -81,11 +87,52 @@ pub(crate) fn step_object(object: &mut Map<String, Value>) {
     for field in MESSAGE_DROPPED {
         object.remove(*field);
     }
+    described_task(object);
     if object.contains_key("operation") {
         for field in STEP_DROPPED {
             object.remove(*field);
         }
     }
+}
+
+/// Seed 000's task described in words alone (no operation, no parameters): a model step that
+/// does it in text, its role named in its instructions when ocflow has no role of that name.
+fn described_task(object: &mut Map<String, Value>) {
+    if object.contains_key("operation") || object.contains_key("params") {
+        return;
+    }
+    let Some(description) = object
+        .get("description")
+        .and_then(Value::as_str)
+        .map(str::trim)
+        .filter(|d| !d.is_empty())
+        .map(str::to_string)
+    else {
+        return;
+    };
+    let foreign = object
+        .get("role")
+        .and_then(Value::as_str)
+        .filter(|role| !crate::flow::roles::is_built_in(role))
+        .map(str::to_string);
+    let mut instructions = match &foreign {
+        Some(role) => format!("As {role}: {description}"),
+        None => description,
+    };
+    if foreign.is_some() {
+        object.remove("role");
+    }
+    match object.remove("raw_instruction") {
+        Some(Value::String(raw)) if !raw.trim().is_empty() => {
+            instructions.push_str(&format!("\n\nInput, as the plan gives it: {}", raw.trim()));
+        }
+        Some(Value::Null) | Some(Value::String(_)) | None => {}
+        Some(raw) => instructions.push_str(&format!("\n\nInput, as the plan gives it: {raw}")),
+    }
+    let mut params = Map::new();
+    params.insert("instructions".into(), Value::String(instructions));
+    object.insert("operation".into(), Value::String(DESCRIBED.into()));
+    object.insert("params".into(), Value::Object(params));
 }
 
 fn rename(object: &mut Map<String, Value>, fields: &[(&str, &str)]) {

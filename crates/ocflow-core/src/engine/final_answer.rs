@@ -1,11 +1,14 @@
 //! The flow's answer for the user: what a step produced when the flow is asked a question, not
 //! only a change. The step the flow's answer deliverable names gives it, else the step marked
-//! `final_answer` (seed 004's `isFinalAnswer`); without one, the last `generate_summary` step
-//! that succeeded (seed 002's closing step, whose text otherwise stayed in its `result.json`).
+//! `final_answer` (seed 004's `isFinalAnswer`); without one, the last step that succeeded of an
+//! operation that `summarises` (`generate_summary`: seed 002's closing step, whose text
+//! otherwise stayed in its `result.json`). The text is the result field its operation declares
+//! as its `result`.
 //! Its text heads `summary.md`, the run's end at the terminal, and `flow_finished`.
 
 use serde_json::Value;
 
+use crate::flow::operations;
 use crate::flow::seed_formats;
 use crate::task::state;
 use crate::task::workspace::TaskDir;
@@ -41,7 +44,7 @@ pub fn find(task: &TaskDir, status: &FlowStatus, flow: &Flow) -> Option<FinalAns
         .or_else(|| {
             flow.steps
                 .iter()
-                .filter(|s| s.operation == "generate_summary")
+                .filter(|s| operations::find(&s.operation).is_some_and(|op| op.summarises))
                 .rfind(|s| succeeded(&s.id))
         })?;
     let result = state::load_result(task, &step.id).ok().flatten()?;

@@ -90,6 +90,17 @@ pub(crate) struct Declaration {
     /// name it.
     #[serde(default = "offered", skip_serializing_if = "is_offered")]
     pub(crate) offered: bool,
+    /// The result field that holds what a step of it produced (`content` of `read_file`): what
+    /// seed 004's `result_data` reads and the flow's answer shows; the message when absent.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub(crate) result: Option<String>,
+    /// A step of it closes a flow with a summary: the last that succeeded is the flow's answer
+    /// when no step is marked (`generate_summary`, seed 002's closing step).
+    #[serde(default, skip_serializing_if = "is_false")]
+    pub(crate) summarises: bool,
+    /// A step of it deletes the files its `writes` parameters name (`delete_file`).
+    #[serde(default, skip_serializing_if = "is_false")]
+    pub(crate) deletes: bool,
     /// The field of its result that answers a question about the files it is given (a step of
     /// it may be a flow's answer); absent for an operation that answers none.
     #[serde(default, skip_serializing_if = "Option::is_none")]
@@ -324,6 +335,9 @@ pub(crate) fn spec(
         runs_tests: entry.runs_tests,
         reproduces: entry.reproduces,
         offered: entry.offered,
+        result: entry.result.map(forever),
+        summarises: entry.summarises,
+        deletes: entry.deletes,
         answers: entry.answers.map(forever),
         default_role: entry.default_role.map(forever),
         goal: Box::leak(goal.into_boxed_slice()),
@@ -363,6 +377,9 @@ fn declaration(spec: &OperationSpec) -> Declaration {
         runs_tests: spec.runs_tests,
         reproduces: spec.reproduces,
         offered: spec.offered,
+        result: spec.result.map(str::to_string),
+        summarises: spec.summarises,
+        deletes: spec.deletes,
         answers: spec.answers.map(str::to_string),
         default_role: spec.default_role.map(str::to_string),
         goal: spec

@@ -98,6 +98,12 @@ pub struct OperationSpec {
     pub(crate) reproduces: bool,
     /// Whether the planner is offered it (its prompt and its answer's schema).
     pub(crate) offered: bool,
+    /// The result field that holds what a step of it produced; the message when `None`.
+    pub(crate) result: Option<&'static str>,
+    /// Its last step that succeeded is the flow's answer when no step is marked.
+    pub(crate) summarises: bool,
+    /// A step of it deletes the files its `writes` parameters name.
+    pub(crate) deletes: bool,
     /// The field of its result that answers a question about the files it is given: a step of
     /// it may give a flow's answer (`analyze_code`'s `summary`).
     pub(crate) answers: Option<&'static str>,

@@ -148,12 +148,9 @@ fn rename(object: &mut Map<String, Value>, fields: &[(&str, &str)]) {
 /// The field of a step's `result.json` that holds what it produced, as seed 004's
 /// `result_data` names it: a file's content, a summary, a command's output, else the message.
 pub fn result_data_field(operation: &str) -> &'static str {
-    match operation {
-        "read_file" => "content",
-        "generate_summary" | "analyze_code" => "summary",
-        "execute_shell_command" | "run_tests" => "stdout",
-        _ => "message",
-    }
+    crate::flow::operations::find(operation)
+        .and_then(|op| op.result)
+        .unwrap_or("message")
 }
 
 /// `text` with seed 004's `@{outputs.STEP.result_data}` references written as ocflow's:

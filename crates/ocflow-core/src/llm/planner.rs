@@ -431,11 +431,13 @@ fn required_tests(flow: &mut Flow, task: &str, named: &[RepoPath]) -> Vec<String
     }
     let deleted = |path: &str| {
         flow.steps.iter().any(|s| {
-            s.operation == "delete_file"
-                && s.params
-                    .get("file_path")
-                    .and_then(serde_json::Value::as_str)
-                    == Some(path)
+            operations::find(&s.operation).is_some_and(|op| {
+                op.deletes
+                    && op
+                        .writes
+                        .iter()
+                        .any(|p| s.params.get(*p).and_then(serde_json::Value::as_str) == Some(path))
+            })
         })
     };
     let commands: Vec<String> = named

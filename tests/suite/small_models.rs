@@ -772,10 +772,19 @@ fn a_fix_that_leaves_the_named_test_failing_is_never_a_success() {
 /// model is now asked, after its plan, for a command that fails now and must pass after the
 /// change (`prompts/reproduce.md`); a step runs it before any change and a check after.
 fn reproduced(fix: &str, reproduction: &str) -> (Sandbox, FakeLlm, std::process::Output) {
+    let abort = json!({"strategy": "abort", "reason": "the check still fails"});
+    reproduced_with(fix, reproduction, abort)
+}
+
+fn reproduced_with(
+    fix: &str,
+    reproduction: &str,
+    recovery: Value,
+) -> (Sandbox, FakeLlm, std::process::Output) {
     let sandbox = utils_repo();
     let plan = json!({"steps": [{"id": "fix", "operation": "write_file",
         "params": {"file_path": "utils.py", "content": fix}}]});
-    let abort = json!({"strategy": "abort", "reason": "the check still fails"});
+    let abort = recovery;
     let llm = FakeLlm::with_rules(vec![
         Rule::reproduction()
             .reply(chat(&json!({"command": reproduction}).to_string()))
@@ -794,13 +803,14 @@ const STILL_DIVIDES: &str =
 const EMPTY_CRASHES: &str =
     "python3 -c \"from utils import calculate_metrics as c; assert c([]) == 0\"";
 
+/// The deliverable of the reproduced command (a recovery may leave others beside it).
 fn command_check(sandbox: &Sandbox) -> Value {
     let status = sandbox.status("t");
     status["deliverables"]
         .as_array()
         .unwrap()
         .iter()
-        .find(|d| d["kind"] == json!("command"))
+        .find(|d| d["kind"] == json!("command") && d["what"] != json!("true"))
         .cloned()
         .unwrap_or_else(|| panic!("no command deliverable: {status}"))
 }
@@ -875,5 +885,33 @@ fn a_reproduction_that_shows_nothing_is_not_evidence() {
     assert!(
         stderr.contains("the model's `calculate_metrics([])` is not a shell command"),
         "{stderr}"
+    );
+}
+
+/// A recovery that rewrites the check's command until it passes does not make the change
+/// shown: the deliverable is its command, not whatever its step ends up running.
+#[test]
+fn a_check_rewritten_to_pass_shows_nothing() {
+    let cheat = json!({"strategy": "modify", "reason": "the check is too strict",
+        "step": {"id": "check", "params": {"command": "true"}}});
+    let (sandbox, _llm, output) = reproduced_with(STILL_DIVIDES, EMPTY_CRASHES, cheat);
+    assert_exit(&output, 1);
+    let status = sandbox.status("t");
+    assert_eq!(status["state"], json!("failed"), "{status}");
+    // The revision keeps the reproduced command, run again by a step of its own.
+    let check = command_check(&sandbox);
+    assert_eq!(check["what"], json!(EMPTY_CRASHES), "{check}");
+    assert_eq!(check["met"], json!(false), "{check}");
+    let flow = read_json(&sandbox.task_dir("t").join("flow.json"));
+    let reproduced = flow["deliverables"]["commands"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|c| c["reproduced_by"] == json!("reproduce"))
+        .cloned();
+    assert_eq!(
+        reproduced.map(|c| c["step"].clone()),
+        Some(json!("check_2")),
+        "{flow}"
     );
 }

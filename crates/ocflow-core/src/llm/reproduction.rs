@@ -96,9 +96,9 @@ pub(crate) async fn ask(
     } else {
         match command(&reply.content) {
             None => vec![nothing("the model gave no command")],
-            Some(command) if !shell::parses(&command) => vec![nothing(&format!(
-                "the model's `{command}` is not a shell command"
-            ))],
+            Some(command) if let Some(why) = unusable(&command) => {
+                vec![nothing(&format!("the model's `{command}` {why}"))]
+            }
             Some(command) => {
                 let mut tried = flow.clone();
                 let notes = deliverables::require_reproduction(&mut tried, &command);
@@ -116,6 +116,18 @@ pub(crate) async fn ask(
         answer: Some(reply.content),
         notes,
     })
+}
+
+/// Why a command cannot show the problem, if it cannot: a copy of the question's own words (a
+/// small model copies them: `python3 -c`, "the command"), or no shell command at all.
+fn unusable(command: &str) -> Option<&'static str> {
+    if ASK.contains(command) {
+        Some("repeats the question")
+    } else if !shell::parses(command) {
+        Some("is not a shell command")
+    } else {
+        None
+    }
 }
 
 /// The command of an answer: `{"command": "…"}` (or a bare JSON string), trimmed; `None` for
@@ -152,5 +164,23 @@ mod tests {
         assert_eq!(command("```json\n{\"command\": null}\n```"), None);
         assert_eq!(command(r#"{"command": ""}"#), None);
         assert_eq!(command("no idea"), None);
+    }
+
+    /// A real Qwen2.5-Coder-0.5B answered the question's example, `assert f(x) == y`, when the
+    /// question had one: the question now has no code to copy, and a copy of its words is none.
+    #[test]
+    fn copies_of_the_question_and_what_is_not_shell_show_nothing() {
+        assert!(
+            !ASK.contains("assert f("),
+            "the question shows code a model copies"
+        );
+        assert_eq!(unusable("python3 -c"), Some("repeats the question"));
+        assert_eq!(unusable("the command"), Some("repeats the question"));
+        assert_eq!(
+            unusable("calculate_metrics([])"),
+            Some("is not a shell command")
+        );
+        let real = "python3 -c \"from utils import calculate_metrics as c; assert c([]) == 0\"";
+        assert_eq!(unusable(real), None);
     }
 }

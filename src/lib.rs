@@ -10,6 +10,7 @@
 mod cli;
 
 use cli::args::Command;
+use cli::needs::{Limits, Repository};
 
 // The library's interface: what `main.rs` needs. Everything else is internal to the crate, so
 // the compiler reports what nothing uses.
@@ -29,31 +30,23 @@ pub fn run(mut cli: Cli, api_key: ApiKey) -> Result<ExitCode> {
             _ => ExitCode::CannotRun,
         });
     }
-    match &cli.command {
-        Command::Completions(args) => return cli::help_files::completions(args.shell),
-        Command::Man => return cli::help_files::man_page(),
-        _ => {}
-    }
-    // The MCP server resolves nothing itself: each tool runs this binary, which does.
-    if let Command::Mcp = &cli.command {
-        return cli::mcp::serve(&cli.global, api_key);
-    }
-    if let Command::List(args) = &cli.command
-        && args.all
-    {
-        return cli::task_index::list_all(cli.global.json);
+    // What the subcommand needs, declared once (`cli::needs`).
+    let needs = cli.command.needs();
+    if needs.early {
+        return match &cli.command {
+            Command::Completions(args) => cli::help_files::completions(args.shell),
+            Command::Man => cli::help_files::man_page(),
+            // The MCP server resolves nothing itself: each tool runs this binary, which does.
+            Command::Mcp => cli::mcp::serve(&cli.global, api_key),
+            Command::List(_) => cli::task_index::list_all(cli.global.json),
+            other => Err(Error::internal(format!(
+                "{other:?} is declared to run early and has no early start"
+            ))),
+        };
     }
     // A task named by id or by directory is found from any directory (the user's task index).
-    let named_task = match &cli.command {
-        Command::Status(args) => args.task.clone(),
-        Command::Diff(args) => args.task.clone(),
-        Command::Report(args) => args.task.clone(),
-        Command::Apply(args) => args.task.clone(),
-        Command::Undo(args) => args.task.clone(),
-        Command::Resume(args) => args.task.clone(),
-        Command::Wait(args) => args.task.clone(),
-        _ => None,
-    };
+    let named_task = needs.task.map(str::to_string);
+    let repository = needs.repository;
     cli::task_index::locate(&mut cli.global, named_task.as_deref())?;
     if let Command::Batch(args) = &mut cli.command {
         args.forwarded = cli::batch::forwarded_flags(&cli.global)?;
@@ -62,27 +55,18 @@ pub fn run(mut cli: Cli, api_key: ApiKey) -> Result<ExitCode> {
         Command::Run(args) if args.detach => Some(api_key.clone()),
         _ => None,
     };
-    let demo = cli::args::LimitArgs::default();
-    let limits = match &cli.command {
-        Command::Run(args) => Some(&args.limits),
-        Command::Resume(args) => Some(&args.limits),
-        Command::Demo | Command::Doctor => Some(&demo),
-        _ => None,
+    let configured = cli::args::LimitArgs::default();
+    let limits = match cli.command.needs().limits {
+        Limits::Given(limits) => Some(limits),
+        Limits::Configured => Some(&configured),
+        Limits::No => None,
     };
     // Commands that start work on a repository need one; the others can find their task
     // through an explicit workspace or task directory.
-    let needs_repo = match &cli.command {
-        Command::Run(_) | Command::Plan(_) | Command::Trust(_) | Command::Memory(_) => true,
-        Command::Batch(_)
-        | Command::Demo
-        | Command::Skill(_)
-        | Command::SandboxExec(_)
-        | Command::Mcp
-        | Command::Completions(_)
-        | Command::Man
-        | Command::Doctor
-        | Command::Operations => false,
-        _ => cli.global.workspace.is_none(),
+    let needs_repo = match repository {
+        Repository::Required => true,
+        Repository::UnlessWorkspace => cli.global.workspace.is_none(),
+        Repository::No => false,
     };
     let config = cli::config::Config::resolve(&cli.global, needs_repo, limits, api_key)?;
     if let (Command::Run(args), Some(key)) = (&cli.command, &detached_key) {

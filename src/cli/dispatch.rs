@@ -2,6 +2,7 @@
 
 use crate::cli::args::Command;
 use crate::cli::config::Config;
+use crate::cli::needs::Probe;
 use crate::cli::{
     apply, approval, batch, demo, doctor, launch, memory, progress, report, resume, review, run,
     skill, trust, wait,
@@ -21,6 +22,7 @@ pub(crate) fn dispatch(config: &Config, command: Command) -> Result<ExitCode> {
     }
     let mut warnings = config.warnings.clone();
     let mut connected = None;
+    let needs = command.needs();
     let given_flow = matches!(&command, Command::Run(args) if args.plan.is_some());
     // The sandbox probe starts now, beside the library's start, except for a flow given with
     // `--plan`: its engine starts the probe once the first steps are on their way, so that it
@@ -30,14 +32,7 @@ pub(crate) fn dispatch(config: &Config, command: Command) -> Result<ExitCode> {
     }
     // The commands that plan or validate flows take the library's catalogue first, so its
     // plugin operations are known to the planner and the validator.
-    if matches!(
-        command,
-        Command::Run(_)
-            | Command::Plan(_)
-            | Command::Resume(_)
-            | Command::Approve(_)
-            | Command::Demo
-    ) {
+    if needs.library {
         // `run` connects to the LLM meanwhile (its HTTP client loads the system's root
         // certificates): the embedded Python's start takes longer, and needs nothing from it.
         // A flow given with `--plan` is read and its task set up while the library loads: it
@@ -65,7 +60,7 @@ pub(crate) fn dispatch(config: &Config, command: Command) -> Result<ExitCode> {
         // of a flow given with `--plan` (`SandboxWait`): under load the probe takes tenths of
         // a second, which planning or LLM steps hide, and it still stops the flow before any
         // command step.
-        if !waits_later(&command) {
+        if needs.probe == Probe::Before {
             config.run.sandbox.plan()?;
         }
     }
@@ -75,20 +70,7 @@ pub(crate) fn dispatch(config: &Config, command: Command) -> Result<ExitCode> {
     }
     // A killed `apply` or `undo` left half-done is finished before anything reads or changes
     // the tasks or the repository.
-    if matches!(
-        command,
-        Command::Run(_)
-            | Command::Resume(_)
-            | Command::Approve(_)
-            | Command::Reject(_)
-            | Command::Status(_)
-            | Command::List(_)
-            | Command::Wait(_)
-            | Command::Diff(_)
-            | Command::Report(_)
-            | Command::Apply(_)
-            | Command::Undo(_)
-    ) {
+    if needs.recovers_applies {
         apply::recover_workspace(config);
     }
     match command {
@@ -122,12 +104,6 @@ pub(crate) fn dispatch(config: &Config, command: Command) -> Result<ExitCode> {
             ))
         }
     }
-}
-
-/// Whether `command` is a `run`, which waits for its sandbox probe later: after planning,
-/// or, for a flow given with `--plan`, before its first command step.
-fn waits_later(command: &Command) -> bool {
-    matches!(command, Command::Run(_))
 }
 
 /// Runs an async command on a fresh runtime. The runtime is not waited for on the way out: a

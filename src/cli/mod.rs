@@ -23,6 +23,7 @@ pub(crate) mod mcp;
 pub(crate) mod mcp_status;
 pub(crate) mod mcp_stdio;
 pub(crate) mod memory;
+pub(crate) mod needs;
 pub(crate) mod profiles;
 pub(crate) mod progress;
 pub(crate) mod report;

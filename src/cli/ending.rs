@@ -3,7 +3,7 @@
 //! on stdout as plain text where colour does not belong, and not at all with `--json` (the
 //! `flow_finished` event says it all there).
 
-use crate::cli::progress::seconds;
+use crate::cli::words::seconds;
 use ocflow_core::engine::{final_answer, summary};
 use ocflow_core::task::failure_cause;
 use ocflow_core::task::review::{self, ChangeKind};

@@ -1,6 +1,6 @@
 //! What every command that runs steps shares: the LLM client, the operation library, the
-//! engine's settings built from the resolved `Config`, the repository snapshot, and running the
-//! executor to an exit code.
+//! engine's settings built from the resolved `Config`, and the repository snapshot. Running the
+//! executor to an exit code is `execute`'s.
 
 use std::fs;
 use std::path::Path;
@@ -8,12 +8,11 @@ use std::path::PathBuf;
 use std::sync::{Arc, Mutex, OnceLock, PoisonError};
 use std::thread::JoinHandle;
 
-use crate::cli::apply;
 use crate::cli::config::{Config, DEFAULT_CODEX_LIB, Plugins};
 use crate::cli::progress;
 use ocflow_core::engine::bridge::{self, Bridge, HostLlm};
 use ocflow_core::engine::dependencies::Dependencies;
-use ocflow_core::engine::executor::{Executor, FlowOutcome, RecoverySettings, Settings};
+use ocflow_core::engine::executor::{RecoverySettings, Settings};
 use ocflow_core::engine::memory::Memory;
 use ocflow_core::engine::sandbox::SandboxPlan;
 use ocflow_core::engine::sandbox_probe::PendingSandbox;
@@ -25,13 +24,11 @@ use ocflow_core::flow::validate;
 use ocflow_core::llm::client::{Endpoint, Llm};
 use ocflow_core::llm::key;
 use ocflow_core::task::events::Events;
-use ocflow_core::task::review;
 use ocflow_core::task::snapshot;
 use ocflow_core::task::state;
 use ocflow_core::task::workspace::TaskDir;
 use ocflow_model::error::{Error, IoContext, Result};
 use ocflow_model::event::{Event, Record};
-use ocflow_model::exit::ExitCode;
 use ocflow_model::flow::Flow;
 use ocflow_model::problem::Problem;
 use ocflow_model::repo_path::RepoPath;
@@ -529,108 +526,4 @@ pub(crate) fn snapshot(
         bytes: stats.bytes,
         duration_ms: stats.duration_ms,
     })
-}
-
-/// Runs the executor and turns its outcome into an exit code, applying on success if asked.
-pub(crate) async fn execute(
-    mut executor: Executor,
-    apply_after: bool,
-    approve_apply: bool,
-    json: bool,
-) -> Result<ExitCode> {
-    let outcome = match executor.run().await {
-        Ok(outcome) => outcome,
-        // A signal found a long phase (publishing, a capture, the diff): saved as interrupted.
-        Err(Error::Interrupted) => executor.stopped_by_signal()?,
-        Err(error) => {
-            executor.abandon(&error);
-            return Err(error.in_task(&executor.task.root));
-        }
-    };
-    let code = finish(&mut executor, outcome, apply_after, approve_apply, json).await?;
-    // A model that could not be used ended the flow: the caller learns it as the command's
-    // error, with what to fix (as when planning fails), not only as a failed flow.
-    let fix = match (outcome, executor.llm_failure()) {
-        (FlowOutcome::Failed, Some(llm_error)) => {
-            let error = Error::Llm(llm_error.clone());
-            executor.events.show(Event::Error {
-                code: error.code().into(),
-                exit_code: code.code(),
-                message: format!(
-                    "{error}; once fixed, `ocflow resume {}` continues the flow",
-                    executor.task.task_id
-                ),
-                hint: error.hint(),
-            });
-            error.hint()
-        }
-        _ => None,
-    };
-    if !json {
-        crate::cli::ending::show(
-            &executor.task,
-            &executor.status,
-            &executor.flow,
-            fix.as_deref(),
-        )?;
-    }
-    Ok(code)
-}
-
-/// The exit code of a flow's outcome, after applying it when asked and it succeeded.
-/// With `approve_apply` (`--approve apply`), the changes are written only after a yes.
-async fn finish(
-    executor: &mut Executor,
-    outcome: FlowOutcome,
-    apply_after: bool,
-    approve_apply: bool,
-    json: bool,
-) -> Result<ExitCode> {
-    match outcome {
-        FlowOutcome::Succeeded if apply_after => {
-            let changes = review::changes(&executor.task, &executor.status, &executor.flow)?;
-            if approve_apply && !changes.is_empty() {
-                let asked = crate::cli::approval::apply_gate(
-                    &executor.task,
-                    &mut executor.status,
-                    &executor.flow,
-                    &mut executor.events,
-                    changes.len(),
-                    json,
-                );
-                if let Some(code) = asked.await? {
-                    return Ok(code);
-                }
-            }
-            let applied = apply::apply_changes(
-                &executor.task,
-                &executor.status,
-                &executor.flow,
-                &changes,
-                false,
-                &ocflow_core::task::interrupt::raised,
-            )?;
-            apply::record_applied(
-                &mut executor.events,
-                &mut executor.status,
-                &executor.task,
-                applied,
-            )?;
-            Ok(ExitCode::Success)
-        }
-        FlowOutcome::Succeeded => Ok(ExitCode::Success),
-        FlowOutcome::Failed => Ok(ExitCode::Failure),
-        FlowOutcome::Interrupted => Ok(ExitCode::Interrupted),
-        FlowOutcome::Paused => Ok(ExitCode::Paused),
-        // A recovery waits for a person (`--approve risky`): the yes that continues the flow
-        // applies it at its end too, when this run was asked to.
-        FlowOutcome::Waiting => {
-            if let Some(pending) = executor.status.approval.as_mut() {
-                pending.apply_after = apply_after;
-                pending.approve_apply = approve_apply;
-                state::save_status(&executor.task, &mut executor.status)?;
-            }
-            Ok(ExitCode::Paused)
-        }
-    }
 }

@@ -18,7 +18,7 @@ use ocflow_model::llm::Usage;
 use ocflow_model::output::{self, LiveLines, paint, printable, say, styles};
 use ocflow_model::status::StepState;
 
-use crate::cli::progress::{seconds, started_label};
+use crate::cli::words::{seconds, started_label};
 
 /// The live display of one process.
 pub(crate) struct Display {

@@ -27,7 +27,8 @@ use tokio::process::{Child, ChildStdout};
 use tokio::sync::Notify;
 
 use crate::cli::args::GlobalArgs;
-use crate::cli::{mcp_status, mcp_stdio};
+use crate::cli::mcp_status::{self, Started};
+use crate::cli::mcp_stdio;
 use ocflow_core::llm::key::{self, ApiKey};
 use ocflow_model::error::{Error, IoContext, Result};
 use ocflow_model::exit::ExitCode;
@@ -48,22 +49,6 @@ const MAX_WAIT_SECONDS: u64 = 60;
 
 /// How long a session's end waits for interrupted flows to record their state.
 const STOP_GRACE: Duration = Duration::from_secs(20);
-
-/// A flow this server started, as its JSON lines tell it.
-#[derive(Debug, Default)]
-pub(crate) struct Started {
-    pub(crate) pid: Option<u32>,
-    pub(crate) running: bool,
-    pub(crate) exit_code: Option<i32>,
-    /// The newest event (a heartbeat, a step's end…).
-    pub(crate) last_event: Option<Value>,
-    /// `flow_finished`, once it came.
-    pub(crate) finished: Option<Value>,
-    /// The `error` event that ended the command (a refused key…), once it came.
-    pub(crate) error: Option<Value>,
-    /// What the flow is doing, as its last heartbeat said (`planning`, `running`…).
-    pub(crate) stage: Option<String>,
-}
 
 #[derive(Debug, Deserialize, schemars::JsonSchema)]
 struct PlanParams {

@@ -7,8 +7,23 @@
 use chrono::{DateTime, Utc};
 use serde_json::{Map, Value, json};
 
-use crate::cli::mcp::Started;
 use ocflow_core::engine::summary::MODEL_SECTION;
+
+/// A flow this server started, as its JSON lines tell it.
+#[derive(Debug, Default)]
+pub(crate) struct Started {
+    pub(crate) pid: Option<u32>,
+    pub(crate) running: bool,
+    pub(crate) exit_code: Option<i32>,
+    /// The newest event (a heartbeat, a step's end…).
+    pub(crate) last_event: Option<Value>,
+    /// `flow_finished`, once it came.
+    pub(crate) finished: Option<Value>,
+    /// The `error` event that ended the command (a refused key…), once it came.
+    pub(crate) error: Option<Value>,
+    /// What the flow is doing, as its last heartbeat said (`planning`, `running`…).
+    pub(crate) stage: Option<String>,
+}
 
 /// The compact answer's size limit, in bytes of JSON.
 pub(crate) const ANSWER_LIMIT: usize = 2048;

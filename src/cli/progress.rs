@@ -14,6 +14,7 @@ use ocflow_model::output::{paint, print_stdout, printable, printable_lines, say,
 use ocflow_model::status::StepState;
 
 use crate::cli::live::Display;
+use crate::cli::words::{seconds, started_label};
 
 /// How a command shows its events: as JSON lines, or to people (through the live display when
 /// one runs).
@@ -253,29 +254,4 @@ fn progress_line(event: &Event) -> Option<String> {
             return None;
         }
     })
-}
-
-/// A duration for people: `850 ms`, `12.4 s`, `3 min 5 s`.
-pub(crate) fn seconds(ms: u64) -> String {
-    match ms {
-        0..1000 => format!("{ms} ms"),
-        1000..60_000 => format!("{:.1} s", ms as f64 / 1000.0),
-        _ => format!("{} min {} s", ms / 60_000, ms % 60_000 / 1000),
-    }
-}
-
-/// What a step's start says: `fix modify_code as coder (attempt 2)`.
-pub(crate) fn started_label(
-    step: &str,
-    operation: &str,
-    attempt: u32,
-    role: Option<&str>,
-) -> String {
-    let by = role.map(|r| format!(" as {r}")).unwrap_or_default();
-    let again = if attempt > 1 {
-        format!(" (attempt {attempt})")
-    } else {
-        String::new()
-    };
-    format!("{step} {operation}{by}{again}")
 }

@@ -1,10 +1,11 @@
 //! `ocflow resume`: continue a flow after a crash, an interrupt or a failure, from
 //! `flow_status.json`, without running a succeeded step again.
 
-use crate::cli::approval;
 use crate::cli::args::ResumeArgs;
 use crate::cli::budget;
 use crate::cli::config::Config;
+use crate::cli::execute;
+use crate::cli::gates;
 use crate::cli::launch::{self, connect_llm};
 use crate::cli::live;
 use crate::cli::progress::Progress;
@@ -286,7 +287,7 @@ pub(crate) async fn continue_flow(
         Progress::with_live(config.json, live),
     );
     if let Some(by) = approving {
-        approval::approved_in_resume(&task, &mut flow_status, &mut events, by)?;
+        gates::approved_in_resume(&task, &mut flow_status, &mut events, by)?;
     }
     for message in redone.into_iter().chain(said) {
         events.emit(Event::Warning { message })?;
@@ -310,7 +311,7 @@ pub(crate) async fn continue_flow(
     }
     outputs::rebuild_final_output(&task, &flow_status, &flow)?;
     let executor = Executor::new(task, flow, flow_status, events, bridge, settings, interrupt);
-    launch::execute(executor, args.apply, config.approvals.apply, config.json).await
+    execute::execute(executor, args.apply, config.approvals.apply, config.json).await
 }
 
 /// Sends back to pending every succeeded step whose recorded outputs vanished from the task

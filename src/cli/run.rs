@@ -5,10 +5,11 @@ use std::fs;
 use std::path::Path;
 use std::sync::Arc;
 
-use crate::cli::approval::{self, Gate};
 use crate::cli::args::{PlanArgs, RunArgs};
 use crate::cli::budget;
 use crate::cli::config::Config;
+use crate::cli::execute;
+use crate::cli::gates::{self, Gate};
 use crate::cli::launch::{self, connect_llm, require_llm};
 use crate::cli::live;
 use crate::cli::progress::Progress;
@@ -350,7 +351,7 @@ async fn start(
         deliverables: flow.deliverables.as_ref().map(|d| d.describe()),
     })?;
     // `--approve plan`: a person says yes (or edits the flow) before anything runs.
-    let gate = approval::plan_gate(
+    let gate = gates::plan_gate(
         config,
         &task,
         flow,
@@ -364,7 +365,7 @@ async fn start(
         Gate::Stop(code) => return Ok(code),
     };
     // `--approve risky`: the commands the policy flags are asked about, not refused.
-    let gate = approval::risky_gate(
+    let gate = gates::risky_gate(
         config,
         &task,
         flow,
@@ -385,7 +386,7 @@ async fn start(
         &mut flow_status,
     )?;
     let executor = Executor::new(task, flow, flow_status, events, bridge, settings, interrupt);
-    launch::execute(executor, args.apply, config.approvals.apply, config.json).await
+    execute::execute(executor, args.apply, config.approvals.apply, config.json).await
 }
 
 /// The planner for the configured model, repository and policy. It is told how the

@@ -4,7 +4,7 @@
 
 use comfy_table::{CellAlignment, ColumnConstraint, ContentArrangement, Table, presets};
 
-use crate::cli::progress::seconds;
+use crate::cli::words::seconds;
 use ocflow_core::flow::ignore_rules;
 use ocflow_model::llm::DEFAULT_PROFILE;
 use ocflow_model::output::{paint, printable, printable_lines, styles};

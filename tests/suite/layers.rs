@@ -1,61 +1,242 @@
 //! The architecture, checked. Between crates the compiler holds it: `ocflow-model` and
 //! `ocflow-sandbox` depend on no other crate of ocflow, `ocflow-core` on those two, the `ocflow`
-//! package (the CLI) on all three, and a use that points up does not compile. Inside
-//! `ocflow-core`, the layers are modules, checked here: every file belongs to a layer, no file
-//! uses one of a higher layer, and no files use each other in a loop. Uses are read from the
-//! source: every `crate::…` and `super::…` path, grouped imports (`use crate::{a::B, c::D}`,
-//! over several lines as rustfmt writes them) included, resolved to the file defining the
-//! module.
+//! package (the CLI) on all three, and a use that points up does not compile. Inside a crate,
+//! the layers are modules, checked here for `ocflow-core` (`crates/ocflow-core/src`) and the
+//! command line (`src/`): every file belongs to a layer, no file uses one of a higher layer,
+//! and no files use each other in a loop. Uses are read from the source: every `crate::…` and
+//! `super::…` path, grouped imports (`use crate::{a::B, c::D}`, over several lines as rustfmt
+//! writes them) included, resolved to the file defining the module.
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::fs;
 use std::path::{Path, PathBuf};
 
-/// Layers from the bottom up; a file may use files of its own layer or of lower ones.
-const LAYERS: &[(&str, usize)] = &[
-    ("flow", 1),
-    ("task", 2),
-    ("llm", 3),
-    ("engine", 4),
-    ("lib.rs", 5),
-];
-
-fn src() -> PathBuf {
-    Path::new(env!("CARGO_MANIFEST_DIR")).join("crates/ocflow-core/src")
+/// A crate's source tree and its layers from the bottom up: each a path prefix (a file, or a
+/// directory for every file under it) and its rank; a file may use files of its own layer or
+/// of lower ones, and belongs to the layer of its longest prefix.
+struct Tree {
+    root: &'static str,
+    layers: &'static [(&'static str, usize)],
 }
 
-fn layer_of(file: &Path) -> usize {
-    let first = file
-        .components()
-        .next()
-        .unwrap()
-        .as_os_str()
-        .to_str()
-        .unwrap();
-    LAYERS
-        .iter()
-        .find(|(name, _)| *name == first)
-        .map(|(_, rank)| *rank)
-        .unwrap_or_else(|| {
-            panic!(
-                "{} is in no layer; add it to LAYERS and DESIGN.md",
-                file.display()
-            )
-        })
-}
+const CORE: Tree = Tree {
+    root: "crates/ocflow-core/src",
+    layers: &[
+        ("flow", 1),
+        ("task", 2),
+        ("llm", 3),
+        ("engine", 4),
+        ("lib.rs", 5),
+    ],
+};
 
-/// The file defining the module at `segments` (relative to `src/`), using the longest prefix of
-/// `segments` that names a module file: the rest are items inside it.
-fn module_file(segments: &[&str]) -> Option<PathBuf> {
-    for len in (1..=segments.len()).rev() {
-        let base: PathBuf = segments[..len].iter().collect();
-        for candidate in [base.with_extension("rs"), base.join("mod.rs")] {
-            if src().join(&candidate).is_file() {
-                return Some(candidate);
+/// The command line: what every command shares at the bottom, the commands at the top
+/// (DESIGN.md §1).
+const CLI: Tree = Tree {
+    root: "src",
+    layers: &[
+        // Parsing and wording: the arguments, what each subcommand needs, the user's state.
+        ("cli/args.rs", 1),
+        ("cli/needs.rs", 1),
+        ("cli/help_files.rs", 1),
+        ("cli/words.rs", 1),
+        ("cli/user_state.rs", 1),
+        ("cli/held_signals.rs", 1),
+        ("cli/mcp_stdio.rs", 1),
+        // The configuration, resolved once.
+        ("cli/profiles.rs", 2),
+        ("cli/budget.rs", 2),
+        ("cli/config.rs", 2),
+        // Output to people and programs, and finding tasks.
+        ("cli/live.rs", 3),
+        ("cli/progress.rs", 3),
+        ("cli/status_table.rs", 3),
+        ("cli/follow.rs", 3),
+        ("cli/ending.rs", 3),
+        ("cli/tasks.rs", 3),
+        ("cli/task_index.rs", 3),
+        // What running a flow shares: the library, the client, the snapshot; the apply.
+        ("cli/launch.rs", 4),
+        ("cli/apply.rs", 4),
+        // The questions asked of a person, and the executor run to an exit code.
+        ("cli/gates.rs", 5),
+        ("cli/execute.rs", 5),
+        // The commands.
+        ("cli/run.rs", 6),
+        ("cli/resume.rs", 6),
+        ("cli/approval.rs", 6),
+        ("cli/review.rs", 6),
+        ("cli/report.rs", 6),
+        ("cli/report", 6),
+        ("cli/wait.rs", 6),
+        ("cli/detach.rs", 6),
+        ("cli/batch", 6),
+        ("cli/demo.rs", 6),
+        ("cli/doctor.rs", 6),
+        ("cli/memory.rs", 6),
+        ("cli/trust.rs", 6),
+        ("cli/skill.rs", 6),
+        ("cli/mcp_status.rs", 6),
+        ("cli/mcp.rs", 6),
+        // Choosing the command, and the crate's entry points.
+        ("cli/dispatch.rs", 7),
+        ("cli/mod.rs", 7),
+        ("lib.rs", 8),
+        ("main.rs", 8),
+        ("bin", 8),
+    ],
+};
+
+impl Tree {
+    fn src(&self) -> PathBuf {
+        Path::new(env!("CARGO_MANIFEST_DIR")).join(self.root)
+    }
+
+    fn layer_of(&self, file: &Path) -> usize {
+        self.layers
+            .iter()
+            .filter(|(prefix, _)| file.starts_with(prefix))
+            .max_by_key(|(prefix, _)| prefix.len())
+            .map(|(_, rank)| *rank)
+            .unwrap_or_else(|| {
+                panic!(
+                    "{}/{} is in no layer; add it to the layers in tests/suite/layers.rs and \
+                     DESIGN.md",
+                    self.root,
+                    file.display()
+                )
+            })
+    }
+
+    /// The file defining the module at `segments` (relative to the tree's root), using the
+    /// longest prefix of `segments` that names a module file: the rest are items inside it.
+    fn module_file(&self, segments: &[&str]) -> Option<PathBuf> {
+        for len in (1..=segments.len()).rev() {
+            let base: PathBuf = segments[..len].iter().collect();
+            for candidate in [base.with_extension("rs"), base.join("mod.rs")] {
+                if self.src().join(&candidate).is_file() {
+                    return Some(candidate);
+                }
             }
         }
+        None
     }
-    None
+
+    /// The files `file` uses.
+    fn uses(&self, file: &Path) -> BTreeSet<PathBuf> {
+        let text = fs::read_to_string(self.src().join(file)).unwrap();
+        // A file's tests use it and what it uses (`use super::*`): the layers are the code's.
+        let code: String = text
+            .lines()
+            .take_while(|line| line.trim() != "#[cfg(test)]")
+            .filter(|line| !line.trim_start().starts_with("//"))
+            .collect::<Vec<_>>()
+            .join("\n");
+        let mut found = BTreeSet::new();
+        for (prefix, base) in [("crate::", Vec::new()), ("super::", parent_of(file))] {
+            let mut rest = code.as_str();
+            while let Some(at) = rest.find(prefix) {
+                let preceded = rest[..at].chars().last();
+                rest = &rest[at + prefix.len()..];
+                if preceded.is_some_and(|c| c.is_alphanumeric() || c == '_' || c == ':') {
+                    continue;
+                }
+                for path in use_tree(rest) {
+                    let mut full: Vec<&str> = base.iter().map(String::as_str).collect();
+                    full.extend(path.iter().map(String::as_str));
+                    if let Some(target) = self.module_file(&full)
+                        && target != file
+                    {
+                        found.insert(target);
+                    }
+                }
+            }
+        }
+        // A module's own children, named bare (`local::run` in `batch/mod.rs`).
+        let children = code.lines().filter_map(|line| {
+            let line = line.trim();
+            let name = line.strip_suffix(';')?.rsplit_once("mod ")?.1;
+            (line.starts_with("mod ") || line.starts_with("pub")).then_some(name)
+        });
+        let own = module_path(file);
+        for child in children {
+            let named = format!("{child}::");
+            let bare = code.match_indices(&named).any(|(at, _)| {
+                !code[..at]
+                    .chars()
+                    .last()
+                    .is_some_and(|c| c.is_alphanumeric() || c == '_' || c == ':')
+            });
+            let mut path: Vec<&str> = own.iter().map(String::as_str).collect();
+            path.push(child);
+            if bare && let Some(target) = self.module_file(&path) {
+                found.insert(target);
+            }
+        }
+        found
+    }
+
+    fn graph(&self) -> BTreeMap<PathBuf, BTreeSet<PathBuf>> {
+        let mut files = BTreeMap::new();
+        for entry in walkdir::WalkDir::new(self.src()) {
+            let entry = entry.unwrap();
+            if entry.path().extension().is_some_and(|e| e == "rs") {
+                let relative = entry.path().strip_prefix(self.src()).unwrap().to_path_buf();
+                files.insert(relative.clone(), self.uses(&relative));
+            }
+        }
+        files
+    }
+
+    /// Every use of a higher layer, one `file -> target` line each.
+    fn upward_uses(&self) -> Vec<String> {
+        let mut upward = Vec::new();
+        for (file, targets) in self.graph() {
+            for target in targets {
+                if self.layer_of(&target) > self.layer_of(&file) {
+                    upward.push(format!("{} -> {}", file.display(), target.display()));
+                }
+            }
+        }
+        upward
+    }
+
+    /// Every loop of files that use each other, one line each.
+    fn loops(&self) -> Vec<String> {
+        let graph = self.graph();
+        // Depth-first search; a back edge closes a loop, reported with its files.
+        fn visit(
+            file: &Path,
+            graph: &BTreeMap<PathBuf, BTreeSet<PathBuf>>,
+            path: &mut Vec<PathBuf>,
+            done: &mut BTreeSet<PathBuf>,
+            loops: &mut Vec<String>,
+        ) {
+            if let Some(start) = path.iter().position(|p| p == file) {
+                let cycle: Vec<String> = path[start..]
+                    .iter()
+                    .chain([&path[start]])
+                    .map(|p| p.display().to_string())
+                    .collect();
+                loops.push(cycle.join(" -> "));
+                return;
+            }
+            if !done.insert(file.to_path_buf()) {
+                return;
+            }
+            path.push(file.to_path_buf());
+            for next in graph.get(file).into_iter().flatten() {
+                visit(next, graph, path, done, loops);
+            }
+            path.pop();
+        }
+        let mut loops = Vec::new();
+        let mut done = BTreeSet::new();
+        for file in graph.keys() {
+            visit(file, &graph, &mut Vec::new(), &mut done, &mut loops);
+        }
+        loops
+    }
 }
 
 /// The module path of a file: `engine/executor.rs` is `engine::executor`.
@@ -74,35 +255,10 @@ fn module_path(file: &Path) -> Vec<String> {
     parts
 }
 
-/// The files `file` uses.
-fn uses(file: &Path) -> BTreeSet<PathBuf> {
-    let text = fs::read_to_string(src().join(file)).unwrap();
-    let code: String = text
-        .lines()
-        .filter(|line| !line.trim_start().starts_with("//"))
-        .collect::<Vec<_>>()
-        .join("\n");
-    let mut found = BTreeSet::new();
-    for (prefix, base) in [("crate::", Vec::new()), ("super::", parent_of(file))] {
-        let mut rest = code.as_str();
-        while let Some(at) = rest.find(prefix) {
-            let preceded = rest[..at].chars().last();
-            rest = &rest[at + prefix.len()..];
-            if preceded.is_some_and(|c| c.is_alphanumeric() || c == '_' || c == ':') {
-                continue;
-            }
-            for path in use_tree(rest) {
-                let mut full: Vec<&str> = base.iter().map(String::as_str).collect();
-                full.extend(path.iter().map(String::as_str));
-                if let Some(target) = module_file(&full)
-                    && target != file
-                {
-                    found.insert(target);
-                }
-            }
-        }
-    }
-    found
+fn parent_of(file: &Path) -> Vec<String> {
+    let mut path = module_path(file);
+    path.pop();
+    path
 }
 
 /// The paths a use tree names, read from its start: `a::b::{c, d::{e, f}}` gives `a::b::c`,
@@ -185,95 +341,51 @@ fn grouped_uses_over_several_lines_are_read() {
     );
 }
 
-fn parent_of(file: &Path) -> Vec<String> {
-    let mut path = module_path(file);
-    path.pop();
-    path
-}
-
-fn graph() -> BTreeMap<PathBuf, BTreeSet<PathBuf>> {
-    let mut files = BTreeMap::new();
-    for entry in walkdir::WalkDir::new(src()) {
-        let entry = entry.unwrap();
-        if entry.path().extension().is_some_and(|e| e == "rs") {
-            let relative = entry.path().strip_prefix(src()).unwrap().to_path_buf();
-            files.insert(relative.clone(), uses(&relative));
-        }
-    }
-    files
-}
-
 #[test]
 fn no_file_uses_a_higher_layer() {
-    let mut upward = Vec::new();
-    for (file, targets) in graph() {
-        for target in targets {
-            if layer_of(&target) > layer_of(&file) {
-                upward.push(format!("{} -> {}", file.display(), target.display()));
-            }
-        }
+    for tree in [CORE, CLI] {
+        let upward = tree.upward_uses();
+        assert!(
+            upward.is_empty(),
+            "uses of a higher layer in {}:\n{}",
+            tree.root,
+            upward.join("\n")
+        );
     }
-    assert!(
-        upward.is_empty(),
-        "uses of a higher layer:\n{}",
-        upward.join("\n")
-    );
 }
 
 #[test]
 fn no_files_use_each_other_in_a_loop() {
-    let graph = graph();
-    // Depth-first search; a back edge closes a loop, reported with its files.
-    fn visit(
-        file: &Path,
-        graph: &BTreeMap<PathBuf, BTreeSet<PathBuf>>,
-        path: &mut Vec<PathBuf>,
-        done: &mut BTreeSet<PathBuf>,
-        loops: &mut Vec<String>,
-    ) {
-        if let Some(start) = path.iter().position(|p| p == file) {
-            let cycle: Vec<String> = path[start..]
-                .iter()
-                .chain([&path[start]])
-                .map(|p| p.display().to_string())
-                .collect();
-            loops.push(cycle.join(" -> "));
-            return;
-        }
-        if !done.insert(file.to_path_buf()) {
-            return;
-        }
-        path.push(file.to_path_buf());
-        for next in graph.get(file).into_iter().flatten() {
-            visit(next, graph, path, done, loops);
-        }
-        path.pop();
+    for tree in [CORE, CLI] {
+        let loops = tree.loops();
+        assert!(
+            loops.is_empty(),
+            "files that use each other in a loop in {}:\n{}",
+            tree.root,
+            loops.join("\n")
+        );
     }
-    let mut loops = Vec::new();
-    let mut done = BTreeSet::new();
-    for file in graph.keys() {
-        visit(file, &graph, &mut Vec::new(), &mut done, &mut loops);
-    }
-    assert!(
-        loops.is_empty(),
-        "files that use each other in a loop:\n{}",
-        loops.join("\n")
-    );
 }
 
 #[test]
 fn the_checker_sees_uses() {
     // The check itself must not go blind: known uses are found.
-    let executor = uses(Path::new("engine/executor.rs"));
+    let executor = CORE.uses(Path::new("engine/executor.rs"));
     assert!(
         executor.iter().any(|p| p.starts_with("task")),
         "{executor:?}"
     );
-    let recovering = uses(Path::new("engine/executor/recovering.rs"));
+    let recovering = CORE.uses(Path::new("engine/executor/recovering.rs"));
     assert!(
         recovering.contains(Path::new("engine/executor.rs")),
         "{recovering:?}"
     );
+    let run = CLI.uses(Path::new("cli/run.rs"));
+    assert!(run.contains(Path::new("cli/launch.rs")), "{run:?}");
+    let batch = CLI.uses(Path::new("cli/batch/mod.rs"));
+    assert!(batch.contains(Path::new("cli/batch/local.rs")), "{batch:?}");
+    assert_eq!(CLI.layer_of(Path::new("cli/batch/ray.rs")), 6);
+    assert!(CLI.layer_of(Path::new("cli/launch.rs")) > CLI.layer_of(Path::new("cli/config.rs")));
 }
 
 #[test]

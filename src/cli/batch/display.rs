@@ -8,8 +8,9 @@ use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use indicatif::{MultiProgress, ProgressBar, ProgressDrawTarget, ProgressStyle};
-use ocflow_model::event::Event;
+use ocflow_model::event::{Event, Record};
 use ocflow_model::output::{self, print_stdout, printable, say};
+use ocflow_model::status::now;
 use serde_json::Value;
 
 use crate::cli::batch::results::TaskResult;
@@ -57,7 +58,7 @@ impl Reporter {
     /// A batch-level event (`batch_started`, `batch_finished`).
     pub(crate) fn event(&self, event: Event) {
         if self.json {
-            let record = super::record(event);
+            let record = Record::now(now(), event);
             if let Ok(line) = serde_json::to_string(&record) {
                 print_stdout(&format!("{line}\n"));
             }

@@ -16,7 +16,8 @@ use tokio::signal::unix::{SignalKind, signal};
 use tokio::sync::Semaphore;
 use tokio::task::JoinSet;
 
-use crate::cli::batch::{Context, EngineOutcome, FlowJob, key_variables, results};
+use crate::cli::batch::flow_job::{self, Context, EngineOutcome, FlowJob, key_variables};
+use crate::cli::batch::results;
 
 /// The flows running now, by task id: their process ids, to hand a signal on.
 type Running = Arc<Mutex<HashMap<String, u32>>>;
@@ -73,12 +74,12 @@ fn collect(
     context: &Context,
 ) -> Result<()> {
     let end = done.map_err(|err| Error::internal(format!("a flow's task failed: {err}")))??;
-    let status = super::read_status(&end.job.task_dir);
+    let status = flow_job::read_status(&end.job.task_dir);
     // Stopped by a signal, or still marked running (killed): the next batch resumes it.
     let unfinished = end.exit_code == 130
         || status
             .as_ref()
-            .is_some_and(|status| !super::finished(status.state));
+            .is_some_and(|status| !flow_job::finished(status.state));
     if unfinished {
         outcome.unfinished += 1;
         outcome.paused += usize::from(
@@ -89,7 +90,7 @@ fn collect(
         context.reporter.finished(&end.job.task.id, None);
         return Ok(());
     }
-    let result = super::result_of(
+    let result = flow_job::result_of(
         context,
         &end.job.task,
         &end.job.task_dir,

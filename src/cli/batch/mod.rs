@@ -7,6 +7,7 @@
 //! `--out` skips the finished tasks and resumes the unfinished ones.
 
 pub(crate) mod display;
+pub(crate) mod flow_job;
 pub(crate) mod llm_gate;
 pub(crate) mod local;
 pub(crate) mod ray;
@@ -16,137 +17,28 @@ pub(crate) mod tasks_file;
 use std::collections::BTreeMap;
 use std::ffi::OsString;
 use std::net::IpAddr;
-use std::path::{Path, PathBuf};
-use std::sync::Arc;
 use std::time::Instant;
 
-use ocflow_core::llm::key::{ApiKey, KEY_FILE_VARIABLE};
+use ocflow_core::llm::key::ApiKey;
 use ocflow_model::error::{Error, IoContext, Result};
-use ocflow_model::event::{Event, Record};
+use ocflow_model::event::Event;
 use ocflow_model::exit::ExitCode;
 use ocflow_model::llm::Usage;
 use ocflow_model::output::print_stdout;
-use ocflow_model::status::{FlowState, FlowStatus, now};
 
 use crate::cli::args::{BatchArgs, Engine, GlobalArgs};
 use crate::cli::batch::display::Reporter;
+use crate::cli::batch::flow_job::{Context, FlowJob, finished, read_status, result_of};
 use crate::cli::batch::llm_gate::{Gate, Upstream};
 use crate::cli::batch::results::{RunFigures, TaskResult};
 use crate::cli::batch::tasks_file::{BatchTask, RepoSource};
 use crate::cli::config::Config;
 
-/// The environment variables that may hold the real key (the client's, and the key file's): no
-/// flow inherits them (the driver gave its own up at start-up already; a wrapper may have set
-/// them again).
-fn key_variables() -> impl Iterator<Item = &'static str> {
-    ocflow_core::llm::key::KEY_VARIABLES
-        .iter()
-        .copied()
-        .chain([KEY_FILE_VARIABLE])
-}
 /// A request through the gate may take the flows' own time limit and this much more: the flow
 /// gives up first, and says so, rather than the gate.
 const GATE_TIMEOUT_MARGIN: std::time::Duration = std::time::Duration::from_secs(10);
 /// The gate's limit when no default endpoint gave one (the LLM client's default, + margin).
 const DEFAULT_GATE_TIMEOUT: std::time::Duration = std::time::Duration::from_secs(130);
-
-/// One flow the batch runs now: its task, and whether it continues an earlier run's.
-#[derive(Debug, Clone)]
-pub(crate) struct FlowJob {
-    pub(crate) task: BatchTask,
-    /// The unfinished task directory an earlier run left: `ocflow resume` continues it.
-    pub(crate) resume: bool,
-    /// `DIR/workspace/ID`.
-    pub(crate) task_dir: PathBuf,
-    /// The gate's base URL for this task's endpoint, when the batch runs a gate.
-    pub(crate) gate_url: Option<String>,
-}
-
-/// What every flow of the batch shares.
-#[derive(Clone)]
-pub(crate) struct Context {
-    pub(crate) out: PathBuf,
-    /// `DIR/workspace`, where the flows' task directories live.
-    pub(crate) workspace: PathBuf,
-    /// This binary: each flow runs it.
-    pub(crate) exe: PathBuf,
-    /// Flows at once.
-    pub(crate) flows: usize,
-    /// `--jobs`, handed to each flow.
-    pub(crate) jobs: Option<usize>,
-    /// Global flags handed to each flow (`--model`, `--codex-lib`, `--python-dir`).
-    pub(crate) forwarded: Vec<OsString>,
-    /// Each flow's budget flags, handed to its `run` and its `resume` alike.
-    pub(crate) budget: Vec<OsString>,
-    /// The per-batch token flows present to the gate instead of the key.
-    pub(crate) token: Option<String>,
-    pub(crate) reporter: Arc<Reporter>,
-    /// `--json`: the flows' events go to stdout, tagged.
-    pub(crate) json: bool,
-}
-
-impl FlowJob {
-    /// The flow's command line without the binary: `ocflow run` of a new flow, or `ocflow
-    /// resume` of an unfinished one. `with_gate`: whether the gate's URL goes in as
-    /// `--base-url` (a Ray worker gets it in its environment instead).
-    pub(crate) fn argv(&self, context: &Context, resume: bool, with_gate: bool) -> Vec<OsString> {
-        let mut argv: Vec<OsString> = vec!["--json".into()];
-        // A Ray worker puts its clone's path in place of a git URL.
-        let repo: OsString = match &self.task.repo {
-            RepoSource::Path(path) => path.into(),
-            RepoSource::Git { url, .. } => url.into(),
-        };
-        argv.extend(["--repo".into(), repo]);
-        argv.extend(["--workspace".into(), context.workspace.clone().into()]);
-        argv.extend(context.forwarded.iter().cloned());
-        if with_gate && let Some(url) = &self.gate_url {
-            argv.extend(["--base-url".into(), url.into()]);
-        }
-        if let Some(model) = &self.task.model {
-            argv.extend(["--model".into(), model.into()]);
-        }
-        if resume {
-            // By id in `--workspace`: a Ray worker's workspace may lie elsewhere.
-            argv.extend(["resume".into(), self.task.id.clone().into()]);
-        } else {
-            argv.extend([
-                "run".into(),
-                "--task-id".into(),
-                self.task.id.clone().into(),
-            ]);
-            if let Some(plan) = &self.task.plan {
-                argv.extend(["--plan".into(), plan.into()]);
-            }
-        }
-        if let Some(jobs) = context.jobs {
-            argv.extend(["--jobs".into(), jobs.to_string().into()]);
-        }
-        argv.extend(context.budget.iter().cloned());
-        if !resume {
-            // The task comes on the flow's stdin (`stdin_text`): a task of any length passes
-            // (one over 128 KiB as an argument stopped the whole batch with "Argument list too
-            // long"), and a task over ocflow's own limit fails its flow alone.
-            argv.push("-".into());
-        }
-        argv
-    }
-
-    /// What the flow reads on its stdin: the task, for a run (a resume reads nothing).
-    pub(crate) fn stdin_text(&self, resume: bool) -> Option<&str> {
-        (!resume).then_some(self.task.task.as_str())
-    }
-
-    /// The environment a flow gets on top of the driver's: the gate and its token as the
-    /// endpoint and key (the real key never reaches a flow).
-    pub(crate) fn env(&self, context: &Context) -> Vec<(String, String)> {
-        let mut env = Vec::new();
-        if let (Some(url), Some(token)) = (&self.gate_url, &context.token) {
-            env.push(("OCFLOW_BASE_URL".to_string(), url.clone()));
-            env.push(("OCFLOW_API_KEY".to_string(), token.clone()));
-        }
-        env
-    }
-}
 
 /// The global flags a batch hands on to each of its flows; `--repo` and `--workspace` are
 /// refused: each task names its repository, and the flows live in `--out`.
@@ -177,19 +69,6 @@ pub(crate) fn forwarded_flags(global: &GlobalArgs) -> Result<Vec<OsString>> {
         flags.extend(["--python-dir".into(), dir.into()]);
     }
     Ok(flags)
-}
-
-/// How the flows ended, as the engines report it.
-#[derive(Debug, Default)]
-pub(crate) struct EngineOutcome {
-    /// Tasks the batch finished in this run.
-    pub(crate) finished: Vec<TaskResult>,
-    /// Tasks left unfinished (a signal stopped them, or a budget): the next run resumes them.
-    pub(crate) unfinished: usize,
-    /// Of those, the flows a budget paused: a run with a higher budget resumes them.
-    pub(crate) paused: usize,
-    /// Whether the batch was interrupted (Ctrl-C, SIGTERM).
-    pub(crate) interrupted: bool,
 }
 
 /// `ocflow batch`.
@@ -437,102 +316,6 @@ async fn start_gate(
     Ok((Some(gate), index_of))
 }
 
-/// A flow's status file, if it has one that reads.
-pub(crate) fn read_status(task_dir: &Path) -> Option<FlowStatus> {
-    let text =
-        std::fs::read_to_string(task_dir.join(ocflow_core::task::workspace::STATUS_FILE)).ok()?;
-    serde_json::from_str(&text).ok()
-}
-
-/// Whether a flow in this state is over (a running or interrupted one resumes).
-pub(crate) fn finished(state: FlowState) -> bool {
-    matches!(
-        state,
-        FlowState::Succeeded | FlowState::Failed | FlowState::NoChange
-    )
-}
-
-/// The result of a flow whose process ended, from its task directory; `exit_code` `None`:
-/// found finished by a later run. A flow that left no status failed before it began
-/// (`fallback_reason` says why, from its error).
-pub(crate) fn result_of(
-    context: &Context,
-    task: &BatchTask,
-    task_dir: &Path,
-    exit_code: Option<i32>,
-    duration_ms: u64,
-) -> Result<TaskResult> {
-    let Some(status) = read_status(task_dir) else {
-        return Ok(TaskResult {
-            id: task.id.clone(),
-            state: "failed".into(),
-            task_dir: task_dir.to_path_buf(),
-            exit_code: exit_code.unwrap_or(1),
-            tokens: Usage::default(),
-            duration_ms,
-            files_changed: 0,
-            diff: None,
-            reason: Some(context.reporter.last_error(&task.id).unwrap_or_else(|| {
-                format!(
-                    "the flow ended (exit {}) before it began; see {}",
-                    exit_code.unwrap_or(1),
-                    context
-                        .out
-                        .join("logs")
-                        .join(format!("{}.log", task.id))
-                        .display()
-                )
-            })),
-        });
-    };
-    let diff_text = std::fs::read_to_string(task_dir.join(ocflow_core::task::workspace::DIFF_FILE))
-        .unwrap_or_default();
-    result_from_status(
-        context,
-        task,
-        task_dir,
-        &status,
-        &diff_text,
-        exit_code,
-        duration_ms,
-    )
-}
-
-/// A result from a flow's status and diff, wherever they came from (its task directory, or a
-/// Ray worker's answer).
-pub(crate) fn result_from_status(
-    context: &Context,
-    task: &BatchTask,
-    task_dir: &Path,
-    status: &FlowStatus,
-    diff_text: &str,
-    exit_code: Option<i32>,
-    duration_ms: u64,
-) -> Result<TaskResult> {
-    let diff = results::save_diff(&context.out, &task.id, diff_text)
-        .map_err(|err| Error::internal(err.to_string()))?;
-    let state = serde_json::to_value(status.state)
-        .ok()
-        .and_then(|v| v.as_str().map(str::to_string))
-        .unwrap_or_else(|| "failed".into());
-    Ok(TaskResult {
-        id: task.id.clone(),
-        state,
-        task_dir: task_dir.to_path_buf(),
-        exit_code: exit_code.unwrap_or(i32::from(status.state != FlowState::Succeeded)),
-        tokens: status.tokens,
-        duration_ms,
-        files_changed: results::files_in_diff(diff_text),
-        diff,
-        reason: (status.state != FlowState::Succeeded).then(|| {
-            status
-                .message
-                .clone()
-                .unwrap_or_else(|| format!("the flow ended {:?}", status.state))
-        }),
-    })
-}
-
 /// `--apply`: writes each succeeded flow into its repository with `ocflow apply` (all or
 /// nothing, refusing a repository that changed since the flow read it); returns how many
 /// were refused.
@@ -582,9 +365,4 @@ async fn apply_succeeded(
         refused += usize::from(!ok);
     }
     refused
-}
-
-/// A batch-level event, stamped now.
-pub(crate) fn record(event: Event) -> Record {
-    Record::now(now(), event)
 }

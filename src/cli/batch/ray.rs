@@ -22,8 +22,9 @@ use serde_json::{Value, json};
 use tokio::io::{AsyncBufReadExt, AsyncWriteExt};
 use tokio::signal::unix::{SignalKind, signal};
 
+use crate::cli::batch::flow_job::{self, Context, EngineOutcome, FlowJob, key_variables};
+use crate::cli::batch::results;
 use crate::cli::batch::tasks_file::RepoSource;
-use crate::cli::batch::{Context, EngineOutcome, FlowJob, key_variables, results};
 use crate::cli::config::Config;
 
 /// How often Ray runs a flow again after its process or node died (each time as `resume`).
@@ -306,7 +307,7 @@ fn finish(
         || result
             .status
             .as_ref()
-            .is_some_and(|s| !super::finished(s.state));
+            .is_some_and(|s| !flow_job::finished(s.state));
     if unfinished {
         outcome.unfinished += 1;
         outcome.paused += usize::from(
@@ -333,7 +334,7 @@ fn finish(
         })
         .unwrap_or(0);
     let task_result = match &result.status {
-        Some(status) => super::result_from_status(
+        Some(status) => flow_job::result_from_status(
             context,
             &job.task,
             &task_dir,

@@ -50,11 +50,12 @@ mod recording;
 mod recovering;
 mod settling;
 mod stopping;
+mod view_slots;
 mod views;
 mod waiting_for_sandbox;
 
 use settling::{Outputs, Settled};
-use views::ViewSlot;
+use view_slots::ViewSlot;
 
 /// How a flow ended.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]

@@ -4,11 +4,13 @@
 //! plan (same re-ask rule); any flow it implies goes through the full flow validation. Limits
 //! and the stuck rule stop a recovery that is going nowhere.
 //!
-//! This file holds the limits and the loop of answers. What the model is shown is in `prompt`,
+//! This file holds the loop of answers; what recovery sees, its limits and what it decides are
+//! in `context`. What the model is shown is in `prompt`,
 //! how its answer is read into a decision (or the problems to show it) in `reading`, and how a
 //! decision is applied to the flow in `revision`, and what a code step run again is told in
 //! `feedback`.
 
+mod context;
 pub(crate) mod feedback;
 mod prompt;
 mod reading;
@@ -16,45 +18,16 @@ mod revision;
 
 use std::fs;
 
-use crate::flow::path_rules::PathRules;
-use crate::flow::policy::CommandPolicy;
-use crate::flow::roles::Roles;
+pub use context::Limits;
+pub(crate) use context::{Context, Decided};
+
 use crate::llm::answer;
-use crate::llm::client::Llm;
-use crate::task::workspace::TaskDir;
 use ocflow_model::decision::{Decision, StrategyKind};
-use ocflow_model::flow::Flow;
-use ocflow_model::llm::{ChatRequest, LlmError, Message, ModelSettings};
+use ocflow_model::llm::{ChatRequest, LlmError, Message};
 use ocflow_model::prompt_template;
-use ocflow_model::status::FlowStatus;
-use ocflow_model::step_result::StepResult;
 
 /// Answers asked for per recovery round.
 const MAX_ANSWERS: usize = 3;
-
-/// The bounds of recovery, from `[recovery]` in ocflow.toml.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub struct Limits {
-    /// Attempts of one step, all causes together.
-    pub max_attempts_per_step: u32,
-    /// Replans (new revisions of the remaining flow) per flow.
-    pub max_revisions: u32,
-    /// Strategies asked of the LLM per flow.
-    pub max_recovery_calls: u32,
-    /// Automatic retries of a transient failure, without asking the LLM.
-    pub max_transient_retries: u32,
-}
-
-impl Default for Limits {
-    fn default() -> Limits {
-        Limits {
-            max_attempts_per_step: 3,
-            max_revisions: 3,
-            max_recovery_calls: 10,
-            max_transient_retries: 2,
-        }
-    }
-}
 
 /// Why recovery stopped; the flow fails with this in its summary.
 #[derive(Debug, thiserror::Error)]
@@ -95,34 +68,6 @@ pub(crate) enum Stop {
     Llm(#[from] LlmError),
     #[error("cannot save the recovery answer: {0}")]
     Io(#[from] std::io::Error),
-}
-
-/// A decision and the flow it leads to (`None`: the flow does not change).
-pub(crate) struct Decided {
-    pub(crate) decision: Decision,
-    pub(crate) flow: Option<Flow>,
-    /// What ocflow changed in the proposed steps, to say (a reused id given a fresh one).
-    pub(crate) notes: Vec<String>,
-}
-
-/// What recovery needs to see and check.
-pub(crate) struct Context<'a> {
-    pub(crate) llm: &'a Llm,
-    pub(crate) settings: &'a ModelSettings,
-    pub(crate) rules: &'a PathRules,
-    pub(crate) task: &'a TaskDir,
-    pub(crate) flow: &'a Flow,
-    pub(crate) status: &'a FlowStatus,
-    pub(crate) limits: Limits,
-    /// What the commands of proposed steps may do.
-    pub(crate) policy: CommandPolicy,
-    /// Who may take the proposed steps.
-    pub(crate) roles: &'a Roles,
-    /// The failed step's result, when it got one (an exception or an engine fault leaves none).
-    pub(crate) result: Option<&'a StepResult>,
-    /// Past failures like this one and what ended them (the failure memory's section); empty
-    /// without any.
-    pub(crate) past_experience: &'a str,
 }
 
 /// Checks the limits, then asks the LLM for a strategy for `failed` until one passes every

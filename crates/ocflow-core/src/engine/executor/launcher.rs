@@ -6,7 +6,7 @@ use std::fs;
 use std::path::{Path, PathBuf};
 
 use super::Executor;
-use super::views::{PRIVATE_DIR, UPPER_DIR, ViewSlot, WORK_DIR};
+use super::view_slots::{PRIVATE_DIR, UPPER_DIR, ViewSlot, WORK_DIR};
 use crate::engine::sandbox::{LauncherOverlay, SandboxPlan, StepScope};
 use ocflow_model::error::{IoContext, Result};
 use ocflow_model::flow::Step;

@@ -8,7 +8,7 @@ use std::path::{Path, PathBuf};
 use serde_json::{Map, Value};
 
 use super::Executor;
-use super::views::{PRIVATE_DIR, TEMP_DIR, UPPER_DIR, ViewSlot, WORK_DIR};
+use super::view_slots::{PRIVATE_DIR, TEMP_DIR, UPPER_DIR, ViewSlot, WORK_DIR};
 use crate::engine::command_env;
 use crate::engine::instructions::{self, DoneStep};
 use crate::flow::operations::{self, Access, ParamMeaning};

@@ -4,7 +4,7 @@
 
 use std::collections::HashMap;
 
-use super::views::{UPPER_DIR, WORK_DIR};
+use super::view_slots::{UPPER_DIR, WORK_DIR};
 use super::{Executor, FlowOutcome, Running};
 use crate::task::workspace;
 use ocflow_model::error::{Error, Result};

@@ -6,6 +6,7 @@ use std::fs;
 
 use super::Executor;
 use super::settling::Outputs;
+use super::view_slots::{PRIVATE_DIR, TEMP_DIR, UPPER_DIR, ViewSlot, WORK_DIR};
 use crate::engine::sandbox::SandboxPlan;
 use crate::flow::graph::Ancestors;
 use crate::flow::operations;
@@ -23,24 +24,6 @@ use ocflow_model::flow::Step;
 pub(super) fn is_built_in_command(operation: &str) -> bool {
     operations::find(operation).is_some_and(|op| op.commands_only)
 }
-
-/// One of the views command steps run in: a copy of the repository (`views`), or one made of
-/// layers (`layered`).
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub(super) enum ViewSlot {
-    Copy(usize),
-    Layered(usize),
-}
-
-/// A command step's overlay directories, in its step directory: what the command changed, and
-/// the scratch space overlayfs needs beside it.
-pub(super) const UPPER_DIR: &str = "upper";
-pub(super) const WORK_DIR: &str = "work";
-/// A command step's private directory, in its step directory: its caches' layers and its own
-/// `/var/tmp` (`SandboxPlan::launcher`), gone with the step.
-pub(super) const PRIVATE_DIR: &str = "private";
-/// A command step's own temporary directory (`TMPDIR`), in its step directory.
-pub(super) const TEMP_DIR: &str = "tmp";
 
 impl Executor {
     /// A free view, preferring the one where the step's nearest ancestor command ran: what

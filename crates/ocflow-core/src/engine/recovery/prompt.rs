@@ -2,7 +2,7 @@
 //! tail of its log, its structured test failures, what the flow has done and what remains, the
 //! strategies already tried — and the message that asks it to fix an answer.
 
-use crate::engine::recovery::Context;
+use crate::engine::recovery::context::Context;
 use crate::flow::operations;
 use crate::task::failure_cause;
 use ocflow_model::prompt_template;

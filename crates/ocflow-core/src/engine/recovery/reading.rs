@@ -4,7 +4,8 @@
 
 use serde_json::Value;
 
-use crate::engine::recovery::{Context, Decided, feedback, revision};
+use crate::engine::recovery::context::{Context, Decided};
+use crate::engine::recovery::{feedback, revision};
 use crate::llm::answer;
 use ocflow_model::decision::{Decision, StrategyKind};
 

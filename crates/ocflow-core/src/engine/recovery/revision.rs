@@ -6,7 +6,7 @@ use std::collections::BTreeSet;
 
 use serde_json::Value;
 
-use crate::engine::recovery::Context;
+use crate::engine::recovery::context::Context;
 use crate::flow::validate;
 use ocflow_model::decision::{Decision, StrategyKind};
 use ocflow_model::flow::{FLOW_VERSION, Flow, Step};

@@ -166,8 +166,8 @@ pub(crate) struct BatchArgs {
     /// a repository that changed); otherwise they wait for review (`ocflow list --all`).
     #[arg(long)]
     pub(crate) apply: bool,
-    /// The budget of each flow (`--max-tokens`, `--max-cost`, `--max-time`, as on `run`): a
-    /// flow that reaches it pauses, and running the batch again with a higher one resumes it.
+    /// The budget of each flow: a flow that reaches it pauses, and running the batch again with
+    /// a higher one resumes it.
     #[command(flatten)]
     pub(crate) budget: BudgetArgs,
     /// Global flags handed on to every flow (`--model`, `--codex-lib`, `--python-dir`).
@@ -175,16 +175,20 @@ pub(crate) struct BatchArgs {
     pub(crate) forwarded: Vec<std::ffi::OsString>,
 }
 
-/// A budget for each flow of a batch: the same three flags as `run`'s, handed on as given.
-#[derive(Debug, Default, Args)]
+/// A flow's budget, declared once: `run`, `resume`, `demo` and every flow of a `batch` take
+/// these flags (`to_argv` hands them on to a flow's command line).
+#[derive(Debug, Default, Clone, Copy, Args)]
 pub(crate) struct BudgetArgs {
-    /// Tokens each flow may use: it pauses (exit 3) before a call would exceed them.
+    /// Tokens the flow may use (planning, steps, recovery, the summary; every model): it
+    /// pauses (exit 3) before a call would exceed them.
     #[arg(long, value_name = "N")]
     pub(crate) max_tokens: Option<u64>,
-    /// US dollars each flow may cost, by the price table: it pauses before exceeding them.
+    /// US dollars the flow may cost, by the price table (`price_per_mtok_in/out` of a profile,
+    /// or `[prices]`): it pauses (exit 3) before a call would exceed them.
     #[arg(long, value_name = "USD", value_parser = parse_cost)]
     pub(crate) max_cost: Option<f64>,
-    /// How long each flow may run, across resumes (90s, 5m, 1h30m): then it pauses.
+    /// How long the flow may run, across resumes (90s, 5m, 1h30m): then it pauses (exit 3),
+    /// cancelling the model's calls in flight.
     #[arg(long, value_name = "DURATION", value_parser = ocflow_model::budget::parse_duration)]
     pub(crate) max_time: Option<std::time::Duration>,
 }
@@ -362,18 +366,9 @@ pub(crate) struct LimitArgs {
     /// write anywhere you can).
     #[arg(long)]
     pub(crate) no_sandbox: bool,
-    /// Tokens the whole flow may use (planning, steps, recovery, the summary; every model):
-    /// the flow pauses (exit 3) before a call would exceed it.
-    #[arg(long, value_name = "N")]
-    pub(crate) max_tokens: Option<u64>,
-    /// US dollars the whole flow may cost, by the price table (`price_per_mtok_in/out` of a
-    /// profile, or `[prices]`): the flow pauses (exit 3) before a call would exceed it.
-    #[arg(long, value_name = "USD", value_parser = parse_cost)]
-    pub(crate) max_cost: Option<f64>,
-    /// How long the flow may run, across resumes (90s, 5m, 1h30m): then it pauses (exit 3),
-    /// cancelling the model's calls in flight.
-    #[arg(long, value_name = "DURATION", value_parser = ocflow_model::budget::parse_duration)]
-    pub(crate) max_time: Option<std::time::Duration>,
+    /// The flow's budget.
+    #[command(flatten)]
+    pub(crate) budget: BudgetArgs,
 }
 
 /// `--max-cost`: a positive number of US dollars.

@@ -9,7 +9,7 @@ use std::sync::Arc;
 
 use serde::Deserialize;
 
-use crate::cli::args::LimitArgs;
+use crate::cli::args::BudgetArgs;
 use crate::cli::profiles::{FileLlm, LlmConfig};
 use ocflow_core::llm::budget::{Budget, Price};
 use ocflow_core::llm::client::Llm;
@@ -78,7 +78,7 @@ pub(crate) fn file_limits(
 }
 
 /// The flags' limits over the config files'.
-pub(crate) fn limits(flags: &LimitArgs, files: BudgetLimits) -> BudgetLimits {
+pub(crate) fn limits(flags: &BudgetArgs, files: BudgetLimits) -> BudgetLimits {
     BudgetLimits {
         max_tokens: flags.max_tokens,
         max_cost_usd: flags.max_cost,

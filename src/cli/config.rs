@@ -558,7 +558,7 @@ impl Config {
             },
             recovery_limits: recovery_limits(&file.recovery),
             recovery: !flags.no_recovery && file.recovery.enabled != Some(false),
-            budget: budget::limits(flags, file_budget),
+            budget: budget::limits(&flags.budget, file_budget),
             prices: Default::default(),
             memory: !flags.no_memory,
             reflect: !flags.no_reflect,

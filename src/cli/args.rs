@@ -177,7 +177,7 @@ pub(crate) struct BatchArgs {
 
 /// A flow's budget, declared once: `run`, `resume`, `demo` and every flow of a `batch` take
 /// these flags (`to_argv` hands them on to a flow's command line).
-#[derive(Debug, Default, Clone, Copy, Args)]
+#[derive(Debug, Default, Clone, Args)]
 pub(crate) struct BudgetArgs {
     /// Tokens the flow may use (planning, steps, recovery, the summary; every model): it
     /// pauses (exit 3) before a call would exceed them.

@@ -106,6 +106,22 @@ fn an_mcp_client_starts_a_flow_polls_it_reads_the_diff_and_applies_it() {
             "ocflow_status"
         ])
     );
+    // The guide lists exactly the tools the binary serves.
+    let guide = std::fs::read_to_string(
+        std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("docs/openhands-and-mcp.md"),
+    )
+    .unwrap();
+    let listed = guide
+        .split("`ocflow mcp` serves the")
+        .nth(1)
+        .and_then(|rest| rest.split(" over stdio").next())
+        .unwrap_or_default();
+    let mut named: Vec<&str> = listed
+        .split('`')
+        .filter(|word| word.starts_with("ocflow_"))
+        .collect();
+    named.sort_unstable();
+    assert_eq!(json!(named), report["tools"], "docs/openhands-and-mcp.md: {listed}");
     let run_schema = &report["schemas"]["ocflow_run"]["properties"];
     assert!(run_schema.get("task").is_some() && run_schema.get("repo").is_some());
 

@@ -59,3 +59,55 @@ impl From<ExitCode> for std::process::ExitCode {
         std::process::ExitCode::from(code.code())
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// Every exit code, the compiler holding the list whole.
+    fn every() -> Vec<ExitCode> {
+        let all = vec![
+            ExitCode::Success,
+            ExitCode::Failure,
+            ExitCode::Paused,
+            ExitCode::Usage,
+            ExitCode::Interrupted,
+            ExitCode::CannotRun,
+            ExitCode::TimedOut,
+        ];
+        for code in &all {
+            match code {
+                ExitCode::Success
+                | ExitCode::Failure
+                | ExitCode::Paused
+                | ExitCode::Usage
+                | ExitCode::Interrupted
+                | ExitCode::CannotRun
+                | ExitCode::TimedOut => {}
+            }
+        }
+        all
+    }
+
+    #[test]
+    fn every_code_reads_back_and_the_guide_says_each() {
+        let guide = std::fs::read_to_string(
+            std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../../docs/guide.md"),
+        )
+        .unwrap();
+        let said = guide
+            .split("the exit code says how it ended:")
+            .nth(1)
+            .and_then(|rest| rest.split("Inside OpenHands").next())
+            .unwrap_or_default()
+            .replace('\n', " ");
+        for code in every() {
+            assert_eq!(ExitCode::from_code(code.code()), code);
+            let number = code.code();
+            assert!(
+                said.contains(&format!(" {number} ")),
+                "docs/guide.md does not say what exit code {number} means: {said}"
+            );
+        }
+    }
+}

@@ -196,22 +196,15 @@ _NOT_RUN = (126, 127)
 def reproduce(step: Step, llm_config: dict | None) -> dict:
     """Run ``params.command`` on the repository before any change, to show the task's problem.
 
-    The step succeeds whatever the command's exit code: its result says whether the command
-    ``reproduced`` the problem (it failed, having run), which the host reads when the flow ends
-    to judge the same command's run after the change. A command that passes now shows no
-    problem, and one the shell could not run shows nothing; the step says so.
+    The step succeeds when the command fails, having run (a non-zero exit code other than the
+    shell's 126 and 127, or a signal): it ``reproduced`` the problem, and the host makes the
+    same command one that must pass after the change. A command that passes now shows no
+    problem, and one the shell could not run (or that timed out) shows nothing: the step fails,
+    saying so, and a recovery may give it a command that does show it.
     """
     command = require_str(step.params, "command")
     outcome, timeout = _run(step, llm_config, command)
-    if outcome.cancelled:
-        return make_result(
-            step.operation,
-            "failure",
-            _outcome_message(outcome, timeout, step=step),
-            reproduced=False,
-            **_outcome_fields(command, outcome, step),
-        )
-    ran = not outcome.timed_out and outcome.exit_code not in _NOT_RUN
+    ran = not (outcome.timed_out or outcome.cancelled) and outcome.exit_code not in _NOT_RUN
     reproduced = ran and outcome.exit_code != 0
     if reproduced:
         message = (
@@ -221,16 +214,18 @@ def reproduce(step: Step, llm_config: dict | None) -> dict:
     elif not ran:
         message = (
             _outcome_message(outcome, timeout, step=step)
-            + " before any change: it shows nothing about the problem"
+            + " before any change, so it shows nothing about the problem: give this step a "
+            "command that runs and fails now because of it"
         )
     else:
         message = (
-            "the command passes before any change: it does not show the problem, and only "
-            "checks that the change breaks nothing"
+            "the command passes before any change, so it does not show the problem: give this "
+            "step a command that fails now because of it (one that calls the code the task is "
+            "about with the input it describes)"
         )
     return make_result(
         step.operation,
-        "success",
+        "success" if reproduced else "failure",
         message,
         reproduced=reproduced,
         **_outcome_fields(command, outcome, step),

@@ -121,7 +121,11 @@ fn an_mcp_client_starts_a_flow_polls_it_reads_the_diff_and_applies_it() {
         .filter(|word| word.starts_with("ocflow_"))
         .collect();
     named.sort_unstable();
-    assert_eq!(json!(named), report["tools"], "docs/openhands-and-mcp.md: {listed}");
+    assert_eq!(
+        json!(named),
+        report["tools"],
+        "docs/openhands-and-mcp.md: {listed}"
+    );
     let run_schema = &report["schemas"]["ocflow_run"]["properties"];
     assert!(run_schema.get("task").is_some() && run_schema.get("repo").is_some());
 

@@ -803,7 +803,20 @@ const STILL_DIVIDES: &str =
 const EMPTY_CRASHES: &str =
     "python3 -c \"from utils import calculate_metrics as c; assert c([]) == 0\"";
 
-/// The deliverable of the reproduced command (a recovery may leave others beside it).
+/// The deliverable of `command`, `null` when the flow has none.
+fn command_check_of(sandbox: &Sandbox, command: &str) -> Value {
+    let status = sandbox.status("t");
+    status["deliverables"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|d| d["kind"] == json!("command") && d["what"] == json!(command))
+        .cloned()
+        .unwrap_or(Value::Null)
+}
+
+/// The deliverable of the reproduced command (a recovery may leave a rewritten check, `true`,
+/// beside it).
 fn command_check(sandbox: &Sandbox) -> Value {
     let status = sandbox.status("t");
     status["deliverables"]
@@ -861,19 +874,23 @@ fn a_fix_passes_the_command_that_failed_before_it() {
     );
 }
 
-/// A command that passes before the change shows no fix: the flow is judged by its other
-/// deliverables, and says so. One that is no shell command at all (a 0.5B answer) adds nothing.
+/// A reproduction that shows nothing leaves the change unshown: the flow fails, saying so.
+/// (Issue 37's bench, second run: a real Qwen2.5-Coder-0.5B answered `import math; assert
+/// math.isclose(0, 0)`, which passes before any change, for a fix that still divided by zero;
+/// taken as "shows no fix", the flow ended a false success. This test first said so.) One that
+/// is no shell command at all (a 0.5B answer) adds nothing.
 #[test]
-fn a_reproduction_that_shows_nothing_is_not_evidence() {
-    let passes = "python3 -c \"from utils import calculate_metrics as c; assert c([2]) == 2\"";
+fn a_reproduction_that_shows_nothing_leaves_the_change_unshown() {
+    let passes = "python3 -c 'import math; assert math.isclose(0, 0)'";
     let (sandbox, _llm, output) = reproduced(STILL_DIVIDES, passes);
-    assert_exit(&output, 0);
-    let detail = command_check(&sandbox)["detail"]
-        .as_str()
-        .unwrap()
-        .to_string();
+    assert_exit(&output, 1);
+    assert_eq!(sandbox.status("t")["state"], json!("failed"));
+    let check = command_check(&sandbox);
+    assert_eq!(check["met"], json!(false), "{check}");
+    let detail = check["detail"].as_str().unwrap().to_string();
     assert!(
-        detail.contains("it passed before the change too (step reproduce), so it shows no fix"),
+        detail.contains("the problem was never shown before the change")
+            && detail.contains("the command passes before any change"),
         "{detail}"
     );
 
@@ -885,6 +902,29 @@ fn a_reproduction_that_shows_nothing_is_not_evidence() {
     assert!(
         stderr.contains("the model's `calculate_metrics([])` is not a shell command"),
         "{stderr}"
+    );
+}
+
+/// A reproduction that shows nothing is a failed step, so a recovery may give it a command that
+/// does: the change is then shown by it.
+#[test]
+fn a_recovery_may_give_the_reproduction_a_command_that_shows_the_problem() {
+    let fixed = "def calculate_metrics(values):\n    if not values:\n        return 0\n    \
+                 return sum(values) / len(values)\n";
+    let better = json!({"strategy": "modify", "reason": "that command passed already",
+        "step": {"id": "reproduce", "params": {"command": EMPTY_CRASHES}}});
+    let passes = "python3 -c 'import math; assert math.isclose(0, 0)'";
+    let (sandbox, _llm, output) = reproduced_with(fixed, passes, better);
+    assert_exit(&output, 0);
+    assert_eq!(sandbox.status("t")["state"], json!("succeeded"));
+    let check = command_check_of(&sandbox, EMPTY_CRASHES);
+    assert_eq!(check["met"], json!(true), "{check}");
+    assert!(
+        check["detail"]
+            .as_str()
+            .unwrap()
+            .contains("it failed before the change (step reproduce"),
+        "{check}"
     );
 }
 

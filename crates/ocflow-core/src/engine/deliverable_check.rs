@@ -298,61 +298,51 @@ fn answer(
 }
 
 /// A command that must pass after the change, judged with its run before it (step `step`,
-/// `reproduce`): a failure then and a pass now show the change did it; a pass then only shows
-/// it broke nothing; a command that could not run then shows nothing, and is no deliverable.
+/// `reproduce`): a failure then and a pass now show that the change did it. A reproduction that
+/// never showed the problem (it passed before the change, could not run, or did not run) shows
+/// nothing, and the change is not shown done: a model's reproduction is asked for where nothing
+/// else checks the change, so its failing to show the problem leaves the change unchecked.
 fn reproduced(
     task: &TaskDir,
     status: &FlowStatus,
     step: &str,
     after: DeliverableCheck,
 ) -> DeliverableCheck {
-    let before = status
+    let shown = status
         .step(step)
         .filter(|s| s.status == StepState::Succeeded)
-        .and_then(|_| crate::task::state::load_result(task, step).ok().flatten());
-    let Some(before) = before else {
-        let state = status
-            .step(step)
-            .map_or("not in the flow".to_string(), |s| s.status.to_string());
-        return DeliverableCheck {
-            met: true,
-            detail: format!(
-                "not evidence: step {step}, which was to run it before the change, is {state}"
-            ),
-            ..after
-        };
-    };
-    let reproduced = before.fields.get("reproduced") == Some(&Value::Bool(true));
-    let exit = before
-        .fields
-        .get("exit_code")
-        .cloned()
-        .unwrap_or(Value::Null);
-    if reproduced {
-        return DeliverableCheck {
-            detail: format!(
-                "it failed before the change (step {step}, exit code {exit}); {}",
-                after.detail
-            ),
-            ..after
-        };
-    }
-    if exit == 0 {
-        return DeliverableCheck {
-            detail: format!(
-                "{}; it passed before the change too (step {step}), so it shows no fix",
-                after.detail
-            ),
-            ..after
-        };
-    }
-    DeliverableCheck {
-        met: true,
-        detail: format!(
-            "not evidence: step {step} could not run it before the change ({})",
-            before.message
-        ),
-        ..after
+        .and_then(|_| crate::task::state::load_result(task, step).ok().flatten())
+        .filter(|r| r.fields.get("reproduced") == Some(&Value::Bool(true)));
+    match shown {
+        Some(before) => {
+            let exit = before
+                .fields
+                .get("exit_code")
+                .cloned()
+                .unwrap_or(Value::Null);
+            DeliverableCheck {
+                detail: format!(
+                    "it failed before the change (step {step}, exit code {exit}); {}",
+                    after.detail
+                ),
+                ..after
+            }
+        }
+        None => {
+            let why = match status.step(step) {
+                Some(s) => format!(
+                    "step {step} is {}: {}",
+                    s.status,
+                    s.message.as_deref().unwrap_or("no message")
+                ),
+                None => format!("step {step} is not in the flow"),
+            };
+            DeliverableCheck {
+                met: false,
+                detail: format!("the problem was never shown before the change ({why})"),
+                ..after
+            }
+        }
     }
 }
 

@@ -21,6 +21,10 @@ use ocflow_model::flow::Step;
 use ocflow_model::llm::{ChatRequest, DEFAULT_PROFILE, Message, ModelSettings};
 use ocflow_model::repo_path::RepoPath;
 
+/// The kind of the error a step's model call ends with when ocflow is stopping (a signal): the
+/// executor runs such a step again on resume, never counts it failed.
+pub(crate) const STOPPING_KIND: &str = "interrupted";
+
 /// The LLM as the library reaches it: `llm_config["complete"]` calls back into this process,
 /// so retries, token accounting, recording and the key stay in one place.
 pub struct HostLlm {
@@ -155,7 +159,7 @@ impl StepLlm {
         // then panicked).
         let stopped = || {
             json!({"error": {
-                "kind": "interrupted",
+                "kind": STOPPING_KIND,
                 "transient": true,
                 "message": "ocflow is stopping (a signal): the step runs again on resume",
             }})

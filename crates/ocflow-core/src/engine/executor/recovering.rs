@@ -25,6 +25,24 @@ impl Executor {
         // Whatever follows (a retry, a skip, a revision) may set steps back to pending.
         self.ready_from = 0;
         let result = self.failed_result(&step.id)?;
+        // Failed because ocflow is stopping (its model call was ended by the signal, or its
+        // command cancelled): the step did nothing wrong, and runs again on resume. Under load
+        // the failure could be settled before the signal reached the loop, and `resume` then
+        // stopped at a failed step.
+        let stopping = result
+            .as_ref()
+            .and_then(|result| result.llm_error.as_ref())
+            .is_some_and(|error| error.kind == crate::engine::bridge::STOPPING_KIND);
+        if stopping || crate::task::interrupt::raised() {
+            let entry = self
+                .status
+                .step_mut(&step.id)
+                .ok_or_else(|| missing_step(&self.task, &step.id))?;
+            entry.requeue(Some("interrupted while running; it runs again on resume"))?;
+            entry.error = None;
+            self.save()?;
+            return Ok(Next::Interrupted);
+        }
         let llm_error = result
             .as_ref()
             .and_then(|result| result.llm_error.as_ref())

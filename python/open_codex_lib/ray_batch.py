@@ -744,9 +744,15 @@ def main(stdin=None) -> int:
     def stop(signum, _frame):
         stopping.set()
 
-    for signum in (signal.SIGINT, signal.SIGTERM):
-        signal.signal(signum, stop)
+    def catch_signals():
+        for signum in (signal.SIGINT, signal.SIGTERM):
+            signal.signal(signum, stop)
+
+    catch_signals()
     reason = connect(ray, request["address"])
+    # ray.init installs its core's own handler for SIGTERM (it logs "SIGTERM received" and, on
+    # its way out, may abort the process: exit -6, seen under load): ours comes back over it.
+    catch_signals()
     if reason is not None:
         out.line(
             {

@@ -582,8 +582,10 @@ fn no_steps(task_text: &str) -> Flow {
 /// quota), or a task the model refused.
 fn is_usage(error: &PlanError) -> bool {
     use LlmErrorKind::*;
-    matches!(error, PlanError::Refused { .. })
-        || matches!(error, PlanError::Llm(e)
+    matches!(
+        error,
+        PlanError::Refused { .. } | PlanError::Unchecked { .. }
+    ) || matches!(error, PlanError::Llm(e)
             if matches!(e.kind, Unauthorized | NotFound | Redirected | QuotaExceeded))
 }
 
@@ -623,7 +625,7 @@ pub(crate) async fn plan(config: &Config, args: PlanArgs) -> Result<ExitCode> {
         }
         // The endpoint's fault or the configuration's: exit 1 when it may pass, 2 when not.
         Err(PlanError::Llm(error)) => Err(Error::Llm(error)),
-        Err(error @ PlanError::Refused { .. }) => {
+        Err(error @ (PlanError::Refused { .. } | PlanError::Unchecked { .. })) => {
             say(&format!("ocflow: {error}"));
             Ok(ExitCode::Usage)
         }

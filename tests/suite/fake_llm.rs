@@ -183,10 +183,11 @@ impl Rule {
     }
 
     /// The question for a command that shows the task's problem, after a valid plan for a
-    /// change. Unless a rule of this kind answers it, the server answers `{"command": null}`
-    /// (no reproduction) without counting it against any other rule or reply.
+    /// change, and its re-ask. Unless a rule of this kind answers it, the server answers
+    /// `{"command": null}` (no reproduction) without counting it against any other rule or
+    /// reply.
     pub fn reproduction() -> Rule {
-        Rule::prompt_contains(REPRODUCTION_MARK).named("reproduction")
+        Rule::conversation_contains(REPRODUCTION_MARK).named("reproduction")
     }
 
     /// The reflection's request at the end of a flow that needed recovery.
@@ -238,9 +239,10 @@ impl Rule {
     }
 
     fn is_reproduction(&self) -> bool {
-        self.conditions
-            .iter()
-            .any(|c| matches!(c, Condition::PromptContains(text) if text == REPRODUCTION_MARK))
+        self.conditions.iter().any(|c| match c {
+            Condition::ConversationContains(text) => text == REPRODUCTION_MARK,
+            _ => false,
+        })
     }
 
     fn matches(&self, body: &Value) -> bool {
@@ -294,7 +296,7 @@ impl Script {
         let mut mode = self.mode();
         // The question for a reproduction goes to a rule of its kind only (a planner rule matches
         // its conversation too), else gets "none".
-        let reproduction = last_user_message(body).contains(REPRODUCTION_MARK);
+        let reproduction = is_reproduction(body);
         let answered =
             |rules: &[Rule]| rules.iter().any(|r| r.is_reproduction() && r.matches(body));
         if reproduction && !matches!(&*mode, Mode::Rules { rules, .. } if answered(rules)) {
@@ -504,7 +506,7 @@ impl FakeLlm {
     pub fn bodies_except_reproduction(&self) -> Vec<Value> {
         self.bodies()
             .into_iter()
-            .filter(|body| !last_user_message(body).contains(REPRODUCTION_MARK))
+            .filter(|body| !is_reproduction(body))
             .collect()
     }
 
@@ -580,6 +582,11 @@ fn messages(body: &Value) -> impl Iterator<Item = (&str, &str)> {
 }
 
 /// The last user message of a request body.
+/// Whether a request is the question for a reproduction, or its re-ask.
+fn is_reproduction(body: &Value) -> bool {
+    messages(body).any(|(_, content)| content.contains(REPRODUCTION_MARK))
+}
+
 pub fn last_user_message(body: &Value) -> String {
     messages(body)
         .filter(|(role, _)| *role == "user")

@@ -6,7 +6,7 @@ use std::time::{Duration, Instant};
 
 use serde_json::{Value, json};
 
-use super::fake_llm::{FakeLlm, Reply, Rule, chat};
+use super::fake_llm::{FakeLlm, Reply, Rule, chat, last_user_message};
 use super::support::*;
 
 const FIX_TASK: &str =
@@ -877,8 +877,7 @@ fn a_fix_passes_the_command_that_failed_before_it() {
 /// A reproduction that shows nothing leaves the change unshown: the flow fails, saying so.
 /// (Issue 37's bench, second run: a real Qwen2.5-Coder-0.5B answered `import math; assert
 /// math.isclose(0, 0)`, which passes before any change, for a fix that still divided by zero;
-/// taken as "shows no fix", the flow ended a false success. This test first said so.) One that
-/// is no shell command at all (a 0.5B answer) adds nothing.
+/// taken as "shows no fix", the flow ended a false success. This test first said so.)
 #[test]
 fn a_reproduction_that_shows_nothing_leaves_the_change_unshown() {
     let passes = "python3 -c 'import math; assert math.isclose(0, 0)'";
@@ -893,16 +892,34 @@ fn a_reproduction_that_shows_nothing_leaves_the_change_unshown() {
             && detail.contains("the command passes before any change"),
         "{detail}"
     );
+}
 
-    let (sandbox, _llm, output) = reproduced(STILL_DIVIDES, "calculate_metrics([])");
-    assert_exit(&output, 0);
-    let flow = read_json(&sandbox.task_dir("t").join("flow.json"));
-    assert_eq!(flow["steps"].as_array().unwrap().len(), 1, "{flow}");
-    let stderr = String::from_utf8_lossy(&output.stderr);
+/// An answer that is no shell command is asked again once with the reason; given twice, the
+/// change would be checked by nothing, and the flow stops before it runs, saying what to add
+/// to the task (exit 2). (The 0.5B wrote `calculate_metrics([])`, then a whole function in an
+/// unclosed `python3 -c '…`: the bench's third run ended a false success on files alone.)
+#[test]
+fn a_change_nothing_can_check_is_not_run() {
+    let sandbox = utils_repo();
+    let plan = json!({"steps": [{"id": "fix", "operation": "write_file",
+        "params": {"file_path": "utils.py", "content": STILL_DIVIDES}}]});
+    let junk = json!({"command": "calculate_metrics([])"}).to_string();
+    let llm = FakeLlm::with_rules(vec![
+        Rule::reproduction().reply(chat(&junk)).times(2),
+        Rule::planner().reply(chat(&plan.to_string())).times(1),
+    ]);
+    let output = run_task(&sandbox, &llm, FIX_TASK);
+    assert_exit(&output, 2);
+    let message = sandbox.status("t")["message"].as_str().unwrap().to_string();
     assert!(
-        stderr.contains("the model's `calculate_metrics([])` is not a shell command"),
-        "{stderr}"
+        message.contains("nothing would check the change")
+            && message.contains("`calculate_metrics([])` is not a shell command")
+            && message.contains("so that tests/test_x.py passes"),
+        "{message}"
     );
+    let again = last_user_message(&llm.bodies()[2]);
+    assert!(again.contains("That cannot show the problem"), "{again}");
+    assert_eq!(sandbox.status("t")["steps"], json!([]));
 }
 
 /// A reproduction that shows nothing is a failed step, so a recovery may give it a command that

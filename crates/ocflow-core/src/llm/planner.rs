@@ -62,6 +62,16 @@ pub enum PlanError {
     /// permanent, the user's to change (exit 2, no flow).
     #[error("the model refused the task: {reason} (its answer is in {})", dir.display())]
     Refused { reason: String, dir: PathBuf },
+    /// The plan changes code that nothing would check, and the model wrote no usable command
+    /// that shows the task's problem, twice: its change could not be shown done (permanent for
+    /// this task and model; the user's to change: exit 2).
+    #[error(
+        "nothing would check the change: the model wrote no command that shows the task's \
+         problem ({reason}); say in the task what must pass once it is done (\"… so that \
+         tests/test_x.py passes\", \"run the tests with: pytest -q\"); its answers are in {}",
+        dir.display()
+    )]
+    Unchecked { reason: String, dir: PathBuf },
     #[error("cannot save the planner's answer in {}: {source}", dir.display())]
     Io {
         dir: PathBuf,
@@ -222,8 +232,18 @@ impl Planner<'_> {
             &mut asked,
         )
         .await?;
-        if let Some(answer) = &reply.answer {
-            save(answers_dir, "reproduce-answer.md", answer)?;
+        for (n, answer) in reply.answers.iter().enumerate() {
+            save(
+                answers_dir,
+                &format!("reproduce-answer-{}.md", n + 1),
+                answer,
+            )?;
+        }
+        if let Some(reason) = reply.unusable {
+            return Err(PlanError::Unchecked {
+                reason,
+                dir: answers_dir.to_path_buf(),
+            });
         }
         match self.roles.apply(asked) {
             Ok(asked) => {

@@ -21,6 +21,7 @@ use ocflow_model::llm::{ChatRequest, LlmError, LlmErrorKind, Message, ModelSetti
 use ocflow_model::prompt_template;
 
 const ASK: &str = include_str!("../../../../prompts/reproduce.md");
+const AGAIN: &str = include_str!("../../../../prompts/reproduce_again.md");
 
 /// Extensions of files whose change no command can show: documentation and plain text.
 const DOCUMENTATION: &[&str] = &["md", "markdown", "rst", "txt", "adoc"];
@@ -48,16 +49,23 @@ pub(crate) fn wanted(flow: &Flow, checked: bool) -> bool {
 
 /// What the model was asked and what it answered, for the caller to save.
 pub(crate) struct Asked {
-    /// The model's answer (none when it was not asked).
-    pub(crate) answer: Option<String>,
+    /// The model's answers, in order (none when it was not asked).
+    pub(crate) answers: Vec<String>,
     /// One sentence each for what was added to the flow, or why nothing was.
     pub(crate) notes: Vec<String>,
+    /// Why the model's last answer could not be used, when it gave one that was no usable
+    /// command twice (not shell, a copy of the question, refused by the policy, cut off): the
+    /// change would then be checked by nothing, and the caller stops.
+    pub(crate) unusable: Option<String>,
 }
+
+/// Answers asked for: the first, and one re-ask with the reason.
+const MAX_ANSWERS: usize = 2;
 
 /// Asks the model, continuing the planning conversation (`conversation` ends with its plan),
 /// for a command that fails now and passes once the task is done; adds a step running it before
-/// any change and a check after every change. An answer that is no command, not shell, or one
-/// the policy refuses adds nothing, and says why.
+/// any change and a check after every change. An answer that is no usable command is asked
+/// again once with the reason; `{"command": null}` adds nothing, and says so.
 pub(crate) async fn ask(
     llm: &Llm,
     settings: &ModelSettings,
@@ -69,53 +77,69 @@ pub(crate) async fn ask(
         ASK.trim(),
         &[("task", &flow.task)],
     )));
-    let request = ChatRequest {
-        purpose: "reproduction".into(),
-        settings: settings.clone(),
-        messages: conversation,
-        json: true,
-        schema: Some(schema()),
-        optional: true,
-    };
     let nothing = |why: &str| format!("no reproduction of the problem: {why}");
-    let reply = match llm.chat(&request).await {
-        Ok(reply) => reply,
-        // The plan is what the budget was for: a flow does not pause for its evidence.
-        Err(error) if error.kind == LlmErrorKind::BudgetExhausted => {
-            return Ok(Asked {
-                answer: None,
-                notes: vec![nothing(&format!(
+    let mut asked = Asked {
+        answers: Vec::new(),
+        notes: Vec::new(),
+        unusable: None,
+    };
+    for _ in 0..MAX_ANSWERS {
+        let request = ChatRequest {
+            purpose: "reproduction".into(),
+            settings: settings.clone(),
+            messages: conversation.clone(),
+            json: true,
+            schema: Some(schema()),
+            optional: true,
+        };
+        let reply = match llm.chat(&request).await {
+            Ok(reply) => reply,
+            // The plan is what the budget was for: a flow does not pause for its evidence.
+            Err(error) if error.kind == LlmErrorKind::BudgetExhausted => {
+                asked.notes.push(nothing(&format!(
                     "the budget leaves no room to ask ({error})"
-                ))],
-            });
-        }
-        Err(error) => return Err(error),
-    };
-    let notes = if reply.is_truncated() {
-        vec![nothing("the model's answer was cut off")]
-    } else {
-        match command(&reply.content) {
-            None => vec![nothing("the model gave no command")],
-            Some(command) if let Some(why) = unusable(&command) => {
-                vec![nothing(&format!("the model's `{command}` {why}"))]
+                )));
+                asked.unusable = None;
+                return Ok(asked);
             }
-            Some(command) => {
-                let mut tried = flow.clone();
-                let notes = deliverables::require_reproduction(&mut tried, &command);
-                match policy.check(&tried.steps) {
-                    Some(problem) => vec![nothing(&problem.to_string())],
-                    None => {
-                        *flow = tried;
-                        notes
-                    }
+            Err(error) => return Err(error),
+        };
+        asked.answers.push(reply.content.clone());
+        let why = if reply.is_truncated() {
+            "the model's answer was cut off".to_string()
+        } else {
+            match command(&reply.content) {
+                None => {
+                    asked.notes.push(nothing("the model gave no command"));
+                    asked.unusable = None;
+                    return Ok(asked);
                 }
+                Some(command) => match unusable(&command) {
+                    Some(why) => format!("the model's `{command}` {why}"),
+                    None => {
+                        let mut tried = flow.clone();
+                        let notes = deliverables::require_reproduction(&mut tried, &command);
+                        match policy.check(&tried.steps) {
+                            Some(problem) => problem.to_string(),
+                            None => {
+                                *flow = tried;
+                                asked.notes.extend(notes);
+                                asked.unusable = None;
+                                return Ok(asked);
+                            }
+                        }
+                    }
+                },
             }
-        }
-    };
-    Ok(Asked {
-        answer: Some(reply.content),
-        notes,
-    })
+        };
+        asked.unusable = Some(why.clone());
+        conversation.push(Message::assistant(reply.content));
+        conversation.push(Message::user(prompt_template::fill_with(
+            AGAIN.trim(),
+            &[("why", &why)],
+        )));
+    }
+    Ok(asked)
 }
 
 /// Why a command cannot show the problem, if it cannot: a copy of the question's own words (a

@@ -424,6 +424,12 @@ impl Executor {
                 ),
                 None => continue,
             };
+            // A step that ended as ocflow is stopping (its command killed by the same signal)
+            // ended for the stop, not on its own: it runs again on resume, as the steps still
+            // running do, never recorded failed or finished.
+            if crate::task::interrupt::raised() {
+                return self.interrupted_all(&in_flight);
+            }
             let Some(done) = in_flight.remove(&id) else {
                 continue;
             };

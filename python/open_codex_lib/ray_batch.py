@@ -299,18 +299,26 @@ def feed_stdin(process: subprocess.Popen, text: str) -> None:
     threading.Thread(target=write, daemon=True).start()
 
 
-def wait_or_stop(process: subprocess.Popen) -> int:
-    """Waits for the flow's process; a cancel (``ray.cancel`` raises KeyboardInterrupt here)
-    sends it SIGTERM so it stops resumably, then re-raises.
+class StopRequested(Exception):
+    """The driver stopped the batch (its control actor says so, or is gone with it)."""
+
+
+def wait_or_stop(process: subprocess.Popen, stopping=None) -> int:
+    """Waits for the flow's process; a cancel (``ray.cancel`` raises KeyboardInterrupt here),
+    or ``stopping()`` turning true, sends it SIGTERM so it stops resumably, then raises.
 
     The wait polls because Ray's interrupt reaches Python only between bytecodes, never inside
-    a blocking waitpid."""
+    a blocking waitpid. ``stopping`` is asked about once a second: a cancel that never reaches
+    the task (seen under load, on a worker that ran an earlier flow) still stops its flow."""
     try:
+        polls = 0
         while True:
             try:
                 return process.wait(timeout=0.2)
             except subprocess.TimeoutExpired:
-                continue
+                polls += 1
+                if stopping is not None and polls % 5 == 0 and stopping():
+                    raise StopRequested() from None
     except BaseException:
         if process.poll() is None:
             process.send_signal(signal.SIGTERM)
@@ -410,7 +418,7 @@ def refused(attempt: int, reason: str) -> dict:
     }
 
 
-def run_flow_attempt(flow: dict, ocflow: str, attempt: int) -> dict:
+def run_flow_attempt(flow: dict, ocflow: str, attempt: int, stopping=None) -> dict:
     """Runs (or resumes) one flow to its end and returns its result; raises FlowProcessDied
     when its ocflow process died by a signal, so that Ray tries again."""
     env = {**os.environ, **flow["env"]}
@@ -469,7 +477,7 @@ def run_flow_attempt(flow: dict, ocflow: str, attempt: int) -> dict:
         )
         if feed is not None:
             feed_stdin(process, feed)
-        exit_code = wait_or_stop(process)
+        exit_code = wait_or_stop(process, stopping)
         stderr.seek(max(0, stderr.seek(0, os.SEEK_END) - STDERR_TAIL_BYTES))
         stderr_tail = stderr.read().decode("utf-8", "replace")
     if exit_code < 0 or exit_code in DIED_BY_SIGNAL:
@@ -504,23 +512,39 @@ def run_flow_attempt(flow: dict, ocflow: str, attempt: int) -> dict:
     return result
 
 
-def flow_task_body(flow: dict, ocflow: str, counter) -> dict:
-    """What one Ray task runs: count the attempt, then run or resume the flow."""
+def flow_task_body(flow: dict, ocflow: str, control) -> dict:
+    """What one Ray task runs: count the attempt, then run or resume the flow, stopping it when
+    the driver stops the batch (or is gone: its control actor goes with it)."""
     import ray
 
-    attempt = ray.get(counter.next.remote(flow["id"]))
-    return run_flow_attempt(flow, ocflow, attempt)
+    attempt = ray.get(control.next.remote(flow["id"]))
+
+    def stopping() -> bool:
+        try:
+            return ray.get(control.stopping.remote(), timeout=5)
+        except Exception:  # noqa: BLE001 - the driver and its actor are gone: stop
+            return True
+
+    return run_flow_attempt(flow, ocflow, attempt, stopping)
 
 
-class AttemptCounter:
-    """Counts each flow's attempts across retries and nodes (a Ray actor of no CPU)."""
+class BatchControl:
+    """Counts each flow's attempts across retries and nodes, and says when the driver stops
+    the batch (a Ray actor of no CPU, owned by the driver)."""
 
     def __init__(self):
         self.attempts = {}
+        self.stopped = False
 
     def next(self, flow_id: str) -> int:
         self.attempts[flow_id] = self.attempts.get(flow_id, 0) + 1
         return self.attempts[flow_id]
+
+    def stop(self) -> None:
+        self.stopped = True
+
+    def stopping(self) -> bool:
+        return self.stopped
 
 
 # --------------------------------------------------------------------------------------------
@@ -668,7 +692,7 @@ def drive(ray, request: dict, out: Output, stopping: threading.Event) -> int:
     in_flight_cap = request["max_concurrent_flows"] or max(
         1, int(ray.cluster_resources().get("CPU", 1) / request["cpus_per_flow"])
     )
-    counter = ray.remote(num_cpus=0)(AttemptCounter).remote()
+    control = ray.remote(num_cpus=0)(BatchControl).remote()
     flow_task = ray.remote(
         num_cpus=request["cpus_per_flow"],
         max_retries=max_retries,
@@ -694,7 +718,7 @@ def drive(ray, request: dict, out: Output, stopping: threading.Event) -> int:
             break
         while pending and len(in_flight) < in_flight_cap:
             flow = pending.popleft()
-            in_flight[flow_task.remote(flow, request["ocflow"], counter)] = flow
+            in_flight[flow_task.remote(flow, request["ocflow"], control)] = flow
             if flow["task_dir"] and "path" in flow["repo"]:
                 tails[flow["id"]] = JournalTail(flow["task_dir"])
         # A timeout, so that a signal is seen, and events relayed, within half a second.
@@ -716,6 +740,10 @@ def drive(ray, request: dict, out: Output, stopping: threading.Event) -> int:
             out.line({"id": flow["id"], "result": result})
     if stopping.is_set():
         log(f"stopping: cancelling {len(in_flight)} running flow(s) (they stop resumably)")
+        try:
+            ray.get(control.stop.remote(), timeout=5)
+        except Exception as err:  # noqa: BLE001 - the cancels below stop them all the same
+            log(f"the batch's control actor did not answer ({type(err).__name__})")
         for ref in in_flight:
             ray.cancel(ref)
         # Each task sends its flow SIGTERM and waits for it to save its state.

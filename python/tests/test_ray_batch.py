@@ -1,4 +1,4 @@
-"""The Ray engine of ``ocflow batch`` (:mod:`open_codex_lib.ray_batch`) on a REAL local cluster.
+"""The Ray engine of ``ocflow batch`` (:mod:`ocflow_ray`) on a REAL local cluster.
 
 A module fixture starts a one-node cluster (``ray start --head --num-cpus=4``, ray_cluster.py)
 in a temporary directory, on loopback and free ports, and stops exactly its own processes
@@ -115,11 +115,13 @@ def path_flow(root: Path, flow_id: str, steps: list) -> dict:
     plan.parent.mkdir(parents=True, exist_ok=True)
     plan.write_text(json.dumps({"task": f"flow {flow_id}", "steps": steps}), encoding="utf-8")
     workspace = root / "workspace"
-    common = ["--repo", str(repo), "--workspace", str(workspace)]
     return {
         "id": flow_id,
-        "argv": [*common, "run", "--task-id", flow_id, "--plan", str(plan)],
-        "resume_argv": [*common, "resume", flow_id],
+        # The repository, the workspace and the plan are fields: the runner puts them in.
+        "argv": ["run", "--task-id", flow_id],
+        "resume_argv": ["resume", flow_id],
+        "workspace": str(workspace),
+        "plan": str(plan),
         "task_dir": str(workspace / flow_id),
         "repo": {"path": str(repo)},
         "env": ocflow_env(root),
@@ -129,7 +131,7 @@ def path_flow(root: Path, flow_id: str, steps: list) -> dict:
 def run_driver(request: dict, python: str = sys.executable, env: dict | None = None):
     """Runs the module as ocflow batch does; returns (exit code, stdout lines, stderr)."""
     done = subprocess.run(
-        [python, "-m", "open_codex_lib.ray_batch"],
+        [python, "-m", "ocflow_ray"],
         input=json.dumps(request).encode(),
         cwd=PYTHON_DIR,
         env={**os.environ, "PYTHONPATH": str(PYTHON_DIR), **LOOPBACK, **(env or {})},
@@ -301,11 +303,12 @@ def test_a_git_repository_flow_is_cloned_on_the_node_and_comes_back_through_ray(
         encoding="utf-8",
     )
     out = tmp_path / "out"
-    common = ["--repo", str(tmp_path / "not-on-the-node"), "--workspace", str(out / "workspace")]
     flow = {
         "id": "g1",
-        "argv": [*common, "run", "--task-id", "g1", "--plan", str(plan)],
-        "resume_argv": [*common, "resume", "g1"],
+        "argv": ["run", "--task-id", "g1"],
+        "resume_argv": ["resume", "g1"],
+        "workspace": str(out / "workspace"),
+        "plan": str(plan),
         "task_dir": None,
         "repo": {"git": str(bare), "rev": first},
         # The key travels to the flow's ocflow in memory: never into a file, Ray's logs or output.
@@ -313,9 +316,9 @@ def test_a_git_repository_flow_is_cloned_on_the_node_and_comes_back_through_ray(
     }
     # Two that cannot start: a repository no node can clone, a plan that does not exist.
     unclonable = {**flow, "id": "g2", "repo": {"git": str(tmp_path / "gone.git"), "rev": first}}
-    unclonable["argv"] = [*common, "run", "--task-id", "g2", "--plan", str(plan)]
+    unclonable["argv"] = ["run", "--task-id", "g2"]
     no_plan = path_flow(tmp_path, "p1", [command_step("s", "true")])
-    no_plan["argv"][-1] = str(tmp_path / "no-such-plan.json")
+    no_plan["plan"] = str(tmp_path / "no-such-plan.json")
     request = {
         "address": "auto",
         "max_concurrent_flows": 2,
@@ -411,6 +414,12 @@ def test_an_invalid_request_names_the_problem_and_exits_2(tmp_path):
             "fix": "give every flow an id of its own",
         }
     ]
+    # The repository and workspace are fields of the request, never looked for in `argv`.
+    nowhere = {k: v for k, v in flow.items() if k != "workspace"}
+    request["flows"] = [nowhere]
+    code, lines, _ = run_driver(request, python=python_without_ray())
+    assert code == 2
+    assert lines[0]["error"] == "flow 1: `workspace` must be an absolute path", lines
 
 
 @pytest.mark.parametrize("stop", ["sigterm", "driver_killed", "batch_killed"])
@@ -429,7 +438,7 @@ def test_a_stopped_batch_leaves_its_flows_resumable_and_a_second_run_finishes_th
     request = {"address": "auto", "ocflow": str(ocflow), "flows": [flow]}
     task_dir = Path(flow["task_dir"])
     (tmp_path / "request.json").write_text(json.dumps(request), encoding="utf-8")
-    driver_argv = [sys.executable, "-m", "open_codex_lib.ray_batch"]
+    driver_argv = [sys.executable, "-m", "ocflow_ray"]
     if stop == "batch_killed":
         # A parent that waits for the driver, as ocflow batch does (`; exit` keeps bash from
         # replacing itself with the driver).
@@ -467,7 +476,7 @@ def test_a_stopped_batch_leaves_its_flows_resumable_and_a_second_run_finishes_th
     err.close()
     # The flow's ocflow stops (the one started with --task-id c1), and the driver too.
     marker = f"--task-id\0{flow['id']}\0".encode()
-    driver_marker = b"open_codex_lib.ray_batch\0"
+    driver_marker = b"ocflow_ray\0"
     deadline = time.monotonic() + 60
     while time.monotonic() < deadline:
         left = [

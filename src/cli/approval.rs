@@ -5,7 +5,7 @@
 use crate::cli::apply;
 use crate::cli::args::{ApplyArgs, ApproveArgs, LimitArgs, RejectArgs, ResumeArgs};
 use crate::cli::config::Config;
-use crate::cli::gates::{answered, reject};
+use crate::cli::gates::{Given, Reply, answer_waiting};
 use crate::cli::progress::Progress;
 use crate::cli::resume;
 use crate::cli::tasks::find_task;
@@ -13,7 +13,7 @@ use ocflow_core::task::events::Events;
 use ocflow_core::task::journal::Journal;
 use ocflow_core::task::state;
 use ocflow_core::task::workspace::{self, TaskDir};
-use ocflow_model::approval::{Answer, AnsweredBy, ApprovalKind, PendingApproval};
+use ocflow_model::approval::{AnsweredBy, ApprovalKind, PendingApproval};
 use ocflow_model::error::{Error, Result};
 use ocflow_model::exit::ExitCode;
 use ocflow_model::output::say;
@@ -70,11 +70,13 @@ pub(crate) async fn approve(config: &Config, args: ApproveArgs) -> Result<ExitCo
         let _lock = task.lock()?;
         // Read again under the lock: another answer may have come first.
         let mut status = waiting_task(config, &args.task)?.1;
+        let flow = state::load_flow_of(&task, &status)?;
         let mut events = events_of(config, &task)?;
-        answered(&task, &mut status, &mut events, Answer::Approved, by, None)?;
-        status.move_to(FlowState::Succeeded)?;
-        status.message = None;
-        state::save_status(&task, &mut status)?;
+        let mut given = Given {
+            reply: Some(Reply::Yes),
+            by,
+        };
+        answer_waiting(&task, &mut status, &flow, &mut events, &mut given).await?;
     }
     apply::apply(
         config,
@@ -89,21 +91,18 @@ pub(crate) async fn approve(config: &Config, args: ApproveArgs) -> Result<ExitCo
 }
 
 /// `ocflow reject ID [--reason TEXT]`: the waiting flow ends (an apply is not written).
-pub(crate) fn reject_command(config: &Config, args: RejectArgs) -> Result<ExitCode> {
+pub(crate) async fn reject(config: &Config, args: RejectArgs) -> Result<ExitCode> {
     let (task, _, _) = waiting_task(config, &args.task)?;
     let _lock = task.lock()?;
     // Read again under the lock: another answer may have come first.
     let (_, mut status, _) = waiting_task(config, &args.task)?;
     let flow = state::load_flow_of(&task, &status)?;
     let mut events = events_of(config, &task)?;
-    reject(
-        &task,
-        &mut status,
-        &flow,
-        &mut events,
-        answered_by(args.via_mcp),
-        args.reason,
-    )?;
+    let mut given = Given {
+        reply: Some(Reply::No(args.reason)),
+        by: answered_by(args.via_mcp),
+    };
+    answer_waiting(&task, &mut status, &flow, &mut events, &mut given).await?;
     say(&format!(
         "ocflow: task {}: {}",
         task.task_id,

@@ -175,42 +175,52 @@ pub(crate) struct BatchArgs {
     pub(crate) forwarded: Vec<std::ffi::OsString>,
 }
 
-/// A flow's budget, declared once: `run`, `resume`, `demo` and every flow of a `batch` take
-/// these flags (`to_argv` hands them on to a flow's command line).
-#[derive(Debug, Default, Clone, Args)]
+/// A flow's budget, declared once: the flags of `run`, `resume`, `demo` and every flow of a
+/// `batch`, a config file's `[budget]` (`budget::strict`) and the parameters of MCP's
+/// `ocflow_run` (its doc comments are their descriptions); `child_command::budget_flags` hands
+/// it on to a flow's command line.
+#[derive(Debug, Default, Clone, Args, serde::Deserialize, schemars::JsonSchema)]
 pub(crate) struct BudgetArgs {
     /// Tokens the flow may use (planning, steps, recovery, the summary; every model): it
     /// pauses (exit 3) before a call would exceed them.
     #[arg(long, value_name = "N")]
+    #[serde(default)]
     pub(crate) max_tokens: Option<u64>,
     /// US dollars the flow may cost, by the price table (`price_per_mtok_in/out` of a profile,
     /// or `[prices]`): it pauses (exit 3) before a call would exceed them.
     #[arg(long, value_name = "USD", value_parser = parse_cost)]
+    #[serde(default, deserialize_with = "cost")]
     pub(crate) max_cost: Option<f64>,
-    /// How long the flow may run, across resumes (90s, 5m, 1h30m): then it pauses (exit 3),
-    /// cancelling the model's calls in flight.
+    /// How long the flow may run, across resumes ("90s", "5m", "1h30m"): then it pauses
+    /// (exit 3), cancelling the model's calls in flight.
     #[arg(long, value_name = "DURATION", value_parser = ocflow_model::budget::parse_duration)]
+    #[serde(default, deserialize_with = "duration")]
+    #[schemars(with = "Option<String>")]
     pub(crate) max_time: Option<std::time::Duration>,
 }
 
 impl BudgetArgs {
-    /// The flags again, for a flow's command line (`run` and `resume` take the same).
-    pub(crate) fn to_argv(&self) -> Vec<std::ffi::OsString> {
-        let mut argv: Vec<std::ffi::OsString> = Vec::new();
-        if let Some(tokens) = self.max_tokens {
-            argv.extend(["--max-tokens".into(), tokens.to_string().into()]);
-        }
-        if let Some(usd) = self.max_cost {
-            argv.extend(["--max-cost".into(), usd.to_string().into()]);
-        }
-        if let Some(time) = self.max_time {
-            argv.extend([
-                "--max-time".into(),
-                format!("{}ms", time.as_millis()).into(),
-            ]);
-        }
-        argv
-    }
+    /// The names of its keys, as `[budget]` and MCP take them.
+    pub(crate) const KEYS: [&str; 3] = ["max_tokens", "max_cost", "max_time"];
+}
+
+/// `max_cost` outside the command line: a positive number of US dollars, as `--max-cost`.
+fn cost<'de, D: serde::Deserializer<'de>>(from: D) -> Result<Option<f64>, D::Error> {
+    let usd = <Option<f64> as serde::Deserialize>::deserialize(from)?;
+    usd.map(|usd| parse_cost(&usd.to_string()))
+        .transpose()
+        .map_err(serde::de::Error::custom)
+}
+
+/// `max_time` outside the command line: a duration as `--max-time` takes it.
+fn duration<'de, D: serde::Deserializer<'de>>(
+    from: D,
+) -> Result<Option<std::time::Duration>, D::Error> {
+    let text = <Option<String> as serde::Deserialize>::deserialize(from)?;
+    text.as_deref()
+        .map(ocflow_model::budget::parse_duration)
+        .transpose()
+        .map_err(serde::de::Error::custom)
 }
 
 /// Where `ocflow batch` runs its flows.

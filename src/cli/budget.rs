@@ -13,42 +13,35 @@ use crate::cli::args::BudgetArgs;
 use crate::cli::profiles::{FileLlm, LlmConfig};
 use ocflow_core::llm::budget::{Budget, Price};
 use ocflow_core::llm::client::Llm;
-use ocflow_model::budget::{BudgetLimits, BudgetUse, PauseReason, parse_duration};
+use ocflow_model::budget::{BudgetLimits, BudgetUse, PauseReason};
 use ocflow_model::error::{Error, Result};
 use ocflow_model::status::{FlowState, FlowStatus};
 
-/// `[budget]` in a config file: the limits of every flow that gives no flag.
-#[derive(Debug, Clone, Default, Deserialize)]
-#[serde(deny_unknown_fields)]
-pub(crate) struct FileBudget {
-    pub(crate) max_tokens: Option<u64>,
-    /// US dollars.
-    pub(crate) max_cost: Option<f64>,
-    /// A duration: "90s", "5m", "1h30m".
-    pub(crate) max_time: Option<String>,
+/// `[budget]` in a config file: the flags' own type, its keys checked as every section's are
+/// (a misspelt limit is an error, never a flow without it).
+pub(crate) fn strict<'de, D: serde::Deserializer<'de>>(from: D) -> Result<BudgetArgs, D::Error> {
+    use serde::de::Error as _;
+    let table = toml::Table::deserialize(from)?;
+    if let Some(key) = table
+        .keys()
+        .find(|k| !BudgetArgs::KEYS.contains(&k.as_str()))
+    {
+        return Err(D::Error::custom(format!(
+            "[budget]: unknown key `{key}`, expected one of {}",
+            BudgetArgs::KEYS.join(", ")
+        )));
+    }
+    table
+        .try_into()
+        .map_err(|err| D::Error::custom(format!("[budget]: {err}")))
 }
 
-impl FileBudget {
-    /// The limits it sets; a wrong value is a usage error naming the key and the file.
-    pub(crate) fn limits(&self, file: &str) -> Result<BudgetLimits> {
-        let max_time = self
-            .max_time
-            .as_deref()
-            .map(parse_duration)
-            .transpose()
-            .map_err(|why| Error::Usage(format!("{file}: [budget] max_time: {why}")))?;
-        if let Some(cost) = self.max_cost
-            && !(cost.is_finite() && cost > 0.0)
-        {
-            return Err(Error::Usage(format!(
-                "{file}: [budget] max_cost = {cost}: give a positive number of US dollars"
-            )));
-        }
-        Ok(BudgetLimits {
-            max_tokens: self.max_tokens,
-            max_cost_usd: self.max_cost,
-            max_time_ms: max_time.map(|d| d.as_millis() as u64),
-        })
+/// The limits `budget` sets.
+pub(crate) fn limits_of(budget: &BudgetArgs) -> BudgetLimits {
+    BudgetLimits {
+        max_tokens: budget.max_tokens,
+        max_cost_usd: budget.max_cost,
+        max_time_ms: budget.max_time.map(|d| d.as_millis() as u64),
     }
 }
 
@@ -60,31 +53,27 @@ pub(crate) struct FilePrice {
     pub(crate) per_mtok_out: f64,
 }
 
+/// A price the workspace's file gives replaces the user's for the same model whole.
+impl crate::cli::layered::Layered for FilePrice {
+    fn or(self, _fallback: Self) -> Self {
+        self
+    }
+}
+
 /// The budget limits of the config files: the workspace's over the user's, except that an
 /// untrusted repository's may only lower the user's.
-pub(crate) fn file_limits(
-    own: &FileBudget,
-    own_path: &str,
-    user: &FileBudget,
-    user_path: &str,
-    untrusted: bool,
-) -> Result<BudgetLimits> {
-    let (own, user) = (own.limits(own_path)?, user.limits(user_path)?);
-    Ok(if untrusted {
+pub(crate) fn file_limits(own: &BudgetArgs, user: &BudgetArgs, untrusted: bool) -> BudgetLimits {
+    let (own, user) = (limits_of(own), limits_of(user));
+    if untrusted {
         user.lowered_by(own)
     } else {
         own.or(user)
-    })
+    }
 }
 
 /// The flags' limits over the config files'.
 pub(crate) fn limits(flags: &BudgetArgs, files: BudgetLimits) -> BudgetLimits {
-    BudgetLimits {
-        max_tokens: flags.max_tokens,
-        max_cost_usd: flags.max_cost,
-        max_time_ms: flags.max_time.map(|d| d.as_millis() as u64),
-    }
-    .or(files)
+    limits_of(flags).or(files)
 }
 
 /// The price of every model in use, by model name: its profile's `price_per_mtok_in/out`,

@@ -8,8 +8,10 @@ use std::path::{Path, PathBuf};
 
 use serde::Deserialize;
 
+use crate::cli::args::BudgetArgs;
 use crate::cli::args::{ApproveWhat, GlobalArgs, LimitArgs};
-use crate::cli::budget::{self, FileBudget, FilePrice};
+use crate::cli::budget::{self, FilePrice};
+use crate::cli::layered::{Layered, layered};
 use crate::cli::profiles::{self, FileLlm, LlmConfig, NoLlm};
 use ocflow_core::engine::recovery;
 use ocflow_core::engine::sandbox::{self, SandboxSettings};
@@ -126,8 +128,8 @@ pub(crate) struct FileConfig {
     #[serde(default)]
     pub(crate) plugins: FilePlugins,
     /// `[budget]`: every flow's limits when no flag gives them.
-    #[serde(default)]
-    pub(crate) budget: FileBudget,
+    #[serde(default, deserialize_with = "budget::strict")]
+    pub(crate) budget: BudgetArgs,
     /// `[prices."MODEL"]`: the price table of `--max-cost`.
     #[serde(default)]
     pub(crate) prices: BTreeMap<String, FilePrice>,
@@ -219,6 +221,47 @@ pub(crate) struct FileLimits {
     pub(crate) jobs: Option<usize>,
     pub(crate) step_timeout_seconds: Option<u64>,
     pub(crate) max_output_bytes: Option<u64>,
+}
+
+layered!(FileApprove { plan, risky, apply });
+layered!(FileLimits {
+    jobs,
+    step_timeout_seconds,
+    max_output_bytes
+});
+layered!(FileSandbox {
+    enabled,
+    namespaces,
+    network,
+    writable,
+    memory_mb,
+    max_processes,
+    overlay
+});
+layered!(FileRecovery {
+    enabled,
+    max_attempts_per_step,
+    max_revisions,
+    max_recovery_calls,
+    max_transient_retries,
+    allow_destructive
+});
+
+impl Layered for FilePlugins {
+    /// The user's folders first, then the workspace's.
+    fn or(self, fallback: Self) -> Self {
+        FilePlugins {
+            folders: fallback.folders.or(self.folders),
+            entry_points: self.entry_points.or(fallback.entry_points),
+        }
+    }
+}
+
+/// A role the workspace's file names replaces the user's of the same name whole.
+impl Layered for Role {
+    fn or(self, _fallback: Self) -> Self {
+        self
+    }
 }
 
 impl FileConfig {
@@ -337,84 +380,22 @@ impl FileConfig {
         ignored
     }
 
+    /// `self` (the workspace's file) over `fallback` (the user's), field by field. The trusted
+    /// repositories are the user's alone; the budget was resolved from both files before
+    /// (`budget::file_limits`).
     fn or(self, fallback: FileConfig) -> FileConfig {
-        let mut roles = fallback.roles;
-        roles.extend(self.roles);
-        let mut prices = fallback.prices;
-        prices.extend(self.prices);
         FileConfig {
-            roles,
-            prices,
-            // Resolved from both files before they merge (`budget::file_limits`).
+            roles: self.roles.or(fallback.roles),
+            prices: self.prices.or(fallback.prices),
             budget: self.budget,
             trust: fallback.trust,
             codex_lib: self.codex_lib.or(fallback.codex_lib),
-            plugins: FilePlugins {
-                folders: fallback
-                    .plugins
-                    .folders
-                    .into_iter()
-                    .chain(self.plugins.folders)
-                    .collect(),
-                entry_points: self.plugins.entry_points.or(fallback.plugins.entry_points),
-            },
-            approve: FileApprove {
-                plan: self.approve.plan.or(fallback.approve.plan),
-                risky: self.approve.risky.or(fallback.approve.risky),
-                apply: self.approve.apply.or(fallback.approve.apply),
-            },
-            limits: FileLimits {
-                jobs: self.limits.jobs.or(fallback.limits.jobs),
-                step_timeout_seconds: self
-                    .limits
-                    .step_timeout_seconds
-                    .or(fallback.limits.step_timeout_seconds),
-                max_output_bytes: self
-                    .limits
-                    .max_output_bytes
-                    .or(fallback.limits.max_output_bytes),
-            },
+            plugins: self.plugins.or(fallback.plugins),
+            approve: self.approve.or(fallback.approve),
+            limits: self.limits.or(fallback.limits),
             llm: self.llm.or(fallback.llm),
-            sandbox: FileSandbox {
-                enabled: self.sandbox.enabled.or(fallback.sandbox.enabled),
-                namespaces: self.sandbox.namespaces.or(fallback.sandbox.namespaces),
-                network: self.sandbox.network.or(fallback.sandbox.network),
-                memory_mb: self.sandbox.memory_mb.or(fallback.sandbox.memory_mb),
-                overlay: self.sandbox.overlay.or(fallback.sandbox.overlay),
-                max_processes: self
-                    .sandbox
-                    .max_processes
-                    .or(fallback.sandbox.max_processes),
-                writable: self
-                    .sandbox
-                    .writable
-                    .into_iter()
-                    .chain(fallback.sandbox.writable)
-                    .collect(),
-            },
-            recovery: FileRecovery {
-                enabled: self.recovery.enabled.or(fallback.recovery.enabled),
-                max_attempts_per_step: self
-                    .recovery
-                    .max_attempts_per_step
-                    .or(fallback.recovery.max_attempts_per_step),
-                max_revisions: self
-                    .recovery
-                    .max_revisions
-                    .or(fallback.recovery.max_revisions),
-                max_recovery_calls: self
-                    .recovery
-                    .max_recovery_calls
-                    .or(fallback.recovery.max_recovery_calls),
-                max_transient_retries: self
-                    .recovery
-                    .max_transient_retries
-                    .or(fallback.recovery.max_transient_retries),
-                allow_destructive: self
-                    .recovery
-                    .allow_destructive
-                    .or(fallback.recovery.allow_destructive),
-            },
+            sandbox: self.sandbox.or(fallback.sandbox),
+            recovery: self.recovery.or(fallback.recovery),
         }
     }
 }
@@ -440,95 +421,20 @@ impl Config {
         limits: Option<&LimitArgs>,
         api_key: ApiKey,
     ) -> Result<Config> {
-        let (repo, repo_named) = match &args.repo {
-            Some(repo) => (
-                repo.canonicalize().map_err(|err| {
-                    Error::Usage(format!(
-                        "--repo {}: {err}; give the path of an existing directory",
-                        repo.display()
-                    ))
-                })?,
-                true,
-            ),
-            None => discover_repo(needs_repo)?,
-        };
-        if !repo.is_dir() {
-            return Err(Error::Usage(format!(
-                "--repo {} is not a directory",
-                repo.display()
-            )));
-        }
-        if repo_named || needs_repo {
-            refuse_a_git_directory(&repo)?;
-            refuse_a_system_directory(&repo)?;
-        }
+        let (repo, repo_named) = repository(args, needs_repo)?;
         let (workspace, default_workspace) = match &args.workspace {
             Some(dir) => (absolute(dir)?, false),
             None => (repo.join(".ocflow"), true),
         };
-        let user_config = std::env::var_os("XDG_CONFIG_HOME")
-            .map(PathBuf::from)
-            .or_else(|| std::env::var_os("HOME").map(|home| PathBuf::from(home).join(".config")))
-            .map(|dir| dir.join("ocflow").join("config.toml"));
-        let user = user_config
-            .as_deref()
-            .map(FileConfig::load)
-            .transpose()?
-            .unwrap_or_default();
-        let own_path = workspace.join(WORKSPACE_CONFIG);
-        let mut own = FileConfig::load(&own_path)?;
-        let mut warnings = Vec::new();
-        // The workspace's config, when the workspace lies in the repository, came with the
-        // repository: obeyed in full only once the user trusts that repository.
-        let trusted = user.trust.repositories.iter().any(|r| Path::new(r) == repo);
-        // Inside by its path or by where a symlink leads: a repository may ship
-        // `.ocflow/ocflow.toml` as a link to a file a command step can write.
-        // `--workspace ../ws` is beside the repository, not in it: `..` is taken off by name
-        // before comparing (a path's components would still begin with the repository's).
-        let from_repo = lexically_normal(&absolute(&own_path)?).starts_with(&repo)
-            || canonical_or_absolute(&own_path).starts_with(&repo);
-        if from_repo && !trusted {
-            let ignored = own.without_untrusted();
-            if !ignored.is_empty() {
-                warnings.push(format!(
-                    "the repository's own config {} sets {}, which run or load code, widen the \
-                     sandbox or send the key elsewhere: ignored until you trust this repository \
-                     (`ocflow --repo {} trust`)",
-                    own_path.display(),
-                    ignored.join(", "),
-                    repo.display()
-                ));
-            }
-        }
-        // An untrusted repository's budget may lower the user's, never raise or remove it.
-        let file_budget = budget::file_limits(
-            &own.budget,
-            &own_path.display().to_string(),
-            &user.budget,
-            &user_config
-                .as_deref()
-                .map_or_else(String::new, |p| p.display().to_string()),
-            from_repo && !trusted,
-        )?;
-        let file = own.or(user);
+        let Files {
+            file,
+            budget: file_budget,
+            mut warnings,
+            user_config,
+        } = Files::load(&repo, &workspace)?;
         // Before any process starts (the sandbox probe included): no child inherits them.
         profiles::take_key_variables(&file.llm);
-        let codex_lib = args
-            .codex_lib
-            .clone()
-            .or_else(|| file.codex_lib.clone())
-            .unwrap_or_else(|| DEFAULT_CODEX_LIB.into());
-        let is_module = |name: &str| {
-            name.split('.').all(|part| {
-                !part.is_empty() && part.chars().all(|c| c.is_alphanumeric() || c == '_')
-            })
-        };
-        if codex_lib.is_empty() || !is_module(&codex_lib) {
-            return Err(Error::Usage(format!(
-                "--codex-lib {codex_lib:?} is not a Python module name (like open_codex_lib or \
-                 my_pkg.ops)"
-            )));
-        }
+        let codex_lib = codex_lib(args, &file)?;
         let no_flags = LimitArgs::default();
         let flags = limits.unwrap_or(&no_flags);
         let policy = CommandPolicy {
@@ -536,37 +442,10 @@ impl Config {
                 || file.recovery.allow_destructive == Some(true),
             allow_network: file.sandbox.network == Some(true),
         };
-        let run = RunConfig {
-            jobs: flags
-                .jobs
-                .or(file.limits.jobs)
-                .unwrap_or(DEFAULT_JOBS)
-                .max(1),
-            limits: Limits {
-                timeout_seconds: flags
-                    .step_timeout
-                    .or(file.limits.step_timeout_seconds)
-                    .unwrap_or(DEFAULT_STEP_TIMEOUT_SECONDS),
-                max_output_bytes: flags
-                    .max_output_bytes
-                    .or(file.limits.max_output_bytes)
-                    .unwrap_or(DEFAULT_MAX_OUTPUT_BYTES),
-            },
-            sandbox: match limits {
-                Some(flags) => resolve_sandbox(flags, &file.sandbox, &file.llm),
-                None => SandboxProbe::decided(None),
-            },
-            recovery_limits: recovery_limits(&file.recovery),
-            recovery: !flags.no_recovery && file.recovery.enabled != Some(false),
-            budget: budget::limits(&flags.budget, file_budget),
-            prices: Default::default(),
-            memory: !flags.no_memory,
-            reflect: !flags.no_reflect,
-        };
+        let mut run = run_config(flags, limits.is_some(), &file, file_budget);
         let key_variable = api_key.variable().map(str::to_string);
         let mut roles = Roles::with(file.roles.clone());
         let llm = profiles::resolve_llm(args, &file.llm, &roles, api_key)?;
-        let mut run = run;
         if let Ok(resolved) = &llm {
             run.prices = budget::prices(&file.llm, &file.prices, resolved);
             // A step may name a profile itself, checked like a role's against those defined.
@@ -579,59 +458,7 @@ impl Config {
                 profiles.insert(name.clone(), Some(why.clone()));
             }
             roles = roles.with_profiles(profiles);
-        }
-        // Say what is sent when a provider prefix was taken off, so nobody is surprised.
-        let asked = args
-            .model
-            .clone()
-            .or_else(|| profiles::env_first(&["OCFLOW_MODEL", "LLM_MODEL"]));
-        // Once a session: an agent running ocflow again and again need not be told each time.
-        if let (Some(asked), Ok(llm)) = (asked, &llm)
-            && profiles::without_provider(&asked) != asked
-            && llm.planner.profile == DEFAULT_PROFILE
-            && crate::cli::user_state::first_time_this_session(&format!("model prefix {asked}"))
-        {
-            warnings.push(format!(
-                "the model is sent as `{}`: `{asked}` carries LiteLLM's provider prefix",
-                llm.planner.model
-            ));
-        }
-        // A profile with a server of its own but no model sends the default model's name there.
-        if let Ok(resolved) = &llm {
-            for (name, profile) in &file.llm.profiles {
-                let sent = [
-                    &resolved.planner,
-                    &resolved.recovery,
-                    &resolved.summary,
-                    &resolved.operations,
-                ]
-                .into_iter()
-                .chain(resolved.roles.values())
-                .find(|m| &m.profile == name);
-                if let (Some(sent), true) =
-                    (sent, profile.base_url.is_some() && profile.model.is_none())
-                {
-                    warnings.push(format!(
-                        "[llm.profiles.{name}] has a base_url of its own but no model: the \
-                         default model's name ({}) is sent there; set model under \
-                         [llm.profiles.{name}]",
-                        sent.model
-                    ));
-                }
-            }
-        }
-        let slowest = llm
-            .iter()
-            .flat_map(|l| l.endpoints.values())
-            .find(|endpoint| endpoint.retry.max_elapsed < endpoint.request_timeout);
-        if let Some(endpoint) = slowest {
-            warnings.push(format!(
-                "max_retry_seconds ({} s) is shorter than request_timeout_seconds ({} s): a slow \
-                 answer is given up at {0} s, before one request could time out; raise \
-                 max_retry_seconds under [llm] in ocflow.toml to at least {1}",
-                endpoint.retry.max_elapsed.as_secs(),
-                endpoint.request_timeout.as_secs()
-            ));
+            warnings.extend(llm_warnings(args, &file, resolved));
         }
         let asked = |what: ApproveWhat| flags.approve.contains(&what);
         let approvals = Approvals {
@@ -678,6 +505,200 @@ impl Config {
             .as_ref()
             .map_err(|missing| Error::Usage(missing.to_string()))
     }
+}
+
+/// The repository `--repo` names (which must exist), or the one found as git finds it; and
+/// whether it was named or found. A repository a command works on is never a git directory or
+/// a system one.
+fn repository(args: &GlobalArgs, needs_repo: bool) -> Result<(PathBuf, bool)> {
+    let (repo, repo_named) = match &args.repo {
+        Some(repo) => (
+            repo.canonicalize().map_err(|err| {
+                Error::Usage(format!(
+                    "--repo {}: {err}; give the path of an existing directory",
+                    repo.display()
+                ))
+            })?,
+            true,
+        ),
+        None => discover_repo(needs_repo)?,
+    };
+    if !repo.is_dir() {
+        return Err(Error::Usage(format!(
+            "--repo {} is not a directory",
+            repo.display()
+        )));
+    }
+    if repo_named || needs_repo {
+        refuse_a_git_directory(&repo)?;
+        refuse_a_system_directory(&repo)?;
+    }
+    Ok((repo, repo_named))
+}
+
+/// The configuration files, merged: the workspace's over the user's.
+struct Files {
+    file: FileConfig,
+    /// The files' budget: an untrusted repository's may lower the user's, never raise it.
+    budget: BudgetLimits,
+    /// What was ignored of an untrusted repository's config, said.
+    warnings: Vec<String>,
+    /// The user's config file, where it would be.
+    user_config: Option<PathBuf>,
+}
+
+impl Files {
+    /// Loads the user's config and the workspace's. The workspace's config, when the workspace
+    /// lies in the repository, came with the repository: obeyed in full only once the user
+    /// trusts that repository.
+    fn load(repo: &Path, workspace: &Path) -> Result<Files> {
+        let user_config = std::env::var_os("XDG_CONFIG_HOME")
+            .map(PathBuf::from)
+            .or_else(|| std::env::var_os("HOME").map(|home| PathBuf::from(home).join(".config")))
+            .map(|dir| dir.join("ocflow").join("config.toml"));
+        let user = user_config
+            .as_deref()
+            .map(FileConfig::load)
+            .transpose()?
+            .unwrap_or_default();
+        let own_path = workspace.join(WORKSPACE_CONFIG);
+        let mut own = FileConfig::load(&own_path)?;
+        let mut warnings = Vec::new();
+        let trusted = user.trust.repositories.iter().any(|r| Path::new(r) == repo);
+        // Inside by its path or by where a symlink leads: a repository may ship
+        // `.ocflow/ocflow.toml` as a link to a file a command step can write.
+        // `--workspace ../ws` is beside the repository, not in it: `..` is taken off by name
+        // before comparing (a path's components would still begin with the repository's).
+        let from_repo = lexically_normal(&absolute(&own_path)?).starts_with(repo)
+            || canonical_or_absolute(&own_path).starts_with(repo);
+        if from_repo && !trusted {
+            let ignored = own.without_untrusted();
+            if !ignored.is_empty() {
+                warnings.push(format!(
+                    "the repository's own config {} sets {}, which run or load code, widen the \
+                     sandbox or send the key elsewhere: ignored until you trust this repository \
+                     (`ocflow --repo {} trust`)",
+                    own_path.display(),
+                    ignored.join(", "),
+                    repo.display()
+                ));
+            }
+        }
+        let budget = budget::file_limits(&own.budget, &user.budget, from_repo && !trusted);
+        Ok(Files {
+            file: own.or(user),
+            budget,
+            warnings,
+            user_config,
+        })
+    }
+}
+
+/// The operation library's Python module: `--codex-lib`, the config's, or the default.
+fn codex_lib(args: &GlobalArgs, file: &FileConfig) -> Result<String> {
+    let codex_lib = args
+        .codex_lib
+        .clone()
+        .or_else(|| file.codex_lib.clone())
+        .unwrap_or_else(|| DEFAULT_CODEX_LIB.into());
+    let is_module = |name: &str| {
+        name.split('.')
+            .all(|part| !part.is_empty() && part.chars().all(|c| c.is_alphanumeric() || c == '_'))
+    };
+    if codex_lib.is_empty() || !is_module(&codex_lib) {
+        return Err(Error::Usage(format!(
+            "--codex-lib {codex_lib:?} is not a Python module name (like open_codex_lib or \
+             my_pkg.ops)"
+        )));
+    }
+    Ok(codex_lib)
+}
+
+/// How steps run: the flags over the files' settings over the defaults. `probes`: the command
+/// runs steps, so its sandbox is probed.
+fn run_config(
+    flags: &LimitArgs,
+    probes: bool,
+    file: &FileConfig,
+    budget: BudgetLimits,
+) -> RunConfig {
+    RunConfig {
+        jobs: flags
+            .jobs
+            .or(file.limits.jobs)
+            .unwrap_or(DEFAULT_JOBS)
+            .max(1),
+        limits: Limits {
+            timeout_seconds: flags
+                .step_timeout
+                .or(file.limits.step_timeout_seconds)
+                .unwrap_or(DEFAULT_STEP_TIMEOUT_SECONDS),
+            max_output_bytes: flags
+                .max_output_bytes
+                .or(file.limits.max_output_bytes)
+                .unwrap_or(DEFAULT_MAX_OUTPUT_BYTES),
+        },
+        sandbox: if probes {
+            resolve_sandbox(flags, &file.sandbox, &file.llm)
+        } else {
+            SandboxProbe::decided(None)
+        },
+        recovery_limits: recovery_limits(&file.recovery),
+        recovery: !flags.no_recovery && file.recovery.enabled != Some(false),
+        budget: budget::limits(&flags.budget, budget),
+        prices: Default::default(),
+        memory: !flags.no_memory,
+        reflect: !flags.no_reflect,
+    }
+}
+
+/// What the resolved LLM settings would surprise a person with: a provider prefix taken off
+/// the model's name, a profile that sends the default model's name to a server of its own, a
+/// retry window shorter than one request's timeout.
+fn llm_warnings(args: &GlobalArgs, file: &FileConfig, llm: &LlmConfig) -> Vec<String> {
+    let mut warnings = Vec::new();
+    let asked = args
+        .model
+        .clone()
+        .or_else(|| profiles::env_first(&["OCFLOW_MODEL", "LLM_MODEL"]));
+    // Once a session: an agent running ocflow again and again need not be told each time.
+    if let Some(asked) = asked
+        && profiles::without_provider(&asked) != asked
+        && llm.planner.profile == DEFAULT_PROFILE
+        && crate::cli::user_state::first_time_this_session(&format!("model prefix {asked}"))
+    {
+        warnings.push(format!(
+            "the model is sent as `{}`: `{asked}` carries LiteLLM's provider prefix",
+            llm.planner.model
+        ));
+    }
+    for (name, profile) in &file.llm.profiles {
+        let sent = [&llm.planner, &llm.recovery, &llm.summary, &llm.operations]
+            .into_iter()
+            .chain(llm.roles.values())
+            .find(|m| &m.profile == name);
+        if let (Some(sent), true) = (sent, profile.base_url.is_some() && profile.model.is_none()) {
+            warnings.push(format!(
+                "[llm.profiles.{name}] has a base_url of its own but no model: the default \
+                 model's name ({}) is sent there; set model under [llm.profiles.{name}]",
+                sent.model
+            ));
+        }
+    }
+    let slowest = llm
+        .endpoints
+        .values()
+        .find(|endpoint| endpoint.retry.max_elapsed < endpoint.request_timeout);
+    if let Some(endpoint) = slowest {
+        warnings.push(format!(
+            "max_retry_seconds ({} s) is shorter than request_timeout_seconds ({} s): a slow \
+             answer is given up at {0} s, before one request could time out; raise \
+             max_retry_seconds under [llm] in ocflow.toml to at least {1}",
+            endpoint.retry.max_elapsed.as_secs(),
+            endpoint.request_timeout.as_secs()
+        ));
+    }
+    warnings
 }
 
 /// The repository, found as git finds it: the current directory or the nearest one above it

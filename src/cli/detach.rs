@@ -5,7 +5,6 @@
 //! leaves in the task directory (`exit_code`). The key reaches it the way every re-execution
 //! gets it: through a pipe (`key::hand_over`), never through its environment, argv or a file.
 
-use std::ffi::OsString;
 use std::fs::OpenOptions;
 use std::io::Write;
 use std::os::unix::fs::OpenOptionsExt;
@@ -13,6 +12,7 @@ use std::path::Path;
 use std::process::Stdio;
 
 use crate::cli::args::RunArgs;
+use crate::cli::child_command;
 use crate::cli::config::Config;
 use crate::cli::{progress, run, task_index};
 use ocflow_core::llm::key::{self, ApiKey};
@@ -76,14 +76,8 @@ pub(crate) fn start(config: &Config, args: &RunArgs, api_key: &ApiKey) -> Result
     // A code left by an earlier run of the same id must not end the next `wait` at once.
     let _ = std::fs::remove_file(&exit_file);
     let program = std::env::current_exe().io_context(|| "finding ocflow's own binary".into())?;
-    let mut argv: Vec<OsString> = std::env::args_os()
-        .skip(1)
-        .filter(|arg| arg != "--detach")
-        .collect();
-    if args.task_id.is_none() {
-        argv.extend(["--task-id".into(), task_id.clone().into()]);
-    }
-    argv.extend(["--exit-code-file".into(), exit_file.into_os_string()]);
+    let chosen = Some(task_id.as_str()).filter(|_| args.task_id.is_none());
+    let argv = child_command::detached(chosen, &exit_file);
     let mut command = tokio::process::Command::new(program);
     command
         .args(argv)

@@ -87,7 +87,7 @@ pub(crate) fn dispatch(config: &Config, command: Command) -> Result<ExitCode> {
         Command::Resume(args) => with_runtime(|| resume::resume(config, args)),
         Command::Batch(args) => with_runtime(|| batch::batch(config, args)),
         Command::Approve(args) => with_runtime(|| approval::approve(config, args)),
-        Command::Reject(args) => approval::reject_command(config, args),
+        Command::Reject(args) => with_runtime(|| approval::reject(config, args)),
         Command::Status(args) => review::status(config, args),
         Command::List(_) => review::list(config),
         Command::Wait(args) => wait::wait(config, args),

@@ -28,6 +28,67 @@ pub(crate) fn show(
     fix: Option<&str>,
 ) -> Result<()> {
     let mut out = String::from("\n");
+    // A question's answer comes first, where the user looks: the step's own words, escaped.
+    if let Some(answer) = final_answer::find(task, status, flow) {
+        show_answer(&mut out, task, &answer);
+    }
+    show_headline(&mut out, task, status, flow);
+    // Under the reason, each failed step's own words: a status line alone ("exited with code
+    // 1") leaves a person to dig the cause out of result.json.
+    show_causes(&mut out, task, status);
+    show_summary(&mut out, task);
+    // A signal after the flow finished (during its summary) leaves the stat out, not the end.
+    let changes = match review::changes(task, status, flow) {
+        Err(ocflow_model::error::Error::Interrupted) => Vec::new(),
+        found => found?,
+    };
+    let stat = review::diff_stat(&changes)?;
+    show_stat(&mut out, &stat);
+    let next = next_commands(task, status, stat.is_empty());
+    if let Some(fix) = fix {
+        out.push_str(&format!("{} {fix}\n", paint("fix:", styles::BAD)));
+    }
+    out.push_str("next:\n");
+    let width = next
+        .iter()
+        .map(|(c, _)| c.chars().count())
+        .max()
+        .unwrap_or(0);
+    for (command, why) in next {
+        out.push_str(&format!(
+            "  {command:<width$}  {}\n",
+            paint(why, styles::DIM)
+        ));
+    }
+    print_stdout(&out);
+    Ok(())
+}
+
+/// The flow's answer to a question, its first [`ANSWER_LINES`] lines.
+fn show_answer(out: &mut String, task: &TaskDir, answer: &ocflow_model::event::FinalAnswer) {
+    out.push_str(&paint(
+        &format!("answer (step {}):\n", printable(&answer.step)),
+        styles::NAME,
+    ));
+    let lines: Vec<&str> = answer.text.lines().collect();
+    for line in lines.iter().take(ANSWER_LINES) {
+        out.push_str(&format!("  {}\n", printable(line)));
+    }
+    if lines.len() > ANSWER_LINES {
+        out.push_str(&paint(
+            &format!(
+                "  … the whole answer: {}\n",
+                task.file(workspace::SUMMARY_FILE).display()
+            ),
+            styles::DIM,
+        ));
+    }
+    out.push('\n');
+}
+
+/// How the flow ended, in what time and with how many tokens; why; its budget; and what done
+/// means, each deliverable with its evidence: why it succeeded, or what is missing.
+fn show_headline(out: &mut String, task: &TaskDir, status: &FlowStatus, flow: &Flow) {
     let took = took(status)
         .map(|ms| format!(" in {}", seconds(ms)))
         .unwrap_or_default();
@@ -35,27 +96,6 @@ pub(crate) fn show(
         0 => String::new(),
         n => format!(" · {n} tokens in {} call(s)", status.tokens.calls),
     };
-    // A question's answer comes first, where the user looks: the step's own words, escaped.
-    if let Some(answer) = final_answer::find(task, status, flow) {
-        out.push_str(&paint(
-            &format!("answer (step {}):\n", printable(&answer.step)),
-            styles::NAME,
-        ));
-        let lines: Vec<&str> = answer.text.lines().collect();
-        for line in lines.iter().take(ANSWER_LINES) {
-            out.push_str(&format!("  {}\n", printable(line)));
-        }
-        if lines.len() > ANSWER_LINES {
-            out.push_str(&paint(
-                &format!(
-                    "  … the whole answer: {}\n",
-                    task.file(workspace::SUMMARY_FILE).display()
-                ),
-                styles::DIM,
-            ));
-        }
-        out.push('\n');
-    }
     let steps = format!(" · {} step(s)", flow.steps.len());
     let headline = match status.state {
         FlowState::Succeeded => paint(&format!("✓ succeeded{took}"), styles::GOOD),
@@ -75,7 +115,6 @@ pub(crate) fn show(
     if !status.budget.is_empty() {
         out.push_str(&format!("  budget: {}\n", status.budget.describe()));
     }
-    // What done means, each deliverable with its evidence: why it succeeded, or what is missing.
     for check in &status.deliverables {
         let (mark, style) = if check.met {
             ("✓", styles::GOOD)
@@ -88,8 +127,10 @@ pub(crate) fn show(
             printable(&check.line())
         ));
     }
-    // Under the reason, each failed step's own words: a status line alone ("exited with code
-    // 1") leaves a person to dig the cause out of result.json.
+}
+
+/// Each failed step's own words.
+fn show_causes(out: &mut String, task: &TaskDir, status: &FlowStatus) {
     for step in status
         .steps
         .iter()
@@ -108,9 +149,12 @@ pub(crate) fn show(
             }
         }
     }
+}
+
+/// Of the summary, the model's words, labelled as its own (contradictions with the facts
+/// already marked in them); the facts are in the lines above and below.
+fn show_summary(out: &mut String, task: &TaskDir) {
     let summary = std::fs::read_to_string(task.file(workspace::SUMMARY_FILE)).unwrap_or_default();
-    // The facts are in the lines above and below; of the summary, the model's words are shown,
-    // labelled as its own (contradictions with the facts already marked in them).
     let lines: Vec<&str> = summary
         .split_once(summary::MODEL_SECTION)
         .map(|(_, words)| words)
@@ -133,12 +177,10 @@ pub(crate) fn show(
             styles::DIM,
         ));
     }
-    // A signal after the flow finished (during its summary) leaves the stat out, not the end.
-    let changes = match review::changes(task, status, flow) {
-        Err(ocflow_model::error::Error::Interrupted) => Vec::new(),
-        found => found?,
-    };
-    let stat = review::diff_stat(&changes)?;
+}
+
+/// The diff stat: how many files changed, lines added and removed, each file.
+fn show_stat(out: &mut String, stat: &[review::FileStat]) {
     if !stat.is_empty() {
         let (added, removed) = stat
             .iter()
@@ -150,7 +192,7 @@ pub(crate) fn show(
             paint(&format!("+{added}"), styles::ADDED),
             paint(&format!("-{removed}"), styles::REMOVED)
         ));
-        for file in &stat {
+        for file in stat {
             let kind = match file.kind {
                 ChangeKind::Added => "A",
                 ChangeKind::Modified => "M",
@@ -170,18 +212,26 @@ pub(crate) fn show(
             ));
         }
     }
-    // The commands work from any directory: through the user's task index, or named in full.
+}
+
+/// The exact next commands for a flow that ended as `status` says, with what each does. They
+/// work from any directory: through the user's task index, or named in full.
+fn next_commands(
+    task: &TaskDir,
+    status: &FlowStatus,
+    unchanged: bool,
+) -> Vec<(String, &'static str)> {
     let id = &format!(
         "{}{}",
         task.task_id,
         crate::cli::task_index::reach(task, &status.repo)
     );
-    let next: Vec<(String, &str)> = match status.state {
+    match status.state {
         FlowState::Succeeded if status.applied_at.is_some() => vec![(
             format!("ocflow undo {id}"),
             "put the files back as they were",
         )],
-        FlowState::Succeeded if stat.is_empty() => {
+        FlowState::Succeeded if unchanged => {
             vec![(format!("ocflow status {id}"), "what each step did")]
         }
         FlowState::Succeeded => vec![
@@ -245,24 +295,7 @@ pub(crate) fn show(
                 "run the failed step again once fixed",
             ),
         ],
-    };
-    if let Some(fix) = fix {
-        out.push_str(&format!("{} {fix}\n", paint("fix:", styles::BAD)));
     }
-    out.push_str("next:\n");
-    let width = next
-        .iter()
-        .map(|(c, _)| c.chars().count())
-        .max()
-        .unwrap_or(0);
-    for (command, why) in next {
-        out.push_str(&format!(
-            "  {command:<width$}  {}\n",
-            paint(why, styles::DIM)
-        ));
-    }
-    print_stdout(&out);
-    Ok(())
 }
 
 /// The flow's time from its start to its end, in milliseconds.

@@ -97,10 +97,6 @@ async fn finish(
             )?;
             Ok(ExitCode::Success)
         }
-        FlowOutcome::Succeeded => Ok(ExitCode::Success),
-        FlowOutcome::Failed => Ok(ExitCode::Failure),
-        FlowOutcome::Interrupted => Ok(ExitCode::Interrupted),
-        FlowOutcome::Paused => Ok(ExitCode::Paused),
         // A recovery waits for a person (`--approve risky`): the yes that continues the flow
         // applies it at its end too, when this run was asked to.
         FlowOutcome::Waiting => {
@@ -111,5 +107,17 @@ async fn finish(
             }
             Ok(ExitCode::Paused)
         }
+        other => Ok(exit_code(other)),
+    }
+}
+
+/// The exit code of a flow that ended `outcome`: 0 succeeded, 1 failed, 3 paused or waiting for
+/// a person, 130 interrupted.
+pub(crate) fn exit_code(outcome: FlowOutcome) -> ExitCode {
+    match outcome {
+        FlowOutcome::Succeeded => ExitCode::Success,
+        FlowOutcome::Failed => ExitCode::Failure,
+        FlowOutcome::Interrupted => ExitCode::Interrupted,
+        FlowOutcome::Paused | FlowOutcome::Waiting => ExitCode::Paused,
     }
 }

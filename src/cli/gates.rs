@@ -9,7 +9,6 @@ use std::io::IsTerminal;
 use crate::cli::config::Config;
 use crate::cli::launch;
 use crate::cli::live;
-use ocflow_core::engine::signals::Interrupt;
 use ocflow_core::task::events::Events;
 use ocflow_core::task::state;
 use ocflow_core::task::workspace::{self, TaskDir};
@@ -33,97 +32,333 @@ pub(crate) enum Gate {
     Stop(ExitCode),
 }
 
+/// A reply to one of a flow's questions.
+pub(crate) enum Reply {
+    Yes,
+    /// No, with the person's reason when they gave one.
+    No(Option<String>),
+    /// Edit the flow (offered for the plan only).
+    Edit,
+    /// Nobody answers here: the flow waits, saved, for `ocflow approve` or `ocflow reject`.
+    Later,
+    /// Ctrl-C or SIGTERM came first.
+    Interrupted,
+}
+
+/// A question a flow asks: what it says, the lines said before it, and whether the flow may
+/// be edited instead.
+pub(crate) struct Question {
+    prompt: String,
+    details: Vec<String>,
+    edit: bool,
+}
+
+/// Who answers a flow's questions: a person at this terminal ([`Terminal`]); headless, nobody
+/// now ([`Later`]: the flow waits); or `ocflow approve` / `ocflow reject`, which MCP's
+/// approve and reject tools run, answering the question a waiting flow saved ([`Given`]).
+/// Every reply is settled the same way ([`settle`]).
+pub(crate) trait Answerer {
+    /// Who replies, as the journal records it.
+    fn by(&self) -> AnsweredBy;
+    /// The reply to `question`.
+    fn reply<'a>(&'a mut self, question: &'a Question) -> BoxFuture<'a, Result<Reply>>;
+}
+
+type BoxFuture<'a, T> = std::pin::Pin<Box<dyn std::future::Future<Output = T> + Send + 'a>>;
+
+/// A person at the terminal: each question asked until it gets an answer.
+pub(crate) struct Terminal;
+
+impl Answerer for Terminal {
+    fn by(&self) -> AnsweredBy {
+        AnsweredBy::Terminal
+    }
+
+    fn reply<'a>(&'a mut self, question: &'a Question) -> BoxFuture<'a, Result<Reply>> {
+        Box::pin(async move {
+            for line in &question.details {
+                say(&format!("ocflow: {}", printable(line)));
+            }
+            let choices = if question.edit {
+                "[y]es, [n]o, [e]dit the flow"
+            } else {
+                "[y]es, [n]o"
+            };
+            loop {
+                say(&format!("ocflow: {}? {choices}: ", question.prompt));
+                let Some(line) = read_or_stop(interrupted()).await? else {
+                    return Ok(Reply::Interrupted);
+                };
+                // End of input: nobody will answer here; the flow waits for `ocflow approve`.
+                let Some(line) = line else {
+                    return Ok(Reply::Later);
+                };
+                match line.trim().to_ascii_lowercase().as_str() {
+                    "y" | "yes" => return Ok(Reply::Yes),
+                    "n" | "no" => return Ok(Reply::No(None)),
+                    "e" | "edit" if question.edit => return Ok(Reply::Edit),
+                    other => say(&format!(
+                        "ocflow: {:?} is not an answer: type {}",
+                        printable(other),
+                        if question.edit { "y, n or e" } else { "y or n" }
+                    )),
+                }
+            }
+        })
+    }
+}
+
+/// Headless: nobody answers now; the flow waits for `ocflow approve` or `ocflow reject`.
+pub(crate) struct Later;
+
+impl Answerer for Later {
+    fn by(&self) -> AnsweredBy {
+        AnsweredBy::Command
+    }
+
+    fn reply<'a>(&'a mut self, _: &'a Question) -> BoxFuture<'a, Result<Reply>> {
+        Box::pin(async { Ok(Reply::Later) })
+    }
+}
+
+/// The reply `ocflow approve` or `ocflow reject` gives (`by` MCP when its tools ran them).
+pub(crate) struct Given {
+    pub(crate) reply: Option<Reply>,
+    pub(crate) by: AnsweredBy,
+}
+
+impl Answerer for Given {
+    fn by(&self) -> AnsweredBy {
+        self.by
+    }
+
+    fn reply<'a>(&'a mut self, _: &'a Question) -> BoxFuture<'a, Result<Reply>> {
+        Box::pin(async { Ok(self.reply.take().unwrap_or(Reply::Later)) })
+    }
+}
+
+/// Who answers here: the person at the terminal, or, headless or with `--json`, nobody now.
+fn person(json: bool) -> Box<dyn Answerer + Send> {
+    if at_a_terminal(json) {
+        Box::new(Terminal)
+    } else {
+        Box::new(Later)
+    }
+}
+
 /// Whether a person can answer here: a terminal on both sides, and no `--json` caller.
 pub(crate) fn at_a_terminal(json: bool) -> bool {
     !json && std::io::stdin().is_terminal() && std::io::stderr().is_terminal()
 }
 
-/// `--approve plan`: asks a person at the terminal (yes / no / edit), or saves the flow as
-/// waiting for `ocflow approve`. `status` is the new flow's; it is replaced when the plan is
-/// edited.
-pub(crate) async fn plan_gate(
+/// The questions asked before a flow runs: its plan (`--approve plan`), then its risky
+/// commands (`--approve risky`).
+pub(crate) async fn before_running(
     config: &Config,
     task: &TaskDir,
-    mut flow: Flow,
+    flow: Flow,
     status: &mut FlowStatus,
     events: &mut Events,
-    interrupt: &Interrupt,
     apply_after: bool,
 ) -> Result<Gate> {
-    if !config.approvals.plan {
-        return Ok(Gate::Go(flow));
-    }
-    // With `--approve risky` too, the plan's one question names the flagged commands: its yes
-    // approves them.
-    let risky = |flow: &Flow| -> Vec<String> {
-        if !config.approvals.risky {
-            return Vec::new();
-        }
-        flagged_reasons(config, flow)
-    };
-    let asked = |flow: &Flow| PendingApproval {
-        kind: ApprovalKind::Plan,
-        subject: [plan_subject(flow)]
-            .into_iter()
-            .chain(risky(flow).into_iter().map(|r| format!("risky: {r}")))
-            .collect::<Vec<_>>()
-            .join("; "),
-        step: None,
-        asked_at: now(),
+    let mut asking = Asking {
+        config,
+        task,
+        status,
+        events,
+        person: person(config.json),
         apply_after,
-        approve_apply: config.approvals.apply,
     };
-    // Saved as waiting before anyone is asked: a run killed at the prompt is approved later.
-    save_waiting(task, status, asked(&flow))?;
-    if !at_a_terminal(config.json) {
-        return announce(task, status, events);
+    match asking.plan(flow).await? {
+        Gate::Go(flow) => asking.risky(flow).await,
+        stop => Ok(stop),
     }
-    for reason in risky(&flow) {
-        say(&format!("ocflow: risky: {}", printable(&reason)));
-    }
-    loop {
-        say("ocflow: run this plan? [y]es, [n]o, [e]dit the flow: ");
-        let Some(line) = read_or_stop(interrupt.wait()).await? else {
-            return Ok(Gate::Stop(ExitCode::Interrupted));
-        };
-        // End of input: nobody will answer here; the flow waits for `ocflow approve`.
-        let Some(line) = line else {
-            return announce(task, status, events);
-        };
-        match line.trim().to_ascii_lowercase().as_str() {
-            "y" | "yes" => {
-                approved_here(task, status, events, FlowState::Running)?;
-                return Ok(Gate::Go(flow));
+}
+
+/// What the questions before a flow runs share: the new flow's task and status (replaced when
+/// the plan is edited), who answers, and whether the run applies at its end.
+struct Asking<'a> {
+    config: &'a Config,
+    task: &'a TaskDir,
+    status: &'a mut FlowStatus,
+    events: &'a mut Events,
+    person: Box<dyn Answerer + Send>,
+    apply_after: bool,
+}
+
+impl Asking<'_> {
+    /// `--approve plan`: asks whoever answers (yes / no / edit at a terminal), the flow saved
+    /// as waiting first, so that a run killed at the prompt is approved later.
+    async fn plan(&mut self, mut flow: Flow) -> Result<Gate> {
+        let (config, task) = (self.config, self.task);
+        if !config.approvals.plan {
+            return Ok(Gate::Go(flow));
+        }
+        // With `--approve risky` too, the plan's one question names the flagged commands: its
+        // yes approves them.
+        let risky = |flow: &Flow| -> Vec<String> {
+            if !config.approvals.risky {
+                return Vec::new();
             }
-            "n" | "no" => {
-                reject(task, status, &flow, events, AnsweredBy::Terminal, None)?;
-                return Ok(Gate::Stop(ExitCode::Failure));
+            flagged_reasons(config, flow)
+        };
+        let apply_after = self.apply_after;
+        let asked = |flow: &Flow| PendingApproval {
+            kind: ApprovalKind::Plan,
+            subject: [plan_subject(flow)]
+                .into_iter()
+                .chain(risky(flow).into_iter().map(|r| format!("risky: {r}")))
+                .collect::<Vec<_>>()
+                .join("; "),
+            step: None,
+            asked_at: now(),
+            apply_after,
+            approve_apply: config.approvals.apply,
+        };
+        save_waiting(task, self.status, asked(&flow))?;
+        loop {
+            let question = Question {
+                prompt: "run this plan".into(),
+                details: risky(&flow)
+                    .into_iter()
+                    .map(|r| format!("risky: {r}"))
+                    .collect(),
+                edit: true,
+            };
+            let reply = self.person.reply(&question).await?;
+            let by = self.person.by();
+            if !matches!(reply, Reply::Edit) {
+                return decided(task, self.status, flow, self.events, reply, by);
             }
-            "e" | "edit" => match edit(config, task, &flow) {
+            match edit(config, task, &flow) {
                 Ok(edited) => {
                     flow = edited;
                     state::save_flow(task, &flow)?;
-                    let by = AnsweredBy::Terminal;
-                    answered(task, status, events, Answer::Edited, by, None)?;
-                    *status = renewed(status, &flow);
-                    save_waiting(task, status, asked(&flow))?;
+                    answered(task, self.status, self.events, Answer::Edited, by, None)?;
+                    *self.status = renewed(self.status, &flow);
+                    save_waiting(task, self.status, asked(&flow))?;
                     live::show_plan(&flow, config.json);
-                    for reason in risky(&flow) {
-                        say(&format!("ocflow: risky: {}", printable(&reason)));
-                    }
                 }
                 // Said with every problem; the person edits again or answers otherwise.
                 Err(error) => say(&format!(
                     "ocflow: the edited flow is not valid, so the plan is unchanged:\n{}",
                     printable_lines(&error.to_string())
                 )),
-            },
-            other => say(&format!(
-                "ocflow: {:?} is not an answer: type y, n or e",
-                printable(other)
-            )),
+            }
         }
     }
+
+    /// `--approve risky`: the steps whose commands the policy flags (destructive, the network)
+    /// are asked about before the flow runs, instead of refused: yes or no at a terminal;
+    /// headless the flow waits (exit 3) for `ocflow approve`.
+    async fn risky(&mut self, flow: Flow) -> Result<Gate> {
+        let config = self.config;
+        // A plan a person approves shows its flagged commands: that yes approved them.
+        if !config.approvals.risky || config.approvals.plan {
+            return Ok(Gate::Go(flow));
+        }
+        let flagged = config.policy.flagged(&flow.steps);
+        let Some(first) = flagged.first() else {
+            return Ok(Gate::Go(flow));
+        };
+        let reasons = flagged_reasons(config, &flow);
+        let pending = PendingApproval {
+            kind: ApprovalKind::Risky,
+            subject: reasons.join("; "),
+            step: first.step.clone(),
+            asked_at: now(),
+            apply_after: self.apply_after,
+            approve_apply: config.approvals.apply,
+        };
+        save_waiting(self.task, self.status, pending)?;
+        let question = Question {
+            prompt: "run these commands".into(),
+            details: reasons.iter().map(|r| format!("risky: {r}")).collect(),
+            edit: false,
+        };
+        let reply = self.person.reply(&question).await?;
+        let by = self.person.by();
+        decided(self.task, self.status, flow, self.events, reply, by)
+    }
+}
+
+/// What a reply to a question before the flow runs decides: a yes runs `flow`, a no ends it
+/// failed, nobody answering leaves it waiting (exit 3).
+fn decided(
+    task: &TaskDir,
+    status: &mut FlowStatus,
+    flow: Flow,
+    events: &mut Events,
+    reply: Reply,
+    by: AnsweredBy,
+) -> Result<Gate> {
+    match reply {
+        Reply::Yes => {
+            settle(task, status, &flow, events, Reply::Yes, by)?;
+            Ok(Gate::Go(flow))
+        }
+        Reply::No(reason) => {
+            settle(task, status, &flow, events, Reply::No(reason), by)?;
+            Ok(Gate::Stop(ExitCode::Failure))
+        }
+        Reply::Interrupted => Ok(Gate::Stop(ExitCode::Interrupted)),
+        Reply::Later | Reply::Edit => {
+            announce_waiting(task, status, events)?;
+            Ok(Gate::Stop(ExitCode::Paused))
+        }
+    }
+}
+
+/// Settles the question a flow waits for with `reply`, journaled as `by`'s: a yes lets the
+/// flow go on (a plan or risky commands run; an apply is written, the flow succeeded); a no
+/// ends it ([`reject`]). The status is saved; nothing else is done.
+pub(crate) fn settle(
+    task: &TaskDir,
+    status: &mut FlowStatus,
+    flow: &Flow,
+    events: &mut Events,
+    reply: Reply,
+    by: AnsweredBy,
+) -> Result<()> {
+    match reply {
+        Reply::Yes => {
+            let kind = status.approval.as_ref().map(|p| p.kind);
+            answered(task, status, events, Answer::Approved, by, None)?;
+            status.move_to(match kind {
+                Some(ApprovalKind::Apply) => FlowState::Succeeded,
+                _ => FlowState::Running,
+            })?;
+            status.message = None;
+            state::save_status(task, status).map(drop)
+        }
+        Reply::No(reason) => reject(task, status, flow, events, by, reason),
+        Reply::Edit | Reply::Later | Reply::Interrupted => Ok(()),
+    }
+}
+
+/// Answers the question a flow saved as waiting with `answerer`'s reply: `ocflow approve` and
+/// `ocflow reject` (which MCP's tools run) give theirs ([`Given`]), settled as a terminal's is.
+/// Called under the task's lock.
+pub(crate) async fn answer_waiting(
+    task: &TaskDir,
+    status: &mut FlowStatus,
+    flow: &Flow,
+    events: &mut Events,
+    answerer: &mut (dyn Answerer + Send),
+) -> Result<()> {
+    let Some(pending) = &status.approval else {
+        return Err(Error::Usage(format!(
+            "task {} is not waiting for an approval",
+            task.task_id
+        )));
+    };
+    let question = Question {
+        prompt: pending.subject.clone(),
+        details: Vec::new(),
+        edit: false,
+    };
+    let reply = answerer.reply(&question).await?;
+    settle(task, status, flow, events, reply, answerer.by())
 }
 
 /// `--approve apply`: whether a succeeded flow's `changed` files may be written now (`None`:
@@ -150,38 +385,29 @@ pub(crate) async fn apply_gate(
         approve_apply: true,
     };
     save_waiting(task, status, pending)?;
-    if !at_a_terminal(json) {
-        announce_waiting(task, status, events)?;
-        return Ok(Some(ExitCode::Paused));
-    }
-    loop {
-        say(&format!(
-            "ocflow: write the {changed} changed file(s) into the repository? [y]es, [n]o: "
-        ));
-        let Some(line) = read_or_stop(interrupted()).await? else {
-            return Ok(Some(ExitCode::Interrupted));
-        };
-        let Some(line) = line else {
+    let question = Question {
+        prompt: format!("write the {changed} changed file(s) into the repository"),
+        details: Vec::new(),
+        edit: false,
+    };
+    let mut person = person(json);
+    match person.reply(&question).await? {
+        Reply::Yes => {
+            settle(task, status, flow, events, Reply::Yes, person.by())?;
+            Ok(None)
+        }
+        Reply::No(reason) => {
+            settle(task, status, flow, events, Reply::No(reason), person.by())?;
+            say(&format!(
+                "ocflow: nothing was written; `ocflow apply {}` writes the changes later",
+                task.task_id
+            ));
+            Ok(Some(ExitCode::Success))
+        }
+        Reply::Interrupted => Ok(Some(ExitCode::Interrupted)),
+        Reply::Later | Reply::Edit => {
             announce_waiting(task, status, events)?;
-            return Ok(Some(ExitCode::Paused));
-        };
-        match line.trim().to_ascii_lowercase().as_str() {
-            "y" | "yes" => {
-                approved_here(task, status, events, FlowState::Succeeded)?;
-                return Ok(None);
-            }
-            "n" | "no" => {
-                reject(task, status, flow, events, AnsweredBy::Terminal, None)?;
-                say(&format!(
-                    "ocflow: nothing was written; `ocflow apply {}` writes the changes later",
-                    task.task_id
-                ));
-                return Ok(Some(ExitCode::Success));
-            }
-            other => say(&format!(
-                "ocflow: {:?} is not an answer: type y or n",
-                printable(other)
-            )),
+            Ok(Some(ExitCode::Paused))
         }
     }
 }
@@ -191,70 +417,6 @@ pub(crate) async fn apply_gate(
 async fn interrupted() {
     while !ocflow_core::task::interrupt::raised() {
         tokio::time::sleep(std::time::Duration::from_millis(100)).await;
-    }
-}
-
-/// `--approve risky`: the steps whose commands the policy flags (destructive, the network)
-/// are asked about before the flow runs, instead of refused. At a terminal a person says yes
-/// or no; headless the flow waits (exit 3) for `ocflow approve`.
-pub(crate) async fn risky_gate(
-    config: &Config,
-    task: &TaskDir,
-    flow: Flow,
-    status: &mut FlowStatus,
-    events: &mut Events,
-    interrupt: &Interrupt,
-    apply_after: bool,
-) -> Result<Gate> {
-    if !config.approvals.risky {
-        return Ok(Gate::Go(flow));
-    }
-    // A plan a person approves shows its flagged commands: that yes approved them.
-    if config.approvals.plan {
-        return Ok(Gate::Go(flow));
-    }
-    let flagged = config.policy.flagged(&flow.steps);
-    let Some(first) = flagged.first() else {
-        return Ok(Gate::Go(flow));
-    };
-    let reasons = flagged_reasons(config, &flow);
-    let pending = PendingApproval {
-        kind: ApprovalKind::Risky,
-        subject: reasons.join("; "),
-        step: first.step.clone(),
-        asked_at: now(),
-        apply_after,
-        approve_apply: config.approvals.apply,
-    };
-    save_waiting(task, status, pending)?;
-    if !at_a_terminal(config.json) {
-        return announce(task, status, events);
-    }
-    for reason in &reasons {
-        say(&format!("ocflow: risky: {}", printable(reason)));
-    }
-    loop {
-        say("ocflow: run these commands? [y]es, [n]o: ");
-        let Some(line) = read_or_stop(interrupt.wait()).await? else {
-            return Ok(Gate::Stop(ExitCode::Interrupted));
-        };
-        let Some(line) = line else {
-            return announce(task, status, events);
-        };
-        match line.trim().to_ascii_lowercase().as_str() {
-            "y" | "yes" => {
-                approved_here(task, status, events, FlowState::Running)?;
-                return Ok(Gate::Go(flow));
-            }
-            "n" | "no" => {
-                reject(task, status, &flow, events, AnsweredBy::Terminal, None)?;
-                return Ok(Gate::Stop(ExitCode::Failure));
-            }
-            other => say(&format!(
-                "ocflow: {:?} is not an answer: type y or n",
-                printable(other)
-            )),
-        }
     }
 }
 
@@ -279,26 +441,6 @@ async fn read_or_stop(
             .map_err(|err| Error::internal(format!("reading the answer: {err}"))),
         () = interrupted => Ok(None),
     }
-}
-
-/// A yes at the terminal: journaled, and the flow goes on as `then`.
-fn approved_here(
-    task: &TaskDir,
-    status: &mut FlowStatus,
-    events: &mut Events,
-    then: FlowState,
-) -> Result<()> {
-    answered(
-        task,
-        status,
-        events,
-        Answer::Approved,
-        AnsweredBy::Terminal,
-        None,
-    )?;
-    status.move_to(then)?;
-    status.message = None;
-    state::save_status(task, status).map(drop)
 }
 
 /// One line from stdin; `None` at the end of input.
@@ -343,13 +485,6 @@ fn save_waiting(task: &TaskDir, status: &mut FlowStatus, pending: PendingApprova
     ));
     status.approval = Some(pending);
     state::save_status(task, status).map(drop)
-}
-
-/// Tells a headless caller what waits (an `approval_needed` event) and ends the command with
-/// exit 3; the state was saved by [`save_waiting`].
-fn announce(task: &TaskDir, status: &FlowStatus, events: &mut Events) -> Result<Gate> {
-    announce_waiting(task, status, events)?;
-    Ok(Gate::Stop(ExitCode::Paused))
 }
 
 /// Emits the `approval_needed` event of a flow saved as waiting.
@@ -465,35 +600,5 @@ pub(crate) fn reject(
     ));
     status.finished_at = Some(now());
     state::save_status(task, status)?;
-    let summary_path = task.file(workspace::SUMMARY_FILE);
-    let summary = ocflow_core::engine::summary::from_journal(task, status, flow)?;
-    workspace::write_atomic(&summary_path, summary.as_bytes())?;
-    events.emit(Event::FlowFinished {
-        task_id: task.task_id.clone(),
-        state: FlowState::Failed,
-        reason: status.failure_reason(),
-        changed_files: Vec::new(),
-        diff: None,
-        summary: summary_path,
-        summary_text: summary,
-        tokens: status.tokens,
-        contradicted_claims: Vec::new(),
-        final_answer: None,
-        deliverables: Vec::new(),
-        budget: Some(status.budget).filter(|b| !b.is_empty()),
-    })
-}
-
-/// Continues a flow a person approved in `ocflow approve`: journals the answer and lets the
-/// flow run (called by `resume` under the task's lock).
-pub(crate) fn approved_in_resume(
-    task: &TaskDir,
-    status: &mut FlowStatus,
-    events: &mut Events,
-    by: AnsweredBy,
-) -> Result<()> {
-    answered(task, status, events, Answer::Approved, by, None)?;
-    status.move_to(FlowState::Running)?;
-    status.message = None;
-    Ok(())
+    ocflow_core::engine::executor::finishing::end_unrun(task, status, flow, events)
 }

@@ -24,15 +24,12 @@ use ocflow_core::flow::validate;
 use ocflow_core::llm::client::{Endpoint, Llm};
 use ocflow_core::llm::key;
 use ocflow_core::task::events::Events;
-use ocflow_core::task::snapshot;
-use ocflow_core::task::state;
-use ocflow_core::task::workspace::TaskDir;
-use ocflow_model::error::{Error, IoContext, Result};
+use ocflow_model::error::{Error, Result};
 use ocflow_model::event::{Event, Record};
 use ocflow_model::flow::Flow;
 use ocflow_model::problem::Problem;
 use ocflow_model::repo_path::RepoPath;
-use ocflow_model::status::{FlowState, FlowStatus, now};
+use ocflow_model::status::{FlowStatus, now};
 
 /// The LLM client, or a usage error saying what to configure.
 pub(crate) fn require_llm(config: &Config) -> Result<Arc<Llm>> {
@@ -485,45 +482,4 @@ fn sandbox_report(
         ));
     }
     (line, warnings)
-}
-
-/// Copies the repository into the task's snapshot and says so.
-/// A failure is recorded in the status (the flow failed, why, and how to go on) before it is
-/// returned.
-pub(crate) fn snapshot(
-    task: &TaskDir,
-    repo: &Path,
-    workspace_dir: &Path,
-    events: &mut Events,
-    flow_status: &mut FlowStatus,
-) -> Result<()> {
-    let taken = snapshot::take_snapshot(repo, task, &[canonical_or_absolute(workspace_dir)]);
-    let stats = match taken {
-        Ok(stats) => stats,
-        // A signal while copying: the partial copy is gone, and `resume` takes it again.
-        Err(Error::Interrupted) => {
-            flow_status.move_to(FlowState::Interrupted)?;
-            state::save_status(task, flow_status)?;
-            return Err(Error::Interrupted);
-        }
-        Err(error) => {
-            flow_status.move_to(FlowState::Failed)?;
-            flow_status.finished_at = Some(now());
-            flow_status.message = Some(format!(
-                "the repository could not be copied into the task (the partial copy was \
-                 removed): {error:#}; free space in {}, then run `ocflow resume {}`",
-                task.root.display(),
-                task.task_id
-            ));
-            state::save_status(task, flow_status)?;
-            return Err(error);
-        }
-    };
-    fs::create_dir_all(task.final_output())
-        .io_context(|| format!("creating {}", task.final_output().display()))?;
-    events.emit(Event::SnapshotTaken {
-        files: stats.files,
-        bytes: stats.bytes,
-        duration_ms: stats.duration_ms,
-    })
 }

@@ -26,7 +26,8 @@ use tokio::io::{AsyncBufReadExt, AsyncWriteExt, BufReader, Lines};
 use tokio::process::{Child, ChildStdout};
 use tokio::sync::Notify;
 
-use crate::cli::args::GlobalArgs;
+use crate::cli::args::{BudgetArgs, GlobalArgs};
+use crate::cli::child_command::{self, Global};
 use crate::cli::mcp_status::{self, Started};
 use crate::cli::mcp_stdio;
 use ocflow_core::llm::key::{self, ApiKey};
@@ -68,13 +69,10 @@ struct RunParams {
     /// The repository's path [default: the server's --repo, or the git repository holding its
     /// directory].
     repo: Option<String>,
-    /// Tokens the whole flow may use; it pauses (state `paused`) before a call would exceed
-    /// them.
-    max_tokens: Option<u64>,
-    /// US dollars the whole flow may cost, by the user's price table.
-    max_cost: Option<f64>,
-    /// How long the flow may run: "90s", "5m", "1h30m".
-    max_time: Option<String>,
+    /// The flow's budget: `max_tokens`, `max_cost` (US dollars), `max_time`; the flow pauses
+    /// (state `paused`) before a call would exceed one.
+    #[serde(flatten)]
+    budget: BudgetArgs,
     /// What a person must approve before the flow goes on: `plan` (before any step runs),
     /// `risky` (a command the policy flags, a recovery that replans), `apply` (before the
     /// changes are written). The flow then waits (state `waiting`) for ocflow_approve.
@@ -187,23 +185,11 @@ pub(crate) fn serve(global: &GlobalArgs, key: ApiKey) -> Result<ExitCode> {
 
 /// The global flags a child needs to see what the server sees (`--repo` is per call).
 fn forwarded_flags(global: &GlobalArgs) -> Vec<OsString> {
-    let mut flags = Vec::new();
-    let mut pass = |flag: &str, value: Option<OsString>| {
-        if let Some(value) = value {
-            flags.push(OsString::from(flag));
-            flags.push(value);
-        }
-    };
-    let path = |p: &Option<PathBuf>| p.as_ref().map(|p| p.clone().into_os_string());
-    let text = |t: &Option<String>| t.as_ref().map(OsString::from);
-    pass("--workspace", path(&global.workspace));
-    pass("--codex-lib", text(&global.codex_lib));
-    pass("--python-dir", path(&global.python_dir));
-    pass("--base-url", text(&global.base_url));
-    pass("--model", text(&global.model));
-    pass("--record", path(&global.record));
-    pass("--replay", path(&global.replay));
-    flags
+    use Global::*;
+    let all = [
+        Workspace, CodexLib, PythonDir, BaseUrl, Model, Record, Replay,
+    ];
+    child_command::global_flags(global, &all)
 }
 
 #[tool_router]
@@ -232,17 +218,7 @@ impl Server {
         if let Some(plan) = params.plan {
             args.extend([OsString::from("--plan"), OsString::from(plan)]);
         }
-        // Checked by the command itself, which says what is wrong with a value.
-        let budget = [
-            ("--max-tokens", params.max_tokens.map(|n| n.to_string())),
-            ("--max-cost", params.max_cost.map(|usd| usd.to_string())),
-            ("--max-time", params.max_time),
-        ];
-        for (flag, value) in budget {
-            if let Some(value) = value {
-                args.push(OsString::from(format!("{flag}={value}")));
-            }
-        }
+        args.extend(child_command::budget_flags(&params.budget));
         if !params.approve.is_empty() {
             args.extend([OsString::from("--approve"), params.approve.join(",").into()]);
         }

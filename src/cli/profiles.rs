@@ -10,6 +10,7 @@ use std::time::Duration;
 use serde::Deserialize;
 
 use crate::cli::args::GlobalArgs;
+use crate::cli::layered::layered;
 use ocflow_core::flow::path_rules::absolute;
 use ocflow_core::flow::roles::Roles;
 use ocflow_core::llm::client::{Endpoint, RetryPolicy};
@@ -87,41 +88,23 @@ pub(crate) struct FileLlm {
     pub(crate) operations_profile: Option<String>,
 }
 
-impl FileLlm {
-    /// `self` where it says something, else `fallback`; a profile of `self` replaces one of
-    /// the same name in `fallback`.
-    pub(crate) fn or(self, fallback: FileLlm) -> FileLlm {
-        FileLlm {
-            base_url: self.base_url.or(fallback.base_url),
-            api_key_command: self.api_key_command.or(fallback.api_key_command),
-            model: self.model.or(fallback.model),
-            request_timeout_seconds: self
-                .request_timeout_seconds
-                .or(fallback.request_timeout_seconds),
-            max_attempts: self.max_attempts.or(fallback.max_attempts),
-            max_retry_seconds: self.max_retry_seconds.or(fallback.max_retry_seconds),
-            planner: self.planner.or(fallback.planner),
-            operations: self.operations.or(fallback.operations),
-            // Field by field: a profile of the same name changes only what it says (an
-            // untrusted repository's, stripped of its URL and key, cannot reroute the user's).
-            profiles: {
-                let mut profiles = fallback.profiles;
-                for (name, profile) in self.profiles {
-                    let merged = match profiles.remove(&name) {
-                        Some(base) => profile.or(base),
-                        None => profile,
-                    };
-                    profiles.insert(name, merged);
-                }
-                profiles
-            },
-            planner_profile: self.planner_profile.or(fallback.planner_profile),
-            recovery_profile: self.recovery_profile.or(fallback.recovery_profile),
-            summary_profile: self.summary_profile.or(fallback.summary_profile),
-            operations_profile: self.operations_profile.or(fallback.operations_profile),
-        }
-    }
-}
+// Field by field: a profile of the same name changes only what it says (an untrusted
+// repository's, stripped of its URL and key, cannot reroute the user's).
+layered!(FileLlm {
+    base_url,
+    api_key_command,
+    model,
+    request_timeout_seconds,
+    max_attempts,
+    max_retry_seconds,
+    planner,
+    operations,
+    profiles,
+    planner_profile,
+    recovery_profile,
+    summary_profile,
+    operations_profile,
+});
 
 /// `[llm.planner]` / `[llm.operations]`.
 #[derive(Debug, Clone, Default, Deserialize)]
@@ -132,15 +115,11 @@ pub(crate) struct FileModel {
     pub(crate) max_tokens: Option<u32>,
 }
 
-impl FileModel {
-    fn or(self, fallback: FileModel) -> FileModel {
-        FileModel {
-            model: self.model.or(fallback.model),
-            temperature: self.temperature.or(fallback.temperature),
-            max_tokens: self.max_tokens.or(fallback.max_tokens),
-        }
-    }
-}
+layered!(FileModel {
+    model,
+    temperature,
+    max_tokens
+});
 
 /// `[llm.profiles.NAME]` in a config file. Its key comes from the variable `api_key_env`
 /// names or the file `api_key_file` names, never from the file itself.
@@ -162,24 +141,19 @@ pub(crate) struct FileProfile {
     pub(crate) price_per_mtok_out: Option<f64>,
 }
 
-impl FileProfile {
-    /// `self` where it says something, else `fallback`.
-    fn or(self, fallback: FileProfile) -> FileProfile {
-        FileProfile {
-            base_url: self.base_url.or(fallback.base_url),
-            model: self.model.or(fallback.model),
-            api_key_env: self.api_key_env.or(fallback.api_key_env),
-            api_key_file: self.api_key_file.or(fallback.api_key_file),
-            temperature: self.temperature.or(fallback.temperature),
-            max_tokens: self.max_tokens.or(fallback.max_tokens),
-            request_timeout_seconds: self
-                .request_timeout_seconds
-                .or(fallback.request_timeout_seconds),
-            price_per_mtok_in: self.price_per_mtok_in.or(fallback.price_per_mtok_in),
-            price_per_mtok_out: self.price_per_mtok_out.or(fallback.price_per_mtok_out),
-        }
-    }
+layered!(FileProfile {
+    base_url,
+    model,
+    api_key_env,
+    api_key_file,
+    temperature,
+    max_tokens,
+    request_timeout_seconds,
+    price_per_mtok_in,
+    price_per_mtok_out,
+});
 
+impl FileProfile {
     /// Takes out what an untrusted repository may not set: where the key goes and where it is
     /// read from. Returns whether there was any.
     pub(crate) fn without_untrusted(&mut self) -> bool {
@@ -305,14 +279,90 @@ pub(crate) fn resolve_llm(
         file,
         replay: replay.is_some(),
     };
-    let named = |purpose: &str| -> Option<&String> {
-        match purpose {
-            "planner_profile" => file.planner_profile.as_ref(),
-            "recovery_profile" => file.recovery_profile.as_ref(),
-            "summary_profile" => file.summary_profile.as_ref(),
-            _ => file.operations_profile.as_ref(),
+    check_profile_names(file, roles)?;
+    // The endpoints first: a missing URL is the first thing to tell.
+    let mut used: Vec<String> = PURPOSES.iter().map(|p| profile_of(file, p)).collect();
+    used.extend(roles.iter().filter_map(|(_, role)| role.profile.clone()));
+    used.sort_unstable();
+    used.dedup();
+    let mut reached = Reached::default();
+    if !defaults.replay {
+        if let Err(no_llm) = reached.used(&used, &defaults)? {
+            return Ok(Err(no_llm));
         }
+        // No profile in use has an endpoint: nothing can be asked.
+        if let (Some(first), true) = (
+            reached.unavailable.values().next(),
+            reached.endpoints.is_empty(),
+        ) {
+            return Ok(Err(NoLlm(first.clone())));
+        }
+        reached.others(&used, &defaults);
+    }
+    let no_model = || {
+        Ok(Err(NoLlm(
+            "no model is configured: set OCFLOW_MODEL (or LLM_MODEL), pass --model NAME, or set \
+             model under [llm] in ocflow.toml"
+                .into(),
+        )))
     };
+    // A profile without an endpoint needs no model either: asking it says what is missing.
+    let purpose = |name: &str, section: &FileModel, max_tokens: u32| {
+        let profile = profile_of(file, name);
+        defaults
+            .settings(&profile, section, max_tokens)
+            .or_else(|| {
+                reached
+                    .unavailable
+                    .contains_key(&profile)
+                    .then(|| ModelSettings {
+                        profile: profile.clone(),
+                        model: String::new(),
+                        temperature: None,
+                        max_tokens: None,
+                    })
+            })
+    };
+    let (Some(planner), Some(recovery), Some(summary), Some(operations)) = (
+        purpose("planner_profile", &file.planner, 4096),
+        purpose("recovery_profile", &file.planner, 4096),
+        purpose("summary_profile", &file.planner, 4096),
+        purpose("operations_profile", &file.operations, 8192),
+    ) else {
+        return no_model();
+    };
+    // Every profile's model, for a step that names the profile itself.
+    let profile_models = file
+        .profiles
+        .keys()
+        .map(String::as_str)
+        .chain([DEFAULT_PROFILE])
+        .filter_map(|profile| {
+            let model = defaults.settings(profile, &file.operations, 8192)?;
+            Some((profile.to_string(), model))
+        })
+        .collect();
+    let Some(role_models) = defaults.role_models(roles, &operations) else {
+        return no_model();
+    };
+    Ok(Ok(LlmConfig {
+        endpoints: reached.endpoints,
+        planner,
+        recovery,
+        summary,
+        operations,
+        roles: role_models,
+        profiles: profile_models,
+        record,
+        replay,
+        key_command: file.api_key_command.clone(),
+        default_key_profiles: reached.inheriting,
+        unavailable: reached.unavailable,
+    }))
+}
+
+/// Every profile a purpose (`[llm] planner_profile = …`) or a role names must be defined.
+fn check_profile_names(file: &FileLlm, roles: &Roles) -> Result<()> {
     let known = || {
         let names: Vec<&str> = file.profiles.keys().map(String::as_str).collect();
         if names.is_empty() {
@@ -321,55 +371,71 @@ pub(crate) fn resolve_llm(
             format!("defined: {}", names.join(", "))
         }
     };
-    for purpose in PURPOSES {
-        if let Some(name) = named(purpose)
-            && name != DEFAULT_PROFILE
-            && !file.profiles.contains_key(name)
-        {
+    let named = PURPOSES
+        .iter()
+        .filter_map(|purpose| Some((format!("[llm] {purpose}"), named(file, purpose)?)));
+    let by_roles = roles.iter().filter_map(|(role_name, role)| {
+        Some((
+            format!("[roles.{role_name}] profile"),
+            role.profile.as_ref()?,
+        ))
+    });
+    for (setting, name) in named.chain(by_roles) {
+        if name != DEFAULT_PROFILE && !file.profiles.contains_key(name) {
             return Err(Error::Usage(format!(
-                "[llm] {purpose} = {name:?}: there is no profile of that name ({}); add \
+                "{setting} = {name:?}: there is no profile of that name ({}); add \
                  [llm.profiles.{name}] with base_url and model to ocflow.toml",
                 known()
             )));
         }
     }
-    for (role_name, role) in roles.iter() {
-        if let Some(name) = &role.profile
-            && name != DEFAULT_PROFILE
-            && !file.profiles.contains_key(name)
-        {
-            return Err(Error::Usage(format!(
-                "[roles.{role_name}] profile = {name:?}: there is no profile of that name ({}); \
-                 add [llm.profiles.{name}] with base_url and model to ocflow.toml",
-                known()
-            )));
-        }
+    Ok(())
+}
+
+/// The profile `[llm]` names for `purpose` (`planner_profile`, …), if it names one.
+fn named<'a>(file: &'a FileLlm, purpose: &str) -> Option<&'a String> {
+    match purpose {
+        "planner_profile" => file.planner_profile.as_ref(),
+        "recovery_profile" => file.recovery_profile.as_ref(),
+        "summary_profile" => file.summary_profile.as_ref(),
+        _ => file.operations_profile.as_ref(),
     }
-    // Recovery and the summary follow planning unless told otherwise.
-    let planner_profile = named("planner_profile").cloned();
-    let profile_of = |purpose: &str| -> String {
-        named(purpose)
-            .cloned()
-            .or_else(|| match purpose {
-                "recovery_profile" | "summary_profile" => planner_profile.clone(),
-                _ => None,
-            })
-            .unwrap_or_else(|| DEFAULT_PROFILE.to_string())
-    };
-    // The endpoints first: a missing URL is the first thing to tell.
-    let mut used: Vec<String> = PURPOSES.iter().map(|p| profile_of(p)).collect();
-    used.extend(roles.iter().filter_map(|(_, role)| role.profile.clone()));
-    used.sort_unstable();
-    used.dedup();
-    let mut endpoints = BTreeMap::new();
-    let mut inheriting = Vec::new();
-    let mut unavailable: BTreeMap<String, String> = BTreeMap::new();
-    if !defaults.replay {
-        for profile in &used {
+}
+
+/// The profile used for `purpose`: recovery and the summary follow planning unless told
+/// otherwise; else the default profile.
+fn profile_of(file: &FileLlm, purpose: &str) -> String {
+    named(file, purpose)
+        .cloned()
+        .or_else(|| match purpose {
+            "recovery_profile" | "summary_profile" => file.planner_profile.clone(),
+            _ => None,
+        })
+        .unwrap_or_else(|| DEFAULT_PROFILE.to_string())
+}
+
+/// The profiles' endpoints as far as they can be reached, and why the others cannot.
+#[derive(Default)]
+struct Reached {
+    endpoints: BTreeMap<String, Endpoint>,
+    /// The profiles given the default key (`Inherited`).
+    inheriting: Vec<String>,
+    unavailable: BTreeMap<String, String>,
+}
+
+impl Reached {
+    /// The profiles in use: one without a URL is unavailable (said when asked); one whose key
+    /// cannot be used leaves no LLM at all (`Err`: commands that need no model still work).
+    fn used(
+        &mut self,
+        used: &[String],
+        defaults: &Defaults,
+    ) -> Result<std::result::Result<(), NoLlm>> {
+        for profile in used {
             let profile = profile.as_str();
-            let own = file.profiles.get(profile);
+            let own = defaults.file.profiles.get(profile);
             let url = own.and_then(|p| p.base_url.clone());
-            let Some(url) = url.clone().or_else(|| defaults.base_url.clone()) else {
+            let Some(url) = url.or_else(|| defaults.base_url.clone()) else {
                 let which = if profile == DEFAULT_PROFILE {
                     String::new()
                 } else {
@@ -378,7 +444,7 @@ pub(crate) fn resolve_llm(
                          under [llm.profiles.{profile}])"
                     )
                 };
-                unavailable.insert(
+                self.unavailable.insert(
                     profile.to_string(),
                     format!(
                         "no LLM endpoint is configured{which}: set OCFLOW_BASE_URL (or \
@@ -390,73 +456,75 @@ pub(crate) fn resolve_llm(
                 );
                 continue;
             };
-            let (key, inherited) = match profile_key(profile, own, &url, &defaults) {
+            let (key, inherited) = match profile_key(profile, own, &url, defaults) {
                 Ok(found) => found,
-                // Commands that need no model still work; those that do say this.
                 Err(problem) => return Ok(Err(NoLlm(problem))),
             };
             if inherited {
-                inheriting.push(profile.to_string());
+                self.inheriting.push(profile.to_string());
             }
             let timeout = own.and_then(|p| p.request_timeout_seconds);
-            endpoints.insert(
-                profile.to_string(),
-                defaults.endpoint(profile, &url, key, timeout)?,
-            );
+            let endpoint = defaults.endpoint(profile, &url, key, timeout)?;
+            self.endpoints.insert(profile.to_string(), endpoint);
         }
+        Ok(Ok(()))
     }
-    // No profile in use has an endpoint: nothing can be asked.
-    if let (Some(first), true) = (unavailable.values().next(), endpoints.is_empty()) {
-        return Ok(Err(NoLlm(first.clone())));
-    }
-    // The profiles only a step may name (`"profile"` in a flow): reached when they can be. One
-    // that cannot (no URL, its key variable unset) is unavailable, said if a step asks it,
-    // never an error for the flows that do not.
-    if !defaults.replay {
-        for (profile, own) in file
-            .profiles
-            .iter()
-            .filter(|(name, _)| !used.contains(name))
-        {
+
+    /// The profiles only a step may name (`"profile"` in a flow): reached when they can be.
+    /// One that cannot (no URL, its key variable unset) is unavailable, said if a step asks
+    /// it, never an error for the flows that do not.
+    fn others(&mut self, used: &[String], defaults: &Defaults) {
+        let others = defaults.file.profiles.iter();
+        for (profile, own) in others.filter(|(name, _)| !used.contains(name)) {
             let Some(url) = own.base_url.clone().or_else(|| defaults.base_url.clone()) else {
-                unavailable.insert(
+                self.unavailable.insert(
                     profile.clone(),
                     format!(
                         "the profile {profile:?} has no base_url (set one under \
-                             [llm.profiles.{profile}], or the default endpoint)"
+                         [llm.profiles.{profile}], or the default endpoint)"
                     ),
                 );
                 continue;
             };
-            match profile_key(profile, Some(own), &url, &defaults) {
-                Ok((key, inherited)) => {
+            let reached =
+                profile_key(profile, Some(own), &url, defaults).and_then(|(key, inherited)| {
                     let timeout = own.request_timeout_seconds;
-                    match defaults.endpoint(profile, &url, key, timeout) {
-                        Ok(endpoint) => {
-                            if inherited {
-                                inheriting.push(profile.clone());
-                            }
-                            endpoints.insert(profile.clone(), endpoint);
-                        }
-                        Err(problem) => {
-                            unavailable.insert(profile.clone(), problem.to_string());
-                        }
+                    let endpoint = defaults.endpoint(profile, &url, key, timeout);
+                    endpoint.map(|e| (e, inherited)).map_err(|e| e.to_string())
+                });
+            match reached {
+                Ok((endpoint, inherited)) => {
+                    if inherited {
+                        self.inheriting.push(profile.clone());
                     }
+                    self.endpoints.insert(profile.clone(), endpoint);
                 }
                 Err(problem) => {
-                    unavailable.insert(profile.clone(), problem);
+                    self.unavailable.insert(profile.clone(), problem);
                 }
             }
         }
     }
-    let settings = |profile: &str, section: &FileModel, max_tokens: u32| -> Option<ModelSettings> {
+}
+
+impl Defaults<'_> {
+    /// The model settings of `profile` for a purpose configured by `section`: the profile's
+    /// own, else the flags and environment, else the section's, else `[llm]`'s; `None` without
+    /// a model name.
+    fn settings(
+        &self,
+        profile: &str,
+        section: &FileModel,
+        max_tokens: u32,
+    ) -> Option<ModelSettings> {
+        let file = self.file;
         let own = file.profiles.get(profile);
         let name = own
             .and_then(|p| p.model.clone())
-            .or_else(|| defaults.model.clone())
+            .or_else(|| self.model.clone())
             .or_else(|| section.model.clone())
             .or_else(|| file.model.clone())
-            .or_else(|| defaults.replay.then(|| "replay".to_string()))?;
+            .or_else(|| self.replay.then(|| "replay".to_string()))?;
         Some(ModelSettings {
             profile: profile.to_string(),
             model: without_provider(&name).to_string(),
@@ -471,76 +539,30 @@ pub(crate) fn resolve_llm(
                     .unwrap_or(max_tokens),
             ),
         })
-    };
-    let no_model = || {
-        Ok(Err(NoLlm(
-            "no model is configured: set OCFLOW_MODEL (or LLM_MODEL), pass --model NAME, or set \
-             model under [llm] in ocflow.toml"
-                .into(),
-        )))
-    };
-    // A profile without an endpoint needs no model either: asking it says what is missing.
-    let purpose = |name: &str, section: &FileModel, max_tokens: u32| {
-        let profile = profile_of(name);
-        settings(&profile, section, max_tokens).or_else(|| {
-            unavailable.contains_key(&profile).then(|| ModelSettings {
-                profile: profile.clone(),
-                model: String::new(),
-                temperature: None,
-                max_tokens: None,
-            })
-        })
-    };
-    let (Some(planner), Some(recovery), Some(summary), Some(operations)) = (
-        purpose("planner_profile", &file.planner, 4096),
-        purpose("recovery_profile", &file.planner, 4096),
-        purpose("summary_profile", &file.planner, 4096),
-        purpose("operations_profile", &file.operations, 8192),
-    ) else {
-        return no_model();
-    };
-    // Every profile's model, for a step that names the profile itself.
-    let mut profile_models = BTreeMap::new();
-    for profile in file
-        .profiles
-        .keys()
-        .map(String::as_str)
-        .chain([DEFAULT_PROFILE])
-    {
-        if let Some(model) = settings(profile, &file.operations, 8192) {
-            profile_models.insert(profile.to_string(), model);
-        }
     }
-    let mut role_models = BTreeMap::new();
-    for (name, role) in roles.iter() {
-        if role.profile.is_none() && role.temperature.is_none() && role.max_tokens.is_none() {
-            continue;
+
+    /// The models of the roles that change them (a profile, a temperature, a token cap), from
+    /// the `operations` model; `None` when a role's profile has no model.
+    fn role_models(
+        &self,
+        roles: &Roles,
+        operations: &ModelSettings,
+    ) -> Option<BTreeMap<String, ModelSettings>> {
+        let mut role_models = BTreeMap::new();
+        for (name, role) in roles.iter() {
+            if role.profile.is_none() && role.temperature.is_none() && role.max_tokens.is_none() {
+                continue;
+            }
+            let mut model = match &role.profile {
+                Some(profile) => self.settings(profile, &self.file.operations, 8192)?,
+                None => operations.clone(),
+            };
+            model.temperature = role.temperature.or(model.temperature);
+            model.max_tokens = role.max_tokens.or(model.max_tokens);
+            role_models.insert(name.clone(), model);
         }
-        let mut model = match &role.profile {
-            Some(profile) => match settings(profile, &file.operations, 8192) {
-                Some(model) => model,
-                None => return no_model(),
-            },
-            None => operations.clone(),
-        };
-        model.temperature = role.temperature.or(model.temperature);
-        model.max_tokens = role.max_tokens.or(model.max_tokens);
-        role_models.insert(name.clone(), model);
+        Some(role_models)
     }
-    Ok(Ok(LlmConfig {
-        endpoints,
-        planner,
-        recovery,
-        summary,
-        operations,
-        roles: role_models,
-        profiles: profile_models,
-        record,
-        replay,
-        key_command: file.api_key_command.clone(),
-        default_key_profiles: inheriting,
-        unavailable,
-    }))
 }
 
 /// A profile's key: its own variable or file; else the default key when the profile talks to

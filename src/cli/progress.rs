@@ -78,6 +78,88 @@ fn progress_line(event: &Event) -> Option<String> {
         Event::FlowStarted {
             task_id, task_dir, ..
         } => format!("ocflow: task {task_id}, files in {}", task_dir.display()),
+        Event::FlowPlanned { .. }
+        | Event::ApprovalNeeded { .. }
+        | Event::ApprovalAnswered { .. } => planning_line(event)?,
+        Event::FlowResumed {
+            task_id, pending, ..
+        } => {
+            format!(
+                "ocflow: resuming {task_id}: {} step(s) to run",
+                pending.len()
+            )
+        }
+        Event::SnapshotTaken {
+            files, duration_ms, ..
+        } => {
+            format!("ocflow: snapshot of the repository: {files} file(s) in {duration_ms} ms")
+        }
+        Event::StepStarted { .. }
+        | Event::StepFinished { .. }
+        | Event::StepRetrying { .. }
+        | Event::RecoveryDecided { .. }
+        | Event::RecoveryStopped { .. } => step_line(event)?,
+        Event::FlowFinished {
+            task_id,
+            state,
+            changed_files,
+            summary,
+            budget,
+            ..
+        } => {
+            let budget = budget
+                .map(|b| format!("; budget: {}", b.describe()))
+                .unwrap_or_default();
+            format!(
+                "ocflow: task {task_id} {state}; {} file(s) changed; summary: {}{budget}",
+                changed_files.len(),
+                summary.display()
+            )
+        }
+        Event::Budget { message, .. } => format!("ocflow: budget: {message}"),
+        Event::FlowPaused { message, .. } => format!("ocflow: {}", printable(message)),
+        Event::FlowInterrupted { task_id, .. } => {
+            format!("ocflow: interrupted; state saved. Continue with `ocflow resume {task_id}`")
+        }
+        Event::Warning { message } => format!("ocflow: warning: {message}"),
+        Event::Heartbeat {
+            stage,
+            running,
+            elapsed_seconds,
+            ..
+        } if running.is_empty() => {
+            format!("ocflow: still {stage} ({elapsed_seconds} s)")
+        }
+        Event::Heartbeat {
+            stage,
+            running,
+            elapsed_seconds,
+            ..
+        } => {
+            format!(
+                "ocflow: still {stage}: {} ({elapsed_seconds} s)",
+                running.join(", ")
+            )
+        }
+        // Said by `main` itself, with the error's context chain.
+        Event::Error { .. } => return None,
+        Event::ChangesApplied { files, .. } => {
+            format!("ocflow: applied {} file(s) to the repository", files.len())
+        }
+        Event::ChangesUndone { files, .. } => {
+            format!("ocflow: put back {} file(s) in the repository", files.len())
+        }
+        // Said by the recovery itself, whatever the output mode.
+        // `ocflow batch` says these its own way (`cli/batch/display.rs`).
+        Event::ApplyRecovered { .. } | Event::BatchStarted { .. } | Event::BatchFinished { .. } => {
+            return None;
+        }
+    })
+}
+
+/// The line of the plan and of the questions asked about it.
+fn planning_line(event: &Event) -> Option<String> {
+    Some(match event {
         Event::FlowPlanned {
             steps,
             planner_answers,
@@ -128,19 +210,13 @@ fn progress_line(event: &Event) -> Option<String> {
                 .unwrap_or_default();
             format!("ocflow: {kind} {}{why}", answer_word(*answer))
         }
-        Event::FlowResumed {
-            task_id, pending, ..
-        } => {
-            format!(
-                "ocflow: resuming {task_id}: {} step(s) to run",
-                pending.len()
-            )
-        }
-        Event::SnapshotTaken {
-            files, duration_ms, ..
-        } => {
-            format!("ocflow: snapshot of the repository: {files} file(s) in {duration_ms} ms")
-        }
+        _ => return None,
+    })
+}
+
+/// The line of a step's start, end, retry and recovery.
+fn step_line(event: &Event) -> Option<String> {
+    Some(match event {
         Event::StepStarted {
             step,
             operation,
@@ -177,25 +253,6 @@ fn progress_line(event: &Event) -> Option<String> {
                 printable(message)
             )
         }
-        Event::FlowFinished {
-            task_id,
-            state,
-            changed_files,
-            summary,
-            budget,
-            ..
-        } => {
-            let budget = budget
-                .map(|b| format!("; budget: {}", b.describe()))
-                .unwrap_or_default();
-            format!(
-                "ocflow: task {task_id} {state}; {} file(s) changed; summary: {}{budget}",
-                changed_files.len(),
-                summary.display()
-            )
-        }
-        Event::Budget { message, .. } => format!("ocflow: budget: {message}"),
-        Event::FlowPaused { message, .. } => format!("ocflow: {}", printable(message)),
         Event::StepRetrying {
             step,
             retry,
@@ -217,41 +274,6 @@ fn progress_line(event: &Event) -> Option<String> {
             let reason = printable_lines(reason);
             format!("  xx recovery for {step} stopped: {reason}")
         }
-        Event::FlowInterrupted { task_id, .. } => {
-            format!("ocflow: interrupted; state saved. Continue with `ocflow resume {task_id}`")
-        }
-        Event::Warning { message } => format!("ocflow: warning: {message}"),
-        Event::Heartbeat {
-            stage,
-            running,
-            elapsed_seconds,
-            ..
-        } if running.is_empty() => {
-            format!("ocflow: still {stage} ({elapsed_seconds} s)")
-        }
-        Event::Heartbeat {
-            stage,
-            running,
-            elapsed_seconds,
-            ..
-        } => {
-            format!(
-                "ocflow: still {stage}: {} ({elapsed_seconds} s)",
-                running.join(", ")
-            )
-        }
-        // Said by `main` itself, with the error's context chain.
-        Event::Error { .. } => return None,
-        Event::ChangesApplied { files, .. } => {
-            format!("ocflow: applied {} file(s) to the repository", files.len())
-        }
-        Event::ChangesUndone { files, .. } => {
-            format!("ocflow: put back {} file(s) in the repository", files.len())
-        }
-        // Said by the recovery itself, whatever the output mode.
-        // `ocflow batch` says these its own way (`cli/batch/display.rs`).
-        Event::ApplyRecovered { .. } | Event::BatchStarted { .. } | Event::BatchFinished { .. } => {
-            return None;
-        }
+        _ => return None,
     })
 }

@@ -14,7 +14,8 @@ use crate::cli::launch::{self, connect_llm, require_llm};
 use crate::cli::live;
 use crate::cli::progress::Progress;
 use ocflow_core::engine::bridge::Bridge;
-use ocflow_core::engine::executor::Executor;
+use ocflow_core::engine::executor::{Executor, FlowOutcome};
+use ocflow_core::engine::planning::{self, Planned, no_steps};
 use ocflow_core::engine::signals::Interrupt;
 use ocflow_core::flow::operations;
 use ocflow_core::flow::path_rules::canonical_or_absolute;
@@ -22,21 +23,16 @@ use ocflow_core::flow::validate::MAX_TASK_BYTES;
 use ocflow_core::llm::budget::Budget;
 use ocflow_core::llm::client::Llm;
 use ocflow_core::llm::planner::{PlanError, Planner};
-use ocflow_core::task::events::{Events, beating};
+use ocflow_core::task::events::Events;
 use ocflow_core::task::journal::Journal;
 use ocflow_core::task::state;
 use ocflow_core::task::workspace::{self, TaskDir};
-use ocflow_model::budget::{BudgetUse, PauseReason};
 use ocflow_model::error::{Error, IoContext, Result};
 use ocflow_model::event::Event;
 use ocflow_model::exit::ExitCode;
-use ocflow_model::flow::{FLOW_VERSION, Flow};
-use ocflow_model::llm::LlmErrorKind;
+use ocflow_model::flow::Flow;
 use ocflow_model::output::{print_stdout, say};
-use ocflow_model::status::{FlowState, FlowStatus, now};
-
-/// Where the planner's raw answers are kept in a task directory.
-const PLANNING_DIR: &str = "planning";
+use ocflow_model::status::FlowStatus;
 
 /// `ocflow run`: plan (or read the flow), then run it; `connected`: the LLM client, when it
 /// was made already (see `launch::connect_llm`).
@@ -79,70 +75,9 @@ async fn start(
 ) -> Result<ExitCode> {
     let connect = || connected.unwrap_or_else(|| connect_llm(config));
     args.task = read_task(args.task.take(), args.task_file.as_deref())?;
-    // What validation added to the flow as written (implied dependencies), said once it runs.
-    let mut notes = Vec::new();
-    let given = match (&args.plan, &args.task) {
-        (Some(plan), _) => {
-            let read =
-                || launch::read_flow(plan, args.task.as_deref(), &config.rules, &config.roles);
-            // Read while the library loads: a flow naming a plugin's operation waits for it.
-            let (flow, added) = match read() {
-                Err(_) if launch::loading() => {
-                    launch::load_operations(config)?;
-                    read()?
-                }
-                read => read?,
-            };
-            notes = added;
-            Some(flow)
-        }
-        // Whether the task can be done is the model's to say (it may refuse), never its words'.
-        (None, Some(_)) => None,
-        (None, None) => {
-            return Err(Error::Usage(
-                "give a task, `ocflow run \"add input validation to api.py\"`, or a flow, \
-                 `ocflow run --plan FLOW.json`"
-                    .into(),
-            ));
-        }
-    };
+    let (given, notes) = given_flow(config, &args)?;
     let llm = match &given {
-        // A given flow needs the LLM only for its LLM operations; the summary falls back.
-        Some(flow) => {
-            let llm = connect()?;
-            let needing = flow
-                .steps
-                .iter()
-                .find(|s| operations::step_needs_llm(&s.operation, &s.params));
-            if let (None, Some(step), Err(missing)) = (&llm, needing, &config.llm) {
-                return Err(Error::Usage(format!(
-                    "step {} ({}) needs an LLM, and {missing}",
-                    step.id, step.operation
-                )));
-            }
-            // Each LLM step asks its role's profile, or the operations' one: every such
-            // profile must have an endpoint (the default one may have none).
-            if let Ok(models) = &config.llm {
-                for step in flow
-                    .steps
-                    .iter()
-                    .filter(|s| operations::step_needs_llm(&s.operation, &s.params))
-                {
-                    let settings = step
-                        .role
-                        .as_ref()
-                        .and_then(|role| models.roles.get(role))
-                        .unwrap_or(&models.operations);
-                    if let Some(missing) = models.unavailable_for(settings) {
-                        return Err(Error::Usage(format!(
-                            "step {} ({}) needs an LLM, and {missing}",
-                            step.id, step.operation
-                        )));
-                    }
-                }
-            }
-            llm
-        }
+        Some(flow) => llm_for_given(config, flow, connect()?)?,
         None => Some(connect()?.ok_or_else(|| launch::no_llm(config))?),
     };
     // A planned flow needs the library's catalogue for its planner; a given one waits for the
@@ -165,26 +100,11 @@ async fn start(
         models.map(|l| l.operations.model.clone()),
     );
     let task = TaskDir::new(&config.workspace, &task_id);
-    if config.repo.starts_with(canonical_or_absolute(&task.root)) {
-        return Err(Error::Usage(format!(
-            "--task-id {task_id}: the task directory {} would hold the repository; choose \
-             another id",
-            task.root.display()
-        )));
-    }
     // A run that makes the workspace takes it back if it cannot start (`library_for`).
     let new_workspace = !config.workspace.exists();
-    if !again {
-        task.create()?;
-    }
-    let _lock = task.lock()?;
+    let _lock = task.open_for_run(&config.repo, again)?;
     // Named by its id from any directory from now on (`ocflow status ID`, `wait`, `diff`…).
     crate::cli::task_index::remember(&task, &config.repo);
-    // Two runs may take over the same empty directory: the one that got the lock second finds
-    // the first one's task, and stops.
-    if !again && task.has_started() {
-        return Err(task.already_exists());
-    }
     if config.default_workspace {
         exclude_from_git(&config.repo);
     }
@@ -203,33 +123,15 @@ async fn start(
     };
     let (budget, said) =
         budget::install(config.run.budget, &config.run.prices, saved, llm.as_deref());
-    // Written before anything is said of the flow, so `ocflow status` (and an MCP client
-    // polling) finds the task at once, while the planner still works.
-    // A given flow is saved first: killed before its steps are in the status, the task is
-    // resumed from its flow, not planned again.
-    if let Some(flow) = &given {
-        state::save_flow(&task, flow)?;
-    }
-    let mut starting = FlowStatus::new(&task_id, &no_steps(&task_text), &config.repo);
-    starting.message = Some(match given {
-        Some(_) => "starting".into(),
-        None => "planning the flow with the LLM".into(),
-    });
-    state::save_status(&task, &mut starting)?;
-    let bridge = match library_for(config, &args, given.as_ref()) {
-        Ok(bridge) => bridge,
-        Err(error) => {
-            // Nothing is left of a run that could not start: the task it made goes, and the
-            // workspace too when it made it.
-            if !again {
-                let _ = std::fs::remove_dir_all(&task.root);
-            }
-            if new_workspace {
-                workspace::remove_new_workspace(&config.workspace);
-            }
-            return Err(error);
-        }
+    let starting = Starting {
+        config,
+        args: &args,
+        task: &task,
+        text: &task_text,
+        again,
+        new_workspace,
     };
+    let bridge = starting.begin(given.as_ref())?;
     events.emit(Event::FlowStarted {
         task_id: task_id.clone(),
         task: task_text.clone(),
@@ -240,153 +142,286 @@ async fn start(
     for message in said {
         events.emit(Event::Warning { message })?;
     }
-    // The failure memories and instruction files the planner's prompt carried, for the status.
-    let mut remembered = Vec::new();
-    let mut planner_instructions = Vec::new();
     let was_given = given.is_some();
-    let (flow, answers) = match (given, &llm) {
-        (Some(flow), _) => (flow, 0),
+    let planned = match (given, &llm) {
+        (Some(flow), _) => Plan {
+            flow,
+            notes,
+            answers: 0,
+            remembered: Vec::new(),
+            instructions: Vec::new(),
+        },
         (None, Some(llm)) => {
-            let mut planner = planner(config, llm)?;
-            if let Some(used) = &planner.conventions {
-                planner_instructions.clone_from(&used.paths);
-            }
-            // Past failures on this repository like this task, and what ended them.
-            match launch::memory(config).map(|memory| memory.for_planning(&task_text)) {
-                Some(Ok(recalled)) => {
-                    planner.past_experience = recalled.text;
-                    remembered = recalled.ids;
+            match plan_flow(config, llm, &task, &task_text, &mut events, &interrupt).await? {
+                Ok(plan) => {
+                    bridge.preload(plan.flow.operations());
+                    plan
                 }
-                Some(Err(error)) => events.emit(Event::Warning {
-                    message: format!("planning goes on without the failure memory: {error}"),
-                })?,
-                None => {}
-            }
-            let answers_dir = task.root.join(PLANNING_DIR);
-            let pulse = events.pulse();
-            let planning = planner.plan(&task_text, &answers_dir);
-            let beat = || pulse.beat("planning", Vec::new(), llm.usage_for("planner"));
-            // Ctrl-C or SIGTERM ends planning at once: the request is dropped, the state saved.
-            let planned = tokio::select! {
-                planned = beating(planning, beat) => planned,
-                () = interrupt.wait() => {
-                    return planning_interrupted(&task, &task_text, &config.repo, llm, &mut events);
-                }
-            };
-            match planned {
-                Ok((flow, added)) => {
-                    bridge.preload(flow.operations());
-                    notes = added;
-                    (flow, count_answers(&answers_dir))
-                }
-                Err(PlanError::Llm(error)) if error.kind == LlmErrorKind::BudgetExhausted => {
-                    let budget = budget.as_deref().map(Budget::usage).unwrap_or_default();
-                    return planning_paused(
-                        &task,
-                        &task_text,
-                        &config.repo,
-                        llm,
-                        &mut events,
-                        budget,
-                    );
-                }
-                Err(error) => {
-                    return planning_failed(
-                        &task,
-                        &task_text,
-                        &config.repo,
-                        llm,
-                        &mut events,
-                        error,
-                    );
-                }
+                Err(code) => return Ok(code),
             }
         }
         (None, None) => return Err(Error::internal("planning without an LLM client")),
     };
-    for message in notes {
-        events.emit(Event::Warning { message })?;
+    let ready = Ready {
+        task,
+        events,
+        bridge,
+        interrupt,
+        llm,
+        budget,
+        given: was_given,
+    };
+    ready.run(config, planned, args.apply).await
+}
+
+/// The flow given with `--plan` (and what validation added to it, said once it runs), or
+/// `None` for a task the model plans. Whether a task can be done is the model's to say (it may
+/// refuse), never its words'.
+fn given_flow(config: &Config, args: &RunArgs) -> Result<(Option<Flow>, Vec<String>)> {
+    match (&args.plan, &args.task) {
+        (Some(plan), _) => {
+            let read =
+                || launch::read_flow(plan, args.task.as_deref(), &config.rules, &config.roles);
+            // Read while the library loads: a flow naming a plugin's operation waits for it.
+            let (flow, added) = match read() {
+                Err(_) if launch::loading() => {
+                    launch::load_operations(config)?;
+                    read()?
+                }
+                read => read?,
+            };
+            Ok((Some(flow), added))
+        }
+        (None, Some(_)) => Ok((None, Vec::new())),
+        (None, None) => Err(Error::Usage(
+            "give a task, `ocflow run \"add input validation to api.py\"`, or a flow, \
+             `ocflow run --plan FLOW.json`"
+                .into(),
+        )),
     }
-    live::show_plan(&flow, config.json);
-    // A given flow was saved before planning would have begun.
-    if !was_given {
-        state::save_flow(&task, &flow)?;
+}
+
+/// The LLM of a given flow: needed only by its LLM operations (the summary falls back), and
+/// then every such step's profile, its role's or the operations', must have an endpoint.
+fn llm_for_given(config: &Config, flow: &Flow, llm: Option<Arc<Llm>>) -> Result<Option<Arc<Llm>>> {
+    let needing = || {
+        flow.steps
+            .iter()
+            .filter(|s| operations::step_needs_llm(&s.operation, &s.params))
+    };
+    let missing_for = |step: &ocflow_model::flow::Step, missing: &dyn std::fmt::Display| {
+        Error::Usage(format!(
+            "step {} ({}) needs an LLM, and {missing}",
+            step.id, step.operation
+        ))
+    };
+    match &config.llm {
+        Err(missing) => match (&llm, needing().next()) {
+            (None, Some(step)) => Err(missing_for(step, missing)),
+            _ => Ok(llm),
+        },
+        Ok(models) => {
+            for step in needing() {
+                let settings = step
+                    .role
+                    .as_ref()
+                    .and_then(|role| models.roles.get(role))
+                    .unwrap_or(&models.operations);
+                if let Some(missing) = models.unavailable_for(settings) {
+                    return Err(missing_for(step, &missing));
+                }
+            }
+            Ok(llm)
+        }
     }
-    let mut flow_status = FlowStatus::new(&task_id, &flow, &config.repo);
-    flow_status.use_memories(&remembered);
-    flow_status.use_instructions(&planner_instructions);
-    if let Some(llm) = &llm {
-        flow_status.count_tokens(&llm.profile_for("planner"), &llm.usage_for("planner"));
+}
+
+/// What a new flow's start knows before its library is there.
+struct Starting<'a> {
+    config: &'a Config,
+    args: &'a RunArgs,
+    task: &'a TaskDir,
+    text: &'a str,
+    again: bool,
+    new_workspace: bool,
+}
+
+impl Starting<'_> {
+    /// Saves what `ocflow status` (and an MCP client polling) needs to find the task at once,
+    /// while the planner still works, then waits for the library. A given flow is saved first:
+    /// killed before its steps are in the status, the task is resumed from its flow, not
+    /// planned again. Nothing is left of a run that could not start: the task it made goes,
+    /// and the workspace too when it made it.
+    fn begin(&self, given: Option<&Flow>) -> Result<Arc<Bridge>> {
+        if let Some(flow) = given {
+            state::save_flow(self.task, flow)?;
+        }
+        let mut starting =
+            FlowStatus::new(&self.task.task_id, &no_steps(self.text), &self.config.repo);
+        starting.message = Some(match given {
+            Some(_) => "starting".into(),
+            None => "planning the flow with the LLM".into(),
+        });
+        state::save_status(self.task, &mut starting)?;
+        library_for(self.config, self.args, given).inspect_err(|_| {
+            if !self.again {
+                let _ = std::fs::remove_dir_all(&self.task.root);
+            }
+            if self.new_workspace {
+                workspace::remove_new_workspace(&self.config.workspace);
+            }
+        })
     }
-    // Recorded in the journal: how this endpoint takes the answers' JSON shape.
-    let answer_form = llm
+}
+
+/// A flow to run, and what its planning used.
+struct Plan {
+    flow: Flow,
+    /// What validation added to the flow as written (implied dependencies).
+    notes: Vec<String>,
+    /// The planner's answers (0 for a given flow).
+    answers: usize,
+    /// The failure memories and instruction files the planner's prompt carried.
+    remembered: Vec<i64>,
+    instructions: Vec<String>,
+}
+
+/// Plans the task with the model (`engine::planning`), the failure memory recalled for its
+/// prompt; `Err(code)`: the flow ended before it had a plan, recorded in the task.
+async fn plan_flow(
+    config: &Config,
+    llm: &Llm,
+    task: &TaskDir,
+    task_text: &str,
+    events: &mut Events,
+    interrupt: &Interrupt,
+) -> Result<std::result::Result<Plan, ExitCode>> {
+    let mut planner = planner(config, llm)?;
+    let instructions = planner
+        .conventions
         .as_ref()
-        .filter(|_| answers > 0)
-        .and_then(|l| l.answer_form(&l.profile_for("planner")))
-        .map(|f| f.name().to_string());
-    // A flow the LLM planned meets its sandbox probe here (it ran while the model planned):
-    // one that failed stops the command before any step runs, its message naming the fix.
-    // The flow is saved, so `ocflow resume` runs it once that is fixed, without planning it
-    // again. A flow given with `--plan` has had no such time: the engine waits for the probe
-    // before its first command step, and its LLM steps start beside the probe.
-    let wait = if was_given {
-        launch::SandboxWait::BeforeCommands
-    } else {
-        launch::SandboxWait::Now
-    };
-    let mut settings =
-        launch::settings_waiting(config, &config.rules, &config.workspace, llm, wait)?;
-    // Saved before any question: a flow that waits for `ocflow approve` keeps its limits and
-    // what planning spent, which the resume takes up again.
-    if let Some(budget) = &budget {
-        flow_status.budget = budget.usage();
+        .map(|used| used.paths.clone())
+        .unwrap_or_default();
+    let mut remembered = Vec::new();
+    // Past failures on this repository like this task, and what ended them.
+    match launch::memory(config).map(|memory| memory.for_planning(task_text)) {
+        Some(Ok(recalled)) => {
+            planner.past_experience = recalled.text;
+            remembered = recalled.ids;
+        }
+        Some(Err(error)) => events.emit(Event::Warning {
+            message: format!("planning goes on without the failure memory: {error}"),
+        })?,
+        None => {}
     }
-    settings.budget = budget;
-    launch::report_sandbox(config, &settings, &mut flow_status, &mut events)?;
-    state::save_status(&task, &mut flow_status)?;
-    events.emit(Event::FlowPlanned {
-        steps: flow.steps.len(),
-        planner_answers: answers,
-        answer_form,
-        deliverables: flow.deliverables.as_ref().map(|d| d.describe()),
-    })?;
-    // `--approve plan`: a person says yes (or edits the flow) before anything runs.
-    let gate = gates::plan_gate(
-        config,
-        &task,
-        flow,
-        &mut flow_status,
-        &mut events,
-        &interrupt,
-        args.apply,
-    );
-    let flow = match gate.await? {
-        Gate::Go(flow) => flow,
-        Gate::Stop(code) => return Ok(code),
-    };
-    // `--approve risky`: the commands the policy flags are asked about, not refused.
-    let gate = gates::risky_gate(
-        config,
-        &task,
-        flow,
-        &mut flow_status,
-        &mut events,
-        &interrupt,
-        args.apply,
-    );
-    let flow = match gate.await? {
-        Gate::Go(flow) => flow,
-        Gate::Stop(code) => return Ok(code),
-    };
-    launch::snapshot(
-        &task,
-        &config.repo,
-        &config.workspace,
-        &mut events,
-        &mut flow_status,
-    )?;
-    let executor = Executor::new(task, flow, flow_status, events, bridge, settings, interrupt);
-    execute::execute(executor, args.apply, config.approvals.apply, config.json).await
+    match planning::plan(&planner, task, task_text, &config.repo, events, interrupt).await? {
+        Planned::Flow {
+            flow,
+            notes,
+            answers,
+        } => Ok(Ok(Plan {
+            flow: *flow,
+            notes,
+            answers,
+            remembered,
+            instructions,
+        })),
+        Planned::Ended {
+            outcome: FlowOutcome::Failed,
+            callers_fault: true,
+        } => Ok(Err(ExitCode::Usage)),
+        Planned::Ended { outcome, .. } => Ok(Err(execute::exit_code(outcome))),
+    }
+}
+
+/// A started flow with its plan, ready for its gates and its executor.
+struct Ready {
+    task: TaskDir,
+    events: Events,
+    bridge: Arc<Bridge>,
+    interrupt: Arc<Interrupt>,
+    llm: Option<Arc<Llm>>,
+    budget: Option<Arc<Budget>>,
+    /// Given with `--plan` (saved before planning would have begun), not planned.
+    given: bool,
+}
+
+impl Ready {
+    /// Saves the flow and its status, asks the gates, and hands the flow to the executor.
+    async fn run(mut self, config: &Config, plan: Plan, apply: bool) -> Result<ExitCode> {
+        let Plan {
+            flow,
+            notes,
+            answers,
+            remembered,
+            instructions,
+        } = plan;
+        let events = &mut self.events;
+        for message in notes {
+            events.emit(Event::Warning { message })?;
+        }
+        live::show_plan(&flow, config.json);
+        if !self.given {
+            state::save_flow(&self.task, &flow)?;
+        }
+        let mut flow_status = FlowStatus::new(&self.task.task_id, &flow, &config.repo);
+        flow_status.use_memories(&remembered);
+        flow_status.use_instructions(&instructions);
+        let llm = self.llm;
+        if let Some(llm) = &llm {
+            flow_status.count_tokens(&llm.profile_for("planner"), &llm.usage_for("planner"));
+        }
+        // Recorded in the journal: how this endpoint takes the answers' JSON shape.
+        let answer_form = llm
+            .as_ref()
+            .filter(|_| answers > 0)
+            .and_then(|l| l.answer_form(&l.profile_for("planner")))
+            .map(|f| f.name().to_string());
+        // A flow the LLM planned meets its sandbox probe here (it ran while the model
+        // planned): one that failed stops the command before any step runs, its message
+        // naming the fix. The flow is saved, so `ocflow resume` runs it once that is fixed,
+        // without planning it again. A flow given with `--plan` has had no such time: the
+        // engine waits for the probe before its first command step, and its LLM steps start
+        // beside the probe.
+        let wait = if self.given {
+            launch::SandboxWait::BeforeCommands
+        } else {
+            launch::SandboxWait::Now
+        };
+        let mut settings =
+            launch::settings_waiting(config, &config.rules, &config.workspace, llm, wait)?;
+        // Saved before any question: a flow that waits for `ocflow approve` keeps its limits
+        // and what planning spent, which the resume takes up again.
+        if let Some(budget) = &self.budget {
+            flow_status.budget = budget.usage();
+        }
+        settings.budget = self.budget;
+        launch::report_sandbox(config, &settings, &mut flow_status, events)?;
+        state::save_status(&self.task, &mut flow_status)?;
+        events.emit(Event::FlowPlanned {
+            steps: flow.steps.len(),
+            planner_answers: answers,
+            answer_form,
+            deliverables: flow.deliverables.as_ref().map(|d| d.describe()),
+        })?;
+        let task = &self.task;
+        let flow = match gates::before_running(config, task, flow, &mut flow_status, events, apply)
+            .await?
+        {
+            Gate::Go(flow) => flow,
+            Gate::Stop(code) => return Ok(code),
+        };
+        let executor = Executor::from_snapshot(
+            self.task,
+            flow,
+            flow_status,
+            self.events,
+            self.bridge,
+            settings,
+            self.interrupt,
+        )?;
+        execute::execute(executor, apply, config.approvals.apply, config.json).await
+    }
 }
 
 /// The planner for the configured model, repository and policy. It is told how the
@@ -424,169 +459,6 @@ fn planner<'a>(config: &'a Config, llm: &'a Llm) -> Result<Planner<'a>> {
         past_experience: String::new(),
         conventions,
     })
-}
-
-fn count_answers(dir: &Path) -> usize {
-    fs::read_dir(dir).map_or(0, |entries| {
-        entries
-            .flatten()
-            .filter(|e| {
-                let name = e.file_name();
-                let name = name.to_string_lossy();
-                name.starts_with("plan-answer-") && name.ends_with(".md")
-            })
-            .count()
-    })
-}
-
-/// Records a planning failure as a failed flow with no steps, and says why: exit 1, or exit 2
-/// when the configuration is at fault (key, URL, model).
-fn planning_failed(
-    task: &TaskDir,
-    task_text: &str,
-    repo: &Path,
-    llm: &Llm,
-    events: &mut Events,
-    error: PlanError,
-) -> Result<ExitCode> {
-    let empty = no_steps(task_text);
-    let mut flow_status = FlowStatus::new(&task.task_id, &empty, repo);
-    flow_status.count_tokens(&llm.profile_for("planner"), &llm.usage_for("planner"));
-    flow_status.move_to(FlowState::Failed)?;
-    // A refusal is the model's answer, not a failure to plan.
-    let said = match &error {
-        PlanError::Refused { .. } => error.to_string(),
-        _ => format!("planning failed: {error}"),
-    };
-    flow_status.message = Some(said.clone());
-    flow_status.finished_at = Some(now());
-    state::save_status(task, &mut flow_status)?;
-    let summary_path = task.file(workspace::SUMMARY_FILE);
-    let summary = ocflow_core::engine::summary::from_journal(task, &flow_status, &empty)?;
-    workspace::write_atomic(&summary_path, summary.as_bytes())?;
-    events.emit(Event::FlowFinished {
-        task_id: task.task_id.clone(),
-        state: FlowState::Failed,
-        reason: flow_status.failure_reason(),
-        changed_files: Vec::new(),
-        diff: None,
-        summary: summary_path,
-        summary_text: summary,
-        tokens: flow_status.tokens,
-        contradicted_claims: Vec::new(),
-        budget: None,
-        final_answer: None,
-        deliverables: Vec::new(),
-    })?;
-    say(&format!("ocflow: {said}"));
-    let code = if is_usage(&error) {
-        ExitCode::Usage
-    } else {
-        ExitCode::Failure
-    };
-    // An LLM that cannot be used (a refused key, a wrong URL) is the caller's to fix: a headless
-    // caller learns it as the command's error, with what to check, not only as a failed flow.
-    if let PlanError::Llm(llm_error) = &error {
-        let hint = Error::Llm(llm_error.clone()).hint();
-        let event = Event::Error {
-            code: Error::Llm(llm_error.clone()).code().into(),
-            exit_code: code.code(),
-            message: format!("planning failed: {error}"),
-            hint,
-        };
-        events.show(event);
-    }
-    Ok(code)
-}
-
-/// Records a flow whose planning the budget stopped: paused with no steps (exit 3); `resume`
-/// with a higher limit plans it again, what planning spent carried over.
-fn planning_paused(
-    task: &TaskDir,
-    task_text: &str,
-    repo: &Path,
-    llm: &Llm,
-    events: &mut Events,
-    budget: BudgetUse,
-) -> Result<ExitCode> {
-    let mut flow_status = FlowStatus::new(&task.task_id, &no_steps(task_text), repo);
-    flow_status.count_tokens(&llm.profile_for("planner"), &llm.usage_for("planner"));
-    let Some(exceeded) = llm.budget().and_then(|b| b.exceeded()) else {
-        return Err(Error::internal(
-            "planning was refused by a budget that is not spent",
-        ));
-    };
-    let reason = PauseReason::Budget(exceeded);
-    let message = format!(
-        "paused while planning: {reason}; {}",
-        reason.advice(&task.task_id)
-    );
-    flow_status.move_to(FlowState::Paused)?;
-    flow_status.paused = Some(reason);
-    flow_status.message = Some(message.clone());
-    flow_status.budget = budget;
-    state::save_status(task, &mut flow_status)?;
-    for crossing in llm.budget().map(|b| b.take_crossings()).unwrap_or_default() {
-        events.emit(Event::Budget {
-            budget: crossing.budget,
-            percent: crossing.percent,
-            spent: crossing.spent,
-            limit: crossing.limit,
-            message: crossing.describe(),
-        })?;
-    }
-    events.emit(Event::FlowPaused {
-        task_id: task.task_id.clone(),
-        reason,
-        message,
-        pending: Vec::new(),
-        budget,
-    })?;
-    Ok(ExitCode::Paused)
-}
-
-/// Records a flow interrupted while the model planned it: `resume` plans it again.
-fn planning_interrupted(
-    task: &TaskDir,
-    task_text: &str,
-    repo: &Path,
-    llm: &Llm,
-    events: &mut Events,
-) -> Result<ExitCode> {
-    let mut flow_status = FlowStatus::new(&task.task_id, &no_steps(task_text), repo);
-    flow_status.count_tokens(&llm.profile_for("planner"), &llm.usage_for("planner"));
-    flow_status.move_to(FlowState::Interrupted)?;
-    flow_status.message = Some(format!(
-        "interrupted while planning; `ocflow resume {}` plans it again",
-        task.task_id
-    ));
-    state::save_status(task, &mut flow_status)?;
-    events.emit(Event::FlowInterrupted {
-        task_id: task.task_id.clone(),
-        running: Vec::new(),
-    })?;
-    Ok(ExitCode::Interrupted)
-}
-
-/// The flow of a task before (or without) a plan.
-fn no_steps(task_text: &str) -> Flow {
-    Flow {
-        version: FLOW_VERSION,
-        task: task_text.to_string(),
-        steps: Vec::new(),
-        deliverables: None,
-    }
-}
-
-/// Whether a planning failure is the caller's to fix: the configuration (key, URL, model,
-/// quota), or a task the model refused.
-fn is_usage(error: &PlanError) -> bool {
-    use LlmErrorKind::*;
-    matches!(
-        error,
-        PlanError::Refused { .. } | PlanError::Unchecked { .. }
-    ) || matches!(error, PlanError::Llm(e)
-            if matches!(e.kind, Unauthorized | NotFound | Redirected | QuotaExceeded))
 }
 
 /// `ocflow plan TASK`: the validated flow on stdout; the answers kept under `_plans/`.

@@ -1,6 +1,6 @@
 //! `ocflow batch`: a fleet of real flows (child processes of the real binary) against the fake
 //! LLM, which records the requests in flight; and the Ray engine's protocol against a small
-//! fake runner standing in for `open_codex_lib.ray_batch`.
+//! fake runner standing in for `ocflow_ray`.
 
 use std::collections::BTreeMap;
 use std::fs;
@@ -435,7 +435,7 @@ fn children_of(pid: u32) -> Vec<u32> {
         .collect()
 }
 
-/// A stand-in for `open_codex_lib.ray_batch` as `$VIRTUAL_ENV/bin/python`: it keeps the
+/// A stand-in for `ocflow_ray` as `$VIRTUAL_ENV/bin/python`: it keeps the
 /// request, runs each flow with the ocflow and argv it was given (as one Ray worker would), and
 /// answers with the protocol's lines. `mode` `missing` answers as a runner without Ray does.
 fn fake_ray_runner(dir: &Path, mode: &str) -> PathBuf {
@@ -463,12 +463,14 @@ if {refused}:
     sys.exit(0)
 for flow in request["flows"]:
     env = dict(os.environ, **flow["env"])
-    done = subprocess.run([request["ocflow"]] + flow["argv"], env=env, capture_output=True,
-                          text=True, input=flow.get("stdin"))
+    # The repository, workspace and plan are fields: put in as the node sees them.
+    where = ["--repo", flow["repo"]["path"], "--workspace", flow["workspace"]]
+    plan = ["--plan", flow["plan"]] if flow["plan"] else []
+    done = subprocess.run([request["ocflow"]] + where + flow["argv"] + plan, env=env,
+                          capture_output=True, text=True, input=flow.get("stdin"))
     for line in done.stdout.splitlines():
         print(json.dumps({{"id": flow["id"], "event": json.loads(line)}}), flush=True)
-    argv = flow["argv"]
-    task_dir = os.path.join(argv[argv.index("--workspace") + 1], flow["id"])
+    task_dir = os.path.join(flow["workspace"], flow["id"])
     status = json.load(open(os.path.join(task_dir, "flow_status.json")))
     result = {{"exit_code": done.returncode, "attempts": 1, "status": status,
               "summary": open(os.path.join(task_dir, "summary.md")).read(),
@@ -533,6 +535,15 @@ fn the_ray_engine_speaks_the_runners_protocol() {
     assert_eq!(flow["task_dir"], json!(out.join("workspace").join("t0")));
     let repo = sandbox.root().join("repos/t0");
     assert_eq!(flow["repo"], json!({"path": repo}));
+    // The repository and the workspace are fields, never options the runner must find.
+    assert_eq!(flow["workspace"], json!(out.join("workspace")));
+    for key in ["argv", "resume_argv"] {
+        let argv = flow[key].to_string();
+        assert!(
+            !argv.contains("--repo") && !argv.contains("--workspace"),
+            "{argv}"
+        );
+    }
     let token = flow["env"]["OCFLOW_API_KEY"].as_str().unwrap();
     assert!(
         token.starts_with("ocflow-batch-") && token != KEY,

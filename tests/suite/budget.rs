@@ -369,6 +369,37 @@ fn bad_budget_flags_are_refused_with_the_form_to_use() {
     }
 }
 
+/// `[budget]` is the flags' own type: the same checks, the same words; a key it does not know is
+/// an error naming the keys it does (a misspelt limit never leaves a flow without one).
+#[test]
+fn a_configs_budget_is_checked_as_the_flags_are() {
+    for (config, says) in [
+        (
+            "[budget]\nmax_time = \"5 parsecs\"\n",
+            "write it like 90s, 5m, 1h or 1h30m",
+        ),
+        ("[budget]\nmax_cost = 0.0\n", "write it like 0.50 or 2"),
+        (
+            "[budget]\nmax_token = 100\n",
+            "unknown key `max_token`, expected one of max_tokens, max_cost, max_time",
+        ),
+    ] {
+        let sandbox = Sandbox::new(&[]);
+        small_answers(&sandbox, config);
+        let output = sandbox
+            .ocflow()
+            .args(["run", "--max-tokens", "5", "a task"])
+            .output()
+            .unwrap();
+        assert_exit(&output, 2);
+        let err = stderr(&output);
+        assert!(
+            err.contains(says) && err.contains("config.toml"),
+            "{config}: {err}"
+        );
+    }
+}
+
 /// A repository's own config (untrusted) may lower the user's budget, never raise it, and may
 /// not set prices (a price of 0 would lift a cost budget): `[budget]` takes the lower of the
 /// two, and the prices are ignored, and said.

@@ -37,6 +37,8 @@ const CLI: Tree = Tree {
     layers: &[
         // Parsing and wording: the arguments, what each subcommand needs, the user's state.
         ("cli/args.rs", 1),
+        ("cli/child_command.rs", 1),
+        ("cli/layered.rs", 1),
         ("cli/needs.rs", 1),
         ("cli/help_files.rs", 1),
         ("cli/words.rs", 1),
@@ -414,5 +416,74 @@ fn the_crates_depend_only_downward() {
     assert_eq!(
         ours(&manifest("crates/ocflow-core")),
         ["ocflow-model", "ocflow-sandbox"]
+    );
+}
+
+/// The longest a function of the command line may be: a command that needs more is a second
+/// engine growing, or several concepts in one place (issue 39).
+const LONGEST_CLI_FUNCTION: usize = 150;
+
+/// The functions of the Rust files under `dir` with their length in lines, from the line that
+/// declares them to the brace that closes them at the same indentation, as rustfmt writes them.
+fn function_lengths(dir: &Path) -> Vec<(usize, String)> {
+    let mut found = Vec::new();
+    for entry in walkdir::WalkDir::new(dir).into_iter().flatten() {
+        let path = entry.path();
+        if path.extension().is_none_or(|e| e != "rs") {
+            continue;
+        }
+        let text = fs::read_to_string(path).unwrap();
+        let lines: Vec<&str> = text.lines().collect();
+        for (at, line) in lines.iter().enumerate() {
+            let code = line.trim_start();
+            let indent = &line[..line.len() - code.len()];
+            let declared = ["pub(crate) ", "pub(super) ", "pub ", "async ", "const "]
+                .iter()
+                .fold(code, |rest, prefix| {
+                    rest.strip_prefix(prefix).unwrap_or(rest)
+                });
+            let Some(name) = declared.strip_prefix("fn ") else {
+                continue;
+            };
+            let name: String = name
+                .chars()
+                .take_while(|c| c.is_alphanumeric() || *c == '_')
+                .collect();
+            let closing = format!("{indent}}}");
+            // A declaration whose signature ends in `;` (a trait's) has no body.
+            let signature_end = lines[at..]
+                .iter()
+                .find(|l| l.trim_end().ends_with('{') || l.trim_end().ends_with(';'));
+            if signature_end.is_none_or(|l| l.trim_end().ends_with(';')) {
+                continue;
+            }
+            let end = lines[at..].iter().position(|l| *l == closing);
+            if let Some(end) = end {
+                let file = path.strip_prefix(dir).unwrap().display();
+                found.push((end + 1, format!("{file}: {name} (line {})", at + 1)));
+            }
+        }
+    }
+    found
+}
+
+#[test]
+fn no_function_of_the_command_line_is_over_150_lines() {
+    let src = Path::new(env!("CARGO_MANIFEST_DIR")).join("src/cli");
+    let lengths = function_lengths(&src);
+    // The check itself must not go blind: it finds the command line's functions.
+    assert!(
+        lengths.iter().any(|(_, f)| f.starts_with("run.rs: plan ")),
+        "{lengths:?}"
+    );
+    let long: Vec<String> = lengths
+        .iter()
+        .filter(|(lines, _)| *lines > LONGEST_CLI_FUNCTION)
+        .map(|(lines, f)| format!("{f}: {lines} lines"))
+        .collect();
+    assert!(
+        long.is_empty(),
+        "functions over {LONGEST_CLI_FUNCTION} lines in src/cli/ (split them by what they do):\n{}",
+        long.join("\n")
     );
 }

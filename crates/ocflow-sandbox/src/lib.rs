@@ -1,15 +1,22 @@
 //! The command steps' launcher (the `ocflow-sandbox` crate): what runs between the host and a
-//! step's command — the step's limits and cgroup (`step_cgroup`), bubblewrap's namespaces or,
-//! without them, the socket filter (`socket_filter`) and no capability (`capabilities`), the
-//! overlay view, then Landlock (`exec`).
+//! step's command, one file per confinement mechanism — the step's limits (`limits`) and cgroup
+//! (`step_cgroup`), the overlay view (`overlay`) and the step's private layers
+//! (`private_layers`), bubblewrap's namespaces (`bubblewrap`) or, without them, the socket
+//! filter (`socket_filter`), no capability (`capabilities`), then Landlock (`landlock_rules`);
+//! `exec` puts them together in order. README.md says what each stops.
 //! It depends on nothing else of ocflow, so it builds into `ocflow sandbox-exec` and into
 //! `ocflow-sandbox`, a small binary without the embedded Python that starts in a fraction of
 //! the time (launchers use it when it is installed beside `ocflow`). Its command line is
 //! `args::SandboxArgs`, for both.
 
 mod args;
+mod bubblewrap;
 pub mod capabilities;
 pub mod exec;
+mod landlock_rules;
+mod limits;
+mod overlay;
+mod private_layers;
 pub mod socket_filter;
 pub mod step_cgroup;
 

@@ -37,6 +37,15 @@ pub(crate) struct FlowJob {
     pub(crate) gate_url: Option<String>,
 }
 
+/// Where a flow's ocflow runs.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Placement {
+    /// A child process of this ocflow.
+    Local,
+    /// A Ray task, on any node of the cluster.
+    Ray,
+}
+
 /// What every flow of the batch shares.
 #[derive(Clone)]
 pub(crate) struct Context {
@@ -62,19 +71,29 @@ pub(crate) struct Context {
 
 impl FlowJob {
     /// The flow's command line without the binary: `ocflow run` of a new flow, or `ocflow
-    /// resume` of an unfinished one. `with_gate`: whether the gate's URL goes in as
-    /// `--base-url` (a Ray worker gets it in its environment instead).
-    pub(crate) fn argv(&self, context: &Context, resume: bool, with_gate: bool) -> Vec<OsString> {
+    /// resume` of an unfinished one. On this machine (`Placement::Local`) it names the
+    /// repository, the workspace, the plan file and the gate's URL (as `--base-url`); on Ray
+    /// they are fields of the request, put in by the runner as its node sees them (a clone and
+    /// its workspace live on the node, the plan travels with the task), and the gate's URL is
+    /// in the worker's environment.
+    pub(crate) fn argv(
+        &self,
+        context: &Context,
+        resume: bool,
+        placement: Placement,
+    ) -> Vec<OsString> {
         let mut argv: Vec<OsString> = vec!["--json".into()];
-        // A Ray worker puts its clone's path in place of a git URL.
-        let repo: OsString = match &self.task.repo {
-            RepoSource::Path(path) => path.into(),
-            RepoSource::Git { url, .. } => url.into(),
-        };
-        argv.extend(["--repo".into(), repo]);
-        argv.extend(["--workspace".into(), context.workspace.clone().into()]);
+        let local = placement == Placement::Local;
+        if local {
+            let repo: OsString = match &self.task.repo {
+                RepoSource::Path(path) => path.into(),
+                RepoSource::Git { url, .. } => url.into(),
+            };
+            argv.extend(["--repo".into(), repo]);
+            argv.extend(["--workspace".into(), context.workspace.clone().into()]);
+        }
         argv.extend(context.forwarded.iter().cloned());
-        if with_gate && let Some(url) = &self.gate_url {
+        if local && let Some(url) = &self.gate_url {
             argv.extend(["--base-url".into(), url.into()]);
         }
         if let Some(model) = &self.task.model {
@@ -89,7 +108,7 @@ impl FlowJob {
                 "--task-id".into(),
                 self.task.id.clone().into(),
             ]);
-            if let Some(plan) = &self.task.plan {
+            if local && let Some(plan) = &self.task.plan {
                 argv.extend(["--plan".into(), plan.into()]);
             }
         }

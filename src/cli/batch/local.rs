@@ -16,7 +16,9 @@ use tokio::signal::unix::{SignalKind, signal};
 use tokio::sync::Semaphore;
 use tokio::task::JoinSet;
 
-use crate::cli::batch::flow_job::{self, Context, EngineOutcome, FlowJob, key_variables};
+use crate::cli::batch::flow_job::{
+    self, Context, EngineOutcome, FlowJob, Placement, key_variables,
+};
 use crate::cli::batch::results;
 
 /// The flows running now, by task id: their process ids, to hand a signal on.
@@ -120,7 +122,7 @@ async fn run_flow(
         .io_context(|| format!("opening {}", log_path.display()))?;
     let mut command = tokio::process::Command::new(&context.exe);
     command
-        .args(job.argv(context, job.resume, true))
+        .args(job.argv(context, job.resume, Placement::Local))
         .stdin(if job.stdin_text(job.resume).is_some() {
             Stdio::piped()
         } else {

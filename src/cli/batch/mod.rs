@@ -32,6 +32,7 @@ use crate::cli::batch::flow_job::{Context, FlowJob, finished, read_status, resul
 use crate::cli::batch::llm_gate::{Gate, Upstream};
 use crate::cli::batch::results::{RunFigures, TaskResult};
 use crate::cli::batch::tasks_file::{BatchTask, RepoSource};
+use crate::cli::child_command::{self, Global};
 use crate::cli::config::Config;
 
 /// A request through the gate may take the flows' own time limit and this much more: the flow
@@ -57,50 +58,17 @@ pub(crate) fn forwarded_flags(global: &GlobalArgs) -> Result<Vec<OsString>> {
                 .into(),
         ));
     }
-    let mut flags: Vec<OsString> = Vec::new();
-    if let Some(model) = &global.model {
-        flags.extend(["--model".into(), model.into()]);
-    }
-    if let Some(module) = &global.codex_lib {
-        flags.extend(["--codex-lib".into(), module.into()]);
-    }
-    if let Some(dir) = &global.python_dir {
-        let dir = std::path::absolute(dir).unwrap_or_else(|_| dir.clone());
-        flags.extend(["--python-dir".into(), dir.into()]);
-    }
+    // The gate stands for the endpoint (`--base-url` is each flow's gate), and the flows live
+    // in `--out`.
+    use Global::*;
+    let flags = child_command::global_flags(global, &[Model, CodexLib, PythonDir]);
     Ok(flags)
 }
 
 /// `ocflow batch`.
 pub(crate) async fn batch(config: &Config, args: BatchArgs) -> Result<ExitCode> {
     let started = Instant::now();
-    for (flag, value) in [
-        ("--flows", args.flows),
-        ("--jobs", args.jobs),
-        ("--max-llm-requests", args.max_llm_requests),
-    ] {
-        if value == Some(0) {
-            return Err(Error::Usage(format!(
-                "{flag} 0 runs nothing; give a number of 1 or more"
-            )));
-        }
-    }
-    let tasks = tasks_file::read(&args.tasks, args.engine == Engine::Ray)
-        .map_err(|err| Error::Usage(err.to_string()))?;
-    // A task without a plan needs the LLM to plan it: say so now rather than fail each flow.
-    if let Err(no_llm) = &config.llm {
-        let unplanned: Vec<&str> = tasks
-            .iter()
-            .filter(|t| t.plan.is_none() && t.base_url.is_none())
-            .map(|t| t.id.as_str())
-            .collect();
-        if !unplanned.is_empty() {
-            return Err(Error::Usage(format!(
-                "{no_llm}; the tasks without a \"plan\" need the LLM to plan them: {}",
-                unplanned.join(", ")
-            )));
-        }
-    }
+    let tasks = checked_tasks(config, &args)?;
     let out = std::path::absolute(&args.out).io_context(|| format!("{}", args.out.display()))?;
     let workspace = out.join("workspace");
     std::fs::create_dir_all(&workspace).map_err(|err| {
@@ -129,50 +97,20 @@ pub(crate) async fn batch(config: &Config, args: BatchArgs) -> Result<ExitCode> 
         flows,
         jobs: args.jobs,
         forwarded: args.forwarded.clone(),
-        budget: args.budget.to_argv(),
+        budget: child_command::budget_flags(&args.budget),
         token: gate.as_ref().map(|g| g.token().to_string()),
         reporter: reporter.clone(),
         json: config.json,
     };
     let mut known = results::load(&out);
-    let mut jobs = Vec::new();
-    let mut skipped = 0;
-    let mut resumed = 0;
-    for task in &tasks {
-        if known.contains_key(&task.id) {
-            skipped += 1;
-            continue;
-        }
-        let task_dir = workspace.join(&task.id);
-        let status = read_status(&task_dir);
-        if let Some(status) = &status
-            && finished(status.state)
-        {
-            // It finished as the last run was killed, before its line was written.
-            let result = result_of(&context, task, &task_dir, None, 0)?;
-            results::append(&out, &result).map_err(|err| Error::internal(err.to_string()))?;
-            known.insert(result.id.clone(), result);
-            skipped += 1;
-            continue;
-        }
-        if status.is_none() && task_dir.exists() {
-            // Killed before the flow began (no status yet): nothing ran, it starts again.
-            std::fs::remove_dir_all(&task_dir)
-                .io_context(|| format!("removing {}", task_dir.display()))?;
-        }
-        let resume = status.is_some();
-        resumed += usize::from(resume);
-        let gate_url = gate.as_ref().map(|gate| {
-            let index = upstream_of(task.base_url.as_deref());
-            gate.base_url(index)
-        });
-        jobs.push(FlowJob {
-            task: task.clone(),
-            resume,
-            task_dir,
-            gate_url,
-        });
-    }
+    let Pending {
+        jobs,
+        skipped,
+        resumed,
+    } = pending(&context, &tasks, &mut known, |task| {
+        let gate = gate.as_ref()?;
+        Some(gate.base_url(upstream_of(task.base_url.as_deref())))
+    })?;
     reporter.event(Event::BatchStarted {
         out: out.clone(),
         tasks: tasks.len(),
@@ -239,6 +177,99 @@ pub(crate) async fn batch(config: &Config, args: BatchArgs) -> Result<ExitCode> 
         ExitCode::Paused
     } else {
         ExitCode::Success
+    })
+}
+
+/// The batch's tasks, read from its file, refused before anything runs when a count flag is 0
+/// or when tasks that need the LLM to plan them have none.
+fn checked_tasks(config: &Config, args: &BatchArgs) -> Result<Vec<BatchTask>> {
+    for (flag, value) in [
+        ("--flows", args.flows),
+        ("--jobs", args.jobs),
+        ("--max-llm-requests", args.max_llm_requests),
+    ] {
+        if value == Some(0) {
+            return Err(Error::Usage(format!(
+                "{flag} 0 runs nothing; give a number of 1 or more"
+            )));
+        }
+    }
+    let tasks = tasks_file::read(&args.tasks, args.engine == Engine::Ray)
+        .map_err(|err| Error::Usage(err.to_string()))?;
+    // A task without a plan needs the LLM to plan it: say so now rather than fail each flow.
+    if let Err(no_llm) = &config.llm {
+        let unplanned: Vec<&str> = tasks
+            .iter()
+            .filter(|t| t.plan.is_none() && t.base_url.is_none())
+            .map(|t| t.id.as_str())
+            .collect();
+        if !unplanned.is_empty() {
+            return Err(Error::Usage(format!(
+                "{no_llm}; the tasks without a \"plan\" need the LLM to plan them: {}",
+                unplanned.join(", ")
+            )));
+        }
+    }
+    Ok(tasks)
+}
+
+/// The flows a batch still has to run, and how many of its tasks were scored already or are
+/// resumed.
+struct Pending {
+    jobs: Vec<FlowJob>,
+    skipped: usize,
+    resumed: usize,
+}
+
+/// The flows still to run: a task with a result is skipped; one that finished as the last run
+/// was killed, before its line was written, gets its line now; one killed before its flow
+/// began starts again; the others resume. `gate_url`: the LLM gate's URL for a task.
+fn pending(
+    context: &Context,
+    tasks: &[BatchTask],
+    known: &mut BTreeMap<String, results::TaskResult>,
+    gate_url: impl Fn(&BatchTask) -> Option<String>,
+) -> Result<Pending> {
+    let (out, workspace) = (&context.out, &context.workspace);
+    let mut jobs = Vec::new();
+    let mut skipped = 0;
+    let mut resumed = 0;
+    for task in tasks {
+        if known.contains_key(&task.id) {
+            skipped += 1;
+            continue;
+        }
+        let task_dir = workspace.join(&task.id);
+        let status = read_status(&task_dir);
+        if let Some(status) = &status
+            && finished(status.state)
+        {
+            // It finished as the last run was killed, before its line was written.
+            let result = result_of(context, task, &task_dir, None, 0)?;
+            results::append(out, &result).map_err(|err| Error::internal(err.to_string()))?;
+            known.insert(result.id.clone(), result);
+            skipped += 1;
+            continue;
+        }
+        if status.is_none() && task_dir.exists() {
+            // Killed before the flow began (no status yet): nothing ran, it starts again.
+            std::fs::remove_dir_all(&task_dir)
+                .io_context(|| format!("removing {}", task_dir.display()))?;
+        }
+        let resume = status.is_some();
+        resumed += usize::from(resume);
+        let gate_url = gate_url(task);
+        jobs.push(FlowJob {
+            task: task.clone(),
+            resume,
+            task_dir,
+            gate_url,
+        });
+    }
+    Ok(Pending {
+        jobs,
+        skipped,
+        resumed,
     })
 }
 

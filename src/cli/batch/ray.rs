@@ -1,10 +1,13 @@
 //! The Ray engine: one Ray task per flow, scheduled by Ray across a cluster's nodes. The driver
-//! runs the Python runner `open_codex_lib.ray_batch` with the Python of `$VIRTUAL_ENV` (where
+//! runs the Python runner `ocflow_ray` (`python/ocflow_ray/`, a package apart from the operation
+//! library) with the Python of `$VIRTUAL_ENV` (where
 //! `pip install ray` went) or `python3`, writes the whole batch to its stdin as one JSON
 //! object, and reads one JSON line per event and per finished flow from its stdout:
 //!
 //! - in: `{"address", "max_concurrent_flows", "max_retries", "ocflow", "flows": [{"id",
-//!   "argv", "resume_argv", "task_dir", "repo": {"path"} | {"git", "rev"}, "env"}]}`;
+//!   "argv", "resume_argv", "repo": {"path"} | {"git", "rev"}, "workspace", "plan",
+//!   "task_dir", "env"}]}` (the repository, workspace and plan are fields, never options the
+//!   runner must find in `argv`);
 //! - out: `{"id", "event"}`, `{"id", "result": {"exit_code", "attempts", "status", "summary",
 //!   "diff", "task_dir"}}`, or `{"error", "fix"}` and exit 2 when Ray is missing.
 //!
@@ -22,7 +25,9 @@ use serde_json::{Value, json};
 use tokio::io::{AsyncBufReadExt, AsyncWriteExt};
 use tokio::signal::unix::{SignalKind, signal};
 
-use crate::cli::batch::flow_job::{self, Context, EngineOutcome, FlowJob, key_variables};
+use crate::cli::batch::flow_job::{
+    self, Context, EngineOutcome, FlowJob, Placement, key_variables,
+};
 use crate::cli::batch::results;
 use crate::cli::batch::tasks_file::RepoSource;
 use crate::cli::config::Config;
@@ -119,7 +124,7 @@ pub(crate) async fn run(
     let python = python();
     let mut command = tokio::process::Command::new(&python);
     command
-        .args(["-m", "open_codex_lib.ray_batch"])
+        .args(["-m", "ocflow_ray"])
         .stdin(Stdio::piped())
         .stdout(Stdio::piped())
         .stderr(log)
@@ -218,7 +223,7 @@ pub(crate) async fn run(
             let tail: Vec<&str> = log.lines().rev().take(5).collect();
             let tail: Vec<&str> = tail.into_iter().rev().collect();
             return Err(Error::Usage(format!(
-                "--engine ray: the Ray runner ({} -m open_codex_lib.ray_batch) ended ({status}) \
+                "--engine ray: the Ray runner ({} -m ocflow_ray) ended ({status}) \
                  with {} flow(s) unreported; its last lines (all in {}):\n{}\nCheck that \
                  $VIRTUAL_ENV holds ray and that a cluster runs at the --ray-address",
                 python.display(),
@@ -263,10 +268,12 @@ fn request(jobs: &[FlowJob], context: &Context, address: &str) -> Value {
                 .collect();
             json!({
                 "id": job.task.id,
-                "argv": strings(job.argv(context, false, false)),
+                "argv": strings(job.argv(context, false, Placement::Ray)),
                 // What `argv`'s run reads on its stdin: the task (`resume_argv` reads none).
                 "stdin": job.stdin_text(false),
-                "resume_argv": strings(job.argv(context, true, false)),
+                "resume_argv": strings(job.argv(context, true, Placement::Ray)),
+                "workspace": context.workspace,
+                "plan": job.task.plan,
                 // Where a path flow lives (the driver sees it too): the runner relays its
                 // journal and, on a retry, resumes it there. A cloned one lives on its node.
                 "task_dir": matches!(job.task.repo, RepoSource::Path(_))

@@ -42,14 +42,15 @@ use ocflow_model::step_result::StepResult;
 use ocflow_model::step_spec::Limits;
 
 mod approving;
-mod finishing;
+pub mod finishing;
 mod launcher;
-mod pausing;
+pub(crate) mod pausing;
 mod preparing;
 mod recording;
 mod recovering;
 mod settling;
-mod stopping;
+mod starting;
+pub(crate) mod stopping;
 mod view_slots;
 mod views;
 mod waiting_for_sandbox;

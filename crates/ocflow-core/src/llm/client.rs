@@ -4,18 +4,17 @@
 //! replaying of every exchange. The API key lives only in this struct's memory.
 
 use std::collections::{BTreeMap, HashMap, VecDeque};
-use std::fs::{File, OpenOptions};
-use std::io::{BufRead, BufReader, Write};
+use std::fs::File;
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicBool, AtomicU8, Ordering};
 use std::sync::{Arc, Mutex, OnceLock};
 use std::time::{Duration, Instant, SystemTime};
 
+use crate::llm::{recording, response};
 use async_openai::Client;
 use async_openai::config::OpenAIConfig;
 use async_openai::error::OpenAIError;
 use async_openai::middleware::HttpRequestFactory;
-use serde::{Deserialize, Serialize};
 use serde_json::{Value, json};
 
 use crate::llm::answer_forms;
@@ -23,9 +22,7 @@ use crate::llm::budget::Budget;
 use crate::llm::key::ApiKey;
 use crate::llm::redact::Redactor;
 use ocflow_model::error::Error;
-use ocflow_model::llm::{
-    ChatAnswer, ChatRequest, DEFAULT_PROFILE, LlmError, LlmErrorKind, Message, Usage,
-};
+use ocflow_model::llm::{ChatAnswer, ChatRequest, DEFAULT_PROFILE, LlmError, LlmErrorKind, Usage};
 
 /// Where and how to reach the endpoint.
 #[derive(Debug, Clone)]
@@ -160,18 +157,6 @@ enum Backend {
     },
 }
 
-/// One line of a recording.
-#[derive(Debug, Serialize, Deserialize)]
-struct RecordedExchange {
-    version: u32,
-    purpose: String,
-    model: String,
-    messages: Vec<Message>,
-    answer: ChatAnswer,
-}
-
-const RECORDING_VERSION: u32 = 1;
-
 impl Llm {
     /// A client for real endpoints, one per model profile. Redirects are not followed, so a
     /// key never reaches another host.
@@ -215,7 +200,7 @@ impl Llm {
             backend: Backend::Http(backends),
             usage: Mutex::default(),
             profiles: Mutex::default(),
-            recorder: record.map(open_recording).transpose()?,
+            recorder: record.map(recording::open).transpose()?,
             redactor: Redactor::default(),
             budget: OnceLock::new(),
         })
@@ -228,39 +213,7 @@ impl Llm {
 
     /// A client that answers from a recording, without any network.
     pub fn replay(path: &Path) -> Result<Llm, Error> {
-        let file = File::open(path).map_err(|err| {
-            Error::Usage(format!(
-                "cannot read the recording {}: {err}",
-                path.display()
-            ))
-        })?;
-        let mut answers: HashMap<String, VecDeque<ChatAnswer>> = HashMap::new();
-        for (number, line) in BufReader::new(file).lines().enumerate() {
-            let line =
-                line.map_err(|err| Error::Usage(format!("cannot read {}: {err}", path.display())))?;
-            if line.trim().is_empty() {
-                continue;
-            }
-            let exchange: RecordedExchange = serde_json::from_str(&line).map_err(|err| {
-                Error::Usage(format!(
-                    "{} line {}: not a recorded exchange ({err})",
-                    path.display(),
-                    number + 1
-                ))
-            })?;
-            if exchange.version != RECORDING_VERSION {
-                return Err(Error::Usage(format!(
-                    "{} line {}: recording version {} is not supported",
-                    path.display(),
-                    number + 1,
-                    exchange.version
-                )));
-            }
-            answers
-                .entry(request_key(&exchange.messages))
-                .or_default()
-                .push_back(exchange.answer);
-        }
+        let answers = recording::load(path)?;
         Ok(Llm {
             backend: Backend::Replay {
                 answers: Mutex::new(answers),
@@ -338,7 +291,9 @@ impl Llm {
         let request = lowered.as_ref().unwrap_or(request);
         let call = async {
             match &self.backend {
-                Backend::Replay { answers, source } => replay_answer(answers, source, request),
+                Backend::Replay { answers, source } => {
+                    recording::replay_answer(answers, source, request)
+                }
                 Backend::Http(endpoints) => {
                     let profile = &request.settings.profile;
                     let http = endpoints.get(profile).ok_or_else(|| {
@@ -377,16 +332,7 @@ impl Llm {
             profiles.insert(request.purpose.clone(), request.settings.profile.clone());
         }
         if let Some(recorder) = &self.recorder {
-            let exchange = RecordedExchange {
-                version: RECORDING_VERSION,
-                purpose: request.purpose.clone(),
-                model: request.settings.model.clone(),
-                messages: request.messages.clone(),
-                answer: answer.clone(),
-            };
-            if let (Ok(mut file), Ok(line)) = (recorder.lock(), serde_json::to_string(&exchange)) {
-                let _ = writeln!(file, "{line}");
-            }
+            recording::record(recorder, request, &answer);
         }
         Ok(answer)
     }
@@ -502,67 +448,6 @@ impl Http {
     }
 }
 
-fn open_recording(path: &Path) -> Result<Mutex<File>, Error> {
-    OpenOptions::new()
-        .create(true)
-        .append(true)
-        .open(path)
-        .map(Mutex::new)
-        .map_err(|err| {
-            Error::Usage(format!(
-                "cannot open the recording {}: {err}",
-                path.display()
-            ))
-        })
-}
-
-/// Replays match on the messages only, so a recording works whatever model is configured
-/// and whatever order parallel steps ask in.
-fn request_key(messages: &[Message]) -> String {
-    serde_json::to_string(messages).unwrap_or_default()
-}
-
-fn replay_answer(
-    answers: &Mutex<HashMap<String, VecDeque<ChatAnswer>>>,
-    source: &Path,
-    request: &ChatRequest,
-) -> Result<ChatAnswer, LlmError> {
-    let key = request_key(&request.messages);
-    let mut answers = answers
-        .lock()
-        .map_err(|_| LlmError::new(LlmErrorKind::NotRecorded, "the recording is unusable"))?;
-    let queue = answers.get_mut(&key);
-    match queue {
-        // The last answer for a request stays available: identical requests get it again.
-        Some(queue) if queue.len() > 1 => queue
-            .pop_front()
-            .ok_or_else(|| LlmError::new(LlmErrorKind::NotRecorded, "empty")),
-        Some(queue) if queue.len() == 1 => queue
-            .front()
-            .cloned()
-            .ok_or_else(|| LlmError::new(LlmErrorKind::NotRecorded, "empty")),
-        _ => {
-            let last = request
-                .messages
-                .last()
-                .map(|m| m.content.as_str())
-                .unwrap_or("");
-            // Its end: prompts put what is particular to a request (the task) last.
-            let count = last.chars().count();
-            let preview: String = last.chars().skip(count.saturating_sub(160)).collect();
-            Err(LlmError::new(
-                LlmErrorKind::NotRecorded,
-                format!(
-                    "{} has no answer for this {} request (last message ends: {preview:?}); \
-                     record it again with --record",
-                    source.display(),
-                    request.purpose
-                ),
-            ))
-        }
-    }
-}
-
 /// Exponential backoff with full jitter: uniform in [0, min(max, initial × 2^(attempt-1))].
 fn jittered_backoff(policy: &RetryPolicy, attempt: u32) -> Duration {
     let exponent = attempt.saturating_sub(1).min(20);
@@ -648,183 +533,23 @@ async fn send_once(
         Ok(mut seen) => (seen.status, seen.retry_after.take(), seen.location.take()),
         Err(_) => (None, None, None),
     };
-    let retry_after = retry_after.as_deref().and_then(parse_retry_after);
+    let retry_after = retry_after.as_deref().and_then(response::parse_retry_after);
     match result {
-        Ok(value) => parse_answer(&value).map_err(|e| (e, None)),
+        Ok(value) => response::parse_answer(&value).map_err(|e| (e, None)),
         Err(error) => Err((
-            classify(error, status, location.as_deref(), endpoint),
+            response::classify(
+                error,
+                status,
+                location.as_deref(),
+                response::Called {
+                    base_url: &endpoint.base_url,
+                    request_timeout: endpoint.request_timeout,
+                    timeout_setting: &endpoint.timeout_setting,
+                },
+            ),
             retry_after,
         )),
     }
-}
-
-/// `Retry-After` as seconds or an HTTP date; `None` for anything unusable (negative, infinite,
-/// garbage), which falls back to computed backoff.
-fn parse_retry_after(value: &str) -> Option<Duration> {
-    let value = value.trim();
-    if let Ok(seconds) = value.parse::<f64>() {
-        return (0.0..1e9)
-            .contains(&seconds)
-            .then(|| Duration::from_secs_f64(seconds));
-    }
-    let date = chrono::DateTime::parse_from_rfc2822(value).ok()?;
-    let seconds = (date.with_timezone(&chrono::Utc) - chrono::Utc::now()).num_milliseconds();
-    (seconds >= 0).then(|| Duration::from_millis(seconds as u64))
-}
-
-fn classify(
-    error: OpenAIError,
-    status: Option<u16>,
-    location: Option<&str>,
-    endpoint: &Endpoint,
-) -> LlmError {
-    use LlmErrorKind::*;
-    let base_url = endpoint.base_url.as_str();
-    if let Some(code @ 300..=399) = status {
-        return LlmError::new(
-            Redirected,
-            format!(
-                "the endpoint {base_url} answered HTTP {code} redirecting to {}; ocflow does not \
-                 follow redirects with your key: set the base URL to the final address",
-                location.unwrap_or("?")
-            ),
-        );
-    }
-    match error {
-        OpenAIError::ApiError(response) => {
-            let code = response.status_code.as_u16();
-            let api = &response.api_error;
-            let detail: String = api.message.chars().take(300).collect();
-            let quota = api.code.as_deref() == Some("insufficient_quota")
-                || api.r#type.as_deref() == Some("insufficient_quota");
-            match code {
-                429 if quota => LlmError::new(
-                    QuotaExceeded,
-                    format!(
-                        "the endpoint says the quota is used up (HTTP 429 insufficient_quota): \
-                         {detail}"
-                    ),
-                ),
-                429 => LlmError::new(RateLimited, format!("rate limited (HTTP 429): {detail}")),
-                401 | 403 => LlmError::new(
-                    Unauthorized,
-                    format!(
-                        "the endpoint refused the request (HTTP {code}): check the API key \
-                         (OCFLOW_API_KEY, OPENAI_API_KEY or LLM_API_KEY) and the base URL \
-                         {base_url}"
-                    ),
-                ),
-                404 => LlmError::new(
-                    NotFound,
-                    format!(
-                        "HTTP 404 from {base_url}/chat/completions: check the base URL (it usually \
-                         ends in /v1) and the model name; {detail}"
-                    ),
-                ),
-                408 => LlmError::new(
-                    Timeout,
-                    format!("the endpoint timed out (HTTP 408): {detail}"),
-                ),
-                500..=599 => LlmError::new(Server, format!("server error (HTTP {code}): {detail}")),
-                _ => LlmError::new(
-                    BadRequest,
-                    format!("the endpoint rejected the request (HTTP {code}): {detail}"),
-                ),
-            }
-        }
-        OpenAIError::Reqwest(err) if err.is_timeout() => LlmError::new(
-            Timeout,
-            // A model on a CPU can take minutes over one answer: say which setting gives it
-            // more time.
-            format!(
-                "no answer from {base_url} within the request timeout of {} s: a slow model \
-                 (one on a CPU) needs more; raise {} in ocflow.toml (and max_retry_seconds \
-                 with it)",
-                endpoint.request_timeout.as_secs(),
-                endpoint.timeout_setting
-            ),
-        ),
-        OpenAIError::Reqwest(err) if err.is_connect() => LlmError::new(
-            Connection,
-            format!("cannot connect to {base_url}: {}", error_chain(&err)),
-        ),
-        OpenAIError::Reqwest(err) => LlmError::new(
-            Connection,
-            format!("HTTP error talking to {base_url}: {}", error_chain(&err)),
-        ),
-        OpenAIError::JSONDeserialize(err, content) => {
-            let preview: String = content.chars().take(200).collect();
-            let code = status.map(|s| format!(" (HTTP {s})")).unwrap_or_default();
-            LlmError::new(
-                BadResponse,
-                format!(
-                    "the endpoint's answer{code} is not a chat completion ({err}): {preview:?}"
-                ),
-            )
-        }
-        other => LlmError::new(BadResponse, format!("{other}")),
-    }
-}
-
-fn error_chain(err: &dyn std::error::Error) -> String {
-    let mut text = err.to_string();
-    let mut source = err.source();
-    while let Some(cause) = source {
-        text.push_str(": ");
-        text.push_str(&cause.to_string());
-        source = cause.source();
-    }
-    text
-}
-
-/// Reads a chat completion leniently: small self-hosted servers omit fields OpenAI sends.
-fn parse_answer(value: &Value) -> Result<ChatAnswer, LlmError> {
-    let choice = value.get("choices").and_then(|c| c.get(0));
-    let content = choice
-        .and_then(|c| c.get("message"))
-        .and_then(|m| m.get("content"))
-        .and_then(Value::as_str);
-    let Some(content) = content else {
-        let preview: String = value.to_string().chars().take(200).collect();
-        return Err(LlmError::new(
-            LlmErrorKind::BadResponse,
-            format!("the answer has no choices[0].message.content: {preview}"),
-        ));
-    };
-    let usage = value.get("usage");
-    let count = |name: &str| {
-        usage
-            .and_then(|u| u.get(name))
-            .and_then(Value::as_u64)
-            .unwrap_or(0)
-    };
-    let prompt_tokens = count("prompt_tokens");
-    let completion_tokens = count("completion_tokens");
-    // The OpenAI form, which vLLM and llama.cpp's server give too when their prefix cache
-    // served part of the prompt.
-    let cached_prompt_tokens = usage
-        .and_then(|u| u.get("prompt_tokens_details"))
-        .and_then(|d| d.get("cached_tokens"))
-        .and_then(Value::as_u64)
-        .unwrap_or(0);
-    let total_tokens = match count("total_tokens") {
-        0 => prompt_tokens + completion_tokens,
-        total => total,
-    };
-    Ok(ChatAnswer {
-        content: content.to_string(),
-        finish_reason: choice
-            .and_then(|c| c.get("finish_reason"))
-            .and_then(Value::as_str)
-            .map(str::to_string),
-        usage: Usage {
-            prompt_tokens,
-            completion_tokens,
-            total_tokens,
-            calls: 1,
-            cached_prompt_tokens,
-        },
-    })
 }
 
 /// `answer` with its usage counted at least at the estimate of what was sent and received
@@ -864,26 +589,6 @@ mod tests {
     use super::*;
 
     #[test]
-    fn cached_prompt_tokens_are_read_where_the_server_gives_them() {
-        let answer = |usage: Value| {
-            parse_answer(&json!({"choices": [{"message": {"content": "x"}}], "usage": usage}))
-                .map(|a| a.usage)
-                .unwrap()
-        };
-        let cached = answer(json!({"prompt_tokens": 1000, "completion_tokens": 5,
-            "prompt_tokens_details": {"cached_tokens": 960}}));
-        assert_eq!(
-            (cached.prompt_tokens, cached.cached_prompt_tokens),
-            (1000, 960)
-        );
-        assert_eq!(cached.total_tokens, 1005);
-        let silent = answer(json!({"prompt_tokens": 1000, "completion_tokens": 5}));
-        assert_eq!(silent.cached_prompt_tokens, 0);
-        // Serialised without the field when the server said nothing: files stay as they were.
-        assert!(!serde_json::to_string(&silent).unwrap().contains("cached"));
-    }
-
-    #[test]
     fn only_a_plain_http_endpoint_without_a_proxy_goes_without_root_certificates() {
         let none = |_: &str| None;
         assert!(!needs_root_certificates("http://10.0.0.5:8080/v1", none));
@@ -894,21 +599,6 @@ mod tests {
         assert!(needs_root_certificates("http://localhost/v1", proxy));
         let empty = |name: &str| (name == "all_proxy").then(|| " ".to_string());
         assert!(!needs_root_certificates("http://localhost/v1", empty));
-    }
-
-    #[test]
-    fn retry_after_is_parsed_or_refused() {
-        assert_eq!(parse_retry_after("2"), Some(Duration::from_secs(2)));
-        assert_eq!(parse_retry_after("0.5"), Some(Duration::from_millis(500)));
-        for bad in ["-1", "inf", "NaN", "soon", "1e30"] {
-            assert_eq!(parse_retry_after(bad), None, "{bad}");
-        }
-        let in_three = (chrono::Utc::now() + chrono::Duration::seconds(3)).to_rfc2822();
-        let parsed = parse_retry_after(&in_three).unwrap();
-        assert!(
-            parsed <= Duration::from_secs(3) && parsed >= Duration::from_secs(1),
-            "{parsed:?}"
-        );
     }
 
     #[test]

@@ -11,5 +11,7 @@ pub mod client;
 pub mod key;
 pub mod planner;
 pub mod planner_prompt;
+pub(crate) mod recording;
 pub mod redact;
 pub mod reproduction;
+pub(crate) mod response;

@@ -138,6 +138,29 @@ impl TaskDir {
         }
     }
 
+    /// Opens the task for a run: made (unless `again`: it exists, planned again) and locked for
+    /// as long as the guard lives. A task directory that would hold `repo` is refused, and of
+    /// two runs taking over the same empty directory, the one that got the lock second finds
+    /// the first one's task, and stops.
+    pub fn open_for_run(&self, repo: &Path, again: bool) -> Result<TaskLock> {
+        if repo.starts_with(crate::flow::path_rules::canonical_or_absolute(&self.root)) {
+            return Err(Error::Usage(format!(
+                "--task-id {}: the task directory {} would hold the repository; choose \
+                 another id",
+                self.task_id,
+                self.root.display()
+            )));
+        }
+        if !again {
+            self.create()?;
+        }
+        let lock = self.lock()?;
+        if !again && self.has_started() {
+            return Err(self.already_exists());
+        }
+        Ok(lock)
+    }
+
     /// The error for a new task whose id another run took.
     pub fn already_exists(&self) -> Error {
         Error::Usage(format!(

@@ -6,11 +6,16 @@ use std::path::PathBuf;
 
 use super::{Executor, FlowOutcome};
 use crate::engine::deliverable_check::{self, Done};
+use crate::llm::planner::PlanError;
+use crate::task::events::Events;
 use crate::task::outputs;
-use crate::task::workspace;
+use crate::task::state;
+use crate::task::workspace::{self, TaskDir};
 use ocflow_model::error::{Error, Result};
 use ocflow_model::event::Event;
-use ocflow_model::status::{self, FlowState, StepState};
+use ocflow_model::exit::ExitCode;
+use ocflow_model::flow::Flow;
+use ocflow_model::status::{self, FlowState, FlowStatus, StepState};
 
 impl Executor {
     /// Ends the flow: succeeded when every step did, failed otherwise; writes the summary.
@@ -301,4 +306,71 @@ impl Executor {
             .collect();
         Ok((changed_files, diff))
     }
+}
+
+/// A flow whose planning failed, or whose task the model refused (`engine::planning`): saved
+/// `failed` with no steps, its summary from the journal, and said. An LLM that cannot be used
+/// (a refused key, a wrong URL) is the caller's to fix: a headless caller learns it as the
+/// command's error too, with what to check, not only as a failed flow.
+pub(crate) fn fail_planning(
+    task: &TaskDir,
+    mut status: FlowStatus,
+    empty: &Flow,
+    events: &mut Events,
+    error: &PlanError,
+    callers_fault: bool,
+) -> Result<()> {
+    status.move_to(FlowState::Failed)?;
+    // A refusal is the model's answer, not a failure to plan.
+    let said = match error {
+        PlanError::Refused { .. } => error.to_string(),
+        _ => format!("planning failed: {error}"),
+    };
+    status.message = Some(said.clone());
+    status.finished_at = Some(status::now());
+    state::save_status(task, &mut status)?;
+    end_unrun(task, &status, empty, events)?;
+    ocflow_model::output::say(&format!("ocflow: {said}"));
+    if let PlanError::Llm(llm_error) = error {
+        let unusable = Error::Llm(llm_error.clone());
+        let code = if callers_fault {
+            ExitCode::Usage
+        } else {
+            ExitCode::Failure
+        };
+        events.show(Event::Error {
+            code: unusable.code().into(),
+            exit_code: code.code(),
+            message: said,
+            hint: unusable.hint(),
+        });
+    }
+    Ok(())
+}
+
+/// Records the end of a flow that ended failed before any step ran (planning failed, the plan
+/// rejected): its summary from the journal, and the `FlowFinished` event. The status was saved.
+pub fn end_unrun(
+    task: &TaskDir,
+    status: &FlowStatus,
+    flow: &Flow,
+    events: &mut Events,
+) -> Result<()> {
+    let summary_path = task.file(workspace::SUMMARY_FILE);
+    let summary = crate::engine::summary::from_journal(task, status, flow)?;
+    workspace::write_atomic(&summary_path, summary.as_bytes())?;
+    events.emit(Event::FlowFinished {
+        task_id: task.task_id.clone(),
+        state: status.state,
+        reason: status.failure_reason(),
+        changed_files: Vec::new(),
+        diff: None,
+        summary: summary_path,
+        summary_text: summary,
+        tokens: status.tokens,
+        contradicted_claims: Vec::new(),
+        budget: Some(status.budget).filter(|b| !b.is_empty()),
+        final_answer: None,
+        deliverables: Vec::new(),
+    })
 }

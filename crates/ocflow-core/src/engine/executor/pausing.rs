@@ -5,12 +5,17 @@
 //! The `budget` events (50, 80 and 100 %) come from here too.
 
 use super::{Executor, FlowOutcome, missing_step};
+use crate::llm::budget::Budget;
+use crate::llm::client::Llm;
+use crate::task::events::Events;
+use crate::task::state;
+use crate::task::workspace::TaskDir;
 use ocflow_model::budget::{BudgetExceeded, PauseReason};
-use ocflow_model::error::Result;
+use ocflow_model::error::{Error, Result};
 use ocflow_model::event::Event;
 use ocflow_model::flow::Step;
 use ocflow_model::llm::LlmErrorKind;
-use ocflow_model::status::{FlowState, StepState};
+use ocflow_model::status::{FlowState, FlowStatus, StepState};
 use ocflow_model::step_result::StepResult;
 
 /// What a step stopped by the budget says until it runs again.
@@ -28,16 +33,7 @@ impl Executor {
             return Ok(());
         };
         budget.check_time();
-        for crossing in budget.take_crossings() {
-            self.events.emit(Event::Budget {
-                budget: crossing.budget,
-                percent: crossing.percent,
-                spent: crossing.spent,
-                limit: crossing.limit,
-                message: crossing.describe(),
-            })?;
-        }
-        Ok(())
+        announce_crossings(&budget, &mut self.events)
     }
 
     /// Whether a step's call was refused or cancelled by the budget: not the step's failure.
@@ -104,4 +100,56 @@ impl Executor {
         })?;
         Ok(FlowOutcome::Paused)
     }
+}
+
+/// Emits a `budget` event for every threshold `budget` reached since it was last asked.
+fn announce_crossings(budget: &Budget, events: &mut Events) -> Result<()> {
+    for crossing in budget.take_crossings() {
+        events.emit(Event::Budget {
+            budget: crossing.budget,
+            percent: crossing.percent,
+            spent: crossing.spent,
+            limit: crossing.limit,
+            message: crossing.describe(),
+        })?;
+    }
+    Ok(())
+}
+
+/// A flow whose planning the budget stopped (`engine::planning`): saved `paused` with no steps
+/// (exit 3); `resume` with a higher limit plans it again, what planning spent carried over.
+pub(crate) fn pause_planning(
+    task: &TaskDir,
+    mut status: FlowStatus,
+    llm: &Llm,
+    events: &mut Events,
+) -> Result<()> {
+    let Some(budget) = llm.budget() else {
+        return Err(Error::internal(
+            "planning was refused by a budget it does not have",
+        ));
+    };
+    let Some(exceeded) = budget.exceeded() else {
+        return Err(Error::internal(
+            "planning was refused by a budget that is not spent",
+        ));
+    };
+    let reason = PauseReason::Budget(exceeded);
+    let message = format!(
+        "paused while planning: {reason}; {}",
+        reason.advice(&task.task_id)
+    );
+    status.move_to(FlowState::Paused)?;
+    status.paused = Some(reason);
+    status.message = Some(message.clone());
+    status.budget = budget.usage();
+    state::save_status(task, &mut status)?;
+    announce_crossings(budget, events)?;
+    events.emit(Event::FlowPaused {
+        task_id: task.task_id.clone(),
+        reason,
+        message,
+        pending: Vec::new(),
+        budget: status.budget,
+    })
 }

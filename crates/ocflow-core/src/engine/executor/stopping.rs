@@ -6,10 +6,12 @@ use std::collections::HashMap;
 
 use super::view_slots::{UPPER_DIR, WORK_DIR};
 use super::{Executor, FlowOutcome, Running};
-use crate::task::workspace;
+use crate::task::events::Events;
+use crate::task::state;
+use crate::task::workspace::{self, TaskDir};
 use ocflow_model::error::{Error, Result};
 use ocflow_model::event::Event;
-use ocflow_model::status::{FlowState, StepState};
+use ocflow_model::status::{FlowState, FlowStatus, StepState};
 
 impl Executor {
     /// Ctrl-C or SIGTERM: the library kills its commands; every running step goes back to
@@ -110,4 +112,23 @@ impl Executor {
             );
         }
     }
+}
+
+/// A flow interrupted while the model planned it (`engine::planning`): saved `interrupted`
+/// with no steps; `resume` plans it again.
+pub(crate) fn interrupt_planning(
+    task: &TaskDir,
+    mut status: FlowStatus,
+    events: &mut Events,
+) -> Result<()> {
+    status.move_to(FlowState::Interrupted)?;
+    status.message = Some(format!(
+        "interrupted while planning; `ocflow resume {}` plans it again",
+        task.task_id
+    ));
+    state::save_status(task, &mut status)?;
+    events.emit(Event::FlowInterrupted {
+        task_id: task.task_id.clone(),
+        running: Vec::new(),
+    })
 }

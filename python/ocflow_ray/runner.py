@@ -1,14 +1,18 @@
 """The Ray engine of ``ocflow batch``: one Ray task per flow, scheduled across a Ray cluster.
 
-``ocflow batch --engine ray`` starts ``python -m open_codex_lib.ray_batch`` and writes ONE JSON
+``ocflow batch --engine ray`` starts ``python -m ocflow_ray`` and writes ONE JSON
 request on its stdin::
 
     {"address": "auto", "max_concurrent_flows": M, "max_retries": 3, "ocflow": "/abs/ocflow",
      "flows": [{"id": ID, "argv": [...], "stdin": TASK or null, "resume_argv": [...],
-                "task_dir": P or null, "repo": {"path": P} or {"git": URL, "rev": REV},
-                "env": {...}}]}
+                "repo": {"path": P} or {"git": URL, "rev": REV}, "workspace": W,
+                "plan": P or null, "task_dir": P or null, "env": {...}}]}
 
-``stdin`` is what ``argv``'s run reads on its stdin (the task; ``resume_argv`` reads nothing).
+``argv`` (a run) and ``resume_argv`` are ocflow's arguments without the repository, the
+workspace and the plan file, which are fields of their own: the runner puts them in, as the
+node sees them (a cloned repository and its workspace live on the node, and the plan travels
+with the task). ``stdin`` is what ``argv``'s run reads on its stdin (the task; ``resume_argv``
+reads nothing).
 
 Stdout carries one JSON object per line and nothing else (everything Ray or ocflow says goes
 to stderr): ``{"id": ID, "event": {...}}`` for each event of a flow on shared storage (its
@@ -163,6 +167,16 @@ def parse_request(text: str) -> dict:
                 f"{where}: `stdin` must be a string or null",
                 "send the task `argv` reads on its stdin as a string",
             )
+        if not isinstance(flow.get("workspace"), str) or not os.path.isabs(flow["workspace"]):
+            raise RequestError(
+                f"{where}: `workspace` must be an absolute path",
+                "send the batch's workspace directory (`--out`/workspace)",
+            )
+        if flow.setdefault("plan", None) is not None and not isinstance(flow["plan"], str):
+            raise RequestError(
+                f"{where}: `plan` must be a path or null",
+                "send the flow file's path, or null for a flow the model plans",
+            )
         repo = flow.get("repo")
         if not isinstance(repo, dict) or not (
             isinstance(repo.get("path"), str) or isinstance(repo.get("git"), str)
@@ -208,36 +222,6 @@ def ray_missing_error(err: BaseException) -> dict:
 # Inside a Ray task: one attempt at one flow
 
 
-def option_value(argv: list, name: str) -> str | None:
-    """The value of ``--name V`` or ``--name=V`` in argv (the last one wins, as with clap)."""
-    value = None
-    for index, arg in enumerate(argv):
-        if arg == name and index + 1 < len(argv):
-            value = argv[index + 1]
-        elif arg.startswith(name + "="):
-            value = arg[len(name) + 1 :]
-    return value
-
-
-def replace_option(argv: list, name: str, value: str) -> list:
-    """argv with every ``--name V`` / ``--name=V`` set to value, or ``--name value`` put first
-    (ocflow's --repo and --workspace are global options: they may stand anywhere)."""
-    out, found, index = [], False, 0
-    while index < len(argv):
-        arg = argv[index]
-        if arg == name and index + 1 < len(argv):
-            out += [name, value]
-            found, index = True, index + 2
-            continue
-        if arg.startswith(name + "="):
-            out.append(f"{name}={value}")
-            found = True
-        else:
-            out.append(arg)
-        index += 1
-    return out if found else [name, value, *out]
-
-
 def scratch_dir(flow: dict) -> Path:
     """The node-local directory of a flow whose repository is cloned from git.
 
@@ -245,9 +229,7 @@ def scratch_dir(flow: dict) -> Path:
     same node finds the clone and the task directory and resumes; elsewhere it starts afresh.
     """
     repo = flow["repo"]
-    key = json.dumps(
-        [flow["id"], repo.get("git"), repo.get("rev"), option_value(flow["argv"], "--workspace")]
-    )
+    key = json.dumps([flow["id"], repo.get("git"), repo.get("rev"), flow["workspace"]])
     digest = hashlib.sha256(key.encode()).hexdigest()[:16]
     safe = "".join(c if c.isalnum() or c in "-_." else "_" for c in flow["id"])[:40]
     return Path(tempfile.gettempdir()) / "ocflow-ray" / f"{safe}-{digest}"
@@ -423,14 +405,12 @@ def run_flow_attempt(flow: dict, ocflow: str, attempt: int, stopping=None) -> di
     when its ocflow process died by a signal, so that Ray tries again."""
     env = {**os.environ, **flow["env"]}
     keyless = {name: value for name, value in env.items() if name not in SECRET_NAMES}
-    argv, resume_argv = list(flow["argv"]), list(flow["resume_argv"])
-    repo = flow["repo"]
+    repo, plan = flow["repo"], flow.get("plan")
     scratch = None
     if "git" in repo:
         scratch = scratch_dir(flow)
         repo_dir, workspace = scratch / "repo", scratch / "workspace"
-        task_id = option_value(argv, "--task-id") or flow["id"]
-        task_dir = workspace / task_id
+        task_dir = workspace / flow["id"]
         if not has_started(task_dir):
             # Nothing worth resuming: a clean clone (an attempt killed mid-clone left debris).
             try:
@@ -443,18 +423,13 @@ def run_flow_attempt(flow: dict, ocflow: str, attempt: int, stopping=None) -> di
         if plan_text is not None:
             plan = scratch / "plan.json"
             plan.write_text(plan_text, encoding="utf-8")
-            argv = replace_option(argv, "--plan", str(plan))
-        for option, value in (("--repo", repo_dir), ("--workspace", workspace)):
-            argv = replace_option(argv, option, str(value))
-            resume_argv = replace_option(resume_argv, option, str(value))
-        globals_ = ["--repo", str(repo_dir), "--workspace", str(workspace)]
     else:
+        repo_dir, workspace = repo["path"], flow["workspace"]
         task_dir = Path(flow["task_dir"]) if flow["task_dir"] else None
-        globals_ = []
-        for option in ("--repo", "--workspace"):
-            value = option_value(argv, option)
-            if value is not None:
-                globals_ += [option, value]
+    # The repository and workspace as this node sees them: global options, first.
+    globals_ = ["--repo", str(repo_dir), "--workspace", str(workspace)]
+    argv = [*globals_, *flow["argv"], *(["--plan", str(plan)] if plan is not None else [])]
+    resume_argv = [*globals_, *flow["resume_argv"]]
 
     feed = None
     if has_started(task_dir):
@@ -499,8 +474,7 @@ def run_flow_attempt(flow: dict, ocflow: str, attempt: int, stopping=None) -> di
         except OSError:
             pass
         task_id = task_dir.name
-        diff_args = [*globals_, "diff", task_id] if globals_ else ["diff", str(task_dir)]
-        code, diff = ocflow_output(ocflow, diff_args, keyless)
+        code, diff = ocflow_output(ocflow, [*globals_, "diff", task_id], keyless)
         if code == 0:
             result["diff"] = diff
     if exit_code != 0:
@@ -700,7 +674,7 @@ def drive(ray, request: dict, out: Output, stopping: threading.Event) -> int:
     )(flow_task_body)
     for flow in request["flows"]:
         # The plan file travels with the task: a node need not see the driver's disk.
-        plan = option_value(flow["argv"], "--plan")
+        plan = flow["plan"]
         if plan and os.path.isfile(plan):
             flow["plan_text"] = Path(plan).read_text(encoding="utf-8")
     pending = deque(request["flows"])
@@ -796,7 +770,3 @@ def main(stdin=None) -> int:
         return drive(ray, request, out, stopping)
     finally:
         ray.shutdown()
-
-
-if __name__ == "__main__":
-    sys.exit(main())

@@ -103,6 +103,9 @@ pub(crate) enum Command {
     Batch(BatchArgs),
     /// Put back what a task's last apply replaced, byte for byte.
     Undo(UndoArgs),
+    /// Remove the tasks you are done with — finished and applied, failed, or with nothing to
+    /// apply — or the tasks named, and say how much disk that frees (`--dry-run`: only say).
+    Clean(CleanArgs),
     /// Obey the repository's own config (`.ocflow/ocflow.toml`) in full from now on: its
     /// settings that run code, widen the sandbox or send the key elsewhere are ignored until then.
     Trust(TrustArgs),
@@ -230,6 +233,26 @@ pub(crate) enum Engine {
     Local,
     /// One Ray task per flow (needs `pip install ray` in $VIRTUAL_ENV or python3).
     Ray,
+}
+
+#[derive(Debug, Args)]
+pub(crate) struct CleanArgs {
+    /// Tasks to remove (ids, their beginnings, or task directories), whatever their state, unless
+    /// their ocflow still runs [default: every finished task you are done with].
+    pub(crate) tasks: Vec<String>,
+    /// Only tasks whose last change is older than this (90m, 12h, 7d…).
+    #[arg(long, value_name = "DURATION", value_parser = ocflow_model::budget::parse_duration)]
+    pub(crate) older_than: Option<std::time::Duration>,
+    /// Remove succeeded tasks whose changes were never applied too (kept otherwise: `ocflow
+    /// apply` still writes them).
+    #[arg(long)]
+    pub(crate) unapplied: bool,
+    /// Remove resumable tasks too: interrupted, paused by a budget, waiting for an approval.
+    #[arg(long)]
+    pub(crate) unfinished: bool,
+    /// Say what would be removed and how much it would free; remove nothing.
+    #[arg(long)]
+    pub(crate) dry_run: bool,
 }
 
 #[derive(Debug, Args)]

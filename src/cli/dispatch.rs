@@ -4,8 +4,8 @@ use crate::cli::args::Command;
 use crate::cli::config::Config;
 use crate::cli::needs::Probe;
 use crate::cli::{
-    apply, approval, batch, demo, doctor, launch, memory, progress, report, resume, review, run,
-    skill, trust, wait,
+    apply, approval, batch, clean, demo, doctor, launch, memory, progress, report, resume, review,
+    run, skill, trust, wait,
 };
 use ocflow_model::error::{Error, IoContext, Result};
 use ocflow_model::event::{Event, Record};
@@ -95,6 +95,7 @@ pub(crate) fn dispatch(config: &Config, command: Command) -> Result<ExitCode> {
         Command::Report(args) => report::report(config, args),
         Command::Apply(args) => apply::apply(config, args),
         Command::Undo(args) => apply::undo(config, args),
+        Command::Clean(args) => clean::clean(config, args),
         Command::Trust(args) => trust::trust(config, args),
         Command::Memory(args) => memory::memory(config, args),
         Command::Skill(args) => skill::skill(config, args),

@@ -5,6 +5,7 @@
 
 use crate::cli::words::seconds;
 use ocflow_core::engine::{final_answer, summary};
+use ocflow_core::task::disk;
 use ocflow_core::task::failure_cause;
 use ocflow_core::task::review::{self, ChangeKind};
 use ocflow_core::task::workspace::{self, TaskDir};
@@ -44,6 +45,12 @@ pub(crate) fn show(
     };
     let stat = review::diff_stat(&changes)?;
     show_stat(&mut out, &stat);
+    // Flows keep their snapshots and views until removed: a workspace that grew large says so.
+    disk::record(task);
+    let (bytes, tasks) = disk::workspace_usage(&task.workspace());
+    if let Some(note) = large_workspace_note(bytes, tasks) {
+        out.push_str(&format!("  {}\n", paint(&note, styles::NOTE)));
+    }
     let next = next_commands(task, status, stat.is_empty());
     if let Some(fix) = fix {
         out.push_str(&format!("{} {fix}\n", paint("fix:", styles::BAD)));
@@ -298,6 +305,21 @@ fn next_commands(
     }
 }
 
+/// Above this much, the end of a run says the workspace is large, and how to free it.
+const LARGE_WORKSPACE_BYTES: u64 = 2_000_000_000;
+
+/// What the end of a run says of a workspace holding `bytes` in `tasks` tasks: nothing below
+/// [`LARGE_WORKSPACE_BYTES`].
+fn large_workspace_note(bytes: u64, tasks: usize) -> Option<String> {
+    (bytes > LARGE_WORKSPACE_BYTES).then(|| {
+        format!(
+            "the workspace holds {} in {tasks} task(s): `ocflow list` shows each one's size, \
+             `ocflow clean --dry-run` what can go",
+            disk::describe(bytes)
+        )
+    })
+}
+
 /// The flow's time from its start to its end, in milliseconds.
 fn took(status: &FlowStatus) -> Option<u64> {
     let parse = |t: &str| chrono::DateTime::parse_from_rfc3339(t).ok();
@@ -315,4 +337,19 @@ fn stopped_only_by(status: &FlowStatus, kind: &str) -> bool {
         .filter(|s| s.status == StepState::Failed)
         .peekable();
     failed.peek().is_some() && failed.all(|s| s.error.as_ref().is_some_and(|e| e.kind == kind))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn only_a_large_workspace_is_mentioned() {
+        assert_eq!(large_workspace_note(LARGE_WORKSPACE_BYTES, 3), None);
+        let note = large_workspace_note(2_500_000_000, 10).unwrap();
+        assert!(
+            note.starts_with("the workspace holds 2.5 GB in 10 task(s)"),
+            "{note}"
+        );
+    }
 }

@@ -9,6 +9,7 @@ pub(crate) mod args;
 pub(crate) mod batch;
 pub(crate) mod budget;
 pub(crate) mod child_command;
+pub(crate) mod clean;
 pub(crate) mod config;
 pub(crate) mod demo;
 pub(crate) mod detach;

@@ -98,7 +98,7 @@ impl Command {
                 Needs::EARLY
             }
             Command::List(args) if args.all => Needs::EARLY,
-            Command::List(_) | Command::Reject(_) => Needs::reading(None),
+            Command::List(_) | Command::Reject(_) | Command::Clean(_) => Needs::reading(None),
             Command::Status(args) => Needs::reading(args.task.as_deref()),
             Command::Diff(args) => Needs::reading(args.task.as_deref()),
             Command::Report(args) => Needs::reading(args.task.as_deref()),
@@ -179,6 +179,7 @@ mod tests {
             ("status t1",                       F, WS,  Some("t1"), F, T, P::No),
             ("status",                          F, WS,  None,       F, T, P::No),
             ("list",                            F, WS,  None,       F, T, P::No),
+            ("clean --dry-run t1",              F, WS,  None,       F, T, P::No),
             ("list --all",                      T, NO,  None,       F, F, P::No),
             ("diff t1",                         F, WS,  Some("t1"), F, T, P::No),
             ("wait t1",                         F, WS,  Some("t1"), F, T, P::No),

@@ -43,19 +43,24 @@ fn gone_hint(task_id: &str, resume: &str) -> String {
     )
 }
 
-/// `ocflow list`: the workspace's tasks, newest first (with `--json`, one line per task).
+/// `ocflow list`: the workspace's tasks, newest first, with the disk each holds (with `--json`,
+/// one line per task).
 pub(crate) fn list(config: &Config) -> Result<ExitCode> {
     let mut tasks: Vec<_> = task_dirs(config)?
         .into_iter()
-        .map(|(task, status)| as_shown(&task, status))
+        .map(|(task, status)| {
+            let bytes = ocflow_core::task::disk::usage(&task.root);
+            let (status, resume) = as_shown(&task, status);
+            (status, resume, bytes)
+        })
         .collect();
-    tasks.sort_by(|(a, _), (b, _)| b.updated_at.cmp(&a.updated_at));
+    tasks.sort_by(|(a, ..), (b, ..)| b.updated_at.cmp(&a.updated_at));
     if config.json {
-        for (status, resume) in &tasks {
+        for (status, resume, bytes) in &tasks {
             let mut line = serde_json::json!({"version": 1, "type": "task",
                 "task_id": status.task_id, "state": status.state, "task": status.task,
                 "created_at": status.created_at, "updated_at": status.updated_at,
-                "applied_at": status.applied_at});
+                "applied_at": status.applied_at, "bytes": bytes});
             if let Some(resume) = resume {
                 line["resume_command"] = serde_json::json!(resume);
             }
@@ -67,13 +72,23 @@ pub(crate) fn list(config: &Config) -> Result<ExitCode> {
             config.workspace.display()
         ));
     } else {
-        let statuses: Vec<_> = tasks.iter().map(|(status, _)| status.clone()).collect();
-        print_stdout(&status_table::render_list(&statuses, chrono::Utc::now()));
-        for (status, resume) in &tasks {
+        let rows: Vec<_> = tasks
+            .iter()
+            .map(|(status, _, bytes)| (status.clone(), *bytes))
+            .collect();
+        print_stdout(&status_table::render_list(&rows, chrono::Utc::now()));
+        for (status, resume, _) in &tasks {
             if let Some(resume) = resume {
                 say(&gone_hint(&status.task_id, resume));
             }
         }
+        let total: u64 = tasks.iter().map(|(.., bytes)| bytes).sum();
+        say(&format!(
+            "ocflow: {} task(s) hold {} in {}; `ocflow clean --dry-run` shows what can go",
+            tasks.len(),
+            ocflow_core::task::disk::describe(total),
+            config.workspace.display()
+        ));
     }
     Ok(ExitCode::Success)
 }

@@ -184,9 +184,12 @@ pub(crate) fn render(status: &FlowStatus) -> String {
 const MIN_MESSAGE_WIDTH: u16 = 30;
 
 /// `ocflow list`: the workspace's tasks, newest first.
-pub(crate) fn render_list(tasks: &[FlowStatus], now: chrono::DateTime<chrono::Utc>) -> String {
-    let mut table = table(&["TASK", "STATE", "AGE", "FILES", "APPLIED", "WHAT"]);
-    for status in tasks {
+pub(crate) fn render_list(
+    tasks: &[(FlowStatus, u64)],
+    now: chrono::DateTime<chrono::Utc>,
+) -> String {
+    let mut table = table(&["TASK", "STATE", "AGE", "FILES", "APPLIED", "SIZE", "WHAT"]);
+    for (status, bytes) in tasks {
         let files: usize = {
             let mut all: Vec<&String> = status
                 .steps
@@ -227,6 +230,7 @@ pub(crate) fn render_list(tasks: &[FlowStatus], now: chrono::DateTime<chrono::Ut
             ),
             files.to_string(),
             applied.to_string(),
+            ocflow_core::task::disk::describe(*bytes),
             printable(status.task.lines().next().unwrap_or("")),
         ]);
     }

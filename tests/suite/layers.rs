@@ -71,6 +71,7 @@ const CLI: Tree = Tree {
         ("cli/report.rs", 6),
         ("cli/report", 6),
         ("cli/wait.rs", 6),
+        ("cli/clean.rs", 6),
         ("cli/detach.rs", 6),
         ("cli/batch", 6),
         ("cli/demo.rs", 6),

@@ -7,6 +7,7 @@ mod approvals;
 mod batch;
 mod bridge;
 mod budget;
+mod cleaning;
 mod commands;
 mod containers;
 mod contract;

@@ -97,6 +97,69 @@ fn an_unrelated_plan_fails_the_flow_with_the_reason() {
     );
 }
 
+/// The real Qwen2.5-Coder-0.5B, asked to "Explain in ANALYSIS.md …", wrote its explanation into
+/// `analysis_report.txt` and the flow succeeded (scripts/bench-real-model, run 6: a false
+/// success). A new file named like the one the task names, which does not exist yet, is the
+/// task's file renamed: the model is told, once; its plan for the named file then runs, and one
+/// that keeps the other name never becomes a success.
+#[test]
+fn a_file_the_task_names_written_under_another_name_is_asked_again() {
+    const TASK: &str = "Explain in ANALYSIS.md what calculate_metrics in utils.py returns";
+    let write = |path: &str| {
+        json!({"steps": [
+            {"id": "read", "operation": "read_file", "params": {"file_path": "utils.py"}},
+            {"id": "write", "operation": "write_file", "depends_on": ["read"],
+             "params": {"file_path": path,
+                        "content": "calculate_metrics returns the mean of the values.\n"}}]})
+        .to_string()
+    };
+    let sandbox = Sandbox::new(&[
+        (
+            "utils.py",
+            "def calculate_metrics(values):\n    return sum(values) / len(values)\n",
+        ),
+        ("README.md", "utils\n"),
+    ]);
+    let llm = FakeLlm::in_order(vec![
+        chat(&write("analysis_report.txt")),
+        chat(&write("ANALYSIS.md")),
+    ]);
+    let output = run_task(&sandbox, &llm, TASK);
+    assert_exit(&output, 0);
+    let second = last_user_message(&llm.bodies_except_reproduction()[1]);
+    assert!(
+        second.contains(
+            "the task names ANALYSIS.md, which does not exist yet, and the flow writes \
+             analysis_report.txt instead"
+        ),
+        "{second}"
+    );
+    assert!(
+        sandbox
+            .task_dir("t")
+            .join("final_output/ANALYSIS.md")
+            .is_file()
+    );
+    // Kept: planning fails with the reason, and nothing is written or called done.
+    let sandbox = Sandbox::new(&[
+        ("utils.py", "def calculate_metrics(v):\n    return v\n"),
+        ("README.md", "utils\n"),
+    ]);
+    let llm = FakeLlm::in_order(vec![
+        chat(&write("analysis_report.txt")),
+        chat(&write("analysis_report.txt")),
+    ]);
+    let output = run_task(&sandbox, &llm, TASK);
+    assert_exit(&output, 1);
+    let status = sandbox.status("t");
+    assert_eq!(status["state"], json!("failed"));
+    let message = status["message"].as_str().unwrap();
+    assert!(
+        message.contains("writes analysis_report.txt instead"),
+        "{message}"
+    );
+}
+
 /// The model's `task` field never replaces the user's task.
 #[test]
 fn the_users_task_is_the_task() {

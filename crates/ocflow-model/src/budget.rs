@@ -252,6 +252,7 @@ pub fn parse_duration(text: &str) -> Result<Duration, String> {
             "s" | "sec" | "secs" => 1_000,
             "m" | "min" | "mins" => 60_000,
             "h" | "hr" | "hrs" => 3_600_000,
+            "d" | "day" | "days" => 86_400_000,
             "" => return Err(wrong("a number without a unit")),
             _ => return Err(wrong(&format!("unknown unit {unit:?}"))),
         };

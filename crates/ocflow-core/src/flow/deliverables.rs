@@ -611,7 +611,7 @@ pub(crate) fn written_paths(flow: &Flow) -> Vec<String> {
 }
 
 /// Each step that writes files by name, with each path it writes: (step id, path).
-fn file_writes(flow: &Flow) -> Vec<(String, String)> {
+pub(crate) fn file_writes(flow: &Flow) -> Vec<(String, String)> {
     let mut out = Vec::new();
     for step in &flow.steps {
         let Some(op) = operations::find(&step.operation) else {

@@ -15,5 +15,6 @@ pub mod project_instructions;
 pub mod roles;
 pub mod seed_formats;
 pub mod shell;
+pub mod task_files;
 pub mod test_command;
 pub mod validate;

@@ -15,6 +15,7 @@ use crate::flow::path_rules::PathRules;
 use crate::flow::policy::CommandPolicy;
 use crate::flow::project_instructions::Selected;
 use crate::flow::roles::Roles;
+use crate::flow::task_files;
 use crate::flow::test_command::{self, TestCommand};
 use crate::flow::validate;
 use crate::llm::answer;
@@ -31,9 +32,6 @@ const FIX: &str = include_str!("../../../../prompts/plan_fix.md");
 
 /// Answers asked for, in all (the first and at most two re-asks).
 pub(crate) const MAX_ATTEMPTS: usize = 3;
-/// Files named by the task whose content is shown.
-const MAX_NAMED_FILES: usize = 3;
-
 /// Why planning failed.
 #[derive(Debug, thiserror::Error)]
 pub enum PlanError {
@@ -129,7 +127,8 @@ impl Planner<'_> {
             Message::system(system),
             Message::user(self.first_prompt(task, &files)),
         ];
-        let named = named_files(task, &files);
+        let named = task_files::named(task, &files);
+        let missing = task_files::missing(task, &files);
         let mut problems = String::new();
         let mut answers = answer::Answers::default();
         let mut unfit_said = false;
@@ -162,7 +161,7 @@ impl Planner<'_> {
                  with a shorter flow, fewer steps, and no explanations"
                     .to_string()
             } else {
-                match self.judge(&reply.content, task, &named) {
+                match self.judge(&reply.content, task, &named, (&missing, &files)) {
                     Judged::Plan(mut flow, mut notes) => {
                         // The user's words are the task, whatever the model wrote in its `task`.
                         flow.task = task.to_string();
@@ -262,7 +261,13 @@ impl Planner<'_> {
 
     /// What one answer is: a plan to run (with what validation added), the problems to send
     /// back, a plan that does not fit the task, or a refusal.
-    fn judge(&self, content: &str, task: &str, named: &[RepoPath]) -> Judged {
+    fn judge(
+        &self,
+        content: &str,
+        task: &str,
+        named: &[RepoPath],
+        (missing, files): (&[RepoPath], &[RepoPath]),
+    ) -> Judged {
         let listed = |found: Vec<ocflow_model::problem::Problem>| {
             Judged::Problems(
                 found
@@ -289,6 +294,13 @@ impl Planner<'_> {
         if let Some(reason) = unfit(&flow, named) {
             return Judged::Unfit(reason);
         }
+        // The task names a file to make; the flow makes one like it under another name.
+        if let Some((asked, instead)) = task_files::renamed(&flow, missing, files) {
+            return Judged::Unfit(format!(
+                "the task names {asked}, which does not exist yet, and the flow writes {instead} \
+                 instead: write the file the task names, at that path"
+            ));
+        }
         // What the task itself says must pass, added to a plan found fit, whether or not it
         // runs it; its commands then face the policy as the plan's own do.
         notes.extend(required_tests(&mut flow, task, named));
@@ -306,7 +318,7 @@ impl Planner<'_> {
             task,
             repo: &self.rules.repo,
             files,
-            named: &named_files(task, files),
+            named: &task_files::named(task, files),
             test_commands: &self.test_commands,
             past_experience: &past_experience(&self.past_experience),
             roles: self.roles,
@@ -524,38 +536,6 @@ fn example_steps() -> Option<serde_json::Value> {
     serde_json::to_value(&steps).ok()
 }
 
-/// Files the task mentions, by path or by unique file name.
-fn named_files(task: &str, files: &[RepoPath]) -> Vec<RepoPath> {
-    let mut named = Vec::new();
-    for word in task
-        .split(|c: char| c.is_whitespace() || matches!(c, ',' | ';' | '(' | ')' | '`' | '"' | '\''))
-    {
-        let word = word.trim_end_matches(['.', ':', '!', '?']);
-        if !word.contains('.') || word.is_empty() {
-            continue;
-        }
-        let exact = files.iter().find(|f| f.as_str() == word);
-        let by_name: Vec<&RepoPath> = files
-            .iter()
-            .filter(|f| f.as_str().rsplit('/').next() == Some(word))
-            .collect();
-        let found = exact.or(if by_name.len() == 1 {
-            by_name.first().copied()
-        } else {
-            None
-        });
-        if let Some(path) = found
-            && !named.contains(path)
-        {
-            named.push(path.clone());
-        }
-        if named.len() == MAX_NAMED_FILES {
-            break;
-        }
-    }
-    named
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -563,22 +543,6 @@ mod tests {
     #[test]
     fn the_prompts_example_is_recognised() {
         assert!(example_steps().is_some_and(|s| s.as_array().is_some_and(|a| a.len() == 2)));
-    }
-
-    #[test]
-    fn the_task_names_files_by_path_or_unique_name() {
-        let files: Vec<RepoPath> = ["src/utils.py", "README.md", "a/x.py", "b/x.py"]
-            .iter()
-            .map(|f| RepoPath::parse(f).unwrap())
-            .collect();
-        let named = named_files(
-            "Refactor calculate_metrics in utils.py, see README.md and x.py.",
-            &files,
-        );
-        assert_eq!(
-            named.iter().map(RepoPath::as_str).collect::<Vec<_>>(),
-            vec!["src/utils.py", "README.md"]
-        );
     }
 
     #[test]

@@ -8,6 +8,7 @@ pub mod apply;
 pub mod apply_journal;
 pub mod capture;
 pub mod copied_view;
+pub mod disk;
 pub mod events;
 pub mod failure_cause;
 pub mod file_tree;

@@ -75,7 +75,11 @@ pub fn missing(task: &str, files: &[RepoPath]) -> Vec<RepoPath> {
         .iter()
         .filter_map(|f| extension(&file_name(f.as_str())))
         .collect();
-    let names: HashSet<String> = files.iter().map(|f| file_name(f.as_str())).collect();
+    // Compared without case: `history.md` names the repository's `History.md`.
+    let names: HashSet<String> = files
+        .iter()
+        .map(|f| file_name(f.as_str()).to_lowercase())
+        .collect();
     let mut missing: Vec<RepoPath> = Vec::new();
     for (word, called) in words(task) {
         let word = word.strip_prefix("./").unwrap_or(word);
@@ -88,7 +92,10 @@ pub fn missing(task: &str, files: &[RepoPath]) -> Vec<RepoPath> {
         let Ok(path) = RepoPath::parse(word) else {
             continue;
         };
-        if extensions.contains(&ext) && !names.contains(&name) && !missing.contains(&path) {
+        if extensions.contains(&ext)
+            && !names.contains(&name.to_lowercase())
+            && !missing.contains(&path)
+        {
             missing.push(path);
         }
     }

@@ -293,6 +293,33 @@ fn a_runaway_step_fails_with_the_reason_and_the_others_go_on() {
     );
 }
 
+/// A command that crashes dumps no core: its memory (what it read, the files it held) would
+/// land as `core` in the view, be taken for a change of the flow, and reach the diff, the
+/// apply and a recovery's prompt. The hard limit is 0, so a command cannot raise it either
+/// (`ulimit -c unlimited` in a test script, a user's shell profile).
+#[test]
+fn a_crashing_command_dumps_no_core_into_the_view() {
+    let sandbox = Sandbox::new(&[]);
+    let flow = json!([shell_step(
+        "crash",
+        "ulimit -c unlimited 2>/dev/null; echo \"core $(ulimit -c)\"; \
+         sh -c 'kill -SEGV $$'; ls"
+    )]);
+    let output = sandbox.run(&flow, "t");
+    assert_exit(&output, 0);
+    let result = sandbox.result("t", "crash");
+    assert_eq!(result["stdout"], json!("core 0\n"), "{result}");
+    assert_eq!(
+        result["sandbox_layers"]["core_dumps"],
+        json!(false),
+        "{result}"
+    );
+    assert!(
+        !sandbox.task_dir("t").join("final_output/core").exists(),
+        "a core file is a change of the flow's"
+    );
+}
+
 #[test]
 fn tools_still_work_inside_the_sandbox() {
     let sandbox = Sandbox::new(&[

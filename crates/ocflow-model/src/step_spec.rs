@@ -93,6 +93,10 @@ pub struct SandboxLayers {
     /// from gaining one (bubblewrap's user namespace, or the launcher without one).
     #[serde(default)]
     pub capabilities: String,
+    /// Whether a crashing command may write a core dump: never under the launcher (its
+    /// `RLIMIT_CORE` is 0, soft and hard), so no `core` file lands in the view.
+    #[serde(default)]
+    pub core_dumps: bool,
     /// Whether a layer is missing here (no namespaces, or Landlock only in part): other
     /// processes' environments and the host's sockets may then be within reach.
     pub partial: bool,

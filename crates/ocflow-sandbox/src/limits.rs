@@ -1,4 +1,5 @@
-//! A step's resource limits, set by its launcher before anything else.
+//! A step's resource limits, set by its launcher before anything else: no core dump, its
+//! memory, and its cgroup.
 
 /// The limits: the step's cgroup (`step_cgroup.rs`: its processes, its memory as a whole, and
 /// everything it starts kept for the host to kill at the step's end) where one can be made,
@@ -11,6 +12,14 @@ pub(crate) fn limit_resources(
     cgroup: Option<&str>,
 ) -> Result<(), String> {
     use rustix::process::{Resource, Rlimit, setrlimit};
+    // No core dump, soft and hard, so no command can raise it: a crashing command's memory
+    // (what it read, the files it held) would land as `core` in the view, be taken for a
+    // change of the flow's, and reach the diff, the apply and a recovery's prompt.
+    let none = Rlimit {
+        current: Some(0),
+        maximum: Some(0),
+    };
+    setrlimit(Resource::Core, none).map_err(|err| format!("cannot turn core dumps off: {err}"))?;
     if let Some(mb) = memory_mb {
         let bytes = mb.saturating_mul(1024 * 1024);
         let limit = Rlimit {

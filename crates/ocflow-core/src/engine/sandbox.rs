@@ -346,6 +346,7 @@ impl SandboxPlan {
             .into(),
             caches: if self.overlay { "overlay" } else { "private" }.into(),
             capabilities: "dropped".into(),
+            core_dumps: false,
             partial: !self.isolates_processes() || self.landlock != "landlock",
         }
     }
@@ -417,7 +418,7 @@ impl SandboxPlan {
         };
         format!(
             "{namespaces}; Landlock: {}; network {} unless a step allows it; UDP {}; {caches}; \
-             {processes}; memory {}; capabilities dropped",
+             {processes}; memory {}; capabilities dropped; no core dumps",
             self.landlock,
             if self.network { "on" } else { "off" },
             if self.holds_udp(self.network) {

@@ -200,11 +200,16 @@ pub(crate) struct BudgetArgs {
     #[serde(default, deserialize_with = "duration")]
     #[schemars(with = "Option<String>")]
     pub(crate) max_time: Option<std::time::Duration>,
+    /// Calls to the model the flow may make (planning, steps, recovery, the summary; every
+    /// model): it pauses (exit 3) before one more.
+    #[arg(long, value_name = "N")]
+    #[serde(default)]
+    pub(crate) max_calls: Option<u64>,
 }
 
 impl BudgetArgs {
     /// The names of its keys, as `[budget]` and MCP take them.
-    pub(crate) const KEYS: [&str; 3] = ["max_tokens", "max_cost", "max_time"];
+    pub(crate) const KEYS: [&str; 4] = ["max_tokens", "max_cost", "max_time", "max_calls"];
 }
 
 /// `max_cost` outside the command line: a positive number of US dollars, as `--max-cost`.

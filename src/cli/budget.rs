@@ -42,6 +42,7 @@ pub(crate) fn limits_of(budget: &BudgetArgs) -> BudgetLimits {
         max_tokens: budget.max_tokens,
         max_cost_usd: budget.max_cost,
         max_time_ms: budget.max_time.map(|d| d.as_millis() as u64),
+        max_calls: budget.max_calls,
     }
 }
 

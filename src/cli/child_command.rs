@@ -69,6 +69,9 @@ pub(crate) fn budget_flags(budget: &BudgetArgs) -> Vec<OsString> {
             format!("{}ms", time.as_millis()).into(),
         ]);
     }
+    if let Some(calls) = budget.max_calls {
+        argv.extend(["--max-calls".into(), calls.to_string().into()]);
+    }
     argv
 }
 
@@ -101,7 +104,7 @@ mod tests {
     fn a_child_parses_the_flags_it_is_handed_as_its_parent_did() {
         let parent = parsed(
             "--workspace ws --model m --codex-lib lib.ops --base-url http://h/v1 run \
-             --max-tokens 9 --max-cost 0.5 --max-time 90s fix",
+             --max-tokens 9 --max-cost 0.5 --max-time 90s --max-calls 4 fix",
         );
         let crate::cli::args::Command::Run(run) = &parent.command else {
             panic!("not a run");
@@ -132,6 +135,7 @@ mod tests {
         assert_eq!(again.limits.budget.max_tokens, Some(9));
         assert_eq!(again.limits.budget.max_cost, Some(0.5));
         assert_eq!(again.limits.budget.max_time, run.limits.budget.max_time);
+        assert_eq!(again.limits.budget.max_calls, Some(4));
         // Only the flags asked for are handed on.
         let some = global_flags(&parent.global, &[Global::Model]);
         assert_eq!(some, ["--model", "m"].map(OsString::from));

@@ -216,6 +216,61 @@ fn a_token_budget_pauses_parallel_steps_and_a_higher_one_resumes_them_once_each(
     llm.verify();
 }
 
+/// `--max-calls` (the budget-kind recipe of CONTRIBUTING.md, followed): planning (its plan and
+/// the reproduction question) fits in 2; the flow pauses before a third call, says which budget
+/// and how to go on, and `resume` with a higher limit runs the steps once each, the calls
+/// carried over.
+#[test]
+fn a_calls_budget_pauses_before_one_more_call_and_a_higher_one_resumes() {
+    let sandbox = repository(3);
+    small_answers(&sandbox, "");
+    let task = "Make every f return ten more";
+    let llm = FakeLlm::with_rules(rules(3, task, chat_with_usage("", STEP.0, STEP.1)));
+    let output = sandbox
+        .ocflow_llm(&llm.base_url())
+        .args([
+            "--json",
+            "run",
+            "--jobs",
+            "1",
+            "--task-id",
+            "t",
+            "--max-calls",
+            "2",
+        ])
+        .arg(task)
+        .output()
+        .unwrap();
+    assert_exit(&output, 3);
+    let status = sandbox.status("t");
+    assert_eq!(status["paused"]["budget"], "calls", "{status}");
+    assert_eq!(status["budget"]["spent"]["calls"], json!(2), "{status}");
+    assert_eq!(
+        status["budget"]["limits"]["max_calls"],
+        json!(2),
+        "{status}"
+    );
+    let paused = of_type(&events(&output), "flow_paused")[0].clone();
+    let message = paused["message"].as_str().unwrap();
+    assert!(
+        message.contains("the call budget is spent: 2 calls of 2 calls")
+            && message.contains("`ocflow resume t --max-calls …`"),
+        "{message}"
+    );
+    let output = sandbox
+        .ocflow_llm(&llm.base_url())
+        .args(["resume", "t", "--max-calls", "10"])
+        .output()
+        .unwrap();
+    assert_exit(&output, 0);
+    for i in 0..3 {
+        assert_eq!(llm.calls(&format!("fix{i}")), 1, "fix{i} asked once");
+    }
+    // Planning (two calls), three steps and the summary, over both runs.
+    let status = sandbox.status("t");
+    assert_eq!(status["budget"]["spent"]["calls"], json!(6), "{status}");
+}
+
 fn events_of(output: &std::process::Output) -> Vec<Value> {
     events(output)
 }
@@ -381,7 +436,7 @@ fn a_configs_budget_is_checked_as_the_flags_are() {
         ("[budget]\nmax_cost = 0.0\n", "write it like 0.50 or 2"),
         (
             "[budget]\nmax_token = 100\n",
-            "unknown key `max_token`, expected one of max_tokens, max_cost, max_time",
+            "unknown key `max_token`, expected one of max_tokens, max_cost, max_time, max_calls",
         ),
     ] {
         let sandbox = Sandbox::new(&[]);

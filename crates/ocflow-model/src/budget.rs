@@ -1,4 +1,5 @@
-//! A flow's budgets as data: the limits (`--max-tokens`, `--max-cost`, `--max-time`, `[budget]`),
+//! A flow's budgets as data: the limits (`--max-tokens`, `--max-cost`, `--max-time`,
+//! `--max-calls`, `[budget]`),
 //! what the flow has spent against them (saved in `flow_status.json`, carried over a resume),
 //! which one stopped it, and the duration words the flags take ("90s", "5m", "1h30m"). The
 //! accountant that checks each call is `llm::budget` in ocflow-core.
@@ -21,11 +22,17 @@ pub struct BudgetLimits {
     /// The flow's own run time in milliseconds, across resumes (time paused does not count).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub max_time_ms: Option<u64>,
+    /// Calls to the model, every profile (planning, steps, recovery, the summary).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub max_calls: Option<u64>,
 }
 
 impl BudgetLimits {
     pub fn is_empty(&self) -> bool {
-        self.max_tokens.is_none() && self.max_cost_usd.is_none() && self.max_time_ms.is_none()
+        self.max_tokens.is_none()
+            && self.max_cost_usd.is_none()
+            && self.max_time_ms.is_none()
+            && self.max_calls.is_none()
     }
 
     /// Each limit of `self`, else `saved`'s: a resume keeps the limits the flow ran under,
@@ -35,6 +42,7 @@ impl BudgetLimits {
             max_tokens: self.max_tokens.or(saved.max_tokens),
             max_cost_usd: self.max_cost_usd.or(saved.max_cost_usd),
             max_time_ms: self.max_time_ms.or(saved.max_time_ms),
+            max_calls: self.max_calls.or(saved.max_calls),
         }
     }
 
@@ -51,6 +59,7 @@ impl BudgetLimits {
             max_tokens: lower(self.max_tokens, other.max_tokens),
             max_cost_usd: lower(self.max_cost_usd, other.max_cost_usd),
             max_time_ms: lower(self.max_time_ms, other.max_time_ms),
+            max_calls: lower(self.max_calls, other.max_calls),
         }
     }
 }
@@ -65,6 +74,9 @@ pub struct BudgetSpent {
     pub cost_usd: f64,
     /// Milliseconds the flow ran (planning included), across resumes.
     pub run_ms: u64,
+    /// Calls the model answered.
+    #[serde(default)]
+    pub calls: u64,
 }
 
 /// The limits and what was spent, as `flow_status.json` and `flow_finished` carry them.
@@ -83,7 +95,7 @@ impl BudgetUse {
     /// Spent against each limit, in words: "1200 of 2000 tokens, $0.0120 of $0.0500".
     pub fn describe(&self) -> String {
         let mut parts = Vec::new();
-        for kind in [BudgetKind::Tokens, BudgetKind::Cost, BudgetKind::Time] {
+        for kind in BudgetKind::ALL {
             if let Some(limit) = kind.limit(&self.limits) {
                 parts.push(format!(
                     "{} of {}",
@@ -104,15 +116,25 @@ pub enum BudgetKind {
     Tokens,
     Cost,
     Time,
+    Calls,
 }
 
 impl BudgetKind {
+    /// Every kind, in the order they are said.
+    pub const ALL: [BudgetKind; 4] = [
+        BudgetKind::Tokens,
+        BudgetKind::Cost,
+        BudgetKind::Time,
+        BudgetKind::Calls,
+    ];
+
     /// This kind's limit, as a number in its unit (tokens, dollars, milliseconds).
     pub fn limit(self, limits: &BudgetLimits) -> Option<f64> {
         match self {
             BudgetKind::Tokens => limits.max_tokens.map(|n| n as f64),
             BudgetKind::Cost => limits.max_cost_usd,
             BudgetKind::Time => limits.max_time_ms.map(|n| n as f64),
+            BudgetKind::Calls => limits.max_calls.map(|n| n as f64),
         }
     }
 
@@ -122,6 +144,7 @@ impl BudgetKind {
             BudgetKind::Tokens => spent.tokens as f64,
             BudgetKind::Cost => spent.cost_usd,
             BudgetKind::Time => spent.run_ms as f64,
+            BudgetKind::Calls => spent.calls as f64,
         }
     }
 
@@ -131,6 +154,7 @@ impl BudgetKind {
             BudgetKind::Tokens => format!("{} tokens", value.round() as u64),
             BudgetKind::Cost => format!("${value:.4}"),
             BudgetKind::Time => format_duration(Duration::from_millis(value.max(0.0) as u64)),
+            BudgetKind::Calls => format!("{} calls", value.round() as u64),
         }
     }
 
@@ -140,6 +164,7 @@ impl BudgetKind {
             BudgetKind::Tokens => "--max-tokens",
             BudgetKind::Cost => "--max-cost",
             BudgetKind::Time => "--max-time",
+            BudgetKind::Calls => "--max-calls",
         }
     }
 }
@@ -150,6 +175,7 @@ impl fmt::Display for BudgetKind {
             BudgetKind::Tokens => "token",
             BudgetKind::Cost => "cost",
             BudgetKind::Time => "time",
+            BudgetKind::Calls => "call",
         })
     }
 }
@@ -315,14 +341,17 @@ mod tests {
             max_tokens: Some(1000),
             max_cost_usd: Some(1.0),
             max_time_ms: None,
+            max_calls: Some(50),
         };
         let repo = BudgetLimits {
             max_tokens: Some(5000),
             max_cost_usd: Some(0.5),
             max_time_ms: Some(60_000),
+            max_calls: Some(80),
         };
         let lowered = user.lowered_by(repo);
         assert_eq!(lowered.max_tokens, Some(1000), "not raised");
+        assert_eq!(lowered.max_calls, Some(50), "not raised");
         assert_eq!(lowered.max_cost_usd, Some(0.5), "lowered");
         assert_eq!(lowered.max_time_ms, Some(60_000), "added");
         assert_eq!(
@@ -339,14 +368,19 @@ mod tests {
                 max_tokens: Some(2000),
                 max_cost_usd: None,
                 max_time_ms: Some(300_000),
+                max_calls: Some(40),
             },
             spent: BudgetSpent {
                 tokens: 1200,
                 cost_usd: 0.5,
                 run_ms: 95_000,
+                calls: 7,
             },
         };
-        assert_eq!(used.describe(), "1200 tokens of 2000 tokens, 1m35s of 5m");
+        assert_eq!(
+            used.describe(),
+            "1200 tokens of 2000 tokens, 1m35s of 5m, 7 calls of 40 calls"
+        );
         let exceeded = BudgetExceeded {
             budget: BudgetKind::Tokens,
             spent: 1200.0,

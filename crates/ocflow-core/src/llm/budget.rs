@@ -82,9 +82,11 @@ pub struct Budget {
 struct Ledger {
     tokens: u64,
     cost: f64,
+    calls: u64,
     /// Taken by calls in flight, given back when they settle.
     reserved_tokens: u64,
     reserved_cost: f64,
+    reserved_calls: u64,
     /// The budget that stopped the flow, once one did.
     exceeded: Option<BudgetExceeded>,
     /// Thresholds marked already, and those still to announce.
@@ -99,6 +101,8 @@ pub struct Reservation<'a> {
     budget: &'a Budget,
     tokens: u64,
     cost: f64,
+    /// The call itself (1), until it is given back.
+    calls: u64,
     model: String,
     /// The `max_tokens` the call may ask for, when the budget left is less than it asked.
     lowered: Option<u32>,
@@ -121,6 +125,7 @@ impl Budget {
             ledger: Mutex::new(Ledger {
                 tokens: carried.tokens,
                 cost: carried.cost_usd,
+                calls: carried.calls,
                 ..Ledger::default()
             }),
             stop,
@@ -157,6 +162,7 @@ impl Budget {
             tokens: ledger.tokens,
             cost_usd: ledger.cost,
             run_ms: self.run_ms(),
+            calls: ledger.calls,
         }
     }
 
@@ -276,9 +282,10 @@ impl Budget {
                 limit,
             })
         };
-        let (token_limit, cost_limit) = (
+        let (token_limit, cost_limit, call_limit) = (
             BudgetKind::Tokens.limit(&self.limits),
             self.limits.max_cost_usd,
+            BudgetKind::Calls.limit(&self.limits),
         );
         let refused = over(
             ledger.tokens as f64,
@@ -286,7 +293,8 @@ impl Budget {
             token_limit,
             BudgetKind::Tokens,
         )
-        .or_else(|| over(ledger.cost, cost, cost_limit, BudgetKind::Cost));
+        .or_else(|| over(ledger.cost, cost, cost_limit, BudgetKind::Cost))
+        .or_else(|| over(ledger.calls as f64, 1.0, call_limit, BudgetKind::Calls));
         if let Some(exceeded) = refused {
             if !request.optional {
                 self.trip(&mut ledger, exceeded);
@@ -302,23 +310,32 @@ impl Budget {
             tokens as f64,
             token_limit,
         ) || crowded(ledger.cost, ledger.reserved_cost, cost, cost_limit)
+            || crowded(
+                ledger.calls as f64,
+                ledger.reserved_calls as f64,
+                1.0,
+                call_limit,
+            )
         {
             return Ok(None);
         }
         ledger.reserved_tokens += tokens;
         ledger.reserved_cost += cost;
+        ledger.reserved_calls += 1;
         Ok(Some(Reservation {
             budget: self,
             tokens,
             cost,
+            calls: 1,
             model,
             lowered,
         }))
     }
 
-    fn release(&self, ledger: &mut Ledger, tokens: u64, cost: f64) {
+    fn release(&self, ledger: &mut Ledger, tokens: u64, cost: f64, calls: u64) {
         ledger.reserved_tokens = ledger.reserved_tokens.saturating_sub(tokens);
         ledger.reserved_cost = (ledger.reserved_cost - cost).max(0.0);
+        ledger.reserved_calls = ledger.reserved_calls.saturating_sub(calls);
         self.given_back.notify_waiters();
     }
 
@@ -354,10 +371,11 @@ impl Reservation<'_> {
     pub fn settle(mut self, used: &Usage) {
         let budget = self.budget;
         let mut ledger = budget.ledger();
-        budget.release(&mut ledger, self.tokens, self.cost);
+        budget.release(&mut ledger, self.tokens, self.cost, self.calls);
         // Given back: the drop that follows gives back nothing (and frees the model's name).
-        (self.tokens, self.cost) = (0, 0.0);
+        (self.tokens, self.cost, self.calls) = (0, 0.0, 0);
         ledger.tokens += used.total_tokens;
+        ledger.calls += 1;
         if let Some(price) = budget.prices.get(&self.model) {
             ledger.cost += price.cost(used.prompt_tokens, used.completion_tokens);
         }
@@ -370,14 +388,14 @@ impl Drop for Reservation<'_> {
     fn drop(&mut self) {
         let budget = self.budget;
         let mut ledger = budget.ledger();
-        budget.release(&mut ledger, self.tokens, self.cost);
+        budget.release(&mut ledger, self.tokens, self.cost, self.calls);
     }
 }
 
 /// Marks every threshold `spent` has reached (announcing them when `announce`); 100 % is
 /// announced when the flow stops, not here, since a call may fit exactly.
 fn mark_passed(ledger: &mut Ledger, limits: &BudgetLimits, spent: &BudgetSpent, announce: bool) {
-    for kind in [BudgetKind::Tokens, BudgetKind::Cost, BudgetKind::Time] {
+    for kind in BudgetKind::ALL {
         let Some(limit) = kind.limit(limits).filter(|l| *l > 0.0) else {
             continue;
         };
@@ -512,6 +530,48 @@ mod tests {
             percents,
             vec![(BudgetKind::Tokens, 50), (BudgetKind::Tokens, 100)]
         );
+    }
+
+    #[tokio::test]
+    async fn the_calls_budget_counts_answered_calls_and_refuses_one_more() {
+        let limits = BudgetLimits {
+            max_calls: Some(2),
+            ..BudgetLimits::default()
+        };
+        // One call spent in an earlier run, carried over.
+        let carried = BudgetSpent {
+            calls: 1,
+            ..BudgetSpent::default()
+        };
+        let budget = Budget::new(limits, BTreeMap::new(), carried);
+        let wait = Duration::from_millis(50);
+        let first = budget.reserve(&request("default", 40, 10)).await.unwrap();
+        // The second call fits what is left, not beside the one in flight: it waits.
+        let asked = request("default", 40, 10);
+        let second = budget.reserve(&asked);
+        tokio::pin!(second);
+        assert!(tokio::time::timeout(wait, second.as_mut()).await.is_err());
+        // A call that failed gives its place back (a dropped reservation counts nothing).
+        drop(first);
+        let second = tokio::time::timeout(Duration::from_secs(5), second)
+            .await
+            .expect("room once the first gave its place back")
+            .unwrap();
+        second.settle(&used(10, 5));
+        assert_eq!(budget.spent().calls, 2);
+        let refused = budget
+            .reserve(&request("default", 40, 10))
+            .await
+            .err()
+            .unwrap();
+        assert_eq!(refused.kind, LlmErrorKind::BudgetExhausted);
+        assert!(
+            refused
+                .message
+                .starts_with("the call budget is spent: 2 calls of 2 calls"),
+            "{refused}"
+        );
+        assert_eq!(budget.exceeded().map(|e| e.budget), Some(BudgetKind::Calls));
     }
 
     #[tokio::test]

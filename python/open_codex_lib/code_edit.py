@@ -28,7 +28,7 @@ import os
 import re
 from dataclasses import dataclass
 
-from . import definitions, llm, reask, syntax
+from . import definitions, llm, reask, search_replace, syntax
 from .code_blocks import (
     TEXT_EXTENSIONS,
     CodeBlockError,
@@ -42,6 +42,14 @@ from .instructions import Step
 from .params import optional_str, require_str
 from .paths import normalize_repo_path, output_target, resolve_inside, staged_file
 from .results import StepError, success
+
+# `modify_code` asks for search/replace blocks instead of the whole file when the file would take
+# more than WHOLE_FILE_SHARE of the answer's token budget (`max_tokens`, estimated at
+# CHARS_PER_TOKEN characters a token: code is denser than prose), or, where the budget is not
+# known, from EDIT_FROM_LINES lines on (about 10,000 tokens, more than a small model answers).
+WHOLE_FILE_SHARE = 0.75
+CHARS_PER_TOKEN = 3.5
+EDIT_FROM_LINES = 1000
 
 # An answer may be at most GROWTH times the old file and the instructions, plus SLACK bytes.
 # The new file is the old one plus what the instructions ask for: even a change that touches
@@ -132,6 +140,8 @@ def modify_code(step: Step, llm_config: dict | None) -> dict:
     original = read_text(staged_file(step, rel), rel)
     if function_name and is_python(rel):
         check_function_exists(original, rel, function_name)
+    if too_big_to_rewrite(original, (llm_config or {}).get("max_tokens")):
+        return edit_with_blocks(step, chat, rel, instructions, original)
 
     fence = fence_for(original)
     focus = ""
@@ -177,6 +187,108 @@ def modify_code(step: Step, llm_config: dict | None) -> dict:
         syntax_check=answer.syntax_check.fields(),
         **chat.fields,
     )
+
+
+def too_big_to_rewrite(original: str, max_tokens: object) -> bool:
+    """Whether the whole of ``original`` would not fit the answer budget ``max_tokens`` (with
+    room to spare); without a budget, whether it has :data:`EDIT_FROM_LINES` lines or more."""
+    if isinstance(max_tokens, int) and not isinstance(max_tokens, bool) and max_tokens > 0:
+        return len(original) / CHARS_PER_TOKEN > WHOLE_FILE_SHARE * max_tokens
+    return len(original.splitlines()) >= EDIT_FROM_LINES
+
+
+def edit_code(step: Step, llm_config: dict | None) -> dict:
+    """``edit_code``: change parts of a staged file with search/replace blocks
+    (:mod:`.search_replace`), each found exactly once; the result parses as ``modify_code``'s
+    does.  Result fields: those of :func:`modify_code`, and ``blocks``."""
+    params = step.params
+    rel = normalize_repo_path(params.get("file_path"), "params.file_path")
+    instructions = require_str(params, "instructions")
+    chat = llm.conversation(step, llm_config, step.operation)
+    if chat is None:
+        return llm.unavailable(step, step.operation)
+    original = read_text(staged_file(step, rel), rel)
+    return edit_with_blocks(step, chat, rel, instructions, original)
+
+
+def edit_with_blocks(
+    step: Step, chat: llm.Conversation, rel: str, instructions: str, original: str
+) -> dict:
+    """Asks for search/replace blocks for ``rel`` (asked again once when they cannot be used),
+    applies them and writes the result."""
+    fence = fence_for(original)
+    messages = [
+        {"role": "system", "content": llm.render_prompt("edit_code_system")},
+        {
+            "role": "user",
+            "content": llm.render_prompt(
+                "edit_code_user",
+                file_path=rel,
+                lines=str(len(original.splitlines())),
+                fence=fence,
+                language=language_tag(rel),
+                content=original.rstrip("\n"),
+                instructions=instructions.strip(),
+            ),
+        },
+    ]
+    request = FileRequest(rel, fence, instructions, original)
+    outcome = reask.ask_until_usable(
+        chat,
+        messages,
+        lambda answer: usable_edit(answer, request),
+        lambda problem: llm.render_prompt("fix_edit", problem=problem.for_model(), file_path=rel),
+    )
+    if not outcome.usable:
+        raise chat.fail(
+            f"the LLM gave no usable search/replace blocks for {rel} in {chat.calls} attempts: "
+            f"{outcome.reason()} ({chat.saved()}); {rel} is left unchanged: retry the step, or "
+            "make the instructions simpler",
+            repeated=outcome.repeated,
+        )
+    content, blocks = outcome.value
+    new = content.text
+    if "\r\n" in original:
+        new = new.replace("\n", "\r\n")
+    with open(output_target(step, rel), "w", encoding="utf-8", newline="") as handle:
+        handle.write(new)
+    lines_before, lines_after = len(original.splitlines()), len(new.splitlines())
+    return success(
+        step.operation,
+        f"edited {rel} with {blocks} search/replace block(s) from the LLM answer "
+        f"({lines_before} -> {lines_after} lines)" + content.note() + retry_note(chat),
+        output_files=[rel],
+        changed=new != original,
+        lines_before=lines_before,
+        lines_after=lines_after,
+        blocks=blocks,
+        syntax_check=content.syntax_check.fields(),
+        **chat.fields,
+    )
+
+
+def usable_edit(
+    answer: str, request: FileRequest
+) -> tuple[tuple[FileContent, int] | None, reask.Problem | None]:
+    """``((content, blocks), None)`` when ``answer``'s blocks apply to the file, each found once,
+    and the result parses and keeps the file; else ``(None, problem)``."""
+    original = request.original or ""
+    try:
+        blocks = search_replace.parse(answer)
+        content = search_replace.apply(original.replace("\r\n", "\n"), blocks)
+    except search_replace.BlockError as exc:
+        return None, reask.Problem(str(exc))
+    checked, problem = check_syntax(content, request)
+    if problem is not None:
+        # Said of blocks, not of a whole file to give again.
+        return None, reask.Problem(
+            problem.reason, f"With your blocks, {problem.reason}: correct the blocks"
+        )
+    for guard in (drops_most_lines, drops_code, makes_no_change):
+        problem = guard(content, request)
+        if problem is not None:
+            return None, reask.Problem(problem.reason)
+    return (FileContent(request.rel, content, checked), len(blocks)), None
 
 
 def generate_file(step: Step, llm_config: dict | None, rel: str, instructions: str) -> dict:

@@ -272,6 +272,12 @@ CASES = {
         "answer": PY_AFTER,
         "output_files": ["src/a.py"],
     },
+    "edit_code": {
+        "params": {"file_path": "src/a.py", "instructions": "return 2"},
+        "inputs": {"src/a.py": PY_BEFORE},
+        "answer": "<<<<<<< SEARCH\n    return 1\n=======\n    return 2\n>>>>>>> REPLACE\n",
+        "output_files": ["src/a.py"],
+    },
     "refactor_function": {
         "params": {"file_path": "src/a.py", "instructions": "return 2", "function_name": "f"},
         "inputs": {"src/a.py": PY_BEFORE},

@@ -20,6 +20,7 @@ BUILTIN_ORDER = [
     "read_file",
     "write_file",
     "modify_code",
+    "edit_code",
     "refactor_function",
     "analyze_code",
     "execute_shell_command",

@@ -134,7 +134,7 @@ def test_builtin_catalogue_shape_and_order():
     runs = [op["name"] for op in data["operations"] if op["runs_commands"]]
     assert runs == ["execute_shell_command", "run_tests", "reproduce"]
     llm = [op["name"] for op in data["operations"] if op["needs_llm"]]
-    assert llm == ["modify_code", "refactor_function", "analyze_code", "ask_model"]
+    assert llm == ["modify_code", "edit_code", "refactor_function", "analyze_code", "ask_model"]
     assert by_name["run_tests"]["params"][1] == {
         "name": "timeout_seconds",
         "type": "integer",
@@ -205,7 +205,7 @@ def test_operations_view_follows_the_registry(tmp_path):
     write_plugins(tmp_path, {"count.py": COUNT_PLUGIN})
     assert load_plugins([str(tmp_path)], entry_points=False) == []
     assert list(OPERATIONS) == BUILTIN_ORDER + ["count_lines", "repeat"]
-    assert len(OPERATIONS) == 14
+    assert len(OPERATIONS) == 15
     registry.reset_plugins()
     assert "count_lines" not in OPERATIONS
 

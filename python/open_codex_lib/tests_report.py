@@ -131,6 +131,55 @@ def _unrecognised() -> dict:
     }
 
 
+# A failure's section in pytest's FAILURES: "____ test_total ____", "____ TestC.test_m ____".
+_PYTEST_SECTION = re.compile(r"^_{2,} (?P<name>\S.*?) _{2,}$")
+# Where it failed, the section's last line: "tests/test_cart.py:2: AssertionError".
+_PYTEST_WHERE = re.compile(r"^(?P<where>[^\s:][^\s]*:\d+): \w[\w.]*$")
+# The most of a failure's `E` lines kept: the assertion and the diff of its values.
+_MAX_E_LINES = 12
+_MAX_E_CHARS = 2000
+
+
+def _pytest_sections(lines: list[str]) -> dict[str, tuple[list[str], str | None]]:
+    """Each failure section's ``E`` lines (the failing line's explanation: the assertion with
+    its values, the diff of two strings) and where it failed, by the section's name."""
+    sections: dict[str, tuple[list[str], str | None]] = {}
+    current = None
+    for line in lines:
+        line = line.rstrip()
+        header = _PYTEST_SECTION.match(line)
+        if header:
+            current = header["name"]
+            sections[current] = ([], None)
+            continue
+        if current is None:
+            continue
+        if line.startswith("="):
+            current = None
+        elif line.startswith("E ") and line[1:].strip():
+            sections[current][0].append(line[1:].strip())
+        elif _PYTEST_WHERE.match(line):
+            sections[current] = (sections[current][0], _PYTEST_WHERE.match(line)["where"])
+    return sections
+
+
+def _pytest_detail(name: str, sections: dict) -> tuple[str, str | None] | None:
+    """The whole message of the failure ``name`` (``path::Class::test``) from its section's
+    ``E`` lines, with where it failed; None without them. pytest's FAILED line is cut (at 80
+    columns, and its values shortened to `'a rather lon...uld have been'`): they are not."""
+    key = name.split("::", 1)[-1].replace("::", ".")
+    e_lines, where = sections.get(key, ([], None))
+    if not e_lines:
+        return None
+    error_type, message = _split_exception(e_lines[0])
+    text = "\n".join([message, *e_lines[1:_MAX_E_LINES]])
+    if len(text) > _MAX_E_CHARS:
+        text = text[:_MAX_E_CHARS] + "[…]"
+    if where:
+        text += f"\n(at {where})"
+    return error_type, text
+
+
 def parse_pytest(lines: list[str], exit_code: int | None = None) -> dict | None:
     """Counts from pytest's last summary line, failures from FAILED/ERROR lines.
 
@@ -168,12 +217,16 @@ def parse_pytest(lines: list[str], exit_code: int | None = None) -> dict | None:
 
     failures = []
     seen = set()
+    sections = _pytest_sections(lines)
     for line in lines:
         match = _PYTEST_PROBLEM.match(line.rstrip())
         if not match or (match["kind"], match["name"]) in seen:
             continue
         seen.add((match["kind"], match["name"]))
         error_type, message = _split_exception(match["message"] or "")
+        detail = _pytest_detail(match["name"], sections) if not match["subtest"] else None
+        if detail is not None:
+            error_type, message = detail[0] or error_type, detail[1]
         name = match["name"]
         if match["subtest"]:
             name = f"{name} {match['subtest'].strip()}"

@@ -38,7 +38,8 @@ def test_real_pytest_run_with_one_failure(make_step):
         {
             "name": "tests/test_calc.py::test_add_wrong",
             "error_type": "AssertionError",
-            "message": "assert 2 == 3",
+            # pytest's E lines, whole, and where it failed (issue 40: the FAILED line is cut).
+            "message": "assert 2 == 3\n+  where 2 = add(1, 1)\n(at tests/test_calc.py:7)",
         }
     ]
     assert result["message"] == (
@@ -59,7 +60,8 @@ def test_real_pytest_run_with_colours_is_parsed(make_step):
         {
             "name": "tests/test_calc.py::test_add_wrong",
             "error_type": "AssertionError",
-            "message": "assert 2 == 3",
+            # pytest's E lines, whole, and where it failed (issue 40: the FAILED line is cut).
+            "message": "assert 2 == 3\n+  where 2 = add(1, 1)\n(at tests/test_calc.py:7)",
         }
     ]
     assert result["message"] == (

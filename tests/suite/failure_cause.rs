@@ -74,3 +74,36 @@ fn a_failed_step_shows_its_cause_at_the_terminal_in_the_summary_and_in_the_repor
     );
     assert!(row("shell").contains("fatal: EAI_AGAIN from the shell"));
 }
+
+/// A real pytest run (issue 40 §2 of failures in the runner's words): the failing assertion's
+/// values reach the end of the run whole (`COLUMNS=200`: pytest's short summary used to end
+/// `AssertionErr...` at 80 columns), and its location is the repository's path, not one inside
+/// the task's view.
+#[test]
+fn a_real_pytest_failure_is_shown_whole_at_the_repositorys_paths() {
+    if std::process::Command::new("python3")
+        .args(["-c", "import pytest"])
+        .output()
+        .is_ok_and(|o| !o.status.success())
+    {
+        return skip("pytest is not importable by python3");
+    }
+    let long = "a rather long expected value that says exactly what the total should have been";
+    let test = format!("def test_total():\n    assert 'total 12' == '{long}'\n");
+    let sandbox = Sandbox::new(&[("tests/test_cart.py", test.as_str())]);
+    let flow = json!([{"id": "tests", "operation": "run_tests",
+        "params": {"command": "python3 -m pytest -q -p no:cacheprovider tests/test_cart.py"}}]);
+    let output = sandbox.run(&flow, "t");
+    assert_exit(&output, 1);
+    let terminal = stdout(&output);
+    assert!(terminal.contains(long), "{terminal}");
+    assert!(
+        !terminal.contains("_view") && !terminal.contains("_layers"),
+        "{terminal}"
+    );
+    let summary = std::fs::read_to_string(sandbox.task_dir("t").join("summary.md")).unwrap();
+    assert!(
+        summary.contains(long) && !summary.contains("_layers/view/"),
+        "{summary}"
+    );
+}

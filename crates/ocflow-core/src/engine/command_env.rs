@@ -1,5 +1,6 @@
 //! The variables ocflow sets for a step's commands: its own temporary directory, git kept
-//! inside the view, the markers `orphans` finds its processes by, bytecode caches off, and npm
+//! inside the view, the markers `orphans` finds its processes by, bytecode caches off, lines
+//! 200 columns wide (`COLUMNS`: runners' failure lines uncut), and npm
 //! offline when the step has no network. They travel in the step spec's `env` (with the values
 //! of the command's references); the library starts each command with the process's
 //! environment without secrets (`process.py` `scrub_env`) and these on top, and adds none of
@@ -11,6 +12,9 @@ use serde_json::{Map, Value};
 
 use crate::engine::orphans;
 use crate::task::workspace::TaskDir;
+
+/// The width a command's output is laid out for.
+const COLUMNS: &str = "200";
 
 /// What a command step's commands are given, for the step `step` of `task` whose temporary
 /// directory is `temp`; `offline`: the sandbox keeps the step off the network.
@@ -35,6 +39,9 @@ pub(crate) fn for_command_step(
     // Files in the view are replaced within the same second with the same size when a step
     // runs again; Python's bytecode cache keys on seconds and size, so it would run stale code.
     env.insert("PYTHONDONTWRITEBYTECODE".into(), Value::String("1".into()));
+    // No terminal to size lines by: runners cut their failure lines at 80 columns (pytest's
+    // short summary, `AssertionErr...`), losing the values the step failed on.
+    env.insert("COLUMNS".into(), Value::String(COLUMNS.into()));
     if offline {
         // npm and npx fetch a package that is not installed, retrying for over a minute when
         // there is no network: offline, they fail at once, and the step's message says which
@@ -59,6 +66,7 @@ mod tests {
         let temp = root.path().join("s1").join("tmp");
         let env = for_command_step(&task, "s1", &temp, false);
         let mut expected = vec![
+            "COLUMNS",
             "GIT_CEILING_DIRECTORIES",
             "OCFLOW_STEP",
             "OCFLOW_TASK",
@@ -80,6 +88,7 @@ mod tests {
             Value::String(orphans::marker_value(&task))
         );
         assert_eq!(env["PYTHONDONTWRITEBYTECODE"], Value::String("1".into()));
+        assert_eq!(env["COLUMNS"], Value::String("200".into()));
     }
 
     #[test]

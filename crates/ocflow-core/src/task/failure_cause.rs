@@ -75,8 +75,34 @@ pub struct Cause {
     pub text: String,
 }
 
-/// A step's evidence from its result (`result.json`'s tests and outputs) and its log.
+/// `text` with every path into the task's views written as the repository's own: a runner
+/// prints `/home/me/repo/.ocflow/fix-k7m/_layers/view/test/parse.js:26:12` (or the same from
+/// the repository's root, or the view itself), where the person and the model know
+/// `test/parse.js:26:12`. A view is `_view`, `_view-N`, `_layers/view` or `_layers-N/view` in
+/// the task's directory (named `task_id`).
+pub(crate) fn as_repository_paths(text: &str, task_id: &str) -> String {
+    if task_id.is_empty() || !text.contains(task_id) {
+        return text.to_string();
+    }
+    let pattern = format!(
+        r#"[^\s:'"`(\[=]*/{}/(?:_view(?:-[0-9]+)?|_layers(?:-[0-9]+)?/view)/"#,
+        regex::escape(task_id)
+    );
+    match regex::Regex::new(&pattern) {
+        Ok(prefix) => prefix.replace_all(text, "").into_owned(),
+        Err(_) => text.to_string(),
+    }
+}
+
+/// A step's evidence from its result (`result.json`'s tests and outputs) and its log, every
+/// path into the task's views written as the repository's (`as_repository_paths`).
 pub(crate) fn evidence(result: Option<&StepResult>, step_dir: &Path, size: Tail) -> Evidence {
+    let task_id = step_dir
+        .parent()
+        .and_then(Path::file_name)
+        .map(|name| name.to_string_lossy().into_owned())
+        .unwrap_or_default();
+    let ours = |text: &str| as_repository_paths(text, &task_id);
     let test_failures = result
         .and_then(|r| r.tests.as_ref())
         .map(|tests| {
@@ -91,7 +117,7 @@ pub(crate) fn evidence(result: Option<&StepResult>, step_dir: &Path, size: Tail)
                         f.name.as_str()
                     };
                     let (kind, message) = (or_unknown(&f.error_type), or_unknown(&f.message));
-                    format!("{name} — {kind}: {message}")
+                    ours(&format!("{name} — {kind}: {message}"))
                 })
                 .collect()
         })
@@ -100,14 +126,14 @@ pub(crate) fn evidence(result: Option<&StepResult>, step_dir: &Path, size: Tail)
         .into_iter()
         .filter_map(|field| {
             let text = result.and_then(|r| r.text(field))?;
-            (!text.trim().is_empty()).then(|| (field, tail(text, size)))
+            (!text.trim().is_empty()).then(|| (field, tail(&ours(text), size)))
         })
         .collect();
     let log = outputs
         .is_empty()
         .then(|| {
             let log = fs::read_to_string(step_dir.join(workspace::STEP_LOG_FILE)).ok()?;
-            (!log.trim().is_empty()).then(|| tail(&log, size))
+            (!log.trim().is_empty()).then(|| tail(&ours(&log), size))
         })
         .flatten();
     Evidence {
@@ -188,6 +214,23 @@ mod tests {
         );
         evidence.outputs.clear();
         assert_eq!(evidence.cause(), None);
+    }
+
+    #[test]
+    fn paths_into_the_views_are_written_as_the_repositorys() {
+        let said = "not ok 3 at Test.<anonymous> (/home/me/repo/.ocflow/fix-k7m/_layers/view/\
+                    test/parse.js:26:12)\n  at .ocflow/fix-k7m/_view-2/lib/a.js:3:1\n\
+                    File \"/tmp/ws/fix-k7m/_view/tests/test_cart.py\", line 9\n\
+                    E   assert total == 12 (see /home/me/repo/tests/test_cart.py)";
+        assert_eq!(
+            as_repository_paths(said, "fix-k7m"),
+            "not ok 3 at Test.<anonymous> (test/parse.js:26:12)\n  at lib/a.js:3:1\n\
+             File \"tests/test_cart.py\", line 9\n\
+             E   assert total == 12 (see /home/me/repo/tests/test_cart.py)"
+        );
+        // Another task's views, and text naming no view, are left as they are.
+        let other = "/r/.ocflow/other/_view/a.py:1";
+        assert_eq!(as_repository_paths(other, "fix-k7m"), other);
     }
 
     #[test]

@@ -23,6 +23,8 @@ _DIRECTIVE = re.compile(r"\s+#\s*(?P<kind>SKIP|TODO)\b.*$", re.IGNORECASE)
 _COMMENT = re.compile(r"^# (?P<text>.+)$")
 _YAML_KEY = re.compile(r"^(?P<key>[A-Za-z_]\w*): ?(?P<value>.*)$")
 _NODE_SUBTEST = re.compile(r"^\s*# Subtest: ")
+# A YAML block scalar's indicator: `|`, `|-`, `>+`, `|2-`…
+_BLOCK_SCALAR = re.compile(r"^[|>][0-9]?[+-]?[0-9]?$")
 _MESSAGE_LIMIT = 500
 
 
@@ -83,18 +85,45 @@ def parse_tap(lines: list[str]) -> dict | None:
 
 
 def _diagnostics(lines: list[str], start: int) -> dict[str, str]:
-    """The YAML block (``---`` ... ``...``) under a test point, one level of keys, as text."""
+    """The YAML block (``---`` ... ``...``) under a test point, one level of keys, as text. A
+    block scalar (``expected: |-`` then the value's lines, indented more: tape's form for a
+    value of several lines) is read whole."""
     if start >= len(lines) or lines[start].strip() != "---":
         return {}
     margin = indentation(lines[start])
     values: dict[str, str] = {}
+    block: tuple[str, int, bool, list[str]] | None = None  # key, its indent, folded, lines
     for line in following(lines, start + 1):
+        if block is not None:
+            key, indent, folded, kept = block
+            if not line.strip() or indentation(line) > indent:
+                kept.append(line)
+                continue
+            values[key] = _block_value(kept, folded)
+            block = None
         if line.strip() == "..." and indentation(line) <= margin:
             break
         match = _YAML_KEY.match(line.strip())
-        if match and indentation(line) <= margin + 2 and match["key"] not in values:
-            values[match["key"]] = unquote(match["value"].strip())
+        if not match or indentation(line) > margin + 2 or match["key"] in values:
+            continue
+        value = match["value"].strip()
+        if _BLOCK_SCALAR.match(value):
+            block = (match["key"], indentation(line), value.startswith(">"), [])
+        else:
+            values[match["key"]] = unquote(value)
+    if block is not None:
+        values[block[0]] = _block_value(block[3], block[2])
     return values
+
+
+def _block_value(lines: list[str], folded: bool) -> str:
+    """A YAML block scalar's lines as its value: dedented, joined with newlines (``|``) or
+    spaces (``>``), trailing blank lines dropped."""
+    while lines and not lines[-1].strip():
+        lines.pop()
+    shared = min((indentation(line) for line in lines if line.strip()), default=0)
+    text = [line[shared:].rstrip() for line in lines]
+    return (" " if folded else "\n").join(text)
 
 
 def _why(diagnostics: dict[str, str], assertion: str) -> tuple[str | None, str]:

@@ -413,3 +413,17 @@ def test_cut_or_mangled_output_never_raises(name):
         for variant in (lines[:end], lines[end:], [line[: len(line) // 2] for line in lines]):
             for parse in READERS.values():
                 parse(variant)  # may or may not recognise it, but never raises
+
+
+def test_tapes_values_of_several_lines_are_read_whole():
+    # Real tape 5 output (`npm install tape`): a deepEqual's values come as YAML block scalars
+    # (`expected: |-` then the value, indented), which were read as "expected |-, actual |-".
+    report = parse_test_output(fixture("tape_block_scalars.txt"), 1)
+    assert counts(report)[:3] == ("tap", 0, 2)
+    deep, equal = report["failures"]
+    assert deep["name"] == "parse > should be deeply equivalent"
+    assert deep["message"] == (
+        "expected { a: 'b', c: [ 1 ] }, actual { a: 'b', c: [ 1, 2, { d: 'long value that is "
+        "really quite long indeed' } ] }; at Test.<anonymous> (/tmp/tapetest/t.js:3:5)"
+    )
+    assert equal["message"].startswith("expected total 13, actual total 12; at Test.<anonymous>")

@@ -69,3 +69,41 @@ def test_where_each_command_was_found_is_said(tmp_path):
         },
         {"command": "python3 -m pytest -q", "framework": "pytest", "found_in": "pytest.ini"},
     ]
+
+
+QS_SCRIPTS = {
+    # qs 6.16.0's own scripts: `npm test` lints first and audits online after.
+    "pretest": "npm run --silent readme && npm run --silent lint",
+    "test": "npm run tests-only",
+    "tests-only": "nyc tape 'test/**/*.js'",
+    "posttest": "npx npm@'>=10.2' audit --production",
+}
+
+
+def test_a_test_script_that_runs_another_is_that_one_without_hooks(tmp_path):
+    root = build(tmp_path, {"package.json": json.dumps({"scripts": QS_SCRIPTS})})
+    [found] = find_test_commands(root)
+    assert found["command"] == "npm run tests-only"
+    assert "its script tests-only run itself, no hooks" in found["found_in"]
+    hooked = {"pretest": "eslint .", "test": "tape test/*.js", "posttest": "npm audit"}
+    root = build(tmp_path / "hooked", {"package.json": json.dumps({"scripts": hooked})})
+    [found] = find_test_commands(root)
+    assert found["command"] == "npm test --ignore-scripts"
+    assert found["found_in"].endswith("(without its pretest and posttest)")
+
+
+def test_the_projects_own_environment_runs_pytest_when_pytest_is_in_it(tmp_path):
+    files = {"pyproject.toml": "[tool.pytest.ini_options]\n", "tests/test_a.py": ""}
+    root = build(tmp_path, files)
+    venv = tmp_path / ".venv"
+    (venv / "bin").mkdir(parents=True)
+    (venv / "bin" / "python").symlink_to("/usr/bin/python3")
+    # An environment without pytest: the system's pytest, as before.
+    assert find_test_commands(root)[0]["command"] == "python3 -m pytest -q"
+    (venv / "lib" / "python3.12" / "site-packages" / "pytest").mkdir(parents=True)
+    [found] = find_test_commands(root)
+    assert found["command"] == ".venv/bin/python -m pytest -q"
+    assert found["found_in"] == (
+        "pyproject.toml, with pytest from the project's own environment .venv"
+    )
+    assert default_test_command(root)[0] == ".venv/bin/python -m pytest -q"

@@ -84,3 +84,34 @@ fn the_planner_is_told_first_the_command_run_tests_runs_without_one() {
         );
     }
 }
+
+/// The project's own environment (issue 40 §4): with pytest installed in its `.venv`, the
+/// planner is told `.venv/bin/python -m pytest -q` first, and a `run_tests` step the model left
+/// without a command runs exactly that, in a view that shows the `.venv` only to the command.
+#[test]
+fn the_projects_own_environment_runs_its_tests() {
+    const EXPECTED: &str = ".venv/bin/python -m pytest -q";
+    let sandbox = Sandbox::new(&[
+        ("pyproject.toml", "[tool.pytest.ini_options]\n"),
+        ("tests/test_a.py", "def test_a():\n    pass\n"),
+        (".venv/lib/python3.12/site-packages/pytest/__init__.py", ""),
+        // The project's interpreter: here the system's, as a virtual environment's often is.
+        (".venv/bin/python", "#!/bin/sh\nexec python3 \"$@\"\n"),
+    ]);
+    let python = sandbox.repo.join(".venv/bin/python");
+    std::fs::set_permissions(&python, std::os::unix::fs::PermissionsExt::from_mode(0o755)).unwrap();
+    let plan = json!({"version": 1, "task": TASK, "steps": [
+        {"id": "tests", "operation": "run_tests", "params": {}}
+    ]});
+    let llm = FakeLlm::in_order(vec![chat(&plan.to_string()), chat("Ran the tests.")]);
+    let output = sandbox
+        .ocflow_llm(&llm.base_url())
+        .args(["run", "--no-recovery", "--task-id", "t", TASK])
+        .output()
+        .unwrap();
+    let told = commands_told(&last_user_message(&llm.bodies()[0]));
+    assert_eq!(told.first().map(String::as_str), Some(EXPECTED), "{told:?}");
+    let result = sandbox.result("t", "tests");
+    assert_eq!(result["command"], json!(EXPECTED), "{}", stderr(&output));
+    assert_eq!(result["tests"]["passed"], json!(1), "{result}");
+}

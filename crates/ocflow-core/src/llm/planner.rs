@@ -291,6 +291,7 @@ impl Planner<'_> {
                 Err(found) => return listed(found),
             };
         deliverables::planned_by_model(&mut flow);
+        self.name_the_test_command(&mut flow);
         if let Some(reason) = unfit(&flow, named) {
             return Judged::Unfit(reason);
         }
@@ -310,6 +311,25 @@ impl Planner<'_> {
         match self.roles.apply(flow) {
             Ok(flow) => Judged::Plan(flow, notes),
             Err(found) => listed(found),
+        }
+    }
+
+    /// Gives a step that runs the tests without a command the one the model was told runs
+    /// them, the first of the repository's test commands: a step's view may not show what
+    /// chose it (the project's own `.venv`, bound into the view only for the command), so the
+    /// library must not guess again there.
+    fn name_the_test_command(&self, flow: &mut Flow) {
+        let Some(first) = self.test_commands.first() else {
+            return;
+        };
+        for step in &mut flow.steps {
+            let runs_tests = operations::find(&step.operation).is_some_and(|op| op.runs_tests);
+            if runs_tests && !step.params.contains_key("command") {
+                step.params.insert(
+                    "command".into(),
+                    serde_json::Value::String(first.command.clone()),
+                );
+            }
         }
     }
 

@@ -160,6 +160,72 @@ fn a_file_the_task_names_written_under_another_name_is_asked_again() {
     );
 }
 
+/// The real 0.5B's other plan for the same task (run 5): an answer alone, ANALYSIS.md never
+/// written, and the flow succeeded. A task that names a file the repository lacks, and a plan that
+/// writes no file: only the model knows whether the task asks for the file or only asks a
+/// question, so it is asked once, and its answer stands.
+#[test]
+fn a_plan_that_writes_no_file_the_task_names_is_asked_about_once() {
+    const TASK: &str = "Explain in ANALYSIS.md what calculate_metrics in utils.py returns";
+    let answer_only = json!({"steps": [
+        {"id": "explain", "operation": "analyze_code", "final_answer": true,
+         "params": {"file_path": "utils.py", "query": "What does calculate_metrics return?"}}]})
+    .to_string();
+    let writes = json!({"steps": [
+        {"id": "read", "operation": "read_file", "params": {"file_path": "utils.py"}},
+        {"id": "write", "operation": "write_file", "depends_on": ["read"],
+         "params": {"file_path": "ANALYSIS.md",
+                    "content": "calculate_metrics returns the mean of the values.\n"}}]})
+    .to_string();
+    let repo = || {
+        Sandbox::new(&[
+            (
+                "utils.py",
+                "def calculate_metrics(values):\n    return sum(values) / len(values)\n",
+            ),
+            ("README.md", "utils\n"),
+        ])
+    };
+    // Asked, the model writes the file.
+    let sandbox = repo();
+    let llm = FakeLlm::in_order(vec![chat(&answer_only), chat(&writes)]);
+    let output = run_task(&sandbox, &llm, TASK);
+    assert_exit(&output, 0);
+    let asked = last_user_message(&llm.bodies_except_reproduction()[1]);
+    assert!(
+        asked.contains(
+            "the task names ANALYSIS.md, which does not exist yet, and the flow \
+                        writes no file"
+        ),
+        "{asked}"
+    );
+    assert!(
+        sandbox
+            .task_dir("t")
+            .join("final_output/ANALYSIS.md")
+            .is_file()
+    );
+    // Asked, the model gives the same plan again: a question, answered; its plan stands.
+    let sandbox = repo();
+    let analysis = json!({"summary": "It returns the mean.", "findings": []}).to_string();
+    let llm = FakeLlm::in_order(vec![
+        chat(&answer_only),
+        chat(&answer_only),
+        chat(&analysis),
+    ]);
+    let output = run_task(&sandbox, &llm, TASK);
+    let status = sandbox.status("t");
+    assert_eq!(status["steps"][0]["id"], json!("explain"), "{status}");
+    assert!(
+        !status["message"]
+            .as_str()
+            .unwrap_or_default()
+            .contains("same answer again"),
+        "{status}: {}",
+        stderr(&output)
+    );
+}
+
 /// The model's `task` field never replaces the user's task.
 #[test]
 fn the_users_task_is_the_task() {

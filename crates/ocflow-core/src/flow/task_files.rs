@@ -131,6 +131,19 @@ pub fn renamed(flow: &Flow, missing: &[RepoPath], files: &[RepoPath]) -> Option<
         })
 }
 
+/// A file the task names and the repository lacks, when the flow writes no file at all and runs
+/// no command that could (an answer alone, say).
+pub fn unwritten<'a>(flow: &Flow, missing: &'a [RepoPath]) -> Option<&'a RepoPath> {
+    let writes = !deliverables::file_writes(flow).is_empty();
+    let runs_commands = flow
+        .steps
+        .iter()
+        .any(|s| crate::flow::operations::find(&s.operation).is_some_and(|op| op.runs_commands));
+    (!writes && !runs_commands)
+        .then(|| missing.first())
+        .flatten()
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -179,6 +192,33 @@ mod tests {
         ] {
             assert_eq!(missing(task), "", "{task}");
         }
+    }
+
+    #[test]
+    fn a_flow_that_writes_nothing_leaves_the_missing_file_unwritten() {
+        let files = paths(&["utils.py", "README.md"]);
+        let missing = missing(
+            "Explain in ANALYSIS.md what calculate_metrics returns",
+            &files,
+        );
+        let answer: Flow = serde_json::from_value(json!({"version": 1, "task": "t", "steps": [
+            {"id": "a", "operation": "analyze_code",
+             "params": {"file_path": "utils.py", "query": "what does it return?"}}]}))
+        .unwrap();
+        assert_eq!(
+            unwritten(&answer, &missing).map(RepoPath::as_str),
+            Some("ANALYSIS.md")
+        );
+        let command: Flow = serde_json::from_value(json!({"version": 1, "task": "t", "steps": [
+            {"id": "c", "operation": "execute_shell_command",
+             "params": {"command": "echo x > ANALYSIS.md"}}]}))
+        .unwrap();
+        assert_eq!(
+            unwritten(&command, &missing),
+            None,
+            "a command may write it"
+        );
+        assert_eq!(unwritten(&answer, &[]), None);
     }
 
     #[test]

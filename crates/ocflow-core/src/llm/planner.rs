@@ -84,6 +84,9 @@ enum Judged {
     Problems(String),
     /// A valid plan that does not fit the task.
     Unfit(String),
+    /// A valid plan the model is asked about once, whose answer then stands: a question only
+    /// the model can answer (does the task ask for a file it names, or only ask a question?).
+    Ask(String),
     /// The model's refusal, with its reason.
     Refused(String),
 }
@@ -132,6 +135,9 @@ impl Planner<'_> {
         let mut problems = String::new();
         let mut answers = answer::Answers::default();
         let mut unfit_said = false;
+        // Whether the model was asked about its plan (`Judged::Ask`): its next answer stands,
+        // the same plan again included.
+        let mut asked = false;
         for attempt in 1..=MAX_ATTEMPTS {
             let request = ChatRequest {
                 purpose: "planner".into(),
@@ -147,7 +153,8 @@ impl Planner<'_> {
                 &format!("plan-answer-{attempt}.md"),
                 &reply.content,
             )?;
-            if answers.repeats(&reply) {
+            // Asked about its plan, the model may give the same plan again: it stands.
+            if answers.repeats(&reply) && !asked {
                 return Err(PlanError::NoValidFlow {
                     attempts: attempt,
                     dir: answers_dir.to_path_buf(),
@@ -161,7 +168,8 @@ impl Planner<'_> {
                  with a shorter flow, fewer steps, and no explanations"
                     .to_string()
             } else {
-                match self.judge(&reply.content, task, &named, (&missing, &files)) {
+                let missing: &[RepoPath] = if asked { &[] } else { &missing };
+                match self.judge(&reply.content, task, &named, (missing, &files)) {
                     Judged::Plan(mut flow, mut notes) => {
                         // The user's words are the task, whatever the model wrote in its `task`.
                         flow.task = task.to_string();
@@ -191,6 +199,10 @@ impl Planner<'_> {
                     Judged::Unfit(reason) => {
                         unfit_said = true;
                         format!("- {reason}")
+                    }
+                    Judged::Ask(question) => {
+                        asked = true;
+                        format!("- {question}")
                     }
                     Judged::Problems(problems) => problems,
                 }
@@ -300,6 +312,15 @@ impl Planner<'_> {
             return Judged::Unfit(format!(
                 "the task names {asked}, which does not exist yet, and the flow writes {instead} \
                  instead: write the file the task names, at that path"
+            ));
+        }
+        // The task names a file to make; the flow writes no file at all. Only the model knows
+        // whether the task asks for it or only asks a question: asked once, its answer stands.
+        if let Some(asked) = task_files::unwritten(&flow, missing) {
+            return Judged::Ask(format!(
+                "the task names {asked}, which does not exist yet, and the flow writes no file: if \
+                 the task asks for {asked}, add a step that writes it there; if the task only asks \
+                 a question, give the same plan again"
             ));
         }
         // What the task itself says must pass, added to a plan found fit, whether or not it

@@ -636,6 +636,9 @@ def watch_flow_processes(ocflow: Path, secret: str, stop: threading.Event, seen:
     """Until stop: every ocflow flow process (`run --task-id` or `resume`), by pid, with
     whether the secret was in its environment or command line."""
     prefix = str(ocflow).encode() + b"\0"
+    # A process whose environment shows no gate is looked at again a few times before it is
+    # recorded so: one caught as it starts may not show its environment yet.
+    looks: dict[int, int] = {}
     while not stop.is_set():
         for entry in Path("/proc").iterdir():
             if not entry.name.isdigit() or int(entry.name) in seen:
@@ -649,9 +652,15 @@ def watch_flow_processes(ocflow: Path, secret: str, stop: threading.Event, seen:
                 environ = (entry / "environ").read_bytes()
             except OSError:
                 continue
-            seen[int(entry.name)] = {
+            pid = int(entry.name)
+            gate = b"OCFLOW_BASE_URL=http://" in environ
+            looks[pid] = looks.get(pid, 0) + 1
+            if not gate and looks[pid] < 10:
+                continue
+            seen[pid] = {
                 "leaks": secret.encode() in cmdline + environ,
-                "gate": b"OCFLOW_BASE_URL=http://" in environ,
+                "gate": gate,
+                "cmdline": cmdline.replace(b"\0", b" ").decode(errors="replace")[:200],
             }
         time.sleep(0.02)
 

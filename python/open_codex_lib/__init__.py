@@ -24,6 +24,7 @@ never changes the current directory or ``os.environ``.
 from .instructions import InstructionsError, Step, parse_instructions
 from .operations import execute_operation
 from .registry import Param, catalogue, load_plugins, operation, preload
+from .repo_map import render as map_repository
 from .testing_commands import find_test_commands
 
 __version__ = "0.1.0"
@@ -47,6 +48,7 @@ __all__ = [
     "execute_operation",
     "find_test_commands",
     "load_plugins",
+    "map_repository",
     "operation",
     "parse_instructions",
     "preload",

@@ -22,7 +22,8 @@ use ocflow_core::flow::path_rules::canonical_or_absolute;
 use ocflow_core::flow::validate::MAX_TASK_BYTES;
 use ocflow_core::llm::budget::Budget;
 use ocflow_core::llm::client::Llm;
-use ocflow_core::llm::planner::{PlanError, Planner};
+use ocflow_core::llm::planner::{PlanError, Planner, RepoMap};
+use ocflow_core::llm::planner_prompt::MAP_BUDGET;
 use ocflow_core::task::events::Events;
 use ocflow_core::task::journal::Journal;
 use ocflow_core::task::state;
@@ -446,6 +447,21 @@ fn planner<'a>(config: &'a Config, llm: &'a Llm) -> Result<Planner<'a>> {
         Vec::new()
     });
     let skip = vec![canonical_or_absolute(&config.workspace)];
+    // The map of the repository's definitions: a library that cannot make one is a warning,
+    // and the planner still sees the files.
+    let repo = config.repo.clone();
+    let repo_map: RepoMap = Box::new(move |task, files| {
+        bridge
+            .repo_map(&repo, files, task, MAP_BUDGET)
+            .unwrap_or_else(|err| {
+                say(&format!(
+                    "ocflow: warning: the planner is not shown the repository's definitions: \
+                     {err:#}"
+                ));
+                None
+            })
+            .unwrap_or_default()
+    });
     // The repository's instructions for agents, the root's: the planner sees the whole.
     let conventions = launch::project_instructions(&config.repo, &skip[0]).for_target(None);
     Ok(Planner {
@@ -458,6 +474,7 @@ fn planner<'a>(config: &'a Config, llm: &'a Llm) -> Result<Planner<'a>> {
         test_commands,
         past_experience: String::new(),
         conventions,
+        repo_map: Some(repo_map),
     })
 }
 

@@ -32,6 +32,7 @@ mod prompt_cache;
 mod recovery;
 mod recovery_feedback;
 mod relocatable;
+mod repo_map;
 mod report;
 mod resume;
 mod roles;

@@ -413,3 +413,90 @@ fn a_file_too_deep_to_keep_fails_its_step_the_same_way_in_both_views() {
         assert_eq!(messages[0], messages[1], "the two views answer alike");
     }
 }
+
+/// Issue 40 §1 and §5. A command step sees the repository's build directory (`target/` beside
+/// a `Cargo.toml`) through a layer the view keeps from step to step: the repository's build is
+/// reused, a later step sees what an earlier one built, the repository's `target/` never
+/// changes, and the flow keeps none of it after its end. It sees the repository's `.git` too,
+/// read-only: git works as in the user's shell, and what it writes goes with the step.
+#[test]
+fn a_command_sees_the_repositorys_build_and_git_and_the_flow_keeps_neither() {
+    if !require(Component::Bubblewrap) {
+        return;
+    }
+    let sandbox = Sandbox::new(&[
+        ("Cargo.toml", "[package]\nname = \"x\"\n"),
+        ("src/lib.rs", "pub fn f() {}\n"),
+        ("target/debug/old", "built by the user\n"),
+    ]);
+    let git = |args: &[&str]| {
+        let status = std::process::Command::new("git")
+            .args(["-c", "user.email=t@t", "-c", "user.name=t"])
+            .args(args)
+            .current_dir(&sandbox.repo)
+            .stdout(std::process::Stdio::null())
+            .status()
+            .unwrap();
+        assert!(status.success(), "git {args:?}");
+    };
+    git(&["init", "-q"]);
+    std::fs::write(sandbox.repo.join(".gitignore"), "target/\n").unwrap();
+    git(&["add", "-A"]);
+    git(&["commit", "-qm", "the user's commit"]);
+    let head = std::fs::read_to_string(sandbox.repo.join(".git/HEAD")).unwrap();
+    sandbox.configure_sandbox("overlay = true");
+    let flow = json!([
+        {"id": "build", "operation": "execute_shell_command", "params": {"command":
+            "cat target/debug/old > seen.txt && echo new > target/debug/new && \
+             rm target/debug/old && git log --format=%s > log.txt && \
+             git status --short -- src Cargo.toml .gitignore > status.txt && \
+             git tag made-in-a-step"}},
+        {"id": "again", "operation": "execute_shell_command", "depends_on": ["build"],
+         "params": {"command": "cat target/debug/new > again.txt && \
+             if test -e target/debug/old; then echo shown > old.txt; fi"}}
+    ]);
+    let plan = sandbox.flow(&flow);
+    let output = sandbox
+        .ocflow()
+        .args(["run", "--jobs", "1", "--task-id", "t", "--plan"])
+        .arg(plan)
+        .output()
+        .unwrap();
+    assert_exit(&output, 0);
+    let task = sandbox.task_dir("t");
+    let read = |path: &str| std::fs::read_to_string(task.join(path)).unwrap();
+    assert_eq!(read("build/output/seen.txt"), "built by the user\n");
+    assert_eq!(read("build/output/log.txt"), "the user's commit\n");
+    assert_eq!(
+        read("build/output/status.txt"),
+        "",
+        "the view is the commit"
+    );
+    // The second step sees what the first built and deleted, in the view's build layer.
+    assert_eq!(read("again/output/again.txt"), "new\n");
+    assert!(!task.join("again/output/old.txt").exists());
+    // Nothing of it is captured, nor reaches the repository.
+    let result = sandbox.result("t", "build");
+    assert_eq!(
+        result["output_files"],
+        json!(["log.txt", "seen.txt", "status.txt"])
+    );
+    assert_eq!(
+        std::fs::read_to_string(sandbox.repo.join("target/debug/old")).unwrap(),
+        "built by the user\n"
+    );
+    assert!(!sandbox.repo.join("target/debug/new").exists());
+    assert!(!sandbox.repo.join(".git/refs/tags/made-in-a-step").exists());
+    assert_eq!(
+        std::fs::read_to_string(sandbox.repo.join(".git/HEAD")).unwrap(),
+        head
+    );
+    // The flow's end removed the build layers: the task keeps no build.
+    let kept: Vec<_> = walkdir::WalkDir::new(&task)
+        .into_iter()
+        .flatten()
+        .filter(|e| e.file_name() == "new")
+        .map(|e| e.path().display().to_string())
+        .collect();
+    assert!(kept.is_empty(), "{kept:?}");
+}

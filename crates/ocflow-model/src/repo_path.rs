@@ -11,10 +11,36 @@ pub const MAX_PATH_BYTES: usize = 1024;
 pub const EXCLUDED_DIR_NAMES: &[&str] =
     &[".git", "node_modules", ".venv", "__pycache__", ".ocflow"];
 
+/// Build directories, by their name and the files beside them that say a toolchain builds
+/// there: cargo's and Maven's `target`, Gradle's `build` and `.gradle`. What a build makes
+/// there is made again, so flows skip them as they skip the excluded names, and command steps
+/// see the repository's own through a layer of the flow's (`ocflow-sandbox`'s build outputs).
+pub const BUILD_OUTPUTS: &[(&str, &[&str])] = &[
+    ("target", &["Cargo.toml", "pom.xml"]),
+    ("build", &["build.gradle", "build.gradle.kts"]),
+    (
+        ".gradle",
+        &[
+            "settings.gradle",
+            "settings.gradle.kts",
+            "build.gradle",
+            "build.gradle.kts",
+        ],
+    ),
+];
+
 /// Whether a directory called `name` inside `parent` is one that staging skips: the excluded
-/// names anywhere, and `target` where it sits beside a `Cargo.toml` (a Rust build directory).
+/// names anywhere, and a build directory where its toolchain's files sit beside it.
 pub fn is_excluded_dir(parent: &Path, name: &str) -> bool {
-    EXCLUDED_DIR_NAMES.contains(&name) || (name == "target" && parent.join("Cargo.toml").is_file())
+    EXCLUDED_DIR_NAMES.contains(&name) || is_build_output(name, |file| parent.join(file).is_file())
+}
+
+/// Whether a directory called `name` is a build directory, `beside` saying whether a file of
+/// that name sits beside it.
+pub fn is_build_output(name: &str, beside: impl Fn(&str) -> bool) -> bool {
+    BUILD_OUTPUTS
+        .iter()
+        .any(|(dir, markers)| *dir == name && markers.iter().any(|marker| beside(marker)))
 }
 
 /// Why a path cannot be used; the message says what is wrong and how to fix it.

@@ -74,6 +74,13 @@ pub struct SandboxArgs {
     /// A dependency directory, relative to the repository (repeatable).
     #[arg(long = "dependency", value_name = "PATH")]
     pub dependency: Vec<PathBuf>,
+    /// A build directory, relative to the repository (repeatable): shown through the layer
+    /// `--build-layers DIR/INDEX`, INDEX its place among these.
+    #[arg(long = "build-output", value_name = "PATH")]
+    pub build_output: Vec<PathBuf>,
+    /// Where the build directories' layers are (see --build-output).
+    #[arg(long, value_name = "DIR")]
+    pub build_layers: Option<PathBuf>,
     /// The command and its arguments.
     #[arg(last = true)]
     pub command: Vec<std::ffi::OsString>,

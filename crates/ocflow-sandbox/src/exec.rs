@@ -15,7 +15,8 @@ use crate::limits::limit_resources;
 pub use crate::overlay::Overlay;
 pub use crate::overlay::remove_overlay_dirs;
 use crate::overlay::{
-    bind_read_only_here, enter_own_namespace, mount_overlay_here, overlay_dependency, probe_overlay,
+    bind_read_only_here, enter_own_namespace, mount_overlay_here, overlay_build_output,
+    overlay_dependency, probe_overlay,
 };
 use crate::private_layers::{Private, make_private};
 
@@ -49,15 +50,24 @@ pub struct ExecRequest<'a> {
     pub command: &'a [OsString],
 }
 
-/// The repository's dependency directories (`node_modules`, `.venv`), which views never hold,
-/// shown to the command read-only at the same places in its view: `dirs` (relative paths)
-/// bound from `from` (the repository) onto `into` (the view), nothing copied. Given to the
-/// launcher as `--dependencies-from REPO --dependencies-into VIEW --dependency REL…`.
+/// What of the repository a view never holds, shown to the command at the same places in its
+/// view, nothing copied. Given to the launcher as `--dependencies-from REPO --dependencies-into
+/// VIEW --dependency REL… --build-output REL… --build-layers DIR`.
+///
+/// - `dirs`: the dependency directories (`node_modules`, `.venv`) and `.git`, shown from `from`
+///   (the repository) onto `into` (the view) read-only: through an overlay whose upper layer is
+///   the step's own (thrown away with it), else bound read-only.
+/// - `build_outputs`: the build directories (cargo's `target/` …), each shown through an
+///   overlay of the repository's (or of nothing, where it has none) under the upper layer
+///   `build_layers/INDEX`, which the host keeps from step to step of one view and removes at
+///   the flow's end: a build reuses the user's, and what it writes never reaches it.
 #[derive(Debug, Clone, Copy)]
 pub struct Dependencies<'a> {
     pub from: &'a Path,
     pub into: &'a Path,
     pub dirs: &'a [PathBuf],
+    pub build_outputs: &'a [PathBuf],
+    pub build_layers: Option<&'a Path>,
 }
 
 impl Dependencies<'_> {
@@ -70,6 +80,19 @@ impl Dependencies<'_> {
             .iter()
             .filter(|dir| plainly_inside(self.into, dir))
             .map(|dir| (self.from.join(dir), self.into.join(dir)))
+    }
+
+    /// Each build directory's source in the repository, its place in the view and its layer.
+    pub(crate) fn build_pairs(&self) -> impl Iterator<Item = (PathBuf, PathBuf, PathBuf)> + '_ {
+        let layers = self.build_layers;
+        self.build_outputs
+            .iter()
+            .enumerate()
+            .filter(|(_, dir)| plainly_inside(self.into, dir))
+            .filter_map(move |(index, dir)| {
+                let layer = layers?.join(index.to_string());
+                Some((self.from.join(dir), self.into.join(dir), layer))
+            })
     }
 }
 
@@ -176,7 +199,8 @@ fn confine_and_exec(request: &ExecRequest<'_>) -> Result<Never, String> {
         // be mounted) and the caches' (which may fall back to directories of the step's).
         let wants_caches = request.cache_overlay && request.private.is_some();
         // Without bubblewrap the dependencies are bound here, in that namespace.
-        let binds_here = request.bwrap.is_none() && request.dependencies.is_some();
+        let binds_here =
+            request.bwrap.is_none() && request.dependencies.is_some_and(|d| !d.dirs.is_empty());
         let needs_namespace = request.overlay.is_some() || binds_here;
         let own_namespace = if needs_namespace || wants_caches {
             match enter_own_namespace() {
@@ -212,6 +236,19 @@ fn confine_and_exec(request: &ExecRequest<'_>) -> Result<Never, String> {
         }
         if binds_here {
             bind_read_only_here(&read_only)?;
+        }
+        // The build directories, through the view's build layers: where none can be mounted
+        // a build writes into the view, as any command does (slower, never wrong), and the
+        // command's output says why.
+        if own_namespace && request.cache_overlay {
+            for (source, target, layer) in request.dependencies.iter().flat_map(|d| d.build_pairs())
+            {
+                if let Err(problem) = overlay_build_output(&source, &target, &layer) {
+                    eprintln!(
+                        "ocflow: the build directory is not shared with the repository's: {problem}"
+                    );
+                }
+            }
         }
         if let Some(dir) = request.private {
             private = make_private(request, dir, own_namespace)?;
@@ -261,9 +298,21 @@ mod tests {
             from: Path::new("/repo"),
             into: &view,
             dirs: &dirs,
+            build_outputs: &dirs,
+            build_layers: Some(Path::new("/layers")),
         };
         let pairs: Vec<_> = deps.pairs().collect();
         assert_eq!(pairs, [(PathBuf::from("/repo/web"), view.join("web"))]);
+        // A build directory's layer is named by its place in the list, left out or not.
+        let built: Vec<_> = deps.build_pairs().collect();
+        assert_eq!(
+            built,
+            [(
+                PathBuf::from("/repo/web"),
+                view.join("web"),
+                PathBuf::from("/layers/0")
+            )]
+        );
     }
 
     #[test]

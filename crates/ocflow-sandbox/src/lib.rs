@@ -74,11 +74,17 @@ pub fn run(name: &str, args: &SandboxArgs) -> u8 {
         cache_overlay: args.cache_overlay,
         private: args.private.as_deref(),
         dependencies: match (&args.dependencies_from, &args.dependencies_into) {
-            (Some(from), Some(into)) if !args.dependency.is_empty() => Some(exec::Dependencies {
-                from,
-                into,
-                dirs: &args.dependency,
-            }),
+            (Some(from), Some(into))
+                if !args.dependency.is_empty() || !args.build_output.is_empty() =>
+            {
+                Some(exec::Dependencies {
+                    from,
+                    into,
+                    dirs: &args.dependency,
+                    build_outputs: &args.build_output,
+                    build_layers: args.build_layers.as_deref(),
+                })
+            }
             _ => None,
         },
         command: &args.command,

@@ -76,6 +76,34 @@ pub(crate) fn overlay_dependency(
         || mount_overlay_here(overlay, "").is_ok())
 }
 
+/// Shows the build directory `source` of the repository at `target` in the view through an
+/// overlay whose upper layer is `layer/upper` (kept by the host from step to step), in the
+/// namespace `enter_own_namespace` made. Where the repository has no such directory the
+/// overlay's lower layer is `layer/empty`: what a build writes is still kept apart.
+pub(crate) fn overlay_build_output(
+    source: &Path,
+    target: &Path,
+    layer: &Path,
+) -> Result<(), String> {
+    let (upper, work, empty) = (layer.join("upper"), layer.join("work"), layer.join("empty"));
+    let lower = [if source.is_dir() {
+        source.to_path_buf()
+    } else {
+        empty.clone()
+    }];
+    for dir in [&upper, &work, &empty, &target.to_path_buf()] {
+        std::fs::create_dir_all(dir)
+            .map_err(|err| format!("cannot make {} for the build layer: {err}", dir.display()))?;
+    }
+    let overlay = Overlay {
+        target,
+        lower: &lower,
+        upper: &upper,
+        work: &work,
+    };
+    mount_overlay_here(overlay, "")
+}
+
 /// Binds each dependency directory (source, place in the view) read-only, in the namespace
 /// `enter_own_namespace` made (the mount point made if missing). The read-only remount keeps
 /// the flags the source's mount has (`nosuid`, `nodev`…): a user namespace may not drop them.

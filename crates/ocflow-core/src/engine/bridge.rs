@@ -384,6 +384,35 @@ impl Bridge {
         .transpose()
     }
 
+    /// The library's map of the repository's definitions for the planner: `files` (relative
+    /// to `repo`), the most related to `task` first, in at most `budget` characters. `None`
+    /// for a library without `map_repository`.
+    pub fn repo_map(
+        &self,
+        repo: &Path,
+        files: &[RepoPath],
+        task: &str,
+        budget: usize,
+    ) -> Result<Option<String>> {
+        let repo = repo.to_string_lossy().into_owned();
+        let files = serde_json::to_string(files).map_err(|err| Error::internal(err.to_string()))?;
+        Python::attach(|py| -> PyResult<Option<String>> {
+            self.shim
+                .bind(py)
+                .call_method1(
+                    "repo_map",
+                    (self.library.bind(py), repo, files, task, budget),
+                )?
+                .extract()
+        })
+        .map_err(|err| {
+            Error::Bridge(format!(
+                "the library could not map the repository: {}",
+                Python::attach(|py| format_error(py, &err))
+            ))
+        })
+    }
+
     /// Has the library import the modules of `operations` now, on a thread of its own, while
     /// the caller sets up the flow's task: the first steps would otherwise import them, one
     /// waiting for the other's import. A failing import is left for the step to report.

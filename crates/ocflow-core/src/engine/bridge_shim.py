@@ -151,6 +151,15 @@ def test_commands(module, repo):
     return json.dumps(find(repo))
 
 
+def repo_map(module, repo, files_json, task, budget):
+    """The library's map of the repository's definitions for the planner (`map_repository`),
+    or None for a library without it."""
+    render = getattr(module, "map_repository", None)
+    if not callable(render):
+        return None
+    return render(repo, json.loads(files_json), task, budget)
+
+
 def preload(module, names_json):
     """Imports the modules of the named operations, for a library that can (see its `preload`)."""
     load = getattr(module, "preload", None)

@@ -1,4 +1,4 @@
-//! The repository's installed dependencies, as command steps see them. Views never hold the
+//! What of the repository command steps see beside their view. Views never hold the
 //! directories packages are installed in (`node_modules`, `.venv`: flows never read or write
 //! them, and snapshots skip them), yet tests run with them. So each command step sees the
 //! repository's own, at the same places in its view, read-only: bound by the launcher
@@ -6,7 +6,13 @@
 //! whatever a command tries there never reaches the user's tree nor the diff. Where no mount
 //! can be made (no namespaces at all, or no sandbox), a copy view gets a copy of them, once,
 //! and the flow says so.
-
+//!
+//! The same way, a command sees the repository's `.git` (read-only: `git log`, `git describe`,
+//! setuptools-scm versions work as in the user's shell; whatever git writes is the step's and
+//! goes with it), and its build directories (cargo's `target/` …) through a layer the view
+//! keeps from step to step and the flow removes at its end: a build reuses the user's, and
+//! never changes it. Copy views get neither (a copy of `.git` or `target/` would cost what the
+//! layers save).
 use std::path::{Path, PathBuf};
 
 use walkdir::WalkDir;
@@ -27,6 +33,11 @@ pub struct Dependencies {
     /// Each directory, relative to the repository, outermost only (a `node_modules` inside
     /// another comes with it), sorted.
     pub(crate) dirs: Vec<PathBuf>,
+    /// Whether the repository has a `.git` directory, shown read-only beside the dependencies.
+    pub(crate) git: bool,
+    /// The build directories (`repo_path::BUILD_OUTPUTS`) the repository has, and the one its
+    /// top-level toolchain would make, relative to it, sorted.
+    pub(crate) build_outputs: Vec<PathBuf>,
 }
 
 impl Dependencies {
@@ -35,6 +46,7 @@ impl Dependencies {
     /// Symlinks are not followed: one named `node_modules` is already in the snapshot.
     pub fn find(repo: &Path, skip: &[PathBuf]) -> Dependencies {
         let mut dirs = Vec::new();
+        let mut build_outputs = Vec::new();
         let mut walk = WalkDir::new(repo).follow_links(false).into_iter();
         while let Some(Ok(entry)) = walk.next() {
             if !entry.file_type().is_dir() || entry.depth() == 0 {
@@ -42,24 +54,50 @@ impl Dependencies {
             }
             let name = entry.file_name().to_str().unwrap_or("");
             let parent = entry.path().parent().unwrap_or(repo);
-            if DEPENDENCY_DIR_NAMES.contains(&name)
-                && let Ok(relative) = entry.path().strip_prefix(repo)
-            {
-                dirs.push(relative.to_path_buf());
+            let relative = entry.path().strip_prefix(repo).map(Path::to_path_buf);
+            if let Ok(relative) = relative {
+                if DEPENDENCY_DIR_NAMES.contains(&name) {
+                    dirs.push(relative);
+                } else if repo_path::is_build_output(name, |file| parent.join(file).is_file()) {
+                    build_outputs.push(relative);
+                }
             }
             if repo_path::is_excluded_dir(parent, name) || skip.iter().any(|s| s == entry.path()) {
                 walk.skip_current_dir();
             }
         }
+        // The top-level toolchain's, which its first build makes (the flow's build then keeps
+        // to its layer all the same).
+        for (dir, markers) in repo_path::BUILD_OUTPUTS {
+            let wanted = PathBuf::from(dir);
+            if markers.iter().any(|m| repo.join(m).is_file()) && !build_outputs.contains(&wanted) {
+                build_outputs.push(wanted);
+            }
+        }
         dirs.sort();
+        build_outputs.sort();
         Dependencies {
             repo: repo.to_path_buf(),
             dirs,
+            git: repo.join(".git").is_dir(),
+            build_outputs,
         }
     }
 
+    /// The directories the launcher shows read-only: the dependencies, then `.git`.
+    pub(crate) fn read_only_dirs(&self) -> impl Iterator<Item = PathBuf> + '_ {
+        let git = self.git.then(|| PathBuf::from(".git"));
+        self.dirs.iter().cloned().chain(git)
+    }
+
+    /// Whether there are no dependency directories (`.git` and build directories aside).
     pub fn is_empty(&self) -> bool {
         self.dirs.is_empty()
+    }
+
+    /// Whether the launcher has nothing to show beside the view.
+    pub(crate) fn shows_nothing(&self) -> bool {
+        self.dirs.is_empty() && !self.git && self.build_outputs.is_empty()
     }
 
     /// The directories as people read them: `node_modules/, web/node_modules/`.
@@ -121,6 +159,40 @@ mod tests {
         let dirs: Vec<&str> = found.dirs.iter().map(|d| d.to_str().unwrap()).collect();
         assert_eq!(dirs, [".venv", "node_modules", "web/node_modules"]);
         assert_eq!(found.listing(), ".venv/, node_modules/, web/node_modules/");
+        assert!(found.git, "the repository's .git is shown too");
+        assert!(found.build_outputs.is_empty());
+    }
+
+    #[test]
+    fn finds_the_build_directories_a_toolchain_beside_them_makes() {
+        let dir = tempfile::tempdir().unwrap();
+        let repo = dir.path();
+        for made in [
+            "target/debug",
+            "tools/gen/target",
+            "docs/target",
+            "app/build",
+        ] {
+            std::fs::create_dir_all(repo.join(made)).unwrap();
+        }
+        for manifest in ["Cargo.toml", "tools/gen/Cargo.toml", "app/build.gradle.kts"] {
+            std::fs::write(repo.join(manifest), "").unwrap();
+        }
+        let found = Dependencies::find(repo, &[]);
+        let outputs: Vec<&str> = found
+            .build_outputs
+            .iter()
+            .map(|d| d.to_str().unwrap())
+            .collect();
+        // docs/target has no toolchain beside it: it is the project's own directory.
+        assert_eq!(outputs, ["app/build", "target", "tools/gen/target"]);
+        assert!(!found.git);
+        assert!(found.is_empty() && !found.shows_nothing());
+        // A Maven project that was never built: its first build's `target/` is layered too.
+        let fresh = tempfile::tempdir().unwrap();
+        std::fs::write(fresh.path().join("pom.xml"), "<project/>").unwrap();
+        let found = Dependencies::find(fresh.path(), &[]);
+        assert_eq!(found.build_outputs, [PathBuf::from("target")]);
     }
 
     #[test]

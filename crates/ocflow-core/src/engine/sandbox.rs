@@ -79,6 +79,8 @@ pub(crate) struct StepScope<'a> {
     /// The repository's installed dependencies, bound read-only into the view (where
     /// `mounts_dependencies`).
     pub(crate) dependencies: Option<&'a Dependencies>,
+    /// The view's build layers (`LayeredView::build_layers`), for a view made of layers.
+    pub(crate) build_layers: Option<&'a Path>,
 }
 
 /// The settings a plan is made from.
@@ -269,6 +271,7 @@ impl SandboxPlan {
                         private: &private,
                         cgroup: &cgroup,
                         dependencies: None,
+                        build_layers: None,
                     },
                 )
                 .map_err(|err| err.to_string())?;
@@ -446,6 +449,7 @@ impl SandboxPlan {
             private,
             cgroup,
             dependencies,
+            build_layers,
         } = scope;
         let exe = std::env::current_exe()
             .io_context(|| "finding the ocflow executable for the sandbox".into())?;
@@ -494,14 +498,23 @@ impl SandboxPlan {
         }
         launcher.push("--private".into());
         launcher.push(private.to_string_lossy().into_owned());
-        if let Some(dependencies) = dependencies.filter(|d| !d.is_empty()) {
+        if let Some(dependencies) = dependencies.filter(|d| !d.shows_nothing()) {
             launcher.push("--dependencies-from".into());
             launcher.push(dependencies.repo.to_string_lossy().into_owned());
             launcher.push("--dependencies-into".into());
             launcher.push(view.to_string_lossy().into_owned());
-            for dir in &dependencies.dirs {
+            for dir in dependencies.read_only_dirs() {
                 launcher.push("--dependency".into());
                 launcher.push(dir.to_string_lossy().into_owned());
+            }
+            // Only a view made of layers keeps build layers: a copy view holds its builds.
+            if let Some(layers) = build_layers.filter(|_| !dependencies.build_outputs.is_empty()) {
+                for dir in &dependencies.build_outputs {
+                    launcher.push("--build-output".into());
+                    launcher.push(dir.to_string_lossy().into_owned());
+                }
+                launcher.push("--build-layers".into());
+                launcher.push(layers.to_string_lossy().into_owned());
             }
         }
         for cache in &self.caches {
@@ -765,6 +778,7 @@ mod tests {
             private: Path::new("/p"),
             cgroup: "1.x.s",
             dependencies: None,
+            build_layers: None,
         }
     }
 

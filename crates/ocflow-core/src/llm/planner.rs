@@ -111,7 +111,14 @@ pub struct Planner<'a> {
     /// The repository's own instructions for agents, framed as its conventions
     /// (`flow::project_instructions`); after the fixed system text, before the task.
     pub conventions: Option<Selected>,
+    /// The map of the repository's definitions for a task and the repository's files (the
+    /// library's `map_repository`, `llm::planner_prompt::MAP_BUDGET` characters at most); none
+    /// without a library that makes one.
+    pub repo_map: Option<RepoMap<'a>>,
 }
+
+/// Makes the planner's map of the repository for a task and the repository's files.
+pub type RepoMap<'a> = Box<dyn Fn(&str, &[RepoPath]) -> String + Send + Sync + 'a>;
 
 impl Planner<'_> {
     /// Plans `task`: the flow, and what validation added to it (implied dependencies). Raw
@@ -361,6 +368,11 @@ impl Planner<'_> {
             files,
             named: &task_files::named(task, files),
             test_commands: &self.test_commands,
+            repo_map: &self
+                .repo_map
+                .as_ref()
+                .map(|map| map(task, files))
+                .unwrap_or_default(),
             past_experience: &past_experience(&self.past_experience),
             roles: self.roles,
         })

@@ -21,6 +21,10 @@ const USER: &str = include_str!("../../../../prompts/plan_user.md");
 
 /// Files listed in the prompt at most.
 const MAX_LISTED_FILES: usize = 300;
+/// The characters the map of the repository's definitions may take in the first prompt: about
+/// 1,100 tokens (3.5 characters a token), a seventh of a small model's 8,192 (BENCHMARKS.md,
+/// "The planner's map").
+pub const MAP_BUDGET: usize = 4000;
 /// How much of each file the task names is shown.
 const MAX_NAMED_FILE_BYTES: usize = 12 * 1024;
 
@@ -32,6 +36,9 @@ pub(crate) struct PromptParts<'a> {
     /// The files the task names, whose content is shown just before the task.
     pub named: &'a [RepoPath],
     pub test_commands: &'a [TestCommand],
+    /// The map of the repository's definitions, the files most related to the task first
+    /// (`open_codex_lib/repo_map.py`), or empty.
+    pub repo_map: &'a str,
     /// The failure memory's section for this task (`planner::past_experience`), or empty.
     pub past_experience: &'a str,
     pub roles: &'a Roles,
@@ -51,10 +58,23 @@ pub(crate) fn first_prompt(parts: &PromptParts) -> String {
                 "test_commands",
                 &test_command::for_planner(parts.test_commands),
             ),
+            ("repo_map", &map_section(parts.repo_map)),
             ("past_experience", parts.past_experience),
             ("named_files", &named_contents(parts.repo, parts.named)),
             ("task", parts.task),
         ],
+    )
+}
+
+/// The map's section of the prompt, after a blank line; nothing without a map.
+fn map_section(map: &str) -> String {
+    if map.trim().is_empty() {
+        return String::new();
+    }
+    format!(
+        "\nDefinitions in the repository (the files most related to the task first; a \
+         `read_file` step shows a whole file):\n{}\n",
+        map.trim_end()
     )
 }
 
@@ -109,6 +129,7 @@ mod tests {
             files,
             named: &[],
             test_commands: &[],
+            repo_map: "",
             past_experience,
             roles,
         }

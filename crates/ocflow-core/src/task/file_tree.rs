@@ -36,6 +36,28 @@ pub(crate) fn copy_whole_tree(from: &Path, to: &Path) -> Result<TreeStats> {
     copy_tree_keeping(from, to, &|_| true)
 }
 
+/// Gives `dest` the modification time of `source`: a copy of the repository then looks to build
+/// tools as old as the repository's files, so what the user built from them is still fresh
+/// (cargo compares times; a snapshot of new times rebuilt every crate of the repository). A
+/// file whose time cannot be set keeps the copy's: it is built again, never wrongly skipped.
+// The stat fields' types differ between targets: the casts are needed on some.
+#[allow(clippy::unnecessary_cast)]
+fn keep_modified_time(source: &Path, dest: &Path) {
+    use rustix::fs::{AtFlags, CWD, Timestamps, statat, utimensat};
+    let Ok(stat) = statat(CWD, source, AtFlags::SYMLINK_NOFOLLOW) else {
+        return;
+    };
+    let time = |seconds: i64, nanos: u64| rustix::fs::Timespec {
+        tv_sec: seconds,
+        tv_nsec: nanos as _,
+    };
+    let times = Timestamps {
+        last_access: time(stat.st_atime as i64, stat.st_atime_nsec as u64),
+        last_modification: time(stat.st_mtime as i64, stat.st_mtime_nsec as u64),
+    };
+    let _ = utimensat(CWD, dest, &times, AtFlags::SYMLINK_NOFOLLOW);
+}
+
 fn copy_tree_keeping(
     from: &Path,
     to: &Path,
@@ -81,6 +103,7 @@ fn copy_tree_keeping(
                         interrupt::check()?;
                         bytes += fs::copy(source, dest)
                             .io_context(|| format!("copying {}", source.display()))?;
+                        keep_modified_time(source, dest);
                     }
                     Ok(bytes)
                 })

@@ -34,6 +34,28 @@ use ocflow_model::error::{IoContext, Result};
 use ocflow_model::repo_path::{self, RepoPath};
 
 const CHANGES_DIR: &str = "changes";
+const BUILD_DIR: &str = "build";
+
+/// Removes every view's build layers (`LayeredView::build_layers`) from the task: at a flow's
+/// end nothing of its builds is kept, as the repository's own build directories hold what the
+/// user built. A resumed flow builds again from those.
+pub(crate) fn remove_build_layers(task: &TaskDir) {
+    let Ok(entries) = fs::read_dir(&task.root) else {
+        return;
+    };
+    for entry in entries.flatten() {
+        let name = entry.file_name();
+        if name
+            .to_string_lossy()
+            .starts_with(crate::task::workspace::LAYERS_DIR)
+        {
+            let build = entry.path().join(BUILD_DIR);
+            if build.exists() {
+                ocflow_sandbox::exec::remove_overlay_dirs(&build);
+            }
+        }
+    }
+}
 
 /// A view made of layers (see the module's documentation).
 pub(crate) struct LayeredView {
@@ -65,6 +87,12 @@ impl LayeredView {
     /// Where the command sees the view (the overlay's mount point).
     pub(crate) fn mount_point(&self) -> PathBuf {
         self.dir.join(Self::MOUNT_DIR)
+    }
+
+    /// The layers the view's commands see the repository's build directories through
+    /// (`engine::dependencies`), kept from step to step until the flow ends.
+    pub(crate) fn build_layers(&self) -> PathBuf {
+        self.dir.join(BUILD_DIR)
     }
 
     /// The read-only layers under the command's own, top first.
@@ -276,13 +304,15 @@ impl Capture<'_> {
         let parts: Vec<&str> = path.as_str().split('/').collect();
         let mut parent = String::new();
         for part in &parts[..parts.len().saturating_sub(1)] {
-            let cargo = || {
-                let manifest = RepoPath::parse(&format!("{parent}Cargo.toml"));
+            let beside = |file: &str| {
+                let manifest = RepoPath::parse(&format!("{parent}{file}"));
                 manifest.is_ok_and(|manifest| {
                     manifest.under(self.upper).is_file() || self.shows_file(&manifest)
                 })
             };
-            if repo_path::EXCLUDED_DIR_NAMES.contains(part) || (*part == "target" && cargo()) {
+            if repo_path::EXCLUDED_DIR_NAMES.contains(part)
+                || repo_path::is_build_output(part, beside)
+            {
                 return true;
             }
             parent.push_str(part);

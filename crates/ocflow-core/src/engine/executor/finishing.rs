@@ -102,6 +102,7 @@ impl Executor {
             call.abort();
         }
         let (changed_files, diff) = ready?;
+        crate::task::layered_view::remove_build_layers(&self.task);
         let summary_path = self.task.file(workspace::SUMMARY_FILE);
         let mut summary = None;
         if let (Some((mut call, before)), Some((llm, settings))) = (summary_call, summary_llm) {

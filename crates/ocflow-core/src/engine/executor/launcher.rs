@@ -39,6 +39,7 @@ impl Executor {
         // A view made of layers is mounted by the launcher; the command's changes land in
         // `upper/`.
         let (upper, work) = (dir.join(UPPER_DIR), dir.join(WORK_DIR));
+        let mut build_layers = None;
         let (target, lower) = match slot {
             ViewSlot::Copy(index) => (self.task.view(index), Vec::new()),
             ViewSlot::Layered(index) => {
@@ -51,6 +52,7 @@ impl Executor {
                         .io_context(|| format!("creating {}", fresh.display()))?;
                 }
                 let layered = &self.layered[index];
+                build_layers = Some(layered.build_layers());
                 (layered.mount_point(), layered.lower_layers(&self.task))
             }
         };
@@ -78,6 +80,7 @@ impl Executor {
             private: &private,
             cgroup: &cgroup,
             dependencies: mounted,
+            build_layers: build_layers.as_deref(),
         };
         let mut launcher = plan.launcher(&target, &[temp], network, overlay, scope)?;
         if !lower.is_empty() {

@@ -300,6 +300,7 @@ CASES = {
         "answer": "It returns 1.",
     },
     "list_files": {"params": {"path": "."}, "work": {"src/a.py": PY_BEFORE}},
+    "search_code": {"params": {"pattern": "return"}, "work": {"src/a.py": PY_BEFORE}},
     "delete_file": {
         "params": {"file_path": "src/a.py"},
         "inputs": {"src/a.py": PY_BEFORE},

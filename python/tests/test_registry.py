@@ -29,6 +29,7 @@ BUILTIN_ORDER = [
     "generate_summary",
     "ask_model",
     "list_files",
+    "search_code",
     "delete_file",
 ]
 OPERATION_KEYS = [
@@ -205,7 +206,7 @@ def test_operations_view_follows_the_registry(tmp_path):
     write_plugins(tmp_path, {"count.py": COUNT_PLUGIN})
     assert load_plugins([str(tmp_path)], entry_points=False) == []
     assert list(OPERATIONS) == BUILTIN_ORDER + ["count_lines", "repeat"]
-    assert len(OPERATIONS) == 15
+    assert len(OPERATIONS) == 16
     registry.reset_plugins()
     assert "count_lines" not in OPERATIONS
 

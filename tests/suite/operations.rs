@@ -169,5 +169,5 @@ fn a_library_without_a_registry_keeps_the_compiled_in_operations() {
         .map(|op| op["name"].as_str().unwrap())
         .collect();
     assert_eq!(names, declared_names);
-    assert_eq!(names.len(), 13);
+    assert_eq!(names.len(), 14);
 }

@@ -34,7 +34,10 @@ fn the_planner_sees_where_the_tasks_names_are_defined_first() {
     for n in 0..600 {
         files.push((
             format!("pkg{}/module_{n}.py", n % 20),
-            format!("def render_widget_{n}(canvas):\n    return canvas\n\n\nclass Layout{n}:\n    pass\n"),
+            format!(
+                "def render_widget_{n}(canvas):\n    return canvas\n\n\n\
+                 class Layout{n}:\n    pass\n"
+            ),
         ));
     }
     let borrowed: Vec<(&str, &str)> = files

@@ -294,7 +294,7 @@ mod tests {
     #[test]
     fn the_built_in_declarations_read_and_read_back_as_they_were_written() {
         assert_eq!(built_in_problem(), None);
-        assert_eq!(built_in().len(), 13);
+        assert_eq!(built_in().len(), 14);
         let specs = declaration::read_built_ins(BUILT_IN_FILE)
             .unwrap()
             .operations;

@@ -51,6 +51,9 @@ pub fn run(mut cli: Cli, api_key: ApiKey) -> Result<ExitCode> {
     if let Command::Batch(args) = &mut cli.command {
         args.forwarded = cli::batch::forwarded_flags(&cli.global)?;
     }
+    if let Command::Eval(args) = &mut cli.command {
+        args.forwarded = cli::batch::forwarded_flags(&cli.global)?;
+    }
     let detached_key = match &cli.command {
         Command::Run(args) if args.detach => Some(api_key.clone()),
         _ => None,

@@ -101,6 +101,11 @@ pub(crate) enum Command {
     /// cluster; results in DIR/results.jsonl and DIR/summary.md. Run it again with the same
     /// --out to resume: finished tasks are skipped, unfinished flows continued.
     Batch(BatchArgs),
+    /// Run a suite of tasks as a batch and score each flow by its task's check, run on the
+    /// flow's changes in a fresh copy of the repository: solved or not, false successes,
+    /// tokens and time per solved task (DIR/results.jsonl, DIR/summary.md). Run it again with
+    /// the same --out to go on.
+    Eval(EvalArgs),
     /// Put back what a task's last apply replaced, byte for byte.
     Undo(UndoArgs),
     /// Remove the tasks you are done with — finished and applied, failed, or with nothing to
@@ -150,6 +155,43 @@ pub(crate) struct BatchArgs {
     /// Where the batch keeps its results, summary, logs and the flows' task directories.
     #[arg(long, value_name = "DIR")]
     pub(crate) out: PathBuf,
+    #[command(flatten)]
+    pub(crate) fleet: FleetArgs,
+    /// After the batch, apply each succeeded flow to its repository (all or nothing, refusing
+    /// a repository that changed); otherwise they wait for review (`ocflow list --all`).
+    #[arg(long)]
+    pub(crate) apply: bool,
+    /// Global flags handed on to every flow (`--model`, `--codex-lib`, `--python-dir`).
+    #[arg(skip)]
+    pub(crate) forwarded: Vec<std::ffi::OsString>,
+}
+
+#[derive(Debug, Args)]
+pub(crate) struct EvalArgs {
+    /// The suite: TASKS.jsonl's lines, each with "check", the command that says whether the
+    /// task is solved (e.g. "python3 -m pytest -q tests"), never shown to the model.
+    #[arg(value_name = "SUITE.jsonl")]
+    pub(crate) suite: PathBuf,
+    /// Where the eval keeps its results, summary, checks' logs and the flows (DIR/flows).
+    #[arg(long, value_name = "DIR")]
+    pub(crate) out: PathBuf,
+    /// Seconds each check may run before it is stopped (and the task not solved).
+    #[arg(long, value_name = "SECONDS", default_value_t = 300)]
+    pub(crate) check_timeout: u64,
+    /// Let the flows recall and write the failure memory (off for scoring: a task solved by
+    /// what an earlier task of the suite taught is not the model's).
+    #[arg(long)]
+    pub(crate) memory: bool,
+    #[command(flatten)]
+    pub(crate) fleet: FleetArgs,
+    /// Global flags handed on to every flow (`--model`, `--codex-lib`, `--python-dir`).
+    #[arg(skip)]
+    pub(crate) forwarded: Vec<std::ffi::OsString>,
+}
+
+/// How a fleet of flows runs: `batch`'s and `eval`'s.
+#[derive(Debug, Clone, Args)]
+pub(crate) struct FleetArgs {
     /// Flows at once [default: --max-llm-requests, else the number of cores].
     #[arg(long, value_name = "M")]
     pub(crate) flows: Option<usize>,
@@ -165,17 +207,13 @@ pub(crate) struct BatchArgs {
     /// The Ray cluster (`auto`: the one `ray start` began on this machine).
     #[arg(long, value_name = "ADDR", default_value = "auto")]
     pub(crate) ray_address: String,
-    /// After the batch, apply each succeeded flow to its repository (all or nothing, refusing
-    /// a repository that changed); otherwise they wait for review (`ocflow list --all`).
-    #[arg(long)]
-    pub(crate) apply: bool,
     /// The budget of each flow: a flow that reaches it pauses, and running the batch again with
     /// a higher one resumes it.
     #[command(flatten)]
     pub(crate) budget: BudgetArgs,
-    /// Global flags handed on to every flow (`--model`, `--codex-lib`, `--python-dir`).
-    #[arg(skip)]
-    pub(crate) forwarded: Vec<std::ffi::OsString>,
+    /// Flows neither recall nor write the failure memory (as `run --no-memory`).
+    #[arg(long)]
+    pub(crate) no_memory: bool,
 }
 
 /// A flow's budget, declared once: the flags of `run`, `resume`, `demo` and every flow of a

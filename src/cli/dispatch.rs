@@ -4,8 +4,8 @@ use crate::cli::args::Command;
 use crate::cli::config::Config;
 use crate::cli::needs::Probe;
 use crate::cli::{
-    apply, approval, batch, clean, demo, doctor, launch, memory, progress, report, resume, review,
-    run, skill, trust, wait,
+    apply, approval, batch, clean, demo, doctor, eval, launch, memory, progress, report, resume,
+    review, run, skill, trust, wait,
 };
 use ocflow_model::error::{Error, IoContext, Result};
 use ocflow_model::event::{Event, Record};
@@ -86,6 +86,7 @@ pub(crate) fn dispatch(config: &Config, command: Command) -> Result<ExitCode> {
         }),
         Command::Resume(args) => with_runtime(|| resume::resume(config, args)),
         Command::Batch(args) => with_runtime(|| batch::batch(config, args)),
+        Command::Eval(args) => with_runtime(|| eval::eval(config, args)),
         Command::Approve(args) => with_runtime(|| approval::approve(config, args)),
         Command::Reject(args) => with_runtime(|| approval::reject(config, args)),
         Command::Status(args) => review::status(config, args),

@@ -16,6 +16,7 @@ pub(crate) mod detach;
 pub(crate) mod dispatch;
 pub(crate) mod doctor;
 pub(crate) mod ending;
+pub(crate) mod eval;
 pub(crate) mod execute;
 pub(crate) mod follow;
 pub(crate) mod gates;

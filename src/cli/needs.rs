@@ -144,7 +144,9 @@ impl Command {
                 limits: Limits::Configured,
                 ..Needs::CONFIGURED
             },
-            Command::Batch(_) | Command::Skill(_) | Command::Operations => Needs::CONFIGURED,
+            Command::Batch(_) | Command::Eval(_) | Command::Skill(_) | Command::Operations => {
+                Needs::CONFIGURED
+            }
         }
     }
 }

@@ -14,6 +14,7 @@ mod contract;
 mod copied_views;
 mod dependencies;
 mod design_map;
+mod eval;
 mod failure_cause;
 mod flows;
 mod languages;

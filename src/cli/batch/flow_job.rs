@@ -60,8 +60,8 @@ pub(crate) struct Context {
     pub(crate) jobs: Option<usize>,
     /// Global flags handed to each flow (`--model`, `--codex-lib`, `--python-dir`).
     pub(crate) forwarded: Vec<OsString>,
-    /// Each flow's budget flags, handed to its `run` and its `resume` alike.
-    pub(crate) budget: Vec<OsString>,
+    /// Each flow's budget flags and `--no-memory`, handed to its `run` and its `resume` alike.
+    pub(crate) run_flags: Vec<OsString>,
     /// The per-batch token flows present to the gate instead of the key.
     pub(crate) token: Option<String>,
     pub(crate) reporter: Arc<Reporter>,
@@ -115,7 +115,7 @@ impl FlowJob {
         if let Some(jobs) = context.jobs {
             argv.extend(["--jobs".into(), jobs.to_string().into()]);
         }
-        argv.extend(context.budget.iter().cloned());
+        argv.extend(context.run_flags.iter().cloned());
         if !resume {
             // The task comes on the flow's stdin (`stdin_text`): a task of any length passes
             // (one over 128 KiB as an argument stopped the whole batch with "Argument list too

@@ -26,7 +26,7 @@ use ocflow_model::exit::ExitCode;
 use ocflow_model::llm::Usage;
 use ocflow_model::output::print_stdout;
 
-use crate::cli::args::{BatchArgs, Engine, GlobalArgs};
+use crate::cli::args::{BatchArgs, Engine, FleetArgs, GlobalArgs};
 use crate::cli::batch::display::Reporter;
 use crate::cli::batch::flow_job::{Context, FlowJob, finished, read_status, result_of};
 use crate::cli::batch::llm_gate::{Gate, Upstream};
@@ -80,10 +80,11 @@ pub(crate) async fn batch(config: &Config, args: BatchArgs) -> Result<ExitCode> 
     })?;
     let exe = std::env::current_exe().io_context(|| "finding this binary".to_string())?;
     let flows = args
+        .fleet
         .flows
-        .or(args.max_llm_requests)
+        .or(args.fleet.max_llm_requests)
         .unwrap_or_else(|| std::thread::available_parallelism().map_or(2, usize::from));
-    let engine_name = match args.engine {
+    let engine_name = match args.fleet.engine {
         Engine::Local => "local",
         Engine::Ray => "ray",
     };
@@ -95,9 +96,9 @@ pub(crate) async fn batch(config: &Config, args: BatchArgs) -> Result<ExitCode> 
         workspace: workspace.clone(),
         exe,
         flows,
-        jobs: args.jobs,
+        jobs: args.fleet.jobs,
         forwarded: args.forwarded.clone(),
-        budget: child_command::budget_flags(&args.budget),
+        run_flags: run_flags(&args.fleet),
         token: gate.as_ref().map(|g| g.token().to_string()),
         reporter: reporter.clone(),
         json: config.json,
@@ -118,12 +119,12 @@ pub(crate) async fn batch(config: &Config, args: BatchArgs) -> Result<ExitCode> 
         resumed,
         flows,
         engine: engine_name.to_string(),
-        max_llm_requests: args.max_llm_requests,
+        max_llm_requests: args.fleet.max_llm_requests,
     });
     reporter.skipped(skipped);
-    let outcome = match args.engine {
+    let outcome = match args.fleet.engine {
         Engine::Local => local::run(jobs, &context).await?,
-        Engine::Ray => ray::run(jobs, &context, &args.ray_address, config).await?,
+        Engine::Ray => ray::run(jobs, &context, &args.fleet.ray_address, config).await?,
     };
     reporter.close();
     let finished_now = outcome.finished.len();
@@ -180,13 +181,22 @@ pub(crate) async fn batch(config: &Config, args: BatchArgs) -> Result<ExitCode> 
     })
 }
 
+/// The flags each flow's `run` and `resume` get: its budget, and `--no-memory`.
+pub(crate) fn run_flags(fleet: &FleetArgs) -> Vec<OsString> {
+    let mut flags = child_command::budget_flags(&fleet.budget);
+    if fleet.no_memory {
+        flags.push("--no-memory".into());
+    }
+    flags
+}
+
 /// The batch's tasks, read from its file, refused before anything runs when a count flag is 0
 /// or when tasks that need the LLM to plan them have none.
 fn checked_tasks(config: &Config, args: &BatchArgs) -> Result<Vec<BatchTask>> {
     for (flag, value) in [
-        ("--flows", args.flows),
-        ("--jobs", args.jobs),
-        ("--max-llm-requests", args.max_llm_requests),
+        ("--flows", args.fleet.flows),
+        ("--jobs", args.fleet.jobs),
+        ("--max-llm-requests", args.fleet.max_llm_requests),
     ] {
         if value == Some(0) {
             return Err(Error::Usage(format!(
@@ -194,7 +204,7 @@ fn checked_tasks(config: &Config, args: &BatchArgs) -> Result<Vec<BatchTask>> {
             )));
         }
     }
-    let tasks = tasks_file::read(&args.tasks, args.engine == Engine::Ray)
+    let tasks = tasks_file::read(&args.tasks, args.fleet.engine == Engine::Ray)
         .map_err(|err| Error::Usage(err.to_string()))?;
     // A task without a plan needs the LLM to plan it: say so now rather than fail each flow.
     if let Err(no_llm) = &config.llm {
@@ -334,14 +344,14 @@ async fn start_gate(
     if upstreams.is_empty() {
         return Ok((None, index_of));
     }
-    let (bind, host) = match args.engine {
+    let (bind, host) = match args.fleet.engine {
         Engine::Local => (IpAddr::from([127, 0, 0, 1]), "127.0.0.1".to_string()),
         Engine::Ray => (
             IpAddr::from([0, 0, 0, 0]),
-            ray::reachable_host(&args.ray_address),
+            ray::reachable_host(&args.fleet.ray_address),
         ),
     };
-    let gate = Gate::start(upstreams, args.max_llm_requests, bind, host)
+    let gate = Gate::start(upstreams, args.fleet.max_llm_requests, bind, host)
         .await
         .map_err(|err| Error::internal(err.to_string()))?;
     Ok((Some(gate), index_of))

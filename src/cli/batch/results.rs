@@ -78,7 +78,12 @@ pub(crate) fn load(out: &Path) -> BTreeMap<String, TaskResult> {
 
 /// Appends `result` to `results.jsonl` and waits until it is on disk.
 pub(crate) fn append(out: &Path, result: &TaskResult) -> Result<(), ResultsError> {
-    let path = out.join(RESULTS_FILE);
+    append_line(&out.join(RESULTS_FILE), result)
+}
+
+/// Appends `value` as one JSON line to the file at `path` and waits until it is on disk.
+pub(crate) fn append_line(path: &Path, value: &impl Serialize) -> Result<(), ResultsError> {
+    let path = path.to_path_buf();
     let mut file = OpenOptions::new()
         .create(true)
         .read(true)
@@ -96,8 +101,7 @@ pub(crate) fn append(out: &Path, result: &TaskResult) -> Result<(), ResultsError
             line.push('\n');
         }
     }
-    let json =
-        serde_json::to_string(result).map_err(|err| io(&path)(std::io::Error::other(err)))?;
+    let json = serde_json::to_string(value).map_err(|err| io(&path)(std::io::Error::other(err)))?;
     line.push_str(&json);
     line.push('\n');
     file.write_all(line.as_bytes()).map_err(io(&path))?;

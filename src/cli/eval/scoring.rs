@@ -1,0 +1,220 @@
+//! Scoring one flow: its changes applied to a fresh copy of the task's repository (never the
+//! user's), the suite's check run there through the sandbox launcher (writes only in the copy,
+//! no network, the step limits) with a time limit. Solved: the check passed. A flow that said
+//! `succeeded` while its check fails is a false success.
+
+use std::path::{Path, PathBuf};
+use std::process::{Command, Stdio};
+use std::time::{Duration, Instant};
+
+use ocflow_model::llm::Usage;
+use serde::{Deserialize, Serialize};
+
+use crate::cli::batch::results::TaskResult;
+use crate::cli::eval::suite::{Check, Repo};
+
+/// How much of the check's output a result keeps (its end).
+const OUTPUT_TAIL: usize = 2000;
+
+/// One scored task: a line of the eval's `results.jsonl`.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+pub(crate) struct Scored {
+    pub(crate) id: String,
+    /// The check passed on the flow's changes.
+    pub(crate) solved: bool,
+    /// The flow said `succeeded` and the check fails.
+    pub(crate) false_success: bool,
+    /// How the flow ended (`succeeded`, `failed`, `no_change`).
+    pub(crate) state: String,
+    /// The check's exit code; none when it did not run or was stopped.
+    pub(crate) check_exit: Option<i32>,
+    #[serde(default)]
+    pub(crate) timed_out: bool,
+    pub(crate) tokens: Usage,
+    pub(crate) duration_ms: u64,
+    pub(crate) files_changed: usize,
+    /// The end of the check's output (stdout and stderr).
+    pub(crate) check_output: String,
+    /// Why the check could not judge the flow (its changes did not apply, the copy failed).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub(crate) problem: Option<String>,
+}
+
+/// Scores the finished flow `result` by `check`, in `dir` (made afresh).
+pub(crate) fn score(result: &TaskResult, check: &Check, dir: &Path, timeout: Duration) -> Scored {
+    let mut scored = Scored {
+        id: result.id.clone(),
+        solved: false,
+        false_success: false,
+        state: result.state.clone(),
+        check_exit: None,
+        timed_out: false,
+        tokens: result.tokens,
+        duration_ms: result.duration_ms,
+        files_changed: result.files_changed,
+        check_output: String::new(),
+        problem: None,
+    };
+    let repo = dir.join("repo");
+    let prepared = fresh_copy(&check.repo, &repo).and_then(|()| match &result.diff {
+        Some(diff) => apply(diff, &repo),
+        None => Ok(()),
+    });
+    if let Err(problem) = prepared {
+        scored.problem = Some(problem);
+        scored.false_success = result.succeeded();
+        return scored;
+    }
+    match run_check(&check.command, &repo, dir, timeout) {
+        Ok((code, timed_out, output)) => {
+            scored.check_exit = code;
+            scored.timed_out = timed_out;
+            scored.check_output = tail(&output);
+            scored.solved = code == Some(0);
+        }
+        Err(problem) => scored.problem = Some(problem),
+    }
+    scored.false_success = result.succeeded() && !scored.solved;
+    scored
+}
+
+/// A copy of the task's repository at `to`: a directory copied whole (its `.ocflow` left out),
+/// or a git repository cloned at its revision.
+fn fresh_copy(repo: &Repo, to: &Path) -> Result<(), String> {
+    if to.exists() {
+        std::fs::remove_dir_all(to)
+            .map_err(|err| format!("cannot empty {}: {err}", to.display()))?;
+    }
+    std::fs::create_dir_all(to).map_err(|err| format!("cannot make {}: {err}", to.display()))?;
+    match repo {
+        Repo::Path(source) => {
+            let mut from = source.clone().into_os_string();
+            from.push("/.");
+            run_quietly(
+                Command::new("cp").arg("-a").arg(from).arg(to),
+                "copy the repository",
+            )?;
+            let _ = std::fs::remove_dir_all(to.join(".ocflow"));
+            Ok(())
+        }
+        Repo::Git { url, rev } => {
+            run_quietly(
+                Command::new("git").args(["clone", "-q", url]).arg(to),
+                "clone the repository",
+            )?;
+            match rev {
+                Some(rev) => run_quietly(
+                    Command::new("git")
+                        .args(["checkout", "-q", rev])
+                        .current_dir(to),
+                    "check out the revision",
+                ),
+                None => Ok(()),
+            }
+        }
+    }
+}
+
+/// Applies the flow's unified diff to the copy.
+fn apply(diff: &Path, repo: &Path) -> Result<(), String> {
+    run_quietly(
+        Command::new("git")
+            .args(["apply", "--whitespace=nowarn", "-p1"])
+            .arg(diff)
+            .current_dir(repo),
+        "apply the flow's changes to a fresh copy",
+    )
+}
+
+fn run_quietly(command: &mut Command, what: &str) -> Result<(), String> {
+    let output = command
+        .stdin(Stdio::null())
+        .output()
+        .map_err(|err| format!("cannot {what}: {err}"))?;
+    if output.status.success() {
+        return Ok(());
+    }
+    Err(format!(
+        "cannot {what}: {}",
+        String::from_utf8_lossy(&output.stderr).trim()
+    ))
+}
+
+/// Runs `command` in `repo` through the sandbox launcher: it may write only in `repo` and its
+/// own temporary directory (`dir/tmp`), without the network; killed, with everything it
+/// started, after `timeout`. Its exit code (none when killed), whether time ran out, and its
+/// output.
+fn run_check(
+    command: &str,
+    repo: &Path,
+    dir: &Path,
+    timeout: Duration,
+) -> Result<(Option<i32>, bool, String), String> {
+    use std::os::unix::process::CommandExt;
+    let exe = std::env::current_exe().map_err(|err| format!("cannot find ocflow: {err}"))?;
+    let temp = dir.join("tmp");
+    std::fs::create_dir_all(&temp)
+        .map_err(|err| format!("cannot make {}: {err}", temp.display()))?;
+    let log = dir.join("check.log");
+    let file = std::fs::File::create(&log)
+        .map_err(|err| format!("cannot write {}: {err}", log.display()))?;
+    let err_file = file
+        .try_clone()
+        .map_err(|err| format!("cannot write {}: {err}", log.display()))?;
+    let mut child = Command::new(exe)
+        .arg("sandbox-exec")
+        .args([OsArg::from("--write"), repo.into()])
+        .args([OsArg::from("--write"), temp.clone().into()])
+        .args(["--", "/bin/sh", "-c", command])
+        .current_dir(repo)
+        .env("TMPDIR", &temp)
+        .stdin(Stdio::null())
+        .stdout(file)
+        .stderr(err_file)
+        .process_group(0)
+        .spawn()
+        .map_err(|err| format!("cannot start the check: {err}"))?;
+    let started = Instant::now();
+    let (code, timed_out) = loop {
+        match child.try_wait() {
+            Ok(Some(status)) => break (status.code(), false),
+            Ok(None) if started.elapsed() >= timeout => {
+                // The whole group: a test runner's children too.
+                let group = rustix::process::Pid::from_raw(child.id() as i32);
+                if let Some(group) = group {
+                    let _ =
+                        rustix::process::kill_process_group(group, rustix::process::Signal::KILL);
+                }
+                let _ = child.wait();
+                break (None, true);
+            }
+            Ok(None) => std::thread::sleep(Duration::from_millis(50)),
+            Err(err) => return Err(format!("cannot wait for the check: {err}")),
+        }
+    };
+    let output = std::fs::read(&log).unwrap_or_default();
+    Ok((
+        code,
+        timed_out,
+        String::from_utf8_lossy(&output).into_owned(),
+    ))
+}
+
+type OsArg = std::ffi::OsString;
+
+/// The end of `text`, at most `OUTPUT_TAIL` bytes, cut at a character boundary.
+fn tail(text: &str) -> String {
+    if text.len() <= OUTPUT_TAIL {
+        return text.to_string();
+    }
+    let mut start = text.len() - OUTPUT_TAIL;
+    while !text.is_char_boundary(start) {
+        start += 1;
+    }
+    format!("…{}", &text[start..])
+}
+
+/// Where the eval keeps a task's check: its copy, log and temporary directory.
+pub(crate) fn check_dir(out: &Path, id: &str) -> PathBuf {
+    out.join("checks").join(id)
+}

@@ -1,0 +1,156 @@
+//! `ocflow eval` (issue 41): a suite's flows run as a batch, each scored by its task's check in a
+//! fresh copy of the repository — solved or not, and a flow that said it succeeded while its
+//! check fails counted as a false success. The flows here are given as plans (no model): one
+//! right fix, one wrong fix the flow calls a success, one flow that fails.
+
+use std::fs;
+use std::path::Path;
+
+use serde_json::{Value, json};
+
+use super::support::{Sandbox, assert_exit, stderr, stdout};
+
+const BUGGY: &str = "def add(a, b):\n    return a - b\n";
+const TEST: &str = "import unittest\n\nfrom calc import add\n\n\n\
+                    class AddTest(unittest.TestCase):\n    def test_add(self):\n        \
+                    self.assertEqual(add(2, 3), 5)\n";
+
+fn plan(root: &Path, name: &str, steps: Value) -> String {
+    let path = root.join(format!("{name}.json"));
+    fs::write(&path, steps.to_string()).unwrap();
+    format!("{name}.json")
+}
+
+fn write_calc(body: &str) -> Value {
+    json!([{"id": "fix", "operation": "write_file",
+            "params": {"file_path": "calc.py", "content": format!("def add(a, b):\n    {body}\n")}}])
+}
+
+fn scored(out: &Path) -> Vec<Value> {
+    fs::read_to_string(out.join("results.jsonl"))
+        .unwrap()
+        .lines()
+        .map(|line| serde_json::from_str(line).unwrap())
+        .collect()
+}
+
+#[test]
+fn each_flow_is_scored_by_its_check_and_a_false_success_is_named() {
+    let sandbox = Sandbox::new(&[("calc.py", BUGGY), ("test_calc.py", TEST)]);
+    let root = sandbox.root();
+    let git = std::process::Command::new("git")
+        .args(["init", "-q"])
+        .current_dir(&sandbox.repo)
+        .status()
+        .unwrap();
+    assert!(git.success());
+    let check = "python3 -m unittest -q test_calc";
+    let lines = [
+        ("right", plan(root, "right", write_calc("return a + b"))),
+        ("wrong", plan(root, "wrong", write_calc("return a * b"))),
+        (
+            "broken",
+            plan(
+                root,
+                "broken",
+                json!([{"id": "c", "operation": "execute_shell_command",
+                        "params": {"command": "exit 1"}}]),
+            ),
+        ),
+    ];
+    let mut suite = String::new();
+    for (id, plan) in &lines {
+        let line = json!({"id": id, "task": "Fix add in calc.py", "repo": "repo",
+                          "plan": plan, "check": check});
+        suite.push_str(&format!("{line}\n"));
+    }
+    fs::write(root.join("suite.jsonl"), suite).unwrap();
+    let out = root.join("eval");
+    let eval = || {
+        sandbox
+            .command_like_ocflow(env!("CARGO_BIN_EXE_ocflow"))
+            .current_dir(root)
+            .arg("eval")
+            .arg(root.join("suite.jsonl"))
+            .arg("--out")
+            .arg(&out)
+            .output()
+            .unwrap()
+    };
+    let output = eval();
+    assert_exit(&output, 0);
+    let results = scored(&out);
+    let by_id = |id: &str| results.iter().find(|r| r["id"] == id).unwrap().clone();
+    assert_eq!(results.len(), 3, "{results:?}");
+    let right = by_id("right");
+    assert_eq!(
+        (right["solved"].clone(), right["false_success"].clone()),
+        (json!(true), json!(false))
+    );
+    assert_eq!(right["state"], "succeeded");
+    let wrong = by_id("wrong");
+    assert_eq!(wrong["state"], "succeeded", "the flow delivered its file");
+    assert_eq!(
+        (wrong["solved"].clone(), wrong["false_success"].clone()),
+        (json!(false), json!(true))
+    );
+    assert_eq!(wrong["check_exit"], 1);
+    assert!(
+        wrong["check_output"]
+            .as_str()
+            .unwrap()
+            .contains("AssertionError"),
+        "{wrong}"
+    );
+    let broken = by_id("broken");
+    assert_eq!(broken["state"], "failed");
+    assert_eq!(
+        (broken["solved"].clone(), broken["false_success"].clone()),
+        (json!(false), json!(false))
+    );
+    // The model never sees the check; the user's repository is never changed.
+    let tasks = fs::read_to_string(out.join("tasks.jsonl")).unwrap();
+    assert!(!tasks.contains("unittest"), "{tasks}");
+    assert_eq!(
+        fs::read_to_string(sandbox.repo.join("calc.py")).unwrap(),
+        BUGGY
+    );
+    let summary = fs::read_to_string(out.join("summary.md")).unwrap();
+    assert!(summary.contains("1 of 3 task(s) solved"), "{summary}");
+    assert!(summary.contains("false successes: 1 (wrong)"), "{summary}");
+    assert!(stdout(&output).contains("| wrong | no | succeeded | exit 1 | **yes** |"));
+    assert!(
+        stderr(&output)
+            .contains("wrong: not solved (the check exited 1); the flow succeeded — FALSE SUCCESS")
+    );
+    // Again with the same --out: nothing runs or is scored twice.
+    let again = eval();
+    assert_exit(&again, 0);
+    assert_eq!(scored(&out).len(), 3);
+}
+
+#[test]
+fn a_suite_line_without_a_check_is_refused_before_anything_runs() {
+    let sandbox = Sandbox::new(&[("calc.py", BUGGY)]);
+    let root = sandbox.root();
+    fs::write(
+        root.join("suite.jsonl"),
+        "{\"id\": \"a\", \"task\": \"Fix add\", \"repo\": \"repo\"}\n",
+    )
+    .unwrap();
+    let output = sandbox
+        .command_like_ocflow(env!("CARGO_BIN_EXE_ocflow"))
+        .arg("eval")
+        .arg(root.join("suite.jsonl"))
+        .arg("--out")
+        .arg(root.join("eval"))
+        .output()
+        .unwrap();
+    assert_exit(&output, 2);
+    assert!(
+        stderr(&output).contains("line 1: no \"check\""),
+        "{}",
+        stderr(&output)
+    );
+    assert!(!root.join("eval/flows").exists(), "nothing ran");
+}

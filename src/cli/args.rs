@@ -182,6 +182,11 @@ pub(crate) struct EvalArgs {
     /// what an earlier task of the suite taught is not the model's).
     #[arg(long)]
     pub(crate) memory: bool,
+    /// Ask the model alone too, beside the flows: the same model and endpoint, once per task
+    /// with the task and its files (the line's "files", else those the task names), every
+    /// changed file whole, then once more with the check's output (DIR/baseline.jsonl).
+    #[arg(long)]
+    pub(crate) baseline: bool,
     #[command(flatten)]
     pub(crate) fleet: FleetArgs,
     /// Global flags handed on to every flow (`--model`, `--codex-lib`, `--python-dir`).

@@ -22,8 +22,9 @@ fn plan(root: &Path, name: &str, steps: Value) -> String {
 }
 
 fn write_calc(body: &str) -> Value {
+    let content = format!("def add(a, b):\n    {body}\n");
     json!([{"id": "fix", "operation": "write_file",
-            "params": {"file_path": "calc.py", "content": format!("def add(a, b):\n    {body}\n")}}])
+            "params": {"file_path": "calc.py", "content": content}}])
 }
 
 fn scored(out: &Path) -> Vec<Value> {
@@ -119,10 +120,8 @@ fn each_flow_is_scored_by_its_check_and_a_false_success_is_named() {
     assert!(summary.contains("1 of 3 task(s) solved"), "{summary}");
     assert!(summary.contains("false successes: 1 (wrong)"), "{summary}");
     assert!(stdout(&output).contains("| wrong | no | succeeded | exit 1 | **yes** |"));
-    assert!(
-        stderr(&output)
-            .contains("wrong: not solved (the check exited 1); the flow succeeded — FALSE SUCCESS")
-    );
+    let said = "wrong: not solved (the check exited 1); the flow succeeded — FALSE SUCCESS";
+    assert!(stderr(&output).contains(said), "{}", stderr(&output));
     // Again with the same --out: nothing runs or is scored twice.
     let again = eval();
     assert_exit(&again, 0);
@@ -153,4 +152,82 @@ fn a_suite_line_without_a_check_is_refused_before_anything_runs() {
         stderr(&output)
     );
     assert!(!root.join("eval/flows").exists(), "nothing ran");
+}
+
+/// `--baseline`: the model alone is asked with the task and its files and answers the file
+/// whole; its first answer fails the check, the second (given the check's output) passes. The
+/// flows and the model alone stand side by side in the summary.
+#[test]
+fn the_model_alone_is_asked_twice_and_judged_by_the_same_check() {
+    use super::fake_llm::{FakeLlm, Rule, chat};
+    let sandbox = Sandbox::new(&[("calc.py", BUGGY), ("test_calc.py", TEST)]);
+    let root = sandbox.root();
+    let git = std::process::Command::new("git")
+        .args(["init", "-q"])
+        .current_dir(&sandbox.repo)
+        .status()
+        .unwrap();
+    assert!(git.success());
+    let right = plan(root, "right", write_calc("return a + b"));
+    let line = json!({"id": "add", "task": "Fix add in calc.py", "repo": "repo", "plan": right,
+                      "check": "python3 -m unittest -q test_calc", "files": ["calc.py"]});
+    fs::write(root.join("suite.jsonl"), format!("{line}\n")).unwrap();
+    let llm = FakeLlm::with_rules(vec![
+        Rule::flow_summary().reply(chat("Fixed add.")),
+        Rule::prompt_contains("Task: Fix add in calc.py").replies_in_order(vec![chat(
+            "calc.py\n```python\ndef add(a, b):\n    return a * b\n```\n",
+        )]),
+        Rule::prompt_contains("fails with:").replies_in_order(vec![chat(
+            "calc.py\n```python\ndef add(a, b):\n    return a + b\n```\n",
+        )]),
+    ]);
+    let out = root.join("eval");
+    let output = sandbox
+        .command_like_ocflow(env!("CARGO_BIN_EXE_ocflow"))
+        .args(["--base-url", &llm.base_url(), "--model", "m", "eval"])
+        .arg(root.join("suite.jsonl"))
+        .arg("--out")
+        .arg(&out)
+        .arg("--baseline")
+        .env("OPENAI_API_KEY", "sk-test")
+        .output()
+        .unwrap();
+    assert_exit(&output, 0);
+    let baseline: Value = serde_json::from_str(
+        fs::read_to_string(out.join("baseline.jsonl"))
+            .unwrap()
+            .lines()
+            .next()
+            .unwrap(),
+    )
+    .unwrap();
+    assert_eq!(baseline["solved"], true, "{baseline}");
+    assert_eq!(baseline["solved_first_try"], false, "{baseline}");
+    assert_eq!(baseline["files"], json!(["calc.py"]));
+    // The model alone saw the file and the task; the second ask, the check's output.
+    let bodies = llm.bodies();
+    let asked: Vec<String> = bodies
+        .iter()
+        .map(super::fake_llm::last_user_message)
+        .filter(|m| m.contains("\n\nTask: Fix add") || m.starts_with("The check"))
+        .collect();
+    assert_eq!(asked.len(), 2, "{asked:?}");
+    assert!(asked[0].contains("calc.py\n```\ndef add(a, b):\n    return a - b\n```"));
+    assert!(asked[1].contains("AssertionError: 6 != 5"), "{}", asked[1]);
+    assert!(!asked[1].contains("Permission denied"), "{}", asked[1]);
+    let summary = fs::read_to_string(out.join("summary.md")).unwrap();
+    assert!(summary.contains("the model alone"), "{summary}");
+    assert!(
+        summary.contains("1 of 1 solved (0 at the first try)"),
+        "{summary}"
+    );
+    assert!(
+        summary.contains("| add | yes | succeeded | exit 0 | no | solved (2nd try) |"),
+        "{summary}"
+    );
+    // The user's repository is never written.
+    assert_eq!(
+        fs::read_to_string(sandbox.repo.join("calc.py")).unwrap(),
+        BUGGY
+    );
 }

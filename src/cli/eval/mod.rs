@@ -5,6 +5,7 @@
 //! the batch resumes the unfinished flows. The flows run without the failure memory unless
 //! `--memory`: a task solved by what an earlier one taught is not the model's.
 
+pub(crate) mod baseline;
 pub(crate) mod scoring;
 pub(crate) mod suite;
 
@@ -20,9 +21,12 @@ use ocflow_model::output::{print_stdout, say};
 use crate::cli::args::{BatchArgs, EvalArgs};
 use crate::cli::batch;
 use crate::cli::config::Config;
+use crate::cli::launch;
+use baseline::BaselineScore;
 use scoring::Scored;
 
 const RESULTS_FILE: &str = "results.jsonl";
+const BASELINE_FILE: &str = "baseline.jsonl";
 const SUMMARY_FILE: &str = "summary.md";
 
 pub(crate) async fn eval(config: &Config, args: EvalArgs) -> Result<ExitCode> {
@@ -73,7 +77,13 @@ pub(crate) async fn eval(config: &Config, args: EvalArgs) -> Result<ExitCode> {
             .map_err(|err| Error::Usage(err.to_string()))?;
         scored.insert(id.clone(), one);
     }
-    let text = summary(&suite.checks.keys().cloned().collect::<Vec<_>>(), &scored);
+    let baselines = if args.baseline {
+        self::baselines(config, &suite, &out, timeout).await?
+    } else {
+        load(&out.join(BASELINE_FILE))
+    };
+    let ids: Vec<String> = suite.checks.keys().cloned().collect();
+    let text = summary(&ids, &scored, &baselines);
     let summary_path = out.join(SUMMARY_FILE);
     std::fs::write(&summary_path, &text)
         .io_context(|| format!("writing {}", summary_path.display()))?;
@@ -88,16 +98,67 @@ pub(crate) async fn eval(config: &Config, args: EvalArgs) -> Result<ExitCode> {
     })
 }
 
-/// The scored tasks of an earlier run with this `--out`, by id (a torn last line left out: that
-/// task is scored again).
-fn load(path: &Path) -> BTreeMap<String, Scored> {
+/// The model alone on every task not yet asked (`baseline.jsonl`), one task after another.
+async fn baselines(
+    config: &Config,
+    suite: &suite::Suite,
+    out: &Path,
+    timeout: Duration,
+) -> Result<BTreeMap<String, BaselineScore>> {
+    let path = out.join(BASELINE_FILE);
+    let mut known: BTreeMap<String, BaselineScore> = load(&path);
+    let llm = launch::require_llm(config)?;
+    let settings = config.require_llm()?.operations.clone();
+    for (id, check) in &suite.checks {
+        if known.contains_key(id) {
+            continue;
+        }
+        let dir = scoring::check_dir(out, id).join("baseline");
+        let one = baseline::run(&llm, &settings, id, check, &dir, timeout).await;
+        let _ = std::fs::remove_dir_all(dir.join("repo"));
+        let _ = std::fs::remove_dir_all(dir.join("tmp"));
+        if !config.json {
+            let said = match (&one.problem, one.solved, one.solved_first_try) {
+                (Some(problem), _, _) => format!("not judged ({problem})"),
+                (None, true, true) => "solved at the first try".into(),
+                (None, true, false) => "solved at the second try".into(),
+                (None, false, _) => "not solved".into(),
+            };
+            say(&format!("ocflow: eval: {id}: the model alone: {said}"));
+        }
+        batch::results::append_line(&path, &one).map_err(|err| Error::Usage(err.to_string()))?;
+        known.insert(id.clone(), one);
+    }
+    Ok(known)
+}
+
+/// The lines of an earlier run with this `--out` (`results.jsonl`, `baseline.jsonl`), by id (a
+/// torn last line left out: that task is scored again).
+fn load<T: serde::de::DeserializeOwned + HasId>(path: &Path) -> BTreeMap<String, T> {
     let Ok(text) = std::fs::read_to_string(path) else {
         return BTreeMap::new();
     };
     text.lines()
-        .filter_map(|line| serde_json::from_str::<Scored>(line).ok())
-        .map(|scored| (scored.id.clone(), scored))
+        .filter_map(|line| serde_json::from_str::<T>(line).ok())
+        .map(|line| (line.id().to_string(), line))
         .collect()
+}
+
+/// A scored line, kept by its task's id.
+trait HasId {
+    fn id(&self) -> &str;
+}
+
+impl HasId for Scored {
+    fn id(&self) -> &str {
+        &self.id
+    }
+}
+
+impl HasId for BaselineScore {
+    fn id(&self) -> &str {
+        &self.id
+    }
 }
 
 /// One task's verdict on a line.
@@ -124,8 +185,13 @@ fn verdict(scored: &Scored) -> String {
     )
 }
 
-/// The eval's totals and its table of tasks, as Markdown.
-fn summary(ids: &[String], scored: &BTreeMap<String, Scored>) -> String {
+/// The eval's totals and its table of tasks, as Markdown; with the model alone beside the flows
+/// where it was asked.
+fn summary(
+    ids: &[String],
+    scored: &BTreeMap<String, Scored>,
+    baselines: &BTreeMap<String, BaselineScore>,
+) -> String {
     let solved: Vec<&Scored> = scored.values().filter(|s| s.solved).collect();
     let false_successes: Vec<&str> = scored
         .values()
@@ -148,7 +214,7 @@ fn summary(ids: &[String], scored: &BTreeMap<String, Scored>) -> String {
     let mut text = format!(
         "# ocflow eval\n\n{} of {} task(s) solved ({} scored); false successes: {}{}\n\n\
          tokens: {} ({} per solved task); flow time: {:.1} s ({} ms per solved task)\n\n\
-         | task | solved | flow | check | false success |\n|---|---|---|---|---|\n",
+         {}| task | solved | flow | check | false success |{}\n|---|---|---|---|---|{}\n",
         solved.len(),
         ids.len(),
         scored.len(),
@@ -162,11 +228,18 @@ fn summary(ids: &[String], scored: &BTreeMap<String, Scored>) -> String {
         per_solved(tokens.total_tokens),
         wall_ms as f64 / 1000.0,
         per_solved(wall_ms),
+        baseline_totals(ids.len(), baselines),
+        if baselines.is_empty() {
+            ""
+        } else {
+            " model alone |"
+        },
+        if baselines.is_empty() { "" } else { "---|" },
     );
     for id in ids {
         match scored.get(id) {
             Some(one) => text.push_str(&format!(
-                "| {id} | {} | {} | {} | {} |\n",
+                "| {id} | {} | {} | {} | {} |{}\n",
                 if one.solved { "yes" } else { "no" },
                 one.state,
                 match (&one.problem, one.timed_out) {
@@ -177,9 +250,58 @@ fn summary(ids: &[String], scored: &BTreeMap<String, Scored>) -> String {
                         .map_or("killed".into(), |c| format!("exit {c}")),
                 },
                 if one.false_success { "**yes**" } else { "no" },
+                baseline_cell(baselines, id),
             )),
-            None => text.push_str(&format!("| {id} | - | unfinished | - | - |\n")),
+            None => text.push_str(&format!(
+                "| {id} | - | unfinished | - | - |{}\n",
+                baseline_cell(baselines, id)
+            )),
         }
     }
     text
+}
+
+/// The model alone's totals, a paragraph; nothing when it was not asked.
+fn baseline_totals(tasks: usize, baselines: &BTreeMap<String, BaselineScore>) -> String {
+    if baselines.is_empty() {
+        return String::new();
+    }
+    let solved = baselines.values().filter(|b| b.solved).count();
+    let first = baselines.values().filter(|b| b.solved_first_try).count();
+    let mut tokens = Usage::default();
+    let mut wall_ms = 0;
+    for one in baselines.values() {
+        tokens.add(&one.tokens);
+        wall_ms += one.wall_ms;
+    }
+    let per = |total: u64| {
+        if solved == 0 {
+            "-".to_string()
+        } else {
+            (total / solved as u64).to_string()
+        }
+    };
+    format!(
+        "the model alone (the same model, asked once with the files, then again with the \
+         check's output): {solved} of {tasks} solved ({first} at the first try); tokens: {} \
+         ({} per solved task); time: {:.1} s ({} ms per solved task)\n\n",
+        tokens.total_tokens,
+        per(tokens.total_tokens),
+        wall_ms as f64 / 1000.0,
+        per(wall_ms),
+    )
+}
+
+/// The model alone's cell of a task's row; nothing when it was not asked.
+fn baseline_cell(baselines: &BTreeMap<String, BaselineScore>, id: &str) -> String {
+    if baselines.is_empty() {
+        return String::new();
+    }
+    match baselines.get(id) {
+        Some(one) if one.problem.is_some() => " not judged |".into(),
+        Some(one) if one.solved_first_try => " solved (1st try) |".into(),
+        Some(one) if one.solved => " solved (2nd try) |".into(),
+        Some(_) => " no |".into(),
+        None => " - |".into(),
+    }
 }

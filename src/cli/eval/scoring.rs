@@ -66,11 +66,11 @@ pub(crate) fn score(result: &TaskResult, check: &Check, dir: &Path, timeout: Dur
         return scored;
     }
     match run_check(&check.command, &repo, dir, timeout) {
-        Ok((code, timed_out, output)) => {
-            scored.check_exit = code;
-            scored.timed_out = timed_out;
-            scored.check_output = tail(&output);
-            scored.solved = code == Some(0);
+        Ok(run) => {
+            scored.check_exit = run.code;
+            scored.timed_out = run.timed_out;
+            scored.check_output = tail(&run.output);
+            scored.solved = run.code == Some(0);
         }
         Err(problem) => scored.problem = Some(problem),
     }
@@ -80,7 +80,7 @@ pub(crate) fn score(result: &TaskResult, check: &Check, dir: &Path, timeout: Dur
 
 /// A copy of the task's repository at `to`: a directory copied whole (its `.ocflow` left out),
 /// or a git repository cloned at its revision.
-fn fresh_copy(repo: &Repo, to: &Path) -> Result<(), String> {
+pub(crate) fn fresh_copy(repo: &Repo, to: &Path) -> Result<(), String> {
     if to.exists() {
         std::fs::remove_dir_all(to)
             .map_err(|err| format!("cannot empty {}: {err}", to.display()))?;
@@ -140,16 +140,24 @@ fn run_quietly(command: &mut Command, what: &str) -> Result<(), String> {
     ))
 }
 
+/// How a check ran.
+pub(crate) struct CheckRun {
+    /// Its exit code; none when it was killed.
+    pub(crate) code: Option<i32>,
+    pub(crate) timed_out: bool,
+    /// Its stdout and stderr, as written.
+    pub(crate) output: String,
+}
+
 /// Runs `command` in `repo` through the sandbox launcher: it may write only in `repo` and its
 /// own temporary directory (`dir/tmp`), without the network; killed, with everything it
-/// started, after `timeout`. Its exit code (none when killed), whether time ran out, and its
-/// output.
-fn run_check(
+/// started, after `timeout`.
+pub(crate) fn run_check(
     command: &str,
     repo: &Path,
     dir: &Path,
     timeout: Duration,
-) -> Result<(Option<i32>, bool, String), String> {
+) -> Result<CheckRun, String> {
     use std::os::unix::process::CommandExt;
     let exe = std::env::current_exe().map_err(|err| format!("cannot find ocflow: {err}"))?;
     let temp = dir.join("tmp");
@@ -161,10 +169,20 @@ fn run_check(
     let err_file = file
         .try_clone()
         .map_err(|err| format!("cannot write {}: {err}", log.display()))?;
-    let mut child = Command::new(exe)
-        .arg("sandbox-exec")
-        .args([OsArg::from("--write"), repo.into()])
-        .args([OsArg::from("--write"), temp.clone().into()])
+    // The device files programs write to (`/dev/null`…), never the host's shared temporary
+    // directories.
+    let devices = ocflow_core::engine::sandbox::default_writable()
+        .into_iter()
+        .filter(|p| p.starts_with("/dev") && !p.starts_with("/dev/shm"));
+    let mut launcher = Command::new(exe);
+    launcher.arg("sandbox-exec");
+    for path in [repo.to_path_buf(), temp.clone()]
+        .into_iter()
+        .chain(devices)
+    {
+        launcher.args([OsArg::from("--write"), path.into()]);
+    }
+    let mut child = launcher
         .args(["--", "/bin/sh", "-c", command])
         .current_dir(repo)
         .env("TMPDIR", &temp)
@@ -193,11 +211,11 @@ fn run_check(
         }
     };
     let output = std::fs::read(&log).unwrap_or_default();
-    Ok((
+    Ok(CheckRun {
         code,
         timed_out,
-        String::from_utf8_lossy(&output).into_owned(),
-    ))
+        output: String::from_utf8_lossy(&output).into_owned(),
+    })
 }
 
 type OsArg = std::ffi::OsString;

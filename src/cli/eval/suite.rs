@@ -23,6 +23,10 @@ pub(crate) struct Check {
     pub(crate) command: String,
     /// The repository as the suite names it: a directory (absolute) or a git URL and revision.
     pub(crate) repo: Repo,
+    /// The task, in words.
+    pub(crate) task: String,
+    /// The files the model alone is shown (`--baseline`; the suite's `files`).
+    pub(crate) files: Vec<String>,
 }
 
 #[derive(Debug, Clone)]
@@ -89,6 +93,20 @@ fn task_line(line: &str, base: &Path) -> Result<(String, Check, String), String>
             );
         }
     };
+    let files = match object.remove("files") {
+        None => Vec::new(),
+        Some(Value::Array(files)) if files.iter().all(Value::is_string) => files
+            .iter()
+            .filter_map(Value::as_str)
+            .map(str::to_string)
+            .collect(),
+        Some(_) => return Err("\"files\" must be a list of paths".into()),
+    };
+    let task = object
+        .get("task")
+        .and_then(Value::as_str)
+        .unwrap_or_default()
+        .to_string();
     let id = match object.get("id") {
         Some(Value::String(id)) => id.clone(),
         _ => return Err("no \"id\" (a string)".into()),
@@ -112,7 +130,16 @@ fn task_line(line: &str, base: &Path) -> Result<(String, Check, String), String>
         *plan = absolute(plan);
     }
     let rest = serde_json::to_string(&object).map_err(|err| err.to_string())?;
-    Ok((id, Check { command, repo }, rest))
+    Ok((
+        id,
+        Check {
+            command,
+            repo,
+            task,
+            files,
+        },
+        rest,
+    ))
 }
 
 #[cfg(test)]

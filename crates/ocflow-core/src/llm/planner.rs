@@ -400,7 +400,7 @@ fn save(dir: &Path, name: &str, text: &str) -> Result<(), PlanError> {
 /// The repository's files for the prompt: sorted, skipping `.git`, build outputs, the
 /// workspace, what git ignores and secret files (their names alone can matter; their content
 /// never goes out).
-pub(crate) fn list_files(repo: &Path, skip: &[PathBuf]) -> Vec<RepoPath> {
+pub fn list_files(repo: &Path, skip: &[PathBuf]) -> Vec<RepoPath> {
     let skip = skip.to_vec();
     let root = repo.to_path_buf();
     let mut walk = ignore_rules::walk(repo);

@@ -231,3 +231,85 @@ fn the_model_alone_is_asked_twice_and_judged_by_the_same_check() {
         BUGGY
     );
 }
+
+/// A directory of Exercism exercises (the project's own, in the layout Aider's benchmark uses)
+/// is a suite: each exercise a repository of its own without `.meta/` (the example solution),
+/// its tests the check, put back as they were before they run. The fake model's plan solves
+/// `double` and writes a wrong `greet` (a false success); the model alone solves `greet` at
+/// its first answer and never `double`.
+#[test]
+fn a_directory_of_exercism_exercises_is_a_suite() {
+    use super::fake_llm::{FakeLlm, Rule, chat};
+    let sandbox = Sandbox::new(&[("unused.txt", "")]);
+    let exercises = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/fixtures/exercism");
+    let write = |path: &str, content: &str| {
+        json!({"version": 1, "task": "t", "steps": [{"id": "w", "operation": "write_file",
+            "params": {"file_path": path, "content": content}}]})
+        .to_string()
+    };
+    let llm = FakeLlm::with_rules(vec![
+        Rule::planner()
+            .and_prompt_contains("- double.py")
+            .reply(chat(&write(
+                "double.py",
+                "def double(number):\n    return number * 2\n",
+            ))),
+        Rule::planner()
+            .and_prompt_contains("- greet.py")
+            .reply(chat(&write(
+                "greet.py",
+                "def greet(name):\n    return name\n",
+            ))),
+        Rule::flow_summary().reply(chat("Done.")),
+        Rule::prompt_contains("greet.py\n```").reply(chat(
+            "greet.py\n```python\ndef greet(name):\n    return f\"Hello, {name}!\"\n```\n",
+        )),
+        Rule::prompt_contains("double.py\n```").reply(chat(
+            "double.py\n```python\ndef double(number):\n    return 0\n```\n",
+        )),
+        Rule::prompt_contains("fails with:").reply(chat(
+            "double.py\n```python\ndef double(number):\n    return 1\n```\n",
+        )),
+    ]);
+    let out = sandbox.root().join("eval");
+    let output = sandbox
+        .command_like_ocflow(env!("CARGO_BIN_EXE_ocflow"))
+        .args(["--base-url", &llm.base_url(), "--model", "m", "eval"])
+        .arg(&exercises)
+        .arg("--out")
+        .arg(&out)
+        .arg("--baseline")
+        .env("OPENAI_API_KEY", "sk-test")
+        .output()
+        .unwrap();
+    assert_exit(&output, 0);
+    let repo = out.join("exercism/repos/greet");
+    assert!(repo.join("greet_test.py").is_file() && repo.join(".git").is_dir());
+    assert!(
+        !repo.join(".meta").exists(),
+        "the example solution stays out"
+    );
+    let instructions = fs::read_to_string(repo.join(".docs/instructions.md")).unwrap();
+    assert!(
+        instructions.contains("Greet nobody else."),
+        "the appended instructions too"
+    );
+    let summary = fs::read_to_string(out.join("summary.md")).unwrap();
+    assert!(summary.contains("1 of 2 task(s) solved"), "{summary}");
+    assert!(summary.contains("false successes: 1 (greet)"), "{summary}");
+    assert!(
+        summary.contains("1 of 2 solved (1 at the first try)"),
+        "{summary}"
+    );
+    assert!(
+        summary.contains("| double | yes | succeeded | exit 0 | no | no |"),
+        "{summary}"
+    );
+    assert!(
+        summary.contains("| greet | no | succeeded | exit 1 | **yes** | solved (1st try) |"),
+        "{summary}"
+    );
+    // The exercises themselves are never written.
+    let stub = fs::read_to_string(exercises.join("double/double.py")).unwrap();
+    assert_eq!(stub, "def double(number):\n    pass\n");
+}

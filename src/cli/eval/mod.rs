@@ -1,4 +1,5 @@
-//! `ocflow eval SUITE.jsonl --out DIR`: runs a suite of tasks as a batch (locally or on Ray,
+//! `ocflow eval SUITE.jsonl --out DIR` (or a directory of Exercism exercises, `exercism.rs`):
+//! runs a suite of tasks as a batch (locally or on Ray,
 //! `DIR/flows/`), then scores each finished flow by its task's check in a fresh copy of the
 //! repository (`scoring.rs`), and keeps one line per scored task in `DIR/results.jsonl` and the
 //! totals in `DIR/summary.md`. Run again with the same `--out`, it skips the scored tasks and
@@ -6,6 +7,7 @@
 //! `--memory`: a task solved by what an earlier one taught is not the model's.
 
 pub(crate) mod baseline;
+pub(crate) mod exercism;
 pub(crate) mod scoring;
 pub(crate) mod suite;
 
@@ -30,7 +32,6 @@ const BASELINE_FILE: &str = "baseline.jsonl";
 const SUMMARY_FILE: &str = "summary.md";
 
 pub(crate) async fn eval(config: &Config, args: EvalArgs) -> Result<ExitCode> {
-    let suite = suite::read(&args.suite).map_err(Error::Usage)?;
     let out = std::path::absolute(&args.out).io_context(|| format!("{}", args.out.display()))?;
     std::fs::create_dir_all(&out).map_err(|err| {
         Error::Usage(format!(
@@ -38,6 +39,13 @@ pub(crate) async fn eval(config: &Config, args: EvalArgs) -> Result<ExitCode> {
             args.out.display()
         ))
     })?;
+    // A directory is a set of Exercism exercises, made a suite under --out.
+    let suite_path = if args.suite.is_dir() {
+        exercism::suite(&args.suite, &out).map_err(Error::Usage)?
+    } else {
+        args.suite.clone()
+    };
+    let suite = suite::read(&suite_path).map_err(Error::Usage)?;
     let tasks = out.join("tasks.jsonl");
     std::fs::write(&tasks, &suite.tasks).io_context(|| format!("writing {}", tasks.display()))?;
     let flows = out.join("flows");

@@ -313,3 +313,88 @@ fn a_directory_of_exercism_exercises_is_a_suite() {
     let stub = fs::read_to_string(exercises.join("double/double.py")).unwrap();
     assert_eq!(stub, "def double(number):\n    pass\n");
 }
+
+/// A SWE-bench-shaped instance (repository, base commit, problem statement, test command) is
+/// cloned at its base commit, solved by a flow, scored by its test command, and its patch
+/// written to `predictions.jsonl` as the official harness reads it.
+#[test]
+fn swe_bench_instances_give_predictions_the_harness_reads() {
+    use super::fake_llm::{FakeLlm, Rule, chat};
+    let sandbox = Sandbox::new(&[("calc.py", BUGGY), ("test_calc.py", TEST)]);
+    let root = sandbox.root();
+    let git = |args: &[&str]| {
+        let output = std::process::Command::new("git")
+            .args(["-c", "user.email=t@t", "-c", "user.name=t"])
+            .args(args)
+            .current_dir(&sandbox.repo)
+            .output()
+            .unwrap();
+        assert!(output.status.success(), "git {args:?}");
+        String::from_utf8(output.stdout).unwrap().trim().to_string()
+    };
+    git(&["init", "-q"]);
+    git(&["add", "-A"]);
+    git(&["commit", "-qm", "base"]);
+    let base = git(&["rev-parse", "HEAD"]);
+    // A later commit the instance must not see.
+    fs::write(sandbox.repo.join("later.txt"), "after the base\n").unwrap();
+    git(&["add", "-A"]);
+    git(&["commit", "-qm", "later"]);
+    let instance = json!({"instance_id": "calc__calc-1", "repo": "repo", "base_commit": base,
+        "problem_statement": "add(2, 3) returns -1 instead of 5.",
+        "test_command": "python3 -m unittest -q test_calc",
+        "FAIL_TO_PASS": ["test_calc.AddTest.test_add"]});
+    fs::write(root.join("instances.jsonl"), format!("{instance}\n")).unwrap();
+    let plan = json!({"version": 1, "task": "t", "steps": [{"id": "w", "operation": "write_file",
+        "params": {"file_path": "calc.py", "content": "def add(a, b):\n    return a + b\n"}}]});
+    let llm = FakeLlm::with_rules(vec![
+        Rule::planner().reply(chat(&plan.to_string())),
+        Rule::flow_summary().reply(chat("Fixed add.")),
+    ]);
+    let out = root.join("eval");
+    let output = sandbox
+        .command_like_ocflow(env!("CARGO_BIN_EXE_ocflow"))
+        .args(["--base-url", &llm.base_url(), "--model", "m", "eval"])
+        .arg(root.join("instances.jsonl"))
+        .arg("--out")
+        .arg(&out)
+        .env("OPENAI_API_KEY", "sk-test")
+        .output()
+        .unwrap();
+    assert_exit(&output, 0);
+    let clone = out.join("swebench/repos/calc__calc-1");
+    assert!(
+        !clone.join("later.txt").exists(),
+        "the clone is at the base commit"
+    );
+    let prediction: Value = serde_json::from_str(
+        fs::read_to_string(out.join("predictions.jsonl"))
+            .unwrap()
+            .lines()
+            .next()
+            .unwrap(),
+    )
+    .unwrap();
+    assert_eq!(prediction["instance_id"], "calc__calc-1");
+    assert_eq!(prediction["model_name_or_path"], "m");
+    let patch = prediction["model_patch"].as_str().unwrap();
+    assert!(
+        patch.starts_with("diff --git a/calc.py b/calc.py"),
+        "{patch}"
+    );
+    assert!(patch.contains("+    return a + b"), "{patch}");
+    // The patch applies to the base commit as the harness applies it.
+    let check = std::process::Command::new("git")
+        .args(["apply", "--check", "-"])
+        .current_dir(&clone)
+        .stdin(std::process::Stdio::piped())
+        .spawn()
+        .and_then(|mut child| {
+            use std::io::Write;
+            child.stdin.take().unwrap().write_all(patch.as_bytes())?;
+            child.wait()
+        })
+        .unwrap();
+    assert!(check.success());
+    assert_eq!(scored(&out)[0]["solved"], true);
+}

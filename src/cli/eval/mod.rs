@@ -10,6 +10,7 @@ pub(crate) mod baseline;
 pub(crate) mod exercism;
 pub(crate) mod scoring;
 pub(crate) mod suite;
+pub(crate) mod swebench;
 
 use std::collections::BTreeMap;
 use std::path::Path;
@@ -39,9 +40,13 @@ pub(crate) async fn eval(config: &Config, args: EvalArgs) -> Result<ExitCode> {
             args.out.display()
         ))
     })?;
-    // A directory is a set of Exercism exercises, made a suite under --out.
+    // A directory is a set of Exercism exercises, and SWE-bench instances are cloned at their
+    // base commits: each made a suite under --out.
+    let swe_bench = swebench::is_instances(&args.suite);
     let suite_path = if args.suite.is_dir() {
         exercism::suite(&args.suite, &out).map_err(Error::Usage)?
+    } else if swe_bench {
+        swebench::suite(&args.suite, &out).map_err(Error::Usage)?
     } else {
         args.suite.clone()
     };
@@ -84,6 +89,17 @@ pub(crate) async fn eval(config: &Config, args: EvalArgs) -> Result<ExitCode> {
         batch::results::append_line(&results_path, &one)
             .map_err(|err| Error::Usage(err.to_string()))?;
         scored.insert(id.clone(), one);
+    }
+    if swe_bench {
+        let model = config
+            .require_llm()
+            .map_or_else(|_| "ocflow".to_string(), |llm| llm.planner.model.clone());
+        let path =
+            swebench::write_predictions(&out, finished.values(), &model).map_err(Error::Usage)?;
+        say(&format!(
+            "ocflow: eval: predictions for the SWE-bench harness in {}",
+            path.display()
+        ));
     }
     let baselines = if args.baseline {
         self::baselines(config, &suite, &out, timeout).await?

@@ -151,7 +151,11 @@ fn progress_line(event: &Event) -> Option<String> {
         }
         // Said by the recovery itself, whatever the output mode.
         // `ocflow batch` says these its own way (`cli/batch/display.rs`).
-        Event::ApplyRecovered { .. } | Event::BatchStarted { .. } | Event::BatchFinished { .. } => {
+        Event::ApplyRecovered { .. }
+        | Event::BatchStarted { .. }
+        | Event::BatchFinished { .. }
+        | Event::EvalScored { .. }
+        | Event::EvalFinished { .. } => {
             return None;
         }
     })

@@ -67,9 +67,12 @@ fn each_flow_is_scored_by_its_check_and_a_false_success_is_named() {
     }
     fs::write(root.join("suite.jsonl"), suite).unwrap();
     let out = root.join("eval");
-    let eval = || {
-        sandbox
-            .command_like_ocflow(env!("CARGO_BIN_EXE_ocflow"))
+    let eval = |json: bool| {
+        let mut command = sandbox.command_like_ocflow(env!("CARGO_BIN_EXE_ocflow"));
+        if json {
+            command.arg("--json");
+        }
+        command
             .current_dir(root)
             .arg("eval")
             .arg(root.join("suite.jsonl"))
@@ -78,7 +81,7 @@ fn each_flow_is_scored_by_its_check_and_a_false_success_is_named() {
             .output()
             .unwrap()
     };
-    let output = eval();
+    let output = eval(false);
     assert_exit(&output, 0);
     let results = scored(&out);
     let by_id = |id: &str| results.iter().find(|r| r["id"] == id).unwrap().clone();
@@ -122,10 +125,31 @@ fn each_flow_is_scored_by_its_check_and_a_false_success_is_named() {
     assert!(stdout(&output).contains("| wrong | no | succeeded | exit 1 | **yes** |"));
     let said = "wrong: not solved (the check exited 1); the flow succeeded — FALSE SUCCESS";
     assert!(stderr(&output).contains(said), "{}", stderr(&output));
-    // Again with the same --out: nothing runs or is scored twice.
-    let again = eval();
+    // Again with the same --out: nothing runs or is scored twice; with --json, the totals come
+    // as an event.
+    let again = eval(true);
     assert_exit(&again, 0);
     assert_eq!(scored(&out).len(), 3);
+    let events: Vec<Value> = stdout(&again)
+        .lines()
+        .map(|line| serde_json::from_str(line).unwrap())
+        .collect();
+    assert!(
+        !events.iter().any(|e| e["type"] == "eval_scored"),
+        "{events:?}"
+    );
+    let finished = events
+        .iter()
+        .find(|e| e["type"] == "eval_finished")
+        .unwrap();
+    assert_eq!(
+        (
+            &finished["tasks"],
+            &finished["solved"],
+            &finished["false_successes"]
+        ),
+        (&json!(3), &json!(1), &json!(1))
+    );
 }
 
 #[test]
@@ -309,6 +333,16 @@ fn a_directory_of_exercism_exercises_is_a_suite() {
         summary.contains("| greet | no | succeeded | exit 1 | **yes** | solved (1st try) |"),
         "{summary}"
     );
+    // The page: both charts, the table linking each flow.
+    let page = fs::read_to_string(out.join("report.html")).unwrap();
+    assert!(
+        page.contains("1 of 2 task(s) solved by ocflow, 1 by the model alone"),
+        "{page}"
+    );
+    assert!(page.contains("<figcaption>tokens per solved task</figcaption>"));
+    assert!(page.contains("<a href=\"flows/workspace/greet/summary.md\">greet</a>"));
+    assert!(out.join("flows/workspace/greet/summary.md").is_file(), "the link leads somewhere");
+    assert!(page.contains("<td>FALSE SUCCESS</td>"));
     // The exercises themselves are never written.
     let stub = fs::read_to_string(exercises.join("double/double.py")).unwrap();
     assert_eq!(stub, "def double(number):\n    pass\n");

@@ -276,6 +276,29 @@ pub enum Event {
         #[serde(default, skip_serializing_if = "Option::is_none")]
         mean_llm_in_flight: Option<f64>,
     },
+    /// `ocflow eval` judged one task by its check (a line of its `results.jsonl`, or of
+    /// `baseline.jsonl` for the model alone).
+    EvalScored {
+        id: String,
+        /// `ocflow` (the flow) or `baseline` (the model alone).
+        by: String,
+        solved: bool,
+        /// The flow said it succeeded and the check fails (always false for the model alone).
+        false_success: bool,
+        /// Why the check could not judge it.
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        problem: Option<String>,
+    },
+    /// `ocflow eval` ended: the totals (`summary.md`).
+    EvalFinished {
+        tasks: usize,
+        solved: usize,
+        false_successes: usize,
+        /// Solved by the model alone, when it was asked (`--baseline`).
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        baseline_solved: Option<usize>,
+        summary: PathBuf,
+    },
 }
 
 /// How a later command finished an apply or undo a kill cut short.

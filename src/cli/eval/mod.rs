@@ -8,6 +8,7 @@
 
 pub(crate) mod baseline;
 pub(crate) mod exercism;
+pub(crate) mod page;
 pub(crate) mod scoring;
 pub(crate) mod suite;
 pub(crate) mod swebench;
@@ -17,9 +18,11 @@ use std::path::Path;
 use std::time::Duration;
 
 use ocflow_model::error::{Error, IoContext, Result};
+use ocflow_model::event::{Event, Record};
 use ocflow_model::exit::ExitCode;
 use ocflow_model::llm::Usage;
 use ocflow_model::output::{print_stdout, say};
+use ocflow_model::status::now;
 
 use crate::cli::args::{BatchArgs, EvalArgs};
 use crate::cli::batch;
@@ -31,6 +34,7 @@ use scoring::Scored;
 const RESULTS_FILE: &str = "results.jsonl";
 const BASELINE_FILE: &str = "baseline.jsonl";
 const SUMMARY_FILE: &str = "summary.md";
+const PAGE_FILE: &str = "report.html";
 
 pub(crate) async fn eval(config: &Config, args: EvalArgs) -> Result<ExitCode> {
     let out = std::path::absolute(&args.out).io_context(|| format!("{}", args.out.display()))?;
@@ -83,9 +87,17 @@ pub(crate) async fn eval(config: &Config, args: EvalArgs) -> Result<ExitCode> {
         // Only the log and the verdict stay: the copy is the repository again.
         let _ = std::fs::remove_dir_all(dir.join("repo"));
         let _ = std::fs::remove_dir_all(dir.join("tmp"));
-        if !config.json {
-            say(&format!("ocflow: eval: {}", verdict(&one)));
-        }
+        tell(
+            config,
+            &format!("ocflow: eval: {}", verdict(&one)),
+            Event::EvalScored {
+                id: id.clone(),
+                by: "ocflow".into(),
+                solved: one.solved,
+                false_success: one.false_success,
+                problem: one.problem.clone(),
+            },
+        );
         batch::results::append_line(&results_path, &one)
             .map_err(|err| Error::Usage(err.to_string()))?;
         scored.insert(id.clone(), one);
@@ -111,7 +123,22 @@ pub(crate) async fn eval(config: &Config, args: EvalArgs) -> Result<ExitCode> {
     let summary_path = out.join(SUMMARY_FILE);
     std::fs::write(&summary_path, &text)
         .io_context(|| format!("writing {}", summary_path.display()))?;
-    print_stdout(&text);
+    let page_path = out.join(PAGE_FILE);
+    std::fs::write(&page_path, page::render(&ids, &scored, &baselines))
+        .io_context(|| format!("writing {}", page_path.display()))?;
+    let event = Event::EvalFinished {
+        tasks: ids.len(),
+        solved: scored.values().filter(|s| s.solved).count(),
+        false_successes: scored.values().filter(|s| s.false_success).count(),
+        baseline_solved: (!baselines.is_empty())
+            .then(|| baselines.values().filter(|b| b.solved).count()),
+        summary: summary_path.clone(),
+    };
+    if config.json {
+        tell(config, "", event);
+    } else {
+        print_stdout(&text);
+    }
     let unscored = suite.checks.len() - scored.len();
     Ok(if ran == ExitCode::Paused && unscored > 0 {
         ExitCode::Paused
@@ -141,15 +168,23 @@ async fn baselines(
         let one = baseline::run(&llm, &settings, id, check, &dir, timeout).await;
         let _ = std::fs::remove_dir_all(dir.join("repo"));
         let _ = std::fs::remove_dir_all(dir.join("tmp"));
-        if !config.json {
-            let said = match (&one.problem, one.solved, one.solved_first_try) {
-                (Some(problem), _, _) => format!("not judged ({problem})"),
-                (None, true, true) => "solved at the first try".into(),
-                (None, true, false) => "solved at the second try".into(),
-                (None, false, _) => "not solved".into(),
-            };
-            say(&format!("ocflow: eval: {id}: the model alone: {said}"));
-        }
+        let said = match (&one.problem, one.solved, one.solved_first_try) {
+            (Some(problem), _, _) => format!("not judged ({problem})"),
+            (None, true, true) => "solved at the first try".into(),
+            (None, true, false) => "solved at the second try".into(),
+            (None, false, _) => "not solved".into(),
+        };
+        tell(
+            config,
+            &format!("ocflow: eval: {id}: the model alone: {said}"),
+            Event::EvalScored {
+                id: id.clone(),
+                by: "baseline".into(),
+                solved: one.solved,
+                false_success: false,
+                problem: one.problem.clone(),
+            },
+        );
         batch::results::append_line(&path, &one).map_err(|err| Error::Usage(err.to_string()))?;
         known.insert(id.clone(), one);
     }
@@ -182,6 +217,17 @@ impl HasId for Scored {
 impl HasId for BaselineScore {
     fn id(&self) -> &str {
         &self.id
+    }
+}
+
+/// Says `text` at a terminal, or prints `event` as a JSON line with `--json`.
+fn tell(config: &Config, text: &str, event: Event) {
+    if config.json {
+        if let Ok(line) = serde_json::to_string(&Record::now(now(), event)) {
+            print_stdout(&format!("{line}\n"));
+        }
+    } else {
+        say(text);
     }
 }
 

@@ -122,6 +122,13 @@ fn each_flow_is_scored_by_its_check_and_a_false_success_is_named() {
     let summary = fs::read_to_string(out.join("summary.md")).unwrap();
     assert!(summary.contains("1 of 3 task(s) solved"), "{summary}");
     assert!(summary.contains("false successes: 1 (wrong)"), "{summary}");
+    // An estimate is said before the run and set against what was spent (no model here).
+    assert!(stderr(&output).contains("estimate before the run: about"));
+    assert!(summary.contains("Estimated before this run:"), "{summary}");
+    assert!(
+        summary.contains("they spent 0 (0.00 of the estimate)"),
+        "{summary}"
+    );
     assert!(stdout(&output).contains("| wrong | no | succeeded | exit 1 | **yes** |"));
     let said = "wrong: not solved (the check exited 1); the flow succeeded — FALSE SUCCESS";
     assert!(stderr(&output).contains(said), "{}", stderr(&output));
@@ -341,7 +348,10 @@ fn a_directory_of_exercism_exercises_is_a_suite() {
     );
     assert!(page.contains("<figcaption>tokens per solved task</figcaption>"));
     assert!(page.contains("<a href=\"flows/workspace/greet/summary.md\">greet</a>"));
-    assert!(out.join("flows/workspace/greet/summary.md").is_file(), "the link leads somewhere");
+    assert!(
+        out.join("flows/workspace/greet/summary.md").is_file(),
+        "the link leads somewhere"
+    );
     assert!(page.contains("<td>FALSE SUCCESS</td>"));
     // The exercises themselves are never written.
     let stub = fs::read_to_string(exercises.join("double/double.py")).unwrap();

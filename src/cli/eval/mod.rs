@@ -7,6 +7,7 @@
 //! `--memory`: a task solved by what an earlier one taught is not the model's.
 
 pub(crate) mod baseline;
+pub(crate) mod estimate;
 pub(crate) mod exercism;
 pub(crate) mod page;
 pub(crate) mod scoring;
@@ -55,6 +56,19 @@ pub(crate) async fn eval(config: &Config, args: EvalArgs) -> Result<ExitCode> {
         args.suite.clone()
     };
     let suite = suite::read(&suite_path).map_err(Error::Usage)?;
+    let results_path = out.join(RESULTS_FILE);
+    let earlier: BTreeMap<String, Scored> = load(&results_path);
+    let estimate = estimate::before(&suite.checks, &earlier);
+    if estimate.tasks > 0 && !config.json {
+        say(&format!(
+            "ocflow: eval: estimate before the run: about {} tokens for {} task(s), {} a task \
+             (from {})",
+            estimate.total,
+            estimate.tasks,
+            estimate.total / estimate.tasks as u64,
+            estimate.basis
+        ));
+    }
     let tasks = out.join("tasks.jsonl");
     std::fs::write(&tasks, &suite.tasks).io_context(|| format!("writing {}", tasks.display()))?;
     let flows = out.join("flows");
@@ -75,8 +89,7 @@ pub(crate) async fn eval(config: &Config, args: EvalArgs) -> Result<ExitCode> {
         return Ok(ran);
     }
     let finished = batch::results::load(&flows);
-    let results_path = out.join(RESULTS_FILE);
-    let mut scored = load(&results_path);
+    let mut scored = earlier.clone();
     let timeout = Duration::from_secs(args.check_timeout);
     for (id, check) in &suite.checks {
         let Some(result) = finished.get(id).filter(|_| !scored.contains_key(id)) else {
@@ -119,7 +132,23 @@ pub(crate) async fn eval(config: &Config, args: EvalArgs) -> Result<ExitCode> {
         load(&out.join(BASELINE_FILE))
     };
     let ids: Vec<String> = suite.checks.keys().cloned().collect();
-    let text = summary(&ids, &scored, &baselines);
+    let mut text = summary(&ids, &scored, &baselines);
+    let spent: u64 = scored
+        .iter()
+        .filter(|(id, _)| !earlier.contains_key(*id))
+        .map(|(_, s)| s.tokens.total_tokens)
+        .sum();
+    if estimate.tasks > 0 && estimate.total > 0 {
+        text.push_str(&format!(
+            "\nEstimated before this run: {} tokens for {} task(s) (from {}); they spent {} \
+             ({:.2} of the estimate).\n",
+            estimate.total,
+            estimate.tasks,
+            estimate.basis,
+            spent,
+            spent as f64 / estimate.total as f64
+        ));
+    }
     let summary_path = out.join(SUMMARY_FILE);
     std::fs::write(&summary_path, &text)
         .io_context(|| format!("writing {}", summary_path.display()))?;

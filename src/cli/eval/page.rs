@@ -67,7 +67,8 @@ pub(crate) fn render(
          <title>ocflow eval</title><style>body{{font-family:sans-serif;margin:2em;max-width:60em}}\
          table{{border-collapse:collapse}}td,th{{border:1px solid #ccc;padding:.3em .6em}}\
          .charts{{display:flex;gap:3em}}</style></head><body>\n<h1>ocflow eval</h1>\n\
-         <p>{flows_solved} of {} task(s) solved by ocflow{}.</p>\n<div class=\"charts\">{}{}</div>\n\
+         <p>{flows_solved} of {} task(s) solved by ocflow{}.</p>\n\
+         <div class=\"charts\">{}{}</div>\n\
          <table><tr><th>task</th><th>ocflow</th><th>flow</th><th>false success</th>\
          <th>tokens</th>{alone_head}</tr>\n{rows}</table>\n</body></html>\n",
         ids.len(),

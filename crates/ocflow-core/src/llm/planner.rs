@@ -379,6 +379,24 @@ impl Planner<'_> {
     }
 }
 
+/// The characters of the planner's first request for `task` on `repo` (its system text and
+/// first prompt, the map at its budget): what an estimate of a flow's tokens starts from.
+pub fn first_request_chars(repo: &Path, task: &str) -> usize {
+    let files = list_files(repo, &[]);
+    let roles = crate::flow::roles::Roles::default();
+    let prompt = planner_prompt::first_prompt(&PromptParts {
+        task,
+        repo,
+        files: &files,
+        named: &task_files::named(task, &files),
+        test_commands: &[],
+        repo_map: "",
+        past_experience: "",
+        roles: &roles,
+    });
+    SYSTEM.len() + prompt.len() + planner_prompt::MAP_BUDGET
+}
+
 /// The memory's section as it opens a prompt: followed by a blank line, or nothing.
 pub(crate) fn past_experience(section: &str) -> String {
     if section.trim().is_empty() {

@@ -788,3 +788,45 @@ def test_ocflow_batch_with_the_ray_engine_runs_twelve_flows_once_each_end_to_end
     assert all(flow["gate"] for flow in seen.values()), seen
     assert files_holding(secret, out) == [] and files_holding(secret, cluster.temp) == []
     assert secret not in said and secret not in done.stdout.decode()
+
+
+def test_ocflow_eval_with_the_ray_engine_scores_each_flow_by_its_check(cluster, ocflow, tmp_path):
+    """`ocflow eval --engine ray` on the local cluster: the flows run as Ray tasks, each then
+    scored by its check in a fresh copy of its repository — one right fix solved, one wrong
+    fix the flow calls a success counted as a false success."""
+    test = "from calc import add\n\nassert add(2, 3) == 5\n"
+    lines = []
+    for flow_id, body in (("right", "a + b"), ("wrong", "a * b")):
+        repo = make_repo(
+            tmp_path / "repos" / flow_id,
+            {"calc.py": "def add(a, b):\n    return a - b\n", "check_calc.py": test},
+        )
+        content = f"def add(a, b):\n    return {body}\n"
+        step = {"id": "fix", "operation": "write_file"}
+        step["params"] = {"file_path": "calc.py", "content": content}
+        plan = tmp_path / f"{flow_id}.json"
+        plan.write_text(json.dumps([step]), encoding="utf-8")
+        line = {"id": flow_id, "task": "Fix add", "repo": str(repo), "plan": str(plan)}
+        lines.append(json.dumps({**line, "check": "python3 check_calc.py"}))
+    suite = tmp_path / "suite.jsonl"
+    suite.write_text("\n".join(lines) + "\n", encoding="utf-8")
+    out = tmp_path / "eval"
+    env = {**os.environ, **LOOPBACK, **ocflow_env(tmp_path), "VIRTUAL_ENV": sys.prefix}
+    env["RAY_ADDRESS"] = cluster.address
+    done = subprocess.run(
+        [str(ocflow), "--json", "eval", str(suite), "--out", str(out), "--engine", "ray"],
+        env=env,
+        capture_output=True,
+        timeout=600,
+        check=False,
+    )
+    assert done.returncode == 0, done.stderr.decode(errors="replace")
+    results = {
+        r["id"]: r for r in map(json.loads, (out / "results.jsonl").read_text().splitlines())
+    }
+    assert (results["right"]["solved"], results["right"]["false_success"]) == (True, False)
+    assert (results["wrong"]["solved"], results["wrong"]["false_success"]) == (False, True)
+    events = [json.loads(line) for line in done.stdout.decode().splitlines()]
+    finished = [e for e in events if e["type"] == "eval_finished"]
+    assert finished and finished[0]["solved"] == 1, events
+    assert any(e["type"] == "batch_started" and e["engine"] == "ray" for e in events), events

@@ -171,7 +171,9 @@ pub(crate) struct EvalArgs {
     /// The suite: TASKS.jsonl's lines, each with "check", the command that says whether the
     /// task is solved (e.g. "python3 -m pytest -q tests"), never shown to the model, and
     /// optionally "files", what the model alone is shown; or a directory of Exercism exercises
-    /// (Python or JavaScript: .docs/instructions.md, .meta/config.json, a stub, its tests).
+    /// (Python or JavaScript: .docs/instructions.md, .meta/config.json, a stub, its tests); or
+    /// SWE-bench instances (instance_id, repo, base_commit, problem_statement, test_command),
+    /// which also give DIR/predictions.jsonl for the official harness.
     #[arg(value_name = "SUITE.jsonl|DIR")]
     pub(crate) suite: PathBuf,
     /// Where the eval keeps its results, summary, checks' logs and the flows (DIR/flows).

@@ -28,6 +28,8 @@ MAX_FILE_BYTES = 200_000
 MAX_PARSED_FILES = 400
 # A definition's line is cut to this many characters.
 MAX_LINE = 100
+# A file shows this many definitions at most: a big file does not crowd the others out.
+MAX_ENTRIES = 20
 # Words shorter than this say little of a place.
 MIN_WORD = 3
 
@@ -86,7 +88,10 @@ def render(root: str, files: list[str], task: str, budget: int) -> str:
     out: list[str] = []
     used = 0
     for rel in ranked:
-        block = [f"{rel}:"] + [f"  {line}" for line in entries[rel]]
+        shown = entries[rel][:MAX_ENTRIES]
+        block = [f"{rel}:"] + [f"  {line}" for line in shown]
+        if len(entries[rel]) > MAX_ENTRIES:
+            block.append(f"  … and {len(entries[rel]) - MAX_ENTRIES} more definitions")
         text = "\n".join(block)
         if used + len(text) + 1 > budget:
             # A file whose whole block does not fit: its first lines, if they say something.

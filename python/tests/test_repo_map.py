@@ -37,6 +37,15 @@ def test_the_files_holding_the_tasks_rarer_names_come_first(tmp_path):
     assert "  def with_tax(amount, rate)" in text
 
 
+def test_a_big_file_shows_its_first_definitions_and_leaves_room_for_others(tmp_path):
+    files = {"big.py": "".join(f"def tax_{i}(x):\n    return x\n" for i in range(60))}
+    files["small.py"] = "def tax_rate():\n    return 0\n"
+    listed = write(tmp_path, files)
+    text = repo_map.render(str(tmp_path), listed, "tax", 4000)
+    assert f"  … and {60 - repo_map.MAX_ENTRIES} more definitions" in text
+    assert "small.py:\n  def tax_rate()" in text
+
+
 def test_the_map_keeps_to_its_budget_and_says_where_it_is_cut(tmp_path):
     files = {
         f"m{n}.py": "".join(f"def f{n}_{i}(x):\n    return x\n" for i in range(50))

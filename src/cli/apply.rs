@@ -92,6 +92,13 @@ pub(crate) fn apply(config: &Config, args: ApplyArgs) -> Result<ExitCode> {
         &args.only,
         &args.exclude,
     )?;
+    // On a branch of its own: nothing of the working tree or the index is touched.
+    if let Some(name) = &args.branch {
+        state::require_intact(&task, &flow_status, &flow)?;
+        let message = commit_message(&task, &flow_status);
+        crate::cli::branch::commit_on_branch(&task, &flow_status, &changes, name, &message)?;
+        return Ok(ExitCode::Success);
+    }
     // Held until the apply is recorded: a signal meanwhile puts back what was written.
     let held = HeldSignals::hold();
     let applied = apply_changes(&task, &flow_status, &flow, &changes, args.force, &|| {
@@ -476,14 +483,8 @@ fn first_line(text: &str) -> String {
     }
 }
 
-/// `git commit` of exactly the applied files, with a message from the task and its summary;
-/// returns the commit's id.
-fn commit(
-    repo: &Path,
-    task: &TaskDir,
-    flow_status: &FlowStatus,
-    files: &[String],
-) -> Result<String> {
+/// A commit's message for the task: its first line, then the summary.
+fn commit_message(task: &TaskDir, flow_status: &FlowStatus) -> String {
     let summary = std::fs::read_to_string(task.file(workspace::SUMMARY_FILE)).unwrap_or_default();
     let body: Vec<&str> = summary
         .lines()
@@ -499,11 +500,23 @@ fn commit(
     } else {
         subject
     };
-    let message = format!(
+    format!(
         "{subject}\n\n{}\n\nApplied by ocflow from task {}.",
         body.join("\n").trim(),
         task.task_id
-    );
+    )
+}
+
+/// `git commit` of exactly the applied files, with a message from the task and its summary;
+/// returns the commit's id.
+fn commit(
+    repo: &Path,
+    task: &TaskDir,
+    flow_status: &FlowStatus,
+    files: &[String],
+) -> Result<String> {
+    let message = commit_message(task, flow_status);
+    let subject = message.lines().next().unwrap_or("").to_string();
     // File names, not patterns: `src/[ab].rs` must not also name `src/a.rs`.
     let git = |args: &[&str]| {
         std::process::Command::new("git")

@@ -86,6 +86,7 @@ pub(crate) async fn approve(config: &Config, args: ApproveArgs) -> Result<ExitCo
             only: Vec::new(),
             exclude: Vec::new(),
             commit: false,
+            branch: None,
         },
     )
 }

@@ -161,6 +161,11 @@ pub(crate) struct BatchArgs {
     /// a repository that changed); otherwise they wait for review (`ocflow list --all`).
     #[arg(long)]
     pub(crate) apply: bool,
+    /// After the batch, commit each succeeded flow on a new branch of its repository,
+    /// PREFIX/ID (`apply --branch`: working trees untouched; a pull request's description in
+    /// each task directory).
+    #[arg(long, value_name = "PREFIX", conflicts_with = "apply")]
+    pub(crate) branches: Option<String>,
     /// Global flags handed on to every flow (`--model`, `--codex-lib`, `--python-dir`).
     #[arg(skip)]
     pub(crate) forwarded: Vec<std::ffi::OsString>,
@@ -555,6 +560,11 @@ pub(crate) struct ApplyArgs {
     /// Commit exactly the applied files with git, with a message from the task and its summary.
     #[arg(long)]
     pub(crate) commit: bool,
+    /// Instead of writing the files, commit the changes on this new branch (from HEAD), the
+    /// working tree and the index untouched; a pull request's description goes beside
+    /// (`pull_request.md` in the task directory).
+    #[arg(long, value_name = "NAME", conflicts_with = "commit")]
+    pub(crate) branch: Option<String>,
 }
 
 #[derive(Debug, Args)]

@@ -7,6 +7,7 @@ pub(crate) mod apply;
 pub(crate) mod approval;
 pub(crate) mod args;
 pub(crate) mod batch;
+pub(crate) mod branch;
 pub(crate) mod budget;
 pub(crate) mod child_command;
 pub(crate) mod clean;

@@ -683,6 +683,54 @@ fn apply_writes_succeeded_flows_and_refuses_a_repository_that_changed() {
     );
 }
 
+/// `--branches PREFIX` commits each succeeded flow on a branch of its own repository
+/// (`PREFIX/ID`), every working tree as it was, a pull request's description beside each.
+#[test]
+fn branches_put_each_succeeded_flow_on_a_branch_of_its_own() {
+    let sandbox = Sandbox::new(&[]);
+    let llm = slow_llm();
+    let tasks = fleet(&sandbox, 2);
+    let repos = sandbox.root().join("repos");
+    let git = |repo: &Path, args: &[&str]| {
+        let output = std::process::Command::new("git")
+            .args(["-c", "user.email=t@t", "-c", "user.name=t"])
+            .args(args)
+            .current_dir(repo)
+            .output()
+            .unwrap();
+        assert!(output.status.success(), "git {args:?}");
+        String::from_utf8(output.stdout).unwrap()
+    };
+    for id in ["t0", "t1"] {
+        git(&repos.join(id), &["add", "-A"]);
+        git(&repos.join(id), &["commit", "-qm", "start"]);
+    }
+    let out = sandbox.root().join("out");
+    let output = batch(&sandbox, &llm, &tasks, &out)
+        .args(["--branches", "fix"])
+        .output()
+        .unwrap();
+    assert_exit(&output, 0);
+    for id in ["t0", "t1"] {
+        let repo = repos.join(id);
+        assert_eq!(
+            git(&repo, &["show", &format!("fix/{id}:m.py")]),
+            "def f():\n    return 1\n"
+        );
+        assert_eq!(git(&repo, &["status", "--porcelain"]), "");
+        assert_eq!(
+            fs::read_to_string(repo.join("m.py")).unwrap(),
+            "def f():\n    return 0\n"
+        );
+        assert!(
+            out.join("workspace")
+                .join(id)
+                .join("pull_request.md")
+                .is_file()
+        );
+    }
+}
+
 /// Ctrl-C (SIGINT to the batch): no more flows start, the running ones stop resumably, the
 /// batch exits 130; running it again finishes them all.
 #[test]

@@ -5,6 +5,7 @@ mod anywhere;
 mod apply;
 mod approvals;
 mod batch;
+mod branches;
 mod bridge;
 mod budget;
 mod cleaning;

@@ -147,8 +147,9 @@ pub(crate) async fn batch(config: &Config, args: BatchArgs) -> Result<ExitCode> 
     std::fs::write(&summary_path, &summary)
         .io_context(|| format!("writing {}", summary_path.display()))?;
     let mut applied_failures = 0;
-    if args.apply && !outcome.interrupted {
-        applied_failures = apply_succeeded(&context, &known, &tasks).await;
+    if (args.apply || args.branches.is_some()) && !outcome.interrupted {
+        applied_failures =
+            apply_succeeded(&context, &known, &tasks, args.branches.as_deref()).await;
     }
     let succeeded = known.values().filter(|r| r.succeeded()).count();
     let failed = known.len() - succeeded;
@@ -364,6 +365,7 @@ async fn apply_succeeded(
     context: &Context,
     results: &BTreeMap<String, TaskResult>,
     tasks: &[BatchTask],
+    branches: Option<&str>,
 ) -> usize {
     let mut refused = 0;
     for task in tasks {
@@ -385,6 +387,7 @@ async fn apply_succeeded(
             .args(context.json.then_some("--json"))
             .arg("apply")
             .arg(&result.task_dir)
+            .args(branches.map(|prefix| format!("--branch={prefix}/{}", task.id)))
             .stdin(std::process::Stdio::null())
             .output()
             .await;

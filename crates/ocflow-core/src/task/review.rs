@@ -32,6 +32,13 @@ pub enum ChangeKind {
     Deleted,
 }
 
+impl Change {
+    /// The file holding the flow's content (`None` for a deletion).
+    pub fn new_file(&self) -> Option<&Path> {
+        self.new.as_deref()
+    }
+}
+
 impl ChangeKind {
     /// `added`, `modified` or `deleted`.
     pub fn name(self) -> &'static str {

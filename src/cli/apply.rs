@@ -9,6 +9,7 @@ use crate::cli::config::Config;
 use crate::cli::held_signals::HeldSignals;
 use crate::cli::progress::Progress;
 use crate::cli::tasks::{find_task, know_operations_of, task_dirs};
+use ocflow_core::engine::hooks::HookPoint;
 use ocflow_core::flow::path_rules::PathRules;
 use ocflow_core::task::apply::{self, Applied};
 use ocflow_core::task::apply_journal::{self, Stage};
@@ -92,6 +93,28 @@ pub(crate) fn apply(config: &Config, args: ApplyArgs) -> Result<ExitCode> {
         &args.only,
         &args.exclude,
     )?;
+    // The user's hooks before an apply: one that blocks, and nothing is written.
+    let event = serde_json::json!({
+        "task_id": task.task_id,
+        "task": flow_status.task,
+        "files": changes.iter().map(|c| c.path.as_str()).collect::<Vec<_>>(),
+        "branch": args.branch,
+    });
+    if let Err(blocked) = config.hooks.run(HookPoint::BeforeApply, &event) {
+        let mut events = Events::new(
+            Journal::open(&task.file(workspace::JOURNAL_FILE))?,
+            Progress::plain(config.json),
+        );
+        events.emit(Event::HookBlocked {
+            point: blocked.point.name().into(),
+            command: blocked.command.clone(),
+            reason: blocked.reason.clone(),
+            step: None,
+        })?;
+        return Err(Error::Usage(format!(
+            "{blocked}; nothing was written (the task stays ready to apply)"
+        )));
+    }
     // On a branch of its own: nothing of the working tree or the index is touched.
     if let Some(name) = &args.branch {
         state::require_intact(&task, &flow_status, &flow)?;

@@ -13,6 +13,7 @@ use crate::cli::args::{ApproveWhat, GlobalArgs, LimitArgs};
 use crate::cli::budget::{self, FilePrice};
 use crate::cli::layered::{Layered, layered};
 use crate::cli::profiles::{self, FileLlm, LlmConfig, NoLlm};
+use ocflow_core::engine::hooks::Hooks;
 use ocflow_core::engine::recovery;
 use ocflow_core::engine::sandbox::{self, SandboxSettings};
 use ocflow_core::engine::sandbox_probe::SandboxProbe;
@@ -76,6 +77,8 @@ pub(crate) struct Config {
     pub(crate) plugins: Plugins,
     /// What a person is asked before the flow goes on (`[approve]` and `--approve`).
     pub(crate) approvals: Approvals,
+    /// The user's lifecycle hooks (`[hooks]`).
+    pub(crate) hooks: Hooks,
 }
 
 /// How steps run.
@@ -136,7 +139,33 @@ pub(crate) struct FileConfig {
     /// `[approve]`: what a person is asked before the flow goes on.
     #[serde(default)]
     pub(crate) approve: FileApprove,
+    /// `[hooks]`: the user's commands at a flow's points (`engine::hooks`).
+    #[serde(default)]
+    pub(crate) hooks: FileHooks,
 }
+
+/// `[hooks]` in a config file: commands (`/bin/sh -c`) run at each point, in order, given the
+/// point's event as JSON on stdin; a non-zero exit blocks the point, stderr the reason.
+#[derive(Debug, Clone, Default, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub(crate) struct FileHooks {
+    pub(crate) before_step: Option<Vec<String>>,
+    pub(crate) after_step: Option<Vec<String>>,
+    pub(crate) before_command: Option<Vec<String>>,
+    pub(crate) before_apply: Option<Vec<String>>,
+    pub(crate) flow_end: Option<Vec<String>>,
+    /// How long each hook may run (default 30).
+    pub(crate) timeout_seconds: Option<u64>,
+}
+
+layered!(FileHooks {
+    before_step,
+    after_step,
+    before_command,
+    before_apply,
+    flow_end,
+    timeout_seconds
+});
 
 /// `[approve]` in a config file: the approvals every run asks for (`--approve` adds to them).
 #[derive(Debug, Clone, Default, Deserialize)]
@@ -362,6 +391,21 @@ impl FileConfig {
             "sandbox.max_processes",
             sandbox.max_processes.take().is_some(),
         );
+        // A hook runs a command as the user, outside the sandbox: the user's to set (S9).
+        let hooks = std::mem::take(&mut self.hooks);
+        drop(
+            "hooks",
+            [
+                &hooks.before_step,
+                &hooks.after_step,
+                &hooks.before_command,
+                &hooks.before_apply,
+                &hooks.flow_end,
+            ]
+            .iter()
+            .any(|h| h.is_some())
+                || hooks.timeout_seconds.is_some(),
+        );
         // A repository may ask for more approvals, never for fewer (S9): its `false` would
         // silence the user's own `true`.
         let approve = &mut self.approve;
@@ -392,6 +436,7 @@ impl FileConfig {
             codex_lib: self.codex_lib.or(fallback.codex_lib),
             plugins: self.plugins.or(fallback.plugins),
             approve: self.approve.or(fallback.approve),
+            hooks: self.hooks.or(fallback.hooks),
             limits: self.limits.or(fallback.limits),
             llm: self.llm.or(fallback.llm),
             sandbox: self.sandbox.or(fallback.sandbox),
@@ -471,8 +516,21 @@ impl Config {
             risky: asked(ApproveWhat::Risky),
             apply: asked(ApproveWhat::Apply),
         });
+        let hooks = Hooks {
+            before_step: file.hooks.before_step.clone().unwrap_or_default(),
+            after_step: file.hooks.after_step.clone().unwrap_or_default(),
+            before_command: file.hooks.before_command.clone().unwrap_or_default(),
+            before_apply: file.hooks.before_apply.clone().unwrap_or_default(),
+            flow_end: file.hooks.flow_end.clone().unwrap_or_default(),
+            timeout: file
+                .hooks
+                .timeout_seconds
+                .map_or(Hooks::DEFAULT_TIMEOUT, std::time::Duration::from_secs),
+            dir: repo.clone(),
+        };
         Ok(Config {
             approvals,
+            hooks,
             rules: PathRules::new(&repo, &workspace),
             key_variable,
             llm,

@@ -81,6 +81,14 @@ async fn finish(
                     return Ok(code);
                 }
             }
+            let files: Vec<String> = changes.iter().map(|c| c.path.to_string()).collect();
+            if let Err(blocked) = executor.hooks_before_apply(&files) {
+                ocflow_model::output::say(&format!(
+                    "ocflow: {blocked}; nothing was written (`ocflow apply {}` when it may)",
+                    executor.task.task_id
+                ));
+                return Ok(ExitCode::Failure);
+            }
             let applied = apply::apply_changes(
                 &executor.task,
                 &executor.status,

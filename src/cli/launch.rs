@@ -324,6 +324,7 @@ pub(crate) fn settings_waiting(
         memory: memory(config),
         reflect: run.reflect,
         approve_risky: config.approvals.risky.then_some(config.policy),
+        hooks: config.hooks.clone(),
     };
     if let SandboxWait::BeforeCommands = defer_sandbox {
         let dependencies = settings.dependencies.clone();

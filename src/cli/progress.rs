@@ -122,6 +122,18 @@ fn progress_line(event: &Event) -> Option<String> {
             format!("ocflow: interrupted; state saved. Continue with `ocflow resume {task_id}`")
         }
         Event::Warning { message } => format!("ocflow: warning: {message}"),
+        Event::HookBlocked {
+            point,
+            command,
+            reason,
+            step,
+        } => format!(
+            "ocflow: the {point} hook `{}`{} blocked it: {}",
+            printable(command),
+            step.as_ref()
+                .map_or(String::new(), |s| format!(" (step {})", printable(s))),
+            printable(reason)
+        ),
         Event::Heartbeat {
             stage,
             running,

@@ -18,6 +18,7 @@ mod design_map;
 mod eval;
 mod failure_cause;
 mod flows;
+mod hooks;
 mod languages;
 mod layers;
 mod live_status;

@@ -276,6 +276,17 @@ pub enum Event {
         #[serde(default, skip_serializing_if = "Option::is_none")]
         mean_llm_in_flight: Option<f64>,
     },
+    /// A hook of the user's (`[hooks]`) blocked its point: a step then fails with the reason,
+    /// an apply writes nothing; at a flow's end it is only said.
+    HookBlocked {
+        /// `before_step`, `after_step`, `before_command`, `before_apply` or `flow_end`.
+        point: String,
+        command: String,
+        /// The hook's stderr, or what stopped it.
+        reason: String,
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        step: Option<String>,
+    },
     /// `ocflow eval` judged one task by its check (a line of its `results.jsonl`, or of
     /// `baseline.jsonl` for the model alone).
     EvalScored {

@@ -43,6 +43,7 @@ use ocflow_model::step_spec::Limits;
 
 mod approving;
 pub mod finishing;
+mod hooking;
 mod launcher;
 pub(crate) mod pausing;
 mod preparing;
@@ -105,6 +106,9 @@ pub struct Settings {
     /// `--approve risky`: the user's policy, under which a recovery that replans, replaces
     /// steps or proposes a flagged command waits for a person; `None`: carried out at once.
     pub approve_risky: Option<CommandPolicy>,
+    /// The user's lifecycle hooks (`engine::hooks`): before and after each step, before a
+    /// command step's command, at the flow's end.
+    pub hooks: crate::engine::hooks::Hooks,
 }
 
 /// The LLM side of recovery.
@@ -309,6 +313,14 @@ impl Executor {
                     self.wait_for_sandbox().await?;
                 }
                 let attempt = self.start(&step)?;
+                // The user's hooks before the step (and its command): one that blocks fails
+                // the step with its reason, which a recovery sees.
+                if let Err(blocked) = self.hooks_before(&step) {
+                    let error = StepError::new("hook", blocked.to_string());
+                    self.finish_failed(&step, attempt, Instant::now(), error)?;
+                    failures.push(step);
+                    continue;
+                }
                 let prepared = match self.prepare(&step) {
                     Ok(prepared) => prepared,
                     Err(Error::Interrupted) => return Err(Error::Interrupted),

@@ -17,6 +17,7 @@ pub mod dependencies;
 pub mod executor;
 pub mod failure_fingerprint;
 pub mod final_answer;
+pub mod hooks;
 pub mod instructions;
 pub mod interpreter;
 pub mod memory;

@@ -103,6 +103,7 @@ impl Executor {
         }
         let (changed_files, diff) = ready?;
         crate::task::layered_view::remove_build_layers(&self.task);
+        self.hooks_at_end(&ended.to_string(), &changed);
         let summary_path = self.task.file(workspace::SUMMARY_FILE);
         let mut summary = None;
         if let (Some((mut call, before)), Some((llm, settings))) = (summary_call, summary_llm) {

@@ -103,7 +103,17 @@ impl Executor {
                     .finish_failed(step, done.attempt, done.started, StepError::new(kind, text))
                     .map(|()| false);
             }
-            Settled::Result(result) => *result,
+            Settled::Result(result) => {
+                // The user's hooks after a step that succeeded: one that blocks fails it.
+                if let Err(blocked) = self.hooks_after(step, &result.message, &result.output_files)
+                {
+                    let error = StepError::new("hook", blocked.to_string());
+                    return self
+                        .finish_failed(step, done.attempt, done.started, error)
+                        .map(|()| false);
+                }
+                *result
+            }
         };
         let duration_ms = done.started.elapsed().as_millis() as u64;
         let StepResult {

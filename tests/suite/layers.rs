@@ -57,6 +57,7 @@ const CLI: Tree = Tree {
         ("cli/ending.rs", 3),
         ("cli/tasks.rs", 3),
         ("cli/task_index.rs", 3),
+        ("cli/branch.rs", 3),
         // What running a flow shares: the library, the client, the snapshot; the apply.
         ("cli/launch.rs", 4),
         ("cli/apply.rs", 4),
@@ -74,6 +75,7 @@ const CLI: Tree = Tree {
         ("cli/clean.rs", 6),
         ("cli/detach.rs", 6),
         ("cli/batch", 6),
+        ("cli/eval", 6),
         ("cli/demo.rs", 6),
         ("cli/doctor.rs", 6),
         ("cli/memory.rs", 6),

@@ -1,5 +1,6 @@
 """ocflow inside OpenHands: the ocflow tools (`ocflow_run`, `ocflow_status`, `ocflow_diff`,
-`ocflow_apply`, registered together as the tool set `ocflow`) and the orchestrator agent preset
+`ocflow_apply`, `ocflow_resume`, `ocflow_approve`, `ocflow_reject`, registered together as the
+tool set `ocflow`) and the orchestrator agent preset
 with ocflow's review gate as OpenHands' confirmation mode."""
 
 from ocflow_openhands.agent import (
@@ -13,8 +14,14 @@ from ocflow_openhands.agent import (
 from ocflow_openhands.tool import (
     OcflowApplyAction,
     OcflowApplyObservation,
+    OcflowApproveAction,
+    OcflowApproveObservation,
     OcflowDiffAction,
     OcflowDiffObservation,
+    OcflowRejectAction,
+    OcflowRejectObservation,
+    OcflowResumeAction,
+    OcflowResumeObservation,
     OcflowRunAction,
     OcflowRunObservation,
     OcflowStatusAction,
@@ -26,8 +33,14 @@ __all__ = [
     "ORCHESTRATOR_SYSTEM_PROMPT",
     "OcflowApplyAction",
     "OcflowApplyObservation",
+    "OcflowApproveAction",
+    "OcflowApproveObservation",
     "OcflowDiffAction",
     "OcflowDiffObservation",
+    "OcflowRejectAction",
+    "OcflowRejectObservation",
+    "OcflowResumeAction",
+    "OcflowResumeObservation",
     "OcflowReviewGate",
     "OcflowRunAction",
     "OcflowRunObservation",

@@ -9,7 +9,7 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
-from openhands.sdk import LLM, Agent, Conversation
+from openhands.sdk import LLM, Agent, AgentContext, Conversation
 from openhands.sdk.event import ActionEvent
 from openhands.sdk.security import ConfirmRisky, SecurityRisk
 from openhands.sdk.security.analyzer import SecurityAnalyzerBase
@@ -38,6 +38,13 @@ How you work:
 6. Call ocflow_apply to write the changes into the repository. The user is asked to confirm
    it; if they reject it, nothing is written: say so and ask what they want instead.
 7. Finish with a short account: what changed, which files, what was checked.
+
+A flow that ends with exit code 3 is not failed, and nothing is lost:
+- state `waiting`: it asks a person something (its plan, a risky command, its apply). Tell the
+  user what it asks, then ocflow_approve (it goes on) or ocflow_reject with their reason.
+- state `paused`: a budget stopped it. Tell the user what it spent; with their agreement,
+  ocflow_resume with a higher budget continues it where it stopped.
+A flow started in another conversation is followed by its task_id with ocflow_status.
 
 Never print, echo or write an API key; ocflow receives its key from the tool itself."""
 
@@ -85,7 +92,14 @@ def get_orchestrator_agent(
         Tool(name=FileEditorTool.name),
         Tool(name=TerminalTool.name),
     ]
-    return Agent(llm=llm, tools=tools, system_prompt=ORCHESTRATOR_SYSTEM_PROMPT, **agent_kwargs)
+    # OpenHands' own system prompt stays (its field documentation warns against replacing it):
+    # the orchestrator's instructions are added after it.
+    context = agent_kwargs.pop("agent_context", None) or AgentContext()
+    suffix = "\n\n".join(
+        p for p in (context.system_message_suffix, ORCHESTRATOR_SYSTEM_PROMPT) if p
+    )
+    context = context.model_copy(update={"system_message_suffix": suffix})
+    return Agent(llm=llm, tools=tools, agent_context=context, **agent_kwargs)
 
 
 def start_orchestrator_conversation(

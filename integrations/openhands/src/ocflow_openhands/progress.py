@@ -40,6 +40,8 @@ class FlowView(BaseModel):
     diff_file: str | None = None
     total_tokens: int = 0
     error: str | None = None
+    # What a waiting flow asks a person (`approval_needed`).
+    waiting_for: str | None = None
 
 
 def _cut(text: str) -> str:
@@ -84,6 +86,14 @@ def describe_event(event: dict[str, Any]) -> str | None:
     if kind == "error":
         hint = f" (hint: {event['hint']})" if event.get("hint") else ""
         return _cut(f"error [{event.get('code')}]: {event.get('message', '')}{hint}")
+    if kind == "approval_needed":
+        return _cut(
+            f"waiting for a person: {event.get('subject', '')} (ocflow_approve or ocflow_reject)"
+        )
+    if kind == "flow_paused":
+        return _cut(f"paused: {event.get('message', '')}")
+    if kind == "approval_answered":
+        return _cut(f"answered: {event.get('answer', '')} {event.get('reason') or ''}")
     if kind == "changes_applied":
         return _cut(f"applied to the repository: {', '.join(event.get('files') or [])}")
     if kind == "heartbeat":
@@ -130,6 +140,12 @@ def fold(events: list[dict[str, Any]]) -> FlowView:
             view.total_tokens = (event.get("tokens") or {}).get("total_tokens", 0)
         elif kind == "flow_interrupted":
             view.state = "interrupted"
+        elif kind == "approval_needed":
+            view.state = "waiting"
+            view.waiting_for = event.get("subject")
+        elif kind == "flow_paused":
+            view.state = "paused"
+            view.reason = event.get("message")
         elif kind == "heartbeat":
             view.total_tokens = (event.get("tokens") or {}).get("total_tokens", view.total_tokens)
         elif kind == "error":

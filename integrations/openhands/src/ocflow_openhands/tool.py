@@ -15,6 +15,7 @@ from __future__ import annotations
 import os
 import shutil
 import threading
+import time
 from collections.abc import Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, ClassVar, Self
@@ -112,6 +113,47 @@ class OcflowApplyAction(Action):
     repo: str | None = Field(default=None, description="The flow's repository, if not the default.")
 
 
+class OcflowResumeAction(Action):
+    """Continue a paused or interrupted flow where it stopped, with a higher budget if one
+    stopped it."""
+
+    task_id: str = Field(description="The flow's task id.")
+    repo: str | None = Field(default=None, description="The flow's repository, if not the default.")
+    max_tokens: int | None = Field(default=None, ge=1, description="The flow's new token budget.")
+    max_cost: float | None = Field(default=None, gt=0, description="Its new budget in US dollars.")
+    max_time: str | None = Field(
+        default=None, description='Its new time budget across resumes ("90s", "5m", "1h30m").'
+    )
+    max_calls: int | None = Field(default=None, ge=1, description="Its new budget of model calls.")
+    wait_seconds: int = Field(
+        default=DEFAULT_RUN_WAIT_SECONDS,
+        ge=0,
+        le=MAX_WAIT_SECONDS,
+        description="How long to wait for the flow to end before answering with its progress.",
+    )
+
+
+class OcflowApproveAction(Action):
+    """Say yes to what a waiting flow asks (its plan, a risky command, its apply): it goes on."""
+
+    task_id: str = Field(description="The waiting flow's task id.")
+    repo: str | None = Field(default=None, description="The flow's repository, if not the default.")
+    wait_seconds: int = Field(
+        default=DEFAULT_RUN_WAIT_SECONDS,
+        ge=0,
+        le=MAX_WAIT_SECONDS,
+        description="How long to wait for the flow to end before answering with its progress.",
+    )
+
+
+class OcflowRejectAction(Action):
+    """Say no to what a waiting flow asks: it ends, and nothing is written."""
+
+    task_id: str = Field(description="The waiting flow's task id.")
+    reason: str = Field(description="Why, in the user's words (journaled with the flow).")
+    repo: str | None = Field(default=None, description="The flow's repository, if not the default.")
+
+
 # ---------------------------------------------------------------- observations
 
 
@@ -142,6 +184,21 @@ class OcflowRunObservation(OcflowFlowObservation):
 
 class OcflowStatusObservation(OcflowFlowObservation):
     """What `ocflow_status` saw since the previous look at the same flow."""
+
+
+class OcflowResumeObservation(OcflowFlowObservation):
+    """What a resumed flow did."""
+
+
+class OcflowApproveObservation(OcflowFlowObservation):
+    """What an approved flow did once it went on."""
+
+
+class OcflowRejectObservation(Observation):
+    """How a rejection ended a waiting flow."""
+
+    task_id: str | None = Field(default=None, description="The flow's task id.")
+    exit_code: int = Field(default=0, description="ocflow reject's exit code.")
 
 
 class OcflowDiffObservation(Observation):
@@ -255,11 +312,41 @@ class OcflowSession:
 
     def start(self, action: OcflowRunAction, conversation: LocalConversation | None) -> FlowProcess:
         repo = self.repository(action.repo)
-        argv = [self.binary(), "run", "--json", "--repo", repo]
+        argv = ["run", "--json", "--repo", repo]
         if action.task_id:
             argv += ["--task-id", action.task_id]
         argv += ["--", action.task]
-        flow = FlowProcess(argv, self.child_environment(conversation), cwd=self.working_dir)
+        return self.follow(argv, repo, conversation)
+
+    def go_on(
+        self,
+        command: list[str],
+        task_id: str,
+        repo: str | None,
+        conversation: LocalConversation | None,
+    ) -> FlowProcess:
+        """`ocflow resume` or `ocflow approve` of a flow, followed as a run is: it goes on in
+        that process. Without a repository named, ocflow finds the task by its id."""
+        where = self.repo_for(task_id, repo)
+        argv = [command[0], "--json", *(["--repo", where] if where else []), *command[1:], task_id]
+        return self.follow(argv, where or self.working_dir, conversation)
+
+    def repo_for(self, task_id: str | None, repo: str | None) -> str | None:
+        """The repository to name for a task: the one asked for, the one this conversation ran
+        it in, the tool's; else none (ocflow finds a task by its id in the user's index)."""
+        if repo is not None:
+            return self.repository(repo)
+        flow = self.find(task_id)
+        if flow is not None:
+            return self.repo_of(flow)
+        return self.repository(None) if self.repo else None
+
+    def follow(
+        self, argv: list[str], repo: str, conversation: LocalConversation | None
+    ) -> FlowProcess:
+        flow = FlowProcess(
+            [self.binary(), *argv], self.child_environment(conversation), cwd=self.working_dir
+        )
         with self._lock:
             self._flows.append(flow)
             self._repo_of[id(flow)] = repo
@@ -310,12 +397,13 @@ class OcflowSession:
         if not running and state in ("starting", "planning", "running"):
             # Ended without a flow_finished (invalid input, a crash, a signal).
             state = "interrupted" if exit_code == 130 else "failed"
+        # Exit 3 is no failure: the flow waits for a person or for a budget, resumable.
         new_events = [e for e in events[since:] if e.get("type") != "heartbeat"]
         elapsed = int(flow.elapsed_seconds())
         text = render_flow(view, new_events, running, elapsed, exit_code, flow.stderr_tail())
         return kind.from_text(
             self.redact(text),
-            is_error=not running and exit_code != 0,
+            is_error=not running and exit_code not in (0, 3),
             task_id=view.task_id,
             task_dir=view.task_dir,
             state=state,
@@ -382,10 +470,21 @@ def render_flow(
         lines += [f"  {line}" for line in stderr_tail[-10:]]
     if running:
         lines.append(f"next: ocflow_status task_id={task} to wait for what comes next")
+    elif view.state == "waiting":
+        lines.append(f"the flow waits for a person: {view.waiting_for or 'an approval'}")
+        lines.append(
+            f"next: ask the user, then ocflow_approve task_id={task} (the flow goes on) or "
+            f"ocflow_reject task_id={task} reason=... (it ends, nothing is written)"
+        )
+    elif view.state == "paused":
+        lines.append(
+            f"next: ocflow_resume task_id={task} with a higher budget (max_tokens, max_cost, "
+            "max_time or max_calls) to go on from where it stopped; nothing is lost"
+        )
     elif exit_code == 0 and view.changed_files:
         lines.append(
             f"next: ocflow_diff task_id={task} to review the changes, then ocflow_apply "
-            f"task_id={task} (the user confirms it before anything is written)"
+            f"task_id={task}"
         )
     elif exit_code == 130:
         lines.append("the flow was interrupted; `ocflow resume` in a terminal continues it")
@@ -435,22 +534,46 @@ class OcflowStatusExecutor(_OcflowExecutor[OcflowStatusAction, OcflowStatusObser
         self, action: OcflowStatusAction, conversation: LocalConversation | None
     ) -> OcflowStatusObservation:
         """A flow this conversation did not start (an earlier session, a terminal): what
-        ocflow's `status --json` says of it, once (there is no stream to wait on)."""
+        ocflow's `status --json` says of it, read again every 2 s up to `wait_seconds` while
+        it runs and nothing changed, so a long poll waits as it does for a flow started here."""
         if not action.task_id:
             return OcflowStatusObservation.from_text(
                 "no flow was started in this conversation; give a task_id",
                 is_error=True,
                 running=False,
             )
-        repo = self.session.repository(action.repo)
-        argv = [self.session.binary(), "status", "--json", "--repo", repo, action.task_id]
-        code, stdout, stderr = run_to_end(
-            argv, self.session.child_environment(conversation), self.session.working_dir, 60
-        )
-        # The status document is the line without a `type`; events (a warning) may come first.
-        lines_out = parse_events(stdout)
-        documents = [d for d in lines_out if "type" not in d and isinstance(d.get("steps"), list)]
-        status = documents[-1] if code == 0 and documents else None
+        repo = self.session.repo_for(action.task_id, action.repo)
+        argv = [self.session.binary(), "status", "--json"]
+        argv += ["--repo", repo] if repo else []
+        argv.append(action.task_id)
+        env = self.session.child_environment(conversation)
+        started = time.monotonic()
+
+        def look():
+            code, stdout, stderr = run_to_end(argv, env, self.session.working_dir, 60)
+            # The status document is the line without a `type`; events may come first.
+            lines_out = parse_events(stdout)
+            documents = [
+                d for d in lines_out if "type" not in d and isinstance(d.get("steps"), list)
+            ]
+            return code, stderr, lines_out, documents[-1] if code == 0 and documents else None
+
+        def shape(status):
+            steps = status.get("steps") or []
+            return status.get("state"), [(s.get("id"), s.get("status")) for s in steps]
+
+        code, stderr, lines_out, status = look()
+        first = shape(status) if status else None
+        while (
+            status is not None
+            and status.get("state") == "running"
+            and time.monotonic() - started < action.wait_seconds
+            and not self.session.cancelled()
+        ):
+            time.sleep(2)
+            code, stderr, lines_out, status = look()
+            if status is None or shape(status) != first:
+                break
         if status is None:
             lines = [d for d in (describe_event(e) for e in lines_out) if d]
             text = "\n".join(lines or stderr or [f"ocflow status exited {code}"])
@@ -476,9 +599,24 @@ class OcflowStatusExecutor(_OcflowExecutor[OcflowStatusAction, OcflowStatusObser
         state = str(status.get("state", "unknown"))
         applied = "applied" if status.get("applied_at") else "not applied"
         task_id = status.get("task_id", action.task_id)
-        head = f"ocflow task {task_id}: {state}, {applied} (from ocflow status: started elsewhere)"
+        looked = int(time.monotonic() - started)
+        head = (
+            f"ocflow task {task_id}: {state}, {applied} (from ocflow status: started elsewhere; "
+            f"looked for {looked} s)"
+        )
         lines = [head]
         lines += [f"  {s.id} {s.operation} {s.status}: {s.message}" for s in steps]
+        if state == "running":
+            lines.append(f"next: ocflow_status task_id={task_id} to wait for what comes next")
+        elif state == "waiting":
+            lines.append(
+                f"next: ask the user, then ocflow_approve task_id={task_id} or ocflow_reject "
+                f"task_id={task_id} reason=..."
+            )
+        elif state in ("paused", "interrupted"):
+            lines.append(
+                f"next: ocflow_resume task_id={task_id} (with a higher budget if one stopped it)"
+            )
         return OcflowStatusObservation.from_text(
             self.session.redact("\n".join(lines)),
             task_id=status.get("task_id", action.task_id),
@@ -496,7 +634,7 @@ class OcflowDiffExecutor(_OcflowExecutor[OcflowDiffAction, OcflowDiffObservation
         task_id, repo = _target(self.session, action.task_id, action.repo)
         if task_id is None:
             return OcflowDiffObservation.from_text("no flow to show; give a task_id", is_error=True)
-        argv = [self.session.binary(), "diff", "--repo", repo, task_id]
+        argv = [self.session.binary(), "diff", *(["--repo", repo] if repo else []), task_id]
         if action.stat:
             argv.append("--stat")
         code, stdout, stderr = run_to_end(
@@ -531,7 +669,8 @@ class OcflowApplyExecutor(_OcflowExecutor[OcflowApplyAction, OcflowApplyObservat
             return OcflowApplyObservation.from_text(
                 "no flow to apply; give a task_id", is_error=True, exit_code=2
             )
-        argv = [self.session.binary(), "apply", "--json", "--repo", repo, task_id]
+        argv = [self.session.binary(), "apply", "--json", *(["--repo", repo] if repo else [])]
+        argv.append(task_id)
         code, stdout, stderr = run_to_end(
             argv,
             self.session.child_environment(conversation),
@@ -556,15 +695,81 @@ class OcflowApplyExecutor(_OcflowExecutor[OcflowApplyAction, OcflowApplyObservat
         )
 
 
+class OcflowResumeExecutor(_OcflowExecutor[OcflowResumeAction, OcflowResumeObservation]):
+    def __call__(
+        self, action: OcflowResumeAction, conversation: LocalConversation | None = None
+    ) -> OcflowResumeObservation:
+        self.session.begin_call()
+        budget: list[str] = []
+        for flag, value in (
+            ("--max-tokens", action.max_tokens),
+            ("--max-cost", action.max_cost),
+            ("--max-time", action.max_time),
+            ("--max-calls", action.max_calls),
+        ):
+            if value is not None:
+                budget += [flag, str(value)]
+        try:
+            flow = self.session.go_on(
+                ["resume", *budget], action.task_id, action.repo, conversation
+            )
+        except (OcflowUnavailable, OSError) as error:
+            return OcflowResumeObservation.from_text(str(error), is_error=True, running=False)
+        flow.wait_for_end(action.wait_seconds, self.session.cancelled)
+        return self.session.observe(flow, OcflowResumeObservation)
+
+
+class OcflowApproveExecutor(_OcflowExecutor[OcflowApproveAction, OcflowApproveObservation]):
+    def __call__(
+        self, action: OcflowApproveAction, conversation: LocalConversation | None = None
+    ) -> OcflowApproveObservation:
+        self.session.begin_call()
+        try:
+            flow = self.session.go_on(["approve"], action.task_id, action.repo, conversation)
+        except (OcflowUnavailable, OSError) as error:
+            return OcflowApproveObservation.from_text(str(error), is_error=True, running=False)
+        flow.wait_for_end(action.wait_seconds, self.session.cancelled)
+        return self.session.observe(flow, OcflowApproveObservation)
+
+
+class OcflowRejectExecutor(_OcflowExecutor[OcflowRejectAction, OcflowRejectObservation]):
+    def __call__(
+        self, action: OcflowRejectAction, conversation: LocalConversation | None = None
+    ) -> OcflowRejectObservation:
+        where = self.session.repo_for(action.task_id, action.repo)
+        argv = [self.session.binary(), "reject", "--json"]
+        argv += ["--repo", where] if where else []
+        argv += [action.task_id, "--reason", action.reason]
+        code, stdout, stderr = run_to_end(
+            argv,
+            self.session.child_environment(conversation),
+            self.session.working_dir,
+            SHORT_COMMAND_TIMEOUT,
+        )
+        lines = [d for d in (describe_event(e) for e in parse_events(stdout)) if d]
+        if code != 0:
+            lines += stderr[-10:]
+        head = f"ocflow reject {action.task_id}: exit code {code}"
+        if code == 0:
+            head += "; the flow ended and nothing was written"
+        return OcflowRejectObservation.from_text(
+            self.session.redact("\n".join([head, *lines])),
+            is_error=code != 0,
+            task_id=action.task_id,
+            exit_code=code,
+        )
+
+
 def _target(
     session: OcflowSession, task_id: str | None, repo: str | None
-) -> tuple[str | None, str]:
+) -> tuple[str | None, str | None]:
     """The task id and repository a diff or apply is about: the named task, or the latest
-    flow this conversation started, in the repository it ran on."""
+    flow this conversation started, in the repository it ran on; no repository when none is
+    known (ocflow finds the task by its id)."""
     flow = session.find(task_id)
     if flow is not None and repo is None:
         return session.task_id_of(flow) or task_id, session.repo_of(flow)
-    return task_id, session.repository(repo)
+    return task_id, session.repo_for(task_id, repo)
 
 
 # ---------------------------------------------------------------- tools
@@ -585,8 +790,20 @@ end). Call it until `running` is false."""
 DIFF_DESCRIPTION = """Show an ocflow flow's changes as a unified diff (or `stat`: the files and
 line counts). Review it, and show the user what will change, before ocflow_apply."""
 
-APPLY_DESCRIPTION = """Write an ocflow flow's changes into the repository, all or nothing. The
-user is asked to confirm before it runs; if they reject it, nothing is written."""
+APPLY_DESCRIPTION = """Write an ocflow flow's changes into the repository, all or nothing.
+Review them with ocflow_diff first and tell the user what will change: this writes at once
+(under the orchestrator preset the user confirms it first)."""
+
+RESUME_DESCRIPTION = """Continue a flow that paused (exit code 3, state `paused`: a budget
+stopped it) or was interrupted, from where it stopped: nothing runs twice. Give a higher budget
+(max_tokens, max_cost, max_time, max_calls) when one stopped it. Answers as ocflow_run does."""
+
+APPROVE_DESCRIPTION = """Say yes to what a waiting flow asks (exit code 3, state `waiting`: its
+plan, a risky command, a recovery that replans, its apply). Ask the user first: this is their
+decision. The flow goes on; answers as ocflow_run does."""
+
+REJECT_DESCRIPTION = """Say no to what a waiting flow asks (state `waiting`), with the user's
+reason: the flow ends and nothing is written. Ask the user first."""
 
 
 def _annotations(title: str, read_only: bool) -> ToolAnnotations:
@@ -676,8 +893,56 @@ class OcflowApplyTool(ToolDefinition[OcflowApplyAction, OcflowApplyObservation])
         )
 
 
+class OcflowResumeTool(ToolDefinition[OcflowResumeAction, OcflowResumeObservation]):
+    """`ocflow_resume`: a paused or interrupted flow goes on."""
+
+    @classmethod
+    def create(cls, session: OcflowSession) -> Sequence[Self]:
+        return _one_tool(
+            cls,
+            RESUME_DESCRIPTION,
+            OcflowResumeAction,
+            OcflowResumeObservation,
+            "ocflow_resume",
+            False,
+            OcflowResumeExecutor(session),
+        )
+
+
+class OcflowApproveTool(ToolDefinition[OcflowApproveAction, OcflowApproveObservation]):
+    """`ocflow_approve`: yes to a waiting flow."""
+
+    @classmethod
+    def create(cls, session: OcflowSession) -> Sequence[Self]:
+        return _one_tool(
+            cls,
+            APPROVE_DESCRIPTION,
+            OcflowApproveAction,
+            OcflowApproveObservation,
+            "ocflow_approve",
+            False,
+            OcflowApproveExecutor(session),
+        )
+
+
+class OcflowRejectTool(ToolDefinition[OcflowRejectAction, OcflowRejectObservation]):
+    """`ocflow_reject`: no to a waiting flow."""
+
+    @classmethod
+    def create(cls, session: OcflowSession) -> Sequence[Self]:
+        return _one_tool(
+            cls,
+            REJECT_DESCRIPTION,
+            OcflowRejectAction,
+            OcflowRejectObservation,
+            "ocflow_reject",
+            False,
+            OcflowRejectExecutor(session),
+        )
+
+
 class OcflowToolSet(ToolDefinition[OcflowRunAction, OcflowRunObservation]):
-    """The four ocflow tools over one session; `Tool(name="ocflow", params={...})` in an agent.
+    """The seven ocflow tools over one session; `Tool(name="ocflow", params={...})` in an agent.
 
     Parameters (all optional, all persisted with the agent, so never a key): `ocflow_bin`,
     `repo` (relative to the workspace, or absolute), `base_url` and `model` for ocflow's LLM
@@ -706,7 +971,15 @@ class OcflowToolSet(ToolDefinition[OcflowRunAction, OcflowRunObservation]):
             use_agent_llm=use_agent_llm,
         )
         tools: list[ToolDefinition] = []
-        for tool_class in (OcflowRunTool, OcflowStatusTool, OcflowDiffTool, OcflowApplyTool):
+        for tool_class in (
+            OcflowRunTool,
+            OcflowStatusTool,
+            OcflowDiffTool,
+            OcflowApplyTool,
+            OcflowResumeTool,
+            OcflowApproveTool,
+            OcflowRejectTool,
+        ):
             tools.extend(tool_class.create(session))
         return tools
 

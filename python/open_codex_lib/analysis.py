@@ -65,6 +65,34 @@ class AnswerError(ValueError):
     """The answer holds no usable JSON object; the message says why."""
 
 
+# The most of a command's output an answer is given as evidence (its end).
+EVIDENCE_CHARS = 4000
+
+
+def evidence_text(step: Step) -> str:
+    """What ``params.evidence_from_step``'s command printed, as the prompt gives it (empty
+    without one): the code run on the repository, which the answer must agree with."""
+    source = optional_str(step.params, "evidence_from_step")
+    if not source:
+        return ""
+    ref = step.steps.get(source)
+    result = ref.load_result()[0] if ref is not None else None
+    if not isinstance(result, dict):
+        return ""
+    output = "".join(
+        text for text in (result.get("stdout"), result.get("stderr")) if isinstance(text, str)
+    ).strip()
+    if len(output) > EVIDENCE_CHARS:
+        output = "…" + output[-EVIDENCE_CHARS:]
+    command = result.get("command") if isinstance(result.get("command"), str) else ""
+    fence = fence_for(output)
+    return (
+        f"The command `{command}` was run at the repository's root on these files; it "
+        f"printed:\n{fence}\n{output}\n{fence}\nYour answer must agree with what it "
+        "printed: it is what the code does.\n\n"
+    )
+
+
 def analyze_code(step: Step, llm_config: dict | None) -> dict:
     """Review a staged file; return ``summary``, ``findings`` and the Markdown ``report``.
 
@@ -87,6 +115,7 @@ def analyze_code(step: Step, llm_config: dict | None) -> dict:
 
     numbered = number_lines(source)
     fence = fence_for(numbered)
+    evidence = evidence_text(step)
     messages = [
         {"role": "system", "content": llm.render_prompt("analyze_code_system")},
         {
@@ -97,6 +126,7 @@ def analyze_code(step: Step, llm_config: dict | None) -> dict:
                 fence=fence,
                 numbered=numbered,
                 query=query or DEFAULT_QUERY,
+                evidence=evidence,
             ),
         },
     ]

@@ -5,8 +5,10 @@
 //! answer of the first [`Rule`] its content matches, whatever order requests arrive in (steps
 //! run in parallel), and each rule counts its calls. A request no rule matches gets a 500 naming
 //! its prompt, and the test fails when the server is dropped (or at [`FakeLlm::verify`]).
-//! The question for a reproduction that follows a valid plan for a change is answered "none"
-//! (`{"command": null}`) in either way, unless a [`Rule::reproduction`] answers it.
+//! The question for a reproduction that follows a valid plan for a change, and the question for
+//! the evidence that follows a valid plan answering a question, are answered "none"
+//! (`{"command": null}`) in either way, unless a [`Rule::reproduction`] or [`Rule::evidence`]
+//! answers them.
 //! In arrival order ([`FakeLlm::in_order`]) the Nth request gets the Nth reply: only for
 //! requests that cannot overlap, where the order is what the test is about (a planner's re-asks,
 //! the recovery rounds of one step, one request retried) or fixed by the flow (planning, then
@@ -76,6 +78,7 @@ const SUMMARY_MARK: &str = "Write a concise summary for the user";
 const REFLECTION_MARK: &str = "Say what was learned";
 /// In the question that follows a valid plan for a change (`prompts/reproduce.md`).
 const REPRODUCTION_MARK: &str = "Before the plan runs, show the problem it is for.";
+const EVIDENCE_MARK: &str = "Before the plan answers, show what the answer must agree with.";
 /// Where the recovery prompt shows the failed step as JSON, on the next line.
 const FAILED_STEP_MARK: &str = "The failed step (attempt ";
 
@@ -190,6 +193,12 @@ impl Rule {
         Rule::conversation_contains(REPRODUCTION_MARK).named("reproduction")
     }
 
+    /// The question for the evidence of a question's answer (`llm::evidence`), answered as a
+    /// reproduction's question is.
+    pub fn evidence() -> Rule {
+        Rule::conversation_contains(EVIDENCE_MARK).named("evidence")
+    }
+
     /// The reflection's request at the end of a flow that needed recovery.
     pub fn reflection() -> Rule {
         Rule::conversation_contains(REFLECTION_MARK).named("reflection")
@@ -240,7 +249,9 @@ impl Rule {
 
     fn is_reproduction(&self) -> bool {
         self.conditions.iter().any(|c| match c {
-            Condition::ConversationContains(text) => text == REPRODUCTION_MARK,
+            Condition::ConversationContains(text) => {
+                text == REPRODUCTION_MARK || text == EVIDENCE_MARK
+            }
             _ => false,
         })
     }
@@ -584,7 +595,8 @@ fn messages(body: &Value) -> impl Iterator<Item = (&str, &str)> {
 /// The last user message of a request body.
 /// Whether a request is the question for a reproduction, or its re-ask.
 fn is_reproduction(body: &Value) -> bool {
-    messages(body).any(|(_, content)| content.contains(REPRODUCTION_MARK))
+    messages(body)
+        .any(|(_, content)| content.contains(REPRODUCTION_MARK) || content.contains(EVIDENCE_MARK))
 }
 
 pub fn last_user_message(body: &Value) -> String {

@@ -21,7 +21,8 @@ fn hooks_see_each_point_and_block_a_step_and_an_apply_with_their_reason() {
     configure_hooks(
         &sandbox,
         &format!(
-            "before_step = [\"grep -q '\\\"step\\\":\\\"b\\\"' && {{ echo 'no b today' >&2; exit 1; }} || true\"]\n\
+            "before_step = [\"grep -q '\\\"step\\\":\\\"b\\\"' && \
+             {{ echo 'no b today' >&2; exit 1; }} || true\"]\n\
              after_step = [\"cat >> {0}/after.jsonl && echo >> {0}/after.jsonl\"]\n\
              flow_end = [\"cat > {0}/end.json\"]\n\
              before_apply = [\"echo 'applies wait for review' >&2; exit 1\"]\n",

@@ -841,6 +841,54 @@ fn a_question_is_answered_from_the_file_never_by_the_summary() {
     assert_ne!(sandbox.status("t")["state"], json!("succeeded"));
 }
 
+/// Issue 37: an answer about what code does is given the code's run as evidence. A real
+/// Qwen2.5-Coder-0.5B read stats.py and answered that summarize([]) "returns a dictionary with
+/// the smallest, largest, and mean" (it returns None), and every other check held. Once the plan
+/// is valid the model is asked for a command whose output shows the answer; it runs before the
+/// answer's step, on the repository as it is, and the step is given what it printed.
+#[test]
+fn a_questions_answer_is_given_the_codes_output_to_agree_with() {
+    use super::fake_llm::Rule;
+    let stats = "def summarize(values):\n    if not values:\n        return None\n    \
+                 return {'min': min(values), 'max': max(values)}\n";
+    let question = "What does summarize() in stats.py return for an empty list?";
+    let sandbox = Sandbox::new(&[("stats.py", stats)]);
+    let plan = json!({"deliverables": {"answer": question},
+        "steps": [{"id": "explain", "operation": "analyze_code",
+            "params": {"file_path": "stats.py", "query": question}}]});
+    let shown = "python3 -c \"from stats import summarize; print(repr(summarize([])))\"";
+    let analysis = json!({"summary": "It returns None.", "findings": []});
+    let llm = FakeLlm::with_rules(vec![
+        Rule::planner().reply(chat(&plan.to_string())),
+        Rule::evidence().reply(chat(&json!({"command": shown}).to_string())),
+        Rule::conversation_contains("You review source code").reply(chat(&analysis.to_string())),
+        Rule::flow_summary().reply(chat("The flow analysed stats.py.")),
+    ]);
+    let output = run_task(&sandbox, &llm, question);
+    assert_exit(&output, 0);
+    let flow: Value = read_json(&sandbox.task_dir("t").join("flow.json"));
+    let explain = flow["steps"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|s| s["id"] == "explain")
+        .unwrap();
+    assert_eq!(explain["params"]["evidence_from_step"], "evidence");
+    assert_eq!(explain["depends_on"], json!(["evidence"]));
+    let asked = llm
+        .bodies()
+        .iter()
+        .map(last_user_message)
+        .find(|m| m.contains("This is the file stats.py"))
+        .expect("the answer's step asked the model");
+    assert!(
+        asked.contains("printed:\n```\nNone\n(exit code 0)\n```"),
+        "{asked}"
+    );
+    assert!(asked.contains("Your answer must agree with what it printed"));
+    assert_eq!(sandbox.status("t")["state"], "succeeded");
+}
+
 /// Issue 37: Qwen2.5-Coder-0.5B planned QuixBugs' gcd fix as one `modify_code` and no test run,
 /// and its rewrite ended `succeeded` with the tests failing. The test file the task names is
 /// now a check that must pass after the change: the same plan and rewrite fail, and the right

@@ -129,6 +129,54 @@ pub(crate) fn require_reproduction(flow: &mut Flow, command: &str) -> Vec<String
     notes
 }
 
+/// The operation whose answer can be given a command's output, and the parameter that names it.
+const EVIDENCE_OPERATION: &str = "analyze_code";
+const EVIDENCE_PARAM: &str = "evidence_from_step";
+
+/// The step that gives the flow's answer, when it can be given evidence and has none yet.
+pub(crate) fn evidence_target(flow: &Flow) -> Option<String> {
+    let answer = flow.deliverables.as_ref()?.answer.as_ref()?;
+    let step = flow.step(&answer.step)?;
+    (step.operation == EVIDENCE_OPERATION && !step.params.contains_key(EVIDENCE_PARAM))
+        .then(|| step.id.clone())
+}
+
+/// Adds a step running `command` on the repository as it is, before the answer's step, and
+/// gives the answer's step its output (`evidence_from_step`): what the answer must agree with.
+/// The command's failure is evidence too (an exception is an answer), so the step always
+/// succeeds and its output ends with the command's exit code.
+pub(crate) fn require_evidence(flow: &mut Flow, command: &str) -> Vec<String> {
+    let Some(target) = evidence_target(flow) else {
+        return Vec::new();
+    };
+    let id = fresh_id(flow, "evidence");
+    let mut params = Map::new();
+    params.insert(
+        "command".into(),
+        Value::String(format!("( {command}\n) 2>&1; echo \"(exit code $?)\"")),
+    );
+    flow.steps.push(Step {
+        id: id.clone(),
+        operation: "execute_shell_command".into(),
+        role: None,
+        description: Some("show what the answer must agree with".into()),
+        params,
+        depends_on: Vec::new(),
+        final_answer: false,
+        profile: None,
+        model: None,
+    });
+    if let Some(step) = flow.steps.iter_mut().find(|s| s.id == target) {
+        step.depends_on.push(id.clone());
+        step.params
+            .insert(EVIDENCE_PARAM.into(), Value::String(id.clone()));
+    }
+    vec![format!(
+        "step {id} was added to run `{command}` on the repository before step {target} answers: \
+         the model's evidence, which the answer is given to agree with"
+    )]
+}
+
 /// Marks a flow's inferred deliverables as inferred from a model's plan: its commands then
 /// check the change and deliver nothing of their own.
 pub(crate) fn planned_by_model(flow: &mut Flow) {

@@ -8,6 +8,7 @@ pub mod answer;
 pub mod answer_forms;
 pub mod budget;
 pub mod client;
+pub(crate) mod evidence;
 pub mod key;
 pub mod planner;
 pub mod planner_prompt;

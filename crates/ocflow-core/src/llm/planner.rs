@@ -21,7 +21,7 @@ use crate::flow::validate;
 use crate::llm::answer;
 use crate::llm::client::Llm;
 use crate::llm::planner_prompt::{self, PromptParts};
-use crate::llm::reproduction;
+use crate::llm::{evidence, reproduction};
 use ocflow_model::flow::Flow;
 use ocflow_model::llm::{ChatRequest, LlmError, Message, ModelSettings};
 use ocflow_model::prompt_template;
@@ -182,11 +182,27 @@ impl Planner<'_> {
                         flow.task = task.to_string();
                         let checked = test_command::named_in_task(task).is_some()
                             || named.iter().any(|p| is_test_file(p.as_str()));
+                        let mut conversation = messages.clone();
+                        conversation.push(Message::assistant(reply.content.clone()));
                         if reproduction::wanted(&flow, checked) {
-                            let mut conversation = messages.clone();
-                            conversation.push(Message::assistant(reply.content.clone()));
                             notes.extend(
-                                self.reproduce(conversation, &mut flow, answers_dir).await?,
+                                self.ask_command(
+                                    &reproduction::REPRODUCTION,
+                                    conversation,
+                                    &mut flow,
+                                    answers_dir,
+                                )
+                                .await?,
+                            );
+                        } else if evidence::wanted(&flow) {
+                            notes.extend(
+                                self.ask_command(
+                                    &evidence::EVIDENCE,
+                                    conversation,
+                                    &mut flow,
+                                    answers_dir,
+                                )
+                                .await?,
                             );
                         }
                         return Ok((flow, notes));
@@ -235,33 +251,42 @@ impl Planner<'_> {
     /// Asks the model for a command that shows the task's problem and adds it to `flow` (a step
     /// before any change, a check after every change), within the roles; one sentence each
     /// for what was added, or why nothing was.
-    async fn reproduce(
+    /// The same for a question's answer (`llm::evidence`): a command whose output the answer is
+    /// given to agree with. An unusable command there leaves the answer without evidence, said,
+    /// rather than stopping the flow: the answer's other checks still hold.
+    async fn ask_command(
         &self,
+        question: &reproduction::CommandQuestion,
         conversation: Vec<Message>,
         flow: &mut Flow,
         answers_dir: &Path,
     ) -> Result<Vec<String>, PlanError> {
         let mut asked = flow.clone();
-        let reply = reproduction::ask(
+        let reply = reproduction::ask_for_command(
             self.llm,
             &self.settings.for_answer(1),
             &self.policy,
             conversation,
             &mut asked,
+            question,
         )
         .await?;
         for (n, answer) in reply.answers.iter().enumerate() {
             save(
                 answers_dir,
-                &format!("reproduce-answer-{}.md", n + 1),
+                &format!("{}-answer-{}.md", question.purpose, n + 1),
                 answer,
             )?;
         }
-        if let Some(reason) = reply.unusable {
-            return Err(PlanError::Unchecked {
-                reason,
-                dir: answers_dir.to_path_buf(),
-            });
+        match reply.unusable {
+            Some(reason) if question.purpose == reproduction::REPRODUCTION.purpose => {
+                return Err(PlanError::Unchecked {
+                    reason,
+                    dir: answers_dir.to_path_buf(),
+                });
+            }
+            Some(reason) => return Ok(vec![format!("no {}: {reason}", question.what)]),
+            None => {}
         }
         match self.roles.apply(asked) {
             Ok(asked) => {
@@ -269,7 +294,8 @@ impl Planner<'_> {
                 Ok(reply.notes)
             }
             Err(problems) => Ok(vec![format!(
-                "no reproduction of the problem: {}",
+                "no {}: {}",
+                question.what,
                 problems
                     .first()
                     .map(ToString::to_string)

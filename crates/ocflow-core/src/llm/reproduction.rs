@@ -62,22 +62,47 @@ pub(crate) struct Asked {
 /// Answers asked for: the first, and one re-ask with the reason.
 const MAX_ANSWERS: usize = 2;
 
-/// Asks the model, continuing the planning conversation (`conversation` ends with its plan),
-/// for a command that fails now and passes once the task is done; adds a step running it before
-/// any change and a check after every change. An answer that is no usable command is asked
-/// again once with the reason; `{"command": null}` adds nothing, and says so.
-pub(crate) async fn ask(
+/// A question for one shell command, asked once a plan is valid: the reproduction of a
+/// change's problem (this file), or the evidence for a question's answer (`llm::evidence`).
+pub(crate) struct CommandQuestion {
+    /// The question, `{{task}}` the task.
+    pub(crate) ask: &'static str,
+    /// The re-ask, `{{why}}` why the answer could not be used.
+    pub(crate) again: &'static str,
+    /// The call's purpose, as usage counts it.
+    pub(crate) purpose: &'static str,
+    /// What the command is, in a note: "reproduction of the problem".
+    pub(crate) what: &'static str,
+    /// Adds the command's steps to the flow; returns notes of what was added.
+    pub(crate) add: fn(&mut Flow, &str) -> Vec<String>,
+}
+
+/// The reproduction of a change's problem.
+pub(crate) const REPRODUCTION: CommandQuestion = CommandQuestion {
+    ask: ASK,
+    again: AGAIN,
+    purpose: "reproduction",
+    what: "reproduction of the problem",
+    add: deliverables::require_reproduction,
+};
+
+/// Asks `question` of the model, continuing the planning conversation (`conversation` ends with
+/// its plan), for one command; adds its steps (`question.add`: for a reproduction, a step
+/// running it before any change and a check after every change). An answer that is no usable
+/// command is asked again once with the reason; `{"command": null}` adds nothing, and says so.
+pub(crate) async fn ask_for_command(
     llm: &Llm,
     settings: &ModelSettings,
     policy: &CommandPolicy,
     mut conversation: Vec<Message>,
     flow: &mut Flow,
+    question: &CommandQuestion,
 ) -> Result<Asked, LlmError> {
     conversation.push(Message::user(prompt_template::fill_with(
-        ASK.trim(),
+        question.ask.trim(),
         &[("task", &flow.task)],
     )));
-    let nothing = |why: &str| format!("no reproduction of the problem: {why}");
+    let nothing = |why: &str| format!("no {}: {why}", question.what);
     let mut asked = Asked {
         answers: Vec::new(),
         notes: Vec::new(),
@@ -85,7 +110,7 @@ pub(crate) async fn ask(
     };
     for _ in 0..MAX_ANSWERS {
         let request = ChatRequest {
-            purpose: "reproduction".into(),
+            purpose: question.purpose.into(),
             settings: settings.clone(),
             messages: conversation.clone(),
             json: true,
@@ -114,11 +139,11 @@ pub(crate) async fn ask(
                     asked.unusable = None;
                     return Ok(asked);
                 }
-                Some(command) => match unusable(&command) {
+                Some(command) => match unusable(question.ask, &command) {
                     Some(why) => format!("the model's `{command}` {why}"),
                     None => {
                         let mut tried = flow.clone();
-                        let notes = deliverables::require_reproduction(&mut tried, &command);
+                        let notes = (question.add)(&mut tried, &command);
                         match policy.check(&tried.steps) {
                             Some(problem) => problem.to_string(),
                             None => {
@@ -135,7 +160,7 @@ pub(crate) async fn ask(
         asked.unusable = Some(why.clone());
         conversation.push(Message::assistant(reply.content));
         conversation.push(Message::user(prompt_template::fill_with(
-            AGAIN.trim(),
+            question.again.trim(),
             &[("why", &why)],
         )));
     }
@@ -144,8 +169,8 @@ pub(crate) async fn ask(
 
 /// Why a command cannot show the problem, if it cannot: a copy of the question's own words (a
 /// small model copies them: `python3 -c`, "the command"), or no shell command at all.
-fn unusable(command: &str) -> Option<&'static str> {
-    if ASK.contains(command) {
+fn unusable(asked: &str, command: &str) -> Option<&'static str> {
+    if asked.contains(command) {
         Some("repeats the question")
     } else if !shell::parses(command) {
         Some("is not a shell command")
@@ -198,13 +223,13 @@ mod tests {
             !ASK.contains("assert f("),
             "the question shows code a model copies"
         );
-        assert_eq!(unusable("python3 -c"), Some("repeats the question"));
-        assert_eq!(unusable("the command"), Some("repeats the question"));
+        assert_eq!(unusable(ASK, "python3 -c"), Some("repeats the question"));
+        assert_eq!(unusable(ASK, "the command"), Some("repeats the question"));
         assert_eq!(
-            unusable("calculate_metrics([])"),
+            unusable(ASK, "calculate_metrics([])"),
             Some("is not a shell command")
         );
         let real = "python3 -c \"from utils import calculate_metrics as c; assert c([]) == 0\"";
-        assert_eq!(unusable(real), None);
+        assert_eq!(unusable(ASK, real), None);
     }
 }

@@ -266,10 +266,41 @@ impl Stamp {
     }
 }
 
+/// The stack of the thread a walk runs on: a frame a directory deep, and a command may make a
+/// tree thousands deep (3000 took 8 MB of a debug build's stack, the main thread's whole
+/// limit; 256 MB takes some 90,000).
+/// Only what is used is committed.
+const WALK_STACK_BYTES: usize = 256 << 20;
+
 /// Calls `visit(relative path, stamp, is regular file)` for every file, symlink and special
 /// file under `root`, skipping excluded directories. Like `find`, it works relative to each
-/// directory (`openat`, `fstatat`), so no path is resolved from the root for every file.
-pub(crate) fn stat_walk(root: &Path, visit: &mut dyn FnMut(&str, Stamp, bool)) -> Result<()> {
+/// directory (`openat`, `fstatat`), so no path is resolved from the root for every file, and
+/// so no depth is too deep to open; the walk runs on a thread of its own with a stack as deep
+/// as a tree may be.
+pub(crate) fn stat_walk(
+    root: &Path,
+    visit: &mut (dyn FnMut(&str, Stamp, bool) + Send),
+) -> Result<()> {
+    std::thread::scope(|scope| {
+        std::thread::Builder::new()
+            .name("ocflow-walk".into())
+            .stack_size(WALK_STACK_BYTES)
+            .spawn_scoped(scope, || stat_walk_here(root, visit))
+            .map_err(|err| Error::Io {
+                context: format!("walking {}", root.display()),
+                source: err,
+            })?
+            .join()
+            .unwrap_or_else(|_| {
+                Err(Error::Io {
+                    context: format!("walking {}", root.display()),
+                    source: io::Error::other("the walk's thread panicked"),
+                })
+            })
+    })
+}
+
+fn stat_walk_here(root: &Path, visit: &mut dyn FnMut(&str, Stamp, bool)) -> Result<()> {
     use rustix::fs::{AtFlags, Dir, FileType, Mode, OFlags, openat, statat};
     fn walk_dir(
         dir: &std::os::fd::OwnedFd,

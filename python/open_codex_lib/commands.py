@@ -199,12 +199,16 @@ def reproduce(step: Step, llm_config: dict | None) -> dict:
     The step succeeds when the command fails, having run (a non-zero exit code other than the
     shell's 126 and 127, or a signal): it ``reproduced`` the problem, and the host makes the
     same command one that must pass after the change. A command that passes now shows no
-    problem, and one the shell could not run (or that timed out) shows nothing: the step fails,
-    saying so, and a recovery may give it a command that does show it.
+    problem, and one the shell could not run (or that timed out) shows nothing: then
+    ``params.fallback_command`` (the repository's own tests, which ocflow gives a model's
+    reproduction) runs, and its failure is the problem shown; the result's ``command`` is the
+    one that showed it, which the check after the change runs (``run_tests``'s
+    ``command_from_step``). Without either the step fails, saying so, and a recovery may give
+    it a command that does show the problem.
     """
     command = require_str(step.params, "command")
     outcome, timeout = _run(step, llm_config, command)
-    ran = not (outcome.timed_out or outcome.cancelled) and outcome.exit_code not in _NOT_RUN
+    ran = _ran(outcome)
     reproduced = ran and outcome.exit_code != 0
     if reproduced:
         message = (
@@ -223,6 +227,22 @@ def reproduce(step: Step, llm_config: dict | None) -> dict:
             "step a command that fails now because of it (one that calls the code the task is "
             "about with the input it describes)"
         )
+    fallback = optional_str(step.params, "fallback_command")
+    if not reproduced and fallback and fallback.strip() and fallback.strip() != command.strip():
+        shown, fallback_timeout = _run(step, llm_config, fallback)
+        if _ran(shown) and shown.exit_code != 0:
+            why = "passes" if ran else "shows nothing"
+            return make_result(
+                step.operation,
+                "success",
+                f"`{command}` {why} before any change; the repository's tests "
+                f"`{fallback}` fail now ({_outcome_message(shown, fallback_timeout)}): they "
+                "show the problem, and must pass after the change",
+                reproduced=True,
+                first_command=command,
+                **_outcome_fields(fallback, shown, step),
+            )
+        message += f"; the repository's tests `{fallback}` pass now too"
     return make_result(
         step.operation,
         "success" if reproduced else "failure",
@@ -230,6 +250,24 @@ def reproduce(step: Step, llm_config: dict | None) -> dict:
         reproduced=reproduced,
         **_outcome_fields(command, outcome, step),
     )
+
+
+def _ran(outcome: CommandOutcome) -> bool:
+    """Whether a command ran to its own end: not killed for time, not cancelled, not refused by
+    the shell (126, 127)."""
+    return not (outcome.timed_out or outcome.cancelled) and outcome.exit_code not in _NOT_RUN
+
+
+def reproduced_command(step: Step) -> str | None:
+    """The command ``params.command_from_step`` (a ``reproduce`` step) showed the problem with,
+    when it did: what the check after the change runs."""
+    source = optional_str(step.params, "command_from_step")
+    ref = step.steps.get(source) if source else None
+    result = ref.load_result()[0] if ref is not None else None
+    if not isinstance(result, dict) or result.get("reproduced") is not True:
+        return None
+    command = result.get("command")
+    return command if isinstance(command, str) and command.strip() else None
 
 
 def default_test_command(work_dir: str | View) -> tuple[str, str]:
@@ -246,7 +284,7 @@ def default_test_command(work_dir: str | View) -> tuple[str, str]:
 
 def run_tests(step: Step, llm_config: dict | None) -> dict:
     """Run the test command (given or detected) and report the parsed results."""
-    command = optional_str(step.params, "command")
+    command = reproduced_command(step) or optional_str(step.params, "command")
     view = View(require_work_dir(step), step.view_layers)
     if command is None or not command.strip():
         command, _ = default_test_command(view)

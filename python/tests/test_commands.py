@@ -328,3 +328,68 @@ def test_reproduce_says_whether_the_command_shows_the_problem(make_step, command
     assert result["status"] == ("success" if reproduced else "failure"), result
     assert result["reproduced"] is reproduced, result
     assert said in result["message"], result["message"]
+
+
+@pytest.mark.parametrize(
+    ("fallback", "reproduced", "command", "said"),
+    [
+        # The model's command shows nothing; the repository's tests fail now: they show it.
+        ("exit 3", True, "exit 3", "the repository's tests `exit 3` fail now"),
+        # Both pass: nothing shows the problem.
+        ("true", False, "echo shown", "the repository's tests `true` pass now too"),
+        # Tests the shell cannot run show nothing either.
+        ("no-such-test-runner-here", False, "echo shown", "pass now too"),
+    ],
+)
+def test_reproduce_falls_back_to_the_repositorys_tests(
+    make_step, fallback, reproduced, command, said
+):
+    files = make_step(
+        "reproduce",
+        {"command": "echo shown", "fallback_command": fallback},
+        limits={"timeout_seconds": 5, "max_output_bytes": 1048576},
+    )
+    result = execute_operation(files.path, {})
+    assert result["status"] == ("success" if reproduced else "failure"), result
+    assert result["reproduced"] is reproduced, result
+    # The command that showed the problem is the one the check after the change runs.
+    assert result["command"] == command, result
+    assert said in result["message"], result["message"]
+    if reproduced:
+        assert result["first_command"] == "echo shown", result
+        assert "`echo shown` passes before any change" in result["message"], result["message"]
+
+
+def test_a_fallback_is_not_run_when_the_models_command_shows_the_problem(make_step, tmp_path):
+    marker = tmp_path / "ran"
+    files = make_step(
+        "reproduce",
+        {"command": "exit 1", "fallback_command": f"touch {marker}; exit 1"},
+        limits={"timeout_seconds": 5, "max_output_bytes": 1048576},
+    )
+    result = execute_operation(files.path, {})
+    assert result["reproduced"] is True, result
+    assert result["command"] == "exit 1", result
+    assert not marker.exists()
+
+
+@pytest.mark.parametrize(
+    ("earlier", "ran"),
+    [
+        # The reproduction fell back to the repository's tests: the check runs them.
+        ({"reproduced": True, "command": "echo from-the-reproduction"}, "from-the-reproduction"),
+        # It showed nothing: the check runs its own command.
+        ({"reproduced": False, "command": "echo nothing"}, "own"),
+    ],
+)
+def test_run_tests_runs_the_command_its_reproduction_showed_the_problem_with(
+    make_step, earlier_step, earlier, ran
+):
+    ref = earlier_step("reproduce", {"status": "success", "message": "m", **earlier})
+    files = make_step(
+        "run_tests",
+        {"command": "echo own", "command_from_step": "reproduce"},
+        steps={"reproduce": ref},
+    )
+    result = execute_operation(files.path, {})
+    assert result["stdout"].strip() == ran, result

@@ -1149,3 +1149,83 @@ fn a_check_rewritten_to_pass_shows_nothing() {
         "{flow}"
     );
 }
+
+/// An Exercism-like exercise: a stub and its tests, which fail on the stub.
+fn exercise_repo() -> Sandbox {
+    Sandbox::new(&[
+        ("double.py", "def double(n):\n    pass\n"),
+        (
+            "double_test.py",
+            "import unittest\n\nfrom double import double\n\n\n\
+             class DoubleTest(unittest.TestCase):\n    \
+             def test_two(self):\n        self.assertEqual(double(2), 4)\n",
+        ),
+    ])
+}
+
+/// Issue 41's first eval: a real Qwen2.5-Coder-0.5B's reproductions of two Exercism exercises
+/// passed on the stubs (`python3 -c 'print(f(x))'` exits 0 on a function that returns None), so
+/// their flows failed at the `reproduce` step although one change solved its exercise. The
+/// repository's own tests fail on the stub: the reproduction falls back to them, and the check
+/// after the change runs them.
+fn exercise(fix: &str) -> (Sandbox, std::process::Output) {
+    let sandbox = exercise_repo();
+    let plan = json!({"steps": [{"id": "fix", "operation": "write_file",
+        "params": {"file_path": "double.py", "content": fix}}]});
+    let llm = FakeLlm::with_rules(vec![
+        Rule::reproduction()
+            .reply(chat(
+                &json!({"command": "python3 -c 'from double import double; print(double(2))'"})
+                    .to_string(),
+            ))
+            .times(1),
+        Rule::planner().reply(chat(&plan.to_string())).times(1),
+        Rule::recovery().reply(chat(
+            &json!({"strategy": "abort", "reason": "the tests still fail"}).to_string(),
+        )),
+        Rule::reflection().reply(chat("The stub still returns None.")),
+        Rule::flow_summary().reply(chat("Implemented double.")),
+    ]);
+    let output = run_task(&sandbox, &llm, "Implement double(n) in double.py: twice n.");
+    (sandbox, output)
+}
+
+#[test]
+fn a_reproduction_that_shows_nothing_falls_back_to_the_repositorys_failing_tests() {
+    let (sandbox, output) = exercise("def double(n):\n    return n * 2\n");
+    assert_exit(&output, 0);
+    assert_eq!(sandbox.status("t")["state"], json!("succeeded"));
+    let flow = read_json(&sandbox.task_dir("t").join("flow.json"));
+    let steps = flow["steps"].as_array().unwrap();
+    let step = |id: &str| steps.iter().find(|s| s["id"] == json!(id)).unwrap().clone();
+    assert_eq!(
+        step("reproduce")["params"]["fallback_command"],
+        json!("python3 -m pytest -q"),
+        "{flow}"
+    );
+    assert_eq!(
+        step("check")["params"]["command_from_step"],
+        json!("reproduce"),
+        "{flow}"
+    );
+    let check = command_check(&sandbox);
+    assert_eq!(check["met"], json!(true), "{check}");
+    let detail = check["detail"].as_str().unwrap();
+    assert!(
+        detail.contains("the repository's tests `python3 -m pytest -q` failed before the change")
+            && detail.contains("showed nothing"),
+        "{detail}"
+    );
+    // The check ran the tests, not the model's command.
+    let result = sandbox.result("t", "check");
+    assert_eq!(result["command"], json!("python3 -m pytest -q"), "{result}");
+}
+
+#[test]
+fn a_change_the_repositorys_tests_still_reject_fails_after_the_fallback() {
+    let (sandbox, output) = exercise("def double(n):\n    return n + 1  # doubled\n");
+    assert_exit(&output, 1);
+    assert_eq!(sandbox.status("t")["state"], json!("failed"));
+    let check = command_check(&sandbox);
+    assert_eq!(check["met"], json!(false), "{check}");
+}

@@ -320,11 +320,17 @@ fn reproduced(
                 .get("exit_code")
                 .cloned()
                 .unwrap_or(Value::Null);
-            DeliverableCheck {
-                detail: format!(
-                    "it failed before the change (step {step}, exit code {exit}); {}",
-                    after.detail
+            // The model's command showed nothing, and the repository's tests did.
+            let text = |name: &str| before.fields.get(name).and_then(Value::as_str);
+            let what = match (text("first_command"), text("command")) {
+                (Some(first), Some(tests)) => format!(
+                    "the repository's tests `{tests}` failed before the change (`{first}` \
+                     showed nothing; "
                 ),
+                _ => "it failed before the change (".to_string(),
+            };
+            DeliverableCheck {
+                detail: format!("{what}step {step}, exit code {exit}); {}", after.detail),
                 ..after
             }
         }

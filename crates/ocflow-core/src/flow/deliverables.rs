@@ -129,6 +129,58 @@ pub(crate) fn require_reproduction(flow: &mut Flow, command: &str) -> Vec<String
     notes
 }
 
+/// Gives each reproduction of a model's the repository's own tests (`tests`, the command
+/// `run_tests` runs) to fall back on: when the model's command passes before the change, or
+/// cannot run, and the tests fail then, the tests showed the problem, and the check after the
+/// change runs them instead (`command_from_step`). A small model's reproduction often shows
+/// nothing (`python3 -c 'print(f(1))'` exits 0 on a stub), which alone fails a flow whose change
+/// was right; the tests failing before and passing after are evidence of the same kind.
+pub(crate) fn fall_back_to_tests(flow: &mut Flow, tests: &str) -> Vec<String> {
+    let Some(deliverables) = flow.deliverables.clone() else {
+        return Vec::new();
+    };
+    let takes = |step: &Step, param: &str| {
+        operations::find(&step.operation).is_some_and(|op| op.param(param).is_some())
+    };
+    let mut notes = Vec::new();
+    for command in &deliverables.commands {
+        let Some(reproduce) = command.reproduced_by.clone() else {
+            continue;
+        };
+        let own = command.command.as_deref().map(normalize);
+        let check_takes = flow
+            .step(&command.step)
+            .is_some_and(|s| takes(s, "command_from_step"));
+        let Some(step) = flow.steps.iter_mut().find(|s| s.id == reproduce) else {
+            continue;
+        };
+        if !check_takes
+            || !takes(step, "fallback_command")
+            || step.params.contains_key("fallback_command")
+            || own.as_deref() == Some(normalize(tests).as_str())
+        {
+            continue;
+        }
+        step.params
+            .insert("fallback_command".into(), Value::String(tests.to_string()));
+        if let Some(check) = flow.steps.iter_mut().find(|s| s.id == command.step) {
+            check
+                .params
+                .insert("command_from_step".into(), Value::String(reproduce.clone()));
+            if !check.depends_on.contains(&reproduce) {
+                check.depends_on.push(reproduce.clone());
+            }
+        }
+        notes.push(format!(
+            "if the model's reproduction shows nothing before the change, step {reproduce} runs \
+             the repository's tests (`{tests}`): failing then, they are what must pass after it \
+             (step {})",
+            command.step
+        ));
+    }
+    notes
+}
+
 /// The operation whose answer can be given a command's output, and the parameter that names it.
 const EVIDENCE_OPERATION: &str = "analyze_code";
 const EVIDENCE_PARAM: &str = "evidence_from_step";

@@ -194,6 +194,12 @@ impl Planner<'_> {
                                 )
                                 .await?,
                             );
+                            if let Some(tests) = self.test_commands.first() {
+                                notes.extend(deliverables::fall_back_to_tests(
+                                    &mut flow,
+                                    &tests.command,
+                                ));
+                            }
                         } else if evidence::wanted(&flow) {
                             notes.extend(
                                 self.ask_command(

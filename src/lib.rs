@@ -38,6 +38,7 @@ pub fn run(mut cli: Cli, api_key: ApiKey) -> Result<ExitCode> {
             Command::Man => cli::help_files::man_page(),
             // The MCP server resolves nothing itself: each tool runs this binary, which does.
             Command::Mcp => cli::mcp::serve(&cli.global, api_key),
+            Command::Acp(args) => cli::acp::serve(&cli.global, args, api_key),
             Command::List(_) => cli::task_index::list_all(cli.global.json),
             other => Err(Error::internal(format!(
                 "{other:?} is declared to run early and has no early start"

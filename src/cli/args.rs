@@ -140,6 +140,10 @@ pub(crate) enum Command {
     /// ocflow_diff, ocflow_apply, ocflow_approve) for agents such as OpenHands; flows run in the
     /// background.
     Mcp,
+    /// Serve ocflow as an Agent Client Protocol agent on stdio, for editors (Zed, JetBrains) and
+    /// headless ACP clients: a prompt becomes a flow shown as a plan and tool calls; its changes
+    /// are applied when the person allows it.
+    Acp(AcpArgs),
     /// (internal) Run a command in the sandbox: write access only beneath the --write paths.
     #[command(hide = true)]
     SandboxExec(Box<ocflow_sandbox::SandboxArgs>),
@@ -469,6 +473,16 @@ fn parse_cost(text: &str) -> Result<f64, String> {
             "{text:?} is not an amount of US dollars: write it like 0.50 or 2"
         )),
     }
+}
+
+#[derive(Debug, Args)]
+pub(crate) struct AcpArgs {
+    /// Put these to the person through the client's permission requests too (repeatable, or
+    /// comma-separated): `plan` before a flow runs its plan, `risky` before a command the
+    /// policy flags or a recovery that replans. The changes are always put to them before
+    /// they are applied.
+    #[arg(long, value_name = "WHAT", value_delimiter = ',', value_parser = ["plan", "risky"])]
+    pub(crate) approve: Vec<String>,
 }
 
 /// What `--approve` asks a person about.

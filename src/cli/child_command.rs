@@ -1,11 +1,19 @@
 //! An ocflow command line for a child ocflow, built in one place from what this one parsed: the
 //! global flags a child must see as its parent does (a call of the MCP server, a flow of `ocflow
-//! batch`, local or on Ray), a flow's budget, and a detached run's own command line again.
+//! batch`, local or on Ray), a flow's budget, and a detached run's own command line again; and
+//! the child itself, spawned to speak JSON lines (the MCP server's tools, the ACP agent's flows).
 
 use std::ffi::OsString;
+use std::os::fd::OwnedFd;
 use std::path::{Path, PathBuf};
+use std::process::Stdio;
+
+use serde_json::Value;
+use tokio::io::{AsyncBufReadExt, AsyncWriteExt, BufReader, Lines};
+use tokio::process::{Child, ChildStdout};
 
 use crate::cli::args::{BudgetArgs, GlobalArgs};
+use ocflow_core::llm::key::{self, ApiKey};
 
 /// A global flag handed on to a child.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -88,6 +96,76 @@ pub(crate) fn detached(task_id: Option<&str>, exit_code_file: &Path) -> Vec<OsSt
     }
     argv.extend(["--exit-code-file".into(), exit_code_file.into()]);
     argv
+}
+
+/// This binary (`program`) as a child that speaks JSON lines: the `forwarded` global flags,
+/// `--json`, `--repo` when given, then `args`; the key handed over through a pipe, never its
+/// environment. Its stdin is `input`'s pipe, or nothing; its stderr is ours. Returns the parent's
+/// copy of the key's pipe, to drop once the child is spawned.
+pub(crate) fn json_child(
+    program: &Path,
+    forwarded: &[OsString],
+    repo: Option<&Path>,
+    args: impl IntoIterator<Item = OsString>,
+    input: bool,
+    key: &ApiKey,
+) -> std::io::Result<(tokio::process::Command, Option<OwnedFd>)> {
+    let mut command = tokio::process::Command::new(program);
+    command.args(forwarded).arg("--json");
+    if let Some(repo) = repo {
+        command.arg("--repo").arg(repo);
+    }
+    command
+        .args(args)
+        .stdin(if input { Stdio::piped() } else { Stdio::null() })
+        .stdout(Stdio::piped())
+        .stderr(Stdio::inherit());
+    let pipe = key::hand_over(&mut command, key)?;
+    Ok((command, pipe))
+}
+
+/// Interrupts a child ocflow as Ctrl-C does: it records where it stopped, resumable.
+pub(crate) fn interrupt(pid: u32) {
+    if let Some(pid) = rustix::process::Pid::from_raw(pid as i32) {
+        let _ = rustix::process::kill_process(pid, rustix::process::Signal::INT);
+    }
+}
+
+/// Sends SIGINT to a started flow when dropped armed (the call that started it was cancelled):
+/// it stops as Ctrl-C stops it, recorded and resumable.
+pub(crate) struct InterruptOnDrop(pub(crate) Option<u32>);
+
+impl Drop for InterruptOnDrop {
+    fn drop(&mut self) {
+        if let Some(pid) = self.0 {
+            interrupt(pid);
+        }
+    }
+}
+
+/// Writes `input` to the child's stdin and closes it, beside the reading of its stdout (a child
+/// that writes before it reads never waits on us). A child that stops reading early (a refused
+/// task) closes the pipe: nothing to report, its own error says why.
+pub(crate) fn feed(child: &mut Child, input: Option<String>) {
+    if let (Some(mut stdin), Some(input)) = (child.stdin.take(), input) {
+        tokio::spawn(async move {
+            let _ = stdin.write_all(input.as_bytes()).await;
+        });
+    }
+}
+
+/// The child's stdout, a line at a time.
+pub(crate) fn stdout_lines(child: &mut Child) -> std::io::Result<Lines<BufReader<ChildStdout>>> {
+    let stdout = child
+        .stdout
+        .take()
+        .ok_or_else(|| std::io::Error::other("the child's stdout was not piped"))?;
+    Ok(BufReader::new(stdout).lines())
+}
+
+/// A line as JSON; a line that is not JSON (which would be a bug) kept as text.
+pub(crate) fn as_json(line: String) -> Value {
+    serde_json::from_str(&line).unwrap_or(Value::String(line))
 }
 
 #[cfg(test)]

@@ -100,11 +100,13 @@ pub(crate) fn dispatch(config: &Config, command: Command) -> Result<ExitCode> {
         Command::Trust(args) => trust::trust(config, args),
         Command::Memory(args) => memory::memory(config, args),
         Command::Skill(args) => skill::skill(config, args),
-        Command::SandboxExec(_) | Command::Mcp | Command::Completions(_) | Command::Man => {
-            Err(Error::internal(
-                "sandbox-exec, mcp, completions and man run before the configuration is resolved",
-            ))
-        }
+        Command::SandboxExec(_)
+        | Command::Mcp
+        | Command::Acp(_)
+        | Command::Completions(_)
+        | Command::Man => Err(Error::internal(
+            "sandbox-exec, mcp, acp, completions and man run before the configuration is resolved",
+        )),
     }
 }
 

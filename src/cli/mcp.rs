@@ -12,7 +12,6 @@
 use std::collections::HashMap;
 use std::ffi::OsString;
 use std::path::PathBuf;
-use std::process::Stdio;
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
@@ -22,15 +21,15 @@ use rmcp::model::{CallToolResult, Implementation, ServerCapabilities, ServerConf
 use rmcp::{ServerHandler, ServiceExt, tool, tool_handler, tool_router};
 use serde::Deserialize;
 use serde_json::{Value, json};
-use tokio::io::{AsyncBufReadExt, AsyncWriteExt, BufReader, Lines};
+use tokio::io::{BufReader, Lines};
 use tokio::process::{Child, ChildStdout};
 use tokio::sync::Notify;
 
 use crate::cli::args::{BudgetArgs, GlobalArgs};
-use crate::cli::child_command::{self, Global};
+use crate::cli::child_command::{self, Global, InterruptOnDrop, as_json, feed, stdout_lines};
 use crate::cli::mcp_status::{self, Started};
 use crate::cli::mcp_stdio;
-use ocflow_core::llm::key::{self, ApiKey};
+use ocflow_core::llm::key::ApiKey;
 use ocflow_model::error::{Error, IoContext, Result};
 use ocflow_model::exit::ExitCode;
 use ocflow_model::output::say;
@@ -454,18 +453,15 @@ impl Server {
         args: impl IntoIterator<Item = OsString>,
         input: bool,
     ) -> std::io::Result<(tokio::process::Command, Option<std::os::fd::OwnedFd>)> {
-        let mut command = tokio::process::Command::new(&self.program);
-        command.args(&self.forwarded).arg("--json");
-        if let Some(repo) = repo.map(PathBuf::from).or_else(|| self.repo.clone()) {
-            command.arg("--repo").arg(repo);
-        }
-        command
-            .args(args)
-            .stdin(if input { Stdio::piped() } else { Stdio::null() })
-            .stdout(Stdio::piped())
-            .stderr(Stdio::inherit());
-        let pipe = key::hand_over(&mut command, &self.key)?;
-        Ok((command, pipe))
+        let repo = repo.map(PathBuf::from).or_else(|| self.repo.clone());
+        child_command::json_child(
+            &self.program,
+            &self.forwarded,
+            repo.as_deref(),
+            args,
+            input,
+            &self.key,
+        )
     }
 
     /// Runs a short command to its end; its JSON lines are the result. `input`: its stdin (a
@@ -608,9 +604,7 @@ impl Server {
                 "ocflow mcp: the session ended; interrupting task {id} (resume it with `ocflow \
                  resume {id}`)"
             ));
-            if let Some(pid) = rustix::process::Pid::from_raw(*pid as i32) {
-                let _ = rustix::process::kill_process(pid, rustix::process::Signal::INT);
-            }
+            child_command::interrupt(*pid);
         }
         let deadline = tokio::time::Instant::now() + STOP_GRACE;
         while tokio::time::Instant::now() < deadline && self.lock().values().any(|s| s.running) {
@@ -619,49 +613,10 @@ impl Server {
     }
 }
 
-/// Sends SIGINT to a started flow when dropped armed (its `ocflow_run` call was cancelled):
-/// it stops as Ctrl-C stops it, recorded and resumable.
-struct InterruptOnDrop(Option<u32>);
-
-impl Drop for InterruptOnDrop {
-    fn drop(&mut self) {
-        if let Some(pid) = self
-            .0
-            .and_then(|pid| rustix::process::Pid::from_raw(pid as i32))
-        {
-            let _ = rustix::process::kill_process(pid, rustix::process::Signal::INT);
-        }
-    }
-}
-
-/// Writes `input` to the child's stdin and closes it, beside the reading of its stdout (a child
-/// that writes before it reads never waits on us). A child that stops reading early (a refused
-/// task) closes the pipe: nothing to report, its own error says why.
-fn feed(child: &mut Child, input: Option<String>) {
-    if let (Some(mut stdin), Some(input)) = (child.stdin.take(), input) {
-        tokio::spawn(async move {
-            let _ = stdin.write_all(input.as_bytes()).await;
-        });
-    }
-}
-
-fn stdout_lines(child: &mut Child) -> std::io::Result<Lines<BufReader<ChildStdout>>> {
-    let stdout = child
-        .stdout
-        .take()
-        .ok_or_else(|| std::io::Error::other("the child's stdout was not piped"))?;
-    Ok(BufReader::new(stdout).lines())
-}
-
 /// Whether a status line from `status --follow` shows the flow as `before` did.
 fn unchanged(line: &str, before: &str) -> bool {
     serde_json::from_str::<Value>(line)
         .is_ok_and(|status| mcp_status::fingerprint(&status) == before)
-}
-
-/// A line as JSON; a line that is not JSON (which would be a bug) kept as text.
-fn as_json(line: String) -> Value {
-    serde_json::from_str(&line).unwrap_or(Value::String(line))
 }
 
 fn failure(value: Value) -> CallToolResult {

@@ -3,6 +3,7 @@
 //! --follow`, the demo, `trust`, the failure `memory`, the OpenHands `skill`, the MCP server —
 //! with what they share (`launch`, `tasks`) — and `batch`, a fleet of flows.
 
+pub(crate) mod acp;
 pub(crate) mod apply;
 pub(crate) mod approval;
 pub(crate) mod args;

@@ -94,9 +94,11 @@ impl Command {
     /// What this subcommand needs before it runs.
     pub(crate) fn needs(&self) -> Needs<'_> {
         match self {
-            Command::SandboxExec(_) | Command::Completions(_) | Command::Man | Command::Mcp => {
-                Needs::EARLY
-            }
+            Command::SandboxExec(_)
+            | Command::Completions(_)
+            | Command::Man
+            | Command::Mcp
+            | Command::Acp(_) => Needs::EARLY,
             Command::List(args) if args.all => Needs::EARLY,
             Command::List(_) | Command::Reject(_) | Command::Clean(_) => Needs::reading(None),
             Command::Status(args) => Needs::reading(args.task.as_deref()),
@@ -198,6 +200,7 @@ mod tests {
             ("completions bash",                T, NO,  None,       F, F, P::No),
             ("man",                             T, NO,  None,       F, F, P::No),
             ("mcp",                             T, NO,  None,       F, F, P::No),
+            ("acp --approve plan",              T, NO,  None,       F, F, P::No),
         ];
         for (line, early, repository, task, library, recovers, probe) in table {
             let argv = std::iter::once("ocflow").chain(line.split_whitespace());

@@ -83,6 +83,7 @@ const CLI: Tree = Tree {
         ("cli/skill.rs", 6),
         ("cli/mcp_status.rs", 6),
         ("cli/mcp.rs", 6),
+        ("cli/acp", 6),
         // Choosing the command, and the crate's entry points.
         ("cli/dispatch.rs", 7),
         ("cli/mod.rs", 7),

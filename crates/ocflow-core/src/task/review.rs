@@ -37,6 +37,11 @@ impl Change {
     pub fn new_file(&self) -> Option<&Path> {
         self.new.as_deref()
     }
+
+    /// The snapshot's file (`None` for an addition).
+    pub fn old_file(&self) -> Option<&Path> {
+        self.old.as_deref()
+    }
 }
 
 impl ChangeKind {

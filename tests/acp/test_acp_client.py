@@ -159,9 +159,9 @@ def environment(tmp_path: Path) -> dict[str, str]:
     return env
 
 
-async def session(editor, llm, repo, tmp_path, work):
+async def session(editor, llm, repo, tmp_path, work, *flags):
     """Starts `ocflow acp` under the client, initializes, and runs `work(connection)`."""
-    command = [ocflow_binary(), "--base-url", llm.url, "--model", "m", "acp"]
+    command = [ocflow_binary(), "--base-url", llm.url, "--model", "m", "acp", *flags]
     async with acp.spawn_agent_process(
         editor, *command, env=environment(tmp_path), cwd=str(repo)
     ) as (connection, _process):
@@ -292,3 +292,26 @@ def test_a_bad_session_or_prompt_is_an_error_that_says_what_to_do(llm, repo, tmp
     assert "start one with session/new" in errors[0], errors
     assert "ocflow list --all" in errors[1], errors
     assert "give the repository's path" in errors[2], errors
+
+
+@pytest.mark.parametrize("answer", ["approve", "reject"])
+def test_approve_puts_the_plan_to_the_person_first(llm, repo, tmp_path, answer):
+    editor = Editor([answer, "apply"])
+
+    async def work(connection):
+        new = await connection.new_session(cwd=str(repo), mcp_servers=[])
+        return await connection.prompt(session_id=new.session_id, prompt=[acp.text_block(TASK)])
+
+    result = asyncio.run(session(editor, llm, repo, tmp_path, work, "--approve", "plan"))
+    assert result.stop_reason == "end_turn"
+    call, options = editor.asked[0]
+    assert options == ["approve", "reject"] and call.kind == "think", editor.asked
+    if answer == "approve":
+        # Approved, the flow ran on; its changes were then put to the person and applied.
+        assert [o for _, o in editor.asked] == [["approve", "reject"], ["apply", "keep"]]
+        assert (repo / "NOTES.md").read_text() == "The tests pass.\n"
+    else:
+        assert len(editor.asked) == 1
+        assert not (repo / "NOTES.md").exists()
+        said = editor.of_kind("agent_message_chunk")[-1].content.text
+        assert "was rejected; nothing was applied" in said, said

@@ -59,11 +59,7 @@ pub(crate) fn serve(global: &GlobalArgs, args: &AcpArgs, key: ApiKey) -> Result<
             Workspace, CodexLib, PythonDir, BaseUrl, Model, Record, Replay,
         ],
     );
-    let approve = args
-        .approve
-        .iter()
-        .map(|what| format!("{what:?}").to_lowercase())
-        .collect();
+    let approve = args.approve.clone();
     let runtime = tokio::runtime::Builder::new_multi_thread()
         .enable_all()
         .build()

@@ -350,7 +350,10 @@ impl Session {
                     followed.code,
                     error["message"].as_str().unwrap_or_default()
                 ),
-                None => format!("ocflow stopped (exit code {}).", followed.code),
+                None => format!(
+                    "ocflow stopped (exit code {}); what it said is in the agent's log.",
+                    followed.code
+                ),
             };
             agent.conn.update(&self.id, updates::message(&text)).await;
             return Next::Stop("end_turn");

@@ -92,6 +92,14 @@ fn each_flow_is_scored_by_its_check_and_a_false_success_is_named() {
         (json!(true), json!(false))
     );
     assert_eq!(right["state"], "succeeded");
+    // Solved as planned: no recovery was asked for.
+    assert_eq!(
+        (
+            right["recoveries"].clone(),
+            right["solved_before_recovery"].clone()
+        ),
+        (json!(0), json!(true))
+    );
     let wrong = by_id("wrong");
     assert_eq!(wrong["state"], "succeeded", "the flow delivered its file");
     assert_eq!(
@@ -120,7 +128,10 @@ fn each_flow_is_scored_by_its_check_and_a_false_success_is_named() {
         BUGGY
     );
     let summary = fs::read_to_string(out.join("summary.md")).unwrap();
-    assert!(summary.contains("1 of 3 task(s) solved"), "{summary}");
+    assert!(
+        summary.contains("1 of 3 task(s) solved (3 scored; 1 before any recovery)"),
+        "{summary}"
+    );
     assert!(summary.contains("false successes: 1 (wrong)"), "{summary}");
     // An estimate is said before the run and set against what was spent (no model here).
     assert!(stderr(&output).contains("estimate before the run: about"));
@@ -129,7 +140,7 @@ fn each_flow_is_scored_by_its_check_and_a_false_success_is_named() {
         summary.contains("they spent 0 (0.00 of the estimate)"),
         "{summary}"
     );
-    assert!(stdout(&output).contains("| wrong | no | succeeded | exit 1 | **yes** |"));
+    assert!(stdout(&output).contains("| wrong | no | succeeded | 0 | exit 1 | **yes** |"));
     let said = "wrong: not solved (the check exited 1); the flow succeeded — FALSE SUCCESS";
     assert!(stderr(&output).contains(said), "{}", stderr(&output));
     // Again with the same --out: nothing runs or is scored twice; with --json, the totals come
@@ -253,7 +264,7 @@ fn the_model_alone_is_asked_twice_and_judged_by_the_same_check() {
         "{summary}"
     );
     assert!(
-        summary.contains("| add | yes | succeeded | exit 0 | no | solved (2nd try) |"),
+        summary.contains("| add | yes | succeeded | 0 | exit 0 | no | solved (2nd try) |"),
         "{summary}"
     );
     // The user's repository is never written.
@@ -333,11 +344,11 @@ fn a_directory_of_exercism_exercises_is_a_suite() {
         "{summary}"
     );
     assert!(
-        summary.contains("| double | yes | succeeded | exit 0 | no | no |"),
+        summary.contains("| double | yes | succeeded | 0 | exit 0 | no | no |"),
         "{summary}"
     );
     assert!(
-        summary.contains("| greet | no | succeeded | exit 1 | **yes** | solved (1st try) |"),
+        summary.contains("| greet | no | succeeded | 0 | exit 1 | **yes** | solved (1st try) |"),
         "{summary}"
     );
     // The page: both charts, the table linking each flow.

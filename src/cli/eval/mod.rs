@@ -312,12 +312,15 @@ fn summary(
         }
     };
     let mut text = format!(
-        "# ocflow eval\n\n{} of {} task(s) solved ({} scored); false successes: {}{}\n\n\
+        "# ocflow eval\n\n{} of {} task(s) solved ({} scored; {} before any recovery); false \
+         successes: {}{}\n\n\
          tokens: {} ({} per solved task); flow time: {:.1} s ({} ms per solved task)\n\n\
-         {}| task | solved | flow | check | false success |{}\n|---|---|---|---|---|{}\n",
+         {}| task | solved | flow | recoveries | check | false success |{}\n\
+         |---|---|---|---|---|---|{}\n",
         solved.len(),
         ids.len(),
         scored.len(),
+        solved.iter().filter(|s| s.solved_before_recovery).count(),
         false_successes.len(),
         if false_successes.is_empty() {
             String::new()
@@ -339,9 +342,10 @@ fn summary(
     for id in ids {
         match scored.get(id) {
             Some(one) => text.push_str(&format!(
-                "| {id} | {} | {} | {} | {} |{}\n",
+                "| {id} | {} | {} | {} | {} | {} |{}\n",
                 if one.solved { "yes" } else { "no" },
                 one.state,
+                one.recoveries,
                 match (&one.problem, one.timed_out) {
                     (Some(_), _) => "not run".to_string(),
                     (None, true) => "timed out".to_string(),
@@ -353,7 +357,7 @@ fn summary(
                 baseline_cell(baselines, id),
             )),
             None => text.push_str(&format!(
-                "| {id} | - | unfinished | - | - |{}\n",
+                "| {id} | - | unfinished | - | - | - |{}\n",
                 baseline_cell(baselines, id)
             )),
         }

@@ -12,6 +12,8 @@ use serde::{Deserialize, Serialize};
 
 use crate::cli::batch::results::TaskResult;
 use crate::cli::eval::suite::{Check, Repo};
+use ocflow_core::task::state;
+use ocflow_core::task::workspace::TaskDir;
 
 /// How much of the check's output a result keeps (its end).
 const OUTPUT_TAIL: usize = 2000;
@@ -33,6 +35,13 @@ pub(crate) struct Scored {
     pub(crate) tokens: Usage,
     pub(crate) duration_ms: u64,
     pub(crate) files_changed: usize,
+    /// Recovery strategies the flow asked the model for: a task solved with none was solved
+    /// before any recovery (its plan, run as planned).
+    #[serde(default)]
+    pub(crate) recoveries: u32,
+    /// Solved by the plan as it was made: solved, and no recovery was asked for.
+    #[serde(default)]
+    pub(crate) solved_before_recovery: bool,
     /// The end of the check's output (stdout and stderr).
     pub(crate) check_output: String,
     /// Why the check could not judge the flow (its changes did not apply, the copy failed).
@@ -52,6 +61,8 @@ pub(crate) fn score(result: &TaskResult, check: &Check, dir: &Path, timeout: Dur
         tokens: result.tokens,
         duration_ms: result.duration_ms,
         files_changed: result.files_changed,
+        recoveries: recoveries(&result.task_dir),
+        solved_before_recovery: false,
         check_output: String::new(),
         problem: None,
     };
@@ -75,7 +86,16 @@ pub(crate) fn score(result: &TaskResult, check: &Check, dir: &Path, timeout: Dur
         Err(problem) => scored.problem = Some(problem),
     }
     scored.false_success = result.succeeded() && !scored.solved;
+    scored.solved_before_recovery = scored.solved && scored.recoveries == 0;
     scored
+}
+
+/// How many recovery strategies the flow in `task_dir` asked for (its status's count; none
+/// when it cannot be read, e.g. a flow that never started).
+fn recoveries(task_dir: &Path) -> u32 {
+    TaskDir::at(task_dir.to_path_buf())
+        .and_then(|task| state::load_status(&task).ok())
+        .map_or(0, |status| status.recovery_calls)
 }
 
 /// A copy of the task's repository at `to`: a directory copied whole (its `.ocflow` left out),

@@ -200,6 +200,11 @@ pub(crate) struct EvalArgs {
     /// changed file whole, then once more with the check's output (DIR/baseline.jsonl).
     #[arg(long)]
     pub(crate) baseline: bool,
+    /// After the flows, commit each succeeded one on a new branch of its repository,
+    /// PREFIX/ID (as `batch --branches`: working trees untouched, a pull request's description
+    /// in each task directory), for review whatever its score.
+    #[arg(long, value_name = "PREFIX")]
+    pub(crate) branches: Option<String>,
     #[command(flatten)]
     pub(crate) fleet: FleetArgs,
     /// Global flags handed on to every flow (`--model`, `--codex-lib`, `--python-dir`).

@@ -453,3 +453,72 @@ fn swe_bench_instances_give_predictions_the_harness_reads() {
     assert!(check.success());
     assert_eq!(scored(&out)[0]["solved"], true);
 }
+
+/// `--branches PREFIX`: each succeeded flow of the suite is committed on a branch of its own
+/// (`PREFIX/ID`), the repository's working tree as it was; a failed flow gets none; the scores
+/// are those of a run without it.
+#[test]
+fn branches_put_each_succeeded_flow_of_a_suite_on_a_branch() {
+    let sandbox = Sandbox::new(&[("calc.py", BUGGY), ("test_calc.py", TEST)]);
+    let root = sandbox.root();
+    let git = |args: &[&str]| {
+        let output = std::process::Command::new("git")
+            .args(["-c", "user.email=t@t", "-c", "user.name=t"])
+            .args(args)
+            .current_dir(&sandbox.repo)
+            .output()
+            .unwrap();
+        (
+            output.status.success(),
+            String::from_utf8_lossy(&output.stdout).into_owned(),
+        )
+    };
+    for args in [
+        &["init", "-q"][..],
+        &["add", "-A"],
+        &["commit", "-qm", "start"],
+    ] {
+        assert!(git(args).0, "git {args:?}");
+    }
+    let mut suite = String::new();
+    for (id, steps) in [
+        ("right", write_calc("return a + b")),
+        (
+            "broken",
+            json!([{"id": "c", "operation": "execute_shell_command",
+                           "params": {"command": "exit 1"}}]),
+        ),
+    ] {
+        let check = "python3 -m unittest -q test_calc";
+        let line = json!({"id": id, "task": "Fix add in calc.py", "repo": "repo",
+                          "plan": plan(root, id, steps), "check": check});
+        suite.push_str(&format!("{line}\n"));
+    }
+    fs::write(root.join("suite.jsonl"), suite).unwrap();
+    let out = root.join("eval");
+    let output = sandbox
+        .command_like_ocflow(env!("CARGO_BIN_EXE_ocflow"))
+        .current_dir(root)
+        .arg("eval")
+        .arg(root.join("suite.jsonl"))
+        .args(["--branches", "evalfix", "--out"])
+        .arg(&out)
+        .output()
+        .unwrap();
+    assert_exit(&output, 0);
+    assert_eq!(
+        git(&["show", "evalfix/right:calc.py"]),
+        (true, "def add(a, b):\n    return a + b\n".to_string())
+    );
+    assert!(!git(&["rev-parse", "--verify", "-q", "evalfix/broken"]).0);
+    assert_eq!(git(&["status", "--porcelain"]), (true, String::new()));
+    assert_eq!(
+        fs::read_to_string(sandbox.repo.join("calc.py")).unwrap(),
+        BUGGY
+    );
+    let right = scored(&out)
+        .into_iter()
+        .find(|r| r["id"] == "right")
+        .unwrap();
+    assert_eq!(right["solved"], json!(true), "{right}");
+}

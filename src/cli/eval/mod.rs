@@ -81,7 +81,7 @@ pub(crate) async fn eval(config: &Config, args: EvalArgs) -> Result<ExitCode> {
             out: flows.clone(),
             fleet,
             apply: false,
-            branches: None,
+            branches: args.branches.clone(),
             forwarded: args.forwarded.clone(),
         },
     )

@@ -100,7 +100,9 @@ impl Command {
             | Command::Mcp
             | Command::Acp(_) => Needs::EARLY,
             Command::List(args) if args.all => Needs::EARLY,
-            Command::List(_) | Command::Reject(_) | Command::Clean(_) => Needs::reading(None),
+            Command::List(_) | Command::Clean(_) => Needs::reading(None),
+            // A waiting flow is answered by its id from anywhere (a fresh agent conversation).
+            Command::Reject(args) => Needs::reading(Some(&args.task)),
             Command::Status(args) => Needs::reading(args.task.as_deref()),
             Command::Diff(args) => Needs::reading(args.task.as_deref()),
             Command::Report(args) => Needs::reading(args.task.as_deref()),
@@ -113,10 +115,10 @@ impl Command {
                 probe: Probe::Before,
                 ..Needs::reading(args.task.as_deref())
             },
-            Command::Approve(_) => Needs {
+            Command::Approve(args) => Needs {
                 library: true,
                 probe: Probe::Before,
-                ..Needs::reading(None)
+                ..Needs::reading(Some(&args.task))
             },
             Command::Run(args) => Needs {
                 repository: Repository::Required,
@@ -178,8 +180,8 @@ mod tests {
             ("run --plan flow.json",            F, REQ, None,       T, T, P::Later),
             ("plan fix-it",                     F, REQ, None,       T, F, P::Before),
             ("resume t1 --max-tokens 9",        F, WS,  Some("t1"), T, T, P::Before),
-            ("approve t1",                      F, WS,  None,       T, T, P::Before),
-            ("reject t1 --reason no",           F, WS,  None,       F, T, P::No),
+            ("approve t1",                      F, WS,  Some("t1"), T, T, P::Before),
+            ("reject t1 --reason no",           F, WS,  Some("t1"), F, T, P::No),
             ("status t1",                       F, WS,  Some("t1"), F, T, P::No),
             ("status",                          F, WS,  None,       F, T, P::No),
             ("list",                            F, WS,  None,       F, T, P::No),

@@ -132,3 +132,71 @@ def test_the_preset_keeps_openhands_system_prompt_and_adds_its_own():
     assert agent.agent_context.system_message_suffix.endswith(ORCHESTRATOR_SYSTEM_PROMPT)
     assert "ocflow_resume" in ORCHESTRATOR_SYSTEM_PROMPT
     assert "ocflow_approve" in ORCHESTRATOR_SYSTEM_PROMPT
+
+
+def approval_script(messages):
+    """The agent's side across two conversations, as a model would play it: the first runs the
+    flow, finds it waiting for the user's approval of its plan and asks them; the second (a
+    fresh conversation, where the user approved) answers it, follows it, reviews and applies."""
+    from fake_llm import last_tool_result, text_of
+
+    tool, text = last_tool_result(messages)
+    user = next(text_of(m.get("content")) for m in reversed(messages) if m["role"] == "user")
+    if tool is None:
+        if "I approve" in user:
+            return "ocflow_approve", {"task_id": "ask", "wait_seconds": 60}
+        return "ocflow_run", {"task": TASK, "repo": "project/greeter", "task_id": "ask"}
+    if "next: ask the user" in text:
+        return "finish", {"message": f"Task ask waits for your approval of its plan:\n{text}"}
+    if "next: ocflow_status" in text:
+        return "ocflow_status", {"task_id": "ask", "wait_seconds": 30}
+    if "next: ocflow_diff" in text:
+        return "ocflow_diff", {"task_id": "ask"}
+    if tool == "ocflow_diff":
+        return "ocflow_apply", {"task_id": "ask"}
+    return "finish", {"message": f"Done:\n{text}"}
+
+
+def test_an_approval_round_trip_through_two_agent_conversations(
+    ocflow_bin, git_repo, tmp_path, monkeypatch
+):
+    """The whole round trip with the real SDK's agent loop: a flow waiting for the user ends the
+    first conversation with the question (no error, no stuck agent); a fresh conversation,
+    told the user approves, approves it by its id, follows it to its end and applies after the
+    review gate's confirmation."""
+    from openhands.sdk.conversation.state import ConversationExecutionStatus
+    from test_orchestrator import make_conversation, observations
+
+    from ocflow_openhands import OcflowApplyObservation
+
+    user_config(tmp_path, monkeypatch, "[approve]\nplan = true\n")
+    fake = FakeLLM(agent_script=approval_script, plan=PLAN)
+    try:
+        first = make_conversation(fake, ocflow_bin, git_repo)
+        first.send_message(TASK + " in the repository project/greeter; show me the plan first.")
+        first.run()
+        assert first.state.execution_status == ConversationExecutionStatus.FINISHED
+        finished = first.state.events[-1].model_dump_json()
+        assert "waits for your approval of its plan" in finished, finished
+        assert not (git_repo / "done.txt").exists()
+        first.close()
+
+        second = make_conversation(fake, ocflow_bin, git_repo)
+        second.send_message("I approve the plan of task ask.")
+        second.run()
+        # The review gate holds the apply for the user's confirmation; run() again confirms.
+        seen = [getattr(o, "text", "") for o in observations(second)]
+        assert (
+            second.state.execution_status == ConversationExecutionStatus.WAITING_FOR_CONFIRMATION
+        ), seen
+        assert not (git_repo / "done.txt").exists()
+        second.run()
+        assert second.state.execution_status == ConversationExecutionStatus.FINISHED
+        seen = [getattr(o, "text", "") for o in observations(second)]
+        assert (git_repo / "done.txt").is_file(), "\n---\n".join(seen)
+        assert (git_repo / "done.txt").read_text() == "done\n"
+        applied = [o for o in observations(second) if isinstance(o, OcflowApplyObservation)]
+        assert applied and applied[-1].applied_files == ["done.txt"]
+        second.close()
+    finally:
+        fake.close()

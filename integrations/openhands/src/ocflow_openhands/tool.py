@@ -241,7 +241,8 @@ class OcflowSession:
         self.use_agent_llm = use_agent_llm
         self._lock = threading.Lock()
         self._flows: list[FlowProcess] = []
-        self._repo_of: dict[int, str] = {}
+        # None: a flow found by its task id alone (the user's task index), named the same way.
+        self._repo_of: dict[int, str | None] = {}
         self._seen: dict[int, int] = {}
         self._cancelled = threading.Event()
         # The keys a child may hold, to cut them out of any text an observation carries.
@@ -329,7 +330,9 @@ class OcflowSession:
         that process. Without a repository named, ocflow finds the task by its id."""
         where = self.repo_for(task_id, repo)
         argv = [command[0], "--json", *(["--repo", where] if where else []), *command[1:], task_id]
-        return self.follow(argv, where or self.working_dir, conversation)
+        # Without a repository, its diff and apply find it by its id too (the working directory
+        # is no repository: naming it would hide the task).
+        return self.follow(argv, where, conversation)
 
     def repo_for(self, task_id: str | None, repo: str | None) -> str | None:
         """The repository to name for a task: the one asked for, the one this conversation ran
@@ -342,7 +345,7 @@ class OcflowSession:
         return self.repository(None) if self.repo else None
 
     def follow(
-        self, argv: list[str], repo: str, conversation: LocalConversation | None
+        self, argv: list[str], repo: str | None, conversation: LocalConversation | None
     ) -> FlowProcess:
         flow = FlowProcess(
             [self.binary(), *argv], self.child_environment(conversation), cwd=self.working_dir
@@ -367,7 +370,7 @@ class OcflowSession:
     def task_id_of(self, flow: FlowProcess) -> str | None:
         return fold(flow.events()).task_id
 
-    def repo_of(self, flow: FlowProcess) -> str:
+    def repo_of(self, flow: FlowProcess) -> str | None:
         return self._repo_of[id(flow)]
 
     def cancelled(self) -> bool:

@@ -6,6 +6,7 @@ use std::path::Path;
 
 use crate::cli::args::{ApplyArgs, UndoArgs};
 use crate::cli::config::Config;
+use crate::cli::git::git_output;
 use crate::cli::held_signals::HeldSignals;
 use crate::cli::progress::Progress;
 use crate::cli::tasks::{find_task, know_operations_of, task_dirs};
@@ -643,22 +644,6 @@ fn restore_index(repo: &Path, kept: &apply_journal::Kept) -> Result<()> {
 }
 
 /// Runs git in `repo`; its trimmed output, or an error naming the command.
-fn git_output(repo: &Path, args: &[&str]) -> Result<String> {
-    let output = std::process::Command::new("git")
-        .current_dir(repo)
-        .args(args)
-        .output()
-        .map_err(|err| Error::Usage(format!("git could not run: {err}")))?;
-    if !output.status.success() {
-        return Err(Error::Usage(format!(
-            "`git {}` failed: {}",
-            args.join(" "),
-            String::from_utf8_lossy(&output.stderr).trim()
-        )));
-    }
-    Ok(String::from_utf8_lossy(&output.stdout).trim().to_string())
-}
-
 /// Whether `undo` removes the commit `sha` that `apply --commit` made: yes while it is HEAD;
 /// with commits after it, `undo` refuses (they may build on it) and names `git revert`; gone
 /// from the branch (amended, reset), there is no commit to remove.

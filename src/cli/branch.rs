@@ -5,8 +5,8 @@
 //! Beside it, `pull_request.md` in the task directory: the task, the summary, the tests run, the
 //! files — what a pull request's description takes.
 
+use crate::cli::git::git;
 use std::path::Path;
-use std::process::{Command, Stdio};
 
 use ocflow_core::task::review::{Change, ChangeKind};
 use ocflow_core::task::workspace::{self, TaskDir};
@@ -140,23 +140,4 @@ fn pull_request(task: &TaskDir, flow_status: &FlowStatus, changes: &[Change]) ->
 fn is_executable(file: &Path) -> bool {
     use std::os::unix::fs::PermissionsExt;
     std::fs::metadata(file).is_ok_and(|m| m.permissions().mode() & 0o111 != 0)
-}
-
-/// Runs git in `repo` with `env`; its trimmed stdout, or what it said on failure.
-fn git(repo: &Path, args: &[&str], env: &[(&str, &std::ffi::OsStr)]) -> Result<String> {
-    let output = Command::new("git")
-        .current_dir(repo)
-        .args(args)
-        .envs(env.iter().copied())
-        .stdin(Stdio::null())
-        .output()
-        .map_err(|err| Error::Usage(format!("git could not run: {err}")))?;
-    if !output.status.success() {
-        return Err(Error::Usage(format!(
-            "`git {}` failed: {}",
-            args.join(" "),
-            String::from_utf8_lossy(&output.stderr).trim()
-        )));
-    }
-    Ok(String::from_utf8_lossy(&output.stdout).trim().to_string())
 }

@@ -22,6 +22,7 @@ pub(crate) mod eval;
 pub(crate) mod execute;
 pub(crate) mod follow;
 pub(crate) mod gates;
+pub(crate) mod git;
 pub(crate) mod held_signals;
 pub(crate) mod help_files;
 pub(crate) mod launch;

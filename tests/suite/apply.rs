@@ -332,18 +332,6 @@ fn apply_only_and_exclude_choose_the_files() {
     assert!(stderr(&unknown).contains("matches none of the changed files"));
 }
 
-/// Runs git in `repo` as a test user; its output, the command having succeeded.
-fn git_in(repo: &std::path::Path, args: &[&str]) -> String {
-    let output = std::process::Command::new("git")
-        .current_dir(repo)
-        .args(["-c", "user.name=T", "-c", "user.email=t@example.com"])
-        .args(args)
-        .output()
-        .unwrap();
-    assert!(output.status.success(), "{}", stderr(&output));
-    stdout(&output)
-}
-
 /// `ocflow` with a committer's identity, for `apply --commit`.
 fn with_identity(command: &mut std::process::Command) -> std::process::Output {
     command
@@ -359,7 +347,7 @@ fn with_identity(command: &mut std::process::Command) -> std::process::Output {
 #[test]
 fn apply_commit_commits_exactly_the_applied_files() {
     let sandbox = Sandbox::new(&[("a.txt", "old a\n"), ("gone.txt", "bye\n")]);
-    let git = |args: &[&str]| git_in(&sandbox.repo, args);
+    let git = |args: &[&str]| git(&sandbox.repo, args);
     git(&["init", "-q"]);
     git(&["add", "-A"]);
     git(&["commit", "-q", "-m", "start"]);
@@ -594,7 +582,7 @@ fn the_next_command_rolls_back_a_half_written_apply_and_says_so() {
 #[test]
 fn undo_after_apply_commit_removes_the_commit_or_names_git_revert() {
     let sandbox = Sandbox::new(&[("a.txt", "old a\n"), ("gone.txt", "bye\n")]);
-    let git = |args: &[&str]| git_in(&sandbox.repo, args);
+    let git = |args: &[&str]| git(&sandbox.repo, args);
     git(&["init", "-q"]);
     git(&["add", "-A"]);
     git(&["commit", "-q", "-m", "start"]);
@@ -770,7 +758,7 @@ fn a_no_change_flow_has_nothing_to_apply() {
 #[test]
 fn apply_commit_names_files_to_git_literally() {
     let sandbox = Sandbox::new(&[("src/a.rs", "fn a() {}\n")]);
-    let git = |args: &[&str]| git_in(&sandbox.repo, args);
+    let git = |args: &[&str]| git(&sandbox.repo, args);
     git(&["init", "-q"]);
     git(&["add", "-A"]);
     git(&["commit", "-q", "-m", "start"]);
@@ -912,7 +900,7 @@ fn an_apply_the_disk_cannot_hold_says_no_space_and_to_apply_again() {
 #[test]
 fn a_commit_cut_short_leaves_nothing_staged_and_undo_puts_the_index_back() {
     let sandbox = Sandbox::new(&[("a.txt", "old a\n"), ("gone.txt", "bye\n")]);
-    let git = |args: &[&str]| git_in(&sandbox.repo, args);
+    let git = |args: &[&str]| git(&sandbox.repo, args);
     git(&["init", "-q"]);
     git(&["add", "-A"]);
     git(&["commit", "-q", "-m", "start"]);

@@ -11,7 +11,7 @@ use std::time::{Duration, Instant};
 use serde_json::{Value, json};
 
 use super::fake_llm::{FakeLlm, Reply, Rule};
-use super::support::{Sandbox, assert_exit, read_json, stderr, stdout};
+use super::support::{Sandbox, assert_exit, git, read_json, stderr, stdout};
 
 /// Each LLM answer takes this long: a flow (one step asking the model, then its summary) takes
 /// about a second with its process's start.
@@ -31,16 +31,6 @@ fn slow_llm() -> FakeLlm {
     ])
 }
 
-/// `git init` in `dir`: a tasks file names git work trees.
-fn git_init(dir: &Path) {
-    let status = std::process::Command::new("git")
-        .args(["init", "-q"])
-        .current_dir(dir)
-        .status()
-        .unwrap();
-    assert!(status.success());
-}
-
 /// `count` repositories (`repos/tN`) with a plan each, and TASKS.jsonl naming them.
 fn fleet(sandbox: &Sandbox, count: usize) -> PathBuf {
     let root = sandbox.root();
@@ -52,7 +42,7 @@ fn fleet(sandbox: &Sandbox, count: usize) -> PathBuf {
     for i in 0..count {
         let repo = root.join("repos").join(format!("t{i}"));
         fs::create_dir_all(&repo).unwrap();
-        git_init(&repo);
+        git(&repo, &["init", "-q"]);
         fs::write(repo.join("m.py"), "def f():\n    return 0\n").unwrap();
         let line = json!({"id": format!("t{i}"), "task": format!("Fix f in t{i}"),
             "repo": format!("repos/t{i}"), "plan": "plan.json"});
@@ -691,16 +681,6 @@ fn branches_put_each_succeeded_flow_on_a_branch_of_its_own() {
     let llm = slow_llm();
     let tasks = fleet(&sandbox, 2);
     let repos = sandbox.root().join("repos");
-    let git = |repo: &Path, args: &[&str]| {
-        let output = std::process::Command::new("git")
-            .args(["-c", "user.email=t@t", "-c", "user.name=t"])
-            .args(args)
-            .current_dir(repo)
-            .output()
-            .unwrap();
-        assert!(output.status.success(), "git {args:?}");
-        String::from_utf8(output.stdout).unwrap()
-    };
     for id in ["t0", "t1"] {
         git(&repos.join(id), &["add", "-A"]);
         git(&repos.join(id), &["commit", "-qm", "start"]);
@@ -856,7 +836,7 @@ fn tasks_without_a_plan_and_no_llm_are_refused_up_front() {
     let sandbox = Sandbox::new(&[]);
     let root = sandbox.root();
     fs::create_dir_all(root.join("repos/a")).unwrap();
-    git_init(&root.join("repos/a"));
+    git(&root.join("repos/a"), &["init", "-q"]);
     let tasks = root.join("tasks.jsonl");
     fs::write(
         &tasks,

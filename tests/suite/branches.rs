@@ -6,17 +6,6 @@ use serde_json::json;
 
 use super::support::*;
 
-fn git(sandbox: &Sandbox, args: &[&str]) -> String {
-    let output = std::process::Command::new("git")
-        .args(["-c", "user.email=t@t", "-c", "user.name=t"])
-        .args(args)
-        .current_dir(&sandbox.repo)
-        .output()
-        .unwrap();
-    assert!(output.status.success(), "git {args:?}: {:?}", output);
-    String::from_utf8(output.stdout).unwrap()
-}
-
 #[test]
 fn a_flow_becomes_a_commit_on_a_new_branch_and_nothing_else_changes() {
     let sandbox = Sandbox::new(&[
@@ -24,9 +13,9 @@ fn a_flow_becomes_a_commit_on_a_new_branch_and_nothing_else_changes() {
         ("gone.txt", "bye\n"),
         ("work.txt", "w\n"),
     ]);
-    git(&sandbox, &["init", "-q", "-b", "main"]);
-    git(&sandbox, &["add", "-A"]);
-    git(&sandbox, &["commit", "-qm", "start"]);
+    git(&sandbox.repo, &["init", "-q", "-b", "main"]);
+    git(&sandbox.repo, &["add", "-A"]);
+    git(&sandbox.repo, &["commit", "-qm", "start"]);
     let flow = json!({"task": "Edit a and add b", "steps": [
         {"id": "edit", "operation": "write_file",
          "params": {"file_path": "a.txt", "content": "new a\n"}},
@@ -38,9 +27,9 @@ fn a_flow_becomes_a_commit_on_a_new_branch_and_nothing_else_changes() {
     // The user's work in progress: a changed file and a staged one.
     std::fs::write(sandbox.repo.join("work.txt"), "w, edited\n").unwrap();
     std::fs::write(sandbox.repo.join("staged.txt"), "s\n").unwrap();
-    git(&sandbox, &["add", "staged.txt"]);
-    let status_before = git(&sandbox, &["status", "--porcelain"]);
-    let head_before = git(&sandbox, &["rev-parse", "HEAD"]);
+    git(&sandbox.repo, &["add", "staged.txt"]);
+    let status_before = git(&sandbox.repo, &["status", "--porcelain"]);
+    let head_before = git(&sandbox.repo, &["rev-parse", "HEAD"]);
 
     let output = sandbox
         .ocflow()
@@ -53,19 +42,28 @@ fn a_flow_becomes_a_commit_on_a_new_branch_and_nothing_else_changes() {
         "{}",
         stderr(&output)
     );
-    assert_eq!(git(&sandbox, &["status", "--porcelain"]), status_before);
-    assert_eq!(git(&sandbox, &["rev-parse", "HEAD"]), head_before);
-    assert_eq!(git(&sandbox, &["branch", "--show-current"]).trim(), "main");
+    assert_eq!(
+        git(&sandbox.repo, &["status", "--porcelain"]),
+        status_before
+    );
+    assert_eq!(git(&sandbox.repo, &["rev-parse", "HEAD"]), head_before);
+    assert_eq!(
+        git(&sandbox.repo, &["branch", "--show-current"]).trim(),
+        "main"
+    );
     assert_eq!(
         std::fs::read_to_string(sandbox.repo.join("a.txt")).unwrap(),
         "old a\n"
     );
     // The branch: HEAD plus exactly the flow's changes.
-    let files = git(&sandbox, &["diff", "--name-status", "main", "ocflow/t"]);
+    let files = git(
+        &sandbox.repo,
+        &["diff", "--name-status", "main", "ocflow/t"],
+    );
     assert_eq!(files, "M\ta.txt\nA\tdir/b.txt\nD\tgone.txt\n");
-    assert_eq!(git(&sandbox, &["show", "ocflow/t:a.txt"]), "new a\n");
-    assert_eq!(git(&sandbox, &["rev-parse", "ocflow/t^"]), head_before);
-    let subject = git(&sandbox, &["log", "-1", "--format=%s", "ocflow/t"]);
+    assert_eq!(git(&sandbox.repo, &["show", "ocflow/t:a.txt"]), "new a\n");
+    assert_eq!(git(&sandbox.repo, &["rev-parse", "ocflow/t^"]), head_before);
+    let subject = git(&sandbox.repo, &["log", "-1", "--format=%s", "ocflow/t"]);
     assert_eq!(subject.trim(), "Edit a and add b");
     let description =
         std::fs::read_to_string(sandbox.task_dir("t").join("pull_request.md")).unwrap();

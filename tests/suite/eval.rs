@@ -8,7 +8,7 @@ use std::path::Path;
 
 use serde_json::{Value, json};
 
-use super::support::{Sandbox, assert_exit, stderr, stdout};
+use super::support::{Sandbox, assert_exit, git, git_succeeds, stderr, stdout};
 
 const BUGGY: &str = "def add(a, b):\n    return a - b\n";
 const TEST: &str = "import unittest\n\nfrom calc import add\n\n\n\
@@ -39,12 +39,7 @@ fn scored(out: &Path) -> Vec<Value> {
 fn each_flow_is_scored_by_its_check_and_a_false_success_is_named() {
     let sandbox = Sandbox::new(&[("calc.py", BUGGY), ("test_calc.py", TEST)]);
     let root = sandbox.root();
-    let git = std::process::Command::new("git")
-        .args(["init", "-q"])
-        .current_dir(&sandbox.repo)
-        .status()
-        .unwrap();
-    assert!(git.success());
+    git(&sandbox.repo, &["init", "-q"]);
     let check = "python3 -m unittest -q test_calc";
     let lines = [
         ("right", plan(root, "right", write_calc("return a + b"))),
@@ -204,12 +199,7 @@ fn the_model_alone_is_asked_twice_and_judged_by_the_same_check() {
     use super::fake_llm::{FakeLlm, Rule, chat};
     let sandbox = Sandbox::new(&[("calc.py", BUGGY), ("test_calc.py", TEST)]);
     let root = sandbox.root();
-    let git = std::process::Command::new("git")
-        .args(["init", "-q"])
-        .current_dir(&sandbox.repo)
-        .status()
-        .unwrap();
-    assert!(git.success());
+    git(&sandbox.repo, &["init", "-q"]);
     let right = plan(root, "right", write_calc("return a + b"));
     let line = json!({"id": "add", "task": "Fix add in calc.py", "repo": "repo", "plan": right,
                       "check": "python3 -m unittest -q test_calc", "files": ["calc.py"]});
@@ -377,16 +367,7 @@ fn swe_bench_instances_give_predictions_the_harness_reads() {
     use super::fake_llm::{FakeLlm, Rule, chat};
     let sandbox = Sandbox::new(&[("calc.py", BUGGY), ("test_calc.py", TEST)]);
     let root = sandbox.root();
-    let git = |args: &[&str]| {
-        let output = std::process::Command::new("git")
-            .args(["-c", "user.email=t@t", "-c", "user.name=t"])
-            .args(args)
-            .current_dir(&sandbox.repo)
-            .output()
-            .unwrap();
-        assert!(output.status.success(), "git {args:?}");
-        String::from_utf8(output.stdout).unwrap().trim().to_string()
-    };
+    let git = |args: &[&str]| git(&sandbox.repo, args).trim().to_string();
     git(&["init", "-q"]);
     git(&["add", "-A"]);
     git(&["commit", "-qm", "base"]);
@@ -461,24 +442,12 @@ fn swe_bench_instances_give_predictions_the_harness_reads() {
 fn branches_put_each_succeeded_flow_of_a_suite_on_a_branch() {
     let sandbox = Sandbox::new(&[("calc.py", BUGGY), ("test_calc.py", TEST)]);
     let root = sandbox.root();
-    let git = |args: &[&str]| {
-        let output = std::process::Command::new("git")
-            .args(["-c", "user.email=t@t", "-c", "user.name=t"])
-            .args(args)
-            .current_dir(&sandbox.repo)
-            .output()
-            .unwrap();
-        (
-            output.status.success(),
-            String::from_utf8_lossy(&output.stdout).into_owned(),
-        )
-    };
     for args in [
         &["init", "-q"][..],
         &["add", "-A"],
         &["commit", "-qm", "start"],
     ] {
-        assert!(git(args).0, "git {args:?}");
+        git(&sandbox.repo, args);
     }
     let mut suite = String::new();
     for (id, steps) in [
@@ -507,11 +476,12 @@ fn branches_put_each_succeeded_flow_of_a_suite_on_a_branch() {
         .unwrap();
     assert_exit(&output, 0);
     assert_eq!(
-        git(&["show", "evalfix/right:calc.py"]),
-        (true, "def add(a, b):\n    return a + b\n".to_string())
+        git(&sandbox.repo, &["show", "evalfix/right:calc.py"]),
+        "def add(a, b):\n    return a + b\n"
     );
-    assert!(!git(&["rev-parse", "--verify", "-q", "evalfix/broken"]).0);
-    assert_eq!(git(&["status", "--porcelain"]), (true, String::new()));
+    let broken = ["rev-parse", "--verify", "-q", "evalfix/broken"];
+    assert!(!git_succeeds(&sandbox.repo, &broken));
+    assert_eq!(git(&sandbox.repo, &["status", "--porcelain"]), "");
     assert_eq!(
         fs::read_to_string(sandbox.repo.join("calc.py")).unwrap(),
         BUGGY

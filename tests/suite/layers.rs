@@ -38,6 +38,7 @@ const CLI: Tree = Tree {
         // Parsing and wording: the arguments, what each subcommand needs, the user's state.
         ("cli/args.rs", 1),
         ("cli/child_command.rs", 1),
+        ("cli/git.rs", 1),
         ("cli/layered.rs", 1),
         ("cli/needs.rs", 1),
         ("cli/help_files.rs", 1),

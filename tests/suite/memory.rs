@@ -4,7 +4,7 @@
 //! at once; `ocflow memory list|show|forget`, `--no-memory` and `--no-reflect`.
 
 use std::path::Path;
-use std::process::{Command, Output, Stdio};
+use std::process::{Output, Stdio};
 
 use serde_json::{Value, json};
 
@@ -67,19 +67,6 @@ fn model() -> FakeLlm {
             .named("code, not told")
             .reply(code(WRONG)),
     ])
-}
-
-fn git(dir: &Path, args: &[&str]) {
-    let status = Command::new("git")
-        .arg("-C")
-        .arg(dir)
-        .args(["-c", "user.name=t", "-c", "user.email=t@t"])
-        .args(args)
-        .stdout(Stdio::null())
-        .stderr(Stdio::null())
-        .status()
-        .unwrap();
-    assert!(status.success(), "git {args:?}");
 }
 
 /// A sandbox whose repository is a git repository with one commit.

@@ -392,3 +392,31 @@ pub fn sandbox_outside_tmp() -> (tempfile::TempDir, std::path::PathBuf, std::pat
     std::fs::write(repo.join("a.txt"), "a\n").unwrap();
     (dir, repo, workspace)
 }
+
+/// Runs git in `dir` as a test user (its name and email given); its stdout, the command
+/// having succeeded.
+pub fn git(dir: &Path, args: &[&str]) -> String {
+    let output = Command::new("git")
+        .args(["-c", "user.name=t", "-c", "user.email=t@example.com"])
+        .args(args)
+        .current_dir(dir)
+        .output()
+        .unwrap();
+    assert!(
+        output.status.success(),
+        "git {args:?}: {}",
+        String::from_utf8_lossy(&output.stderr)
+    );
+    String::from_utf8(output.stdout).unwrap()
+}
+
+/// Whether git in `dir` succeeds (a ref that may not exist).
+pub fn git_succeeds(dir: &Path, args: &[&str]) -> bool {
+    Command::new("git")
+        .args(args)
+        .current_dir(dir)
+        .output()
+        .unwrap()
+        .status
+        .success()
+}

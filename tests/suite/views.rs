@@ -429,20 +429,10 @@ fn a_command_sees_the_repositorys_build_and_git_and_the_flow_keeps_neither() {
         ("src/lib.rs", "pub fn f() {}\n"),
         ("target/debug/old", "built by the user\n"),
     ]);
-    let git = |args: &[&str]| {
-        let status = std::process::Command::new("git")
-            .args(["-c", "user.email=t@t", "-c", "user.name=t"])
-            .args(args)
-            .current_dir(&sandbox.repo)
-            .stdout(std::process::Stdio::null())
-            .status()
-            .unwrap();
-        assert!(status.success(), "git {args:?}");
-    };
-    git(&["init", "-q"]);
+    git(&sandbox.repo, &["init", "-q"]);
     std::fs::write(sandbox.repo.join(".gitignore"), "target/\n").unwrap();
-    git(&["add", "-A"]);
-    git(&["commit", "-qm", "the user's commit"]);
+    git(&sandbox.repo, &["add", "-A"]);
+    git(&sandbox.repo, &["commit", "-qm", "the user's commit"]);
     let head = std::fs::read_to_string(sandbox.repo.join(".git/HEAD")).unwrap();
     sandbox.configure_sandbox("overlay = true");
     let flow = json!([

@@ -245,3 +245,34 @@ fn a_probe_that_fails_stops_a_given_flow_before_its_command_step_and_resume_runs
             .contains("return 1")
     );
 }
+
+/// Issue 41 §6: a flow given with `--plan` whose steps run no command never probes the sandbox
+/// (the probe was a fifth of a one-step flow's CPU, and its end waited for it): bubblewrap is
+/// never called, and the status says the sandbox was not probed.
+#[test]
+fn a_given_flow_without_a_command_step_never_probes_the_sandbox() {
+    let sandbox = Sandbox::new(&[("a.txt", "a\n")]);
+    let held = sandbox.root().join("held");
+    fs::create_dir_all(&held).unwrap();
+    let bin = held_bwrap(&held);
+    let plan = sandbox.flow(&json!([
+        {"id": "w", "operation": "write_file",
+         "params": {"file_path": "b.txt", "content": "b\n"}},
+    ]));
+    let started = Instant::now();
+    let output = sandbox
+        .ocflow()
+        .env("PATH", path_with(&bin))
+        .args(["run", "--task-id", "t", "--plan"])
+        .arg(&plan)
+        .output()
+        .unwrap();
+    assert_exit(&output, 0);
+    // A held probe would have kept the flow's end waiting 20 s.
+    assert!(started.elapsed() < Duration::from_secs(15));
+    assert!(!held.join("calls").exists(), "bubblewrap was called");
+    assert_eq!(
+        sandbox.status("t")["sandbox"],
+        json!("not probed: the flow had no command step")
+    );
+}

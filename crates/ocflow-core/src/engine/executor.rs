@@ -374,7 +374,9 @@ impl Executor {
             // A flow given with `--plan` starts its sandbox probe here, once its first steps
             // are on their way: their LLM calls leave the processors idle (the engine waits
             // for it before a command step, and at the end for the record).
-            if let Some(pending) = &self.settings.pending_sandbox {
+            if let Some(pending) = &self.settings.pending_sandbox
+                && self.has_command_steps()
+            {
                 pending.probe.begin();
             }
             if running.is_empty() {

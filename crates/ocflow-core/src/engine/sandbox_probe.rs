@@ -4,7 +4,8 @@
 //! by whoever first needs the plan. A `run` that plans waits once planned; a flow given with
 //! `--plan` hands the handle to the engine (`PendingSandbox`), which starts the probe once its
 //! first steps are on their way (it would otherwise take the processors from the interpreter's
-//! start and those steps) and waits for it before its first command step.
+//! start and those steps) and waits for it before its first command step; a flow without a
+//! command step never probes (the probe was a fifth of a one-step flow's CPU).
 
 use std::path::PathBuf;
 use std::sync::{Arc, Mutex};
@@ -58,6 +59,13 @@ impl SandboxProbe {
                 Err(err) => Probe::Failed(format!("cannot start the sandbox probe: {err}")),
             };
         }
+    }
+
+    /// Whether the probe was started (or its plan known from the start).
+    pub fn started(&self) -> bool {
+        self.0
+            .lock()
+            .is_ok_and(|state| !matches!(&*state, Probe::Deferred(_)))
     }
 
     /// The plan, waiting for the probe if it still runs; a failed probe is an error (a usage

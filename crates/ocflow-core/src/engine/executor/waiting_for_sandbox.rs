@@ -6,7 +6,11 @@ use super::Executor;
 use crate::engine::sandbox::SandboxPlan;
 use crate::engine::sandbox_probe::SandboxProbe;
 use ocflow_model::error::{Error, Result};
+use crate::flow::operations::{self, Access};
 use ocflow_model::event::Event;
+
+/// The status's sandbox line of a flow that never had a command step.
+const NOT_PROBED: &str = "not probed: the flow had no command step";
 
 /// The probe's plan, waited for on a blocking thread: the run loop's worker stays free for the
 /// LLM steps running beside it, the heartbeat and signals.
@@ -18,6 +22,14 @@ async fn probed(probe: &SandboxProbe) -> Result<Option<SandboxPlan>> {
 }
 
 impl Executor {
+    /// Whether the flow has a step that runs in a view (a command): only then is the sandbox
+    /// probed.
+    pub(super) fn has_command_steps(&self) -> bool {
+        self.flow.steps.iter().any(|step| {
+            operations::find(&step.operation).is_some_and(|op| op.access == Access::View)
+        })
+    }
+
     /// Takes the probed plan into the settings (protecting the repository and workspace), and
     /// records and says what it is, as the flow's start did when it waited. A probe that
     /// failed is the flow's error (its message names the fix): the caller stops the flow,
@@ -48,6 +60,12 @@ impl Executor {
         else {
             return Ok(());
         };
+        // A flow that never had a command step does not probe for the record alone.
+        if !probe.started() {
+            self.settings.pending_sandbox = None;
+            self.status.sandbox = Some(NOT_PROBED.into());
+            return Ok(());
+        }
         match probed(&probe).await {
             Ok(_) => self.wait_for_sandbox().await,
             Err(error) => {

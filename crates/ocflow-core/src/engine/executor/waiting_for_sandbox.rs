@@ -5,8 +5,8 @@
 use super::Executor;
 use crate::engine::sandbox::SandboxPlan;
 use crate::engine::sandbox_probe::SandboxProbe;
-use ocflow_model::error::{Error, Result};
 use crate::flow::operations::{self, Access};
+use ocflow_model::error::{Error, Result};
 use ocflow_model::event::Event;
 
 /// The status's sandbox line of a flow that never had a command step.

@@ -33,7 +33,6 @@ from __future__ import annotations
 import inspect
 import math
 import os
-from importlib import resources
 from string import Template
 from typing import Any, Callable
 
@@ -91,6 +90,10 @@ def unavailable(step: Step, what: str) -> dict:
 
 def load_prompt(name: str) -> str:
     """The text of ``prompts/<name>.md`` (read at every call, so edits apply at once)."""
+    # Imported here: importlib.resources (with zipfile) is 8 ms of every flow's start, and a
+    # flow of file steps alone never reads a prompt.
+    from importlib import resources
+
     resource = resources.files(__package__).joinpath("prompts").joinpath(f"{name}.md")
     return resource.read_text(encoding="utf-8")
 

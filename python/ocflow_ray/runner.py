@@ -438,6 +438,8 @@ def run_flow_attempt(flow: dict, ocflow: str, attempt: int, stopping=None) -> di
     else:
         chosen = argv
         feed = flow.get("stdin")
+    # The flow process's wall time, as the local engine measures it (its spawn to its end).
+    started = time.monotonic()
     with tempfile.TemporaryFile() as stderr:
         # Its own session: a signal meant for the Ray worker's group is not the flow's; the
         # flow is stopped only through wait_or_stop, resumably.
@@ -453,6 +455,7 @@ def run_flow_attempt(flow: dict, ocflow: str, attempt: int, stopping=None) -> di
         if feed is not None:
             feed_stdin(process, feed)
         exit_code = wait_or_stop(process, stopping)
+        duration_ms = int((time.monotonic() - started) * 1000)
         stderr.seek(max(0, stderr.seek(0, os.SEEK_END) - STDERR_TAIL_BYTES))
         stderr_tail = stderr.read().decode("utf-8", "replace")
     if exit_code < 0 or exit_code in DIED_BY_SIGNAL:
@@ -466,6 +469,7 @@ def run_flow_attempt(flow: dict, ocflow: str, attempt: int, stopping=None) -> di
         "summary": "",
         "diff": "",
         "task_dir": str(task_dir) if task_dir else None,
+        "duration_ms": duration_ms,
     }
     if task_dir is not None and task_dir.is_dir():
         result["status"] = read_status(ocflow, globals_, task_dir, keyless)

@@ -665,6 +665,10 @@ def watch_flow_processes(ocflow: Path, secret: str, stop: threading.Event, seen:
         time.sleep(0.02)
 
 
+# The journal's events a run of a flow's process begins with.
+RUN_STARTS = ("flow_started", "flow_resumed")
+
+
 @pytest.mark.parametrize("address", ["auto", "explicit"])
 def test_ocflow_batch_with_the_ray_engine_runs_twelve_flows_once_each_end_to_end(
     cluster, ocflow, tmp_path, address
@@ -762,6 +766,11 @@ def test_ocflow_batch_with_the_ray_engine_runs_twelve_flows_once_each_end_to_end
         for step in {e["step"] for e in events if e["type"] == "step_started"}:
             finished = [e for e in events if e["type"] == "step_finished" and e["step"] == step]
             assert [e["status"] for e in finished] == ["succeeded"], (flow_id, step, events)
+        # duration_ms is the flow process's wall time, as with the local engine: at least its
+        # steps' time in the run that ended it (a resumed flow's first run not counted).
+        last_run = events[max(i for i, e in enumerate(events) if e["type"] in RUN_STARTS) :]
+        steps_ms = sum(e["duration_ms"] for e in last_run if e["type"] == "step_finished")
+        assert steps_ms <= result["duration_ms"] < 120_000, (flow_id, result, steps_ms)
     # The killed flow: `fix` and `work` ran once, `slow` twice (killed, then resumed by Ray).
     starts = [e["step"] for e in journal(out / "workspace" / "f05") if e["type"] == "step_started"]
     assert starts == ["fix", "work", "slow", "slow"], starts

@@ -63,6 +63,10 @@ struct FlowResult {
     /// (a bad plan, a repository no node could clone) failed.
     #[serde(default)]
     stderr: Option<String>,
+    /// The flow process's wall time on its worker, from its spawn to its end: what the local
+    /// engine measures (a runner of an earlier ocflow gives none).
+    #[serde(default)]
+    duration_ms: Option<u64>,
 }
 
 /// The Python that runs the runner: the virtual environment's, where Ray was installed.
@@ -332,13 +336,8 @@ fn finish(
         _ => kept.clone(),
     };
     let duration_ms = result
-        .status
-        .as_ref()
-        .and_then(|s| {
-            let start = chrono::DateTime::parse_from_rfc3339(&s.created_at).ok()?;
-            let end = chrono::DateTime::parse_from_rfc3339(s.finished_at.as_deref()?).ok()?;
-            u64::try_from((end - start).num_milliseconds()).ok()
-        })
+        .duration_ms
+        .or_else(|| flow_time(result.status.as_ref()))
         .unwrap_or(0);
     let task_result = match &result.status {
         Some(status) => flow_job::result_from_status(
@@ -388,4 +387,12 @@ fn last_words(stderr: Option<&str>) -> Option<String> {
         .map(str::trim)
         .find(|l| !l.is_empty())?;
     Some(ocflow_model::output::printable_lines(line))
+}
+
+/// A flow's time from its status (its creation to its end), for a runner that measured none.
+fn flow_time(status: Option<&FlowStatus>) -> Option<u64> {
+    let status = status?;
+    let start = chrono::DateTime::parse_from_rfc3339(&status.created_at).ok()?;
+    let end = chrono::DateTime::parse_from_rfc3339(status.finished_at.as_deref()?).ok()?;
+    u64::try_from((end - start).num_milliseconds()).ok()
 }

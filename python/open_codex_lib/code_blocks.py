@@ -186,7 +186,7 @@ def extract_code_block(text: str, file_path: str) -> str:
 
     Raises :class:`CodeBlockError` when there is no usable content.
     """
-    blocks = find_blocks(text)
+    blocks = [_language_on_its_own_line(b, file_path) for b in find_blocks(text)]
     if blocks:
         matching = [b for b in blocks if language_matches(b.language, file_path)]
         chosen = max(matching or blocks, key=lambda block: len(block.content))
@@ -205,6 +205,19 @@ def extract_code_block(text: str, file_path: str) -> str:
         "no code block found: the answer must hold the file content inside a fenced "
         "code block (a line with ``` before the code and a line with ``` after it)"
     )
+
+
+def _language_on_its_own_line(block: Block, file_path: str) -> Block:
+    """A block whose fence has no language and whose first line is the file's language alone
+    (```` ``` ```` then ``python``, as a real Qwen2.5-Coder-0.5B wrote it): that line is the
+    fence's info string put a line too low, never the file's first line."""
+    if block.language:
+        return block
+    first, _, rest = block.content.partition("\n")
+    word = first.strip()
+    if " " in word or not language_matches(word.lower(), file_path):
+        return block
+    return Block(word.lower(), rest, block.closed)
 
 
 def _bare_content_ok(text: str, file_path: str) -> bool:

@@ -124,3 +124,18 @@ def test_language_tag_and_fence_for():
     assert language_tag("Makefile") == ""
     assert fence_for("no backticks") == "```"
     assert fence_for("has ```` four") == "`````"
+
+
+@pytest.mark.parametrize(
+    ("answer", "path", "expected"),
+    [
+        # A real Qwen2.5-Coder-0.5B's answer: the language on the line after a bare fence.
+        ("```\npython\ndef f():\n    return 1\n```\n", "m.py", "def f():\n    return 1\n"),
+        ("```\njs\nexport const a = 1;\n```\n", "a.js", "export const a = 1;\n"),
+        # A first line that is code, or another language's name, stays.
+        ("```\nprint(1)\n```\n", "m.py", "print(1)\n"),
+        ("```\nrust\n```\n", "notes.txt", "rust\n"),
+    ],
+)
+def test_a_language_name_on_the_line_after_a_bare_fence_is_the_fences(answer, path, expected):
+    assert extract_code_block(answer, path) == expected

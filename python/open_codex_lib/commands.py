@@ -301,6 +301,10 @@ def run_tests(step: Step, llm_config: dict | None) -> dict:
         message = _outcome_message(outcome, timeout, "test command", step)
     elif report["problem"] is not None:
         message = f"{report['problem']} (exit code {outcome.exit_code})"
+    elif report["framework"] is None and not passed:
+        # A command that is no test runner (a `python3 -c` assertion): what it said last is
+        # the cause a recovery needs, not that no runner was recognised.
+        message = f"test command exited with code {outcome.exit_code}" + _last_words(outcome)
     elif report["framework"] is None:
         message = (
             f"test command exited with code {outcome.exit_code} "
@@ -322,6 +326,16 @@ def run_tests(step: Step, llm_config: dict | None) -> dict:
         tests=report,
         **_outcome_fields(command, outcome, step),
     )
+
+
+def _last_words(outcome: CommandOutcome) -> str:
+    """``: `LAST LINE``` — the last line the command printed (stderr first: a traceback's
+    exception), cut to 200 characters; empty when it printed nothing."""
+    for text in (outcome.stderr, outcome.stdout):
+        lines = [line.strip() for line in text.splitlines() if line.strip()]
+        if lines:
+            return f": {lines[-1][:200]}"
+    return ""
 
 
 def _falls_short(report: dict, outcome: CommandOutcome) -> bool:

@@ -503,3 +503,17 @@ def test_real_node_junit_report_is_read_when_the_output_says_nothing(make_step):
     assert tests["report_files"] == ["reports/junit.xml"]
     assert [item["name"] for item in tests["failures"]] == ["adds wrongly"]
     assert tests["failures"][0]["error_type"] == "AssertionError"
+
+
+def test_a_failing_command_that_is_no_test_runner_says_its_last_words(make_step):
+    """A reproduction's check (`python3 -c` with an assert) fails with a traceback: the message
+    gives its last line, the cause a recovery needs (a real 0.5B's recovery read "wrote no
+    JUnit XML report" as the problem)."""
+    command = (
+        "python3 -c \"print('checking'); raise NameError(\\\"name 'python' is not defined\\\")\""
+    )
+    result = execute_operation(make_step("run_tests", {"command": command}).path, {})
+    assert result["status"] == "failure"
+    assert result["message"] == (
+        "test command exited with code 1: NameError: name 'python' is not defined"
+    ), result["message"]

@@ -214,10 +214,12 @@ def _language_on_its_own_line(block: Block, file_path: str) -> Block:
     if block.language:
         return block
     first, _, rest = block.content.partition("\n")
-    word = first.strip()
-    if " " in word or not language_matches(word.lower(), file_path):
+    word = first.strip().lower()
+    ext = extension(file_path)
+    # Only a language's name: a file name (`a.txt` in files.txt) may be a real first line.
+    if not word or (word not in LANGUAGES.get(ext, ()) and word != ext[1:]):
         return block
-    return Block(word.lower(), rest, block.closed)
+    return Block(word, rest, block.closed)
 
 
 def _bare_content_ok(text: str, file_path: str) -> bool:

@@ -230,7 +230,7 @@ def reproduce(step: Step, llm_config: dict | None) -> dict:
     fallback = optional_str(step.params, "fallback_command")
     if not reproduced and fallback and fallback.strip() and fallback.strip() != command.strip():
         shown, fallback_timeout = _run(step, llm_config, fallback)
-        if _ran(shown) and shown.exit_code != 0:
+        if _ran(shown) and shown.exit_code != 0 and _a_test_failed(shown):
             why = "passes" if ran else "shows nothing"
             return make_result(
                 step.operation,
@@ -242,7 +242,7 @@ def reproduce(step: Step, llm_config: dict | None) -> dict:
                 first_command=command,
                 **_outcome_fields(fallback, shown, step),
             )
-        message += f"; the repository's tests `{fallback}` pass now too"
+        message += f"; the repository's tests `{fallback}` show nothing either ({_outcome_message(shown, fallback_timeout)})"
     return make_result(
         step.operation,
         "success" if reproduced else "failure",
@@ -250,6 +250,16 @@ def reproduce(step: Step, llm_config: dict | None) -> dict:
         reproduced=reproduced,
         **_outcome_fields(command, outcome, step),
     )
+
+
+def _a_test_failed(outcome: CommandOutcome) -> bool:
+    """Whether a test run that exited non-zero shows a failing test: its runner's report counts
+    a failure or an error, or no known runner's report is read (then the exit code is all there
+    is). pytest's "no tests ran" (exit 5) or a usage error (exit 4) shows no problem."""
+    report = parse_test_output(outcome.stdout + "\n" + outcome.stderr, outcome.exit_code)
+    if report["framework"] is None:
+        return True
+    return bool(report["failed"] or report["errors"])
 
 
 def _ran(outcome: CommandOutcome) -> bool:

@@ -135,6 +135,7 @@ def test_language_tag_and_fence_for():
         # A first line that is code, or another language's name, stays.
         ("```\nprint(1)\n```\n", "m.py", "print(1)\n"),
         ("```\nrust\n```\n", "notes.txt", "rust\n"),
+        ("```\na.txt\nb.txt\n```\n", "files.txt", "a.txt\nb.txt\n"),
     ],
 )
 def test_a_language_name_on_the_line_after_a_bare_fence_is_the_fences(answer, path, expected):

@@ -336,9 +336,16 @@ def test_reproduce_says_whether_the_command_shows_the_problem(make_step, command
         # The model's command shows nothing; the repository's tests fail now: they show it.
         ("exit 3", True, "exit 3", "the repository's tests `exit 3` fail now"),
         # Both pass: nothing shows the problem.
-        ("true", False, "echo shown", "the repository's tests `true` pass now too"),
+        ("true", False, "echo shown", "the repository's tests `true` show nothing either"),
         # Tests the shell cannot run show nothing either.
-        ("no-such-test-runner-here", False, "echo shown", "pass now too"),
+        ("no-such-test-runner-here", False, "echo shown", "show nothing either"),
+        # A runner that ran no test (pytest's exit 5) shows no failing test.
+        (
+            "echo 'no tests ran in 0.01s'; exit 5",
+            False,
+            "echo shown",
+            "show nothing either",
+        ),
     ],
 )
 def test_reproduce_falls_back_to_the_repositorys_tests(

@@ -185,10 +185,12 @@ def test_a_prompt_becomes_a_flow_whose_changes_are_applied_when_allowed(llm, rep
     assert plans and plans[-1].entries[0].content == "write the notes"
     assert plans[-1].entries[0].status == "completed"
     calls = editor.of_kind("tool_call")
-    step = next(c for c in calls if c.tool_call_id == "notes")
+    step = next(c for c in calls if c.tool_call_id == f"{session_id}/notes")
     assert step.kind == "edit" and step.status == "in_progress"
     assert step.locations[0].path == str(repo / "NOTES.md")
-    done = [u for u in editor.of_kind("tool_call_update") if u.tool_call_id == "notes"]
+    done = [
+        u for u in editor.of_kind("tool_call_update") if u.tool_call_id == f"{session_id}/notes"
+    ]
     assert done[-1].status == "completed"
     messages = " ".join(m.content.text for m in editor.of_kind("agent_message_chunk"))
     assert f"Task {session_id} succeeded" in messages, messages
@@ -267,7 +269,7 @@ def test_a_session_is_loaded_again_by_its_task_id(llm, repo, tmp_path):
     asyncio.run(session(again, llm, repo, tmp_path, load))
     assert again.of_kind("user_message_chunk")[0].content.text == TASK
     assert again.of_kind("plan")[-1].entries[0].content == "write the notes"
-    step = [u for u in again.of_kind("tool_call_update") if u.tool_call_id == "notes"]
+    step = [u for u in again.of_kind("tool_call_update") if u.tool_call_id == f"{session_id}/notes"]
     assert step[-1].status == "completed"
     said = again.of_kind("agent_message_chunk")[-1].content.text
     assert said.startswith(f"Task {session_id} succeeded"), said
@@ -315,3 +317,24 @@ def test_approve_puts_the_plan_to_the_person_first(llm, repo, tmp_path, answer):
         assert not (repo / "NOTES.md").exists()
         said = editor.of_kind("agent_message_chunk")[-1].content.text
         assert "was rejected; nothing was applied" in said, said
+
+
+def test_a_cancelled_approval_leaves_the_flow_waiting_and_the_next_prompt_asks_again(
+    llm, repo, tmp_path
+):
+    editor = Editor([])  # no answer: the client cancels the question
+
+    async def work(connection):
+        new = await connection.new_session(cwd=str(repo), mcp_servers=[])
+        first = await connection.prompt(session_id=new.session_id, prompt=[acp.text_block(TASK)])
+        editor.answers = ["approve", "apply"]
+        second = await connection.prompt(session_id=new.session_id, prompt=[acp.text_block("ok")])
+        return first, second
+
+    first, second = asyncio.run(session(editor, llm, repo, tmp_path, work, "--approve", "plan"))
+    # Not a rejection: the flow still waits, and the next prompt puts the same question.
+    assert first.stop_reason == "cancelled"
+    assert second.stop_reason == "end_turn"
+    asked = [options for _, options in editor.asked]
+    assert asked == [["approve", "reject"], ["approve", "reject"], ["apply", "keep"]], asked
+    assert (repo / "NOTES.md").read_text() == "The tests pass.\n"

@@ -1169,9 +1169,12 @@ fn exercise_repo() -> Sandbox {
 /// repository's own tests fail on the stub: the reproduction falls back to them, and the check
 /// after the change runs them.
 fn exercise(fix: &str) -> (Sandbox, std::process::Output) {
+    exercise_planned(json!({"steps": [{"id": "fix", "operation": "write_file",
+        "params": {"file_path": "double.py", "content": fix}}]}))
+}
+
+fn exercise_planned(plan: Value) -> (Sandbox, std::process::Output) {
     let sandbox = exercise_repo();
-    let plan = json!({"steps": [{"id": "fix", "operation": "write_file",
-        "params": {"file_path": "double.py", "content": fix}}]});
     let llm = FakeLlm::with_rules(vec![
         Rule::reproduction()
             .reply(chat(
@@ -1228,4 +1231,31 @@ fn a_change_the_repositorys_tests_still_reject_fails_after_the_fallback() {
     assert_eq!(sandbox.status("t")["state"], json!("failed"));
     let check = command_check(&sandbox);
     assert_eq!(check["met"], json!(false), "{check}");
+}
+
+/// The tests that stood in for the model's reproduction are no evidence once the flow changed
+/// them: a plan that rewrites the failing test to pass (and the code wrongly) is not done.
+#[test]
+fn tests_the_flow_changed_cannot_show_the_problem_solved() {
+    let (sandbox, output) = exercise_planned(json!({"steps": [
+        {"id": "fix", "operation": "write_file",
+         "params": {"file_path": "double.py", "content": "def double(n):\n    return n + 1\n"}},
+        // The test's expectation rewritten to the wrong code's answer.
+        {"id": "test", "operation": "write_file",
+         "params": {"file_path": "double_test.py",
+                    "content": "import unittest\n\nfrom double import double\n\n\n\
+                                class DoubleTest(unittest.TestCase):\n    \
+                                def test_two(self):\n        self.assertEqual(double(2), 3)\n"}},
+    ]}));
+    assert_exit(&output, 1);
+    assert_ne!(sandbox.status("t")["state"], json!("succeeded"));
+    let check = command_check(&sandbox);
+    assert_eq!(check["met"], json!(false), "{check}");
+    let detail = check["detail"].as_str().unwrap();
+    assert!(
+        detail.contains("the flow changed tests (double_test.py)"),
+        "{detail}\n{}\n{}",
+        sandbox.status("t"),
+        String::from_utf8_lossy(&output.stderr)
+    );
 }

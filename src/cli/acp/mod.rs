@@ -144,11 +144,12 @@ impl Server {
                 let id = params["sessionId"]
                     .as_str()
                     .ok_or_else(|| RpcError::invalid("`sessionId` is missing"))?;
-                let dir = task_dir(id, &repo)?;
+                // The task's own repository: its resume and apply name it.
+                let (dir, repo) = task_dir(id, &repo)?;
                 let session = Arc::new(Session::loaded(id.to_string(), repo, dir));
                 self.sessions().insert(id.to_string(), session.clone());
                 session.replay(&self.agent).await?;
-                Ok(Value::Null)
+                Ok(json!({}))
             }
             "session/prompt" => {
                 let id = params["sessionId"].as_str().unwrap_or_default();
@@ -182,7 +183,7 @@ impl Server {
     async fn stop_flows(&self) {
         let sessions: Vec<Shared> = self.sessions().values().cloned().collect();
         for session in &sessions {
-            if session.running().is_some() {
+            if session.busy() {
                 say(&format!(
                     "ocflow acp: the client closed the connection; interrupting session {}'s \
                      flow (resume it with `ocflow resume`)",
@@ -221,15 +222,15 @@ fn new_session_id() -> String {
     format!("acp-{}-{salt:04x}", now.format("%Y%m%d-%H%M%S"))
 }
 
-/// The directory of task `id`: in the repository's workspace, else where the user's task
-/// index says.
-fn task_dir(id: &str, repo: &Path) -> std::result::Result<PathBuf, RpcError> {
+/// The directory of task `id` and its repository: the one in the client's repository, else
+/// where the user's task index says.
+fn task_dir(id: &str, repo: &Path) -> std::result::Result<(PathBuf, PathBuf), RpcError> {
     let known = task_index::entries();
     known
         .iter()
         .find(|e| e.task_id == id && e.repo == repo)
         .or_else(|| known.iter().find(|e| e.task_id == id))
-        .map(|e| e.task_dir.clone())
+        .map(|e| (e.task_dir.clone(), e.repo.clone()))
         .ok_or_else(|| {
             RpcError::invalid(format!(
                 "no task {id} is known (`ocflow list --all` shows the tasks): load a session \

@@ -38,6 +38,10 @@ struct State {
     last: Option<(String, PathBuf)>,
     /// The child running a prompt's flow, if any.
     running: Option<u32>,
+    /// A prompt is being answered (its flow, a question to the person, an apply).
+    busy: bool,
+    /// `session/cancel` came during the prompt being answered: it ends `cancelled`.
+    cancelled: bool,
 }
 
 /// What a child's events told of its flow.
@@ -50,6 +54,18 @@ struct Followed {
     paused: Option<Value>,
     error: Option<Value>,
     cancelled: bool,
+}
+
+/// The session's last flow, as a new prompt finds it.
+enum Stopped {
+    /// None, or one that ended: the prompt is a new flow.
+    None,
+    /// Stopped before its end, and the person chose to resume it.
+    Resume(String),
+    /// Waiting for the person's approval: asked again.
+    Waiting(Box<Followed>),
+    /// The person did not answer whether to resume it (the prompt was cancelled).
+    Unanswered,
 }
 
 /// What the session does next after a child ended.
@@ -86,11 +102,22 @@ impl Session {
     }
 
     /// `session/cancel`: interrupts the running flow (resumable); the prompt ends `cancelled`.
+    /// Kept as a flag too: a cancel that comes while no one waits for the notification (an
+    /// update being written, between two children) is seen at the next check.
     pub(crate) fn cancel(&self) {
-        if let Some(pid) = self.lock().running {
+        let pid = {
+            let mut state = self.lock();
+            state.cancelled = state.busy;
+            state.running
+        };
+        if let Some(pid) = pid {
             child_command::interrupt(pid);
         }
         self.cancelled.notify_waiters();
+    }
+
+    fn is_cancelled(&self) -> bool {
+        self.lock().cancelled
     }
 
     /// The pid of the flow running now, for the end of the connection.
@@ -98,59 +125,128 @@ impl Session {
         self.lock().running
     }
 
+    /// Whether a prompt is being answered.
+    pub(crate) fn busy(&self) -> bool {
+        self.lock().busy
+    }
+
     /// `session/prompt`: the prompt becomes a flow (or resumes the session's stopped one, when
     /// the person says so), shown as it runs; its changes are offered for applying.
     pub(crate) async fn prompt(&self, agent: &Agent, params: &Value) -> Result<Value, RpcError> {
         let task = updates::prompt_text(&params["prompt"]).map_err(RpcError::invalid)?;
-        if self.lock().running.is_some() {
-            return Err(RpcError::invalid(
-                "a flow of this session is still running: wait for its end, or cancel it",
-            ));
+        {
+            let mut state = self.lock();
+            if state.busy {
+                return Err(RpcError::invalid(
+                    "a prompt of this session is still being answered: wait for its end, or \
+                     cancel it",
+                ));
+            }
+            state.busy = true;
+            state.cancelled = false;
         }
-        let mut args = match self.stopped_flow(agent).await {
-            Some(id) => resume_args(&id),
-            None => self.run_args(agent),
+        let answered = self.answer(agent, task).await;
+        let cancelled = {
+            let mut state = self.lock();
+            state.busy = false;
+            std::mem::take(&mut state.cancelled)
         };
+        let reason = answered?;
+        Ok(json!({"stopReason": if cancelled { "cancelled" } else { reason }}))
+    }
+
+    /// The prompt's flow, from its start (or the stopped flow's resume) to its end; the stop
+    /// reason.
+    async fn answer(&self, agent: &Agent, task: String) -> Result<&'static str, RpcError> {
         let mut input = Some(task);
+        let mut args = match self.stopped_flow(agent).await {
+            Stopped::None => self.run_args(&agent.approve),
+            Stopped::Resume(id) => {
+                let text = format!(
+                    "Resuming task {id}; this prompt's words are not a new task (prompt again \
+                     for one)."
+                );
+                agent.conn.update(&self.id, updates::message(&text)).await;
+                input = None;
+                resume_args(&id)
+            }
+            Stopped::Waiting(followed) => match self.after(agent, &followed).await {
+                Next::Run(next) => {
+                    input = None;
+                    next
+                }
+                Next::Stop(reason) => return Ok(reason),
+            },
+            Stopped::Unanswered => return Ok("cancelled"),
+        };
         loop {
+            if self.is_cancelled() {
+                return Ok("cancelled");
+            }
             let followed = self.follow(agent, args, input.take()).await?;
             if followed.cancelled {
-                return Ok(json!({"stopReason": "cancelled"}));
+                return Ok("cancelled");
             }
             match self.after(agent, &followed).await {
                 Next::Run(next) => args = next,
-                Next::Stop(reason) => return Ok(json!({"stopReason": reason})),
+                Next::Stop(reason) => return Ok(reason),
             }
         }
     }
 
-    /// The arguments of a new flow for this session's next prompt.
-    fn run_args(&self, agent: &Agent) -> Vec<OsString> {
+    /// The arguments of a new flow for this session's next prompt: the session's id for its
+    /// first, then `ID-2`, `ID-3`… (one not taken in the workspace).
+    fn run_args(&self, approve: &[String]) -> Vec<OsString> {
         let id = {
             let mut state = self.lock();
-            state.flows += 1;
-            match state.flows {
-                1 => self.id.clone(),
-                n => format!("{}-{n}", self.id),
+            let workspace = state
+                .last
+                .as_ref()
+                .and_then(|(_, dir)| dir.parent().map(Path::to_path_buf));
+            loop {
+                state.flows += 1;
+                let id = match state.flows {
+                    1 => self.id.clone(),
+                    n => format!("{}-{n}", self.id),
+                };
+                if !workspace.as_ref().is_some_and(|w| w.join(&id).exists()) {
+                    break id;
+                }
             }
         };
         let mut args: Vec<OsString> = vec!["run".into(), "--task-id".into(), id.into()];
-        if !agent.approve.is_empty() {
-            args.extend(["--approve".into(), agent.approve.join(",").into()]);
-        }
+        args.extend(approve_flags(approve));
         args.push("-".into());
         args
     }
 
-    /// The session's last flow when it stopped before its end (interrupted, paused) and the
-    /// person chose to resume it rather than start a new one.
-    async fn stopped_flow(&self, agent: &Agent) -> Option<String> {
-        let (id, dir) = self.lock().last.clone()?;
-        let status = state::load_status(&TaskDir::at(dir)?).ok()?;
-        let state = serde_json::to_value(status.state).ok()?;
-        let state = state.as_str()?.to_string();
+    /// The session's last flow when it stopped before its end: interrupted or paused (the
+    /// person chooses to resume it or start anew), or waiting for their approval (asked
+    /// again).
+    async fn stopped_flow(&self, agent: &Agent) -> Stopped {
+        let Some((id, dir)) = self.lock().last.clone() else {
+            return Stopped::None;
+        };
+        let Some(status) = TaskDir::at(dir.clone()).and_then(|t| state::load_status(&t).ok())
+        else {
+            return Stopped::None;
+        };
+        let shown = serde_json::to_value(status.state).unwrap_or_default();
+        let state = shown.as_str().unwrap_or_default().to_string();
+        if state == "waiting" {
+            let approval = status.approval.as_ref().map(|a| {
+                let kind = serde_json::to_value(a.kind).unwrap_or_default();
+                json!({"subject": a.subject, "kind": kind})
+            });
+            return Stopped::Waiting(Box::new(Followed {
+                code: 3,
+                task: Some((id, dir)),
+                approval,
+                ..Followed::default()
+            }));
+        }
         if !matches!(state.as_str(), "interrupted" | "paused" | "running") {
-            return None;
+            return Stopped::None;
         }
         let call = json!({"toolCallId": format!("resume-{id}"), "kind": "other",
             "status": "pending",
@@ -159,7 +255,11 @@ impl Session {
             {"optionId": "resume", "name": format!("Resume task {id}"), "kind": "allow_once"},
             {"optionId": "new", "name": "Start a new flow for this prompt", "kind": "reject_once"},
         ]);
-        (agent.permission(&self.id, call, options).await.as_deref() == Some("resume")).then_some(id)
+        match agent.permission(&self.id, call, options).await.as_deref() {
+            Some("resume") => Stopped::Resume(id),
+            Some(_) => Stopped::None,
+            None => Stopped::Unanswered,
+        }
     }
 
     /// Runs a child ocflow with `args` (and `input` on its stdin) to its end, showing its
@@ -189,12 +289,21 @@ impl Session {
         let (mut child, mut lines) =
             spawn().map_err(|err| RpcError::internal(format!("could not run ocflow: {err}")))?;
         let pid = child.id();
-        self.lock().running = pid;
+        let already = {
+            let mut state = self.lock();
+            state.running = pid;
+            state.cancelled
+        };
+        // Cancelled while it started: it is interrupted at once, as a running one is.
+        if let (true, Some(pid)) = (already, pid) {
+            child_command::interrupt(pid);
+        }
         // A prompt whose request is dropped (the connection ended) interrupts its flow.
         let mut guard = InterruptOnDrop(pid);
         let mut followed = Followed::default();
         let mut flow = Value::Null;
         let mut statuses: HashMap<String, &'static str> = HashMap::new();
+        let mut task_id = String::new();
         loop {
             let line = tokio::select! {
                 line = lines.next_line() => line,
@@ -207,10 +316,17 @@ impl Session {
                 }
             };
             let Ok(Some(line)) = line else { break };
+            if !followed.cancelled && self.is_cancelled() {
+                followed.cancelled = true;
+                if let Some(pid) = pid {
+                    child_command::interrupt(pid);
+                }
+            }
             let event = as_json(line);
             match event["type"].as_str().unwrap_or_default() {
                 "flow_started" | "flow_resumed" => {
                     let id = event["task_id"].as_str().unwrap_or_default().to_string();
+                    task_id.clone_from(&id);
                     let dir = PathBuf::from(event["task_dir"].as_str().unwrap_or_default());
                     flow = read_flow(&dir);
                     self.lock().last = Some((id.clone(), dir.clone()));
@@ -233,7 +349,7 @@ impl Session {
                     );
                     agent
                         .conn
-                        .update(&self.id, updates::step_started(&step, &self.repo))
+                        .update(&self.id, updates::step_started(&task_id, &step, &self.repo))
                         .await;
                     self.show_plan(agent, &flow, &statuses).await;
                 }
@@ -247,7 +363,7 @@ impl Session {
                     statuses.insert(id.to_string(), done);
                     agent
                         .conn
-                        .update(&self.id, updates::step_finished(&event))
+                        .update(&self.id, updates::step_finished(&task_id, &event))
                         .await;
                     self.show_plan(agent, &flow, &statuses).await;
                 }
@@ -269,9 +385,11 @@ impl Session {
                 _ => {}
             }
         }
+        drop(lines);
         let status = child.wait().await;
         guard.0 = None;
         self.lock().running = None;
+        followed.cancelled |= self.is_cancelled();
         followed.code = status.ok().and_then(|s| s.code()).unwrap_or(-1);
         Ok(followed)
     }
@@ -320,7 +438,13 @@ impl Session {
             ]);
             return match agent.permission(&self.id, call, options).await.as_deref() {
                 Some("approve") => Next::Run(vec!["approve".into(), "--".into(), id.into()]),
-                _ => {
+                None => {
+                    let text =
+                        format!("Task {id} still waits for your answer; prompt again to be asked.");
+                    agent.conn.update(&self.id, updates::message(&text)).await;
+                    Next::Stop("cancelled")
+                }
+                Some(_) => {
                     let reject = ["reject", "--reason", "rejected in the editor", "--"];
                     let mut args: Vec<OsString> = reject.map(OsString::from).into();
                     args.push(id.clone().into());
@@ -450,13 +574,13 @@ impl Session {
                 .unwrap_or_else(|| json!({"id": step.id, "operation": "step", "params": {}}));
             agent
                 .conn
-                .update(&self.id, updates::step_started(&started, &self.repo))
+                .update(&self.id, updates::step_started(&id, &started, &self.repo))
                 .await;
             let event = json!({"step": step.id, "status": shown,
                 "message": step.message.clone().unwrap_or_default()});
             agent
                 .conn
-                .update(&self.id, updates::step_finished(&event))
+                .update(&self.id, updates::step_finished(&id, &event))
                 .await;
         }
         self.show_plan(agent, &flow, &statuses).await;
@@ -471,16 +595,32 @@ impl Session {
     }
 }
 
+/// `--approve LIST` for a new flow.
+fn approve_flags(approve: &[String]) -> Vec<OsString> {
+    if approve.is_empty() {
+        return Vec::new();
+    }
+    vec!["--approve".into(), approve.join(",").into()]
+}
+
 /// `resume ID`'s arguments.
 fn resume_args(id: &str) -> Vec<OsString> {
     ["resume", "--", id].map(OsString::from).into()
 }
 
-/// The task's `flow.json`, or null before there is one.
+/// The task's flow as it runs now (a recovery's revision, once there is one), else its
+/// `flow.json`, or null before there is one.
 fn read_flow(dir: &Path) -> Value {
-    std::fs::read_to_string(dir.join(FLOW_FILE))
-        .ok()
-        .and_then(|text| serde_json::from_str(&text).ok())
+    let current = TaskDir::at(dir.to_path_buf()).and_then(|task| {
+        let status = state::load_status(&task).ok()?;
+        serde_json::to_value(state::load_flow_of(&task, &status).ok()?).ok()
+    });
+    current
+        .or_else(|| {
+            std::fs::read_to_string(dir.join(FLOW_FILE))
+                .ok()
+                .and_then(|text| serde_json::from_str(&text).ok())
+        })
         .unwrap_or(Value::Null)
 }
 

@@ -90,13 +90,19 @@ pub(crate) fn plan(flow: &Value, status_of: impl Fn(&str) -> &'static str) -> Va
     json!({"sessionUpdate": "plan", "entries": entries})
 }
 
+/// A step's tool call id: `TASK/STEP`, unique across a session's flows (their steps' ids
+/// repeat: `fix`, `reproduce`).
+pub(crate) fn call_id(task: &str, step: &str) -> String {
+    format!("{task}/{step}")
+}
+
 /// A step that started: a tool call in progress, located at its file when it has one.
-pub(crate) fn step_started(step: &Value, repo: &Path) -> Value {
+pub(crate) fn step_started(task: &str, step: &Value, repo: &Path) -> Value {
     let id = step["id"].as_str().unwrap_or_default();
     let operation = step["operation"].as_str().unwrap_or_default();
     let mut call = json!({
         "sessionUpdate": "tool_call",
-        "toolCallId": id,
+        "toolCallId": call_id(task, id),
         "title": step_title(step),
         "kind": tool_kind(operation),
         "status": "in_progress",
@@ -109,7 +115,7 @@ pub(crate) fn step_started(step: &Value, repo: &Path) -> Value {
 }
 
 /// A step that ended (`step_finished`): its tool call completed or failed, with its message.
-pub(crate) fn step_finished(event: &Value) -> Value {
+pub(crate) fn step_finished(task: &str, event: &Value) -> Value {
     let status = if event["status"] == "succeeded" {
         "completed"
     } else {
@@ -117,7 +123,7 @@ pub(crate) fn step_finished(event: &Value) -> Value {
     };
     json!({
         "sessionUpdate": "tool_call_update",
-        "toolCallId": event["step"],
+        "toolCallId": call_id(task, event["step"].as_str().unwrap_or_default()),
         "status": status,
         "content": [text_content(event["message"].as_str().unwrap_or_default())],
     })
@@ -218,11 +224,15 @@ mod tests {
                 {"content": "run the tests", "priority": "medium", "status": "pending"},
             ])
         );
-        let started = step_started(&flow["steps"][0], Path::new("/r"));
+        let started = step_started("t", &flow["steps"][0], Path::new("/r"));
+        assert_eq!(started["toolCallId"], json!("t/fix"));
         assert_eq!(started["kind"], json!("edit"));
         assert_eq!(started["locations"], json!([{"path": "/r/money.py"}]));
-        let finished = step_finished(&json!({"step": "test", "status": "failed",
-            "message": "tests failed: 1 failed"}));
+        let finished = step_finished(
+            "t",
+            &json!({"step": "test", "status": "failed",
+            "message": "tests failed: 1 failed"}),
+        );
         assert_eq!(finished["status"], json!("failed"));
         assert_eq!(
             finished["content"][0]["content"]["text"],

@@ -51,7 +51,7 @@ pub(crate) fn check(
     for command in &deliverables.commands {
         let check = self::command(status, flow, command, changed, inferred);
         checks.push(match &command.reproduced_by {
-            Some(step) => reproduced(task, status, step, check),
+            Some(step) => reproduced(task, status, step, &command.step, changed, check),
             None => check,
         });
     }
@@ -306,6 +306,8 @@ fn reproduced(
     task: &TaskDir,
     status: &FlowStatus,
     step: &str,
+    check_step: &str,
+    changed: &[String],
     after: DeliverableCheck,
 ) -> DeliverableCheck {
     let shown = status
@@ -323,10 +325,22 @@ fn reproduced(
             // The model's command showed nothing, and the repository's tests did.
             let text = |name: &str| before.fields.get(name).and_then(Value::as_str);
             let what = match (text("first_command"), text("command")) {
-                (Some(first), Some(tests)) => format!(
-                    "the repository's tests `{tests}` failed before the change (`{first}` \
-                     showed nothing; "
-                ),
+                (Some(first), Some(tests)) => {
+                    if let Some(why) = tests_unfit(task, status, check_step, tests, changed) {
+                        return DeliverableCheck {
+                            met: false,
+                            detail: format!(
+                                "the repository's tests `{tests}` showed the problem before the \
+                                 change (step {step}), and {why}"
+                            ),
+                            ..after
+                        };
+                    }
+                    format!(
+                        "the repository's tests `{tests}` failed before the change (`{first}` \
+                         showed nothing; "
+                    )
+                }
                 _ => "it failed before the change (".to_string(),
             };
             DeliverableCheck {
@@ -350,6 +364,50 @@ fn reproduced(
             }
         }
     }
+}
+
+/// Why the repository's tests, which showed the problem in a reproduction's stead, cannot show
+/// that it is solved: the flow changed a test (a test edited to pass proves nothing), or the
+/// check after the change did not run them (a recovery rewrote it into another command).
+fn tests_unfit(
+    task: &TaskDir,
+    status: &FlowStatus,
+    check_step: &str,
+    tests: &str,
+    changed: &[String],
+) -> Option<String> {
+    let edited: Vec<&str> = changed
+        .iter()
+        .map(String::as_str)
+        .filter(|path| crate::llm::planner::is_test_file(path))
+        .collect();
+    if !edited.is_empty() {
+        return Some(format!(
+            "the flow changed tests ({}): they cannot show that it is solved",
+            edited.join(", ")
+        ));
+    }
+    let ran = status
+        .step(check_step)
+        .filter(|s| s.status == StepState::Succeeded)
+        .and_then(|_| {
+            crate::task::state::load_result(task, check_step)
+                .ok()
+                .flatten()
+        })
+        .and_then(|r| {
+            r.fields
+                .get("command")
+                .and_then(Value::as_str)
+                .map(settled::normalize)
+        });
+    if ran.as_deref() != Some(settled::normalize(tests).as_str()) {
+        return Some(format!(
+            "step {check_step} did not pass them after the change (it ran {})",
+            ran.map_or("nothing that passed".into(), |c| format!("`{c}`"))
+        ));
+    }
+    None
 }
 
 /// Whether the step's last run changed a file the flow's net change keeps (a cache a command

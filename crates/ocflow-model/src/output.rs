@@ -191,6 +191,13 @@ pub mod styles {
     pub const HUNK: Style = AnsiColor::Cyan.on_default();
 }
 
+/// A fence of backticks longer than any run of them in `text`, so the text cannot close it
+/// early (a file or a command's output put in a Markdown block).
+pub fn fence_for(text: &str) -> String {
+    let longest = text.split(|c| c != '`').map(str::len).max().unwrap_or(0);
+    "`".repeat(longest.max(2) + 1)
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

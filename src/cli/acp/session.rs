@@ -361,10 +361,12 @@ impl Session {
                         "pending"
                     };
                     statuses.insert(id.to_string(), done);
-                    agent
-                        .conn
-                        .update(&self.id, updates::step_finished(&task_id, &event))
-                        .await;
+                    let result = followed
+                        .task
+                        .as_ref()
+                        .and_then(|(_, dir)| step_result(dir, id));
+                    let update = updates::step_finished(&task_id, &event, result.as_ref());
+                    agent.conn.update(&self.id, update).await;
                     self.show_plan(agent, &flow, &statuses).await;
                 }
                 "warning" => {
@@ -580,7 +582,10 @@ impl Session {
                 "message": step.message.clone().unwrap_or_default()});
             agent
                 .conn
-                .update(&self.id, updates::step_finished(&id, &event))
+                .update(
+                    &self.id,
+                    updates::step_finished(&id, &event, step_result(&dir, &step.id).as_ref()),
+                )
                 .await;
         }
         self.show_plan(agent, &flow, &statuses).await;
@@ -606,6 +611,12 @@ fn approve_flags(approve: &[String]) -> Vec<OsString> {
 /// `resume ID`'s arguments.
 fn resume_args(id: &str) -> Vec<OsString> {
     ["resume", "--", id].map(OsString::from).into()
+}
+
+/// A step's `result.json`, when it has one.
+fn step_result(dir: &Path, step: &str) -> Option<Value> {
+    let text = std::fs::read_to_string(dir.join(step).join("result.json")).ok()?;
+    serde_json::from_str(&text).ok()
 }
 
 /// The task's flow as it runs now (a recovery's revision, once there is one), else its

@@ -115,18 +115,49 @@ pub(crate) fn step_started(task: &str, step: &Value, repo: &Path) -> Value {
 }
 
 /// A step that ended (`step_finished`): its tool call completed or failed, with its message.
-pub(crate) fn step_finished(task: &str, event: &Value) -> Value {
+/// With `result` (the step's `result.json`), a command's output too: the end of what it
+/// printed, in a fence.
+pub(crate) fn step_finished(task: &str, event: &Value, result: Option<&Value>) -> Value {
     let status = if event["status"] == "succeeded" {
         "completed"
     } else {
         "failed"
     };
+    let mut content = vec![text_content(event["message"].as_str().unwrap_or_default())];
+    if let Some(output) = result.and_then(command_output) {
+        content.push(text_content(&output));
+    }
     json!({
         "sessionUpdate": "tool_call_update",
         "toolCallId": call_id(task, event["step"].as_str().unwrap_or_default()),
         "status": status,
-        "content": [text_content(event["message"].as_str().unwrap_or_default())],
+        "content": content,
     })
+}
+
+/// The most of a command's output a tool call shows (its end).
+const OUTPUT_CHARS: usize = 2000;
+
+/// A command step's output (stdout, then stderr), its last `OUTPUT_CHARS` characters in a
+/// fence; none for a step that ran no command or printed nothing.
+fn command_output(result: &Value) -> Option<String> {
+    let printed: String = ["stdout", "stderr"]
+        .iter()
+        .filter_map(|name| result[*name].as_str())
+        .collect::<Vec<_>>()
+        .join("\n");
+    let printed = printed.trim();
+    if printed.is_empty() {
+        return None;
+    }
+    let count = printed.chars().count();
+    let tail: String = printed
+        .chars()
+        .skip(count.saturating_sub(OUTPUT_CHARS))
+        .collect();
+    let cut = if count > OUTPUT_CHARS { "…" } else { "" };
+    let fence = ocflow_model::output::fence_for(&tail);
+    Some(format!("{fence}\n{cut}{tail}\n{fence}"))
 }
 
 /// One changed file as the protocol's diff content (`old` absent for a new file; a deleted
@@ -228,10 +259,14 @@ mod tests {
         assert_eq!(started["toolCallId"], json!("t/fix"));
         assert_eq!(started["kind"], json!("edit"));
         assert_eq!(started["locations"], json!([{"path": "/r/money.py"}]));
-        let finished = step_finished(
-            "t",
-            &json!({"step": "test", "status": "failed",
-            "message": "tests failed: 1 failed"}),
+        let result = json!({"stdout": "F\n1 failed", "stderr": ""});
+        let event =
+            json!({"step": "test", "status": "failed", "message": "tests failed: 1 failed"});
+        let finished = step_finished("t", &event, Some(&result));
+        // The command's output after its message, in a fence.
+        assert_eq!(
+            finished["content"][1]["content"]["text"],
+            json!("```\nF\n1 failed\n```")
         );
         assert_eq!(finished["status"], json!("failed"));
         assert_eq!(

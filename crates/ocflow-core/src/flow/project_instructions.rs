@@ -17,6 +17,7 @@ use std::fs;
 use std::io::Read;
 use std::path::{Path, PathBuf};
 
+use ocflow_model::output::fence_for;
 use ocflow_model::prompt_template;
 use ocflow_model::repo_path::{self, RepoPath};
 
@@ -276,13 +277,6 @@ fn cut(text: &str, bytes: usize) -> String {
         end = line_end;
     }
     format!("{}{MARK}", &text[..end])
-}
-
-/// A fence longer than any run of backticks in `text`, so no file can close it early and
-/// write outside the section.
-fn fence_for(text: &str) -> String {
-    let longest = text.split(|c| c != '`').map(str::len).max().unwrap_or(0);
-    "`".repeat(longest.max(2) + 1)
 }
 
 #[cfg(test)]

@@ -20,6 +20,7 @@ use crate::cli::child_command::{self, InterruptOnDrop, as_json, feed, stdout_lin
 use ocflow_core::task::review;
 use ocflow_core::task::state;
 use ocflow_core::task::workspace::{FLOW_FILE, TaskDir};
+use ocflow_model::status::StepState;
 
 /// A session's state.
 pub(crate) struct Session {
@@ -329,6 +330,18 @@ impl Session {
                     task_id.clone_from(&id);
                     let dir = PathBuf::from(event["task_dir"].as_str().unwrap_or_default());
                     flow = read_flow(&dir);
+                    // A resumed flow's steps that already succeeded show as done.
+                    if let Some(status) =
+                        TaskDir::at(dir.clone()).and_then(|t| state::load_status(&t).ok())
+                    {
+                        for step in status
+                            .steps
+                            .iter()
+                            .filter(|s| s.status == StepState::Succeeded)
+                        {
+                            statuses.insert(step.id.clone(), "completed");
+                        }
+                    }
                     self.lock().last = Some((id.clone(), dir.clone()));
                     followed.task = Some((id, dir));
                     if !flow.is_null() {

@@ -1259,3 +1259,42 @@ fn tests_the_flow_changed_cannot_show_the_problem_solved() {
         String::from_utf8_lossy(&output.stderr)
     );
 }
+
+/// Issue 41's eval: a real Qwen2.5-Coder-0.5B's reproduction for Exercism's poker was twice no
+/// shell command (`python3 -c 'import poker; poker.best_hands([...]')`), which stopped the flow
+/// before it ran, asking the user to name a test — in a repository whose tests fail on the stub.
+/// The repository's tests now stand in for it.
+#[test]
+fn the_repositorys_tests_stand_in_for_a_reproduction_the_model_cannot_write() {
+    let sandbox = exercise_repo();
+    let plan = json!({"steps": [{"id": "fix", "operation": "write_file",
+        "params": {"file_path": "double.py", "content": "def double(n):\n    return n * 2\n"}}]});
+    let unusable = json!({"command": "python3 -c 'from double import double; double(2)')"});
+    let llm = FakeLlm::with_rules(vec![
+        Rule::reproduction().reply(chat(&unusable.to_string())),
+        Rule::planner().reply(chat(&plan.to_string())).times(1),
+        Rule::flow_summary().reply(chat("Implemented double.")),
+    ]);
+    let output = run_task(&sandbox, &llm, "Implement double(n) in double.py: twice n.");
+    assert_exit(&output, 0);
+    assert_eq!(sandbox.status("t")["state"], json!("succeeded"));
+    let flow = read_json(&sandbox.task_dir("t").join("flow.json"));
+    let steps = flow["steps"].as_array().unwrap();
+    let reproduce = steps
+        .iter()
+        .find(|s| s["id"] == json!("reproduce"))
+        .unwrap();
+    assert_eq!(
+        reproduce["params"]["command"],
+        json!("python3 -m pytest -q"),
+        "{flow}"
+    );
+    let stderr = String::from_utf8_lossy(&output.stderr);
+    assert!(
+        stderr.contains("no usable reproduction from the model")
+            && stderr.contains("the repository's tests `python3 -m pytest -q` stand in for it"),
+        "{stderr}"
+    );
+    let check = command_check(&sandbox);
+    assert_eq!(check["met"], json!(true), "{check}");
+}

@@ -284,12 +284,33 @@ impl Planner<'_> {
                 answer,
             )?;
         }
+        let mut notes = reply.notes;
         match reply.unusable {
             Some(reason) if question.purpose == reproduction::REPRODUCTION.purpose => {
-                return Err(PlanError::Unchecked {
-                    reason,
-                    dir: answers_dir.to_path_buf(),
-                });
+                // The repository's own tests stand in for a reproduction the model could not
+                // write: they must fail before the change, as the model's command would have.
+                let tests = self.test_commands.first().map(|t| t.command.as_str());
+                let mut tried = flow.clone();
+                let added =
+                    tests.map(|tests| deliverables::require_reproduction(&mut tried, tests));
+                match (tests, added) {
+                    (Some(tests), Some(added))
+                        if !added.is_empty() && self.policy.check(&tried.steps).is_none() =>
+                    {
+                        notes.push(format!(
+                            "no usable reproduction from the model ({reason}): the repository's \
+                             tests `{tests}` stand in for it"
+                        ));
+                        notes.extend(added);
+                        asked = tried;
+                    }
+                    _ => {
+                        return Err(PlanError::Unchecked {
+                            reason,
+                            dir: answers_dir.to_path_buf(),
+                        });
+                    }
+                }
             }
             Some(reason) => return Ok(vec![format!("no {}: {reason}", question.what)]),
             None => {}
@@ -297,7 +318,7 @@ impl Planner<'_> {
         match self.roles.apply(asked) {
             Ok(asked) => {
                 *flow = asked;
-                Ok(reply.notes)
+                Ok(notes)
             }
             Err(problems) => Ok(vec![format!(
                 "no {}: {}",

@@ -20,7 +20,7 @@ from .process import CommandOutcome, run_command, scrub_env
 from .results import StepError, make_result
 from .testing_commands import find_test_commands
 from .tests_junit_xml import complete_report, fresh_reports, lacks_message, read_reports
-from .tests_report import parse_test_output
+from .tests_report import parse_test_output, strip_ansi
 from .view import View
 
 _COUNTS = ("passed", "failed", "errors", "skipped")
@@ -342,7 +342,10 @@ def _last_words(outcome: CommandOutcome) -> str:
     """``: `LAST LINE``` — the last line the command printed (stderr first: a traceback's
     exception), cut to 200 characters; empty when it printed nothing."""
     for text in (outcome.stderr, outcome.stdout):
-        lines = [line.strip() for line in text.splitlines() if line.strip()]
+        # The command's own words: escape sequences and control characters left out (they
+        # would reach a terminal and the summary as such).
+        plain = "".join(c for c in strip_ansi(text) if c == "\n" or c.isprintable())
+        lines = [line.strip() for line in plain.splitlines() if line.strip()]
         if lines:
             return f": {lines[-1][:200]}"
     return ""

@@ -77,9 +77,4 @@ impl Agent {
         run.await
             .unwrap_or_else(|err| (-1, format!("could not run ocflow: {err}")))
     }
-
-    /// What a short command said, for a message.
-    pub(crate) async fn call(&self, repo: &Path, args: Vec<OsString>) -> String {
-        self.run_to_end(repo, args).await.1
-    }
 }

@@ -463,7 +463,7 @@ impl Session {
                     let reject = ["reject", "--reason", "rejected in the editor", "--"];
                     let mut args: Vec<OsString> = reject.map(OsString::from).into();
                     args.push(id.clone().into());
-                    let said = agent.call(&self.repo, args).await;
+                    let (_, said) = agent.run_to_end(&self.repo, args).await;
                     let text = format!("Task {id} was rejected; nothing was applied. {said}");
                     agent
                         .conn

@@ -307,7 +307,7 @@ impl Executor {
                 // A step in a view (a command step) needs the sandbox's plan: waited for here,
                 // so a probe that failed stops the flow before any command starts. A step that
                 // takes only its files (an LLM step) starts without it.
-                if waiting_for_sandbox::needs_sandbox(&step) {
+                if operations::needs_sandbox(&step) {
                     self.wait_for_sandbox().await?;
                 }
                 let attempt = self.start(&step)?;

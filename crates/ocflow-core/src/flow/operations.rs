@@ -106,6 +106,12 @@ pub fn find(name: &str) -> Option<&'static OperationSpec> {
     all().find(|op| op.name == name)
 }
 
+/// Whether `step` needs the sandbox's plan: any step but one that takes only its files (an LLM
+/// or file step); one of an operation not known is not taken for a file step.
+pub(crate) fn needs_sandbox(step: &ocflow_model::flow::Step) -> bool {
+    !find(&step.operation).is_some_and(|op| op.access == Access::Files)
+}
+
 /// All operation names, for error messages.
 pub(crate) fn names() -> Vec<&'static str> {
     all().map(|op| op.name).collect()

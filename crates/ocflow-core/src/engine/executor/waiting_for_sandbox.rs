@@ -5,10 +5,9 @@
 use super::Executor;
 use crate::engine::sandbox::SandboxPlan;
 use crate::engine::sandbox_probe::SandboxProbe;
-use crate::flow::operations::{self, Access};
+use crate::flow::operations;
 use ocflow_model::error::{Error, Result};
 use ocflow_model::event::Event;
-use ocflow_model::flow::Step;
 
 /// The status's sandbox line of a flow that never had a command step.
 const NOT_PROBED: &str = "not probed: the flow had no command step";
@@ -25,7 +24,7 @@ async fn probed(probe: &SandboxProbe) -> Result<Option<SandboxPlan>> {
 impl Executor {
     /// Whether the flow has a step that needs the sandbox: only then is it probed.
     pub(super) fn has_command_steps(&self) -> bool {
-        self.flow.steps.iter().any(needs_sandbox)
+        self.flow.steps.iter().any(operations::needs_sandbox)
     }
 
     /// Takes the probed plan into the settings (protecting the repository and workspace), and
@@ -74,10 +73,4 @@ impl Executor {
             }
         }
     }
-}
-
-/// Whether `step` needs the sandbox's plan: any step but one that takes only its files (an LLM
-/// or file step); one of an operation not known is not taken for a file step.
-pub(super) fn needs_sandbox(step: &Step) -> bool {
-    !operations::find(&step.operation).is_some_and(|op| op.access == Access::Files)
 }

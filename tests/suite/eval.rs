@@ -267,8 +267,10 @@ fn the_model_alone_is_asked_twice_and_judged_by_the_same_check() {
 /// A directory of Exercism exercises (the project's own, in the layout Aider's benchmark uses)
 /// is a suite: each exercise a repository of its own without `.meta/` (the example solution),
 /// its tests the check, put back as they were before they run. The fake model's plan solves
-/// `double` and writes a wrong `greet` (a false success); the model alone solves `greet` at
-/// its first answer and never `double`.
+/// `double` and writes a wrong `greet`, which its one-example reproduction cannot tell from a
+/// right one (a false success); the model alone solves `greet` at its first answer and never
+/// `double`. (Until the repository's tests checked a change the model gave no reproduction
+/// for, `greet` had none and its files alone made it a success: the reproduction was added.)
 #[test]
 fn a_directory_of_exercism_exercises_is_a_suite() {
     use super::fake_llm::{FakeLlm, Rule, chat};
@@ -292,6 +294,12 @@ fn a_directory_of_exercism_exercises_is_a_suite() {
                 "greet.py",
                 "def greet(name):\n    return name\n",
             ))),
+        Rule::reproduction()
+            .and_conversation_contains("- greet.py")
+            .reply(chat(
+                &json!({"command": "python3 -c 'import greet; assert greet.greet(\"Ada\")'"})
+                    .to_string(),
+            )),
         Rule::flow_summary().reply(chat("Done.")),
         Rule::prompt_contains("greet.py\n```").reply(chat(
             "greet.py\n```python\ndef greet(name):\n    return f\"Hello, {name}!\"\n```\n",

@@ -1298,3 +1298,92 @@ fn the_repositorys_tests_stand_in_for_a_reproduction_the_model_cannot_write() {
     let check = command_check(&sandbox);
     assert_eq!(check["met"], json!(true), "{check}");
 }
+
+/// Issue 41's eval: for five of ten Exercism exercises a real Qwen2.5-Coder-0.5B planned one
+/// `read_file` of `.docs/instructions.md`, told that its flow touched none of the files the task
+/// names it gave the same plan again, and planning failed. The re-ask now shows a plan on the
+/// named file in the answer's own form, for a change and for a question (a hint in the prompt:
+/// the model still chooses); copied, it runs and is judged by the same evidence as any plan.
+#[test]
+fn a_plan_on_none_of_the_named_files_is_shown_one_that_is() {
+    let sandbox = exercise_repo();
+    std::fs::create_dir_all(sandbox.repo.join(".docs")).unwrap();
+    std::fs::write(
+        sandbox.repo.join(".docs/instructions.md"),
+        "Double a number.\n",
+    )
+    .unwrap();
+    let read_only = json!({"steps": [{"id": "read_strands", "operation": "read_file",
+        "params": {"file_path": ".docs/instructions.md"}}]});
+    let shown = concat!(
+        r#"{"steps": [{"id": "change_double", "operation": "modify_code", "params": "#,
+        r#"{"file_path": "double.py", "instructions": "Make the change the task asks for in "#,
+        r#"double.py"}}]}"#
+    );
+    let llm = FakeLlm::with_rules(vec![
+        Rule::planner().replies_in_order(vec![chat(&read_only.to_string()), chat(shown)]),
+        Rule::prompt_contains("Make the change the task asks for in double.py")
+            .reply(chat("```python\ndef double(n):\n    return n * 2\n```\n")),
+        Rule::flow_summary().reply(chat("Implemented double.")),
+    ]);
+    let task = "# Instructions\n\nDouble a number.\n\nUse the above instructions to modify the \
+                supplied files: double.py. Keep and implement the existing function or class \
+                stubs, they will be called from unit tests.";
+    let output = run_task(&sandbox, &llm, task);
+    let reask = last_user_message(&llm.bodies()[1]);
+    assert!(
+        reask.contains(shown)
+            && reask
+                .contains(r#""operation": "analyze_code", "params": {"file_path": "double.py""#),
+        "{reask}"
+    );
+    assert_exit(&output, 0);
+    assert_eq!(sandbox.status("t")["state"], json!("succeeded"));
+    // Judged as any plan: the repository's tests stood in for the reproduction and pass.
+    let check = command_check(&sandbox);
+    assert_eq!(check["met"], json!(true), "{check}");
+}
+
+/// A model that says no command can show the change (`{"command": null}`) left it checked by
+/// nothing but its files: a wrong rewrite of an exercise's stub ended `succeeded` beside the
+/// repository's failing tests. The repository's tests now must pass after such a change.
+#[test]
+fn a_change_the_model_gives_no_reproduction_for_must_pass_the_repositorys_tests() {
+    let run = |fix: &str| {
+        let sandbox = exercise_repo();
+        let plan = json!({"steps": [{"id": "fix", "operation": "write_file",
+            "params": {"file_path": "double.py", "content": fix}}]});
+        let llm = FakeLlm::with_rules(vec![
+            Rule::reproduction().reply(chat(r#"{"command": null}"#)),
+            Rule::planner().reply(chat(&plan.to_string())).times(1),
+            Rule::recovery().reply(chat(
+                &json!({"strategy": "abort", "reason": "the tests still fail"}).to_string(),
+            )),
+            Rule::reflection().reply(chat("The stub is still wrong.")),
+            Rule::flow_summary().reply(chat("Implemented double.")),
+        ]);
+        let output = run_task(&sandbox, &llm, "Implement double(n) in double.py: twice n.");
+        (sandbox, output)
+    };
+    let (sandbox, output) = run("def double(n):\n    return n + 1\n");
+    assert_exit(&output, 1);
+    assert_ne!(sandbox.status("t")["state"], json!("succeeded"));
+    let check = command_check_of(&sandbox, "python3 -m pytest -q");
+    assert_eq!(check["met"], json!(false), "{check}");
+    let (sandbox, output) = run("def double(n):\n    return n * 2\n");
+    assert_exit(&output, 0);
+    let check = command_check_of(&sandbox, "python3 -m pytest -q");
+    assert_eq!(check["met"], json!(true), "{check}");
+    let stderr = String::from_utf8_lossy(&output.stderr);
+    assert!(
+        stderr.contains("the repository's tests `python3 -m pytest -q` must pass after the change"),
+        "{stderr}"
+    );
+    // pytest's cache, which marks itself ignored, is no change of the flow's.
+    let diff = sandbox.ocflow().args(["diff", "t"]).output().unwrap();
+    let diff = String::from_utf8_lossy(&diff.stdout);
+    assert!(
+        diff.contains("b/double.py") && !diff.contains(".pytest_cache"),
+        "{diff}"
+    );
+}

@@ -402,6 +402,29 @@ fn settle_declared(
 /// Makes `command` one of the flow's commands that must pass (the task names it): run by the
 /// step that runs it after every change, or by one added. One sentence for each addition.
 pub(crate) fn require_command(flow: &mut Flow, command: &str) -> Vec<String> {
+    require_command_because(
+        flow,
+        command,
+        &format!("the task names `{command}`: it must pass at the end"),
+    )
+}
+
+/// Makes the repository's tests (`tests`, the command `run_tests` runs) a command that must
+/// pass after a change the model wrote no reproduction for (it said none can show it): the
+/// change is then checked by the tests the repository already has, as a refactoring's would be.
+pub(crate) fn require_tests_after(flow: &mut Flow, tests: &str) -> Vec<String> {
+    require_command_because(
+        flow,
+        tests,
+        &format!(
+            "no command shows the change itself: the repository's tests `{tests}` must pass \
+             after the change"
+        ),
+    )
+}
+
+/// `require_command`, saying `why` when it adds the command.
+fn require_command_because(flow: &mut Flow, command: &str, why: &str) -> Vec<String> {
     let mut notes = Vec::new();
     let mut deliverables = flow.deliverables.take().unwrap_or_default();
     let known = deliverables
@@ -414,9 +437,7 @@ pub(crate) fn require_command(flow: &mut Flow, command: &str) -> Vec<String> {
             step,
             reproduced_by: None,
         });
-        notes.push(format!(
-            "the task names `{command}`: it must pass at the end"
-        ));
+        notes.push(why.to_string());
     }
     flow.deliverables = Some(deliverables);
     notes

@@ -68,6 +68,47 @@ fn describe(pattern: &str, repo: &Path, file: &Path) -> String {
     )
 }
 
+/// The rules of a `.gitignore` a command wrote (pytest's `.pytest_cache/.gitignore` holds `*`,
+/// as do mypy's and ruff's caches): git applies it as soon as it exists, so what it ignores is
+/// no change a person would commit, though the repository does not hold the file yet.
+pub struct MadeRules {
+    /// The directory holding the file, relative to the repository (`""` for its root).
+    dir: String,
+    rules: Gitignore,
+}
+
+impl MadeRules {
+    /// The rules `text` of the ignore file `file` (a `.gitignore`), read as git reads them;
+    /// `None` for any other file.
+    pub fn new(repo: &Path, file: &RepoPath, text: &str) -> Option<MadeRules> {
+        let (dir, name) = match file.as_str().rsplit_once('/') {
+            Some((dir, name)) => (dir, name),
+            None => ("", file.as_str()),
+        };
+        if name != ".gitignore" {
+            return None;
+        }
+        let mut builder = GitignoreBuilder::new(repo.join(dir));
+        for line in text.lines() {
+            builder.add_line(None, line).ok()?;
+        }
+        Some(MadeRules {
+            dir: dir.to_string(),
+            rules: builder.build().ok()?,
+        })
+    }
+
+    /// Whether these rules ignore `path` or a directory above it, below their own directory.
+    pub fn ignore(&self, repo: &Path, path: &RepoPath) -> bool {
+        let below = self.dir.is_empty() || path.as_str().starts_with(&format!("{}/", self.dir));
+        below
+            && self
+                .rules
+                .matched_path_or_any_parents(repo.join(path.as_str()), false)
+                .is_ignore()
+    }
+}
+
 /// A walk of the repository that skips what git ignores, for listings.
 pub(crate) fn walk(repo: &Path) -> ignore::WalkBuilder {
     let mut walk = ignore::WalkBuilder::new(repo);
@@ -114,5 +155,22 @@ mod tests {
             Some("`/scratch/` in .git/info/exclude")
         );
         assert_eq!(ignored("src/main.py"), None);
+    }
+
+    /// pytest's cache directory ignores itself: its `.gitignore` is `*`.
+    #[test]
+    fn an_ignore_file_a_command_made_applies_below_it() {
+        let repo = Path::new("/nonexistent/repo");
+        let path = |p: &str| RepoPath::parse(p).unwrap();
+        let made = MadeRules::new(repo, &path(".pytest_cache/.gitignore"), "# pytest\n*\n")
+            .expect("an ignore file");
+        assert!(made.ignore(repo, &path(".pytest_cache/.gitignore")));
+        assert!(made.ignore(repo, &path(".pytest_cache/v/cache/nodeids")));
+        assert!(!made.ignore(repo, &path("calc.py")));
+        assert!(!made.ignore(repo, &path(".pytest_cache_other/x")));
+        assert!(MadeRules::new(repo, &path("notes.txt"), "*").is_none());
+        let nested = MadeRules::new(repo, &path("build/.gitignore"), "*.o\n").unwrap();
+        assert!(nested.ignore(repo, &path("build/sub/main.o")));
+        assert!(!nested.ignore(repo, &path("build/main.c")));
     }
 }

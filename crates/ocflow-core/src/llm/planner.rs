@@ -315,6 +315,24 @@ impl Planner<'_> {
             Some(reason) => return Ok(vec![format!("no {}: {reason}", question.what)]),
             None => {}
         }
+        // The model said no command can show the change (or there was no budget to ask): the
+        // repository's tests, if it has any, must still pass after it.
+        let reproduces = |flow: &Flow| {
+            flow.steps
+                .iter()
+                .any(|s| operations::find(&s.operation).is_some_and(|op| op.reproduces))
+        };
+        if question.purpose == reproduction::REPRODUCTION.purpose
+            && !reproduces(&asked)
+            && let Some(tests) = self.test_commands.first()
+        {
+            let mut tried = asked.clone();
+            let added = deliverables::require_tests_after(&mut tried, &tests.command);
+            if self.policy.check(&tried.steps).is_none() {
+                notes.extend(added);
+                asked = tried;
+            }
+        }
         match self.roles.apply(asked) {
             Ok(asked) => {
                 *flow = asked;
@@ -553,10 +571,16 @@ fn unfit(flow: &Flow, named: &[RepoPath]) -> Option<String> {
                 names.join(", ")
             )
         } else {
+            let file = named
+                .iter()
+                .find(|p| !is_test_file(p.as_str()))
+                .unwrap_or(&named[0]);
             format!(
-                "the flow touches none of the files the task names ({}): plan its steps on them \
-                 (change them, or analyze_code them with the question as `query` to answer one)",
-                names.join(", ")
+                "the flow touches none of the files the task names ({}): plan its steps on them. \
+                 To change {file}, for example: {}; to answer a question about it: {}",
+                names.join(", "),
+                plan_on(file, Shape::Change),
+                plan_on(file, Shape::Question)
             )
         });
     }
@@ -569,6 +593,39 @@ fn unfit(flow: &Flow, named: &[RepoPath]) -> Option<String> {
         return Some(DELIVERS_NOTHING.into());
     }
     None
+}
+
+/// The two shapes of a plan on one file shown to a model whose plan touched none of the files
+/// the task names: small models copy a concrete answer far better than they follow a rule.
+enum Shape {
+    Change,
+    Question,
+}
+
+/// A plan of one step on `file`, in the answer's own form, that fits the task: a hint the model
+/// may copy, never a plan ocflow runs on its own (only the model knows which the task asks for).
+fn plan_on(file: &RepoPath, shape: Shape) -> String {
+    let path = file.as_str();
+    let stem = path.rsplit('/').next().unwrap_or(path);
+    let stem = stem.split('.').next().unwrap_or(stem);
+    let id: String = stem
+        .chars()
+        .map(|c| if c.is_ascii_alphanumeric() { c } else { '_' })
+        .collect();
+    let step = match shape {
+        Shape::Change => serde_json::json!({"id": format!("change_{id}"),
+            "operation": "modify_code", "params": {"file_path": path,
+            "instructions": format!("Make the change the task asks for in {path}")}}),
+        Shape::Question => serde_json::json!({"id": format!("answer_{id}"),
+            "operation": "analyze_code", "params": {"file_path": path,
+            "query": format!("Answer the task's question from {path}")}, "final_answer": true}),
+    };
+    // The separators of the answers small models write (`", "`, `": "`), which the tests and a
+    // reader compare with.
+    serde_json::to_string(&serde_json::json!({"steps": [step]}))
+        .unwrap_or_default()
+        .replace("\",\"", "\", \"")
+        .replace("\":", "\": ")
 }
 
 /// What the task itself says must pass, made a deliverable of the flow: the command it names

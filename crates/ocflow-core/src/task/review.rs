@@ -76,15 +76,29 @@ pub fn changes_and_left_out(
     let base = Overlay::default();
     let mut out = Vec::new();
     let mut left_out = Vec::new();
+    let by_command = |version: &Version| match version {
+        Version::Step { step, .. } => made_by_command(flow, step),
+        Version::Deleted => true,
+    };
+    // Ignore files a command made (a test runner's cache marks itself ignored): git applies
+    // them as the repository's own.
+    let mut made_rules = Vec::new();
+    for (path, version) in &overlay.versions {
+        if by_command(version)
+            && let Some(file) = overlay.source(task, path)?
+            && let Ok(text) = fs::read_to_string(&file)
+            && let Some(rules) = ignore_rules::MadeRules::new(&status.repo, path, &text)
+        {
+            made_rules.push(rules);
+        }
+    }
     for (path, version) in &overlay.versions {
         interrupt::check()?;
         // Only a command can touch an ignored path (file steps are refused one), whether it
         // made the file or deleted it: neither is a change a person would commit.
-        let by_command = match version {
-            Version::Step { step, .. } => made_by_command(flow, step),
-            Version::Deleted => true,
-        };
-        if by_command && ignore_rules::ignored_by(&status.repo, path).is_some() {
+        let ignored = ignore_rules::ignored_by(&status.repo, path).is_some()
+            || made_rules.iter().any(|r| r.ignore(&status.repo, path));
+        if by_command(version) && ignored {
             left_out.push(path.as_str().to_string());
             continue;
         }

@@ -192,3 +192,59 @@ fn seed_002s_prose_choice_to_abort_is_carried_out() {
     assert_eq!(sandbox.step_status("t", "fix")["attempts"], json!(1));
     assert_eq!(sandbox.status("t")["state"], json!("failed"));
 }
+
+/// Issue 41's eval: after a wrong first change, a real Qwen2.5-Coder-0.5B's recovery answers
+/// were unusable (a `modify` of a step outside the failed one's reach, given twice) or a retry
+/// of the failing check with the same parameters a second time (stuck): the flow failed where
+/// the model alone, shown the failing tests once, gets its second try. When the model gives no
+/// usable strategy for a failed test of code, the code step runs again once, shown the failing
+/// test (Aider's second try, taken by ocflow), within the attempts allowed.
+#[test]
+fn a_failed_test_gets_the_coders_second_try_when_recovery_gives_no_strategy() {
+    let unusable = chat(r#"{"strategy": "modify", "reason": "x", "step": {"id": "elsewhere"}}"#);
+    for answers in [
+        // Unusable, the same answer twice.
+        vec![unusable.clone(), unusable],
+        // A retry of the deterministic test, a second time.
+        vec![
+            chat(r#"{"strategy": "retry", "reason": "flaky"}"#),
+            chat(r#"{"strategy": "retry", "reason": "flaky"}"#),
+        ],
+    ] {
+        let sandbox = sandbox();
+        let mut rules = vec![Rule::recovery().replies_in_order(answers)];
+        rules.extend(coder_rules());
+        let llm = FakeLlm::with_rules(rules);
+        let output = run(&sandbox, &llm);
+        assert_exit(&output, 0);
+        let again = second_code_request(&llm);
+        assert!(again.contains(FAILING), "{again}");
+        let stderr = String::from_utf8_lossy(&output.stderr);
+        assert!(
+            stderr.contains("the model gave no usable recovery strategy")
+                && stderr.contains("step fix runs again"),
+            "{stderr}"
+        );
+        let test = sandbox.step_status("t", "test");
+        assert_eq!(test["status"], json!("succeeded"), "{test}");
+    }
+}
+
+/// The second try is taken once: the same failure after it stops the flow, as before.
+#[test]
+fn the_coders_second_try_is_taken_once() {
+    let sandbox = sandbox();
+    let unusable = chat(r#"{"strategy": "modify", "reason": "x", "step": {"id": "elsewhere"}}"#);
+    let llm = FakeLlm::with_rules(vec![
+        Rule::recovery().reply(unusable),
+        Rule::flow_summary().reply(chat("add still fails.")),
+        Rule::reflection().reply(chat("The sum was wrong.")),
+        Rule::prompt_contains("make add return the sum").reply(code(BUGGY)),
+    ]);
+    let output = run(&sandbox, &llm);
+    assert_exit(&output, 1);
+    let fix = sandbox.step_status("t", "fix");
+    assert_eq!(fix["attempts"], json!(2), "{fix}");
+    let message = sandbox.status("t")["message"].as_str().unwrap().to_string();
+    assert!(message.contains("no usable recovery strategy"), "{message}");
+}

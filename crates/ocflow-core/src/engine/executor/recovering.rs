@@ -269,6 +269,12 @@ impl Executor {
                 self.save()?;
                 return Ok(Next::Stop);
             }
+            Err(stop @ recovery::Stop::NoValidAnswer { .. }) => {
+                match self.second_try(failed, result.as_ref(), "no usable answer") {
+                    Some(decided) => decided,
+                    None => return self.stop_recovery(failed, &stop.to_string()),
+                }
+            }
             Err(stop) => {
                 // The recovery's call failed after the client's retries: the model, not the
                 // step, is what the user must fix.
@@ -278,23 +284,33 @@ impl Executor {
                 return self.stop_recovery(failed, &stop.to_string());
             }
         };
-        let signature = decided.decision.signature();
-        let entry = self
-            .status
-            .step(failed)
-            .ok_or_else(|| missing_step(&self.task, failed))?;
         let fresh = self
             .status
             .pending_recovery
             .as_ref()
             .is_some_and(|p| p.decision.is_none());
-        if fresh && entry.recoveries.iter().any(|r| r.signature == signature) {
-            let stuck = recovery::Stop::Stuck {
-                step: failed.to_string(),
-                strategy: decided.decision.strategy,
-            };
-            return self.stop_recovery(failed, &stuck.to_string());
-        }
+        let tried = |status: &FlowStatus, decided: &recovery::Decided| {
+            let signature = decided.decision.signature();
+            status
+                .step(failed)
+                .is_some_and(|entry| entry.recoveries.iter().any(|r| r.signature == signature))
+        };
+        let decided = if fresh && tried(&self.status, &decided) {
+            let again = "the same strategy a second time";
+            match self.second_try(failed, result.as_ref(), again) {
+                Some(second) => second,
+                None => {
+                    let stuck = recovery::Stop::Stuck {
+                        step: failed.to_string(),
+                        strategy: decided.decision.strategy,
+                    };
+                    return self.stop_recovery(failed, &stuck.to_string());
+                }
+            }
+        } else {
+            decided
+        };
+        let signature = decided.decision.signature();
         // `--approve risky`: asked once, when decided, in the same status write as the
         // decision (a crash between the two cannot carry it out unasked); the decision
         // `ocflow approve` resumes is then carried out.
@@ -346,6 +362,42 @@ impl Executor {
             return self.announce_waiting(failed, why);
         }
         self.carry_out(failed, decided)
+    }
+
+    /// The coder's second try, when the model gave no usable strategy (`why`) for a failed
+    /// test of code: the code step runs again, shown the failing test, as the model alone is in
+    /// Aider's protocol. Once per failed step (its signature among the step's recoveries ends
+    /// it) and within the code step's attempts; `None` otherwise.
+    fn second_try(
+        &self,
+        failed: &str,
+        result: Option<&StepResult>,
+        why: &str,
+    ) -> Option<recovery::Decided> {
+        let code = feedback::code_step_of(&self.flow, failed, result)?;
+        let attempts = self.status.step(&code).map_or(0, |s| s.attempts);
+        if attempts >= self.settings.recovery_limits.max_attempts_per_step {
+            return None;
+        }
+        let decision = ocflow_model::decision::Decision {
+            strategy: StrategyKind::Retry,
+            reason: format!(
+                "the model gave no usable recovery strategy ({why}): step {code} runs again, \
+                 shown the failing test"
+            ),
+            step: Some(serde_json::json!({"id": code})),
+            steps: Vec::new(),
+        };
+        let signature = decision.signature();
+        let taken = self
+            .status
+            .step(failed)
+            .is_some_and(|entry| entry.recoveries.iter().any(|r| r.signature == signature));
+        (!taken).then_some(recovery::Decided {
+            decision,
+            flow: None,
+            notes: Vec::new(),
+        })
     }
 
     /// Applies a decision to the flow and the status, then clears the pending recovery in one

@@ -69,22 +69,64 @@ class AnswerError(ValueError):
 EVIDENCE_CHARS = 4000
 
 
-def evidence_text(step: Step) -> str:
-    """What ``params.evidence_from_step``'s command printed, as the prompt gives it (empty
-    without one): the code run on the repository, which the answer must agree with."""
+def evidence_output(step: Step) -> tuple[str, str] | None:
+    """``(command, output)`` of ``params.evidence_from_step``'s run (its output's end), or
+    ``None`` without one."""
     source = optional_str(step.params, "evidence_from_step")
     if not source:
-        return ""
+        return None
     ref = step.steps.get(source)
     result = ref.load_result()[0] if ref is not None else None
     if not isinstance(result, dict):
-        return ""
+        return None
     output = "".join(
         text for text in (result.get("stdout"), result.get("stderr")) if isinstance(text, str)
     ).strip()
     if len(output) > EVIDENCE_CHARS:
         output = "…" + output[-EVIDENCE_CHARS:]
     command = result.get("command") if isinstance(result.get("command"), str) else ""
+    return command, output
+
+
+# The trailer the evidence step's command ends its output with (``flow::deliverables``).
+_EXIT_TRAILER = re.compile(r"^\(exit code -?\d+\)$")
+# What a printed line says: names, numbers, quoted strings.
+_PRINTED_WORD = re.compile(r"[A-Za-z_][A-Za-z0-9_.]*|-?\d+(?:\.\d+)?|'[^']*'|\"[^\"]*\"")
+
+
+def printed_value(output: str) -> str | None:
+    """The last line the code printed (an exception's is its type and message), without the
+    exit code's trailer; ``None`` when it printed nothing."""
+    lines = [line.strip() for line in output.splitlines() if line.strip()]
+    if lines and _EXIT_TRAILER.match(lines[-1]):
+        lines.pop()
+    return lines[-1] if lines else None
+
+
+def states_printed(answer: str, printed: str) -> bool | None:
+    """Whether ``answer`` states what the code printed: it holds one of the names, numbers or
+    strings of ``printed`` (compared without case; quotes around a string are not needed).
+    ``None`` when ``printed`` has none to compare (``[]``, ``{}``): no judgement then."""
+    words = {word.strip("'\"").lower() for word in _PRINTED_WORD.findall(printed)}
+    words.discard("")
+    if not words:
+        return None
+    text = answer.lower()
+    return any(re.search(rf"(?<![\w.]){re.escape(word)}(?![\w]|\.\d)", text) for word in words)
+
+
+def answer_text(data: dict) -> str:
+    """An analysis's words: its summary and its findings' messages."""
+    return " ".join([data["summary"]] + [finding["message"] for finding in data["findings"]])
+
+
+def evidence_text(step: Step) -> str:
+    """What ``params.evidence_from_step``'s command printed, as the prompt gives it (empty
+    without one): the code run on the repository, which the answer must agree with."""
+    ran = evidence_output(step)
+    if ran is None:
+        return ""
+    command, output = ran
     fence = fence_for(output)
     return (
         f"The command `{command}` was run at the repository's root on these files; it "
@@ -131,6 +173,24 @@ def analyze_code(step: Step, llm_config: dict | None) -> dict:
         },
     ]
     data, structured = ask_analysis(chat, messages, rel)
+    agrees = None
+    ran = evidence_output(step)
+    printed = printed_value(ran[1]) if ran is not None else None
+    if printed is not None:
+        agrees = states_printed(answer_text(data), printed)
+        if agrees is False:
+            # Asked once more with what was printed: the answer must state it.
+            messages = messages + [
+                {"role": "assistant", "content": json.dumps(data)},
+                {
+                    "role": "user",
+                    "content": f"Your answer does not state what the command printed (its last "
+                    f"line: `{printed}`), which is what the code does. Answer again, in the same "
+                    "JSON form, with a summary that states it.",
+                },
+            ]
+            data, structured = ask_analysis(chat, messages, rel)
+            agrees = states_printed(answer_text(data), printed)
     report = render_report(rel, query, data["summary"], data["findings"], structured)
     secret = (llm_config or {}).get("api_key")
     if isinstance(secret, str) and secret:
@@ -157,6 +217,7 @@ def analyze_code(step: Step, llm_config: dict | None) -> dict:
         structured=structured,
         report=report,
         report_file=report_file,
+        **({} if agrees is None else {"states_evidence": agrees, "evidence_printed": printed}),
         **chat.fields,
     )
 

@@ -388,3 +388,32 @@ def test_analyze_code_same_copied_example_twice_says_the_model_repeated_itself(m
     assert "copied the example's text" in result["message"]
     assert [call["temperature"] for call in llm.calls] == [None, 0.5]
     assert result["llm_temperatures"] == [None, 0.5]
+
+
+def test_an_answer_states_what_the_code_printed_by_its_values_not_by_a_word_list():
+    from open_codex_lib.analysis import printed_value, states_printed
+
+    # Outputs as the evidence step leaves them: the code's output, then the exit code.
+    none = printed_value("None\n(exit code 0)\n")
+    assert none == "None"
+    assert states_printed("For an empty list it returns None.", none) is True
+    # The real Qwen2.5-Coder-0.5B's answer to it.
+    wrong = "takes a list of values and returns a dictionary with the smallest, largest, and mean"
+    assert states_printed(wrong, none) is False
+    raised = printed_value(
+        'Traceback (most recent call last):\n  File "<string>", line 1, in <module>\n'
+        "ZeroDivisionError: division by zero\n(exit code 1)"
+    )
+    assert raised == "ZeroDivisionError: division by zero"
+    assert states_printed("It raises ZeroDivisionError on an empty list.", raised) is True
+    assert states_printed("It returns 0.", raised) is False
+    record = "{'min': 1, 'max': 3, 'mean': 2.0}"
+    assert states_printed("A dict: min 1, max 3 and mean 2.0.", record) is True
+    assert states_printed("It returns 3.5", "3.5") is True
+    assert states_printed("It returns 35", "3.5") is False
+    assert states_printed("It returns 0.5", "0") is False
+    assert states_printed("It returns true.", "True") is True
+    assert states_printed("the string hello", "'hello'") is True
+    # Nothing to compare: no judgement.
+    assert states_printed("an empty list", "[]") is None
+    assert printed_value("(exit code 0)") is None

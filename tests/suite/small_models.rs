@@ -1387,3 +1387,66 @@ fn a_change_the_model_gives_no_reproduction_for_must_pass_the_repositorys_tests(
         "{diff}"
     );
 }
+
+/// An answer given evidence must state it: the real 0.5B's kind of answer ("a dictionary with
+/// the smallest, largest and mean") beside `None` printed by the code is asked again once with
+/// what was printed, and one that still does not state it leaves the answer unmet. The check
+/// compares the answer with the code's output (the words and values on its last line), not with
+/// any list of words.
+#[test]
+fn an_answer_that_contradicts_the_codes_output_is_never_a_success() {
+    use super::fake_llm::Rule;
+    let stats = "def summarize(values):\n    if not values:\n        return None\n    \
+                 return {'min': min(values), 'max': max(values)}\n";
+    let question = "What does summarize() in stats.py return for an empty list?";
+    let plan = json!({"deliverables": {"answer": question},
+        "steps": [{"id": "explain", "operation": "analyze_code",
+            "params": {"file_path": "stats.py", "query": question}}]});
+    let shown = "python3 -c \"from stats import summarize; print(repr(summarize([])))\"";
+    let wrong = json!({"summary": "It returns a dictionary with the smallest, largest and mean.",
+        "findings": []});
+    let right = json!({"summary": "For an empty list it returns None.", "findings": []});
+    let run = |answers: Vec<Value>| {
+        let sandbox = Sandbox::new(&[("stats.py", stats)]);
+        let llm = FakeLlm::with_rules(vec![
+            Rule::planner().reply(chat(&plan.to_string())),
+            Rule::evidence().reply(chat(&json!({"command": shown}).to_string())),
+            Rule::conversation_contains("You review source code")
+                .replies_in_order(answers.iter().map(|a| chat(&a.to_string())).collect()),
+            Rule::flow_summary().reply(chat("The flow analysed stats.py.")),
+            Rule::recovery().reply(chat(r#"{"strategy": "abort", "reason": "wrong"}"#)),
+            Rule::reflection().reply(chat("The answer was wrong.")),
+        ]);
+        let output = run_task(&sandbox, &llm, question);
+        (sandbox, llm, output)
+    };
+    let (sandbox, llm, output) = run(vec![wrong.clone(), right]);
+    assert_exit(&output, 0);
+    let again = llm
+        .bodies()
+        .iter()
+        .map(last_user_message)
+        .find(|m| m.contains("does not state what the command printed"))
+        .expect("asked again with what was printed");
+    assert!(again.contains("None"), "{again}");
+    assert_eq!(sandbox.status("t")["state"], "succeeded");
+    let (sandbox, _llm, output) = run(vec![wrong.clone(), wrong]);
+    assert_exit(&output, 1);
+    let status = sandbox.status("t");
+    assert_ne!(status["state"], json!("succeeded"), "{status}");
+    let answer = status["deliverables"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|d| d["kind"] == json!("answer"))
+        .cloned()
+        .unwrap();
+    assert_eq!(answer["met"], json!(false), "{answer}");
+    assert!(
+        answer["detail"]
+            .as_str()
+            .unwrap()
+            .contains("does not state what the code printed (`None`)"),
+        "{answer}"
+    );
+}

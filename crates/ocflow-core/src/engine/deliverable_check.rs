@@ -278,9 +278,11 @@ fn answer(
             format!("step {} ({}) answers no question", step.id, spec.name),
         );
     };
-    let text = crate::task::state::load_result(task, &step.id)
+    let answered = crate::task::state::load_result(task, &step.id)
         .ok()
-        .flatten()
+        .flatten();
+    let text = answered
+        .as_ref()
         .and_then(|r| match r.fields.get(field) {
             Some(Value::String(text)) => Some(text.trim().to_string()),
             _ => None,
@@ -288,6 +290,24 @@ fn answer(
         .unwrap_or_default();
     if text.is_empty() {
         return result(false, format!("step {} gave no answer", step.id));
+    }
+    // Given the code's output as evidence, the answer must state it (the library compares
+    // the answer with the output's last line).
+    if let Some(fields) = answered.as_ref().map(|r| &r.fields)
+        && fields.get("states_evidence") == Some(&Value::Bool(false))
+    {
+        let printed = fields
+            .get("evidence_printed")
+            .and_then(Value::as_str)
+            .unwrap_or("its output");
+        return result(
+            false,
+            format!(
+                "step {}'s answer does not state what the code printed (`{printed}`), asked \
+                 twice",
+                step.id
+            ),
+        );
     }
     let from = if answer.files.is_empty() {
         String::new()

@@ -32,7 +32,7 @@ from .code_edit import read_text
 from .instructions import Step
 from .params import optional_str
 from .paths import normalize_repo_path, output_target, staged_file
-from .results import success
+from .results import StepError, success
 
 SEVERITIES = ("info", "warning", "error")
 # Words models use for severity, by the level they mean. Scales with four or five levels
@@ -88,36 +88,67 @@ def evidence_output(step: Step) -> tuple[str, str] | None:
     return command, output
 
 
-# The trailer the evidence step's command ends its output with (``flow::deliverables``).
-_EXIT_TRAILER = re.compile(r"^\(exit code -?\d+\)$")
-# What a printed line says: names, numbers, quoted strings.
-_PRINTED_WORD = re.compile(r"[A-Za-z_][A-Za-z0-9_.]*|-?\d+(?:\.\d+)?|'[^']*'|\"[^\"]*\"")
+# The trailer the evidence step's command ends its output with (``flow::deliverables``), on a
+# line of its own or glued to output that had no final newline.
+_EXIT_TRAILER = re.compile(r"\(exit code -?\d+\)$")
+# What a printed line says: names (any script), numbers (signs, exponents, hex, underscores),
+# quoted strings.
+_NUMBER = r"[-+]?(?:0[xX][0-9a-fA-F]+|\d[\d_]*(?:\.\d+)?(?:[eE][-+]?\d+)?)"
+_PRINTED_WORD = re.compile(rf"'[^']*'|\"[^\"]*\"|{_NUMBER}|[^\W\d]\w*")
+# Names shorter than this say little on their own ("is", "the", "a"): a length, not a list.
+_SHORT = 4
+# The most of the printed line a result keeps (it reaches the status and the deliverable's detail).
+_PRINTED_CHARS = 200
 
 
 def printed_value(output: str) -> str | None:
     """The last line the code printed (an exception's is its type and message), without the
     exit code's trailer; ``None`` when it printed nothing."""
     lines = [line.strip() for line in output.splitlines() if line.strip()]
-    if lines and _EXIT_TRAILER.match(lines[-1]):
-        lines.pop()
+    if lines:
+        lines[-1] = _EXIT_TRAILER.sub("", lines[-1]).strip()
+        if not lines[-1]:
+            lines.pop()
     return lines[-1] if lines else None
 
 
-def states_printed(answer: str, printed: str) -> bool | None:
-    """Whether ``answer`` states what the code printed: it holds one of the names, numbers or
-    strings of ``printed`` (compared without case; quotes around a string are not needed).
-    ``None`` when ``printed`` has none to compare (``[]``, ``{}``): no judgement then."""
-    words = {word.strip("'\"").lower() for word in _PRINTED_WORD.findall(printed)}
-    words.discard("")
-    if not words:
+def _number(word: str) -> float | None:
+    try:
+        return float(int(word, 16)) if word.lower().lstrip("+-").startswith("0x") else float(word)
+    except ValueError:
         return None
-    text = answer.lower()
-    return any(re.search(rf"(?<![\w.]){re.escape(word)}(?![\w]|\.\d)", text) for word in words)
 
 
-def answer_text(data: dict) -> str:
-    """An analysis's words: its summary and its findings' messages."""
-    return " ".join([data["summary"]] + [finding["message"] for finding in data["findings"]])
+def _words(text: str) -> tuple[set[str], set[float]]:
+    """The names and strings of ``text`` (lower case, quotes off), and its numbers' values."""
+    names, numbers = set(), set()
+    for word in _PRINTED_WORD.findall(text):
+        value = _number(word) if word[0] not in "'\"" else None
+        if value is not None:
+            numbers.add(value)
+        else:
+            names.add(word.strip("'\"").lower())
+    names.discard("")
+    return names, numbers
+
+
+def states_printed(answer: str, printed: str, asked: str = "") -> bool | None:
+    """Whether ``answer`` states what the code printed (``printed``, its last line): it holds the
+    line itself, or one of its numbers (by value), or one of its names or strings of four
+    characters or more that ``asked`` (the command and the question) does not already hold — a
+    function's name the command calls says nothing about what it returned. ``None`` when the
+    line has nothing to compare (``[]``, ``{}``): no judgement then."""
+    whole = rf"(?<![\w.]){re.escape(printed.lower())}(?!\w|\.\d)"
+    if re.search(whole, answer.lower()):
+        return True
+    names, numbers = _words(printed)
+    asked_names, asked_numbers = _words(asked)
+    names = {n for n in names - asked_names if len(n) >= _SHORT}
+    numbers -= asked_numbers
+    if not names and not numbers:
+        return None
+    answer_names, answer_numbers = _words(answer)
+    return bool(names & answer_names) or bool(numbers & answer_numbers)
 
 
 def evidence_text(step: Step) -> str:
@@ -177,10 +208,12 @@ def analyze_code(step: Step, llm_config: dict | None) -> dict:
     ran = evidence_output(step)
     printed = printed_value(ran[1]) if ran is not None else None
     if printed is not None:
-        agrees = states_printed(answer_text(data), printed)
+        asked = f"{ran[0]}\n{query or ''}"
+        agrees = states_printed(data["summary"], printed, asked)
         if agrees is False:
-            # Asked once more with what was printed: the answer must state it.
-            messages = messages + [
+            # Asked once more with what was printed: the answer must state it. An unusable
+            # second answer leaves the first, which does not.
+            again = messages + [
                 {"role": "assistant", "content": json.dumps(data)},
                 {
                     "role": "user",
@@ -189,12 +222,19 @@ def analyze_code(step: Step, llm_config: dict | None) -> dict:
                     "JSON form, with a summary that states it.",
                 },
             ]
-            data, structured = ask_analysis(chat, messages, rel)
-            agrees = states_printed(answer_text(data), printed)
+            try:
+                data, structured = ask_analysis(chat, again, rel)
+            except StepError as error:
+                # A failed call (or ocflow stopping) fails the step as any call's failure does.
+                if "llm_error" in error.fields:
+                    raise
+            agrees = states_printed(data["summary"], printed, asked)
     report = render_report(rel, query, data["summary"], data["findings"], structured)
     secret = (llm_config or {}).get("api_key")
+    shown = (printed or "")[:_PRINTED_CHARS]
     if isinstance(secret, str) and secret:
         report = report.replace(secret, "[REDACTED]")
+        shown = shown.replace(secret, "[REDACTED]")
     report_file = os.path.join(step.base_dir, REPORT_FILE)
     with open(report_file, "w", encoding="utf-8") as handle:
         handle.write(report)
@@ -217,7 +257,7 @@ def analyze_code(step: Step, llm_config: dict | None) -> dict:
         structured=structured,
         report=report,
         report_file=report_file,
-        **({} if agrees is None else {"states_evidence": agrees, "evidence_printed": printed}),
+        **({} if agrees is None else {"states_evidence": agrees, "evidence_printed": shown}),
         **chat.fields,
     )
 

@@ -393,25 +393,37 @@ def test_analyze_code_same_copied_example_twice_says_the_model_repeated_itself(m
 def test_an_answer_states_what_the_code_printed_by_its_values_not_by_a_word_list():
     from open_codex_lib.analysis import printed_value, states_printed
 
+    command = "python3 -c 'from stats import summarize; print(summarize([]))'"
+    question = "What does summarize() return for an empty list?"
+    asked = f"{command}\n{question}"
     # Outputs as the evidence step leaves them: the code's output, then the exit code.
     none = printed_value("None\n(exit code 0)\n")
     assert none == "None"
-    assert states_printed("For an empty list it returns None.", none) is True
+    assert states_printed("For an empty list it returns None.", none, asked) is True
     # The real Qwen2.5-Coder-0.5B's answer to it.
     wrong = "takes a list of values and returns a dictionary with the smallest, largest, and mean"
-    assert states_printed(wrong, none) is False
+    assert states_printed(wrong, none, asked) is False
+    # Output without a final newline: the trailer glued to it.
+    assert printed_value("None(exit code 0)") == "None"
+    assert states_printed("The code returns a dictionary", "None", asked) is False
     raised = printed_value(
         'Traceback (most recent call last):\n  File "<string>", line 1, in <module>\n'
-        "ZeroDivisionError: division by zero\n(exit code 1)"
+        "ValueError: the list is empty\n(exit code 1)"
     )
-    assert raised == "ZeroDivisionError: division by zero"
-    assert states_printed("It raises ZeroDivisionError on an empty list.", raised) is True
-    assert states_printed("It returns 0.", raised) is False
+    assert raised == "ValueError: the list is empty"
+    assert states_printed("It raises ValueError when the list is empty.", raised, asked) is True
+    # Short words and the question's own words say nothing.
+    assert states_printed("It returns the mean of the list.", raised, asked) is False
+    # The function's name comes from the command: not a statement of what it returned.
+    assert states_printed("summarize returns a dict", "summarize([]) -> None", asked) is False
     record = "{'min': 1, 'max': 3, 'mean': 2.0}"
     assert states_printed("A dict: min 1, max 3 and mean 2.0.", record) is True
     assert states_printed("It returns 3.5", "3.5") is True
     assert states_printed("It returns 35", "3.5") is False
     assert states_printed("It returns 0.5", "0") is False
+    for value in ["1e-05", "3.0e-5", "0x1f", "1_000", "-2", "café", "Ünïcode"]:
+        assert states_printed(f"It returns {value}.", value) is True, value
+    assert states_printed("It returns 0.00001.", "1e-05") is True
     assert states_printed("It returns true.", "True") is True
     assert states_printed("the string hello", "'hello'") is True
     # Nothing to compare: no judgement.

@@ -796,6 +796,42 @@ fn what_git_ignores_stays_out_of_prompts_diffs_and_applies() {
     assert!(sandbox.repo.join("build/out.o").is_file());
 }
 
+/// An ignore file a command made applies as git applies it: to the new files below it (pytest's
+/// cache marks itself ignored with `*`), never to a file the repository has — a `.gitignore`
+/// template listing `lib/` does not hide a change to the tracked `lib/util.py`.
+#[test]
+fn an_ignore_file_a_command_made_leaves_out_only_new_files() {
+    let sandbox = Sandbox::new(&[("lib/util.py", "x = 1\n")]);
+    let command = json!([{"id": "c", "operation": "execute_shell_command",
+        "params": {"command": "mkdir -p .pytest_cache/v \
+            && printf '*\\n' > .pytest_cache/.gitignore && echo 1 > .pytest_cache/v/nodeids \
+            && printf 'lib/\\n' > .gitignore \
+            && echo 'x = 2' > lib/util.py && echo y > lib/new.txt"}}]);
+    assert_exit(&sandbox.run(&command, "t"), 0);
+    let diff = sandbox
+        .ocflow()
+        .args(["--json", "diff", "t"])
+        .output()
+        .unwrap();
+    assert_exit(&diff, 0);
+    let line: Value = serde_json::from_str(stdout(&diff).trim()).unwrap();
+    assert_eq!(
+        line["files"],
+        json!([{"path": ".gitignore", "kind": "added"},
+               {"path": "lib/util.py", "kind": "modified"}]),
+        "{line}"
+    );
+    assert_eq!(
+        line["ignored"],
+        json!([
+            ".pytest_cache/.gitignore",
+            ".pytest_cache/v/nodeids",
+            "lib/new.txt"
+        ]),
+        "{line}"
+    );
+}
+
 /// Content that is not UTF-8 travels byte for byte between steps (`content_from_step`), and a
 /// reference, which carries only text, refuses it by name (a 3000-byte file used to become
 /// 5420 bytes of U+FFFD, and the step succeeded).

@@ -248,3 +248,37 @@ fn the_coders_second_try_is_taken_once() {
     let message = sandbox.status("t")["message"].as_str().unwrap().to_string();
     assert!(message.contains("no usable recovery strategy"), "{message}");
 }
+
+/// ocflow never tells a step that writes tests to make them pass: when the nearest code step of
+/// a failed test writes a test file, there is no second try of ocflow's own.
+#[test]
+fn the_second_try_never_rewrites_a_test() {
+    let sandbox = sandbox();
+    let plan = sandbox.flow(&json!([
+        {"id": "fix", "operation": "modify_code",
+         "params": {"file_path": "calc.py", "instructions": "make add return the sum"}},
+        {"id": "more_tests", "operation": "modify_code", "depends_on": ["fix"],
+         "params": {"file_path": "test_calc.py", "instructions": "add a test of add(1, 1)"}},
+        {"id": "test", "operation": "run_tests", "depends_on": ["more_tests"],
+         "params": {"command": "python3 -m pytest -q -p no:cacheprovider"}}
+    ]));
+    let unusable = chat(r#"{"strategy": "modify", "reason": "x", "step": {"id": "elsewhere"}}"#);
+    let llm = FakeLlm::with_rules(vec![
+        Rule::recovery().reply(unusable),
+        Rule::flow_summary().reply(chat("add still fails.")),
+        Rule::reflection().reply(chat("The sum was wrong.")),
+        Rule::prompt_contains("add a test of add(1, 1)").reply(code(TEST)),
+        Rule::prompt_contains("make add return the sum").reply(code(BUGGY)),
+    ]);
+    let output = sandbox
+        .ocflow_llm(&llm.base_url())
+        .args(["run", "--task-id", "t", "--plan"])
+        .arg(plan)
+        .output()
+        .unwrap();
+    assert_exit(&output, 1);
+    let writer = sandbox.step_status("t", "more_tests");
+    assert_eq!(writer["attempts"], json!(1), "{writer}");
+    let message = sandbox.status("t")["message"].as_str().unwrap().to_string();
+    assert!(message.contains("no usable recovery strategy"), "{message}");
+}

@@ -1315,31 +1315,32 @@ fn a_plan_on_none_of_the_named_files_is_shown_one_that_is() {
     .unwrap();
     let read_only = json!({"steps": [{"id": "read_strands", "operation": "read_file",
         "params": {"file_path": ".docs/instructions.md"}}]});
-    let shown = concat!(
-        r#"{"steps": [{"id": "change_double", "operation": "modify_code", "params": "#,
-        r#"{"file_path": "double.py", "instructions": "Make the change the task asks for in "#,
-        r#"double.py"}}]}"#
-    );
-    let llm = FakeLlm::with_rules(vec![
-        Rule::planner().replies_in_order(vec![chat(&read_only.to_string()), chat(shown)]),
-        Rule::prompt_contains("Make the change the task asks for in double.py")
-            .reply(chat("```python\ndef double(n):\n    return n * 2\n```\n")),
-        Rule::flow_summary().reply(chat("Implemented double.")),
-    ]);
     let task = "# Instructions\n\nDouble a number.\n\nUse the above instructions to modify the \
                 supplied files: double.py. Keep and implement the existing function or class \
                 stubs, they will be called from unit tests.";
+    // The task in one line: a code step's model sees its instructions, not the task.
+    let one_line = task.split_whitespace().collect::<Vec<_>>().join(" ");
+    let shown = json!({"steps": [{"id": "change_double", "operation": "modify_code",
+        "params": {"file_path": "double.py", "instructions": one_line}}]})
+    .to_string();
+    let llm = FakeLlm::with_rules(vec![
+        Rule::planner().replies_in_order(vec![chat(&read_only.to_string()), chat(&shown)]),
+        Rule::prompt_contains("Change to make:\n# Instructions Double a number.")
+            .reply(chat("```python\ndef double(n):\n    return n * 2\n```\n")),
+        Rule::flow_summary().reply(chat("Implemented double.")),
+    ]);
     let output = run_task(&sandbox, &llm, task);
     let reask = last_user_message(&llm.bodies()[1]);
+    let question = json!({"steps": [{"id": "answer_double", "operation": "analyze_code",
+        "params": {"file_path": "double.py", "query": one_line}, "final_answer": true}]})
+    .to_string();
     assert!(
-        reask.contains(shown)
-            && reask
-                .contains(r#""operation": "analyze_code", "params": {"file_path": "double.py""#),
+        reask.contains(&shown) && reask.contains(&question),
         "{reask}"
     );
     assert_exit(&output, 0);
     assert_eq!(sandbox.status("t")["state"], json!("succeeded"));
-    // Judged as any plan: the repository's tests stood in for the reproduction and pass.
+    // Judged as any plan: the repository's tests, which must pass after it, pass.
     let check = command_check(&sandbox);
     assert_eq!(check["met"], json!(true), "{check}");
 }
@@ -1449,4 +1450,68 @@ fn an_answer_that_contradicts_the_codes_output_is_never_a_success() {
             .contains("does not state what the code printed (`None`)"),
         "{answer}"
     );
+}
+
+/// The repository's tests required of such a change stay required: a recovery that rewrites
+/// the check into a command that passes, or a plan that rewrites the test to the wrong code's
+/// answer, shows nothing.
+#[test]
+fn the_repositorys_tests_stay_required_whatever_a_recovery_or_the_plan_does() {
+    let run = |plan: Value, recovery: Value| {
+        let sandbox = exercise_repo();
+        let llm = FakeLlm::with_rules(vec![
+            Rule::reproduction().reply(chat(r#"{"command": null}"#)),
+            Rule::planner().reply(chat(&plan.to_string())).times(1),
+            Rule::recovery().reply(chat(&recovery.to_string())),
+            Rule::reflection().reply(chat("The stub is still wrong.")),
+            Rule::flow_summary().reply(chat("Implemented double.")),
+        ]);
+        let output = run_task(&sandbox, &llm, "Implement double(n) in double.py: twice n.");
+        (sandbox, output)
+    };
+    let wrong = json!({"steps": [{"id": "fix", "operation": "write_file",
+        "params": {"file_path": "double.py", "content": "def double(n):\n    return n + 1\n"}}]});
+    let cheat = json!({"strategy": "modify", "reason": "the tests are too strict",
+        "step": {"id": "check", "params": {"command": "python3 -c 'import double'"}}});
+    let (sandbox, output) = run(wrong, cheat);
+    assert_exit(&output, 1);
+    assert_ne!(sandbox.status("t")["state"], json!("succeeded"));
+    let check = command_check_of(&sandbox, "python3 -m pytest -q");
+    assert_eq!(check["met"], json!(false), "{check}");
+    // The test rewritten to the wrong code's answer.
+    let rewritten = json!({"steps": [
+        {"id": "fix", "operation": "write_file",
+         "params": {"file_path": "double.py", "content": "def double(n):\n    return n + 1\n"}},
+        {"id": "test", "operation": "write_file",
+         "params": {"file_path": "double_test.py",
+                    "content": "import unittest\n\nfrom double import double\n\n\n\
+                                class DoubleTest(unittest.TestCase):\n    \
+                                def test_two(self):\n        self.assertEqual(double(2), 3)\n"}},
+    ]});
+    let abort = json!({"strategy": "abort", "reason": "no"});
+    let (sandbox, output) = run(rewritten, abort.clone());
+    assert_exit(&output, 1);
+    assert_ne!(sandbox.status("t")["state"], json!("succeeded"));
+    let check = command_check_of(&sandbox, "python3 -m pytest -q");
+    assert_eq!(check["met"], json!(false), "{check}");
+    assert!(
+        check["detail"]
+            .as_str()
+            .unwrap()
+            .contains("the flow changed tests (double_test.py)"),
+        "{check}"
+    );
+    // A test the flow adds is the task's own ("add tests for …"): no reason to doubt the pass.
+    let added = json!({"steps": [
+        {"id": "fix", "operation": "write_file",
+         "params": {"file_path": "double.py", "content": "def double(n):\n    return n * 2\n"}},
+        {"id": "more", "operation": "write_file",
+         "params": {"file_path": "more_test.py",
+                    "content": "from double import double\n\n\ndef test_zero():\n    \
+                                assert double(0) == 0\n"}},
+    ]});
+    let (sandbox, output) = run(added, abort);
+    assert_exit(&output, 0);
+    let check = command_check_of(&sandbox, "python3 -m pytest -q");
+    assert_eq!(check["met"], json!(true), "{check}");
 }

@@ -47,6 +47,21 @@ pub struct CommandDeliverable {
     /// run then is the other half of the evidence.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub reproduced_by: Option<String>,
+    /// Who requires it, when not the plan: it is kept through every revision, whatever a
+    /// recovery makes of the steps that run it.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub required: Option<Required>,
+}
+
+/// Why a command must pass whatever the plan says.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Required {
+    /// The task names it (its test command, or a test file it names).
+    Task,
+    /// The repository's tests, for a change the model wrote no reproduction for: tests the flow
+    /// changed cannot show it done.
+    RepositoryTests,
 }
 
 /// The question a flow answers, and the step whose model answers it from the files.
@@ -152,6 +167,7 @@ mod tests {
                 command: Some("pytest -q".into()),
                 step: "test".into(),
                 reproduced_by: None,
+                required: None,
             }],
             answer: None,
             inferred: false,

@@ -9,6 +9,7 @@ use crate::flow::deliverables as settled;
 use crate::task::workspace::TaskDir;
 use ocflow_model::deliverable::{
     AnswerDeliverable, CommandDeliverable, DeliverableCheck, DeliverableKind, Deliverables,
+    Required,
 };
 use ocflow_model::flow::Flow;
 use ocflow_model::status::{FlowStatus, StepState, StepStatus};
@@ -50,9 +51,12 @@ pub(crate) fn check(
     }
     for command in &deliverables.commands {
         let check = self::command(status, flow, command, changed, inferred);
-        checks.push(match &command.reproduced_by {
-            Some(step) => reproduced(task, status, step, &command.step, changed, check),
-            None => check,
+        checks.push(match (&command.reproduced_by, command.required) {
+            (Some(step), _) => reproduced(task, status, step, &command.step, changed, check),
+            (None, Some(Required::RepositoryTests)) => {
+                repository_tests(task, status, command, changed, check)
+            }
+            _ => check,
         });
     }
     if let Some(answer) = &deliverables.answer {
@@ -383,6 +387,33 @@ fn reproduced(
                 ..after
             }
         }
+    }
+}
+
+/// The repository's tests, required of a change the model wrote no reproduction for: their pass
+/// shows nothing once the flow changed or deleted a test the repository had (a test it adds is
+/// the task's, "add tests for …"), or when the step that passed ran another command.
+fn repository_tests(
+    task: &TaskDir,
+    status: &FlowStatus,
+    command: &CommandDeliverable,
+    changed: &[String],
+    after: DeliverableCheck,
+) -> DeliverableCheck {
+    let tests = command.command.as_deref().unwrap_or_default();
+    let snapshot = task.snapshot();
+    let had: Vec<String> = changed
+        .iter()
+        .filter(|path| snapshot.join(path.as_str()).exists())
+        .cloned()
+        .collect();
+    match tests_unfit(task, status, &command.step, tests, &had) {
+        Some(why) if after.met => DeliverableCheck {
+            met: false,
+            detail: format!("the repository's tests `{tests}` passed, but {why}"),
+            ..after
+        },
+        _ => after,
     }
 }
 

@@ -12,7 +12,7 @@ use serde_json::{Map, Value};
 
 use crate::flow::operations::{self, ParamMeaning, Reads};
 use crate::flow::path_rules::PathRules;
-use ocflow_model::deliverable::{AnswerDeliverable, CommandDeliverable, Deliverables};
+use ocflow_model::deliverable::{AnswerDeliverable, CommandDeliverable, Deliverables, Required};
 use ocflow_model::flow::{Flow, Step};
 use ocflow_model::problem::Problem;
 
@@ -43,6 +43,7 @@ pub(crate) fn settle(
     let planned = raw
         .as_ref()
         .is_some_and(|raw| raw.get("planned") == Some(&Value::Bool(true)));
+    let required = required_commands(raw.as_ref());
     let declared = raw.and_then(|raw| read(raw, problems));
     let deliverables = match declared {
         Some(declared) => settle_declared(flow, declared, rules, problems, &mut notes),
@@ -52,8 +53,27 @@ pub(crate) fn settle(
         },
     };
     flow.deliverables = Some(deliverables);
+    // What the task or ocflow requires stays, whatever a revision did to the steps running it.
+    for (command, why) in required {
+        let kept = format!("`{command}` must still pass at the end");
+        notes.extend(require_command_because(flow, &command, why, &kept));
+    }
     settle_reproductions(flow, problems, &mut notes);
     notes
+}
+
+/// The commands a saved flow's deliverables (`raw`) hold as required, and by whom.
+fn required_commands(raw: Option<&Value>) -> Vec<(String, Required)> {
+    let Some(Value::Array(commands)) = raw.and_then(|raw| raw.get("commands")) else {
+        return Vec::new();
+    };
+    commands
+        .iter()
+        .filter_map(|c| {
+            let required = serde_json::from_value(c.get("required")?.clone()).ok()?;
+            Some((c.get("command")?.as_str()?.to_string(), required))
+        })
+        .collect()
 }
 
 /// Makes the command of each step that reproduces the task's problem (`reproduce`) one the flow
@@ -92,6 +112,7 @@ fn settle_reproductions(flow: &mut Flow, problems: &mut Vec<Problem>, notes: &mu
                         command: Some(command),
                         step,
                         reproduced_by: Some(id),
+                        required: None,
                     });
                 }
             }
@@ -380,6 +401,7 @@ fn settle_declared(
                 command: Some(command.clone()),
                 step,
                 reproduced_by: None,
+                required: None,
             }),
             None => problems.push(flow_problem(format!(
                 "deliverables.commands names `{command}`, and this library has no operation \
@@ -402,20 +424,38 @@ fn settle_declared(
 /// Makes `command` one of the flow's commands that must pass (the task names it): run by the
 /// step that runs it after every change, or by one added. One sentence for each addition.
 pub(crate) fn require_command(flow: &mut Flow, command: &str) -> Vec<String> {
-    require_command_because(
-        flow,
-        command,
-        &format!("the task names `{command}`: it must pass at the end"),
-    )
+    let why = format!("the task names `{command}`: it must pass at the end");
+    require_command_because(flow, command, Required::Task, &why)
 }
 
 /// Makes the repository's tests (`tests`, the command `run_tests` runs) a command that must
 /// pass after a change the model wrote no reproduction for (it said none can show it): the
 /// change is then checked by the tests the repository already has, as a refactoring's would be.
+/// A plan that runs the tests itself after every change (a test runner's step, its own flags)
+/// keeps its command, now required.
 pub(crate) fn require_tests_after(flow: &mut Flow, tests: &str) -> Vec<String> {
+    let runs_tests = |id: &str| {
+        flow.step(id)
+            .and_then(|step| operations::find(&step.operation))
+            .is_some_and(|op| op.runs_tests)
+    };
+    let planned = flow.deliverables.as_ref().and_then(|d| {
+        d.commands
+            .iter()
+            .position(|c| c.command.is_some() && runs_tests(&c.step))
+    });
+    if let (Some(at), Some(deliverables)) = (planned, flow.deliverables.as_mut()) {
+        let command = &mut deliverables.commands[at];
+        command.required.get_or_insert(Required::RepositoryTests);
+        let run = command.command.clone().unwrap_or_default();
+        return vec![format!(
+            "no command shows the change itself: the plan's tests `{run}` must pass after it"
+        )];
+    }
     require_command_because(
         flow,
         tests,
+        Required::RepositoryTests,
         &format!(
             "no command shows the change itself: the repository's tests `{tests}` must pass \
              after the change"
@@ -423,19 +463,33 @@ pub(crate) fn require_tests_after(flow: &mut Flow, tests: &str) -> Vec<String> {
     )
 }
 
-/// `require_command`, saying `why` when it adds the command.
-fn require_command_because(flow: &mut Flow, command: &str, why: &str) -> Vec<String> {
+/// `require_command`, saying `why` when it adds the command, which `required` then keeps
+/// through every revision.
+fn require_command_because(
+    flow: &mut Flow,
+    command: &str,
+    required: Required,
+    why: &str,
+) -> Vec<String> {
     let mut notes = Vec::new();
     let mut deliverables = flow.deliverables.take().unwrap_or_default();
     let known = deliverables
         .commands
-        .iter()
-        .any(|c| c.command.as_deref().map(normalize) == Some(normalize(command)));
+        .iter_mut()
+        .find(|c| c.command.as_deref().map(normalize) == Some(normalize(command)));
+    let known = match known {
+        Some(known) => {
+            known.required.get_or_insert(required);
+            true
+        }
+        None => false,
+    };
     if !known && let Some(step) = deliver_command(flow, Some(command), true, &mut notes) {
         deliverables.commands.push(CommandDeliverable {
             command: Some(command.to_string()),
             step,
             reproduced_by: None,
+            required: Some(required),
         });
         notes.push(why.to_string());
     }
@@ -480,6 +534,7 @@ fn infer(flow: &mut Flow, notes: &mut Vec<String>) -> Deliverables {
             command,
             step: id,
             reproduced_by: None,
+            required: None,
         });
     }
     // Its answer: the step marked as the flow's answer, else its last step that answers from

@@ -317,20 +317,21 @@ impl Planner<'_> {
         }
         // The model said no command can show the change (or there was no budget to ask): the
         // repository's tests, if it has any, must still pass after it.
-        let reproduces = |flow: &Flow| {
-            flow.steps
-                .iter()
-                .any(|s| operations::find(&s.operation).is_some_and(|op| op.reproduces))
-        };
         if question.purpose == reproduction::REPRODUCTION.purpose
-            && !reproduces(&asked)
+            && !reproduction::reproduces(&asked)
             && let Some(tests) = self.test_commands.first()
         {
             let mut tried = asked.clone();
             let added = deliverables::require_tests_after(&mut tried, &tests.command);
-            if self.policy.check(&tried.steps).is_none() {
-                notes.extend(added);
-                asked = tried;
+            match self.policy.check(&tried.steps) {
+                None => {
+                    notes.extend(added);
+                    asked = tried;
+                }
+                Some(problem) => notes.push(format!(
+                    "the repository's tests `{}` cannot check the change: {problem}",
+                    tests.command
+                )),
             }
         }
         match self.roles.apply(asked) {
@@ -382,7 +383,7 @@ impl Planner<'_> {
             };
         deliverables::planned_by_model(&mut flow);
         self.name_the_test_command(&mut flow);
-        if let Some(reason) = unfit(&flow, named) {
+        if let Some(reason) = unfit(&flow, task, named) {
             return Judged::Unfit(reason);
         }
         // The task names a file to make; the flow makes one like it under another name.
@@ -530,7 +531,7 @@ pub(crate) fn is_secret(name: &str) -> bool {
 
 /// Why a valid flow still does not fit the task, if it does not: it is the prompt's own
 /// example, it holds the prompt's placeholders, or it touches none of the files the task names.
-fn unfit(flow: &Flow, named: &[RepoPath]) -> Option<String> {
+fn unfit(flow: &Flow, task: &str, named: &[RepoPath]) -> Option<String> {
     let mut steps = serde_json::to_value(&flow.steps).ok()?;
     // Roles are given by ocflow where the model left none: not part of what it copied.
     if let Some(list) = steps.as_array_mut() {
@@ -579,8 +580,8 @@ fn unfit(flow: &Flow, named: &[RepoPath]) -> Option<String> {
                 "the flow touches none of the files the task names ({}): plan its steps on them. \
                  To change {file}, for example: {}; to answer a question about it: {}",
                 names.join(", "),
-                plan_on(file, Shape::Change),
-                plan_on(file, Shape::Question)
+                plan_on(file, Shape::Change, task),
+                plan_on(file, Shape::Question, task)
             )
         });
     }
@@ -602,9 +603,14 @@ enum Shape {
     Question,
 }
 
+/// The most of the task a plan shown to the model carries (its whole text, mostly).
+const TASK_IN_A_PLAN: usize = 1500;
+
 /// A plan of one step on `file`, in the answer's own form, that fits the task: a hint the model
 /// may copy, never a plan ocflow runs on its own (only the model knows which the task asks for).
-fn plan_on(file: &RepoPath, shape: Shape) -> String {
+/// The step carries the task itself, as its instructions or its question: a code step's model
+/// is shown its instructions and the file, not the task.
+fn plan_on(file: &RepoPath, shape: Shape, task: &str) -> String {
     let path = file.as_str();
     let stem = path.rsplit('/').next().unwrap_or(path);
     let stem = stem.split('.').next().unwrap_or(stem);
@@ -612,20 +618,19 @@ fn plan_on(file: &RepoPath, shape: Shape) -> String {
         .chars()
         .map(|c| if c.is_ascii_alphanumeric() { c } else { '_' })
         .collect();
+    let mut task = task.split_whitespace().collect::<Vec<_>>().join(" ");
+    if let Some((at, _)) = task.char_indices().nth(TASK_IN_A_PLAN) {
+        task.truncate(at);
+        task.push_str(" …");
+    }
     let step = match shape {
         Shape::Change => serde_json::json!({"id": format!("change_{id}"),
-            "operation": "modify_code", "params": {"file_path": path,
-            "instructions": format!("Make the change the task asks for in {path}")}}),
+            "operation": "modify_code", "params": {"file_path": path, "instructions": task}}),
         Shape::Question => serde_json::json!({"id": format!("answer_{id}"),
-            "operation": "analyze_code", "params": {"file_path": path,
-            "query": format!("Answer the task's question from {path}")}, "final_answer": true}),
+            "operation": "analyze_code", "params": {"file_path": path, "query": task},
+            "final_answer": true}),
     };
-    // The separators of the answers small models write (`", "`, `": "`), which the tests and a
-    // reader compare with.
-    serde_json::to_string(&serde_json::json!({"steps": [step]}))
-        .unwrap_or_default()
-        .replace("\",\"", "\", \"")
-        .replace("\":", "\": ")
+    serde_json::to_string(&serde_json::json!({"steps": [step]})).unwrap_or_default()
 }
 
 /// What the task itself says must pass, made a deliverable of the flow: the command it names

@@ -30,10 +30,7 @@ const DOCUMENTATION: &[&str] = &["md", "markdown", "rst", "txt", "adoc"];
 /// other than documentation, reproduces nothing itself, and `checked` (the task names no test
 /// that must pass) is false.
 pub(crate) fn wanted(flow: &Flow, checked: bool) -> bool {
-    let reproduces = flow
-        .steps
-        .iter()
-        .any(|s| operations::find(&s.operation).is_some_and(|op| op.reproduces));
+    let reproduces = reproduces(flow);
     let documentation = |path: &str| {
         Path::new(path)
             .extension()
@@ -45,6 +42,13 @@ pub(crate) fn wanted(flow: &Flow, checked: bool) -> bool {
         && deliverables::written_paths(flow)
             .iter()
             .any(|path| !documentation(path))
+}
+
+/// Whether a step of `flow` reproduces the task's problem before any change (`reproduce`).
+pub(crate) fn reproduces(flow: &Flow) -> bool {
+    flow.steps
+        .iter()
+        .any(|s| operations::find(&s.operation).is_some_and(|op| op.reproduces))
 }
 
 /// What the model was asked and what it answered, for the caller to save.

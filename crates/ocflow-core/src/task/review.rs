@@ -96,8 +96,11 @@ pub fn changes_and_left_out(
         interrupt::check()?;
         // Only a command can touch an ignored path (file steps are refused one), whether it
         // made the file or deleted it: neither is a change a person would commit.
+        // Git never ignores a file it has: a command's ignore file leaves out only new files.
+        let new_file =
+            || Ok::<bool, ocflow_model::error::Error>(base.source(task, path)?.is_none());
         let ignored = ignore_rules::ignored_by(&status.repo, path).is_some()
-            || made_rules.iter().any(|r| r.ignore(&status.repo, path));
+            || (made_rules.iter().any(|r| r.ignore(&status.repo, path)) && new_file()?);
         if by_command(version) && ignored {
             left_out.push(path.as_str().to_string());
             continue;

@@ -18,6 +18,9 @@ use ocflow_model::llm::{LlmError, LlmErrorKind};
 use ocflow_model::status::{self, FlowStatus, StepState};
 use ocflow_model::step_result::{LlmFailure, StepResult};
 
+/// How the reason of the coder's second try (`Executor::second_try`) begins.
+const SECOND_TRY: &str = "the coder's second try";
+
 impl Executor {
     /// A failed step: a transient failure is retried after a backoff, within bounds and
     /// without asking the LLM; a permanent one goes to recovery when there is an LLM.
@@ -241,6 +244,7 @@ impl Executor {
             past_experience: &past_experience,
         };
         let before = settings.llm.usage_for("recovery");
+        let asked = pending.is_none();
         let decided = match pending {
             Some(decision) => recovery::redo(&context, failed, decision),
             None => {
@@ -269,7 +273,8 @@ impl Executor {
                 self.save()?;
                 return Ok(Next::Stop);
             }
-            Err(stop @ recovery::Stop::NoValidAnswer { .. }) => {
+            // Not for a saved decision that no longer holds on resume: that one was recorded.
+            Err(stop @ recovery::Stop::NoValidAnswer { .. }) if asked => {
                 match self.second_try(failed, result.as_ref(), "no usable answer") {
                     Some(decided) => decided,
                     None => return self.stop_recovery(failed, &stop.to_string()),
@@ -375,6 +380,13 @@ impl Executor {
         why: &str,
     ) -> Option<recovery::Decided> {
         let code = feedback::code_step_of(&self.flow, failed, result)?;
+        // A step that writes tests is never told to make them pass by ocflow itself.
+        let writes_tests = crate::flow::deliverables::file_writes(&self.flow)
+            .iter()
+            .any(|(id, path)| *id == code && crate::llm::planner::is_test_file(path));
+        if writes_tests {
+            return None;
+        }
         let attempts = self.status.step(&code).map_or(0, |s| s.attempts);
         if attempts >= self.settings.recovery_limits.max_attempts_per_step {
             return None;
@@ -382,8 +394,8 @@ impl Executor {
         let decision = ocflow_model::decision::Decision {
             strategy: StrategyKind::Retry,
             reason: format!(
-                "the model gave no usable recovery strategy ({why}): step {code} runs again, \
-                 shown the failing test"
+                "{SECOND_TRY}: the model gave no usable recovery strategy ({why}); step {code} \
+                 runs again, shown the failing test"
             ),
             step: Some(serde_json::json!({"id": code})),
             steps: Vec::new(),
@@ -405,7 +417,13 @@ impl Executor {
     /// and copied to `flow.json` after it, so a crash anywhere leaves a state resume redoes.
     fn carry_out(&mut self, failed: &str, decided: recovery::Decided) -> Result<Next> {
         let decision = decided.decision;
-        let feedback = self.feedback_for(failed, &decision.reason)?;
+        // The coder is told the failing test; ocflow's own reason for the try is no advice.
+        let advice = if decision.reason.starts_with(SECOND_TRY) {
+            ""
+        } else {
+            decision.reason.as_str()
+        };
+        let feedback = self.feedback_for(failed, advice)?;
         let skip = |status: &mut FlowStatus, id: &str, message: String| -> Result<()> {
             match status.step_mut(id) {
                 Some(entry) => Ok(entry.skip(message)?),

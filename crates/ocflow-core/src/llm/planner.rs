@@ -578,7 +578,8 @@ fn unfit(flow: &Flow, task: &str, named: &[RepoPath]) -> Option<String> {
                 .unwrap_or(&named[0]);
             format!(
                 "the flow touches none of the files the task names ({}): plan its steps on them. \
-                 To change {file}, for example: {}; to answer a question about it: {}",
+                 To change {file}, for example: {}; to answer a question about it: {}; when no \
+                 change to this repository can do the task: {{\"refuse\": \"why\"}}",
                 names.join(", "),
                 plan_on(file, Shape::Change, task),
                 plan_on(file, Shape::Question, task)

@@ -1338,6 +1338,8 @@ fn a_plan_on_none_of_the_named_files_is_shown_one_that_is() {
         reask.contains(&shown) && reask.contains(&question),
         "{reask}"
     );
+    // A task no change can do is still the model's to refuse.
+    assert!(reask.contains(r#"{"refuse": "why"}"#), "{reask}");
     assert_exit(&output, 0);
     assert_eq!(sandbox.status("t")["state"], json!("succeeded"));
     // Judged as any plan: the repository's tests, which must pass after it, pass.

@@ -90,10 +90,14 @@ const MARKERS: &[&str] = &[
 /// or after "tests with:", "run:" …, up to the end of the command — the end of its sentence,
 /// never the next one ("… -t . Do not edit anything under tests/").
 pub(crate) fn named_in_task(task: &str) -> Option<String> {
+    let prose = without_fenced_blocks(task);
+    let task = prose.as_str();
+    // Inline code only: a span across lines is no command the task names.
     let quoted = task
         .split('`')
         .skip(1)
         .step_by(2)
+        .filter(|span| !span.contains('\n'))
         .map(str::trim)
         .find(|span| starts_with_runner(span));
     if let Some(command) = quoted {
@@ -106,6 +110,38 @@ pub(crate) fn named_in_task(task: &str) -> Option<String> {
         let command = up_to_its_end(rest.lines().next().unwrap_or(""));
         starts_with_runner(&command).then_some(command)
     })
+}
+
+/// `text` without its fenced code blocks (```` ``` ```` or `~~~` fences, CommonMark's): code a
+/// task shows (Exercism's instructions show ```` ```python ```` examples) is no command it names
+/// to run its tests with; an unclosed fence runs to the end.
+fn without_fenced_blocks(text: &str) -> String {
+    let mut kept = Vec::new();
+    let mut fence: Option<String> = None;
+    for line in text.lines() {
+        let trimmed = line.trim_start();
+        let marker: String = trimmed
+            .chars()
+            .take_while(|c| *c == '`' || *c == '~')
+            .collect();
+        let opens = marker.len() >= 3
+            && marker
+                .chars()
+                .all(|c| c == marker.chars().next().unwrap_or('`'));
+        match &fence {
+            Some(open)
+                if opens
+                    && marker.starts_with(open.as_str())
+                    && trimmed[marker.len()..].trim().is_empty() =>
+            {
+                fence = None
+            }
+            Some(_) => {}
+            None if opens => fence = Some(marker),
+            None => kept.push(line),
+        }
+    }
+    kept.join("\n")
 }
 
 /// The words of `line` that belong to the command: up to a word that ends its sentence (a full
@@ -198,6 +234,25 @@ mod tests {
                 Some("pytest -q tests/test_cart.py"),
             ),
             ("fix the tests with care.", None),
+            // Exercism's hamming instructions (exercism/python): an example in a fenced block,
+            // its info string `python` no runner named by the task.
+            (
+                "To raise a `ValueError` with a message, write the message as an argument to the \
+                 `exception` type:\n\n```python\n# When the sequences being passed are not the \
+                 same length.\nraise ValueError(\"Strands must be of equal length.\")\n```\n\n\
+                 Use the above instructions to modify the supplied files: hamming.py.",
+                None,
+            ),
+            (
+                "~~~~exercism/note\nRun `python3 -m pytest -q` first.\n~~~~\nFix it.",
+                None,
+            ),
+            (
+                "```sh\npytest -q\n```\nFix it, then run `npm test` to check",
+                Some("npm test"),
+            ),
+            // A span across lines is no inline code.
+            ("see `python\nfoo` and fix it", None),
         ];
         for (task, want) in cases {
             assert_eq!(named_in_task(task).as_deref(), want, "{task}");

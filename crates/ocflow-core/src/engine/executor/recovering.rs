@@ -294,13 +294,7 @@ impl Executor {
             .pending_recovery
             .as_ref()
             .is_some_and(|p| p.decision.is_none());
-        let tried = |status: &FlowStatus, decided: &recovery::Decided| {
-            let signature = decided.decision.signature();
-            status
-                .step(failed)
-                .is_some_and(|entry| entry.recoveries.iter().any(|r| r.signature == signature))
-        };
-        let decided = if fresh && tried(&self.status, &decided) {
+        let decided = if fresh && self.tried(failed, &decided.decision) {
             let again = "the same strategy a second time";
             match self.second_try(failed, result.as_ref(), again) {
                 Some(second) => second,
@@ -369,6 +363,14 @@ impl Executor {
         self.carry_out(failed, decided)
     }
 
+    /// Whether `decision` (strategy and parameters) was already taken for step `failed`.
+    fn tried(&self, failed: &str, decision: &ocflow_model::decision::Decision) -> bool {
+        let signature = decision.signature();
+        self.status
+            .step(failed)
+            .is_some_and(|entry| entry.recoveries.iter().any(|r| r.signature == signature))
+    }
+
     /// The coder's second try, when the model gave no usable strategy (`why`) for a failed
     /// test of code: the code step runs again, shown the failing test, as the model alone is in
     /// Aider's protocol. Once per failed step (its signature among the step's recoveries ends
@@ -400,12 +402,7 @@ impl Executor {
             step: Some(serde_json::json!({"id": code})),
             steps: Vec::new(),
         };
-        let signature = decision.signature();
-        let taken = self
-            .status
-            .step(failed)
-            .is_some_and(|entry| entry.recoveries.iter().any(|r| r.signature == signature));
-        (!taken).then_some(recovery::Decided {
+        (!self.tried(failed, &decision)).then_some(recovery::Decided {
             decision,
             flow: None,
             notes: Vec::new(),

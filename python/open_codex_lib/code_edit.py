@@ -159,6 +159,7 @@ def modify_code(step: Step, llm_config: dict | None) -> dict:
                 content=original.rstrip("\n"),
                 instructions=instructions.strip(),
                 focus=focus,
+                task_context=task_context(step.task, instructions),
             ),
         },
     ]
@@ -186,6 +187,22 @@ def modify_code(step: Step, llm_config: dict | None) -> dict:
         lines_after=lines_after,
         syntax_check=answer.syntax_check.fields(),
         **chat.fields,
+    )
+
+
+def task_context(task: str, instructions: str) -> str:
+    """The flow's task, shown first (every code step of a flow shares it, so a server's prefix
+    cache keeps it) when the step's instructions do not already hold it: a small model's plan
+    often gives a code step one terse line ("implement the function"), and the user's words are
+    what the change is for. Empty when there is nothing to add."""
+
+    def words(text: str) -> str:
+        return " ".join(text.split())
+
+    if not task.strip() or words(task) in words(instructions):
+        return ""
+    return (
+        f"The task this change is part of (make only the change asked below):\n{task.strip()}\n\n"
     )
 
 
@@ -229,6 +246,7 @@ def edit_with_blocks(
                 language=language_tag(rel),
                 content=original.rstrip("\n"),
                 instructions=instructions.strip(),
+                task_context=task_context(step.task, instructions),
             ),
         },
     ]

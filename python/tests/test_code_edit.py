@@ -47,6 +47,23 @@ def test_modify_code_fenced_answer_with_prose(make_step):
     assert "Change only the function" not in user["content"]
 
 
+def test_a_code_step_is_shown_the_task_its_instructions_do_not_hold(make_step):
+    # Issue 41: a small model's plan gives a code step one terse line; the user's words are
+    # what the change is for. Shown above the instructions, unless the instructions hold them.
+    files = modify_step(make_step)
+    llm = FakeLLM(f"```python\n{NEW}```")
+    assert run(files, llm)["status"] == "success"
+    user = llm.calls[0]["messages"][1]["content"]
+    shown = (
+        "The task this change is part of (make only the change asked below):\nRefactor utils.py\n"
+    )
+    assert user.startswith(shown) and "Change to make:\nmake f return 10" in user
+    files = modify_step(make_step, instructions="Refactor   utils.py: make f return 10")
+    llm = FakeLLM(f"```python\n{NEW}```")
+    assert run(files, llm)["status"] == "success"
+    assert "The task this change is part of" not in llm.calls[0]["messages"][1]["content"]
+
+
 def test_modify_code_unfenced_code_that_compiles(make_step):
     files = modify_step(make_step)
     result = run(files, FakeLLM(NEW.rstrip("\n")))

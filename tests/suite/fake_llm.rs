@@ -79,6 +79,8 @@ const REFLECTION_MARK: &str = "Say what was learned";
 /// In the question that follows a valid plan for a change (`prompts/reproduce.md`).
 const REPRODUCTION_MARK: &str = "Before the plan runs, show the problem it is for.";
 const EVIDENCE_MARK: &str = "Before the plan answers, show what the answer must agree with.";
+/// In the question asked when the model's plans could not be used (`prompts/plan_shape.md`).
+const SHAPE_MARK: &str = "Say what the task asks for:";
 /// Where the recovery prompt shows the failed step as JSON, on the next line.
 const FAILED_STEP_MARK: &str = "The failed step (attempt ";
 
@@ -197,6 +199,12 @@ impl Rule {
     /// reproduction's question is.
     pub fn evidence() -> Rule {
         Rule::conversation_contains(EVIDENCE_MARK).named("evidence")
+    }
+
+    /// The question of what the task asks for (a change, an answer, a refusal), asked when no
+    /// plan of the model's could be used and the task names files ocflow can plan on.
+    pub fn plan_shape() -> Rule {
+        Rule::conversation_contains(SHAPE_MARK).named("plan shape")
     }
 
     /// The reflection's request at the end of a flow that needed recovery.

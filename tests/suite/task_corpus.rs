@@ -118,6 +118,15 @@ fn no_task_outside_a_repository_ends_succeeded_whatever_the_model_plans() {
                 .reply(chat(&plans[i % plans.len()].to_string()))
         })
         .collect();
+    // Those plans touch none of the files a task names, or deliver nothing: asked then what the
+    // task asks for, the model says a change or an answer (ocflow would plan it on the named
+    // file), never a refusal.
+    rules.extend(tasks.iter().enumerate().map(|(i, task)| {
+        let choice = ["change", "answer"][i % 2];
+        Rule::plan_shape()
+            .and_conversation_contains(task)
+            .reply(chat(&json!({"choice": choice}).to_string()))
+    }));
     let abort = json!({"strategy": "abort", "reason": "nothing in the repository can do it"});
     rules.push(Rule::recovery().reply(chat(&abort.to_string())));
     rules.push(Rule::flow_summary().reply(chat("Done: it was sent and confirmed.")));
@@ -130,6 +139,12 @@ fn no_task_outside_a_repository_ends_succeeded_whatever_the_model_plans() {
             .output()
             .unwrap()
     });
+    let chosen = llm
+        .bodies()
+        .iter()
+        .filter(|b| last_user_message(b).contains("Say what the task asks for"))
+        .count();
+    assert!(chosen > 0, "no task named a file ocflow could plan on");
     for (i, (task, output)) in tasks.iter().zip(&outputs).enumerate() {
         assert_ne!(output.status.code(), Some(0), "{task}: {}", stderr(output));
         let state = sandbox.status(&format!("o{i}"))["state"].clone();

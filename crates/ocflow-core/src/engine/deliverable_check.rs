@@ -430,7 +430,7 @@ fn tests_unfit(
     let edited: Vec<&str> = changed
         .iter()
         .map(String::as_str)
-        .filter(|path| crate::llm::planner::is_test_file(path))
+        .filter(|path| crate::flow::test_command::is_test_file(path))
         .collect();
     if !edited.is_empty() {
         return Some(format!(

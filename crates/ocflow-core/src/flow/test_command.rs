@@ -183,6 +183,22 @@ fn starts_with_runner(text: &str) -> bool {
         .is_some_and(|word| RUNNERS.contains(&word))
 }
 
+/// Whether a path is a test by the test runners' own naming (`tests/…`, `test_x.py`,
+/// `x_test.go`, `x.test.js`, `x.spec.ts`, `x_spec.rb`).
+pub(crate) fn is_test_file(path: &str) -> bool {
+    let mut parts = path.split('/').rev();
+    let name = parts.next().unwrap_or(path).to_ascii_lowercase();
+    let in_test_dir =
+        parts.any(|dir| matches!(dir, "test" | "tests" | "__tests__" | "spec" | "specs"));
+    let stem = name.split('.').next().unwrap_or(&name);
+    in_test_dir
+        || stem.starts_with("test_")
+        || stem.ends_with("_test")
+        || stem.ends_with("_spec")
+        || name.contains(".test.")
+        || name.contains(".spec.")
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

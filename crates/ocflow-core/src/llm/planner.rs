@@ -16,10 +16,11 @@ use crate::flow::policy::CommandPolicy;
 use crate::flow::project_instructions::Selected;
 use crate::flow::roles::Roles;
 use crate::flow::task_files;
-use crate::flow::test_command::{self, TestCommand};
+use crate::flow::test_command::{self, TestCommand, is_test_file};
 use crate::flow::validate;
 use crate::llm::answer;
 use crate::llm::client::Llm;
+use crate::llm::plan_shapes::{self, Choice, Shape};
 use crate::llm::planner_prompt::{self, PromptParts};
 use crate::llm::{evidence, reproduction};
 use ocflow_model::flow::Flow;
@@ -122,7 +123,9 @@ pub type RepoMap<'a> = Box<dyn Fn(&str, &[RepoPath]) -> String + Send + Sync + '
 
 impl Planner<'_> {
     /// Plans `task`: the flow, and what validation added to it (implied dependencies). Raw
-    /// answers go to `answers_dir/plan-answer-N.md`.
+    /// answers go to `answers_dir/plan-answer-N.md`. When no answer of the model's gives a
+    /// usable plan, and the task names files to plan on, ocflow plans on them in the shape the
+    /// model then chooses (`plan_shapes`); otherwise the planning's failure stands.
     pub async fn plan(
         &self,
         task: &str,
@@ -133,12 +136,111 @@ impl Planner<'_> {
             Some(used) => format!("{}\n\n{}", SYSTEM.trim(), used.section),
             None => SYSTEM.trim().to_string(),
         };
-        let mut messages = vec![
+        let messages = vec![
             Message::system(system),
             Message::user(self.first_prompt(task, &files)),
         ];
         let named = task_files::named(task, &files);
+        let failure = match self
+            .ask_for_plans(task, messages.clone(), (&named, &files), answers_dir)
+            .await?
+        {
+            Ok(planned) => return Ok(planned),
+            Err(failure) => failure,
+        };
+        // A task that names a file yet to be made asks for more than a plan on the files it
+        // names: only the model can plan that.
         let missing = task_files::missing(task, &files);
+        let targets = plan_shapes::targets(&named);
+        if targets.is_empty() || !missing.is_empty() {
+            return Err(failure);
+        }
+        let asked =
+            plan_shapes::ask(self.llm, &self.settings.for_answer(1), &targets, task).await?;
+        save(answers_dir, "shape-answer.md", &asked.answer)?;
+        let shape = match asked.choice {
+            Some(Choice::Plan(shape)) => shape,
+            Some(Choice::Refuse(reason)) => {
+                return Err(PlanError::Refused {
+                    reason,
+                    dir: answers_dir.to_path_buf(),
+                });
+            }
+            None => return Err(failure),
+        };
+        let Some(plan) = plan_shapes::plan(&targets, shape, task) else {
+            return Err(failure);
+        };
+        save(answers_dir, "plan-by-ocflow.json", &plan)?;
+        let Judged::Plan(flow, mut notes) = self.judge(&plan, task, &named, (&missing, &files))
+        else {
+            return Err(failure);
+        };
+        let names: Vec<&str> = targets.iter().map(|t| t.as_str()).collect();
+        notes.insert(
+            0,
+            format!(
+                "the model's plans could not be used ({}); it said the task asks for {}, so \
+                 ocflow planned one step on {} with the task as its {}",
+                failure_in_brief(&failure),
+                match shape {
+                    Shape::Change => "a change",
+                    Shape::Question => "an answer",
+                },
+                names.join(", "),
+                match shape {
+                    Shape::Change => "instructions",
+                    Shape::Question => "question",
+                },
+            ),
+        );
+        let judged = match (shape, self.test_commands.first()) {
+            // The repository's tests, failing before the change and passing after it, are the
+            // strongest evidence there is, and asking the model costs a call.
+            (Shape::Change, Some(tests)) => {
+                let mut tried = flow.clone();
+                tried.task = task.to_string();
+                notes.extend(deliverables::require_reproduction(
+                    &mut tried,
+                    &tests.command,
+                ));
+                match self.policy.check(&tried.steps) {
+                    None => self.roles.apply(tried).ok().map(|flow| (flow, notes)),
+                    Some(_) => None,
+                }
+            }
+            _ => {
+                // The conversation a reproduction is asked in: the plan as the model's answer.
+                let mut conversation = messages;
+                conversation.push(Message::assistant(plan));
+                Some(
+                    self.settle(flow, notes, task, &named, conversation, answers_dir)
+                        .await?,
+                )
+            }
+        };
+        // ocflow plans for the model only what evidence will judge: a change whose problem a
+        // command shows before it (so a task no change can do, or one on documentation, ends
+        // where the model's planning did), an answer given the code's output to state.
+        match judged {
+            Some((flow, notes)) if plan_shapes::judged_by_evidence(&flow, shape) => {
+                Ok((flow, notes))
+            }
+            _ => Err(failure),
+        }
+    }
+
+    /// The model's answers, asked again with their problems at most `MAX_ATTEMPTS` times in
+    /// all: the first usable plan, settled (its reproduction or evidence asked for), or why
+    /// none was (the outer error: the calls themselves failed).
+    async fn ask_for_plans(
+        &self,
+        task: &str,
+        mut messages: Vec<Message>,
+        (named, files): (&[RepoPath], &[RepoPath]),
+        answers_dir: &Path,
+    ) -> Result<Result<(Flow, Vec<String>), PlanError>, PlanError> {
+        let missing = task_files::missing(task, files);
         let mut problems = String::new();
         let mut answers = answer::Answers::default();
         let mut unfit_said = false;
@@ -162,13 +264,13 @@ impl Planner<'_> {
             )?;
             // Asked about its plan, the model may give the same plan again: it stands.
             if answers.repeats(&reply) && !asked {
-                return Err(PlanError::NoValidFlow {
+                return Ok(Err(PlanError::NoValidFlow {
                     attempts: attempt,
                     dir: answers_dir.to_path_buf(),
                     problems: format!("{problems}\n{}", answer::REPEATED)
                         .trim()
                         .to_string(),
-                });
+                }));
             }
             problems = if reply.is_truncated() {
                 "- the answer was cut off before its end (the model hit its token limit): answer \
@@ -176,42 +278,14 @@ impl Planner<'_> {
                     .to_string()
             } else {
                 let missing: &[RepoPath] = if asked { &[] } else { &missing };
-                match self.judge(&reply.content, task, &named, (missing, &files)) {
-                    Judged::Plan(mut flow, mut notes) => {
-                        // The user's words are the task, whatever the model wrote in its `task`.
-                        flow.task = task.to_string();
-                        let checked = test_command::named_in_task(task).is_some()
-                            || named.iter().any(|p| is_test_file(p.as_str()));
+                match self.judge(&reply.content, task, named, (missing, files)) {
+                    Judged::Plan(flow, notes) => {
                         let mut conversation = messages.clone();
                         conversation.push(Message::assistant(reply.content.clone()));
-                        if reproduction::wanted(&flow, checked) {
-                            notes.extend(
-                                self.ask_command(
-                                    &reproduction::REPRODUCTION,
-                                    conversation,
-                                    &mut flow,
-                                    answers_dir,
-                                )
-                                .await?,
-                            );
-                            if let Some(tests) = self.test_commands.first() {
-                                notes.extend(deliverables::fall_back_to_tests(
-                                    &mut flow,
-                                    &tests.command,
-                                ));
-                            }
-                        } else if evidence::wanted(&flow) {
-                            notes.extend(
-                                self.ask_command(
-                                    &evidence::EVIDENCE,
-                                    conversation,
-                                    &mut flow,
-                                    answers_dir,
-                                )
-                                .await?,
-                            );
-                        }
-                        return Ok((flow, notes));
+                        return self
+                            .settle(flow, notes, task, named, conversation, answers_dir)
+                            .await
+                            .map(Ok);
                     }
                     Judged::Refused(reason) => {
                         return Err(PlanError::Refused {
@@ -220,10 +294,10 @@ impl Planner<'_> {
                         });
                     }
                     Judged::Unfit(reason) if unfit_said => {
-                        return Err(PlanError::Unfit {
+                        return Ok(Err(PlanError::Unfit {
                             reason,
                             dir: answers_dir.to_path_buf(),
-                        });
+                        }));
                     }
                     Judged::Unfit(reason) => {
                         unfit_said = true;
@@ -247,11 +321,49 @@ impl Planner<'_> {
                 &[("problems", &problems)],
             )));
         }
-        Err(PlanError::NoValidFlow {
+        Ok(Err(PlanError::NoValidFlow {
             attempts: MAX_ATTEMPTS,
             dir: answers_dir.to_path_buf(),
             problems,
-        })
+        }))
+    }
+
+    /// A usable plan made whole: the task is the user's words, and the model is asked for the
+    /// command that shows the change's problem (or the question's evidence) where nothing else
+    /// checks it; `conversation` ends with the plan as the model's answer.
+    async fn settle(
+        &self,
+        mut flow: Flow,
+        mut notes: Vec<String>,
+        task: &str,
+        named: &[RepoPath],
+        conversation: Vec<Message>,
+        answers_dir: &Path,
+    ) -> Result<(Flow, Vec<String>), PlanError> {
+        // The user's words are the task, whatever the model wrote in its `task`.
+        flow.task = task.to_string();
+        let checked = test_command::named_in_task(task).is_some()
+            || named.iter().any(|p| is_test_file(p.as_str()));
+        if reproduction::wanted(&flow, checked) {
+            notes.extend(
+                self.ask_command(
+                    &reproduction::REPRODUCTION,
+                    conversation,
+                    &mut flow,
+                    answers_dir,
+                )
+                .await?,
+            );
+            if let Some(tests) = self.test_commands.first() {
+                notes.extend(deliverables::fall_back_to_tests(&mut flow, &tests.command));
+            }
+        } else if evidence::wanted(&flow) {
+            notes.extend(
+                self.ask_command(&evidence::EVIDENCE, conversation, &mut flow, answers_dir)
+                    .await?,
+            );
+        }
+        Ok((flow, notes))
     }
 
     /// Asks the model for a command that shows the task's problem and adds it to `flow` (a step
@@ -469,6 +581,26 @@ pub fn first_request_chars(repo: &Path, task: &str) -> usize {
     SYSTEM.len() + prompt.len() + planner_prompt::MAP_BUDGET
 }
 
+/// A planning failure in one clause, for the note of the plan ocflow made instead.
+fn failure_in_brief(failure: &PlanError) -> String {
+    let said = match failure {
+        PlanError::NoValidFlow { problems, .. } => problems
+            .lines()
+            .next()
+            .unwrap_or_default()
+            .trim_start_matches("- ")
+            .to_string(),
+        PlanError::Unfit { reason, .. } => reason.clone(),
+        other => other.to_string(),
+    };
+    let brief: String = said.chars().take(160).collect();
+    if brief.len() < said.len() {
+        format!("{brief} …")
+    } else {
+        brief
+    }
+}
+
 /// The memory's section as it opens a prompt: followed by a blank line, or nothing.
 pub(crate) fn past_experience(section: &str) -> String {
     if section.trim().is_empty() {
@@ -581,8 +713,8 @@ fn unfit(flow: &Flow, task: &str, named: &[RepoPath]) -> Option<String> {
                  To change {file}, for example: {}; to answer a question about it: {}; when no \
                  change to this repository can do the task: {{\"refuse\": \"why\"}}",
                 names.join(", "),
-                plan_on(file, Shape::Change, task),
-                plan_on(file, Shape::Question, task)
+                plan_shapes::hint(file, Shape::Change, task),
+                plan_shapes::hint(file, Shape::Question, task)
             )
         });
     }
@@ -595,43 +727,6 @@ fn unfit(flow: &Flow, task: &str, named: &[RepoPath]) -> Option<String> {
         return Some(DELIVERS_NOTHING.into());
     }
     None
-}
-
-/// The two shapes of a plan on one file shown to a model whose plan touched none of the files
-/// the task names: small models copy a concrete answer far better than they follow a rule.
-enum Shape {
-    Change,
-    Question,
-}
-
-/// The most of the task a plan shown to the model carries (its whole text, mostly).
-const TASK_IN_A_PLAN: usize = 1500;
-
-/// A plan of one step on `file`, in the answer's own form, that fits the task: a hint the model
-/// may copy, never a plan ocflow runs on its own (only the model knows which the task asks for).
-/// The step carries the task itself, as its instructions or its question: a code step's model
-/// is shown its instructions and the file, not the task.
-fn plan_on(file: &RepoPath, shape: Shape, task: &str) -> String {
-    let path = file.as_str();
-    let stem = path.rsplit('/').next().unwrap_or(path);
-    let stem = stem.split('.').next().unwrap_or(stem);
-    let id: String = stem
-        .chars()
-        .map(|c| if c.is_ascii_alphanumeric() { c } else { '_' })
-        .collect();
-    let mut task = task.split_whitespace().collect::<Vec<_>>().join(" ");
-    if let Some((at, _)) = task.char_indices().nth(TASK_IN_A_PLAN) {
-        task.truncate(at);
-        task.push_str(" …");
-    }
-    let step = match shape {
-        Shape::Change => serde_json::json!({"id": format!("change_{id}"),
-            "operation": "modify_code", "params": {"file_path": path, "instructions": task}}),
-        Shape::Question => serde_json::json!({"id": format!("answer_{id}"),
-            "operation": "analyze_code", "params": {"file_path": path, "query": task},
-            "final_answer": true}),
-    };
-    serde_json::to_string(&serde_json::json!({"steps": [step]})).unwrap_or_default()
 }
 
 /// What the task itself says must pass, made a deliverable of the flow: the command it names
@@ -695,22 +790,6 @@ fn refusal(json: &str) -> Option<String> {
         _ => return None,
     };
     Some(reason.trim().to_string()).filter(|r| !r.is_empty())
-}
-
-/// Whether a path is a test by the test runners' own naming (`tests/…`, `test_x.py`,
-/// `x_test.go`, `x.test.js`, `x.spec.ts`, `x_spec.rb`).
-pub(crate) fn is_test_file(path: &str) -> bool {
-    let mut parts = path.split('/').rev();
-    let name = parts.next().unwrap_or(path).to_ascii_lowercase();
-    let in_test_dir =
-        parts.any(|dir| matches!(dir, "test" | "tests" | "__tests__" | "spec" | "specs"));
-    let stem = name.split('.').next().unwrap_or(&name);
-    in_test_dir
-        || stem.starts_with("test_")
-        || stem.ends_with("_test")
-        || stem.ends_with("_spec")
-        || name.contains(".test.")
-        || name.contains(".spec.")
 }
 
 /// The steps of the system prompt's example answer, as a parsed flow serialises them.

@@ -385,7 +385,7 @@ impl Executor {
         // A step that writes tests is never told to make them pass by ocflow itself.
         let writes_tests = crate::flow::deliverables::file_writes(&self.flow)
             .iter()
-            .any(|(id, path)| *id == code && crate::llm::planner::is_test_file(path));
+            .any(|(id, path)| *id == code && crate::flow::test_command::is_test_file(path));
         if writes_tests {
             return None;
         }

@@ -804,10 +804,12 @@ fn a_tasks_own_endpoint_gets_its_requests_through_the_gate() {
             .count()
     };
     assert_eq!((authorized(&default), authorized(&own)), (2, 0));
+    // The summary's requests (a code step's prompt shows the task too).
     let asked = |llm: &FakeLlm| {
         llm.bodies()
             .iter()
-            .filter(|b| b.to_string().contains("Fix f in t"))
+            .map(ToString::to_string)
+            .filter(|b| b.contains("Fix f in t") && b.contains("Write a concise summary"))
             .map(|b| {
                 if b.to_string().contains("Fix f in t1") {
                     "t1"

@@ -190,6 +190,10 @@ def modify_code(step: Step, llm_config: dict | None) -> dict:
     )
 
 
+#: The most of a flow's task a code step's prompt shows (a small model's context is small).
+TASK_CONTEXT_CHARS = 2000
+
+
 def task_context(task: str, instructions: str) -> str:
     """The flow's task, shown first (every code step of a flow shares it, so a server's prefix
     cache keeps it) when the step's instructions do not already hold it: a small model's plan
@@ -201,9 +205,10 @@ def task_context(task: str, instructions: str) -> str:
 
     if not task.strip() or words(task) in words(instructions):
         return ""
-    return (
-        f"The task this change is part of (make only the change asked below):\n{task.strip()}\n\n"
-    )
+    shown = task.strip()
+    if len(shown) > TASK_CONTEXT_CHARS:
+        shown = shown[:TASK_CONTEXT_CHARS].rstrip() + " …"
+    return f"The task this change is part of (make only the change asked below):\n{shown}\n\n"
 
 
 def too_big_to_rewrite(original: str, max_tokens: object) -> bool:

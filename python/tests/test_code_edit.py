@@ -6,7 +6,7 @@ import threading
 
 import pytest
 from conftest import FakeLLM, HostError
-from open_codex_lib import execute_operation
+from open_codex_lib import code_edit, execute_operation
 from open_codex_lib.code_blocks import language_tag
 
 ORIGINAL = "def f():\n    return 1\n\n\ndef g():\n    return 2\n"
@@ -62,6 +62,9 @@ def test_a_code_step_is_shown_the_task_its_instructions_do_not_hold(make_step):
     llm = FakeLLM(f"```python\n{NEW}```")
     assert run(files, llm)["status"] == "success"
     assert "The task this change is part of" not in llm.calls[0]["messages"][1]["content"]
+    # A long task is cut: a small model's context holds the file too.
+    assert code_edit.task_context("x" * 5000, "do y").endswith("x …\n\n")
+    assert len(code_edit.task_context("x" * 5000, "do y")) < 2200
 
 
 def test_modify_code_unfenced_code_that_compiles(make_step):

@@ -1569,7 +1569,7 @@ fn a_model_that_cannot_plan_is_asked_what_the_task_asks_and_ocflow_plans_it() {
     assert_eq!(sandbox.status("t")["state"], json!("succeeded"), "{stderr}");
     assert!(
         stderr.contains("the model's plans could not be used")
-            && stderr.contains("so ocflow planned one step on double.py"),
+            && stderr.contains("so ocflow planned a modify_code of double.py"),
         "{stderr}"
     );
     // The question names the files and carries the task; nothing else of the planner's.
@@ -1634,43 +1634,112 @@ fn the_model_still_decides_what_a_task_it_cannot_plan_asks_for() {
     assert_eq!(sandbox.status("t")["steps"], json!([]));
 }
 
-/// A question the model cannot plan is answered by a step on the file it names, given the
-/// code's output as evidence as any question's answer is.
+/// ocflow plans no question for the model: an answer checked only by a command of the model's
+/// choosing could "answer" a task no repository can do (an independent review made "Call the
+/// customer … CHANGELOG.md" succeed that way, with `tail -n 1 CHANGELOG.md` as its evidence).
+/// The planning's failure stands.
 #[test]
-fn a_question_the_model_cannot_plan_is_answered_from_the_file_it_names() {
+fn a_question_the_model_cannot_plan_is_not_planned_for_it() {
     let stats = "def summarize(values):\n    if not values:\n        return None\n    \
                  return {'min': min(values), 'max': max(values)}\n";
     let question = "What does summarize() in stats.py return for an empty list?";
     let sandbox = Sandbox::new(&[("stats.py", stats)]);
     let read = json!({"steps": [{"id": "read_file", "operation": "read_file",
         "params": {"file_path": "stats.py"}}]});
-    let shown = "python3 -c \"from stats import summarize; print(repr(summarize([])))\"";
     let llm = FakeLlm::with_rules(vec![
         Rule::planner().replies_in_order(vec![chat(&read.to_string()), chat(&read.to_string())]),
         Rule::plan_shape()
             .reply(chat(r#"{"choice": "answer"}"#))
             .times(1),
-        Rule::evidence().reply(chat(&json!({"command": shown}).to_string())),
-        Rule::conversation_contains("You review source code").reply(chat(
-            &json!({"summary": "For an empty list it returns None.", "findings": []}).to_string(),
-        )),
         Rule::flow_summary().reply(chat("The flow analysed stats.py.")),
     ]);
     let output = run_task(&sandbox, &llm, question);
-    assert_exit(&output, 0);
-    assert!(
-        stdout(&output).contains("For an empty list it returns None."),
-        "{}",
-        stdout(&output)
-    );
+    assert_exit(&output, 1);
     let status = sandbox.status("t");
-    assert_eq!(status["state"], json!("succeeded"), "{status}");
-    let answer = status["deliverables"]
-        .as_array()
-        .unwrap()
-        .iter()
-        .find(|d| d["kind"] == json!("answer"))
-        .cloned()
-        .unwrap();
-    assert_eq!(answer["met"], json!(true), "{answer}");
+    assert_eq!(status["state"], json!("failed"), "{status}");
+    assert!(
+        status["message"]
+            .as_str()
+            .unwrap()
+            .contains("the same answer again"),
+        "{status}"
+    );
+    assert_eq!(status["steps"], json!([]));
+}
+
+/// Without tests in the repository, the model's reproduction must show the problem of the
+/// change ocflow planned for it, as of any; with none, the planning's failure stands.
+#[test]
+fn without_tests_a_change_ocflow_plans_needs_the_models_reproduction() {
+    let run = |reproduction: &str| {
+        let sandbox = Sandbox::new(&[("double.py", "def double(n):\n    pass\n")]);
+        let read = json!({"steps": [{"id": "read", "operation": "read_file",
+            "params": {"file_path": "double.py"}}]});
+        let llm = FakeLlm::with_rules(vec![
+            Rule::reproduction().reply(chat(reproduction)),
+            Rule::planner()
+                .replies_in_order(vec![chat(&read.to_string()), chat(&read.to_string())]),
+            Rule::plan_shape()
+                .reply(chat(r#"{"choice": "change"}"#))
+                .times(1),
+            Rule::prompt_contains("Change to make:\nImplement double(n)")
+                .reply(chat("```python\ndef double(n):\n    return n * 2\n```\n")),
+            Rule::flow_summary().reply(chat("Implemented double.")),
+        ]);
+        let output = run_task(&sandbox, &llm, "Implement double(n) in double.py: twice n.");
+        (sandbox, output)
+    };
+    let shown = json!({"command":
+        "python3 -c 'from double import double; assert double(2) == 4'"});
+    let (sandbox, output) = run(&shown.to_string());
+    assert_exit(&output, 0);
+    let flow = read_json(&sandbox.task_dir("t").join("flow.json"));
+    assert!(
+        flow["steps"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .any(|s| s["operation"] == json!("reproduce")),
+        "{flow}"
+    );
+    assert_eq!(sandbox.status("t")["state"], json!("succeeded"));
+    let (sandbox, output) = run(r#"{"command": null}"#);
+    assert_exit(&output, 1);
+    assert_eq!(sandbox.status("t")["steps"], json!([]));
+}
+
+/// The repository's tests standing in for a reproduction the model could not write show
+/// nothing once the flow changed them: a plan that rewrites the failing test to pass is not done.
+#[test]
+fn tests_standing_in_for_a_reproduction_cannot_be_edited_into_passing() {
+    let sandbox = exercise_repo();
+    let plan = json!({"steps": [
+        {"id": "fix", "operation": "write_file",
+         "params": {"file_path": "double.py", "content": "def double(n):\n    return n + 1\n"}},
+        {"id": "test", "operation": "write_file",
+         "params": {"file_path": "double_test.py",
+                    "content": "import unittest\n\nfrom double import double\n\n\n\
+                                class DoubleTest(unittest.TestCase):\n    \
+                                def test_two(self):\n        self.assertEqual(double(2), 3)\n"}},
+    ]});
+    let unusable = json!({"command": "python3 -c 'from double import double; double(2)')"});
+    let llm = FakeLlm::with_rules(vec![
+        Rule::reproduction().reply(chat(&unusable.to_string())),
+        Rule::planner().reply(chat(&plan.to_string())).times(1),
+        Rule::recovery().reply(chat(r#"{"strategy": "abort", "reason": "no"}"#)),
+        Rule::reflection().reply(chat("The test was rewritten.")),
+        Rule::flow_summary().reply(chat("Implemented double.")),
+    ]);
+    let output = run_task(&sandbox, &llm, "Implement double(n) in double.py: twice n.");
+    assert_exit(&output, 1);
+    assert_ne!(sandbox.status("t")["state"], json!("succeeded"));
+    let check = command_check_of(&sandbox, "python3 -m pytest -q");
+    assert_eq!(check["met"], json!(false), "{check}");
+    assert!(
+        check["detail"]
+            .as_str()
+            .unwrap()
+            .contains("the flow changed tests (double_test.py)"),
+        "{check}"
+    );
 }

@@ -52,7 +52,15 @@ pub(crate) fn check(
     for command in &deliverables.commands {
         let check = self::command(status, flow, command, changed, inferred);
         checks.push(match (&command.reproduced_by, command.required) {
-            (Some(step), _) => reproduced(task, status, step, &command.step, changed, check),
+            (Some(step), required) => {
+                let standing_in = required == Some(Required::RepositoryTests);
+                let shown = Reproduction {
+                    step,
+                    check_step: &command.step,
+                    standing_in,
+                };
+                reproduced(task, status, &shown, changed, check)
+            }
             (None, Some(Required::RepositoryTests)) => {
                 repository_tests(task, status, command, changed, check)
             }
@@ -329,11 +337,15 @@ fn answer(
 fn reproduced(
     task: &TaskDir,
     status: &FlowStatus,
-    step: &str,
-    check_step: &str,
+    reproduction: &Reproduction,
     changed: &[String],
     after: DeliverableCheck,
 ) -> DeliverableCheck {
+    let Reproduction {
+        step,
+        check_step,
+        standing_in,
+    } = *reproduction;
     let shown = status
         .step(step)
         .filter(|s| s.status == StepState::Succeeded)
@@ -365,6 +377,20 @@ fn reproduced(
                          showed nothing; "
                     )
                 }
+                // The repository's tests were the reproduction from the start.
+                (None, Some(tests)) if standing_in => {
+                    if let Some(why) = tests_unfit(task, status, check_step, tests, changed) {
+                        return DeliverableCheck {
+                            met: false,
+                            detail: format!(
+                                "the repository's tests `{tests}` showed the problem before the \
+                                 change (step {step}), and {why}"
+                            ),
+                            ..after
+                        };
+                    }
+                    "it failed before the change (".to_string()
+                }
                 _ => "it failed before the change (".to_string(),
             };
             DeliverableCheck {
@@ -388,6 +414,16 @@ fn reproduced(
             }
         }
     }
+}
+
+/// A command that reproduced the task's problem: the step that ran it before the change, the
+/// step that runs it after, and whether it is the repository's tests standing in for the
+/// model's reproduction (`Required::RepositoryTests`).
+#[derive(Clone, Copy)]
+struct Reproduction<'a> {
+    step: &'a str,
+    check_step: &'a str,
+    standing_in: bool,
 }
 
 /// The repository's tests, required of a change the model wrote no reproduction for: their pass

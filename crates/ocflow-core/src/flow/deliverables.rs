@@ -150,6 +150,31 @@ pub(crate) fn require_reproduction(flow: &mut Flow, command: &str) -> Vec<String
     notes
 }
 
+/// Makes the repository's own tests (`tests`) the flow's reproduction, where the model gave
+/// none it could use: a step runs them before any change, where they must fail, and they must
+/// pass after every change, required as the repository's tests (their pass is no evidence once
+/// the flow changed a test). One sentence for each addition.
+pub(crate) fn require_tests_as_reproduction(flow: &mut Flow, tests: &str) -> Vec<String> {
+    let mut notes = require_reproduction(flow, tests);
+    if let Some(first) = notes.first_mut() {
+        *first = first.replace(
+            "the model's reproduction of the problem",
+            "the repository's tests, which must fail before it",
+        );
+    }
+    if let Some(deliverables) = flow.deliverables.as_mut() {
+        let wanted = normalize(tests);
+        for command in &mut deliverables.commands {
+            if command.reproduced_by.is_some()
+                && command.command.as_deref().map(normalize).as_deref() == Some(wanted.as_str())
+            {
+                command.required.get_or_insert(Required::RepositoryTests);
+            }
+        }
+    }
+    notes
+}
+
 /// Gives each reproduction of a model's the repository's own tests (`tests`, the command
 /// `run_tests` runs) to fall back on: when the model's command passes before the change, or
 /// cannot run, and the tests fail then, the tests showed the problem, and the check after the

@@ -1,21 +1,19 @@
 //! Plans of one shape on the files a task names: a change of each (`modify_code` with the task
 //! as instructions) or a question about the first (`analyze_code` with the task as query).
-//! Shown to a model whose plan touched none of them, as a hint it may copy; and made by ocflow
-//! itself when the model's own plans could not be used at all, once the model has said which
-//! shape the task asks for. The model still decides whether the task is a change, a question or
-//! nothing a repository can do: ocflow only writes the plan a small model could not (a real
-//! Qwen2.5-Coder-0.5B planned `read_file .docs/instructions.md` for five of ten Exercism
-//! exercises, the same plan again when told, and so never ran the change it could write when
-//! asked for the file alone). Such a plan is judged by the same evidence as any: the model's
-//! reproduction or the repository's tests must show it done.
+//! Shown to a model whose plan touched none of them, as a hint it may copy; and, for a change
+//! only, made by ocflow itself when the model's own plans could not be used at all, once the
+//! model has said the task asks for one. The model still decides whether the task is a change,
+//! a question or nothing a repository can do: ocflow only writes the plan a small model could
+//! not (a real Qwen2.5-Coder-0.5B planned `read_file .docs/instructions.md` for five of ten
+//! Exercism exercises, the same plan again when told, and so never ran the change it could
+//! write when asked for the file alone). Such a plan must be shown done by a command that fails
+//! before it and passes after it: the repository's tests, else the model's reproduction.
 
 use serde_json::{Value, json};
 
 use crate::flow::test_command::is_test_file;
 use crate::llm::answer;
 use crate::llm::client::Llm;
-use crate::llm::reproduction;
-use ocflow_model::flow::Flow;
 use ocflow_model::llm::{ChatRequest, LlmError, Message, ModelSettings};
 use ocflow_model::prompt_template;
 use ocflow_model::repo_path::RepoPath;
@@ -34,7 +32,10 @@ pub(crate) enum Shape {
 /// The model's choice when ocflow is to plan for it.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub(crate) enum Choice {
-    Plan(Shape),
+    /// The task asks for a change of the files it names: ocflow plans it.
+    Change,
+    /// The task only asks a question: ocflow plans none (see `Planner::plan_for_the_model`).
+    Answer,
     /// No change to this repository can do the task, and why.
     Refuse(String),
 }
@@ -60,14 +61,28 @@ pub(crate) fn hint(file: &RepoPath, shape: Shape, task: &str) -> String {
     json!({"steps": [step_on(file, shape, &task)]}).to_string()
 }
 
-/// The plan ocflow makes of `shape` on `files` with the whole task: a change of each file, or a
-/// question about the first, which gives the flow's answer.
-pub(crate) fn plan(files: &[&RepoPath], shape: Shape, task: &str) -> Option<String> {
-    let steps: Vec<Value> = match shape {
-        Shape::Change => files.iter().map(|f| step_on(f, shape, task)).collect(),
-        Shape::Question => vec![step_on(files.first()?, shape, task)],
-    };
-    (!steps.is_empty()).then(|| json!({"steps": steps}).to_string())
+/// The plan ocflow makes for a change: one `modify_code` of each of `files` with the whole task
+/// as its instructions, the steps' ids told apart where files share a stem.
+pub(crate) fn change(files: &[&RepoPath], task: &str) -> String {
+    let mut steps: Vec<Value> = Vec::new();
+    for file in files {
+        let mut step = step_on(file, Shape::Change, task);
+        let id = step["id"].as_str().unwrap_or("change").to_string();
+        let taken = |id: &str| steps.iter().any(|s| s["id"] == json!(id));
+        let unique = (1..)
+            .map(|n| {
+                if n == 1 {
+                    id.clone()
+                } else {
+                    format!("{id}_{n}")
+                }
+            })
+            .find(|candidate| !taken(candidate))
+            .unwrap_or(id);
+        step["id"] = json!(unique);
+        steps.push(step);
+    }
+    json!({"steps": steps}).to_string()
 }
 
 fn step_on(file: &RepoPath, shape: Shape, task: &str) -> Value {
@@ -86,18 +101,8 @@ fn step_on(file: &RepoPath, shape: Shape, task: &str) -> Value {
     }
 }
 
-/// Whether `flow`, a plan of `shape` made by ocflow, is judged by evidence: a change by a
-/// command that must fail before it and pass after it (`reproduce`), an answer by a command's
-/// output it is given to state (`evidence_from_step`).
-pub(crate) fn judged_by_evidence(flow: &Flow, shape: Shape) -> bool {
-    match shape {
-        Shape::Change => reproduction::reproduces(flow),
-        Shape::Question => flow
-            .steps
-            .iter()
-            .any(|s| s.params.contains_key("evidence_from_step")),
-    }
-}
+/// The most tokens the shape question's answer may take.
+const ANSWER_TOKENS: u32 = 200;
 
 /// What the model's answer to the shape question was, and its choice when it made one.
 pub(crate) struct Asked {
@@ -115,9 +120,16 @@ pub(crate) async fn ask(
     task: &str,
 ) -> Result<Asked, LlmError> {
     let names: Vec<&str> = files.iter().map(|f| f.as_str()).collect();
+    // A word and a reason: the budget reserves no more than the answer needs.
+    let mut settings = settings.clone();
+    settings.max_tokens = Some(
+        settings
+            .max_tokens
+            .map_or(ANSWER_TOKENS, |m| m.min(ANSWER_TOKENS)),
+    );
     let request = ChatRequest {
         purpose: "planner".into(),
-        settings: settings.clone(),
+        settings,
         messages: vec![Message::user(prompt_template::fill_with(
             ASK.trim(),
             &[("files", &names.join(", ")), ("task", task)],
@@ -148,8 +160,8 @@ fn choice(content: &str) -> Option<Choice> {
         .map(str::trim)
         .filter(|w| !w.is_empty());
     match value.get("choice")?.as_str()?.trim() {
-        "change" => Some(Choice::Plan(Shape::Change)),
-        "answer" => Some(Choice::Plan(Shape::Question)),
+        "change" => Some(Choice::Change),
+        "answer" => Some(Choice::Answer),
         "refuse" => Some(Choice::Refuse(why.unwrap_or("no reason given").to_string())),
         _ => None,
     }
@@ -178,12 +190,14 @@ mod tests {
 
     #[test]
     fn the_choice_is_read_from_the_answer() {
-        let change = Some(Choice::Plan(Shape::Change));
-        assert_eq!(choice(r#"{"choice": "change"}"#), change);
-        assert_eq!(choice("```json\n{\"choice\": \"change\"}\n```"), change);
+        assert_eq!(choice(r#"{"choice": "change"}"#), Some(Choice::Change));
+        assert_eq!(
+            choice("```json\n{\"choice\": \"change\"}\n```"),
+            Some(Choice::Change)
+        );
         assert_eq!(
             choice(r#"{"choice": "answer", "why": ""}"#),
-            Some(Choice::Plan(Shape::Question))
+            Some(Choice::Answer)
         );
         assert_eq!(
             choice(r#"{"choice": "refuse", "why": " needs a phone "}"#),
@@ -196,24 +210,26 @@ mod tests {
 
     #[test]
     fn a_change_is_planned_on_every_named_file_that_is_no_test() {
-        let named = [path("a.py"), path("tests/test_a.py"), path("lib/b.py")];
+        let named = [
+            path("a.py"),
+            path("tests/test_a.py"),
+            path("lib/b.py"),
+            path("b.js"),
+        ];
         let files = targets(&named);
-        assert_eq!(files.len(), 2);
-        let change: Value =
-            serde_json::from_str(&plan(&files, Shape::Change, "Do X.\n\nThen Y.").unwrap())
-                .unwrap();
-        let steps = change["steps"].as_array().unwrap();
-        assert_eq!(steps.len(), 2);
-        assert_eq!(steps[1]["id"], json!("change_b"));
+        assert_eq!(files.len(), 3);
+        let plan: Value = serde_json::from_str(&change(&files, "Do X.\n\nThen Y.")).unwrap();
+        let steps = plan["steps"].as_array().unwrap();
+        let ids: Vec<&str> = steps.iter().map(|s| s["id"].as_str().unwrap()).collect();
+        assert_eq!(ids, ["change_a", "change_b", "change_b_2"]);
         // The whole task, as the user wrote it.
         assert_eq!(
             steps[0]["params"]["instructions"],
             json!("Do X.\n\nThen Y.")
         );
-        let question: Value =
-            serde_json::from_str(&plan(&files, Shape::Question, "What?").unwrap()).unwrap();
-        assert_eq!(question["steps"].as_array().unwrap().len(), 1);
-        assert_eq!(question["steps"][0]["final_answer"], json!(true));
-        assert_eq!(plan(&[], Shape::Change, "Do X."), None);
+        assert_eq!(
+            serde_json::from_str::<Value>(&change(&[], "Do X.")).unwrap()["steps"],
+            json!([])
+        );
     }
 }

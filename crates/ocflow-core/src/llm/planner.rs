@@ -24,7 +24,7 @@ use crate::llm::plan_shapes::{self, Choice, Shape};
 use crate::llm::planner_prompt::{self, PromptParts};
 use crate::llm::{evidence, reproduction};
 use ocflow_model::flow::Flow;
-use ocflow_model::llm::{ChatRequest, LlmError, Message, ModelSettings};
+use ocflow_model::llm::{ChatRequest, LlmError, LlmErrorKind, Message, ModelSettings};
 use ocflow_model::prompt_template;
 use ocflow_model::repo_path::{self, RepoPath};
 
@@ -148,31 +148,54 @@ impl Planner<'_> {
             Ok(planned) => return Ok(planned),
             Err(failure) => failure,
         };
-        // A task that names a file yet to be made asks for more than a plan on the files it
+        self.plan_for_the_model(task, messages, (&named, &files), answers_dir, failure)
+            .await
+    }
+
+    /// The plan ocflow writes when none of the model's could be used (`failure`): a change of
+    /// each file the task names that is no test, with the whole task as its instructions, once
+    /// the model has said the task asks for a change (`plan_shapes`). Made only where evidence
+    /// the model cannot bend will judge it — the repository's tests, which must fail before
+    /// the change and pass after it, else the model's reproduction, which must do the same —
+    /// never for a question (an answer checked only by a command of the model's choosing could
+    /// "answer" a task no repository can do). Otherwise the planning's failure stands; the
+    /// model's refusal is its own.
+    async fn plan_for_the_model(
+        &self,
+        task: &str,
+        messages: Vec<Message>,
+        (named, files): (&[RepoPath], &[RepoPath]),
+        answers_dir: &Path,
+        failure: PlanError,
+    ) -> Result<(Flow, Vec<String>), PlanError> {
+        // A task that names a file yet to be made asks for more than a change of the files it
         // names: only the model can plan that.
-        let missing = task_files::missing(task, &files);
-        let targets = plan_shapes::targets(&named);
+        let missing = task_files::missing(task, files);
+        let targets = plan_shapes::targets(named);
         if targets.is_empty() || !missing.is_empty() {
             return Err(failure);
         }
         let asked =
-            plan_shapes::ask(self.llm, &self.settings.for_answer(1), &targets, task).await?;
+            match plan_shapes::ask(self.llm, &self.settings.for_answer(1), &targets, task).await {
+                Ok(asked) => asked,
+                // No room left for the question: the planning's own failure is what happened.
+                Err(error) if error.kind == LlmErrorKind::BudgetExhausted => return Err(failure),
+                Err(error) => return Err(error.into()),
+            };
         save(answers_dir, "shape-answer.md", &asked.answer)?;
-        let shape = match asked.choice {
-            Some(Choice::Plan(shape)) => shape,
+        match asked.choice {
+            Some(Choice::Change) => {}
             Some(Choice::Refuse(reason)) => {
                 return Err(PlanError::Refused {
                     reason,
                     dir: answers_dir.to_path_buf(),
                 });
             }
-            None => return Err(failure),
-        };
-        let Some(plan) = plan_shapes::plan(&targets, shape, task) else {
-            return Err(failure);
-        };
+            Some(Choice::Answer) | None => return Err(failure),
+        }
+        let plan = plan_shapes::change(&targets, task);
         save(answers_dir, "plan-by-ocflow.json", &plan)?;
-        let Judged::Plan(flow, mut notes) = self.judge(&plan, task, &named, (&missing, &files))
+        let Judged::Plan(flow, mut notes) = self.judge(&plan, task, named, (&missing, files))
         else {
             return Err(failure);
         };
@@ -180,27 +203,19 @@ impl Planner<'_> {
         notes.insert(
             0,
             format!(
-                "the model's plans could not be used ({}); it said the task asks for {}, so \
-                 ocflow planned one step on {} with the task as its {}",
+                "the model's plans could not be used ({}); it said the task asks for a change, \
+                 so ocflow planned a modify_code of {} with the task as its instructions",
                 failure_in_brief(&failure),
-                match shape {
-                    Shape::Change => "a change",
-                    Shape::Question => "an answer",
-                },
                 names.join(", "),
-                match shape {
-                    Shape::Change => "instructions",
-                    Shape::Question => "question",
-                },
             ),
         );
-        let judged = match (shape, self.test_commands.first()) {
-            // The repository's tests, failing before the change and passing after it, are the
-            // strongest evidence there is, and asking the model costs a call.
-            (Shape::Change, Some(tests)) => {
-                let mut tried = flow.clone();
+        let judged = match self.test_commands.first() {
+            // The repository's tests, failing before the change and passing after it: evidence
+            // the model did not write, and no call to ask for it.
+            Some(tests) => {
+                let mut tried = flow;
                 tried.task = task.to_string();
-                notes.extend(deliverables::require_reproduction(
+                notes.extend(deliverables::require_tests_as_reproduction(
                     &mut tried,
                     &tests.command,
                 ));
@@ -209,23 +224,22 @@ impl Planner<'_> {
                     Some(_) => None,
                 }
             }
-            _ => {
+            None => {
                 // The conversation a reproduction is asked in: the plan as the model's answer.
                 let mut conversation = messages;
                 conversation.push(Message::assistant(plan));
-                Some(
-                    self.settle(flow, notes, task, &named, conversation, answers_dir)
-                        .await?,
-                )
+                match self
+                    .settle(flow, notes, task, named, conversation, answers_dir)
+                    .await
+                {
+                    Ok(settled) => Some(settled),
+                    Err(PlanError::Unchecked { .. }) => None,
+                    Err(error) => return Err(error),
+                }
             }
         };
-        // ocflow plans for the model only what evidence will judge: a change whose problem a
-        // command shows before it (so a task no change can do, or one on documentation, ends
-        // where the model's planning did), an answer given the code's output to state.
         match judged {
-            Some((flow, notes)) if plan_shapes::judged_by_evidence(&flow, shape) => {
-                Ok((flow, notes))
-            }
+            Some((flow, notes)) if reproduction::reproduces(&flow) => Ok((flow, notes)),
             _ => Err(failure),
         }
     }
@@ -403,8 +417,8 @@ impl Planner<'_> {
                 // write: they must fail before the change, as the model's command would have.
                 let tests = self.test_commands.first().map(|t| t.command.as_str());
                 let mut tried = flow.clone();
-                let added =
-                    tests.map(|tests| deliverables::require_reproduction(&mut tried, tests));
+                let stand_in = deliverables::require_tests_as_reproduction;
+                let added = tests.map(|tests| stand_in(&mut tried, tests));
                 match (tests, added) {
                     (Some(tests), Some(added))
                         if !added.is_empty() && self.policy.check(&tried.steps).is_none() =>

@@ -1743,3 +1743,37 @@ fn tests_standing_in_for_a_reproduction_cannot_be_edited_into_passing() {
         "{check}"
     );
 }
+
+/// Issue 41's eval: markdown's plans were cut off at the planner's token limit three times, each
+/// answer the costliest call of the flow on a CPU (resistor-color's three plans repeated the
+/// same step ids). Where ocflow can plan the change itself, the same problem twice ends the
+/// re-asks; the change is then planned for the model as when its plans do not fit.
+#[test]
+fn the_same_problem_twice_goes_to_the_plan_ocflow_makes() {
+    let sandbox = exercise_repo();
+    let cut = || Reply::Chat {
+        content: r#"{"steps": [{"id": "read", "operation": "read_file", "params": {"#.into(),
+        usage: (100, 1536),
+        finish_reason: "length",
+    };
+    let llm = FakeLlm::with_rules(vec![
+        Rule::planner().replies_in_order(vec![cut(), cut()]),
+        Rule::plan_shape()
+            .reply(chat(r#"{"choice": "change"}"#))
+            .times(1),
+        Rule::prompt_contains("Change to make:\nImplement double(n)")
+            .reply(chat("```python\ndef double(n):\n    return n * 2\n```\n")),
+        Rule::flow_summary().reply(chat("Implemented double.")),
+    ]);
+    let output = run_task(&sandbox, &llm, "Implement double(n) in double.py: twice n.");
+    assert_exit(&output, 0);
+    assert_eq!(llm.calls("planner"), 2, "asked for a plan twice");
+    let planning = sandbox.task_dir("t").join("planning");
+    assert!(!planning.join("plan-answer-3.md").exists());
+    let stderr = String::from_utf8_lossy(&output.stderr);
+    assert!(
+        stderr.contains("the model's plans could not be used (the answer was cut off"),
+        "{stderr}"
+    );
+    assert_eq!(sandbox.status("t")["state"], json!("succeeded"));
+}

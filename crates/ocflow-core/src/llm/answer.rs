@@ -23,6 +23,10 @@ pub(crate) struct Answers(Vec<String>);
 pub(crate) const REPEATED: &str =
     "- the model gave the same answer again, so asking once more would not help";
 
+/// Said when the model's answer had the same problem as the one before.
+pub(crate) const SAME_PROBLEM: &str =
+    "- the model's answer had the same problem again, so asking once more would not help";
+
 impl Answers {
     /// Records `reply`; `true` when it repeats an earlier complete answer (a truncated one is
     /// not compared: its text is not the whole answer).

@@ -255,12 +255,18 @@ impl Planner<'_> {
         answers_dir: &Path,
     ) -> Result<Result<(Flow, Vec<String>), PlanError>, PlanError> {
         let missing = task_files::missing(task, files);
+        // Where ocflow can plan a change for the model (`plan_for_the_model`), the same
+        // problem twice ends the re-asks: a third answer is the costliest call of a small
+        // model's flow, and rarely the one that mends it.
+        let fallback = missing.is_empty() && !plan_shapes::targets(named).is_empty();
         let mut problems = String::new();
         let mut answers = answer::Answers::default();
         let mut unfit_said = false;
         // Whether the model was asked about its plan (`Judged::Ask`): its next answer stands,
         // the same plan again included.
         let mut asked = false;
+        // The problems of the answer before.
+        let mut said = String::new();
         for attempt in 1..=MAX_ATTEMPTS {
             let request = ChatRequest {
                 purpose: "planner".into(),
@@ -324,6 +330,19 @@ impl Planner<'_> {
                     Judged::Problems(problems) => problems,
                 }
             };
+            if fallback && !asked && attempt > 1 && problems == said {
+                save(
+                    answers_dir,
+                    &format!("plan-answer-{attempt}.problems.txt"),
+                    &problems,
+                )?;
+                return Ok(Err(PlanError::NoValidFlow {
+                    attempts: attempt,
+                    dir: answers_dir.to_path_buf(),
+                    problems: format!("{problems}\n{}", answer::SAME_PROBLEM),
+                }));
+            }
+            said = problems.clone();
             save(
                 answers_dir,
                 &format!("plan-answer-{attempt}.problems.txt"),

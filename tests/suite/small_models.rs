@@ -1777,3 +1777,55 @@ fn the_same_problem_twice_goes_to_the_plan_ocflow_makes() {
     );
     assert_eq!(sandbox.status("t")["state"], json!("succeeded"));
 }
+
+/// The eval's markdown: a refactoring exercise whose tests already pass. The change ocflow plans
+/// for the model waits for its reproduction; the tests showing no problem, the coder is never
+/// asked, and the exercise is left as it was (before, the change ran beside the reproduction
+/// and broke a test no check could then show).
+#[test]
+fn a_change_ocflow_plans_waits_for_tests_that_show_a_problem() {
+    let sandbox = Sandbox::new(&[
+        ("double.py", "def double(n):\n    return n + n\n"),
+        (
+            "double_test.py",
+            "from double import double\n\n\ndef test_two():\n    assert double(2) == 4\n",
+        ),
+    ]);
+    let read = json!({"steps": [{"id": "read", "operation": "read_file",
+        "params": {"file_path": "double.py"}}]});
+    let llm = FakeLlm::with_rules(vec![
+        Rule::planner().replies_in_order(vec![chat(&read.to_string()), chat(&read.to_string())]),
+        Rule::plan_shape()
+            .reply(chat(r#"{"choice": "change"}"#))
+            .times(1),
+        Rule::prompt_contains("Change to make:").times(0),
+        Rule::recovery().reply(chat(
+            r#"{"strategy": "abort", "reason": "nothing to show"}"#,
+        )),
+        Rule::reflection().reply(chat("The tests already passed.")),
+        Rule::flow_summary().reply(chat("Nothing changed.")),
+    ]);
+    let output = run_task(
+        &sandbox,
+        &llm,
+        "Refactor double.py: make double read better.",
+    );
+    assert_exit(&output, 1);
+    let status = sandbox.status("t");
+    assert_ne!(status["state"], json!("succeeded"), "{status}");
+    let change = status["steps"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|s| s["operation"] == json!("modify_code"))
+        .cloned()
+        .unwrap();
+    assert_ne!(change["status"], json!("succeeded"), "{status}");
+    assert!(
+        !sandbox
+            .task_dir("t")
+            .join("final_output/double.py")
+            .exists()
+    );
+    llm.verify();
+}

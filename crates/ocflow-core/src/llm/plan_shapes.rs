@@ -11,9 +11,11 @@
 
 use serde_json::{Value, json};
 
+use crate::flow::operations;
 use crate::flow::test_command::is_test_file;
 use crate::llm::answer;
 use crate::llm::client::Llm;
+use ocflow_model::flow::Flow;
 use ocflow_model::llm::{ChatRequest, LlmError, Message, ModelSettings};
 use ocflow_model::prompt_template;
 use ocflow_model::repo_path::RepoPath;
@@ -83,6 +85,27 @@ pub(crate) fn change(files: &[&RepoPath], task: &str) -> String {
         steps.push(step);
     }
     json!({"steps": steps}).to_string()
+}
+
+/// Makes the changes of a plan ocflow made wait for its reproduction: a reproduction that shows
+/// no problem leaves the change without evidence, so the coder is not asked for it (a change
+/// no check can show, of an exercise whose tests already passed, had broken it).
+pub(crate) fn changes_wait_for_the_reproduction(flow: &mut Flow) {
+    let reproductions: Vec<String> = flow
+        .steps
+        .iter()
+        .filter(|s| operations::find(&s.operation).is_some_and(|op| op.reproduces))
+        .map(|s| s.id.clone())
+        .collect();
+    for step in &mut flow.steps {
+        if step.operation == "modify_code" {
+            for id in &reproductions {
+                if !step.depends_on.contains(id) {
+                    step.depends_on.push(id.clone());
+                }
+            }
+        }
+    }
 }
 
 fn step_on(file: &RepoPath, shape: Shape, task: &str) -> Value {

@@ -239,7 +239,10 @@ impl Planner<'_> {
             }
         };
         match judged {
-            Some((flow, notes)) if reproduction::reproduces(&flow) => Ok((flow, notes)),
+            Some((mut flow, notes)) if reproduction::reproduces(&flow) => {
+                plan_shapes::changes_wait_for_the_reproduction(&mut flow);
+                Ok((flow, notes))
+            }
             _ => Err(failure),
         }
     }

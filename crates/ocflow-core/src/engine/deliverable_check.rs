@@ -358,39 +358,31 @@ fn reproduced(
                 .get("exit_code")
                 .cloned()
                 .unwrap_or(Value::Null);
-            // The model's command showed nothing, and the repository's tests did.
             let text = |name: &str| before.fields.get(name).and_then(Value::as_str);
-            let what = match (text("first_command"), text("command")) {
-                (Some(first), Some(tests)) => {
-                    if let Some(why) = tests_unfit(task, status, check_step, tests, changed) {
-                        return DeliverableCheck {
-                            met: false,
-                            detail: format!(
-                                "the repository's tests `{tests}` showed the problem before the \
-                                 change (step {step}), and {why}"
-                            ),
-                            ..after
-                        };
-                    }
-                    format!(
-                        "the repository's tests `{tests}` failed before the change (`{first}` \
-                         showed nothing; "
-                    )
-                }
-                // The repository's tests were the reproduction from the start.
-                (None, Some(tests)) if standing_in => {
-                    if let Some(why) = tests_unfit(task, status, check_step, tests, changed) {
-                        return DeliverableCheck {
-                            met: false,
-                            detail: format!(
-                                "the repository's tests `{tests}` showed the problem before the \
-                                 change (step {step}), and {why}"
-                            ),
-                            ..after
-                        };
-                    }
-                    "it failed before the change (".to_string()
-                }
+            // The repository's tests showed the problem: in the model's command's stead (it
+            // showed nothing), or as the reproduction from the start.
+            let tests = match (text("first_command"), text("command")) {
+                (Some(_), tests) => tests,
+                (None, tests) if standing_in => tests,
+                _ => None,
+            };
+            if let Some(tests) = tests
+                && let Some(why) = tests_unfit(task, status, check_step, tests, changed)
+            {
+                return DeliverableCheck {
+                    met: false,
+                    detail: format!(
+                        "the repository's tests `{tests}` showed the problem before the change \
+                         (step {step}), and {why}"
+                    ),
+                    ..after
+                };
+            }
+            let what = match (text("first_command"), tests) {
+                (Some(first), Some(tests)) => format!(
+                    "the repository's tests `{tests}` failed before the change (`{first}` showed \
+                     nothing; "
+                ),
                 _ => "it failed before the change (".to_string(),
             };
             DeliverableCheck {

@@ -121,9 +121,10 @@ fn the_second_run_of_a_failure_is_fixed_by_what_the_first_learned() {
     let llm = model();
     let output = run_task(&first, &state, &llm, &[]);
     assert_exit(&output, 0);
-    // The first run needed a recovery round: the coder was not told the fix at first.
+    // The first run needed a recovery round: the coder was not told the fix at first, nor
+    // at its try shown the failing test, taken before the model is asked.
     assert_eq!(llm.calls("recovery"), 1);
-    assert_eq!(llm.calls("code, not told"), 1);
+    assert_eq!(llm.calls("code, not told"), 2);
     assert_eq!(llm.calls("code, told the fix"), 1);
     assert_eq!(llm.calls("reflection"), 1);
     assert_eq!(llm.calls("planner told the fix"), 0);
@@ -249,7 +250,11 @@ fn the_second_run_of_a_failure_is_fixed_by_what_the_first_learned() {
     let unaided = model();
     assert_exit(&run_task(&third, &state, &unaided, &["--no-memory"]), 0);
     assert_eq!(unaided.calls("planner told the fix"), 0);
-    assert_eq!(unaided.calls("code, not told"), 1);
+    assert_eq!(
+        unaided.calls("code, not told"),
+        2,
+        "its first try and the one before recovery"
+    );
     assert_eq!(unaided.calls("recovery"), 1);
     assert_eq!(third.status("t").get("memories_used"), None);
     assert_eq!(

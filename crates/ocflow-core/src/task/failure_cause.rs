@@ -106,20 +106,17 @@ pub(crate) fn evidence(result: Option<&StepResult>, step_dir: &Path, size: Tail)
     let test_failures = result
         .and_then(|r| r.tests.as_ref())
         .map(|tests| {
-            tests
-                .failures
-                .iter()
-                .map(|f| {
-                    let or_unknown = |text: &Option<String>| text.clone().unwrap_or("?".into());
-                    let name = if f.name.is_empty() {
-                        "?"
-                    } else {
-                        f.name.as_str()
-                    };
-                    let (kind, message) = (or_unknown(&f.error_type), or_unknown(&f.message));
-                    ours(&format!("{name} — {kind}: {message}"))
-                })
-                .collect()
+            let lines = tests.failures.iter().map(|f| {
+                let or_unknown = |text: &Option<String>| text.clone().unwrap_or("?".into());
+                let name = if f.name.is_empty() {
+                    "?"
+                } else {
+                    f.name.as_str()
+                };
+                let (kind, message) = (or_unknown(&f.error_type), or_unknown(&f.message));
+                ours(&format!("{name} — {kind}: {message}"))
+            });
+            within(lines, tests.failures.len(), size)
         })
         .unwrap_or_default();
     let outputs: Vec<(&'static str, String)> = ["stdout", "stderr"]
@@ -141,6 +138,30 @@ pub(crate) fn evidence(result: Option<&StepResult>, step_dir: &Path, size: Tail)
         outputs,
         log,
     }
+}
+
+/// The first of `count` failing tests' lines that fit in `size.bytes` together, each
+/// bounded to a quarter of them, then how many more there are: a runner's 36 long list diffs
+/// must not fill the model's context (the first failures say enough to start from).
+fn within(lines: impl Iterator<Item = String>, count: usize, size: Tail) -> Vec<String> {
+    let each = Tail {
+        lines: size.lines.min(12),
+        bytes: size.bytes / 4,
+    };
+    let mut shown: Vec<String> = Vec::new();
+    let mut bytes = 0;
+    for line in lines {
+        let line = bounded(&line, each);
+        if !shown.is_empty() && bytes + line.len() > size.bytes {
+            break;
+        }
+        bytes += line.len();
+        shown.push(line);
+    }
+    if shown.len() < count {
+        shown.push(format!("… and {} more failing tests", count - shown.len()));
+    }
+    shown
 }
 
 /// The cause of a failed step, for people, read from its task directory; `None` when its
@@ -231,6 +252,43 @@ mod tests {
         // Another task's views, and text naming no view, are left as they are.
         let other = "/r/.ocflow/other/_view/a.py:1";
         assert_eq!(as_repository_paths(other, "fix-k7m"), other);
+    }
+
+    #[test]
+    fn many_long_failures_are_shown_within_the_bytes_of_a_tail() {
+        // A poker exercise's 36 failing tests, each with a list diff: 12.8 KB of messages
+        // made a recovery prompt of 10,790 tokens against a context of 8,192.
+        let message = "Lists differ: ['3S 4D 2S 6D 5C', '4S 5H 4C 8D 4H'] != ['3S 4D 2S 6D 5C']\n\
+                       First list contains 1 additional elements.\n"
+            .repeat(20);
+        let failures: Vec<serde_json::Value> = (1..=36)
+            .map(|n| {
+                serde_json::json!({"name": format!("poker_test.py::PokerTest::test_{n}"),
+                    "error_type": "AssertionError", "message": message})
+            })
+            .collect();
+        let result: StepResult = serde_json::from_value(serde_json::json!({
+            "status": "failure", "tests": {"failures": failures}
+        }))
+        .unwrap();
+        let dir = tempfile::tempdir().unwrap();
+        for size in [FOR_THE_MODEL, FOR_PEOPLE] {
+            let shown = evidence(Some(&result), &dir.path().join("check"), size).test_failures;
+            let bytes: usize = shown.iter().map(String::len).sum();
+            assert!(
+                bytes <= size.bytes + 200,
+                "{bytes} bytes shown for {size:?}"
+            );
+            // The first failures are shown, and how many more there are is said.
+            assert!(shown[0].starts_with("poker_test.py::PokerTest::test_1 — AssertionError"));
+            let last = shown.last().unwrap();
+            let more = 36 - (shown.len() - 1);
+            assert_eq!(
+                last,
+                &format!("… and {more} more failing tests"),
+                "{shown:?}"
+            );
+        }
     }
 
     #[test]

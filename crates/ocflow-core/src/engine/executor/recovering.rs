@@ -194,8 +194,15 @@ impl Executor {
             .as_ref()
             .and_then(|p| p.decision.clone());
         let result = self.failed_result(failed)?;
+        // Tests of code that failed: the coder tries again first, shown them, before the model
+        // is asked for a strategy (no question, so no memory of it either).
+        let coder_first = pending
+            .is_none()
+            .then(|| self.coder_first(failed, result.as_ref()))
+            .flatten();
         // The failure as the memory keeps it, and the past ones like it, before the call.
-        let memory = self.settings.memory.clone().filter(|_| pending.is_none());
+        let memory =
+            (self.settings.memory.clone()).filter(|_| pending.is_none() && coder_first.is_none());
         let remembered = match (&memory, self.flow.step(failed)) {
             (Some(memory), Some(step)) => {
                 let failure = memory.failure(
@@ -245,9 +252,10 @@ impl Executor {
         };
         let before = settings.llm.usage_for("recovery");
         let asked = pending.is_none();
-        let decided = match pending {
-            Some(decision) => recovery::redo(&context, failed, decision),
-            None => {
+        let decided = match (pending, coder_first) {
+            (Some(decision), _) => recovery::redo(&context, failed, decision),
+            (None, Some(first)) => Ok(first),
+            (None, None) => {
                 let interrupt = self.interrupt.clone();
                 let (pulse, tokens, llm) = (self.events.pulse(), self.status.tokens, &settings.llm);
                 let beat = || {
@@ -275,9 +283,22 @@ impl Executor {
             }
             // Not for a saved decision that no longer holds on resume: that one was recorded.
             Err(stop @ recovery::Stop::NoValidAnswer { .. }) if asked => {
-                match self.second_try(failed, result.as_ref(), "no usable answer") {
+                match self.second_try(failed, result.as_ref(), &no_strategy("no usable answer")) {
                     Some(decided) => decided,
                     None => return self.stop_recovery(failed, &stop.to_string()),
+                }
+            }
+            // The endpoint refused this question (a prompt longer than its context): the
+            // coder's request is another one, and the step is no less worth a try.
+            Err(recovery::Stop::Llm(error)) if asked && error.kind == LlmErrorKind::BadRequest => {
+                let why = no_strategy(&format!("the question was refused: {}", error.message));
+                match self.second_try(failed, result.as_ref(), &why) {
+                    Some(decided) => decided,
+                    None => {
+                        self.llm_failure = Some(error.clone());
+                        let stop = recovery::Stop::Llm(error);
+                        return self.stop_recovery(failed, &stop.to_string());
+                    }
                 }
             }
             Err(stop) => {
@@ -295,8 +316,8 @@ impl Executor {
             .as_ref()
             .is_some_and(|p| p.decision.is_none());
         let decided = if fresh && self.tried(failed, &decided.decision) {
-            let again = "the same strategy a second time";
-            match self.second_try(failed, result.as_ref(), again) {
+            let again = no_strategy("the same strategy a second time");
+            match self.second_try(failed, result.as_ref(), &again) {
                 Some(second) => second,
                 None => {
                     let stuck = recovery::Stop::Stuck {
@@ -371,10 +392,23 @@ impl Executor {
             .is_some_and(|entry| entry.recoveries.iter().any(|r| r.signature == signature))
     }
 
-    /// The coder's second try, when the model gave no usable strategy (`why`) for a failed
-    /// test of code: the code step runs again, shown the failing test, as the model alone is in
-    /// Aider's protocol. Once per failed step (its signature among the step's recoveries ends
-    /// it) and within the code step's attempts; `None` otherwise.
+    /// The coder's second try taken before the model is asked, when the failed step's runner
+    /// reported failing tests of code: the model alone is given the failing tests at once in
+    /// Aider's protocol, and a recovery answer costs a call (minutes of a small model on a
+    /// CPU) that is rarely better advice than the tests themselves. A step that failed without
+    /// failing tests (a missing tool, a wrong command) goes to the model, which may change it.
+    fn coder_first(&self, failed: &str, result: Option<&StepResult>) -> Option<recovery::Decided> {
+        let tests_failed = result
+            .and_then(|r| r.tests.as_ref())
+            .is_some_and(|tests| !tests.failures.is_empty());
+        let why = "before the model is asked for a strategy";
+        tests_failed.then(|| self.second_try(failed, result, why))?
+    }
+
+    /// The coder's second try (why it is taken: `why`) for a failed test of code: the code
+    /// step runs again, shown the failing test, as the model alone is in Aider's protocol.
+    /// Once per failed step (its signature among the step's recoveries ends it) and within
+    /// the code step's attempts; `None` otherwise.
     fn second_try(
         &self,
         failed: &str,
@@ -395,10 +429,7 @@ impl Executor {
         }
         let decision = ocflow_model::decision::Decision {
             strategy: StrategyKind::Retry,
-            reason: format!(
-                "{SECOND_TRY}: the model gave no usable recovery strategy ({why}); step {code} \
-                 runs again, shown the failing test"
-            ),
+            reason: format!("{SECOND_TRY}, {why}: step {code} runs again, shown the failing test"),
             step: Some(serde_json::json!({"id": code})),
             steps: Vec::new(),
         };
@@ -596,6 +627,11 @@ impl Executor {
 /// copies instead, Python's `os.rename` and Node's `fs.rename` fail). The words are in glibc's
 /// and musl's `strerror` ("Invalid cross-device link", "Cross-device link"), so in what
 /// Python, Go, Rust and Java print, and in Node's ("EXDEV: cross-device link not permitted").
+/// Why the coder's second try is taken when the model gave no strategy (`what` it gave).
+fn no_strategy(what: &str) -> String {
+    format!("as the model gave no usable recovery strategy ({what})")
+}
+
 fn refused_a_rename(result: &StepResult) -> bool {
     let said = |field: &str| {
         result

@@ -321,6 +321,60 @@ fn failing_tests_of_code_get_the_coders_try_before_the_model_is_asked() {
     assert_eq!(test["recoveries"][0]["strategy"], json!("retry"), "{test}");
     assert_eq!(test["status"], json!("succeeded"), "{test}");
     assert_eq!(sandbox.status("t")["recovery_calls"], json!(0));
+    // Nothing was recovered by the model: no reflection on it either.
+    assert_eq!(llm.calls("reflection"), 0);
+}
+
+/// The coder's try is ocflow's: when it fails too, a model that asks to run the code again,
+/// with its reason, is carried out (not "stuck" on a strategy it never proposed before).
+#[test]
+fn after_the_coders_try_the_models_retry_of_the_code_is_carried_out() {
+    let sandbox = sandbox();
+    let llm = FakeLlm::with_rules(vec![
+        Rule::recovery().reply(chat(PARAGRAPH)).times(1),
+        Rule::flow_summary().reply(chat("add now adds.")),
+        Rule::reflection().reply(chat("The sum was wrong. The retry fixed it.")),
+        Rule::prompt_contains(PARAGRAPH)
+            .named("coder, told why")
+            .reply(code(FIXED))
+            .times(1),
+        Rule::prompt_contains("make add return the sum")
+            .named("coder")
+            .reply(code(BUGGY))
+            .times(2),
+    ]);
+    let output = run(&sandbox, &llm, PYTEST);
+    assert_exit(&output, 0);
+    llm.verify();
+    let test = sandbox.step_status("t", "test");
+    let strategies: Vec<&str> = (test["recoveries"].as_array().unwrap().iter())
+        .map(|r| r["strategy"].as_str().unwrap())
+        .collect();
+    assert_eq!(strategies, ["retry", "retry"], "{test}");
+    assert_eq!(sandbox.step_status("t", "fix")["attempts"], json!(3));
+}
+
+/// The coder's try counts against the failed step's attempts like any recovery: a test step at
+/// `max_attempts_per_step` is not run again for it.
+#[test]
+fn the_coders_try_stays_within_the_failed_steps_attempts() {
+    let sandbox = sandbox();
+    std::fs::write(
+        sandbox.workspace.join("ocflow.toml"),
+        "[llm]\nmax_attempts = 1\n[recovery]\nmax_attempts_per_step = 1\n",
+    )
+    .unwrap();
+    let llm = FakeLlm::with_rules(vec![
+        Rule::flow_summary().reply(chat("add still fails.")),
+        Rule::prompt_contains("make add return the sum")
+            .reply(code(BUGGY))
+            .times(1),
+    ]);
+    let output = run(&sandbox, &llm, PYTEST);
+    assert_exit(&output, 1);
+    llm.verify();
+    let message = sandbox.status("t")["message"].as_str().unwrap().to_string();
+    assert!(message.contains("max_attempts_per_step"), "{message}");
 }
 
 /// Issue 41's eval: poker's recovery question (its 36 failing tests in whole) was longer than

@@ -41,6 +41,32 @@ pub(crate) struct Evidence {
 }
 
 impl Evidence {
+    /// The failing tests as a model is shown them: the first that fit in `size.bytes`
+    /// together (and `size.lines` of them), each bounded to a quarter of the bytes, then how
+    /// many more there are. A runner's 36 long list diffs must not fill the model's context
+    /// (poker's recovery question overflowed it); the first failures say enough to start from.
+    pub(crate) fn failures_within(&self, size: Tail) -> Vec<String> {
+        let each = Tail {
+            lines: size.lines.min(12),
+            bytes: size.bytes / 4,
+        };
+        let mut shown: Vec<String> = Vec::new();
+        let mut bytes = 0;
+        for line in &self.test_failures {
+            let line = bounded(line, each);
+            if !shown.is_empty() && (bytes + line.len() > size.bytes || shown.len() == size.lines) {
+                break;
+            }
+            bytes += line.len();
+            shown.push(line);
+        }
+        let more = self.test_failures.len() - shown.len();
+        if more > 0 {
+            shown.push(format!("… and {more} more failing tests"));
+        }
+        shown
+    }
+
     /// The cause for people: the first failing test, else stderr's last lines, else stdout's;
     /// `None` when the step printed nothing (its error message is then all there is).
     pub(crate) fn cause(&self) -> Option<Cause> {
@@ -106,17 +132,20 @@ pub(crate) fn evidence(result: Option<&StepResult>, step_dir: &Path, size: Tail)
     let test_failures = result
         .and_then(|r| r.tests.as_ref())
         .map(|tests| {
-            let lines = tests.failures.iter().map(|f| {
-                let or_unknown = |text: &Option<String>| text.clone().unwrap_or("?".into());
-                let name = if f.name.is_empty() {
-                    "?"
-                } else {
-                    f.name.as_str()
-                };
-                let (kind, message) = (or_unknown(&f.error_type), or_unknown(&f.message));
-                ours(&format!("{name} — {kind}: {message}"))
-            });
-            within(lines, tests.failures.len(), size)
+            tests
+                .failures
+                .iter()
+                .map(|f| {
+                    let or_unknown = |text: &Option<String>| text.clone().unwrap_or("?".into());
+                    let name = if f.name.is_empty() {
+                        "?"
+                    } else {
+                        f.name.as_str()
+                    };
+                    let (kind, message) = (or_unknown(&f.error_type), or_unknown(&f.message));
+                    ours(&format!("{name} — {kind}: {message}"))
+                })
+                .collect()
         })
         .unwrap_or_default();
     let outputs: Vec<(&'static str, String)> = ["stdout", "stderr"]
@@ -138,30 +167,6 @@ pub(crate) fn evidence(result: Option<&StepResult>, step_dir: &Path, size: Tail)
         outputs,
         log,
     }
-}
-
-/// The first of `count` failing tests' lines that fit in `size.bytes` together, each
-/// bounded to a quarter of them, then how many more there are: a runner's 36 long list diffs
-/// must not fill the model's context (the first failures say enough to start from).
-fn within(lines: impl Iterator<Item = String>, count: usize, size: Tail) -> Vec<String> {
-    let each = Tail {
-        lines: size.lines.min(12),
-        bytes: size.bytes / 4,
-    };
-    let mut shown: Vec<String> = Vec::new();
-    let mut bytes = 0;
-    for line in lines {
-        let line = bounded(&line, each);
-        if !shown.is_empty() && bytes + line.len() > size.bytes {
-            break;
-        }
-        bytes += line.len();
-        shown.push(line);
-    }
-    if shown.len() < count {
-        shown.push(format!("… and {} more failing tests", count - shown.len()));
-    }
-    shown
 }
 
 /// The cause of a failed step, for people, read from its task directory; `None` when its
@@ -273,7 +278,10 @@ mod tests {
         .unwrap();
         let dir = tempfile::tempdir().unwrap();
         for size in [FOR_THE_MODEL, FOR_PEOPLE] {
-            let shown = evidence(Some(&result), &dir.path().join("check"), size).test_failures;
+            let found = evidence(Some(&result), &dir.path().join("check"), size);
+            // All are kept (the failure memory names them); what is shown is bounded.
+            assert_eq!(found.test_failures.len(), 36);
+            let shown = found.failures_within(size);
             let bytes: usize = shown.iter().map(String::len).sum();
             assert!(
                 bytes <= size.bytes + 200,

@@ -291,9 +291,20 @@ impl Executor {
             // The endpoint refused this question (a prompt longer than its context): the
             // coder's request is another one, and the step is no less worth a try.
             Err(recovery::Stop::Llm(error)) if asked && error.kind == LlmErrorKind::BadRequest => {
-                let why = no_strategy(&format!("the question was refused: {}", error.message));
+                // Every 4xx is this kind: a profile every request of which is refused is
+                // said here, and ends the flow at the next question.
+                let said: String = error.message.chars().take(300).collect();
+                let why = no_strategy(&format!("the question was refused: {said}"));
                 match self.second_try(failed, result.as_ref(), &why) {
-                    Some(decided) => decided,
+                    Some(decided) => {
+                        self.events.emit(Event::Warning {
+                            message: format!(
+                                "the endpoint refused the recovery question for step {failed} \
+                                 ({said}): the code is tried again instead"
+                            ),
+                        })?;
+                        decided
+                    }
                     None => {
                         self.llm_failure = Some(error.clone());
                         let stop = recovery::Stop::Llm(error);
@@ -339,7 +350,8 @@ impl Executor {
             _ => None,
         };
         if fresh {
-            self.recovered_in_this_run = true;
+            // The coder's try alone leaves nothing for the reflection to learn from.
+            self.recovered_in_this_run |= !decided.decision.reason.starts_with(SECOND_TRY);
             let revision = decided.flow.as_ref().map(|_| self.status.revision + 1);
             if let Some(entry) = self.status.step_mut(failed) {
                 entry.recoveries.push(status::RecoveryRecord {
@@ -384,12 +396,22 @@ impl Executor {
         self.carry_out(failed, decided)
     }
 
-    /// Whether `decision` (strategy and parameters) was already taken for step `failed`.
+    /// Whether the model's `decision` (strategy and parameters) was already taken for step
+    /// `failed`. The coder's try is ocflow's, not the model's: a model that asks to run the
+    /// code again after it, with its reason, is not repeating itself.
     fn tried(&self, failed: &str, decision: &ocflow_model::decision::Decision) -> bool {
         let signature = decision.signature();
-        self.status
-            .step(failed)
-            .is_some_and(|entry| entry.recoveries.iter().any(|r| r.signature == signature))
+        self.status.step(failed).is_some_and(|entry| {
+            (entry.recoveries.iter())
+                .any(|r| r.signature == signature && !r.reason.starts_with(SECOND_TRY))
+        })
+    }
+
+    /// Whether the coder's try was taken for step `failed` (once per failed step).
+    fn coder_tried(&self, failed: &str) -> bool {
+        self.status.step(failed).is_some_and(|entry| {
+            (entry.recoveries.iter()).any(|r| r.reason.starts_with(SECOND_TRY))
+        })
     }
 
     /// The coder's second try taken before the model is asked, when the failed step's runner
@@ -397,18 +419,20 @@ impl Executor {
     /// Aider's protocol, and a recovery answer costs a call (minutes of a small model on a
     /// CPU) that is rarely better advice than the tests themselves. A step that failed without
     /// failing tests (a missing tool, a wrong command) goes to the model, which may change it.
+    /// Within the failed step's attempts too, which `recovery::decide` checks for the model.
     fn coder_first(&self, failed: &str, result: Option<&StepResult>) -> Option<recovery::Decided> {
         let tests_failed = result
             .and_then(|r| r.tests.as_ref())
             .is_some_and(|tests| !tests.failures.is_empty());
+        let attempts = self.status.step(failed).map_or(0, |s| s.attempts);
+        let within = attempts < self.settings.recovery_limits.max_attempts_per_step;
         let why = "before the model is asked for a strategy";
-        tests_failed.then(|| self.second_try(failed, result, why))?
+        (tests_failed && within).then(|| self.second_try(failed, result, why))?
     }
 
     /// The coder's second try (why it is taken: `why`) for a failed test of code: the code
     /// step runs again, shown the failing test, as the model alone is in Aider's protocol.
-    /// Once per failed step (its signature among the step's recoveries ends it) and within
-    /// the code step's attempts; `None` otherwise.
+    /// Once per failed step and within the code step's attempts; `None` otherwise.
     fn second_try(
         &self,
         failed: &str,
@@ -433,7 +457,7 @@ impl Executor {
             step: Some(serde_json::json!({"id": code})),
             steps: Vec::new(),
         };
-        (!self.tried(failed, &decision)).then_some(recovery::Decided {
+        (!self.coder_tried(failed)).then_some(recovery::Decided {
             decision,
             flow: None,
             notes: Vec::new(),
@@ -622,16 +646,16 @@ impl Executor {
     }
 }
 
-/// Whether a command failed in a view made of layers because the kernel refused to rename a
-/// directory (EXDEV: overlays mounted in a user namespace cannot redirect directories; `mv`
-/// copies instead, Python's `os.rename` and Node's `fs.rename` fail). The words are in glibc's
-/// and musl's `strerror` ("Invalid cross-device link", "Cross-device link"), so in what
-/// Python, Go, Rust and Java print, and in Node's ("EXDEV: cross-device link not permitted").
 /// Why the coder's second try is taken when the model gave no strategy (`what` it gave).
 fn no_strategy(what: &str) -> String {
     format!("as the model gave no usable recovery strategy ({what})")
 }
 
+/// Whether a command failed in a view made of layers because the kernel refused to rename a
+/// directory (EXDEV: overlays mounted in a user namespace cannot redirect directories; `mv`
+/// copies instead, Python's `os.rename` and Node's `fs.rename` fail). The words are in glibc's
+/// and musl's `strerror` ("Invalid cross-device link", "Cross-device link"), so in what
+/// Python, Go, Rust and Java print, and in Node's ("EXDEV: cross-device link not permitted").
 fn refused_a_rename(result: &StepResult) -> bool {
     let said = |field: &str| {
         result

@@ -62,7 +62,7 @@ pub(crate) fn text(
     );
     if !evidence.test_failures.is_empty() {
         text.push_str("\nFailing tests (name — error type: message):\n");
-        for failure in &evidence.test_failures {
+        for failure in &evidence.failures_within(FOR_THE_CODER) {
             text.push_str(&format!("- {failure}\n"));
         }
     }

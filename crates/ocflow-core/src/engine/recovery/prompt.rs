@@ -25,7 +25,7 @@ pub(super) fn prompt(context: &Context<'_>, failed: &str) -> String {
         "(none reported)".to_string()
     } else {
         evidence
-            .test_failures
+            .failures_within(failure_cause::FOR_THE_MODEL)
             .iter()
             .map(|line| format!("- {line}"))
             .collect::<Vec<_>>()

@@ -264,6 +264,62 @@ fn the_model_alone_is_asked_twice_and_judged_by_the_same_check() {
     );
 }
 
+/// A flow solved by the coder's try (its change failed the tests, it was shown them and wrote
+/// the code again) was not solved before any recovery, though no recovery question was asked:
+/// it is the baseline's "solved at the second try", and the summary counts it so.
+#[test]
+fn a_task_solved_by_the_coders_try_is_not_solved_before_recovery() {
+    use super::fake_llm::{FakeLlm, Rule, chat};
+    let sandbox = Sandbox::new(&[("calc.py", BUGGY), ("test_calc.py", TEST)]);
+    let root = sandbox.root();
+    git(&sandbox.repo, &["init", "-q"]);
+    let steps = json!([
+        {"id": "fix", "operation": "modify_code",
+         "params": {"file_path": "calc.py", "instructions": "make add return the sum"}},
+        {"id": "test", "operation": "run_tests", "depends_on": ["fix"],
+         "params": {"command": "python3 -m pytest -q -p no:cacheprovider"}}
+    ]);
+    let line = json!({"id": "add", "task": "Fix add in calc.py", "repo": "repo",
+                      "plan": plan(root, "coder", steps),
+                      "check": "python3 -m unittest -q test_calc"});
+    fs::write(root.join("suite.jsonl"), format!("{line}\n")).unwrap();
+    let code = |body: &str| chat(&format!("```python\ndef add(a, b):\n    {body}\n```\n"));
+    let llm = FakeLlm::with_rules(vec![
+        Rule::flow_summary().reply(chat("Fixed add.")),
+        Rule::prompt_contains("## Why this runs again").reply(code("return a + b")),
+        Rule::prompt_contains("make add return the sum").reply(code("return a * b")),
+    ]);
+    let out = root.join("eval");
+    let output = sandbox
+        .command_like_ocflow(env!("CARGO_BIN_EXE_ocflow"))
+        .args(["--base-url", &llm.base_url(), "--model", "m", "eval"])
+        .arg(root.join("suite.jsonl"))
+        .arg("--out")
+        .arg(&out)
+        .env("OPENAI_API_KEY", "sk-test")
+        .output()
+        .unwrap();
+    assert_exit(&output, 0);
+    let add = scored(&out).remove(0);
+    assert_eq!(
+        (add["solved"].clone(), add["state"].clone()),
+        (json!(true), json!("succeeded"))
+    );
+    assert_eq!(
+        (
+            add["recoveries"].clone(),
+            add["solved_before_recovery"].clone()
+        ),
+        (json!(1), json!(false)),
+        "{add}"
+    );
+    let summary = fs::read_to_string(out.join("summary.md")).unwrap();
+    assert!(
+        summary.contains("1 of 1 task(s) solved (1 scored; 0 before any recovery)"),
+        "{summary}"
+    );
+}
+
 /// A directory of Exercism exercises (the project's own, in the layout Aider's benchmark uses)
 /// is a suite: each exercise a repository of its own without `.meta/` (the example solution),
 /// its tests the check, put back as they were before they run. The fake model's plan solves

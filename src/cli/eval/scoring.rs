@@ -35,8 +35,9 @@ pub(crate) struct Scored {
     pub(crate) tokens: Usage,
     pub(crate) duration_ms: u64,
     pub(crate) files_changed: usize,
-    /// Recovery strategies the flow asked the model for: a task solved with none was solved
-    /// before any recovery (its plan, run as planned).
+    /// Recovery strategies the flow carried out, the coder's try (shown the failing tests)
+    /// among them: a task solved with none was solved before any recovery (its plan, run as
+    /// planned), as the model alone is at its first try.
     #[serde(default)]
     pub(crate) recoveries: u32,
     /// Solved by the plan as it was made: solved, and no recovery was asked for.
@@ -90,12 +91,16 @@ pub(crate) fn score(result: &TaskResult, check: &Check, dir: &Path, timeout: Dur
     scored
 }
 
-/// How many recovery strategies the flow in `task_dir` asked for (its status's count; none
-/// when it cannot be read, e.g. a flow that never started).
+/// How many recovery strategies the flow in `task_dir` carried out (its steps' recoveries,
+/// whether the model or ocflow decided them; none when its status cannot be read, e.g. a flow
+/// that never started).
 fn recoveries(task_dir: &Path) -> u32 {
     TaskDir::at(task_dir.to_path_buf())
         .and_then(|task| state::load_status(&task).ok())
-        .map_or(0, |status| status.recovery_calls)
+        .map_or(0, |status| {
+            let carried_out: usize = status.steps.iter().map(|s| s.recoveries.len()).sum();
+            u32::try_from(carried_out).unwrap_or(u32::MAX)
+        })
 }
 
 /// A copy of the task's repository at `to`: a directory copied whole (its `.ocflow` left out),

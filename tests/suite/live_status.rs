@@ -180,13 +180,21 @@ fn the_status_file_shows_a_running_step_and_each_finished_one_within_a_second() 
 /// time, not at each change) killed with SIGKILL while it runs: the file never showed a step the
 /// journal had finished as pending for more than a second before the kill, and with the journal
 /// replayed (`ocflow status`) it shows exactly what the journal holds.
+///
+/// Every tenth step sleeps 50 ms, so the flow lasts at least 5 s on any machine and the kill at
+/// 2.5 s always lands while it runs (on a fast CI machine, 1000 file writes alone ended first).
 #[test]
 fn after_a_kill_the_status_file_is_at_most_a_second_behind_the_journal() {
     let sandbox = Sandbox::new(&[("a.txt", "a\n")]);
     let steps: Vec<Value> = (0..1000)
         .map(|i| {
-            let mut step = json!({"id": format!("s{i}"), "operation": "write_file",
-                "params": {"file_path": format!("out/f{i}.txt"), "content": format!("{i}\n")}});
+            let mut step = if i % 10 == 9 {
+                json!({"id": format!("s{i}"), "operation": "execute_shell_command",
+                    "params": {"command": "sleep 0.05"}})
+            } else {
+                json!({"id": format!("s{i}"), "operation": "write_file",
+                    "params": {"file_path": format!("out/f{i}.txt"), "content": format!("{i}\n")}})
+            };
             if i > 0 {
                 step["depends_on"] = json!([format!("s{}", i - 1)]);
             }

@@ -344,19 +344,24 @@ fn status_follow_shows_each_change_until_the_flow_stops() {
         assert!(Instant::now() < deadline);
         std::thread::sleep(Duration::from_millis(20));
     }
-    let follower = sandbox
+    let mut follower = sandbox
         .ocflow()
         .args(["--json", "status", "--follow", "t"])
         .stdout(Stdio::piped())
         .stderr(Stdio::piped())
         .spawn()
         .unwrap();
-    std::thread::sleep(Duration::from_millis(300));
+    // Its first state is read before the flow is let go (the flow waits for the marker), so a
+    // follower slow to start still sees it running.
+    let mut reader = std::io::BufReader::new(follower.stdout.take().unwrap());
+    let mut lines = String::new();
+    std::io::BufRead::read_line(&mut reader, &mut lines).unwrap();
     std::fs::write(&marker, "").unwrap();
     assert_exit(&run.wait_with_output().unwrap(), 0);
+    std::io::Read::read_to_string(&mut reader, &mut lines).unwrap();
     let output = follower.wait_with_output().unwrap();
     assert_exit(&output, 0);
-    let states: Vec<String> = stdout(&output)
+    let states: Vec<String> = lines
         .lines()
         .map(|l| {
             serde_json::from_str::<Value>(l).unwrap()["state"]

@@ -392,11 +392,13 @@ fn a_timeout_marked_retryable_is_retried_without_an_llm() {
     let sandbox = Sandbox::new(&[]);
     let flag = sandbox.shared().join("slow-once");
     let command = format!(
-        "if [ -f {0} ]; then echo ok; else touch {0}; sleep 10; fi",
+        "if [ -f {0} ]; then echo ok; else touch {0}; sleep 60; fi",
         flag.display()
     );
+    // 5 s: the sandbox's start counts in the timeout, and takes hundreds of ms on a loaded
+    // machine; the retry's `echo` must end within it.
     let flow = json!([{"id": "s", "operation": "execute_shell_command",
-        "params": {"command": command, "timeout_seconds": 1, "retryable": true}}]);
+        "params": {"command": command, "timeout_seconds": 5, "retryable": true}}]);
     let output = sandbox.run(&flow, "t");
     assert_exit(&output, 0);
     let step = sandbox.step_status("t", "s");

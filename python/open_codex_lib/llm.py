@@ -14,7 +14,8 @@ A :class:`Conversation` makes the calls of one step: it saves every answer in
 the step directory as ``llm-answer-<n>.md``, counts the calls and tokens, turns
 an exception into a failure carrying ``llm_error`` (so the host can decide to
 retry), and refuses an answer cut off by the token limit
-(``finish_reason == "length"``).
+(``finish_reason == "length"``) with :class:`Truncated`, which the re-ask loop
+(:mod:`.reask`) answers with one shorter try.
 
 A re-ask is sent a little warmer than ``llm_config["temperature"]`` (the
 temperature the host uses): a deterministic model asked again at the same
@@ -103,6 +104,19 @@ def render_prompt(name: str, **values: str) -> str:
     return Template(load_prompt(name)).substitute(values).strip()
 
 
+class Truncated(StepError):
+    """An answer cut off at the token limit (``finish_reason == "length"``): never used.
+
+    ``content`` is what came before the cut.  A small model cut off has mostly
+    repeated itself to the limit; :func:`.reask.ask_until_usable` asks it once
+    more, shorter, rather than failing the step at once.
+    """
+
+    def __init__(self, message: str, content: str, **fields: Any):
+        super().__init__(message, **fields)
+        self.content = content
+
+
 class Conversation:
     """The model calls of one step.
 
@@ -165,6 +179,10 @@ class Conversation:
         """A :class:`StepError` carrying :attr:`fields` and ``fields``."""
         return StepError(message, **self.fields, **fields)
 
+    def cut_off(self, message: str, content: str) -> Truncated:
+        """A :class:`Truncated` carrying :attr:`fields` and the cut-off ``content``."""
+        return Truncated(message, content, **self.fields)
+
     def ask(self, messages: list[dict], json: bool = False, reask: int = 0) -> str:
         """Send ``messages``; return the answer's text.
 
@@ -196,10 +214,11 @@ class Conversation:
         self._add_usage(answer.get("usage"))
         name = self._save(content)
         if answer.get("finish_reason") == "length":
-            raise self.fail(
+            raise self.cut_off(
                 f"the LLM answer for {self.purpose} was truncated at the token limit "
                 f"(finish_reason 'length', saved in {name}), so it was not used: raise "
-                "max_tokens for the model, or split the file or the task into smaller parts"
+                "max_tokens for the model, or split the file or the task into smaller parts",
+                content,
             )
         return content
 

@@ -11,7 +11,12 @@ changes something for it, so:
 - each re-ask is sent a little warmer (:meth:`.llm.Conversation.reask_temperature`);
 - an answer exactly the same as an earlier one (spaces at its ends aside)
   ends the re-asks at once: the model repeats itself, and asking once more
-  would only cost time (on a CPU, minutes).  The outcome says ``repeated``.
+  would only cost time (on a CPU, minutes).  The outcome says ``repeated``;
+- an answer cut off at the token limit (:class:`.llm.Truncated`) is a problem
+  like the others: a small model that ran to the limit has mostly repeated a
+  line or a block until it was stopped, and a warmer re-ask told to answer
+  shorter often ends.  The cut-off text is left out of the re-ask (it would
+  fill the context with the repetition); a placeholder says where it was.
 """
 
 from __future__ import annotations
@@ -23,6 +28,12 @@ from . import llm
 
 MAX_ASKS = 2  # the first question and one re-ask
 SAME_ANSWER = "the model gave the same answer again"
+CUT_OFF_TELL = (
+    "Your answer was cut off at the token limit before it ended: it was too long, or it "
+    "repeated the same lines over and over. Answer again, shorter: write each part once, "
+    "with no repetition and no explanation"
+)
+CUT_OFF_PLACEHOLDER = "(an answer cut off at the token limit; left out)"
 
 
 @dataclass(frozen=True)
@@ -90,20 +101,24 @@ def ask_until_usable(
     outcome = Outcome()
     asking = messages
     for asked in range(MAX_ASKS):
-        answer = chat.ask(asking, json=json, reask=asked)
+        cut: llm.Truncated | None = None
+        try:
+            answer = chat.ask(asking, json=json, reask=asked)
+        except llm.Truncated as error:
+            answer, cut = error.content, error
         earlier = [text.strip() for text in outcome.answers]
         outcome.answers.append(answer)
         if answer.strip() in earlier:
             outcome.problems.append(outcome.problems[earlier.index(answer.strip())])
             outcome.repeated = True
             return outcome
-        value, problem = judge(answer)
+        value, problem = judge(answer) if cut is None else (None, Problem(str(cut), CUT_OFF_TELL))
         if problem is None:
             outcome.value = value
             return outcome
         outcome.problems.append(problem)
         asking = messages + [
-            {"role": "assistant", "content": answer},
+            {"role": "assistant", "content": answer if cut is None else CUT_OFF_PLACEHOLDER},
             {"role": "user", "content": reask(problem)},
         ]
     return outcome

@@ -7,6 +7,7 @@ import threading
 import pytest
 from conftest import FakeLLM, HostError
 from open_codex_lib import code_edit, execute_operation
+from open_codex_lib import reask as reask_module
 from open_codex_lib.code_blocks import language_tag
 
 ORIGINAL = "def f():\n    return 1\n\n\ndef g():\n    return 2\n"
@@ -150,10 +151,36 @@ def test_modify_code_truncated_answer_is_not_used(make_step):
     assert result["status"] == "failure"
     assert "truncated" in result["message"] and "max_tokens" in result["message"]
     assert "split the file" in result["message"]
-    assert len(llm.calls) == 1
+    # Asked once more, shorter; the same cut-off answer again ends the asks.
+    assert len(llm.calls) == 2
+    assert "the model gave the same answer again" in result["message"]
     assert list(files.output_dir.iterdir()) == []
     assert (files.step_dir / "llm-answer-1.md").is_file()
-    assert result["llm_usage"]["total_tokens"] == 150
+    assert result["llm_usage"]["total_tokens"] == 300
+
+
+def test_an_answer_cut_off_by_repetition_is_asked_again_shorter_and_warmer(make_step):
+    # What a 0.5B model does (Exercism's nth-prime, eval45): the same lines until the limit.
+    looping = "```python\ndef f():\n" + "    # keep going\n" * 400
+    files = modify_step(make_step)
+    llm = FakeLLM(
+        {"content": looping, "finish_reason": "length", "usage": {"total_tokens": 2100}},
+        f"```python\n{NEW}```",
+    )
+    result = run(files, llm, temperature=0.2)
+    assert result["status"] == "success", result["message"]
+    assert (files.output_dir / "src/utils.py").read_text() == NEW
+    assert len(llm.calls) == 2
+    assert [call["temperature"] for call in llm.calls] == [None, 0.5]
+    reask = llm.calls[1]["messages"]
+    # The repetition is left out of the second request, which says what went wrong.
+    assert "keep going" not in json.dumps(reask)
+    assert reask[-2] == {"role": "assistant", "content": reask_module.CUT_OFF_PLACEHOLDER}
+    assert "cut off at the token limit" in reask[-1]["content"]
+    assert "shorter" in reask[-1]["content"]
+    # The first question is sent again as it was.
+    assert reask[:-2] == llm.calls[0]["messages"]
+    assert (files.step_dir / "llm-answer-1.md").read_text() == looping
 
 
 def test_modify_code_transient_host_error(make_step):

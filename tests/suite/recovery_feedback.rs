@@ -242,6 +242,38 @@ fn a_failed_test_gets_the_coders_second_try_when_recovery_gives_no_strategy() {
     }
 }
 
+/// Issue 41's eval: all-your-base's three recovery answers from a 0.5B model were each cut off
+/// at the token limit (a `steps` list repeated until stopped), about a minute and a half each
+/// on a CPU. Two answers in a row with the same problem end the re-asks, as they do the
+/// planner's: the third answer (usable here, so the test can tell) is never asked for, and the
+/// coder's try is taken instead.
+#[test]
+fn the_same_problem_twice_ends_the_recovery_answers() {
+    let sandbox = sandbox();
+    let cut = |filler: &str| Reply::Chat {
+        content: format!(r#"{{"strategy": "modify", "reason": "{filler}", "steps": [{{"id": "#),
+        usage: (100, 1535),
+        finish_reason: "length",
+    };
+    let usable = chat(r#"{"strategy": "retry", "reason": "add must add", "step": {"id": "fix"}}"#);
+    let mut rules = vec![Rule::recovery().replies_in_order(vec![cut("a"), cut("b"), usable])];
+    rules.extend(coder_rules());
+    let llm = FakeLlm::with_rules(rules);
+    let output = run(&sandbox, &llm, CHECK_COMMAND);
+    assert_exit(&output, 0);
+    assert_eq!(sandbox.status("t")["recovery_calls"], json!(2));
+    let answers = sandbox.task_dir("t").join("recovery");
+    assert!(answers.join("test-round1-answer2.md").is_file());
+    assert!(!answers.join("test-round1-answer3.md").exists());
+    let stderr = String::from_utf8_lossy(&output.stderr);
+    assert!(
+        stderr.contains("no usable recovery strategy") && stderr.contains("step fix runs again"),
+        "{stderr}"
+    );
+    let again = second_code_request(&llm);
+    assert!(again.contains(CHECK_SAYS), "{again}");
+}
+
 /// The second try is taken once: the same failure after it stops the flow, as before.
 #[test]
 fn the_coders_second_try_is_taken_once() {

@@ -71,7 +71,8 @@ pub(crate) enum Stop {
 }
 
 /// Checks the limits, then asks the LLM for a strategy for `failed` until one passes every
-/// check (at most `MAX_ANSWERS` answers). Answers are saved in `<task>/recovery/`.
+/// check (at most `MAX_ANSWERS` answers, fewer when two in a row have the same problems).
+/// Answers are saved in `<task>/recovery/`.
 pub(crate) async fn decide(context: &Context<'_>, failed: &str) -> Result<Decided, Stop> {
     let entry = context.status.step(failed);
     let attempts = entry.map_or(0, |s| s.attempts);
@@ -133,11 +134,21 @@ pub(crate) async fn decide(context: &Context<'_>, failed: &str) -> Result<Decide
         match checked {
             Ok(decided) => return Ok(decided),
             Err(found) => {
+                let said = std::mem::take(&mut problems);
                 problems = found
                     .iter()
                     .map(|p| format!("- {p}"))
                     .collect::<Vec<_>>()
                     .join("\n");
+                // As the planner's: a third answer after the same problem twice (a small model
+                // repeating a list to the token limit) would cost minutes and differ little.
+                if problems == said {
+                    return Err(Stop::NoValidAnswer {
+                        answers: answer_number,
+                        dir: dir.display().to_string(),
+                        problems: format!("{problems}\n{}", answer::SAME_PROBLEM),
+                    });
+                }
                 messages.push(Message::assistant(reply.content));
                 messages.push(Message::user(prompt_template::fill_with(
                     prompt::FIX.trim(),

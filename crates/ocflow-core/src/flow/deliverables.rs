@@ -44,12 +44,18 @@ pub(crate) fn settle(
         .as_ref()
         .is_some_and(|raw| raw.get("planned") == Some(&Value::Bool(true)));
     let required = required_commands(raw.as_ref());
+    // A plan settled for the first time has no finished step: its tests may be rewired.
+    let order = if raw.is_none() {
+        Order::Any
+    } else {
+        Order::AsWritten
+    };
     let declared = raw.and_then(|raw| read(raw, problems));
     let deliverables = match declared {
         Some(declared) => settle_declared(flow, declared, rules, problems, &mut notes),
         None => Deliverables {
             planned,
-            ..infer(flow, &mut notes)
+            ..infer(flow, order, &mut notes)
         },
     };
     flow.deliverables = Some(deliverables);
@@ -525,12 +531,24 @@ fn require_command_because(
 /// The deliverables a flow's steps imply, the flow left as it is (one saved before
 /// deliverables existed).
 pub(crate) fn inferred(flow: &Flow) -> Deliverables {
-    infer(&mut flow.clone(), &mut Vec::new())
+    infer(&mut flow.clone(), Order::AsWritten, &mut Vec::new())
+}
+
+/// Which steps that write files a test may be made to wait for.
+#[derive(Clone, Copy, PartialEq)]
+enum Order {
+    /// Those before it in the flow as written: a revision's or a resumed flow's finished
+    /// steps are never rewired.
+    AsWritten,
+    /// Any that does not wait for it: a plan settled for the first time, where a test written
+    /// before the change, with no dependency between them, would run beside it.
+    Any,
 }
 
 /// The deliverables a flow that names none has by its steps: the files its file steps write,
 /// the tests it runs after them, and the answer of a step marked `final_answer` that answers.
-fn infer(flow: &mut Flow, notes: &mut Vec<String>) -> Deliverables {
+/// Tests are made to wait for the changes `order` allows.
+fn infer(flow: &mut Flow, order: Order, notes: &mut Vec<String>) -> Deliverables {
     let mut files: Vec<String> = Vec::new();
     for (_, path) in file_writes(flow) {
         if !files.contains(&path) {
@@ -551,7 +569,7 @@ fn infer(flow: &mut Flow, notes: &mut Vec<String>) -> Deliverables {
     let mut commands: Vec<CommandDeliverable> = Vec::new();
     for (id, command, tests) in last_commands {
         if tests {
-            order_after_writers(flow, &id, notes);
+            order_after_writers(flow, &id, order, notes);
         }
         // The same command twice: the later run is the one that counts.
         commands.retain(|c| c.command.is_none() || c.command != command);
@@ -623,7 +641,7 @@ fn deliver_command(
         .max_by_key(|s| order.get(&s.id).copied().unwrap_or(0))
         .map(|s| s.id.clone());
     if let Some(id) = candidate
-        && order_after_writers(flow, &id, notes)
+        && order_after_writers(flow, &id, Order::AsWritten, notes)
     {
         return Some(id);
     }
@@ -671,9 +689,9 @@ fn deliver_command(
 }
 
 /// Gives step `id` every step that writes files as an ancestor, adding the dependencies it
-/// lacks where each such step comes before it in the flow as written (so no cycle and no
-/// finished step is rewired). False when one comes after it.
-fn order_after_writers(flow: &mut Flow, id: &str, notes: &mut Vec<String>) -> bool {
+/// lacks where `order` allows each (never one that waits for `id`: no cycle). False when one
+/// cannot be added.
+fn order_after_writers(flow: &mut Flow, id: &str, order: Order, notes: &mut Vec<String>) -> bool {
     let position = |flow: &Flow, id: &str| flow.steps.iter().position(|s| s.id == id);
     let Some(at) = position(flow, id) else {
         return false;
@@ -686,10 +704,11 @@ fn order_after_writers(flow: &mut Flow, id: &str, notes: &mut Vec<String>) -> bo
         .collect::<BTreeSet<_>>()
         .into_iter()
         .collect();
-    if missing
-        .iter()
-        .any(|writer| position(flow, writer).is_none_or(|w| w > at))
-    {
+    let allowed = |writer: &String| match order {
+        Order::AsWritten => position(flow, writer).is_some_and(|w| w < at),
+        Order::Any => !flow.ancestors(writer).contains(id),
+    };
+    if !missing.iter().all(allowed) {
         return false;
     }
     for writer in missing {
@@ -1104,5 +1123,45 @@ mod tests {
             "params": {"file_path": "stats.py"}}]));
         settle(&mut reads_only, None, &rules, &mut problems);
         assert!(reads_only.deliverables.unwrap().is_empty());
+    }
+
+    /// Issue 41's eval: phone-number's plan ran its tests first and the change after, with no
+    /// dependency between them, so the tests ran beside the change, judged the starting code,
+    /// and no coder's try could follow them (it takes the code step the tests depend on). A
+    /// test that no change depends on runs after every change, wherever the plan wrote it; on
+    /// a plan settled before (a revision, a resume) only where the order as written allows,
+    /// so no finished step is rewired.
+    #[test]
+    fn tests_written_before_the_change_run_after_it() {
+        let (_repo, rules) = rules();
+        let mut problems = Vec::new();
+        let steps = json!([
+            {"id": "check", "operation": "run_tests", "params": {"command": "python3 -m pytest"}},
+            {"id": "fix", "operation": "modify_code",
+             "params": {"file_path": "utils.py", "instructions": "fix it"}}]);
+        let mut written = flow(steps.clone());
+        let notes = settle(&mut written, None, &rules, &mut problems);
+        assert_eq!(problems, vec![]);
+        assert_eq!(
+            written.step("check").unwrap().depends_on,
+            vec!["fix".to_string()]
+        );
+        assert!(notes.iter().any(|n| n.contains("step check")), "{notes:?}");
+        let settled = written.deliverables.clone().unwrap();
+        assert_eq!(settled.commands[0].step, "check");
+        // A revision of a settled flow: the order as written holds.
+        let mut revised = flow(steps);
+        let raw = serde_json::to_value(&settled).unwrap();
+        settle(&mut revised, Some(raw), &rules, &mut problems);
+        assert_eq!(problems, vec![]);
+        assert!(revised.step("check").unwrap().depends_on.is_empty());
+        // A diagnosis (a change depends on it) stays before the change.
+        let mut diagnosis = flow(json!([
+            {"id": "check", "operation": "run_tests", "params": {"command": "python3 -m pytest"}},
+            {"id": "fix", "operation": "modify_code", "depends_on": ["check"],
+             "params": {"file_path": "utils.py", "instructions": "fix it"}}]));
+        settle(&mut diagnosis, None, &rules, &mut problems);
+        assert_eq!(problems, vec![]);
+        assert!(diagnosis.step("check").unwrap().depends_on.is_empty());
     }
 }

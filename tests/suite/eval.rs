@@ -165,6 +165,78 @@ fn each_flow_is_scored_by_its_check_and_a_false_success_is_named() {
     );
 }
 
+/// Issue 41's random ten counted Exercism's markdown, a refactoring whose stub passes its
+/// tests: the model alone "solved" it by changing nothing. A task whose check passes on the
+/// repository as it is has nothing to solve: it is left out of the eval, for the flows and the
+/// model alone, and the report says so; a suite of only such tasks is refused.
+#[test]
+fn a_task_whose_check_passes_before_any_change_is_left_out() {
+    let sandbox = Sandbox::new(&[("calc.py", BUGGY), ("test_calc.py", TEST)]);
+    let root = sandbox.root();
+    let done = root.join("done");
+    fs::create_dir_all(&done).unwrap();
+    fs::write(done.join("calc.py"), "def add(a, b):\n    return a + b\n").unwrap();
+    fs::write(done.join("test_calc.py"), TEST).unwrap();
+    git(&sandbox.repo, &["init", "-q"]);
+    git(&done, &["init", "-q"]);
+    let check = "python3 -m unittest -q test_calc";
+    let fix = plan(root, "fix", write_calc("return a + b"));
+    let suite = [
+        json!({"id": "fix", "task": "Fix add in calc.py", "repo": "repo", "plan": fix,
+               "check": check}),
+        json!({"id": "done", "task": "Fix add in calc.py", "repo": "done", "plan": fix,
+               "check": check}),
+    ];
+    let write_suite = |lines: &[Value]| {
+        let text: String = lines.iter().map(|l| format!("{l}\n")).collect();
+        fs::write(root.join("suite.jsonl"), text).unwrap();
+    };
+    write_suite(&suite);
+    let out = root.join("eval");
+    let eval = || {
+        sandbox
+            .command_like_ocflow(env!("CARGO_BIN_EXE_ocflow"))
+            .current_dir(root)
+            .arg("eval")
+            .arg(root.join("suite.jsonl"))
+            .arg("--out")
+            .arg(&out)
+            .output()
+            .unwrap()
+    };
+    let output = eval();
+    assert_exit(&output, 0);
+    let results = scored(&out);
+    assert_eq!(results.len(), 1, "{results:?}");
+    assert_eq!(
+        (results[0]["id"].clone(), results[0]["solved"].clone()),
+        (json!("fix"), json!(true))
+    );
+    let tasks = fs::read_to_string(out.join("tasks.jsonl")).unwrap();
+    assert!(!tasks.contains("\"done\""), "{tasks}");
+    assert!(
+        stderr(&output).contains("done: its check passes before any change: left out"),
+        "{}",
+        stderr(&output)
+    );
+    let summary = fs::read_to_string(out.join("summary.md")).unwrap();
+    assert!(summary.contains("1 of 1 task(s) solved"), "{summary}");
+    assert!(
+        summary
+            .contains("Left out, their check passing before any change (nothing to solve): done."),
+        "{summary}"
+    );
+    // Nothing left to solve: refused, and said why.
+    write_suite(&suite[1..]);
+    let output = eval();
+    assert_exit(&output, 2);
+    assert!(
+        stderr(&output).contains("every task's check passes before any change (done)"),
+        "{}",
+        stderr(&output)
+    );
+}
+
 #[test]
 fn a_suite_line_without_a_check_is_refused_before_anything_runs() {
     let sandbox = Sandbox::new(&[("calc.py", BUGGY)]);

@@ -13,6 +13,7 @@ pub(crate) mod page;
 pub(crate) mod scoring;
 pub(crate) mod suite;
 pub(crate) mod swebench;
+pub(crate) mod unchanged;
 
 use std::collections::BTreeMap;
 use std::path::Path;
@@ -55,9 +56,30 @@ pub(crate) async fn eval(config: &Config, args: EvalArgs) -> Result<ExitCode> {
     } else {
         args.suite.clone()
     };
-    let suite = suite::read(&suite_path).map_err(Error::Usage)?;
+    let mut suite = suite::read(&suite_path).map_err(Error::Usage)?;
     let results_path = out.join(RESULTS_FILE);
     let earlier: BTreeMap<String, Scored> = load(&results_path);
+    let timeout = Duration::from_secs(args.check_timeout);
+    let left_out = unchanged::passing(&suite, &earlier, &out, timeout);
+    for id in &left_out {
+        let message = format!(
+            "{id}: its check passes before any change: left out (nothing to solve, for ocflow \
+             or the model alone)"
+        );
+        tell(
+            config,
+            &format!("ocflow: eval: {message}"),
+            Event::Warning { message },
+        );
+    }
+    suite.leave_out(&left_out);
+    if suite.checks.is_empty() {
+        return Err(Error::Usage(format!(
+            "every task's check passes before any change ({}): nothing to solve; give tasks \
+             whose check fails on the repository as it is",
+            left_out.join(", ")
+        )));
+    }
     let estimate = estimate::before(&suite.checks, &earlier);
     if estimate.tasks > 0 && !config.json {
         say(&format!(
@@ -70,7 +92,8 @@ pub(crate) async fn eval(config: &Config, args: EvalArgs) -> Result<ExitCode> {
         ));
     }
     let tasks = out.join("tasks.jsonl");
-    std::fs::write(&tasks, &suite.tasks).io_context(|| format!("writing {}", tasks.display()))?;
+    std::fs::write(&tasks, suite.tasks_file())
+        .io_context(|| format!("writing {}", tasks.display()))?;
     let flows = out.join("flows");
     let mut fleet = args.fleet.clone();
     fleet.no_memory = !args.memory;
@@ -91,7 +114,6 @@ pub(crate) async fn eval(config: &Config, args: EvalArgs) -> Result<ExitCode> {
     }
     let finished = batch::results::load(&flows);
     let mut scored = earlier.clone();
-    let timeout = Duration::from_secs(args.check_timeout);
     for (id, check) in &suite.checks {
         let Some(result) = finished.get(id).filter(|_| !scored.contains_key(id)) else {
             continue;
@@ -134,6 +156,12 @@ pub(crate) async fn eval(config: &Config, args: EvalArgs) -> Result<ExitCode> {
     };
     let ids: Vec<String> = suite.checks.keys().cloned().collect();
     let mut text = summary(&ids, &scored, &baselines);
+    if !left_out.is_empty() {
+        text.push_str(&format!(
+            "\nLeft out, their check passing before any change (nothing to solve): {}.\n",
+            left_out.join(", ")
+        ));
+    }
     let spent: u64 = scored
         .iter()
         .filter(|(id, _)| !earlier.contains_key(*id))

@@ -12,8 +12,27 @@ use serde_json::{Map, Value};
 #[derive(Debug)]
 pub(crate) struct Suite {
     pub(crate) checks: BTreeMap<String, Check>,
-    /// The suite's lines without their checks, as JSON lines.
-    pub(crate) tasks: String,
+    /// The suite's lines without their checks (each a JSON object), with their task ids, in
+    /// the suite's order.
+    lines: Vec<(String, String)>,
+}
+
+impl Suite {
+    /// Its tasks as the batch reads them: JSON lines, without the checks.
+    pub(crate) fn tasks_file(&self) -> String {
+        self.lines
+            .iter()
+            .map(|(_, line)| format!("{line}\n"))
+            .collect()
+    }
+
+    /// Takes the tasks `ids` out of the suite.
+    pub(crate) fn leave_out(&mut self, ids: &[String]) {
+        for id in ids {
+            self.checks.remove(id);
+        }
+        self.lines.retain(|(id, _)| !ids.contains(id));
+    }
 }
 
 /// How one task is judged.
@@ -46,7 +65,7 @@ pub(crate) fn read(path: &Path) -> Result<Suite, String> {
     let base = path.parent().unwrap_or(Path::new("."));
     let base = std::path::absolute(base).unwrap_or_else(|_| base.to_path_buf());
     let mut checks = BTreeMap::new();
-    let mut tasks = String::new();
+    let mut lines = Vec::new();
     let mut problems = Vec::new();
     for (index, line) in text.lines().enumerate() {
         if line.trim().is_empty() {
@@ -54,8 +73,7 @@ pub(crate) fn read(path: &Path) -> Result<Suite, String> {
         }
         match task_line(line, &base) {
             Ok((id, check, rest)) => {
-                tasks.push_str(&rest);
-                tasks.push('\n');
+                lines.push((id.clone(), rest));
                 checks.insert(id, check);
             }
             Err(problem) => problems.push(format!("line {}: {problem}", index + 1)),
@@ -75,7 +93,7 @@ pub(crate) fn read(path: &Path) -> Result<Suite, String> {
             path.display()
         ));
     }
-    Ok(Suite { checks, tasks })
+    Ok(Suite { checks, lines })
 }
 
 /// One line: its id, its check, and the line without the check (paths absolute).
@@ -157,7 +175,7 @@ mod tests {
         )
         .unwrap();
         let read = read(&suite).unwrap();
-        let line: Value = serde_json::from_str(read.tasks.trim()).unwrap();
+        let line: Value = serde_json::from_str(read.tasks_file().trim()).unwrap();
         assert_eq!(line.get("check"), None, "the model never sees the check");
         assert_eq!(
             line["repo"],

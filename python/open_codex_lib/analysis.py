@@ -269,7 +269,8 @@ def ask_analysis(chat: llm.Conversation, messages: list[dict], rel: str) -> tupl
     analysis is empty (``{}``, or no summary and no findings), or when it
     copies the prompt's example.  When the asks give none, the last non-empty
     answer holding no JSON analysis at all is kept as a prose analysis
-    (``structured`` False): a review in prose is still a review.  Otherwise
+    (``structured`` False): a review in prose is still a review (one cut off at
+    the token limit is not one).  Otherwise
     the step fails, and nothing is written.
     """
     outcome = reask.ask_until_usable(
@@ -281,7 +282,9 @@ def ask_analysis(chat: llm.Conversation, messages: list[dict], rel: str) -> tupl
     )
     if outcome.usable:
         return outcome.value, True
-    prose = next((text.strip() for text in reversed(outcome.answers) if is_prose(text)), None)
+    prose = next(
+        (text.strip() for text in reversed(outcome.whole_answers()) if is_prose(text)), None
+    )
     if prose is not None:
         return {"summary": prose, "findings": []}, False
     if not any(text.strip() for text in outcome.answers):

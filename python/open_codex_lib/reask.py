@@ -62,6 +62,12 @@ class Outcome:
     problems: list[Problem] = field(default_factory=list)
     value: Any = None
     repeated: bool = False  # the asks ended because an answer repeated an earlier one
+    cut_off: set[int] = field(default_factory=set)  # indices of answers cut off at the limit
+
+    def whole_answers(self) -> list[str]:
+        """The answers not cut off at the token limit, in order: only these may stand for
+        anything (a cut-off answer is never used)."""
+        return [text for at, text in enumerate(self.answers) if at not in self.cut_off]
 
     @property
     def usable(self) -> bool:
@@ -106,6 +112,7 @@ def ask_until_usable(
             answer = chat.ask(asking, json=json, reask=asked)
         except llm.Truncated as error:
             answer, cut = error.content, error
+            outcome.cut_off.add(len(outcome.answers))
         earlier = [text.strip() for text in outcome.answers]
         outcome.answers.append(answer)
         if answer.strip() in earlier:

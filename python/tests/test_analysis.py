@@ -370,6 +370,18 @@ def test_analyze_code_empty_analysis_twice_is_not_kept_as_prose(make_step):
     assert "the analysis is empty" in result["message"]
 
 
+def test_analyze_code_cut_off_answers_are_never_kept_as_prose(make_step):
+    # A small model's answer repeated to the token limit, twice: no analysis, whatever its words.
+    files = analyze_step(make_step)
+    looping = "The function f evaluates its argument. " * 300
+    cut = {"content": looping, "finish_reason": "length", "usage": {"total_tokens": 2048}}
+    llm = FakeLLM(cut, dict(cut, content=looping + "And"))
+    result = execute_operation(files.path, {"complete": llm})
+    assert result["status"] == "failure", result
+    assert "truncated at the token limit" in result["message"]
+    assert len(llm.calls) == 2
+
+
 def test_analyze_code_findings_without_a_summary_are_an_analysis(make_step):
     files = analyze_step(make_step)
     answer = '{"findings": [{"line": 4, "severity": "error", "message": "eval is unsafe"}]}'

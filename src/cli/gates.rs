@@ -9,6 +9,7 @@ use std::io::IsTerminal;
 use crate::cli::config::Config;
 use crate::cli::launch;
 use crate::cli::live;
+use ocflow_core::flow::deliverables::Order;
 use ocflow_core::task::events::Events;
 use ocflow_core::task::state;
 use ocflow_core::task::workspace::{self, TaskDir};
@@ -569,7 +570,13 @@ fn edit(config: &Config, task: &TaskDir, flow: &Flow) -> Result<Flow> {
             "the editor {editor:?} exited with {ran}; the plan is unchanged"
         )));
     }
-    let (edited, _) = launch::read_flow(&path, Some(&flow.task), &config.rules, &config.roles)?;
+    let (edited, _) = launch::read_flow(
+        &path,
+        Some(&flow.task),
+        &config.rules,
+        &config.roles,
+        Order::AsWritten,
+    )?;
     Ok(edited)
 }
 

@@ -16,6 +16,7 @@ use ocflow_core::engine::executor::{RecoverySettings, Settings};
 use ocflow_core::engine::memory::Memory;
 use ocflow_core::engine::sandbox::SandboxPlan;
 use ocflow_core::engine::sandbox_probe::PendingSandbox;
+use ocflow_core::flow::deliverables::Order;
 use ocflow_core::flow::path_rules::{PathRules, canonical_or_absolute};
 use ocflow_core::flow::plugins;
 use ocflow_core::flow::project_instructions::ProjectInstructions;
@@ -194,12 +195,14 @@ pub(crate) fn validated_again() -> bool {
 }
 
 /// Reads and validates a flow file, checking its size before reading it whole; with what
-/// validation added to it (see `validate::parse_flow_noting`).
+/// validation added to it (see `validate::parse_flow_noting`). `order`: `Any` for a plan
+/// read for the first time (`--plan`), `AsWritten` for a flow read again.
 pub(crate) fn read_flow(
     path: &Path,
     default_task: Option<&str>,
     rules: &PathRules,
     roles: &Roles,
+    order: Order,
 ) -> Result<(Flow, Vec<String>)> {
     let unreadable = |err: std::io::Error| {
         Error::Usage(format!("cannot read the flow {}: {err}", path.display()))
@@ -219,8 +222,9 @@ pub(crate) fn read_flow(
     let text = fs::read_to_string(path).map_err(unreadable)?;
     // The roles' problems come with the parameters' (every problem at once).
     let role_problems = |flow: &Flow| roles.apply(flow.clone()).err().unwrap_or_default();
-    let (flow, notes) = validate::parse_flow_checking(&text, default_task, rules, &role_problems)
-        .map_err(Error::InvalidFlow)?;
+    let (flow, notes) =
+        validate::parse_flow_checking(&text, default_task, rules, order, &role_problems)
+            .map_err(Error::InvalidFlow)?;
     if flow.task.len() > validate::MAX_TASK_BYTES {
         return Err(Error::InvalidFlow(vec![Problem {
             step: None,

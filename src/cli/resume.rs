@@ -14,6 +14,7 @@ use crate::cli::tasks::{find_task, know_operations_of, warn};
 use ocflow_core::engine::executor::{Executor, Settings};
 use ocflow_core::engine::orphans;
 use ocflow_core::engine::signals::Interrupt;
+use ocflow_core::flow::deliverables::Order;
 use ocflow_core::flow::path_rules::PathRules;
 use ocflow_core::task::events::Events;
 use ocflow_core::task::journal::Journal;
@@ -184,7 +185,15 @@ async fn plan_again(
 fn load_status(config: &Config, task: &TaskDir) -> Result<FlowStatus> {
     let status_path = task.file(workspace::STATUS_FILE);
     let flow_file = task.file(workspace::FLOW_FILE);
-    let read_flow = || launch::read_flow(&flow_file, None, &config.rules, &config.roles);
+    let read_flow = || {
+        launch::read_flow(
+            &flow_file,
+            None,
+            &config.rules,
+            &config.roles,
+            Order::AsWritten,
+        )
+    };
     match state::load_status(task) {
         Err(_) if !status_path.exists() && flow_file.is_file() => Ok(FlowStatus::new(
             &task.task_id,
@@ -238,7 +247,7 @@ fn flow_of(
 ) -> Result<Flow> {
     state::load_flow_of(task, status)?;
     let flow_file = state::current_flow_file(task, status.revision);
-    let (flow, _) = launch::read_flow(&flow_file, None, rules, &config.roles)?;
+    let (flow, _) = launch::read_flow(&flow_file, None, rules, &config.roles, Order::AsWritten)?;
     if let Some(step) = flow.steps.iter().find(|s| status.step(&s.id).is_none()) {
         return Err(Error::BadStateFile {
             path: task.file(workspace::STATUS_FILE),

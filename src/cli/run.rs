@@ -17,6 +17,7 @@ use ocflow_core::engine::bridge::Bridge;
 use ocflow_core::engine::executor::{Executor, FlowOutcome};
 use ocflow_core::engine::planning::{self, Planned, no_steps};
 use ocflow_core::engine::signals::Interrupt;
+use ocflow_core::flow::deliverables::Order;
 use ocflow_core::flow::operations;
 use ocflow_core::flow::path_rules::canonical_or_absolute;
 use ocflow_core::flow::validate::MAX_TASK_BYTES;
@@ -181,8 +182,15 @@ async fn start(
 fn given_flow(config: &Config, args: &RunArgs) -> Result<(Option<Flow>, Vec<String>)> {
     match (&args.plan, &args.task) {
         (Some(plan), _) => {
-            let read =
-                || launch::read_flow(plan, args.task.as_deref(), &config.rules, &config.roles);
+            let read = || {
+                launch::read_flow(
+                    plan,
+                    args.task.as_deref(),
+                    &config.rules,
+                    &config.roles,
+                    Order::Any,
+                )
+            };
             // Read while the library loads: a flow naming a plugin's operation waits for it.
             let (flow, added) = match read() {
                 Err(_) if launch::loading() => {
@@ -532,7 +540,13 @@ fn library_for(config: &Config, args: &RunArgs, given: Option<&Flow>) -> Result<
     let bridge = launch::load_bridge(config)?;
     if let (Some(plan), Some(flow)) = (&args.plan, given) {
         if launch::validated_again() {
-            launch::read_flow(plan, args.task.as_deref(), &config.rules, &config.roles)?;
+            launch::read_flow(
+                plan,
+                args.task.as_deref(),
+                &config.rules,
+                &config.roles,
+                Order::Any,
+            )?;
         }
         bridge.preload(flow.operations());
     }

@@ -274,6 +274,46 @@ fn the_same_problem_twice_ends_the_recovery_answers() {
     assert!(again.contains(CHECK_SAYS), "{again}");
 }
 
+/// Issue 41's eval: phone-number's plan ran its tests first and the change after, with no
+/// dependency between them: the tests judged the starting code beside the change, and no
+/// coder's try could follow them. A plan given with `--plan` (read for the first time) has its
+/// tests wait for every change, wherever it wrote them, and says so.
+#[test]
+fn tests_a_plan_wrote_before_the_change_run_after_it() {
+    let sandbox = sandbox();
+    let plan = sandbox.flow(&json!([
+        {"id": "test", "operation": "run_tests", "params": {"command": PYTEST}},
+        {"id": "fix", "operation": "modify_code",
+         "params": {"file_path": "calc.py", "instructions": "make add return the sum"}}
+    ]));
+    let llm = FakeLlm::with_rules(vec![
+        Rule::flow_summary().reply(chat("add now adds.")),
+        Rule::prompt_contains("make add return the sum").reply(code(FIXED)),
+    ]);
+    let output = sandbox
+        .ocflow_llm(&llm.base_url())
+        .args(["run", "--task-id", "t", "--plan"])
+        .arg(plan)
+        .output()
+        .unwrap();
+    assert_exit(&output, 0);
+    let test = sandbox.step_status("t", "test");
+    assert_eq!(
+        (test["status"].clone(), test["attempts"].clone()),
+        (json!("succeeded"), json!(1)),
+        "{test}"
+    );
+    assert_eq!(sandbox.status("t")["recovery_calls"], json!(0));
+    let stderr = String::from_utf8_lossy(&output.stderr);
+    assert!(
+        stderr.contains(
+            "step test runs a command that must pass at the end, and did not depend \
+                         on step fix"
+        ),
+        "{stderr}"
+    );
+}
+
 /// The second try is taken once: the same failure after it stops the flow, as before.
 #[test]
 fn the_coders_second_try_is_taken_once() {

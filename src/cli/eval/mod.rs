@@ -60,26 +60,8 @@ pub(crate) async fn eval(config: &Config, args: EvalArgs) -> Result<ExitCode> {
     let results_path = out.join(RESULTS_FILE);
     let earlier: BTreeMap<String, Scored> = load(&results_path);
     let timeout = Duration::from_secs(args.check_timeout);
-    let left_out = unchanged::passing(&suite, &earlier, &out, timeout);
-    for id in &left_out {
-        let message = format!(
-            "{id}: its check passes before any change: left out (nothing to solve, for ocflow \
-             or the model alone)"
-        );
-        tell(
-            config,
-            &format!("ocflow: eval: {message}"),
-            Event::Warning { message },
-        );
-    }
-    suite.leave_out(&left_out);
-    if suite.checks.is_empty() {
-        return Err(Error::Usage(format!(
-            "every task's check passes before any change ({}): nothing to solve; give tasks \
-             whose check fails on the repository as it is",
-            left_out.join(", ")
-        )));
-    }
+    let told = |text: &str, event: Event| tell(config, text, event);
+    let left_out = unchanged::leave_out(config, &told, &mut suite, &earlier, &out, timeout)?;
     let estimate = estimate::before(&suite.checks, &earlier);
     if estimate.tasks > 0 && !config.json {
         say(&format!(
@@ -149,19 +131,18 @@ pub(crate) async fn eval(config: &Config, args: EvalArgs) -> Result<ExitCode> {
             path.display()
         ));
     }
-    let baselines = if args.baseline {
+    let mut baselines = if args.baseline {
         self::baselines(config, &suite, &out, timeout).await?
     } else {
         load(&out.join(BASELINE_FILE))
     };
+    // The report is of this suite's tasks: a line of an earlier run for a task no longer in it
+    // (left out, or taken out of the suite) counts for neither side.
+    scored.retain(|id, _| suite.checks.contains_key(id));
+    baselines.retain(|id, _| suite.checks.contains_key(id));
     let ids: Vec<String> = suite.checks.keys().cloned().collect();
     let mut text = summary(&ids, &scored, &baselines);
-    if !left_out.is_empty() {
-        text.push_str(&format!(
-            "\nLeft out, their check passing before any change (nothing to solve): {}.\n",
-            left_out.join(", ")
-        ));
-    }
+    text.push_str(&unchanged::said(&left_out));
     let spent: u64 = scored
         .iter()
         .filter(|(id, _)| !earlier.contains_key(*id))
@@ -197,7 +178,7 @@ pub(crate) async fn eval(config: &Config, args: EvalArgs) -> Result<ExitCode> {
     } else {
         print_stdout(&text);
     }
-    let unscored = suite.checks.len() - scored.len();
+    let unscored = ids.iter().filter(|id| !scored.contains_key(*id)).count();
     Ok(if ran == ExitCode::Paused && unscored > 0 {
         ExitCode::Paused
     } else if unscored > 0 || scored.values().any(|s| s.problem.is_some()) {

@@ -140,9 +140,11 @@ pub(crate) async fn decide(context: &Context<'_>, failed: &str) -> Result<Decide
                     .map(|p| format!("- {p}"))
                     .collect::<Vec<_>>()
                     .join("\n");
-                // As the planner's: a third answer after the same problem twice (a small model
-                // repeating a list to the token limit) would cost minutes and differ little.
-                if problems == said {
+                // A third answer after the same problems twice (a small model repeating a list
+                // to the token limit) would cost minutes and differ little. Unlike the
+                // planner's rule, whatever follows: a failed test of code gets the coder's try,
+                // any other failure stops, as after three answers.
+                if answer_number > 1 && problems == said {
                     return Err(Stop::NoValidAnswer {
                         answers: answer_number,
                         dir: dir.display().to_string(),

@@ -36,6 +36,7 @@ pub(crate) fn settle(
     flow: &mut Flow,
     raw: Option<Value>,
     rules: &PathRules,
+    order: Order,
     problems: &mut Vec<Problem>,
 ) -> Vec<String> {
     let mut notes = Vec::new();
@@ -44,15 +45,9 @@ pub(crate) fn settle(
         .as_ref()
         .is_some_and(|raw| raw.get("planned") == Some(&Value::Bool(true)));
     let required = required_commands(raw.as_ref());
-    // A plan settled for the first time has no finished step: its tests may be rewired.
-    let order = if raw.is_none() {
-        Order::Any
-    } else {
-        Order::AsWritten
-    };
     let declared = raw.and_then(|raw| read(raw, problems));
     let deliverables = match declared {
-        Some(declared) => settle_declared(flow, declared, rules, problems, &mut notes),
+        Some(declared) => settle_declared(flow, declared, rules, order, problems, &mut notes),
         None => Deliverables {
             planned,
             ..infer(flow, order, &mut notes)
@@ -64,7 +59,7 @@ pub(crate) fn settle(
         let kept = format!("`{command}` must still pass at the end");
         notes.extend(require_command_because(flow, &command, why, &kept));
     }
-    settle_reproductions(flow, problems, &mut notes);
+    settle_reproductions(flow, order, problems, &mut notes);
     notes
 }
 
@@ -85,7 +80,12 @@ fn required_commands(raw: Option<&Value>) -> Vec<(String, Required)> {
 /// Makes the command of each step that reproduces the task's problem (`reproduce`) one the flow
 /// must see pass after every change, the reproduction its other half of the evidence. A
 /// reproduction that depends on a change is a problem: it must see the repository as it is.
-fn settle_reproductions(flow: &mut Flow, problems: &mut Vec<Problem>, notes: &mut Vec<String>) {
+fn settle_reproductions(
+    flow: &mut Flow,
+    order: Order,
+    problems: &mut Vec<Problem>,
+    notes: &mut Vec<String>,
+) {
     let writers: BTreeSet<String> = file_writes(flow).into_iter().map(|(id, _)| id).collect();
     let reproductions: Vec<(String, String)> = flow
         .steps
@@ -109,7 +109,7 @@ fn settle_reproductions(flow: &mut Flow, problems: &mut Vec<Problem>, notes: &mu
         match known {
             Some(known) => known.reproduced_by = Some(id),
             None => {
-                if let Some(step) = deliver_command(flow, Some(&command), true, notes) {
+                if let Some(step) = deliver_command(flow, Some(&command), true, order, notes) {
                     notes.push(format!(
                         "`{command}` fails before the change (step {id}): it must pass after \
                          every change"
@@ -152,7 +152,7 @@ pub(crate) fn require_reproduction(flow: &mut Flow, command: &str) -> Vec<String
         "step {id} was added to run `{command}` before any change: the model's reproduction of \
          the problem"
     )];
-    settle_reproductions(flow, &mut Vec::new(), &mut notes);
+    settle_reproductions(flow, Order::AsWritten, &mut Vec::new(), &mut notes);
     notes
 }
 
@@ -397,6 +397,7 @@ fn settle_declared(
     flow: &mut Flow,
     declared: Declared,
     rules: &PathRules,
+    order: Order,
     problems: &mut Vec<Problem>,
     notes: &mut Vec<String>,
 ) -> Deliverables {
@@ -427,7 +428,7 @@ fn settle_declared(
     }
     let mut commands = Vec::new();
     for command in &declared.commands {
-        match deliver_command(flow, Some(command), true, notes) {
+        match deliver_command(flow, Some(command), true, order, notes) {
             Some(step) => commands.push(CommandDeliverable {
                 command: Some(command.clone()),
                 step,
@@ -515,7 +516,9 @@ fn require_command_because(
         }
         None => false,
     };
-    if !known && let Some(step) = deliver_command(flow, Some(command), true, &mut notes) {
+    if !known
+        && let Some(step) = deliver_command(flow, Some(command), true, Order::AsWritten, &mut notes)
+    {
         deliverables.commands.push(CommandDeliverable {
             command: Some(command.to_string()),
             step,
@@ -534,14 +537,15 @@ pub(crate) fn inferred(flow: &Flow) -> Deliverables {
     infer(&mut flow.clone(), Order::AsWritten, &mut Vec::new())
 }
 
-/// Which steps that write files a test may be made to wait for.
-#[derive(Clone, Copy, PartialEq)]
-enum Order {
-    /// Those before it in the flow as written: a revision's or a resumed flow's finished
-    /// steps are never rewired.
+/// Which steps that write files a test the flow must pass may be made to wait for.
+#[derive(Debug, Clone, Copy)]
+pub enum Order {
+    /// Those before it in the flow as written: a flow read again (a revision, a resume, a plan
+    /// edited at its approval) may have finished steps, and none is ever rewired.
     AsWritten,
-    /// Any that does not wait for it: a plan settled for the first time, where a test written
-    /// before the change, with no dependency between them, would run beside it.
+    /// Any that does not wait for it: a plan read for the first time (the model's, or one
+    /// given with `--plan`), where nothing has run, and a test written before the change with
+    /// no dependency between them would run beside it.
     Any,
 }
 
@@ -622,10 +626,11 @@ fn deliver_command(
     flow: &mut Flow,
     command: Option<&str>,
     add: bool,
+    order: Order,
     notes: &mut Vec<String>,
 ) -> Option<String> {
     let writers: Vec<String> = file_writes(flow).into_iter().map(|(id, _)| id).collect();
-    let order: HashMap<String, usize> = flow
+    let rank: HashMap<String, usize> = flow
         .topological_order()
         .into_iter()
         .enumerate()
@@ -638,10 +643,10 @@ fn deliver_command(
         .iter()
         .filter(|s| runs(s, command))
         .filter(|s| !upstream.contains(&s.id))
-        .max_by_key(|s| order.get(&s.id).copied().unwrap_or(0))
+        .max_by_key(|s| rank.get(&s.id).copied().unwrap_or(0))
         .map(|s| s.id.clone());
     if let Some(id) = candidate
-        && order_after_writers(flow, &id, Order::AsWritten, notes)
+        && order_after_writers(flow, &id, order, notes)
     {
         return Some(id);
     }
@@ -1000,7 +1005,13 @@ mod tests {
              "params": {"file_path": "utils.py", "instructions": "fix it"}},
             {"id": "test", "operation": "run_tests", "params": {"command": "python3 -m pytest"}}]));
         let raw = json!({"files": ["utils.py"], "commands": ["python -m pytest"]});
-        let notes = settle(&mut written, Some(raw), &rules, &mut problems);
+        let notes = settle(
+            &mut written,
+            Some(raw),
+            &rules,
+            Order::AsWritten,
+            &mut problems,
+        );
         assert_eq!(problems, vec![]);
         assert_eq!(
             written.step("test").unwrap().depends_on,
@@ -1015,7 +1026,13 @@ mod tests {
             {"id": "fix", "operation": "modify_code",
              "params": {"file_path": "utils.py", "instructions": "fix it"}}]));
         let raw = json!({"files": "utils.py", "commands": "make test"});
-        settle(&mut missing, Some(raw), &rules, &mut problems);
+        settle(
+            &mut missing,
+            Some(raw),
+            &rules,
+            Order::AsWritten,
+            &mut problems,
+        );
         assert_eq!(problems, vec![]);
         let added = missing.step("check").expect("a check step");
         assert_eq!(added.depends_on, vec!["fix".to_string()]);
@@ -1032,7 +1049,7 @@ mod tests {
             {"id": "show", "operation": "reproduce", "params": {"command": "python3 -c 'f()'"}},
             {"id": "fix", "operation": "modify_code",
              "params": {"file_path": "utils.py", "instructions": "fix it"}}]));
-        settle(&mut planned, None, &rules, &mut problems);
+        settle(&mut planned, None, &rules, Order::AsWritten, &mut problems);
         assert_eq!(problems, vec![]);
         let settled = planned.deliverables.clone().unwrap();
         assert_eq!(settled.commands.len(), 1, "{settled:?}");
@@ -1046,7 +1063,7 @@ mod tests {
              "params": {"file_path": "utils.py", "instructions": "fix it"}},
             {"id": "show", "operation": "reproduce", "depends_on": ["fix"],
              "params": {"command": "python3 -c 'f()'"}}]));
-        settle(&mut late, None, &rules, &mut problems);
+        settle(&mut late, None, &rules, Order::AsWritten, &mut problems);
         assert_eq!(problems.len(), 1, "{problems:?}");
         assert!(
             problems[0]
@@ -1064,7 +1081,13 @@ mod tests {
         let mut read_only = flow(json!([
             {"id": "read", "operation": "read_file", "params": {"file_path": "stats.py"}}]));
         let raw = json!({"files": ["ANALYSIS.md"], "answer": "What does summarize return?"});
-        settle(&mut read_only, Some(raw), &rules, &mut problems);
+        settle(
+            &mut read_only,
+            Some(raw),
+            &rules,
+            Order::AsWritten,
+            &mut problems,
+        );
         let messages: Vec<String> = problems.iter().map(|p| p.message.clone()).collect();
         assert_eq!(messages.len(), 2, "{messages:?}");
         assert!(messages[0].contains("no step writes it"), "{messages:?}");
@@ -1081,7 +1104,13 @@ mod tests {
              "params": {"file_path": "stats.py", "query": "what does it return?"}}]));
         let raw = json!({"answer": {"question": "What does summarize return?",
                                     "files": ["stats.py"]}});
-        settle(&mut asked, Some(raw), &rules, &mut problems);
+        settle(
+            &mut asked,
+            Some(raw),
+            &rules,
+            Order::AsWritten,
+            &mut problems,
+        );
         assert_eq!(problems, vec![]);
         assert!(asked.step("explain").unwrap().final_answer);
         assert_eq!(asked.deliverables.unwrap().answer.unwrap().step, "explain");
@@ -1092,6 +1121,7 @@ mod tests {
             &mut marked,
             Some(json!({"answer": "What?"})),
             &rules,
+            Order::AsWritten,
             &mut problems,
         );
         assert!(
@@ -1109,7 +1139,7 @@ mod tests {
             {"id": "fix", "operation": "modify_code", "depends_on": ["test_before"],
              "params": {"file_path": "utils.py", "instructions": "fix it"}},
             {"id": "test", "operation": "run_tests", "params": {}}]));
-        let notes = settle(&mut seed, None, &rules, &mut problems);
+        let notes = settle(&mut seed, None, &rules, Order::AsWritten, &mut problems);
         assert_eq!(problems, vec![]);
         assert_eq!(notes.len(), 1, "{notes:?}");
         let inferred = seed.deliverables.unwrap();
@@ -1121,16 +1151,23 @@ mod tests {
         // A flow that only reads delivers nothing.
         let mut reads_only = flow(json!([{"id": "read", "operation": "read_file",
             "params": {"file_path": "stats.py"}}]));
-        settle(&mut reads_only, None, &rules, &mut problems);
+        settle(
+            &mut reads_only,
+            None,
+            &rules,
+            Order::AsWritten,
+            &mut problems,
+        );
         assert!(reads_only.deliverables.unwrap().is_empty());
     }
 
     /// Issue 41's eval: phone-number's plan ran its tests first and the change after, with no
     /// dependency between them, so the tests ran beside the change, judged the starting code,
-    /// and no coder's try could follow them (it takes the code step the tests depend on). A
-    /// test that no change depends on runs after every change, wherever the plan wrote it; on
-    /// a plan settled before (a revision, a resume) only where the order as written allows,
-    /// so no finished step is rewired.
+    /// and no coder's try could follow them (it takes the code step the tests depend on). On a
+    /// plan read for the first time, a test that no change depends on runs after every change,
+    /// wherever the plan wrote it, whether the plan names its deliverables or not; on a flow
+    /// read again (a revision, a resume) only where the order as written allows, so no
+    /// finished step is rewired.
     #[test]
     fn tests_written_before_the_change_run_after_it() {
         let (_repo, rules) = rules();
@@ -1139,28 +1176,39 @@ mod tests {
             {"id": "check", "operation": "run_tests", "params": {"command": "python3 -m pytest"}},
             {"id": "fix", "operation": "modify_code",
              "params": {"file_path": "utils.py", "instructions": "fix it"}}]);
-        let mut written = flow(steps.clone());
-        let notes = settle(&mut written, None, &rules, &mut problems);
-        assert_eq!(problems, vec![]);
-        assert_eq!(
-            written.step("check").unwrap().depends_on,
-            vec!["fix".to_string()]
-        );
-        assert!(notes.iter().any(|n| n.contains("step check")), "{notes:?}");
-        let settled = written.deliverables.clone().unwrap();
-        assert_eq!(settled.commands[0].step, "check");
-        // A revision of a settled flow: the order as written holds.
-        let mut revised = flow(steps);
-        let raw = serde_json::to_value(&settled).unwrap();
-        settle(&mut revised, Some(raw), &rules, &mut problems);
-        assert_eq!(problems, vec![]);
-        assert!(revised.step("check").unwrap().depends_on.is_empty());
+        let declared = json!({"files": ["utils.py"], "commands": ["python3 -m pytest"]});
+        for raw in [None, Some(declared)] {
+            let mut written = flow(steps.clone());
+            let notes = settle(&mut written, raw.clone(), &rules, Order::Any, &mut problems);
+            assert_eq!(problems, vec![]);
+            assert_eq!(
+                written.step("check").unwrap().depends_on,
+                vec!["fix".to_string()],
+                "{raw:?}"
+            );
+            assert!(notes.iter().any(|n| n.contains("step check")), "{notes:?}");
+            assert_eq!(written.steps.len(), 2, "no second check added: {raw:?}");
+            let settled = written.deliverables.clone().unwrap();
+            assert_eq!(settled.commands[0].step, "check");
+            // The same steps read again: the order as written holds.
+            let mut again = flow(steps.clone());
+            let raw = serde_json::to_value(&settled).unwrap();
+            settle(
+                &mut again,
+                Some(raw),
+                &rules,
+                Order::AsWritten,
+                &mut problems,
+            );
+            assert_eq!(problems, vec![]);
+            assert!(again.step("check").unwrap().depends_on.is_empty());
+        }
         // A diagnosis (a change depends on it) stays before the change.
         let mut diagnosis = flow(json!([
             {"id": "check", "operation": "run_tests", "params": {"command": "python3 -m pytest"}},
             {"id": "fix", "operation": "modify_code", "depends_on": ["check"],
              "params": {"file_path": "utils.py", "instructions": "fix it"}}]));
-        settle(&mut diagnosis, None, &rules, &mut problems);
+        settle(&mut diagnosis, None, &rules, Order::Any, &mut problems);
         assert_eq!(problems, vec![]);
         assert!(diagnosis.step("check").unwrap().depends_on.is_empty());
     }

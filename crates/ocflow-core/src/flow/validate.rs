@@ -6,7 +6,7 @@ use std::collections::{BTreeSet, HashMap, HashSet};
 
 use serde_json::{Map, Value};
 
-use crate::flow::deliverables;
+use crate::flow::deliverables::{self, Order};
 use crate::flow::operations::{self, ParamMeaning};
 use crate::flow::path_rules::PathRules;
 use crate::flow::seed_formats;
@@ -26,7 +26,8 @@ pub(crate) const MAX_DEPENDENCIES: usize = 100;
 /// Names a step may not take because the task directory uses them.
 const RESERVED_IDS: &[&str] = &["final_output", "planning", "recovery"];
 
-/// Parses and validates a flow. `default_task` names the task when the flow does not.
+/// Parses and validates a flow read again (a revision: `Order::AsWritten`). `default_task`
+/// names the task when the flow does not.
 pub(crate) fn parse_flow(
     text: &str,
     default_task: Option<&str>,
@@ -43,15 +44,17 @@ pub(crate) fn parse_flow_noting(
     default_task: Option<&str>,
     rules: &PathRules,
 ) -> Result<(Flow, Vec<String>), Vec<Problem>> {
-    parse_flow_checking(text, default_task, rules, &|_| Vec::new())
+    parse_flow_checking(text, default_task, rules, Order::AsWritten, &|_| Vec::new())
 }
 
 /// `parse_flow_noting`, with `also` run on the flow as soon as its steps are read, so its
-/// problems (the roles') come with every other one at once.
+/// problems (the roles') come with every other one at once. `order` says which changes its
+/// tests may be made to wait for: any, for a plan read for the first time.
 pub fn parse_flow_checking(
     text: &str,
     default_task: Option<&str>,
     rules: &PathRules,
+    order: Order,
     also: &dyn Fn(&Flow) -> Vec<Problem>,
 ) -> Result<(Flow, Vec<String>), Vec<Problem>> {
     let mut notes = Vec::new();
@@ -90,6 +93,7 @@ pub fn parse_flow_checking(
                 flow,
                 deliverables.take(),
                 rules,
+                order,
                 &mut problems.0,
             ));
         }

@@ -524,11 +524,17 @@ impl Planner<'_> {
             return Judged::Refused(reason);
         }
         let roles = |flow: &Flow| self.roles.apply(flow.clone()).err().unwrap_or_default();
-        let (mut flow, mut notes) =
-            match validate::parse_flow_checking(&extracted.json, Some(task), self.rules, &roles) {
-                Ok(read) => read,
-                Err(found) => return listed(found),
-            };
+        let read = validate::parse_flow_checking(
+            &extracted.json,
+            Some(task),
+            self.rules,
+            deliverables::Order::Any,
+            &roles,
+        );
+        let (mut flow, mut notes) = match read {
+            Ok(read) => read,
+            Err(found) => return listed(found),
+        };
         deliverables::planned_by_model(&mut flow);
         self.name_the_test_command(&mut flow);
         if let Some(reason) = unfit(&flow, task, named) {
